@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs everything the stack needs on Debian 12 (Python 3.11, Java 17, Maven, Go present).
+# Every step is idempotent and skips what is already there, so CI and users can run it each time.
+#   apt : mosquitto, prometheus (Debian packages)
+#   pip : .venv/ with the pinned Python dependencies (pyproject.toml)
+#   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/
+#   go  : influxd 1.8.10 (pure Go, v2-compatible write API) into the user cache
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STACK_DIR=$ROOT/.stack
+CACHE_DIR=${STACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machinedata-stack}
+INFLUXD_VERSION=v1.8.10
+mkdir -p "$STACK_DIR" "$CACHE_DIR/bin"
+
+say() { printf '[setup] %s\n' "$*"; }
+need_sudo() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# --- apt -------------------------------------------------------------------------------------
+if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then have_mosq=1; else have_mosq=0; fi
+if [ $have_mosq = 1 ] && command -v mosquitto_passwd >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
+  say "apt: mosquitto and prometheus present"
+else
+  say "apt: installing mosquitto, mosquitto-clients, prometheus"
+  need_sudo apt-get update -qq
+  # Debian may start the packaged daemons; the stack launcher runs its own instances on
+  # 127.0.0.1, so stop the system ones that we just caused to start.
+  DEBIAN_FRONTEND=noninteractive need_sudo apt-get install -y -qq --no-install-recommends \
+    mosquitto mosquitto-clients prometheus >/dev/null
+  for svc in mosquitto prometheus; do
+    need_sudo service "$svc" stop >/dev/null 2>&1 || true
+  done
+fi
+
+# --- Python ----------------------------------------------------------------------------------
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+want=$(hash_of pyproject.toml)
+if [ -x .venv/bin/python ] && [ "$(cat .venv/.installed 2>/dev/null)" = "$want" ]; then
+  say "pip: .venv up to date"
+else
+  say "pip: installing pinned dependencies into .venv (first time: a few minutes, pyspark is large)"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > .venv/.installed
+fi
+
+# --- Maven -----------------------------------------------------------------------------------
+copy_jars() {  # pom, target dir
+  local pom=$1 dest=$2 stamp=$2/.installed want
+  want=$(hash_of "$pom")
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then say "mvn: $(basename "$dest") jars up to date"; return; fi
+  say "mvn: resolving $pom"
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest.tmp"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  echo "$want" > "$stamp"
+}
+copy_jars kafka/pom-broker.xml "$STACK_DIR/jars/kafka"
+copy_jars kafka/pom-spark.xml "$STACK_DIR/jars/spark-all"
+# Only the connector jars that the pyspark wheel does not already ship: two versions of one
+# library on the classpath (scala, hadoop, lz4, ...) break Spark in confusing ways.
+pyspark_jars=$(.venv/bin/python -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+rm -rf "$STACK_DIR/jars/spark" && mkdir -p "$STACK_DIR/jars/spark"
+for jar in "$STACK_DIR"/jars/spark-all/*.jar; do
+  artifact=$(basename "$jar" | sed -E 's/-[0-9][0-9A-Za-z.+-]*\.jar$//')
+  if ! ls "$pyspark_jars/$artifact"-[0-9]*.jar >/dev/null 2>&1; then cp "$jar" "$STACK_DIR/jars/spark/"; fi
+done
+say "mvn: spark connector jars: $(ls "$STACK_DIR/jars/spark" | tr '\n' ' ')"
+
+# --- Go: influxd 1.8.10 ----------------------------------------------------------------------
+INFLUXD=$CACHE_DIR/bin/influxd
+if [ -x "$INFLUXD" ]; then
+  say "go: influxd present ($INFLUXD)"
+else
+  say "go: building influxd $INFLUXD_VERSION (pure Go; a few minutes on 2 cores)"
+  # Go >= 1.23 refuses some //go:linkname uses of 2021-era dependencies at link time.
+  (cd "$CACHE_DIR" && GOBIN="$CACHE_DIR/bin" GOFLAGS= go install -ldflags=-checklinkname=0 \
+    "github.com/influxdata/influxdb/cmd/influxd@$INFLUXD_VERSION")
+fi
+ln -sfn "$INFLUXD" "$STACK_DIR/influxd"
+say "done"

@@ -1,0 +1,38 @@
+"""Where the repository, its installed tools and its run directory are.
+
+Kept in one place so the launcher, the tests and the services agree on them without passing
+paths around.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STACK_DIR = REPO_ROOT / ".stack"
+KAFKA_JARS_DIR = STACK_DIR / "jars" / "kafka"
+SPARK_JARS_DIR = STACK_DIR / "jars" / "spark"
+TOPICS_FILE = REPO_ROOT / "kafka" / "topics.yaml"
+SCHEMA_DIR = REPO_ROOT / "schemas"
+
+
+def default_run_dir() -> Path:
+    return REPO_ROOT / "run"
+
+
+def find_influxd() -> Path | None:
+    """influxd 1.8.10 is built by scripts/setup.sh; users may also point INFLUXD_BIN at one."""
+    candidates = [os.environ.get("INFLUXD_BIN", ""), str(STACK_DIR / "influxd"),
+                  str(Path.home() / ".cache" / "machinedata-stack" / "bin" / "influxd"),
+                  shutil.which("influxd") or ""]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    return None
+
+
+def find_program(name: str, *extra_dirs: str) -> Path | None:
+    """Debian puts some daemons in /usr/sbin, which is not on every user's PATH."""
+    found = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra_dirs, "/usr/sbin", "/sbin"]))
+    return Path(found) if found else None

@@ -1,0 +1,346 @@
+"""The four servers of the local stack and how each is configured, started and checked.
+
+Each writes its generated configuration under ``<run dir>/<name>/``, its data under
+``<run dir>/data/<name>/`` and its log to ``<run dir>/logs/<name>.log``. Everything binds to
+127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+from streamkit.config import Settings
+from streamkit.metrics import DEFAULT_METRICS_PORTS
+from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
+from streamkit.stack.process import StackError, port_open
+
+KAFKA_VERSION = "4.3.1"
+
+
+def basic_auth(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def http_get(url: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", basic_auth(*auth))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, b""
+
+
+class Component:
+    """A server the launcher owns. Subclasses fill in configuration, command and health."""
+
+    name = ""
+    start_timeout_s = 60.0
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.conf_dir = settings.run_dir / self.name
+        self.data_dir = settings.run_dir / "data" / self.name
+
+    @property
+    def ports(self) -> list[int]:
+        raise NotImplementedError
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports[0]}"
+
+    def missing_install(self) -> str | None:
+        """Why this server cannot run here (not installed), or None."""
+        return None
+
+    def prepare(self) -> None:
+        """Write configuration (always regenerated, so port changes take effect)."""
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def healthy(self) -> bool:
+        raise NotImplementedError
+
+    def after_healthy(self) -> None:
+        """One-time bootstrap once the server answers (users, databases, topics)."""
+
+
+class Kafka(Component):
+    """Apache Kafka, single node in KRaft combined mode (broker + controller), transactions on."""
+
+    name = "kafka"
+    start_timeout_s = 90.0
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.kafka_port, self.settings.kafka_controller_port]
+
+    def missing_install(self) -> str | None:
+        if not list(KAFKA_JARS_DIR.glob(f"kafka_2.13-{KAFKA_VERSION}.jar")):
+            return f"Kafka {KAFKA_VERSION} jars not found in {KAFKA_JARS_DIR}: run scripts/setup.sh"
+        if not shutil.which("java"):
+            return "java not found: install a Java 17 runtime"
+        return None
+
+    def prepare(self) -> None:
+        super().prepare()
+        s = self.settings
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": str(s.topic_partitions),
+            "auto.create.topics.enable": "false",
+            # one node: every internal topic has a single replica, and transactions still work
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # compaction observable within tests, hanging transactions aborted within a minute
+            "log.cleaner.backoff.ms": "1000",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+            "transaction.max.timeout.ms": "900000",
+            "message.max.bytes": str(16 * 1024 * 1024 + 1024),
+        }
+        (self.conf_dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        (self.conf_dir / "log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.out.type = Console\nappender.out.name = STDOUT\n"
+            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
+            "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
+            "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
+            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n")
+        if not (self.data_dir / "meta.properties").exists():
+            self._format_storage()
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
+                "-cp", f"{KAFKA_JARS_DIR}/*", main_class, *args]
+
+    def _format_storage(self) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        result = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                           "-c", str(self.conf_dir / "server.properties")),
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
+
+    def command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
+
+    def healthy(self) -> bool:
+        from confluent_kafka.admin import AdminClient  # imported late: `stack status` stays fast
+
+        if not port_open(self.settings.kafka_port):
+            return False
+        # log_level 0: a broker that is still starting is expected here, not worth a log line
+        admin = AdminClient({"bootstrap.servers": self.settings.bootstrap_servers, "socket.timeout.ms": 2000,
+                             "log_level": 0})
+        try:
+            return bool(admin.list_topics(timeout=2).brokers)
+        except Exception:  # noqa: BLE001 - any failure means "not (yet) healthy"
+            return False
+
+    def after_healthy(self) -> None:
+        from streamkit.topics import load_topic_specs, provision
+
+        report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
+        for line in report.drift:
+            print(f"[stack] topic drift: {line}")
+
+
+class Mosquitto(Component):
+    """Eclipse Mosquitto (Debian), password authentication, anonymous access refused,
+    persistence on so QoS 1 sessions survive a broker restart."""
+
+    name = "mosquitto"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.mqtt_port]
+
+    def missing_install(self) -> str | None:
+        if not (find_program("mosquitto") and find_program("mosquitto_passwd")):
+            return "mosquitto not found: run scripts/setup.sh (Debian package mosquitto)"
+        return None
+
+    def prepare(self) -> None:
+        super().prepare()
+        s = self.settings
+        passwd = self.conf_dir / "passwd"
+        passwd.unlink(missing_ok=True)
+        subprocess.run([str(find_program("mosquitto_passwd")), "-b", "-c", str(passwd), s.mqtt_username, s.mqtt_password],
+                       check=True, capture_output=True, timeout=30)
+        passwd.chmod(0o600)
+        lines = [
+            f"listener {s.mqtt_port} 127.0.0.1",
+            "allow_anonymous false",
+            f"password_file {passwd}",
+            "persistence true",
+            f"persistence_location {self.data_dir}/",
+            "autosave_interval 5",
+            "max_queued_messages 0",  # unlimited: a persistent session must not drop while the bridge is down
+            "max_inflight_messages 1000",
+            "log_dest stdout",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+        ]
+        if os.geteuid() == 0:
+            lines.append("user root")  # otherwise it switches to 'mosquitto' and cannot read our run dir
+        (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
+
+    def command(self) -> list[str]:
+        return [str(find_program("mosquitto")), "-c", str(self.conf_dir / "mosquitto.conf")]
+
+    def healthy(self) -> bool:
+        from streamkit.mqtt_client import MqttConnectError, connect, make_client
+
+        client = make_client(self.settings, client_id="")
+        try:
+            connect(client, self.settings, timeout_s=2)
+        except (MqttConnectError, OSError):
+            return False
+        client.disconnect()
+        client.loop_stop()
+        return True
+
+
+class InfluxDB(Component):
+    """InfluxDB 1.8.10 built from source (pure Go): InfluxQL plus the v2-compatible
+    /api/v2/write and /health that influxdb-client needs. Auth on, Flux on."""
+
+    name = "influxdb"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.influx_port, self.settings.influx_port + 2]
+
+    @property
+    def address(self) -> str:
+        return self.settings.influx_base_url
+
+    def missing_install(self) -> str | None:
+        return None if find_influxd() else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        s = self.settings
+        (self.conf_dir / "influxdb.conf").write_text(f"""reporting-disabled = true
+bind-address = "127.0.0.1:{s.influx_port + 2}"
+[meta]
+  dir = "{self.data_dir}/meta"
+[data]
+  dir = "{self.data_dir}/data"
+  wal-dir = "{self.data_dir}/wal"
+  query-log-enabled = false
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{s.influx_port}"
+  auth-enabled = true
+  flux-enabled = true
+  log-enabled = false
+  max-body-size = 0
+[monitor]
+  store-enabled = false
+[continuous_queries]
+  log-enabled = false
+""")
+
+    def command(self) -> list[str]:
+        return [str(find_influxd()), "run", "-config", str(self.conf_dir / "influxdb.conf")]
+
+    def healthy(self) -> bool:
+        status, body = http_get(f"{self.settings.influx_base_url}/health")
+        return status == 200 and b'"pass"' in body
+
+    def query(self, statement: str, *, auth: bool = True) -> tuple[int, dict]:
+        """POST an InfluxQL statement (POST: CREATE/DROP are refused over GET)."""
+        s = self.settings
+        request = urllib.request.Request(f"{s.influx_base_url}/query", data=urllib.parse.urlencode({"q": statement}).encode())
+        if auth:
+            request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def after_healthy(self) -> None:
+        """Create the admin user (allowed without auth only while no user exists) and the database."""
+        s = self.settings
+        status, _ = self.query("SHOW DATABASES")
+        if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
+            status, body = self.query(f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password}' "
+                                      "WITH ALL PRIVILEGES", auth=False)
+            if status != 200 or "error" in json.dumps(body):
+                raise StackError(f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
+                                 f"created ({body}); the data in {self.data_dir} was made with other credentials: "
+                                 "restore them or remove that directory")
+        status, body = self.query(f'CREATE DATABASE "{s.influx_database}"')
+        if status != 200 or "error" in json.dumps(body):
+            raise StackError(f"could not create InfluxDB database {s.influx_database}: {status} {body}")
+
+
+class Prometheus(Component):
+    """Prometheus (Debian) scraping every service's /metrics on its default port, plus any
+    extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``."""
+
+    name = "prometheus"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.prometheus_port]
+
+    def missing_install(self) -> str | None:
+        return None if find_program("prometheus") else "prometheus not found: run scripts/setup.sh (Debian package)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        (self.conf_dir / "targets").mkdir(exist_ok=True)
+        jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}]}]
+        jobs += [{"job_name": service, "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service}}]}
+                 for service, port in DEFAULT_METRICS_PORTS.items()]
+        jobs.append({"job_name": "extra", "file_sd_configs": [{"files": [str(self.conf_dir / "targets" / "*.json")],
+                                                               "refresh_interval": "5s"}]})
+        config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": jobs}
+        # JSON is valid YAML, and needs no YAML writer here
+        (self.conf_dir / "prometheus.yml").write_text(json.dumps(config, indent=2))
+
+    def command(self) -> list[str]:
+        return [str(find_program("prometheus")), f"--config.file={self.conf_dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.data_dir}", f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
+                "--web.enable-lifecycle", "--storage.tsdb.retention.time=7d"]
+
+    def healthy(self) -> bool:
+        return http_get(f"http://127.0.0.1:{self.settings.prometheus_port}/-/ready")[0] == 200
+
+
+ALL_COMPONENTS: tuple[type[Component], ...] = (Kafka, Mosquitto, InfluxDB, Prometheus)

@@ -1,0 +1,128 @@
+"""Local server processes: start detached, remember by pid file, stop only our own.
+
+A pid file alone is not proof of ownership (pids are reused), so a process counts as ours only
+while its command line still names our run directory.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+class StackError(RuntimeError):
+    """A server could not be started or checked; the message says why and what to do."""
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def port_owner(port: int) -> str:
+    """Best effort 'pid N (cmd)' of whoever listens on a port, for error messages."""
+    try:
+        out = subprocess.run(["ss", "-H", "-ltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown process"
+    return out.split("users:", 1)[1].strip() if "users:" in out else "unknown process"
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    if not path.is_file():
+        return f"(no log at {path})"
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 64 * 1024))
+        text = handle.read().decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ManagedProcess:
+    """One server process identified by a pid file under the run directory."""
+
+    def __init__(self, name: str, run_dir: Path) -> None:
+        self.name = name
+        self.run_dir = run_dir
+        self.pid_file = run_dir / "pids" / f"{name}.pid"
+        self.log_file = run_dir / "logs" / f"{name}.log"
+
+    def pid(self) -> int | None:
+        """The pid if the process is alive and still ours, else None (stale pid files are removed)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            cmdline, state = "", "X"
+        if str(self.run_dir) in cmdline and state not in {"Z", "X"}:
+            return pid
+        self.pid_file.unlink(missing_ok=True)
+        return None
+
+    def start(self, command: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
+        """Start detached (own session) so it outlives the launcher; output goes to the log file."""
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       cwd=cwd or self.run_dir, env={**os.environ, **(env or {})},
+                                       start_new_session=True)
+        self.pid_file.write_text(str(process.pid))
+        return process.pid
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """SIGTERM (servers flush and close cleanly), SIGKILL after the timeout. True if it was running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.pid() is None or not _reap_or_alive(pid):
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def wait_until(self, healthy: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Poll until healthy; fail fast with the log tail if the process died or time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if healthy():
+                return
+            if self.pid() is None:
+                raise StackError(f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}")
+            time.sleep(0.3)
+        raise StackError(f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}")
+
+
+def _reap_or_alive(pid: int) -> bool:
+    """Our own children must be reaped or they linger as zombies that look alive."""
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        if finished == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

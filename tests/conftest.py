@@ -1,0 +1,35 @@
+"""Session fixtures: the real local stack, started once through the project's own launcher.
+
+A stack that is already running (``python -m streamkit.stack up``) is reused and left running;
+one that this test session started is stopped at the end, so CI leaves nothing behind.
+Set STACK_KEEP=1 to keep it running after the tests.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from streamkit.config import Settings
+from streamkit.stack import Stack
+
+
+@pytest.fixture(scope="session")
+def stack_settings() -> Iterator[Settings]:
+    settings = Settings.from_sources()
+    stack = Stack(settings)
+    was_running = all(s.state in {"running", "external"} for s in stack.status())
+    stack.up()
+    yield stack.settings
+    if not was_running and os.environ.get("STACK_KEEP", "") not in {"1", "true", "yes"}:
+        stack.down()
+
+
+@pytest.fixture
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
