@@ -77,6 +77,8 @@ class Settings:
     influx_database: str = setting("machinedata", "INFLUX_DATABASE", "InfluxDB database")
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
     metrics_port: int = setting(0, "METRICS_PORT", "port of this service's Prometheus /metrics (0: the service's default)")
+    metrics_host: str = setting("127.0.0.1", "METRICS_HOST", "address /metrics binds to (0.0.0.0 inside containers)")
+    mqtt_topic_prefix: str = setting("machines", "MQTT_TOPIC_PREFIX", "rows are published to <prefix>/<Thing>")
 
     # ----------------------------------------------------------------------------- derived
     @property

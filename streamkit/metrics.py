@@ -5,6 +5,8 @@ import logging
 
 from prometheus_client import start_http_server
 
+from streamkit.config import Settings
+
 log = logging.getLogger(__name__)
 
 #: Default /metrics port of each service; the local Prometheus scrapes exactly these.
@@ -17,9 +19,9 @@ DEFAULT_METRICS_PORTS: dict[str, int] = {
 }
 
 
-def serve_metrics(service: str, port: int = 0, host: str = "127.0.0.1") -> int:
+def serve_metrics(service: str, settings: Settings) -> int:
     """Start the /metrics endpoint; port 0 means the service's default. Returns the port."""
-    port = port or DEFAULT_METRICS_PORTS[service]
-    start_http_server(port, addr=host)
+    port = settings.metrics_port or DEFAULT_METRICS_PORTS[service]
+    start_http_server(port, addr=settings.metrics_host)
     log.info("metrics endpoint up", extra={"service": service, "port": port})
     return port

@@ -1,0 +1,121 @@
+"""Parsing and validating one events.json row: the contract between the simulator, the bridge
+and anything else that reads machine snapshots.
+
+A row is a JSON object (Python-dict style with single quotes is accepted too) with ``Thing``
+(non-empty string), ``Timestamp`` and optionally ``id``; every other key is a quantity whose
+value must be a finite number. Anything else is rejected with a reason instead of raising, so
+callers can count, dead-letter and carry on.
+
+Timestamp rule (one rule, documented in the README): an integer or float, or a string of
+digits, is read by magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
+microseconds, otherwise nanoseconds; any other string must be ISO-8601 (a missing offset
+means UTC). The result is integer milliseconds since the epoch, fractions truncated toward
+negative infinity.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+META_FIELDS = ("Thing", "Timestamp", "id")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    thing: str
+    timestamp_ms: int
+    row_id: str
+    quantities: dict[str, float]
+
+
+class RowError(ValueError):
+    """A row that cannot be used; ``reason`` is a short machine-friendly code, ``args[0]`` the detail."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+def timestamp_to_ms(value: object) -> int:
+    if isinstance(value, bool):
+        raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            value = int(text)
+        else:
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                raise RowError("bad_timestamp", f"Timestamp {value!r} is neither a number nor ISO-8601") from None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=timezone.utc)
+            delta = parsed - datetime(1970, 1, 1, tzinfo=timezone.utc)
+            return (delta.days * 86_400_000) + (delta.seconds * 1000) + (delta.microseconds // 1000)
+    if isinstance(value, int):
+        magnitude = abs(value)
+        if magnitude < 10**11:
+            return value * 1000
+        if magnitude < 10**14:
+            return value
+        if magnitude < 10**17:
+            return value // 1000
+        return value // 1_000_000
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise RowError("bad_timestamp", f"Timestamp {value!r} is not finite")
+        magnitude = abs(value)
+        scale = 1000.0 if magnitude < 1e11 else 1.0 if magnitude < 1e14 else 1e-3 if magnitude < 1e17 else 1e-6
+        return math.floor(value * scale)
+    raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {type(value).__name__}")
+
+
+def decode_object(payload: bytes | str) -> dict:
+    """JSON first (the normal case, fast); Python-dict style as a fallback."""
+    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            obj = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            raise RowError("not_json", "payload is neither JSON nor a Python-style dict") from None
+    if not isinstance(obj, dict):
+        raise RowError("not_object", f"payload is a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def validate(obj: dict) -> Row:
+    thing = obj.get("Thing")
+    if not isinstance(thing, str) or not thing.strip():
+        raise RowError("missing_thing", "Thing is missing or not a non-empty string")
+    if "Timestamp" not in obj:
+        raise RowError("missing_timestamp", "Timestamp is missing")
+    timestamp_ms = timestamp_to_ms(obj["Timestamp"])
+    row_id = obj.get("id", "")
+    if not isinstance(row_id, str):
+        row_id = str(row_id)
+    quantities: dict[str, float] = {}
+    for name, value in obj.items():
+        if name in META_FIELDS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RowError("bad_quantity", f"quantity {name!r} is not a number: {str(value)[:40]!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise RowError("bad_quantity", f"quantity {name!r} is not finite: {value!r}")
+        quantities[name] = number
+    if not quantities:
+        raise RowError("no_quantities", "row holds no quantity")
+    return Row(thing, timestamp_ms, row_id, quantities)
+
+
+def parse_row(payload: bytes | str) -> Row:
+    """Decode and validate; raises RowError with a reason code."""
+    try:
+        return validate(decode_object(payload))
+    except UnicodeDecodeError:
+        raise RowError("not_utf8", "payload is not UTF-8") from None
