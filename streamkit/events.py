@@ -102,6 +102,8 @@ def validate(obj: dict) -> Row:
     for name, value in obj.items():
         if name in META_FIELDS:
             continue
+        if "|" in name or not name.isprintable() or not name:
+            raise RowError("bad_quantity_name", f"quantity name {name[:40]!r} is empty, not printable or has '|'")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RowError("bad_quantity", f"quantity {name!r} is not a number: {str(value)[:40]!r}")
         number = float(value)

@@ -22,7 +22,8 @@ def _base(settings: Settings, client_id: str) -> dict[str, Any]:
 
 
 def admin_client(settings: Settings, client_id: str = "streamkit-admin") -> AdminClient:
-    return AdminClient(_base(settings, client_id))
+    # log_level 4: librdkafka's info lines (e.g. "purging unserved events" at close) are noise here
+    return AdminClient({**_base(settings, client_id), "log_level": 4})
 
 
 def idempotent_producer(settings: Settings, client_id: str, **overrides: Any) -> Producer:

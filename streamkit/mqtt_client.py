@@ -14,11 +14,57 @@ class MqttConnectError(RuntimeError):
     pass
 
 
+class BufferedClient(mqtt.Client):
+    """paho's Client with a read buffer.
+
+    paho reads every packet with two to four ``recv`` calls (command byte, length bytes one by
+    one, body); at tens of thousands of small packets per second those syscalls were the largest
+    cost of both the simulator (PUBACKs) and the bridge (PUBLISHes). Here one ``recv`` fills a
+    buffer that paho's reads are served from, and ``loop_read`` drains the buffer before it
+    returns, because the socket's readiness no longer says whether buffered bytes remain."""
+
+    _READ_SIZE = 256 * 1024
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_buffer = b""
+        self._read_pos = 0
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        if self._read_pos >= len(self._read_buffer):
+            data = super()._sock_recv(self._READ_SIZE)  # BlockingIOError / b"" (closed) pass through
+            if not data:
+                return data
+            self._read_buffer, self._read_pos = data, 0
+        start = self._read_pos
+        self._read_pos = min(start + bufsize, len(self._read_buffer))
+        return self._read_buffer[start:self._read_pos]
+
+    def _buffered(self) -> bool:
+        return self._read_pos < len(self._read_buffer)
+
+    def loop_read(self, max_packets: int = 1) -> mqtt.MQTTErrorCode:
+        rc = super().loop_read(max_packets)
+        while rc == mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS and self._buffered() and self._sock is not None:
+            rc = super().loop_read(max_packets)
+        return rc
+
+    def reconnect(self) -> mqtt.MQTTErrorCode:
+        self._read_buffer, self._read_pos = b"", 0  # bytes of the old connection mean nothing now
+        return super().reconnect()
+
+
 def make_client(settings: Settings, client_id: str = "", *, persistent_session: bool = False,
-                session_expiry_s: int = 7 * 24 * 3600) -> mqtt.Client:
+                session_expiry_s: int = 7 * 24 * 3600, mqtt5: bool = True) -> BufferedClient:
     """A client with credentials set; a persistent session keeps QoS 1 messages for us while
-    we are down (fixed client id, clean start off, session expiry)."""
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    we are down (fixed client id, clean start off, session expiry).
+
+    ``mqtt5=False`` speaks MQTT 3.1.1, which paho parses about a third faster (no properties
+    per packet); its persistent session (clean session off) then lasts until the broker's
+    ``persistent_client_expiration``."""
+    protocol = mqtt.MQTTv5 if mqtt5 else mqtt.MQTTv311
+    extra = {} if mqtt5 else {"clean_session": not persistent_session}
+    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **extra)
     client.username_pw_set(settings.mqtt_username, settings.mqtt_password or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
     return client
@@ -36,13 +82,17 @@ def connect(client: mqtt.Client, settings: Settings, timeout_s: float = 10.0) ->
     previous = client.on_connect
     client.on_connect = on_connect
     userdata = client.user_data_get() or {}
-    properties = None
-    clean_start: bool | int = mqtt.MQTT_CLEAN_START_FIRST_ONLY
-    if userdata.get("persistent"):
-        properties = Properties(PacketTypes.CONNECT)
-        properties.SessionExpiryInterval = int(userdata["expiry"])
-        clean_start = False
-    client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30, clean_start=clean_start, properties=properties)
+    if client.protocol == mqtt.MQTTv5:
+        properties = None
+        clean_start: bool | int = mqtt.MQTT_CLEAN_START_FIRST_ONLY
+        if userdata.get("persistent"):
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = int(userdata["expiry"])
+            clean_start = False
+        client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30, clean_start=clean_start,
+                       properties=properties)
+    else:
+        client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30)
     client.loop_start()
     if not done.wait(timeout_s):
         client.loop_stop()

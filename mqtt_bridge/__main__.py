@@ -1,0 +1,5 @@
+import sys
+
+from mqtt_bridge.bridge import main
+
+sys.exit(main())

@@ -1,0 +1,183 @@
+"""python -m mqtt_bridge: MQTT (QoS 1, persistent session) -> Kafka (idempotent, acks=all).
+
+Loss-free by ordering: a message is acknowledged to the MQTT broker only after Kafka confirmed
+every record made from it (or its dead-letter record). A crash before that leaves the message
+unacknowledged in our persistent session, so the broker delivers it again when we are back; the
+re-sent records have the same keys and bytes, which compaction and downstream readers recognise.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable
+
+import paho.mqtt.client as mqtt
+from confluent_kafka import KafkaError, Message, Producer
+from prometheus_client import Counter, Gauge, Histogram
+
+from mqtt_bridge.acks import InOrderAcks
+from mqtt_bridge.config import BridgeSettings
+from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
+from streamkit.events import RowError, parse_row
+from streamkit.kafka_clients import admin_client, idempotent_producer
+from streamkit.logs import setup_logging
+from streamkit.metrics import serve_metrics
+from streamkit.mqtt_client import connect, make_client
+from streamkit.shutdown import ShutdownFlag
+
+log = logging.getLogger("mqtt_bridge")
+
+MESSAGES = Counter("bridge_messages_total", "MQTT messages taken in, by outcome", ["outcome"])
+RECORDS = Counter("bridge_records_total", "Kafka records produced to the raw topic")
+DLQ = Counter("bridge_dlq_total", "messages dead-lettered, by reason", ["reason"])
+PRODUCE_LATENCY = Histogram("bridge_produce_latency_seconds", "MQTT message in -> all its Kafka records confirmed",
+                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+PRODUCER_QUEUE = Gauge("bridge_producer_queue_length", "records waiting in the Kafka producer")
+UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka before their PUBACK")
+DELIVERY_FAILURES = Counter("bridge_delivery_failures_total", "Kafka records that could not be delivered")
+MESSAGES_OK = MESSAGES.labels("ok")  # bound once: labels() costs a lookup per call on the hot path
+
+
+class Bridge:
+    def __init__(self, settings: BridgeSettings, shutdown: ShutdownFlag) -> None:
+        self.settings = settings
+        self.shutdown = shutdown
+        self.producer: Producer = idempotent_producer(settings, settings.mqtt_client_id,
+                                                      **{"linger.ms": settings.linger_ms})
+        self.splitter = RowSplitter(self._partitions(settings.raw_topic))
+        self.client = make_client(settings, settings.mqtt_client_id, persistent_session=True,
+                                  session_expiry_s=settings.session_expiry_s, mqtt5=settings.mqtt5)
+        self.client.manual_ack_set(True)
+        self.client.max_inflight_messages_set(1000)
+        self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe)
+        self.client.on_message = self._on_message
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_connect = self._on_connect
+        PRODUCER_QUEUE.set_function(lambda: len(self.producer))
+        UNACKED.set_function(lambda: len(self.acks))
+
+    def _partitions(self, topic: str) -> int:
+        metadata = admin_client(self.settings, "mqtt-bridge-admin").list_topics(topic, timeout=30)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics")
+        return len(metadata.topics[topic].partitions)
+
+    # ------------------------------------------------------------------------- MQTT side
+    def _on_connect(self, client: mqtt.Client, _u: object, flags: mqtt.ConnectFlags, reason: mqtt.ReasonCode,
+                    _p: object = None) -> None:
+        if reason.is_failure:
+            log.error("MQTT connect refused", extra={"reason": str(reason)})
+            return
+        # Subscribing again is harmless with a resumed session and needed with a new one.
+        client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
+        log.info("MQTT connected", extra={"session_present": flags.session_present})
+
+    def _on_disconnect(self, _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object) -> None:
+        dropped = self.acks.reset()
+        if not self.shutdown.requested:
+            log.warning("MQTT connection lost; unacked messages will be redelivered",
+                        extra={"reason": str(reason), "unacked": dropped})
+
+    def _on_message(self, _c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+        if self.shutdown.requested:
+            MESSAGES.labels("deferred").inc()  # not acked: the broker keeps it for our next session
+            return
+        while len(self.acks) >= self.settings.max_unacked and not self.shutdown.requested:
+            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
+        payload: bytes = message.payload
+        if len(payload) > self.settings.max_payload_bytes:
+            self._dead_letter(message, "payload_too_large",
+                              f"{len(payload)} bytes > limit {self.settings.max_payload_bytes}",
+                              payload[:DLQ_SAMPLE_BYTES])
+            return
+        try:
+            row = parse_row(payload)
+        except RowError as exc:
+            self._dead_letter(message, exc.reason, str(exc), payload)
+            return
+        records = self.splitter.split(row)
+        entry = self.acks.add(message.mid, message.qos, len(records))
+        confirm = self.acks.confirm
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                DELIVERY_FAILURES.inc()
+                log.error("Kafka delivery failed", extra={"error": str(err)})
+            confirm(entry, err is None)
+
+        # One call for the whole row (all its records share the thing's partition).
+        batch = [{"key": record.key, "value": record.value} for record in records]
+        while True:
+            queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=records[0].partition,
+                                                 on_delivery=delivered)
+            if queued == len(batch):
+                break
+            # Local queue full: librdkafka marks the rejected ones; retry those after draining.
+            batch = [m for m in batch if "_error" in m]
+            for m in batch:
+                del m["_error"]
+            self.producer.poll(0.1)
+        RECORDS.inc(len(records))
+        MESSAGES_OK.inc()
+        self.producer.poll(0)
+
+    def _dead_letter(self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes) -> None:
+        entry = self.acks.add(message.mid, message.qos, 1)
+        self._produce(self.settings.dlq_topic, value, message.topic.encode("utf-8", "replace"),
+                      lambda err, _m: self.acks.confirm(entry, err is None),
+                      dlq_headers(reason, detail, message.topic, len(message.payload)))
+        DLQ.labels(reason).inc()
+        MESSAGES.labels("dlq").inc()
+        log.warning("dead-lettered a message", extra={"reason": reason, "detail": detail[:200], "topic": message.topic})
+
+    def _produce(self, topic: str, value: bytes, key: bytes, callback: Callable[[KafkaError | None, Message], None],
+                 headers: list[tuple[str, bytes]]) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, key, on_delivery=callback, headers=headers)
+                return
+            except BufferError:  # local queue full: let Kafka drain it
+                self.producer.poll(0.1)
+
+    # ------------------------------------------------------------------------- lifecycle
+    def run(self) -> int:
+        connect(self.client, self.settings)
+        self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
+        log.info("bridge running", extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
+                                          "raw_topic": self.settings.raw_topic,
+                                          "partitions": self.splitter.partitions})
+        while not self.shutdown.requested:
+            self.producer.poll(0.1)
+            if self.acks.blocked_by_failure:
+                log.error("a Kafka delivery failed for good; exiting so the broker redelivers unacked messages")
+                self._close(flush=False)
+                return 1
+        log.info("shutting down: flushing Kafka, acknowledging what Kafka confirmed")
+        self._close(flush=True)
+        return 0
+
+    def _close(self, flush: bool) -> None:
+        if flush:
+            remaining = self.producer.flush(30)
+            if remaining:
+                log.error("records still unconfirmed after 30 s; their messages stay unacked",
+                          extra={"records": remaining})
+        time.sleep(0.2)  # let the network thread write the queued PUBACKs before DISCONNECT
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mqtt_bridge", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    settings, _ = BridgeSettings.parse(argv, parser=parser)
+    setup_logging(settings.log_level, service="mqtt_bridge")
+    shutdown = ShutdownFlag().install()
+    serve_metrics("mqtt_bridge", settings)
+    return Bridge(settings, shutdown).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Replays an events.json file over MQTT, and generates realistic full-size files."""

@@ -1,0 +1,127 @@
+"""python -m simulator: replay an events.json file over MQTT.
+
+Each valid row is published as JSON to <prefix>/<Thing> with QoS 1. Bad lines (not JSON, no
+Thing/Timestamp, non-numeric, NaN or infinite quantities) are counted, reported with their
+reasons at the end, and never stop the replay.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import Counter
+from tqdm import tqdm
+
+from simulator.pacing import Pacer
+from simulator.publisher import MqttPublisher
+from simulator.source import SourceStats, read_rows, sorted_rows
+from streamkit.config import Settings, setting
+from streamkit.logs import setup_logging
+from streamkit.metrics import serve_metrics
+from streamkit.shutdown import ShutdownFlag
+
+PUBLISHED = Counter("simulator_rows_published_total", "rows published over MQTT")
+REJECTED = Counter("simulator_rows_rejected_total", "bad lines skipped, by reason", ["reason"])
+
+
+@dataclass(frozen=True)
+class SimulatorSettings(Settings):
+    connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
+    max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
+
+
+def count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+def shifted(payload: bytes, shift_ms: int) -> bytes:
+    """Loops after the first move event time forward, so each loop is new data, not a replay."""
+    obj = json.loads(payload)
+    obj["Timestamp"] = int(obj["Timestamp"]) + shift_ms if isinstance(obj["Timestamp"], int) else obj["Timestamp"]
+    return json.dumps(obj).encode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", type=Path, required=True, help="events.json (JSON lines)")
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument("--rate", type=float, default=0.0, help="fixed rows per second (default: as fast as possible)")
+    pace.add_argument("--speed", type=float, default=0.0, help="replay event time N times faster than real time")
+    parser.add_argument("--order", choices=["event-time", "file"], default="event-time",
+                        help="event-time (default; sorts, spilling to disk for big files) or file order")
+    parser.add_argument("--loops", type=int, default=1, help="replay the file this many times (0: until stopped)")
+    parser.add_argument("--shift-per-loop", action="store_true",
+                        help="move each further loop's event time past the previous loop's (new data, not a replay)")
+    parser.add_argument("--sort-chunk-rows", type=int, default=500_000, help="rows sorted in memory before spilling")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (periodic status lines instead)")
+    settings, args = SimulatorSettings.parse(argv, parser=parser)
+    log = setup_logging(settings.log_level, service="simulator")
+    if not args.input.is_file():
+        parser.error(f"--input {args.input} is not a file")
+    shutdown = ShutdownFlag().install()
+    serve_metrics("simulator", settings)
+
+    publisher = MqttPublisher(settings, settings.connections, settings.max_inflight)
+    pacer = Pacer(rows_per_s=args.rate, speed_factor=args.speed)
+    total_lines = count_lines(args.input)
+    stats = SourceStats()
+    published = 0
+    started = time.perf_counter()
+    loop = 0
+    shift_ms = 0
+    span: tuple[int, int] | None = None
+    bar = tqdm(total=total_lines * (args.loops or 1) if args.loops else None, unit="row", disable=args.no_progress,
+               file=sys.stderr, mininterval=0.5)
+    last_status = started
+    try:
+        while not shutdown.requested and (args.loops == 0 or loop < args.loops):
+            stats = SourceStats()
+            rows = read_rows(args.input, stats)
+            if args.order == "event-time":
+                rows = sorted_rows(rows, args.sort_chunk_rows)
+            low, high = None, None
+            for row in rows:
+                if shutdown.requested:
+                    break
+                pacer.wait(row.timestamp_ms)
+                payload = shifted(row.payload, shift_ms) if shift_ms else row.payload
+                publisher.publish(row.thing, payload)
+                published += 1
+                low = row.timestamp_ms if low is None else min(low, row.timestamp_ms)
+                high = row.timestamp_ms if high is None else max(high, row.timestamp_ms)
+                if published % 2000 == 0:
+                    bar.update(2000)
+                    PUBLISHED.inc(2000)
+                    if args.no_progress and time.perf_counter() - last_status > 5:
+                        last_status = time.perf_counter()
+                        log.info("progress", extra={"published": published,
+                                                    "rows_per_s": round(published / (last_status - started))})
+            span = (low, high) if low is not None else span
+            loop += 1
+            if args.shift_per_loop and span:
+                shift_ms += span[1] - span[0] + 1000
+        bar.update(published - bar.n)
+        PUBLISHED.inc(published % 2000)
+        for reason, count in stats.rejected.items():
+            REJECTED.labels(reason).inc(count)
+        all_acked = publisher.wait_all_acked(published)
+    finally:
+        bar.close()
+        publisher.close()
+    elapsed = time.perf_counter() - started
+    summary = {"rows_published": published, "rows_acked": publisher.acked, "loops": loop,
+               "seconds": round(elapsed, 3), "rows_per_s": round(published / elapsed) if elapsed else 0,
+               "rows_rejected": sum(stats.rejected.values()), "rejected_by_reason": dict(stats.rejected),
+               "rejected_examples": stats.examples, "stopped_early": shutdown.requested}
+    print(json.dumps(summary, indent=2))
+    return 0 if all_acked else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

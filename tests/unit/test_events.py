@@ -1,0 +1,55 @@
+"""Row parsing: the one documented timestamp rule and every kind of bad input."""
+from __future__ import annotations
+
+import pytest
+
+from streamkit.events import RowError, parse_row, timestamp_to_ms
+
+MS = 1_554_096_380_468  # 2019-04-01T05:26:20.468Z
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (MS, MS),                                  # milliseconds
+    (MS // 1000, MS // 1000 * 1000),           # seconds
+    (MS / 1000, MS),                           # fractional seconds
+    (MS * 1000 + 123, MS),                     # microseconds
+    (MS * 1_000_000 + 999, MS),                # nanoseconds
+    (str(MS), MS),                             # digits in a string
+    ("2019-04-01T05:26:20.468Z", MS),          # ISO-8601 with Z
+    ("2019-04-01T07:26:20.468+02:00", MS),     # with an offset
+    ("2019-04-01T05:26:20.468", MS),           # naive = UTC
+])
+def test_timestamp_rule(raw: object, expected: int) -> None:
+    assert timestamp_to_ms(raw) == expected
+
+
+def test_a_good_row_and_python_dict_style() -> None:
+    row = parse_row(b'{"Thing": "R0815", "Timestamp": 1554096380468, "actSpeed_C11": 12, "id": "u1"}')
+    assert (row.thing, row.timestamp_ms, row.row_id, row.quantities) == ("R0815", MS, "u1", {"actSpeed_C11": 12.0})
+    same = parse_row("{'Thing': 'R0815', 'Timestamp': 1554096380468, 'actSpeed_C11': 12, 'id': 'u1'}")
+    assert same == row
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"\xff\xfe garbage", "not_utf8"),
+    (b'{"Thing": "R0815", "Timest', "not_json"),
+    (b"[1, 2, 3]", "not_object"),
+    (b'{"Timestamp": 1, "a": 1}', "missing_thing"),
+    (b'{"Thing": "", "Timestamp": 1, "a": 1}', "missing_thing"),
+    (b'{"Thing": 5, "Timestamp": 1, "a": 1}', "missing_thing"),
+    (b'{"Thing": "T", "a": 1}', "missing_timestamp"),
+    (b'{"Thing": "T", "Timestamp": "yesterday", "a": 1}', "bad_timestamp"),
+    (b'{"Thing": "T", "Timestamp": true, "a": 1}', "bad_timestamp"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": "fast"}', "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": true}', "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": NaN}', "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": Infinity}', "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": null}', "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": 1, "a|b": 1}', "bad_quantity_name"),
+    (b'{"Thing": "T", "Timestamp": 1, "id": "x"}', "no_quantities"),
+    (b"{'Thing': 'T', 'Timestamp': __import__('os')}", "not_json"),
+])
+def test_bad_rows_are_rejected_with_a_reason(payload: bytes, reason: str) -> None:
+    with pytest.raises(RowError) as caught:
+        parse_row(payload)
+    assert caught.value.reason == reason
