@@ -61,11 +61,11 @@ class ManagedProcess:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
+        cmdline = _cmdline(pid)
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
-            cmdline, state = "", "X"
+            state = "X"
         if str(self.run_dir) in cmdline and state not in {"Z", "X"}:
             return pid
         self.pid_file.unlink(missing_ok=True)
@@ -82,6 +82,11 @@ class ManagedProcess:
                                        cwd=cwd or self.run_dir, env={**os.environ, **(env or {})},
                                        start_new_session=True)
         self.pid_file.write_text(str(process.pid))
+        # Until exec completes, /proc/<pid>/cmdline is empty and the process would not look like
+        # ours yet; wait for that, so callers can rely on pid() right after start().
+        deadline = time.monotonic() + 5
+        while not _cmdline(process.pid) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         return process.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
@@ -111,6 +116,13 @@ class ManagedProcess:
                 raise StackError(f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}")
             time.sleep(0.3)
         raise StackError(f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _reap_or_alive(pid: int) -> bool:
