@@ -14,7 +14,7 @@ from mqtt_bridge.records import thing_partition
 from simulator.publisher import MqttPublisher
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from tests.pipeline.helpers import (REPO, Lane, bridge, expected_records, group_by_key, new_lane, read_topic,
+from streamkit.harness import (REPO, Lane, bridge, expected_records, group_by_key, new_lane, read_topic,
                                     simulator, wait_for_count)
 
 pytestmark = pytest.mark.stack

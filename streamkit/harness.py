@@ -1,4 +1,8 @@
-"""Running the real services as processes in tests, and reading back what they wrote."""
+"""Running the real services as processes and reading back what they wrote.
+
+Used by the stack tests, the benchmarks and the demo, so that all three exercise the services
+exactly as a user runs them (``python -m <service>``), never an in-process shortcut.
+"""
 from __future__ import annotations
 
 import collections
@@ -18,7 +22,7 @@ from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.topics import TopicSpec, load_topic_specs, provision
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:

@@ -1,0 +1,131 @@
+"""Benchmark: simulator -> MQTT -> bridge -> Kafka on this machine (a script, not a test).
+
+    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1] [--baseline-rows 10000]
+
+Starts (or reuses) the local stack, generates a file, runs the real bridge and simulator as
+processes on private topics, and measures from the first row sent until Kafka holds every
+record. Then runs a naive bridge in this process over the same path for comparison: auto-ack
+on receipt, fastavro per record and a synchronous flush per message (the shape of the
+original design, ~1,000 rows/s).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from streamkit.avro_codec import AvroCodec  # noqa: E402
+from streamkit.config import Settings  # noqa: E402
+from streamkit.events import parse_row  # noqa: E402
+from streamkit.harness import REPO, bridge, expected_records, new_lane, simulator, wait_for_count  # noqa: E402
+from streamkit.kafka_clients import idempotent_producer  # noqa: E402
+from streamkit.mqtt_client import connect, make_client  # noqa: E402
+from streamkit.stack import Stack  # noqa: E402
+
+
+def generate(path: Path, rows: int) -> None:
+    subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(path), "--rows", str(rows), "--things", "8",
+                    "--no-progress"], cwd=REPO, check=True)
+
+
+def measure_pipeline(settings: Settings, events: Path, connections: int, work: Path) -> dict[str, float]:
+    lane = new_lane(settings)
+    records = len(expected_records(events))
+    rows = sum(1 for _ in events.open("rb"))
+    service = bridge(lane, work / "bridge.log").start()
+    time.sleep(2)
+    started = time.perf_counter()
+    sim = simulator(lane, events, work / "simulator.log", "--connections", str(connections)).start()
+    sim_done = None
+    last_print = started
+    while True:
+        if sim_done is None and sim.process.poll() is not None:
+            sim_done = time.perf_counter()
+        count = wait_for_count(settings, lane.raw_topic, records, 0.5)
+        now = time.perf_counter()
+        if now - last_print > 5:
+            print(f"  ... {count}/{records} records in Kafka after {now - started:.0f} s", flush=True)
+            last_print = now
+        if count >= records:
+            break
+        if now - started > 1800:
+            raise TimeoutError("pipeline did not finish within 30 min")
+    elapsed = time.perf_counter() - started
+    service.terminate()
+    return {"rows": rows, "records": records, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "records_per_s": records / elapsed, "simulator_seconds": (sim_done or elapsed) - started}
+
+
+def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]:
+    """The straightforward bridge: everything per message, synchronously."""
+    lane = new_lane(settings)
+    codec = AvroCodec("measurement")
+    producer = idempotent_producer(settings, "naive-bridge", **{"linger.ms": 0})
+    received = threading.Event()
+    done = {"rows": 0}
+    total = sum(1 for _ in events.open("rb"))
+
+    def on_message(_c: object, _u: object, message: object) -> None:
+        row = parse_row(message.payload)
+        for quantity, value in row.quantities.items():
+            record = {"thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
+                      "value": value, "row_id": row.row_id}
+            producer.produce(lane.raw_topic, codec.encode(record), f"{row.thing}|{quantity}|{row.timestamp_ms}".encode())
+        producer.flush()
+        done["rows"] += 1
+        if done["rows"] == total:
+            received.set()
+
+    client = make_client(settings, f"naive-{lane.prefix}", mqtt5=False)
+    client.on_message = on_message
+    connect(client, settings)
+    client.subscribe(f"{lane.prefix}/#", qos=1)
+    time.sleep(1)
+    started = time.perf_counter()
+    sim = simulator(lane, events, events.parent / "baseline-simulator.log").start()
+    received.wait(1800)
+    elapsed = time.perf_counter() - started
+    sim.process.wait(60)
+    client.disconnect()
+    client.loop_stop()
+    return {"rows": total, "seconds": elapsed, "rows_per_s": total / elapsed}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--baseline-rows", type=int, default=10_000)
+    parser.add_argument("--connections", type=int, default=1)
+    args = parser.parse_args()
+    stack = Stack(Settings.from_sources())
+    stack.up()
+    settings = stack.settings
+    with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
+        work = Path(tmp)
+        events, baseline_events = work / "events.json", work / "baseline.json"
+        print(f"generating {args.rows} rows ...", flush=True)
+        generate(events, args.rows)
+        generate(baseline_events, args.baseline_rows)
+        print("pipeline: simulator -> mosquitto -> mqtt_bridge -> kafka", flush=True)
+        result = measure_pipeline(settings, events, args.connections, work)
+        print("baseline: naive bridge (auto-ack, fastavro, flush per message)", flush=True)
+        baseline = measure_naive_baseline(settings, baseline_events)
+    print()
+    print(f"rows                       {result['rows']:>12,}")
+    print(f"Kafka records              {result['records']:>12,}")
+    print(f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})")
+    print(f"rows/s                     {result['rows_per_s']:>12,.0f}")
+    print(f"records/s                  {result['records_per_s']:>12,.0f}")
+    print(f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)")
+    print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
