@@ -126,7 +126,7 @@ class Settings:
         for field in dataclasses.fields(cls):
             kind = hints[field.name]
             option = "--" + field.name.replace("_", "-")
-            text = f"{field.metadata.get('help', '')} [env {field.metadata.get('env')}]"
+            text = f"{field.metadata.get('help', '')} [env {field.metadata.get('env')}]".replace("%", "%%")
             if kind is bool:
                 group.add_argument(option, dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text)
             else:

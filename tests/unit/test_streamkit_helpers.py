@@ -81,3 +81,9 @@ def test_fast_measurement_encoder_is_byte_identical_to_fastavro() -> None:
             assert payload == reference.encode(expected)
 
     check()
+
+
+@pytest.mark.parametrize("module", ["simulator", "simulator.generate", "mqtt_bridge", "streamkit.stack", "streamkit.topics"])
+def test_every_service_has_help(module: str) -> None:
+    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "usage:" in result.stdout, result.stderr
