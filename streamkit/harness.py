@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from streamkit.config import Settings
 from streamkit.events import parse_row
-from streamkit.topics import TopicSpec, load_topic_specs, provision
+from streamkit.topics import load_topic_specs, provision
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,6 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from confluent_kafka import KafkaException

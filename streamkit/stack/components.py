@@ -15,7 +15,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from pathlib import Path
 
 from streamkit.config import Settings
 from streamkit.metrics import DEFAULT_METRICS_PORTS
