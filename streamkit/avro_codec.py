@@ -44,10 +44,6 @@ class AvroCodec:
         return fastavro.schemaless_reader(io.BytesIO(payload), self._schema, None)
 
 
-def schema_path(name: str) -> Path:
-    return SCHEMA_DIR / f"{name}.avsc"
-
-
 def _zigzag_varint(number: int) -> bytes:
     number = (number << 1) ^ (number >> 63)
     out = bytearray()

@@ -52,10 +52,6 @@ def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[
     return specs
 
 
-def topic_names(path: Path = TOPICS_FILE) -> list[str]:
-    return list(yaml.safe_load(path.read_text())["topics"])
-
-
 def _describe_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
     return {resource.name: {k: v.value for k, v in future.result(timeout=30).items()}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -134,11 +133,3 @@ class Stack:
                 state = "stopped"
             result.append(ComponentStatus(component.name, state, pid, component.address, str(process.log_file)))
         return result
-
-    def wait_healthy(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if all(s.state in {"running", "external"} for s in self.status()):
-                return
-            time.sleep(0.5)
-        raise StackError(f"stack not healthy within {timeout_s}s: {self.status()}")
