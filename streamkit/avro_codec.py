@@ -6,7 +6,6 @@ import io
 import struct
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import fastavro
