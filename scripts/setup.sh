@@ -41,7 +41,8 @@ if [ -x .venv/bin/python ] && [ "$(cat .venv/.installed 2>/dev/null)" = "$want" 
   say "pip: .venv up to date"
 else
   say "pip: installing pinned dependencies into .venv (first time: a few minutes, pyspark is large)"
-  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  # a venv whose creation was interrupted has python but no pip: make it anew
+  if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then rm -rf .venv && "$PY" -m venv .venv; fi
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > .venv/.installed
