@@ -44,7 +44,8 @@ else
   # a venv whose creation was interrupted has python but no pip: make it anew
   if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then rm -rf .venv && "$PY" -m venv .venv; fi
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # compat mode: a path entry to the repo root, so packages added later are importable too
+  .venv/bin/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
   echo "$want" > .venv/.installed
 fi
 
