@@ -85,3 +85,34 @@ class MeasurementEncoder:
                 quantity_bytes = cache[quantity] = avro_string(quantity)
             out.append((quantity, b"".join((thing_bytes, quantity_bytes, time_bytes, _DOUBLE(value), tail))))
         return out
+
+
+class FlatRecordEncoder:
+    """Encoder for any flat record schema of string, long, int, double and boolean fields:
+    the writer Spark's Python workers use for output topics, where fastavro's per-record
+    schema walk would cost more than the join itself. Byte-identical to fastavro (tested)."""
+
+    _WRITERS = {
+        "string": avro_string,
+        "long": _zigzag_varint,
+        "int": _zigzag_varint,
+        "double": _DOUBLE,
+        "boolean": lambda flag: b"\x01" if flag else b"\x00",
+    }
+
+    def __init__(self, name: str) -> None:
+        fields = json.loads(schema_text(name))["fields"]
+        unsupported = [f["name"] for f in fields if not isinstance(f["type"], str) or f["type"] not in self._WRITERS]
+        if unsupported:
+            raise ValueError(f"{name}.avsc: fields {unsupported} are not flat primitives")
+        self.field_names = [f["name"] for f in fields]
+        self._writers = [self._WRITERS[f["type"]] for f in fields]
+
+    def encode(self, values: tuple | list) -> bytes:
+        """Values in schema field order."""
+        return b"".join(write(value) for write, value in zip(self._writers, values))
+
+    def encode_columns(self, columns: list) -> list[bytes]:
+        """Many records at once from per-field sequences (e.g. pandas columns as lists)."""
+        writers = self._writers
+        return [b"".join(write(value) for write, value in zip(writers, row)) for row in zip(*columns)]
