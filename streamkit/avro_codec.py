@@ -102,11 +102,18 @@ class FlatRecordEncoder:
 
     def __init__(self, name: str) -> None:
         fields = json.loads(schema_text(name))["fields"]
-        unsupported = [f["name"] for f in fields if not isinstance(f["type"], str) or f["type"] not in self._WRITERS]
-        if unsupported:
-            raise ValueError(f"{name}.avsc: fields {unsupported} are not flat primitives")
         self.field_names = [f["name"] for f in fields]
-        self._writers = [self._WRITERS[f["type"]] for f in fields]
+        self._writers = [self._writer(name, f) for f in fields]
+
+    @classmethod
+    def _writer(cls, schema: str, field: dict) -> Any:
+        kind = field["type"]
+        if isinstance(kind, str) and kind in cls._WRITERS:
+            return cls._WRITERS[kind]
+        if isinstance(kind, list) and len(kind) == 2 and kind[0] == "null" and kind[1] in cls._WRITERS:
+            inner = cls._WRITERS[kind[1]]  # optional value: branch 0 is null, branch 1 the value
+            return lambda value: b"\x00" if value is None else b"\x02" + inner(value)
+        raise ValueError(f"{schema}.avsc: field {field['name']} is not a flat primitive or [null, primitive]")
 
     def encode(self, values: tuple | list) -> bytes:
         """Values in schema field order."""

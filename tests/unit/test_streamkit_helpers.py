@@ -111,3 +111,13 @@ def test_flat_record_encoder_matches_fastavro_for_joined_pairs() -> None:
         assert encoder.encode_columns([list(col) for col in zip(*rows)]) == expected
 
     check()
+
+
+def test_flat_record_encoder_handles_optional_fields() -> None:
+    from streamkit.avro_codec import FlatRecordEncoder
+
+    reference, encoder = AvroCodec("late"), FlatRecordEncoder("late")
+    for watermark in (None, 1_554_000_000_000):
+        record = {"thing": "T", "quantity": "q", "event_time_ms": 5, "value": 1.5, "row_id": "r", "reason": "late",
+                  "stage": "join", "watermark_ms": watermark}
+        assert encoder.encode([record[n] for n in encoder.field_names]) == reference.encode(record)
