@@ -1,0 +1,52 @@
+"""LocalStreamBuffer (LSB): deterministic, order-independent time-series join.
+
+Per key and quantity pair (left L, right R) every record x is paired with the
+other stream's latest record at or before it (prev) and earliest at or after
+it (next); the output is the *set* of those pairs, each emitted once, as soon
+as it is certain.  See docs/join.md.  Pure Python + numpy: no Spark here.
+
+Entry points:
+
+* :func:`process_batch` / :func:`flush` - vectorized, one key per call (Spark).
+* :func:`process_record` / :func:`flush_state` - one record per call.
+* :class:`LocalStreamBuffer` - many keys in memory (tests, offline use).
+* :func:`to_bytes` / :func:`from_bytes` - state for the Spark state store.
+"""
+
+from .batch import BatchResult, flush, process_batch, quantity_codes
+from .buffer import LocalStreamBuffer
+from .config import END_TIME, NO_TIME, JoinConfig, PairSpec
+from .output import JoinedPair, LateColumns, LateRecord, PairColumns
+from .policies import REASONS
+from .record import StepResult, flush_state, process_record
+from .results import RESULT_FUNCTIONS, event_time, mechanical_power, pair_id, pair_ids
+from .serde import from_bytes, to_bytes
+from .state import KeyState
+
+__all__ = [
+    "BatchResult",
+    "END_TIME",
+    "JoinConfig",
+    "JoinedPair",
+    "KeyState",
+    "LateColumns",
+    "LateRecord",
+    "LocalStreamBuffer",
+    "NO_TIME",
+    "PairColumns",
+    "PairSpec",
+    "REASONS",
+    "RESULT_FUNCTIONS",
+    "StepResult",
+    "event_time",
+    "flush",
+    "flush_state",
+    "from_bytes",
+    "mechanical_power",
+    "pair_id",
+    "pair_ids",
+    "process_batch",
+    "process_record",
+    "quantity_codes",
+    "to_bytes",
+]

@@ -1,0 +1,190 @@
+"""Late, reorder and partner-timeout policies.
+
+All three look only at event times and at the order records arrive in, never
+at the wall clock, so a replay of the same input gives the same output.
+
+* Late (default): a record not newer than the last accepted record of its own
+  (key, quantity) stream is handed back instead of joined.
+* Reorder stage (``allowed_disorder_ms = D > 0``): records wait in a per-stream
+  heap until the stream's own watermark (newest time seen - D) passes them and
+  are then released in time order; only records behind the last released one
+  are late.  D = 0 is exactly the default policy.
+* Partner timeout (``partner_timeout_ms = T``): a side's watermark is
+  ``max(its last time, partner's last time - T)``; a record at or behind it is
+  late *for that pair*.  That is what makes the pending prev-pairs of the
+  advanced stream certain while its partner is silent.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import NO_TIME, JoinConfig
+from .state import KeyState, QuantityState
+
+# Reasons a record is handed back instead of joined (codes used in arrays).
+LATE = 0
+DUPLICATE = 1
+PARTNER_TIMEOUT = 2
+INVALID_VALUE = 3
+REASONS: tuple[str, ...] = ("late", "duplicate", "partner_timeout", "invalid_value")
+
+
+def partner_watermark(partner_last: int, timeout: int | None) -> int:
+    """The watermark a side inherits from its partner under the timeout policy."""
+    if timeout is None or partner_last == NO_TIME:
+        return NO_TIME
+    return partner_last - timeout
+
+
+@dataclass
+class Released:
+    """Records that passed the own-stream policy, in release order.
+
+    ``source`` is the record's index in the current batch (-1 when it came
+    from the reorder stage of an earlier batch).
+    """
+
+    quantity: np.ndarray  # intp codes
+    time: np.ndarray  # int64
+    value: np.ndarray  # float64
+    source: np.ndarray  # int64
+
+
+@dataclass
+class Rejected:
+    source: np.ndarray
+    quantity: np.ndarray
+    time: np.ndarray
+    value: np.ndarray
+    reason: np.ndarray
+    pair: np.ndarray
+
+
+def release_record(qs: QuantityState, t: int, v: float, disorder: int) -> tuple[list[tuple[int, float]], int]:
+    """Per-record own-stream policy: (released records, -1) or ([], reason code)."""
+    if t <= qs.last:
+        return [], LATE
+    if disorder <= 0:
+        qs.last = t
+        qs.max_seen = t if t > qs.max_seen else qs.max_seen
+        return [(t, v)], -1
+    held = qs.held
+    if any(h[0] == t for h in held):
+        return [], DUPLICATE
+    heapq.heappush(held, (t, v))
+    if t > qs.max_seen:
+        qs.max_seen = t
+    horizon = qs.max_seen - disorder
+    out: list[tuple[int, float]] = []
+    while held and held[0][0] <= horizon:
+        out.append(heapq.heappop(held))
+    if out:
+        qs.last = out[-1][0]
+    return out, -1
+
+
+def drain(qs: QuantityState) -> list[tuple[int, float]]:
+    """End of stream: everything still held in the reorder stage, in time order."""
+    out = sorted(qs.held)
+    qs.held = []
+    if out:
+        qs.last = out[-1][0]
+    return out
+
+
+def release_batch(
+    config: JoinConfig,
+    state: KeyState,
+    codes: np.ndarray,
+    times: np.ndarray,
+    values: np.ndarray,
+    candidates: np.ndarray,
+    end_of_stream: bool,
+) -> tuple[Released, list[tuple[np.ndarray, int]]]:
+    """Own-stream policy for a batch; same decisions as :func:`release_record` per record.
+
+    ``candidates`` are the batch indices worth considering (known quantity,
+    finite value).  Returns the released records and (indices, reason) groups
+    of rejected ones.
+    """
+    rejected: list[tuple[np.ndarray, int]] = []
+    if config.allowed_disorder_ms <= 0:
+        # Vectorized: a record is accepted iff it is newer than everything of
+        # its stream before it (late records never raise that maximum).
+        parts = []
+        for c, qs in enumerate(state.quantities):
+            idx = candidates[codes[candidates] == c]
+            if len(idx) == 0:
+                continue
+            tq = times[idx]
+            prior = np.maximum.accumulate(np.concatenate(([qs.last], tq[:-1])))
+            ok = tq > prior
+            if not ok.all():
+                rejected.append((idx[~ok], LATE))
+            acc = idx[ok]
+            if len(acc):
+                qs.last = int(times[acc[-1]])
+                qs.max_seen = qs.last
+            parts.append(acc)
+        src = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+        rel = Released(codes[src], times[src], values[src], src.astype(np.int64))
+        return rel, rejected
+    # With a reorder stage, release order depends on every earlier record of the
+    # stream; a plain loop keeps it obviously identical to the per-record path.
+    q_out: list[int] = []
+    t_out: list[int] = []
+    v_out: list[float] = []
+    s_out: list[int] = []
+    late_idx: dict[int, list[int]] = {LATE: [], DUPLICATE: []}
+    disorder = config.allowed_disorder_ms
+    tl = times.tolist()
+    vl = values.tolist()
+    cl = codes.tolist()
+    # Times are unique per stream among held records, so time -> batch index
+    # recovers where a record released later in this batch came from.
+    origin: list[dict[int, int]] = [{} for _ in state.quantities]
+    for i in candidates.tolist():
+        c = cl[i]
+        out, reason = release_record(state.quantities[c], tl[i], vl[i], disorder)
+        if reason >= 0:
+            late_idx[reason].append(i)
+            continue
+        origin[c][tl[i]] = i
+        for t, v in out:
+            q_out.append(c)
+            t_out.append(t)
+            v_out.append(v)
+            s_out.append(origin[c].pop(t, -1))
+    if end_of_stream:
+        for c, qs in enumerate(state.quantities):
+            for t, v in drain(qs):
+                q_out.append(c)
+                t_out.append(t)
+                v_out.append(v)
+                s_out.append(origin[c].pop(t, -1))
+    for reason, idx in late_idx.items():
+        if idx:
+            rejected.append((np.asarray(idx, dtype=np.int64), reason))
+    rel = Released(
+        np.asarray(q_out, dtype=np.intp),
+        np.asarray(t_out, dtype=np.int64),
+        np.asarray(v_out, dtype=np.float64),
+        np.asarray(s_out, dtype=np.int64),
+    )
+    return rel, rejected
+
+
+def timeout_late_mask(is_own: np.ndarray, times: np.ndarray, partner_last_before: int, timeout: int) -> np.ndarray:
+    """For records of one pair in release order: which own-side ones the partner timed out.
+
+    A record is late for the pair if it is at or behind (partner's newest
+    released time before it) - timeout.
+    """
+    partner_t = np.where(is_own, NO_TIME, times)
+    seen = np.maximum.accumulate(np.concatenate(([partner_last_before], partner_t[:-1])))
+    threshold = np.maximum(seen, NO_TIME + timeout) - timeout
+    return is_own & (times <= threshold)
