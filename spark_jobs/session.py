@@ -6,7 +6,9 @@ so jobs start without network access.
 """
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +33,10 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
                   extra: dict[str, str] | None = None) -> "SparkSession":
     from pyspark.sql import SparkSession
 
+    # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
+    # `python3` is on PATH (no pyarrow there); a cluster's own setting is kept.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every callback at INFO
     cores = os.cpu_count() or 2
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in connector_jars()))

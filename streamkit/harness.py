@@ -16,13 +16,15 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.topics import load_topic_specs, provision
 
 REPO = Path(__file__).resolve().parents[1]
+RETRY_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
+               KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._ALL_BROKERS_DOWN}
 
 
 def free_port() -> int:
@@ -52,22 +54,31 @@ def new_lane(settings: Settings) -> Lane:
 
 
 class Service:
-    """A service started as `python -m <module>`; kill -9 and restart like a crash would."""
+    """A service started as `python -m <module>` in its own process group; kill -9 takes the
+    whole group (for a Spark driver: its JVM and Python workers too), as a crash of the host
+    would, so a restart never overlaps with leftovers of the killed run."""
 
-    def __init__(self, module: str, args: list[str], log: Path) -> None:
-        self.module, self.args, self.log = module, args, log
+    def __init__(self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.module, self.args, self.log, self.env = module, args, log, env or {}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Service":
-        handle = self.log.open("ab")
-        self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], cwd=REPO,
-                                        stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
+        with self.log.open("ab") as handle:
+            self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], cwd=REPO,
+                                            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                                            env={**os.environ, **self.env})
         return self
 
     def kill9(self) -> None:
         assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.process.wait(10)
+        deadline = time.monotonic() + 30
+        while _group_alive(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def terminate(self, timeout_s: float = 30) -> int:
         assert self.process is not None
@@ -76,6 +87,14 @@ class Service:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def bridge(lane: Lane, log: Path, *extra: str) -> Service:
@@ -89,26 +108,49 @@ def simulator(lane: Lane, events: Path, log: Path, *extra: str) -> Service:
                                  "--metrics-port", str(free_port()), *extra], log)
 
 
-def read_topic(settings: Settings, topic: str, timeout_s: float = 60) -> list:
-    """Every message of every partition, up to the end offsets seen at the start."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"read-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+def read_topic(settings: Settings, topic: str, isolation: str = "read_committed", timeout_s: float = 60) -> list[Message]:
+    """Every record up to the *high watermark* of each partition at call time.
+
+    Not up to the last message offset (a transactional topic ends with a control record) and
+    not up to the last stable offset (an open transaction elsewhere hides committed records
+    behind it): position >= high watermark is the only end that is certain.
+    """
+    base = {"bootstrap.servers": settings.bootstrap_servers, "group.id": f"read-{uuid.uuid4().hex}",
+            "enable.auto.commit": False, "enable.partition.eof": True}
+    ends = high_watermarks(settings, base, topic)
     pending = {p for p, end in ends.items() if end > 0}
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    messages = []
+    consumer = Consumer({**base, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+    messages: list[Message] = []
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:
-        for message in consumer.consume(10000, 0.5):
-            if message.error():
-                continue
-            messages.append(message)
-            if message.offset() >= ends[message.partition()] - 1:
-                pending.discard(message.partition())
+        for message in consumer.consume(5000, 0.3):
+            if message.error() is None:
+                messages.append(message)
+        for position in consumer.position([TopicPartition(topic, p) for p in list(pending)]):
+            if position.offset >= ends[position.partition]:
+                pending.discard(position.partition)
     consumer.close()
     assert not pending, f"could not read {topic} to its end (partitions {pending})"
     return messages
+
+
+def high_watermarks(settings: Settings, base: dict, topic: str, attempts: int = 5) -> dict[int, int]:
+    """End offsets (read_uncommitted); retried because a broker stalled by a loaded machine
+    answers with transient errors (seen: multi-second controller stalls on the shared 2 cores)."""
+    for attempt in range(attempts):
+        probe = Consumer({**base, "isolation.level": "read_uncommitted"})
+        try:
+            partitions = probe.list_topics(topic, timeout=30).topics[topic].partitions
+            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                    for p in partitions}
+        except KafkaException as exc:
+            if attempt == attempts - 1 or not exc.args[0].retriable() and exc.args[0].code() not in RETRY_CODES:
+                raise
+            time.sleep(1 + attempt)
+        finally:
+            probe.close()
+    raise AssertionError("unreachable")
 
 
 def expected_records(events: Path) -> dict[bytes, float]:

@@ -1,0 +1,160 @@
+"""Benchmark: the streaming join job with exactly-once output (a script, not a test).
+
+    .venv/bin/python benchmarks/bench_join.py [--rows 100000] [--batch-sizes 10000,50000,200000]
+
+Generates a file, writes its measurements to a private raw topic the way the bridge does, then
+for each batch size runs `python -m spark_jobs.join --available-now` (fresh checkpoint, private
+output topics) and reports, from the job's own per-batch progress log: sustained input
+records/s and joins/s over the processing time (Spark start-up excluded), batch latency p50/p99,
+and the peak RSS of the driver (Python), its JVM and the Python workers. The baseline is the
+library's batch path run on the same records in this process (no Spark, no Kafka): what the
+join itself costs, so the ratio shows what the streaming machinery adds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mqtt_bridge.records import RowSplitter  # noqa: E402
+from simulator.generate import generate  # noqa: E402
+from spark_jobs.join import JoinSettings, join_config  # noqa: E402
+from spark_jobs.lsb import LocalStreamBuffer  # noqa: E402
+from streamkit.config import Settings  # noqa: E402
+from streamkit.events import validate  # noqa: E402
+from streamkit.harness import Service, free_port, read_topic  # noqa: E402
+from streamkit.kafka_clients import idempotent_producer  # noqa: E402
+from streamkit.stack import Stack  # noqa: E402
+from streamkit.topics import TopicSpec, provision  # noqa: E402
+
+PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
+
+
+def topic(settings: Settings, role: str, partitions: int = 4, compact: bool = False) -> str:
+    name = f"bench.{role}.{uuid.uuid4().hex[:8]}"
+    config = {"cleanup.policy": "compact" if compact else "delete"}
+    provision(settings, [TopicSpec(name, partitions, config)])
+    return name
+
+
+def feed(settings: Settings, raw: str, rows: int) -> tuple[int, dict[str, list]]:
+    """Generated rows -> raw topic (bridge encoding and partitioning); returns the record count
+    and the joined quantities per thing for the in-process baseline."""
+    splitter = RowSplitter(4)
+    producer = idempotent_producer(settings, "bench-feed", **{"queue.buffering.max.messages": 2_000_000})
+    count = 0
+    streams: dict[str, list] = {}
+    wanted = set(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
+    for obj in generate(rows, 8, seed=3):
+        row = validate(obj)
+        for record in splitter.split(row):
+            producer.produce(raw, record.value, record.key, partition=record.partition)
+            count += 1
+        producer.poll(0)
+        entry = streams.setdefault(row.thing, [])
+        entry.extend((q, row.timestamp_ms, v) for q, v in row.quantities.items() if q in wanted)
+    producer.flush(120)
+    return count, streams
+
+
+def baseline_joins_per_s(streams: dict[str, list]) -> tuple[int, float]:
+    import numpy as np
+
+    config = join_config(JoinSettings.from_sources(cli={"pairs": PAIRS}))
+    buffer = LocalStreamBuffer(config)
+    started = time.perf_counter()
+    pairs = 0
+    for thing, records in streams.items():
+        quantities = np.array([r[0] for r in records], dtype=object)
+        times = np.array([r[1] for r in records], dtype=np.int64)
+        values = np.array([r[2] for r in records], dtype=np.float64)
+        pairs += len(buffer.push_batch(thing, quantities, times, values).pairs)
+    return pairs, pairs / (time.perf_counter() - started)
+
+
+def group_rss_mb(pgid: int) -> dict[str, float]:
+    """Current RSS per role of every process in the job's process group."""
+    out: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(pid)) != pgid:
+                continue
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            rss_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            continue
+        role = "jvm" if cmd[0].endswith(b"java") else "driver" if b"spark_jobs.join" in b" ".join(cmd) else "python workers"
+        out[role] = out.get(role, 0.0) + rss_kb / 1024
+    return out
+
+
+def run_job(settings: Settings, raw: str, batch: int, work: Path) -> dict:
+    joined, late, markers = topic(settings, "joined"), topic(settings, "late"), topic(settings, "markers", 1, True)
+    log = work / f"join-{batch}.log"
+    args = ["--raw-topic", raw, "--joined-topic", joined, "--late-topic", late, "--marker-topic", markers,
+            "--checkpoint-dir", str(work / f"checkpoint-{batch}"), "--query-name", f"bench-{uuid.uuid4().hex[:6]}",
+            "--pairs", PAIRS, "--max-offsets-per-trigger", str(batch), "--available-now",
+            "--metrics-port", str(free_port())]
+    job = Service("spark_jobs.join", args, log).start()
+    peak: dict[str, float] = {}
+    while job.process.poll() is None:
+        for role, mb in group_rss_mb(job.process.pid).items():
+            peak[role] = max(peak.get(role, 0.0), mb)
+        time.sleep(0.5)
+    if job.process.returncode != 0:
+        raise SystemExit(f"join job failed, see {log}")
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    progress = [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+    durations = sorted(e["duration_ms"] / 1000 for e in progress)
+    processing_s = sum(durations)
+    inputs = sum(e["input_rows"] for e in progress)
+    joins = len(read_topic(settings, joined))  # end offsets would also count transaction markers
+    return {"batch": batch, "batches": len(progress), "input_records": inputs, "processing_s": processing_s,
+            "records_per_s": inputs / processing_s, "joins": joins, "joins_per_s": joins / processing_s,
+            "p50_s": statistics.median(durations), "p99_s": durations[min(len(durations) - 1, int(len(durations) * 0.99))],
+            "rss_mb": peak}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--batch-sizes", default="10000,50000,200000")
+    args = parser.parse_args()
+    stack = Stack(Settings.from_sources())
+    stack.up()
+    settings = stack.settings
+    raw = topic(settings, "raw")
+    print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
+    records, streams = feed(settings, raw, args.rows)
+    base_pairs, base_rate = baseline_joins_per_s(streams)
+    print(f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} joins/s", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-join-") as tmp:
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            print(f"join job, maxOffsetsPerTrigger={batch:,} ...", flush=True)
+            results.append(run_job(settings, raw, batch, Path(tmp)))
+            r = results[-1]
+            print(f"  {r['batches']} batches, {r['records_per_s']:,.0f} records/s, {r['joins_per_s']:,.0f} joins/s",
+                  flush=True)
+    print()
+    print(f"{'batch size':>10} {'batches':>8} {'records/s':>10} {'joins/s':>9} {'p50 s':>6} {'p99 s':>6} "
+          f"{'driver MB':>9} {'JVM MB':>7} {'workers MB':>10} {'vs batch path':>13}")
+    for r in results:
+        rss = r["rss_mb"]
+        print(f"{r['batch']:>10,} {r['batches']:>8} {r['records_per_s']:>10,.0f} {r['joins_per_s']:>9,.0f} "
+              f"{r['p50_s']:>6.2f} {r['p99_s']:>6.2f} {rss.get('driver', 0):>9,.0f} {rss.get('jvm', 0):>7,.0f} "
+              f"{rss.get('python workers', 0):>10,.0f} {r['joins_per_s'] / base_rate:>12.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Exactly-once Kafka output for Structured Streaming's ``foreachBatch``.
+
+Spark's own Kafka sink is at-least-once: a batch that failed after some tasks wrote is run
+again. This sink makes Spark -> Kafka exactly-once at the granularity of a micro-batch:
+
+* One confluent-kafka transactional producer per query with a **stable** ``transactional.id``
+  (``eos-<query name>``; no run id, no batch id). ``init_transactions()`` on (re)start fences
+  any zombie still holding that id and aborts whatever transaction it left open.
+* Only after that, the **commit marker** of this query is read from a compacted marker topic
+  (key = query name, value JSON ``{"batch_id", "rows", "query_id", "committed_at"}``) up to the
+  partition's *high watermark*, with ``read_committed``. (Not to the last stable offset: another
+  query's open transaction would hide our own later, committed marker; see ``read_marker``.)
+* For every batch: ``batch_id <= last committed`` -> skip (Spark replays a batch with the same
+  id, offsets and watermark after a crash). Otherwise one transaction holds every output row
+  *and* the marker for this batch id; then ``commit_transaction``. Any error -> abort, raise:
+  Spark fails the batch and a restart replays it.
+
+Why that is exactly-once for this hop: the batch's output and "batch N is done" become
+visible atomically to ``read_committed`` readers. A crash before the commit leaves nothing
+visible (the transaction is aborted by the next ``init_transactions`` or times out); a crash
+after it leaves the marker, so the replay of N is skipped. Spark's replay is deterministic
+(same offsets, same watermark, state restored from the checkpoint), so a batch recomputed
+after a crash *before* the commit yields the same rows. Empty batches write nothing: their
+replay is empty too.
+
+The marker is keyed by query name but also records Spark's ``query.id`` (kept in the
+checkpoint): a marker from a different query id means the checkpoint was deleted or replaced,
+batch ids restart at 0, and the old marker must not swallow the new query's batches.
+
+Limits:
+* A batch's output passes through the driver (collected as Arrow, produced by one producer):
+  fine at our volumes (~0.1 s per 10k rows to collect); the driver must hold one batch.
+* The scale variant is per-task transactions (``transactional.id = <query>-<partition>``,
+  markers per (query, partition)); the batch then becomes visible partition by partition and
+  the partition count must stay fixed. Not implemented here.
+* Readers must use ``read_committed``; a stuck open transaction (e.g. a killed driver never
+  restarted) blocks them at the last stable offset until ``transaction.timeout.ms``.
+
+Fault injection for the tests: with ``EOS_FAULT_POINT`` in {before_produce, after_produce,
+after_commit} and ``EOS_FAULT_BATCH`` = a batch id both set, the process SIGKILLs itself at
+that point of that batch.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from prometheus_client import Counter, Gauge, Histogram
+
+from streamkit.config import Settings
+from streamkit.kafka_clients import transactional_producer
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("spark_jobs.eos_sink")
+
+TRANSACTIONS = Counter("eos_transactions_total", "Kafka transactions of the exactly-once sink, by outcome",
+                       ["query", "outcome"])
+SKIPPED = Counter("eos_skipped_batches_total", "replayed batches skipped because their marker was committed", ["query"])
+EMPTY = Counter("eos_empty_batches_total", "batches with no output rows (no transaction needed)", ["query"])
+RECORDS = Counter("eos_records_total", "records committed to Kafka by the exactly-once sink", ["query"])
+LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed marker", ["query"])
+PHASE_SECONDS = Histogram("eos_phase_seconds", "time per batch phase (collect, produce, commit)", ["query", "phase"],
+                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+FAULT_POINTS = ("before_produce", "after_produce", "after_commit")
+
+#: (topic, key, value, partition or None, headers or None): one output record.
+OutputRow = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
+
+
+class SinkError(RuntimeError):
+    """The batch was not committed (aborted or unknown); Spark must fail and replay it."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    batch_id: int
+    query_id: str | None
+
+
+def _maybe_fault(point: str, batch_id: int) -> None:
+    """SIGKILL ourselves at the configured point: a crash, not an exception Python could catch."""
+    wanted, batch = os.environ.get("EOS_FAULT_POINT"), os.environ.get("EOS_FAULT_BATCH")
+    if wanted and batch and wanted == point and int(batch) == batch_id:
+        log.warning("fault injection: SIGKILL", extra={"point": point, "batch_id": batch_id})
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _high_watermarks(base: dict[str, Any], topic: str, timeout_s: float) -> dict[int, int]:
+    """End offset per partition (read_uncommitted), retrying transient broker errors until the
+    deadline: a restart must not fail because the broker was briefly slow."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        probe = Consumer({**base, "isolation.level": "read_uncommitted"})
+        try:
+            metadata = probe.list_topics(topic, timeout=30).topics[topic]
+            if metadata.error is not None:
+                raise KafkaException(metadata.error)
+            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                    for p in metadata.partitions}
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            fatal = isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            if fatal or time.monotonic() > deadline:
+                raise SinkError(f"marker topic {topic}: end offsets not readable: {exc}") from exc
+            log.warning("marker topic end offsets not readable yet, retrying", extra={"error": str(exc)})
+            time.sleep(1)
+        finally:
+            probe.close()
+
+
+def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
+    """The last committed marker for ``key``, or None.
+
+    Reads every partition to its *high watermark* (taken read_uncommitted) with a
+    read_committed consumer. Stopping at the last stable offset instead would be wrong on a
+    shared marker topic: another query's open transaction keeps the LSO behind our own
+    later, already committed marker, and we would redo (duplicate) that batch. Waiting for
+    the LSO to pass the high watermark costs at most another writer's transaction duration.
+    """
+    base = {"bootstrap.servers": settings.bootstrap_servers, "group.id": f"eos-marker-{uuid.uuid4().hex}",
+            "enable.auto.commit": False, "enable.partition.eof": True}
+    ends = _high_watermarks(base, marker_topic, timeout_s)
+    pending = {p for p, end in ends.items() if end > 0}
+    if not pending:
+        return None
+    consumer = Consumer({**base, "isolation.level": "read_committed"})
+    found: tuple[int, int, bytes] | None = None  # (partition, offset, value) of the latest marker seen
+    try:
+        consumer.assign([TopicPartition(marker_topic, p, 0) for p in pending])
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise SinkError(f"marker topic {marker_topic} not readable to its end within {timeout_s}s "
+                                f"(partitions {sorted(pending)}: a hanging transaction?)")
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None and message.key() == key.encode():
+                found = (message.partition(), message.offset(), message.value())
+            for position in consumer.position([TopicPartition(marker_topic, p) for p in list(pending)]):
+                if position.offset >= ends[position.partition]:
+                    pending.discard(position.partition)
+    finally:
+        consumer.close()
+    if found is None or found[2] is None:  # None value: a tombstone (marker deleted on purpose)
+        return None
+    body = json.loads(found[2])
+    return Marker(int(body["batch_id"]), body.get("query_id"))
+
+
+def arrow_rows(table: Any) -> Iterator[OutputRow]:
+    """Rows of an Arrow table with columns topic, key, value [, partition] [, headers]."""
+    names = set(table.column_names)
+    missing = {"topic", "key", "value"} - names
+    if missing:
+        raise SinkError(f"batch lacks output columns {sorted(missing)} (has {sorted(names)})")
+    n = table.num_rows
+    topics = table.column("topic").to_pylist()
+    keys = table.column("key").to_pylist()
+    values = table.column("value").to_pylist()
+    partitions = table.column("partition").to_pylist() if "partition" in names else [None] * n
+    headers = table.column("headers").to_pylist() if "headers" in names else [None] * n
+    for i in range(n):
+        row_headers = headers[i]
+        if row_headers is not None:
+            row_headers = [(h["key"], h["value"]) for h in row_headers]
+        yield topics[i], keys[i], values[i], partitions[i], row_headers
+
+
+class ExactlyOnceSink:
+    """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
+
+    def __init__(self, settings: Settings, query_name: str, marker_topic: str, *,
+                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0) -> None:
+        self.settings = settings
+        self.query_name = query_name
+        self.marker_topic = marker_topic
+        self.transactional_id = f"eos-{query_name}"
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.marker_timeout_s = marker_timeout_s
+        self._producer: Producer | None = None
+        self._last_committed: int = -1
+        self._query_id: str | None = None
+        self._committed = TRANSACTIONS.labels(query_name, "committed")
+        self._aborted = TRANSACTIONS.labels(query_name, "aborted")
+        self._skipped = SKIPPED.labels(query_name)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def last_committed(self) -> int:
+        return self._last_committed
+
+    def open(self, query_id: str | None = None) -> None:
+        """Fence zombies, then learn the last committed batch. Order matters: reading the
+        marker before ``init_transactions`` could miss a zombie's commit in flight."""
+        if self._producer is not None and query_id == self._query_id:
+            return
+        self.close()
+        self._producer = transactional_producer(self.settings, self.transactional_id,
+                                                **{"transaction.timeout.ms": self.transaction_timeout_ms})
+        marker = read_marker(self.settings, self.marker_topic, self.query_name, self.marker_timeout_s)
+        self._query_id = query_id
+        if marker is None:
+            self._last_committed = -1
+        elif query_id is not None and marker.query_id is not None and marker.query_id != query_id:
+            log.warning("commit marker belongs to another query id (checkpoint replaced?): ignored",
+                        extra={"query": self.query_name, "marker_query_id": marker.query_id,
+                               "query_id": query_id, "marker_batch_id": marker.batch_id})
+            self._last_committed = -1
+        else:
+            self._last_committed = marker.batch_id
+        LAST_BATCH.labels(self.query_name).set(self._last_committed)
+        log.info("exactly-once sink ready", extra={"query": self.query_name, "transactional_id": self.transactional_id,
+                                                   "last_committed_batch": self._last_committed})
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
+
+    def _reset(self) -> None:
+        """After a failed batch nothing in memory is trusted: the next batch re-fences and re-reads."""
+        self._producer = None
+        self._query_id = None
+
+    # ------------------------------------------------------------------ foreachBatch
+    def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
+        query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        self.open(query_id)
+        if batch_id <= self._last_committed:  # decide before collecting: a skipped replay costs nothing
+            self.write_batch(batch_id, ())
+            return
+        started = time.perf_counter()
+        table = batch_df.toArrow()
+        PHASE_SECONDS.labels(self.query_name, "collect").observe(time.perf_counter() - started)
+        self.write_batch(batch_id, arrow_rows(table), rows_hint=table.num_rows)
+
+    def write_batch(self, batch_id: int, rows: Iterable[OutputRow], *, rows_hint: int | None = None,
+                    query_id: str | None = None) -> str:
+        """Write one batch exactly once; returns "committed", "skipped" or "empty"."""
+        if self._producer is None or (query_id is not None and query_id != self._query_id):
+            self.open(query_id if query_id is not None else self._query_id)
+        if batch_id <= self._last_committed:
+            self._skipped.inc()
+            log.info("batch already committed: skipped", extra={"query": self.query_name, "batch_id": batch_id,
+                                                                "last_committed_batch": self._last_committed})
+            return "skipped"
+        if rows_hint == 0:
+            EMPTY.labels(self.query_name).inc()
+            return "empty"
+        producer = self._producer
+        assert producer is not None
+        _maybe_fault("before_produce", batch_id)
+        in_transaction = False
+        try:
+            started = time.perf_counter()
+            producer.begin_transaction()
+            in_transaction = True
+            count = self._produce_all(producer, rows)
+            if count == 0:  # known only now when no hint was given: nothing to make visible
+                producer.abort_transaction()
+                EMPTY.labels(self.query_name).inc()
+                return "empty"
+            marker = {"batch_id": batch_id, "rows": count, "query_id": self._query_id,
+                      "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            producer.produce(self.marker_topic, key=self.query_name.encode(), value=json.dumps(marker).encode())
+            producer.flush()
+            produced = time.perf_counter()
+            PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
+            _maybe_fault("after_produce", batch_id)
+            producer.commit_transaction()
+            in_transaction = False
+            PHASE_SECONDS.labels(self.query_name, "commit").observe(time.perf_counter() - produced)
+        except Exception as exc:
+            self._abort(producer, in_transaction, batch_id, exc)
+            raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
+        self._last_committed = batch_id
+        self._committed.inc()
+        RECORDS.labels(self.query_name).inc(count)
+        LAST_BATCH.labels(self.query_name).set(batch_id)
+        log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": count,
+                                           "seconds": round(time.perf_counter() - started, 4)})
+        _maybe_fault("after_commit", batch_id)
+        return "committed"
+
+    def _produce_all(self, producer: Producer, rows: Iterable[OutputRow]) -> int:
+        count = 0
+        for topic, key, value, partition, headers in rows:
+            kwargs: dict[str, Any] = {"key": key, "value": value}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if headers:
+                kwargs["headers"] = headers
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:  # local queue full: let librdkafka send, then retry
+                    producer.poll(0.05)
+            count += 1
+        return count
+
+    def _abort(self, producer: Producer, in_transaction: bool, batch_id: int, exc: BaseException) -> None:
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        fatal = isinstance(error, KafkaError) and error.fatal()
+        if in_transaction and not fatal:
+            try:
+                producer.abort_transaction(30)
+            except KafkaException as abort_exc:
+                log.error("abort failed", extra={"query": self.query_name, "batch_id": batch_id, "error": str(abort_exc)})
+        self._aborted.inc()
+        log.error("batch aborted", extra={"query": self.query_name, "batch_id": batch_id, "error": str(exc),
+                                          "fatal": fatal})
+        self._reset()

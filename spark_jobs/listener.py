@@ -1,0 +1,89 @@
+"""StreamingQueryListener -> Prometheus: what a batch cost and how far event time got.
+
+The sink's own counters (transactions committed/aborted, skipped replays) are defined in
+``spark_jobs.eos_sink`` and land in the same default registry, so one /metrics endpoint per job
+shows both the engine's and the sink's view of every batch.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger("spark_jobs.listener")
+
+BATCH_SECONDS = Histogram("spark_batch_duration_seconds", "wall time of a micro-batch", ["query"],
+                          buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64))
+INPUT_RATE = Gauge("spark_input_rows_per_second", "input rows/s of the last batch (arrival rate)", ["query"])
+PROCESSED_RATE = Gauge("spark_processed_rows_per_second", "rows/s the last batch was processed at", ["query"])
+INPUT_ROWS = Counter("spark_input_rows_total", "input rows processed", ["query"])
+STATE_ROWS = Gauge("spark_state_rows", "rows held in state stores (all stateful operators)", ["query"])
+STATE_MEMORY = Gauge("spark_state_memory_bytes", "memory used by state stores", ["query"])
+DROPPED_BY_WATERMARK = Counter("spark_rows_dropped_by_watermark_total",
+                               "rows Spark's own stateful operators dropped as too late", ["query"])
+WATERMARK = Gauge("spark_watermark_seconds", "event-time watermark (Unix seconds)", ["query"])
+LAST_BATCH = Gauge("spark_last_batch_id", "id of the last completed micro-batch", ["query"])
+QUERIES_ACTIVE = Gauge("spark_queries_active", "streaming queries running in this driver", ["query"])
+
+
+def parse_spark_time(text: str | None) -> float | None:
+    """Spark reports event times as ISO-8601 strings in UTC ('2019-04-01T05:26:20.000Z')."""
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class PrometheusListener(StreamingQueryListener):
+    """Exports each progress event; keeps nothing but the last progress per query for callers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_progress: dict[str, Any] = {}
+
+    def onQueryStarted(self, event: Any) -> None:
+        name = event.name or str(event.id)
+        QUERIES_ACTIVE.labels(name).set(1)
+        log.info("query started", extra={"query": name, "query_id": str(event.id), "run_id": str(event.runId)})
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            self.record(event.progress)
+        except Exception:  # a metrics bug must never fail the query's listener bus
+            log.exception("listener failed to export progress")
+
+    def record(self, progress: Any) -> None:
+        name = progress.name or str(progress.id)
+        self.last_progress[name] = progress
+        BATCH_SECONDS.labels(name).observe(progress.batchDuration / 1000.0)
+        INPUT_RATE.labels(name).set(_finite(progress.inputRowsPerSecond))
+        PROCESSED_RATE.labels(name).set(_finite(progress.processedRowsPerSecond))
+        INPUT_ROWS.labels(name).inc(progress.numInputRows)
+        LAST_BATCH.labels(name).set(progress.batchId)
+        operators = progress.stateOperators or []
+        STATE_ROWS.labels(name).set(sum(op.numRowsTotal for op in operators))
+        STATE_MEMORY.labels(name).set(sum(op.memoryUsedBytes for op in operators))
+        dropped = sum(op.numRowsDroppedByWatermark for op in operators)
+        if dropped:
+            DROPPED_BY_WATERMARK.labels(name).inc(dropped)
+        watermark = parse_spark_time((progress.eventTime or {}).get("watermark"))
+        if watermark is not None:
+            WATERMARK.labels(name).set(watermark)
+        log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
+                                           "input_rows": progress.numInputRows,
+                                           "duration_ms": progress.batchDuration})
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        for name, progress in self.last_progress.items():
+            if str(progress.id) == str(event.id):
+                QUERIES_ACTIVE.labels(name).set(0)
+        log.info("query terminated", extra={"query_id": str(event.id), "exception": event.exception})
+
+
+def _finite(value: float | None) -> float:
+    return float(value) if value is not None and value == value and value not in (float("inf"), float("-inf")) else 0.0

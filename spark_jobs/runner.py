@@ -1,0 +1,167 @@
+"""The lifecycle every streaming job shares: session, metrics, listener, EOS sink, graceful stop.
+
+A job supplies only ``build(spark) -> DataFrame`` whose rows are Kafka records (columns
+``topic``, ``key``, ``value`` and optionally ``partition``, ``headers``); :func:`run_query`
+writes them exactly once through :class:`~spark_jobs.eos_sink.ExactlyOnceSink`.
+
+Stopping: SIGTERM/SIGINT only set a flag. The main thread then lets the batch that is inside
+the sink finish (its transaction commits), refuses any later batch (it raises before
+producing, so Spark fails that batch without output and replays it on restart), and calls
+``query.stop()``. A batch that committed to Kafka but not to Spark's commit log is skipped on
+restart by its marker, so every way of stopping is exactly-once. Exit code 0 for a requested
+stop (or a finished ``--available-now`` run), 1 when the query failed.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streamkit.avro_codec import schema_text
+from streamkit.metrics import serve_metrics
+from streamkit.shutdown import ShutdownFlag
+
+from spark_jobs.config import SparkJobSettings
+from spark_jobs.eos_sink import ExactlyOnceSink
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("spark_jobs.runner")
+
+
+class StopRequested(RuntimeError):
+    """Raised into a batch that started after shutdown was requested (it is replayed later)."""
+
+
+class BatchGate:
+    """Wraps the sink: tracks the in-flight batch and refuses new ones once stopping."""
+
+    def __init__(self, sink: Callable[[Any, int], None]) -> None:
+        self.sink = sink
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._in_flight: int | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
+        with self._cond:
+            if self._stopping:
+                raise StopRequested(f"shutdown requested: batch {batch_id} left for the restart")
+            self._in_flight = batch_id
+        try:
+            self.sink(batch_df, batch_id)
+        finally:
+            with self._cond:
+                self._in_flight = None
+                self._cond.notify_all()
+
+    def stop_after_current(self, timeout_s: float) -> bool:
+        """Refuse new batches, wait for the one in the sink. True if none is left in flight."""
+        with self._cond:
+            self._stopping = True
+            in_flight = self._in_flight
+            done = self._cond.wait_for(lambda: self._in_flight is None, timeout_s)
+        log.info("stopping after the current batch", extra={"in_flight_batch": in_flight, "drained": done})
+        return done
+
+
+def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: str | None = None, *,
+                      with_offsets: bool = False) -> "DataFrame":
+    """The raw topic as a streaming DataFrame of decoded measurements.
+
+    Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc) and
+    ``event_time`` (timestamp, for watermarks); with ``with_offsets`` also ``kafka_partition``
+    and ``kafka_offset`` (arrival order: a thing lives in one partition). read_committed so aborted bridge output never
+    enters; failOnDataLoss per settings (default true: vanished offsets are an error, while
+    compaction gaps and transaction markers are handled by the connector either way).
+    Undecodable values fail the query (FAILFAST): the bridge only writes validated records.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    frame = (spark.readStream.format("kafka")
+             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+             .option("subscribe", topic or settings.raw_topic)
+             .option("startingOffsets", settings.starting_offsets)
+             .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+             .option("kafka.isolation.level", "read_committed")
+             .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
+             .load())
+    extra = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset")] if with_offsets else []
+    decoded = frame.select(from_avro("value", schema_text("measurement")).alias("m"), *extra).select(
+        "m.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
+    return decoded.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+
+
+def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
+    """Partition count of an output topic, for jobs that choose partitions themselves."""
+    from streamkit.kafka_clients import admin_client
+
+    metadata = admin_client(settings).list_topics(topic, timeout=30).topics[topic]
+    if metadata.error is not None:
+        raise RuntimeError(f"topic {topic}: {metadata.error}")
+    return len(metadata.partitions)
+
+
+def run_query(service: str, settings: SparkJobSettings, default_query: str,
+              build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
+              session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0) -> int:
+    """Run one exactly-once streaming query until SIGTERM (or until caught up with
+    ``available_now``). Logging must already be set up by the caller."""
+    from pyspark.errors import StreamingQueryException
+
+    from spark_jobs.listener import PrometheusListener
+    from spark_jobs.session import build_session
+
+    shutdown = ShutdownFlag().install()
+    serve_metrics(service, settings)
+    query_name = settings.query(default_query)
+    checkpoint = settings.checkpoint_for(query_name)
+    started = time.monotonic()
+    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions, session_conf)
+    spark.streams.addListener(PrometheusListener())
+    sink = ExactlyOnceSink(settings, query_name, settings.marker_topic,
+                           transaction_timeout_ms=settings.transaction_timeout_ms)
+    gate = BatchGate(sink)
+    writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
+              .foreachBatch(gate))
+    writer = (writer.trigger(availableNow=True) if available_now
+              else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds"))
+    query = writer.start()
+    log.info("query running", extra={"query": query_name, "query_id": str(query.id), "checkpoint": str(checkpoint),
+                                     "master": settings.spark_master, "startup_s": round(time.monotonic() - started, 1)})
+    try:
+        while query.isActive and not shutdown.requested:
+            shutdown.wait(0.5)
+        if shutdown.requested and query.isActive:
+            gate.stop_after_current(stop_timeout_s)
+            query.stop()
+        failure = _failure(query, gate, StreamingQueryException)
+    finally:
+        sink.close()
+        spark.stop()
+    if failure:
+        log.error("query failed", extra={"query": query_name, "error": failure[-2000:]})
+        return 1
+    log.info("query stopped", extra={"query": query_name, "last_committed_batch": sink.last_committed})
+    return 0
+
+
+def _failure(query: Any, gate: BatchGate, exception_type: type) -> str | None:
+    """The query's error, unless it is the StopRequested we raised ourselves while stopping."""
+    try:
+        error = query.exception()
+    except exception_type as exc:  # some versions raise instead of returning
+        error = exc
+    if error is None:
+        return None
+    text = str(error)
+    if gate.stopping and "StopRequested" in text:
+        return None
+    return text

@@ -1,0 +1,71 @@
+"""Shared helpers of the Spark tests: private topics, reading to the true end, running drivers."""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Message
+
+from streamkit.config import Settings
+from streamkit.harness import REPO, Service, free_port
+from streamkit.harness import read_topic as read_to_end
+from streamkit.kafka_clients import transactional_producer
+from streamkit.topics import TopicSpec, provision
+
+
+def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False) -> str:
+    """A fresh topic per test (uuid name), so tests never see each other's records."""
+    name = f"test.{role}.{uuid.uuid4().hex[:10]}"
+    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
+    provision(settings, [TopicSpec(name, partitions, config)])
+    return name
+
+
+def key_values(messages: list[Message]) -> Counter:
+    """The multiset of (key, value): what exactly-once is judged on."""
+    return Counter((m.key(), m.value()) for m in messages)
+
+
+def produce_committed(settings: Settings, records: list[tuple[str, bytes, bytes, int | None]]) -> None:
+    """(topic, key, value, partition) records in one committed transaction: all visible at once."""
+    producer = transactional_producer(settings, f"test-feed-{uuid.uuid4().hex[:8]}")
+    producer.begin_transaction()
+    for topic, key, value, partition in records:
+        if partition is None:
+            producer.produce(topic, key=key, value=value)
+        else:
+            producer.produce(topic, key=key, value=value, partition=partition)
+        producer.poll(0)
+    producer.commit_transaction()
+
+
+def spark_service(module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> Service:
+    """A job as a subprocess (python -m module) with a private metrics port."""
+    return Service(module, [*args, "--metrics-port", str(free_port())], log, env)
+
+
+def wait_pid_gone(pid_file: Path, timeout_s: float = 60) -> None:
+    """After a SIGKILL of the Python driver its JVM exits on stdin EOF; a restart must not
+    overlap with it (two drivers on one checkpoint)."""
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().strip())
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"JVM {pid} still alive {timeout_s}s after its driver died")
+
+
+def log_tail(path: Path, chars: int = 4000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else "(no log)"
+
+
+__all__ = ["REPO", "private_topic", "read_to_end", "key_values", "produce_committed", "spark_service",
+           "wait_pid_gone", "log_tail"]

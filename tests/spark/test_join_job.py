@@ -1,0 +1,133 @@
+"""The streaming join job on the real stack: its committed output equals the library's oracle,
+exactly once, also when the driver is killed with SIGKILL at random points and restarted."""
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mqtt_bridge.records import RowSplitter
+from simulator.source import SourceStats, read_rows, sorted_rows
+from spark_jobs.join import JoinSettings, join_config
+from spark_jobs.lsb import LocalStreamBuffer
+from streamkit.avro_codec import AvroCodec
+from streamkit.config import Settings
+from streamkit.events import parse_row
+from tests.spark.helpers import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
+
+pytestmark = pytest.mark.stack
+SAMPLE = REPO / "tests" / "data" / "test_events.json"
+KILL_ROUNDS = int(os.environ.get("JOIN_KILL_ROUNDS", "10"))
+PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power,vaCurr_C11:vaLoad_C11:product"
+
+
+def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str, str, int, float]]:
+    """The sample in event-time order, as the bridge writes it; returns (thing, quantity, t, v)
+    in the order each thing's partition holds them."""
+    splitter = RowSplitter(partitions)
+    codec = AvroCodec("measurement")
+    records, fed = [], []
+    for row in sorted_rows(read_rows(SAMPLE, SourceStats())):
+        parsed = parse_row(row.payload)
+        for record in splitter.split(parsed):
+            records.append((topic, record.key, record.value, record.partition))
+            decoded = codec.decode(record.value)
+            fed.append((decoded["thing"], decoded["quantity"], decoded["event_time_ms"], decoded["value"]))
+    produce_committed(settings, records)
+    return fed
+
+
+def oracle(settings: JoinSettings, fed: list[tuple[str, str, int, float]]) -> tuple[Counter, int]:
+    """Pairs certain after the whole input (no end-of-stream flush: a stream never ends) and
+    the number of handed-back records, from the library's per-record path."""
+    config = join_config(settings)
+    buffer = LocalStreamBuffer(config)
+    pairs: Counter = Counter()
+    late = 0
+    for thing, quantity, time_ms, value in fed:
+        if config.quantity_code(quantity) < 0:
+            continue
+        step = buffer.push(thing, quantity, time_ms, value)
+        pairs.update((p.key, p.left_quantity, p.right_quantity, p.left_time, p.right_time) for p in step.pairs)
+        late += len(step.late)
+    return pairs, late
+
+
+def committed_pairs(settings: Settings, topic: str) -> Counter:
+    codec = AvroCodec("joined")
+    out: Counter = Counter()
+    for message in read_to_end(settings, topic):
+        r = codec.decode(message.value())
+        assert message.key().decode() == r["id"]
+        out[(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])] += 1
+    return out
+
+
+@pytest.fixture
+def join_lane(stack_settings: Settings, tmp_path: Path) -> dict:
+    raw = private_topic(stack_settings, "raw", partitions=2)
+    lane = {"raw": raw, "joined": private_topic(stack_settings, "joined"), "late": private_topic(stack_settings, "late"),
+            "markers": private_topic(stack_settings, "markers", partitions=1, compact=True)}
+    lane["fed"] = feed_raw(stack_settings, raw, 2)
+    lane["args"] = ["--raw-topic", raw, "--joined-topic", lane["joined"], "--late-topic", lane["late"],
+                    "--marker-topic", lane["markers"], "--checkpoint-dir", str(tmp_path / "checkpoint"),
+                    "--query-name", f"join-{raw}", "--pairs", PAIRS, "--shuffle-partitions", "2"]
+    lane["settings"] = JoinSettings.from_sources(cli={"run_dir": stack_settings.run_dir, "pairs": PAIRS})
+    return lane
+
+
+def test_join_job_output_equals_the_oracle_exactly_once(stack_settings: Settings, join_lane: dict,
+                                                        tmp_path: Path) -> None:
+    log = tmp_path / "join.log"
+    job = spark_service("spark_jobs.join", [*join_lane["args"], "--available-now",
+                                            "--max-offsets-per-trigger", "6000"], log).start()
+    assert job.process.wait(600) == 0, log_tail(log)
+    expected, expected_late = oracle(join_lane["settings"], join_lane["fed"])
+    got = committed_pairs(stack_settings, join_lane["joined"])
+    assert sum(expected.values()) > 1000 and max(expected.values()) == 1
+    assert got == expected, (len(got), len(expected), list((got - expected).items())[:3],
+                             list((expected - got).items())[:3])
+    late = [AvroCodec("late").decode(m.value()) for m in read_to_end(stack_settings, join_lane["late"])]
+    assert len(late) == expected_late
+    # In event-time order only exact repeats of a (thing, quantity, time) can be late here.
+    assert {(r["reason"], r["stage"]) for r in late} <= {("late", "join"), ("duplicate", "join")}
+
+
+def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Settings, join_lane: dict,
+                                                             tmp_path: Path) -> None:
+    """SIGKILL the driver at random moments (inside a batch, between produce and commit, after
+    the Kafka commit before Spark's commit log: wherever the moment falls) and at the sink's
+    named fault points, restarting from the checkpoint each time."""
+    seed = int(os.environ.get("JOIN_KILL_SEED", str(time.time_ns())))
+    rng = random.Random(seed)
+    fault_points = ["before_produce", "after_produce", "after_commit"]
+    log = tmp_path / "join.log"
+    args = [*join_lane["args"], "--available-now", "--max-offsets-per-trigger", "1500"]
+    injected = []
+    for round_no in range(KILL_ROUNDS):
+        if round_no < len(fault_points):
+            env = {"EOS_FAULT_POINT": fault_points[round_no], "EOS_FAULT_BATCH": str(round_no + 1)}
+            job = spark_service("spark_jobs.join", args, log, env).start()
+            code = job.process.wait(600)
+            injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")
+        else:
+            job = spark_service("spark_jobs.join", args, log).start()
+            delay = rng.uniform(8, 30)
+            try:
+                code = job.process.wait(delay)
+                injected.append(f"finished-before-kill({delay:.1f}s)")
+            except Exception:  # noqa: BLE001 - still running: kill it
+                job.kill9()
+                injected.append(f"kill9@{delay:.1f}s")
+        time.sleep(1)
+    print(f"seed {seed}; faults injected: {injected}")
+    final = spark_service("spark_jobs.join", args, log).start()
+    assert final.process.wait(900) == 0, log_tail(log)
+    expected, _ = oracle(join_lane["settings"], join_lane["fed"])
+    got = committed_pairs(stack_settings, join_lane["joined"])
+    assert got == expected, (f"seed {seed}", injected, sum(got.values()), sum(expected.values()),
+                             list((got - expected).items())[:3], list((expected - got).items())[:3])

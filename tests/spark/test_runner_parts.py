@@ -1,0 +1,42 @@
+"""The runner's graceful stop and the listener's export, without a Spark session."""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from spark_jobs.listener import WATERMARK, PrometheusListener, parse_spark_time
+from spark_jobs.runner import BatchGate, StopRequested
+
+
+def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
+    entered, release, done = threading.Event(), threading.Event(), []
+
+    def slow_sink(_df: object, batch_id: int) -> None:
+        entered.set()
+        release.wait(5)
+        done.append(batch_id)
+
+    gate = BatchGate(slow_sink)
+    worker = threading.Thread(target=gate, args=(None, 7))
+    worker.start()
+    assert entered.wait(5)
+    threading.Timer(0.5, release.set).start()
+    started = time.monotonic()
+    assert gate.stop_after_current(10) is True
+    assert time.monotonic() - started >= 0.4 and done == [7], "stop did not wait for the in-flight batch"
+    worker.join(5)
+    with pytest.raises(StopRequested):
+        gate(None, 8)
+    assert done == [7]
+
+
+def test_listener_exports_progress() -> None:
+    operator = SimpleNamespace(numRowsTotal=24, memoryUsedBytes=4096, numRowsDroppedByWatermark=0)
+    progress = SimpleNamespace(name="unit-q", id="x", batchId=3, batchDuration=1500, inputRowsPerSecond=float("nan"),
+                               processedRowsPerSecond=1200.0, numInputRows=50, stateOperators=[operator],
+                               eventTime={"watermark": "2019-04-01T05:26:20.000Z"})
+    PrometheusListener().record(progress)
+    assert WATERMARK.labels("unit-q")._value.get() == parse_spark_time("2019-04-01T05:26:20.000Z") == 1554096380.0
