@@ -22,7 +22,7 @@ from streamkit.config import setting
 from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.runner import read_measurements, run_query, topic_partitions
+from spark_jobs.runner import read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.windows import OUTPUT_SCHEMA_DDL, STAGE, WindowSpec, make_processor, parse_duration_ms, parse_windows
 
 if TYPE_CHECKING:
@@ -48,16 +48,38 @@ class AggregateSettings(SparkJobSettings):
                            "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
     watermark_delay: str = setting("10s", "AGGREGATE_WATERMARK_DELAY",
                                    "how far behind the max event time a record may arrive and still count")
+    source: str = setting("raw", "AGGREGATE_SOURCE",
+                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
+                          "topic (e.g. mechanical_power) as a quantity. One job per source: each keeps its own "
+                          "watermark, so the join's lag never makes its results late against raw event time")
     available_now: bool = setting(False, "AGGREGATE_AVAILABLE_NOW",
                                   "process what is in the topic now, emit, and exit 0 (backfills)")
 
     def window_specs(self) -> list[WindowSpec]:
         return parse_windows(self.tumbling, self.sliding)
 
+    @property
+    def default_query(self) -> str:
+        return DEFAULT_QUERY if self.source == "raw" else f"{DEFAULT_QUERY}-{self.source}"
+
+
+def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
+    """The joined topic as measurements: quantity = the pair's result name, value = its result,
+    event time = the pair's (the later input's), row_id = the pair's id."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    pairs = read_kafka(spark, settings, settings.joined_topic).select(
+        from_avro("value", schema_text("joined")).alias("p")).select("p.*")
+    return pairs.select("thing", F.col("result_name").alias("quantity"), "event_time_ms",
+                        F.col("result").alias("value"), F.col("id").alias("row_id"),
+                        F.timestamp_millis("event_time_ms").alias("event_time"))
+
 
 def measurement_sources(spark: "SparkSession", settings: AggregateSettings) -> list["DataFrame"]:
-    """Hook for more inputs: each DataFrame has MEASUREMENT_COLUMNS. The joined power
-    (machinedata.joined's result, as quantity e.g. 'power') is the next one to add here."""
+    """The inputs, each with MEASUREMENT_COLUMNS."""
+    if settings.source == "joined":
+        return [read_join_results(spark, settings)]
     return [read_measurements(spark, settings)]
 
 
@@ -115,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     settings, _ = AggregateSettings.parse(argv, parser=parser)
     setup_logging(settings.log_level, service=SERVICE)
+    if settings.source not in ("raw", "joined"):
+        parser.error(f"--source must be raw or joined, not {settings.source!r}")
     try:
         output = build(settings)
     except ValueError as exc:
         parser.error(str(exc))
-    return run_query(SERVICE, settings, DEFAULT_QUERY, output, available_now=settings.available_now,
+    return run_query(SERVICE, settings, settings.default_query, output, available_now=settings.available_now,
                      session_conf=SESSION_CONF)
 
 

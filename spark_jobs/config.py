@@ -1,6 +1,6 @@
 """Settings shared by every Spark streaming job (the join job subclasses this with its pairs).
 
-Defaults suit the 2-core laptop stack (local[2]); on a standalone cluster only SPARK_MASTER
+Defaults suit the laptop stack (local[*]); on a standalone cluster only SPARK_MASTER
 and SPARK_CHECKPOINT_DIR change (the checkpoint must then be on storage every node sees).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from streamkit.config import Settings, setting
 
 @dataclass(frozen=True)
 class SparkJobSettings(Settings):
-    spark_master: str = setting("local[2]", "SPARK_MASTER", "Spark master URL (local[N] or spark://host:7077)")
+    spark_master: str = setting("local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)")
     shuffle_partitions: int = setting(2, "SPARK_SHUFFLE_PARTITIONS",
                                       "state store partitions; fixed in the checkpoint at the first start "
                                       "(200, Spark's default, made stateful batches ~23x slower here)")

@@ -85,18 +85,23 @@ def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: 
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    frame = (spark.readStream.format("kafka")
-             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
-             .option("subscribe", topic or settings.raw_topic)
-             .option("startingOffsets", settings.starting_offsets)
-             .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-             .option("kafka.isolation.level", "read_committed")
-             .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
-             .load())
+    frame = read_kafka(spark, settings, topic or settings.raw_topic)
     extra = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset")] if with_offsets else []
     decoded = frame.select(from_avro("value", schema_text("measurement")).alias("m"), *extra).select(
         "m.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
     return decoded.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+
+
+def read_kafka(spark: "SparkSession", settings: SparkJobSettings, topic: str) -> "DataFrame":
+    """A topic as a streaming DataFrame of Kafka records, with the options every job shares."""
+    return (spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", settings.starting_offsets)
+            .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+            .option("kafka.isolation.level", "read_committed")
+            .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
+            .load())
 
 
 def topic_partitions(settings: SparkJobSettings, topic: str) -> int:

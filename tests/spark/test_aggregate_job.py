@@ -171,3 +171,54 @@ def test_aggregate_job_matches_pandas_reference(stack_settings: Settings, tmp_pa
     assert metric("eos_transactions_total", f'outcome="aborted",query="{query}"') == 0
     assert metric("spark_watermark_seconds", f'query="{query}"') == final_watermark / 1000
     assert metric("spark_input_rows_total", f'query="{query}"') == len(phase1) + len(phase2)
+
+
+def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
+    """--source joined: each join result (here mechanical_power) aggregated as a quantity of its
+    own, under the joined stream's own watermark."""
+    from spark_jobs.lsb import JoinConfig, LocalStreamBuffer
+
+    buffer = LocalStreamBuffer(JoinConfig.single("actSpeed_C11", "vaTorque_C11"))
+    pairs = []
+    for r in sorted(sample_measurements(), key=lambda r: r["event_time_ms"]):
+        if r["quantity"] in ("actSpeed_C11", "vaTorque_C11"):
+            pairs.extend(buffer.push(r["thing"], r["quantity"], r["event_time_ms"], r["value"]).pairs)
+    pairs.sort(key=lambda p: p.event_time)
+    assert len(pairs) > 1000
+    as_measurements = [{"thing": p.key, "quantity": "mechanical_power", "event_time_ms": p.event_time,
+                        "value": p.result, "row_id": p.id} for p in pairs]
+    last = as_measurements[-1]
+    closer = {**last, "event_time_ms": last["event_time_ms"] + 3_600_000, "row_id": "closer"}
+    expected, late, _ = reference([as_measurements, [closer]], DELAY_MS)
+    assert expected and not late
+
+    joined = private_topic(stack_settings, "joined", 1)
+    codec = AvroCodec("joined")
+
+    def joined_record(m: dict) -> tuple:
+        value = codec.encode({"id": m["row_id"], "thing": m["thing"], "left_quantity": "actSpeed_C11",
+                              "right_quantity": "vaTorque_C11", "left_time_ms": m["event_time_ms"],
+                              "right_time_ms": m["event_time_ms"], "left_value": 0.0, "right_value": 0.0,
+                              "result_name": "mechanical_power", "result": m["value"],
+                              "event_time_ms": m["event_time_ms"]})
+        return (joined, m["row_id"].encode(), value, 0)
+
+    produce_committed(stack_settings, [joined_record(m) for m in as_measurements])
+    produce_committed(stack_settings, [joined_record(closer)])
+    aggregates, late_topic = private_topic(stack_settings, "agg", 2), private_topic(stack_settings, "late", 2)
+    log = tmp_path / "aggregate.log"
+    service = spark_service("spark_jobs.aggregate", [
+        "--source", "joined", "--joined-topic", joined, "--aggregates-topic", aggregates, "--late-topic", late_topic,
+        "--marker-topic", private_topic(stack_settings, "markers", 1, compact=True),
+        "--query-name", f"aggj-{uuid.uuid4().hex[:8]}", "--checkpoint-dir", str(tmp_path / "checkpoint"),
+        "--tumbling", f"{TUMBLING_MS}ms", "--sliding", f"{SLIDING_MS // 1000}s/{SLIDE_MS // 1000}s",
+        "--watermark-delay", f"{DELAY_MS // 1000}s", "--max-offsets-per-trigger", str(len(as_measurements)),
+        "--available-now"], log).start()
+    assert service.process.wait(600) == 0, log_tail(log)
+    codec_out = AvroCodec("aggregate")
+    got = {m.key(): codec_out.decode(m.value()) for m in read_to_end(stack_settings, aggregates)}
+    assert set(got) == set(expected), (sorted(set(expected) - set(got))[:3], sorted(set(got) - set(expected))[:3])
+    for key, want in expected.items():
+        assert got[key]["count"] == want["count"] and math.isclose(got[key]["mean"], want["mean"], rel_tol=1e-9,
+                                                                   abs_tol=1e-9), key
+    assert read_to_end(stack_settings, late_topic) == []
