@@ -131,3 +131,38 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert got == expected, (f"seed {seed}", injected, sum(got.values()), sum(expected.values()),
                              list((got - expected).items())[:3], list((expected - got).items())[:3])
+
+
+def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join_lane: dict, tmp_path: Path) -> None:
+    """Restart the Kafka broker under a running join job. The job either rides it out or fails
+    and is restarted from its checkpoint (as a supervisor would): the output stays exact."""
+    from streamkit.stack import Stack
+
+    kafka = Stack(stack_settings, ["kafka"])
+    if kafka.status()[0].state != "running":
+        pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
+    log = tmp_path / "join.log"
+    args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
+    job = spark_service("spark_jobs.join", args, log).start()
+    expected, _ = oracle(join_lane["settings"], join_lane["fed"])
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and '"msg": "batch committed"' not in log.read_text(errors="replace"):
+        assert job.alive(), log_tail(log)
+        time.sleep(1)
+    kafka.down()
+    time.sleep(5)
+    kafka.up()
+    restarts = 0
+    got: Counter = Counter()
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        if not job.alive():  # failed on the outage: restart it from its checkpoint
+            restarts += 1
+            job = spark_service("spark_jobs.join", args, log).start()
+        got = committed_pairs(stack_settings, join_lane["joined"])
+        if sum(got.values()) >= sum(expected.values()):
+            break
+        time.sleep(3)
+    print(f"join job restarts after the broker restart: {restarts}")
+    assert job.terminate(120) == 0, log_tail(log)
+    assert committed_pairs(stack_settings, join_lane["joined"]) == expected
