@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from streamkit.avro_codec import AvroCodec  # noqa: E402
 from streamkit.config import Settings  # noqa: E402
 from streamkit.events import parse_row  # noqa: E402
-from streamkit.harness import REPO, bridge, expected_records, new_lane, simulator, wait_for_count  # noqa: E402
+from streamkit.harness import REPO, bridge, expected_records, new_lane, simulator, wait_for_count, wait_for_log  # noqa: E402
 from streamkit.kafka_clients import idempotent_producer  # noqa: E402
 from streamkit.mqtt_client import connect, make_client  # noqa: E402
 from streamkit.stack import Stack  # noqa: E402
@@ -39,7 +39,7 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
     service = bridge(lane, work / "bridge.log").start()
-    time.sleep(2)
+    wait_for_log(work / "bridge.log", '"bridge running"', 60, service)
     started = time.perf_counter()
     sim = simulator(lane, events, work / "simulator.log", "--connections", str(connections)).start()
     sim_done = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -143,8 +144,16 @@ class Bridge:
 
     # ------------------------------------------------------------------------- lifecycle
     def run(self) -> int:
+        subscribed = threading.Event()
+        self.client.on_subscribe = lambda *_args: subscribed.set()
         connect(self.client, self.settings)
         self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
+        if not subscribed.wait(30):
+            log.error("no SUBACK from the MQTT broker within 30 s")
+            self._close(flush=False)
+            return 1
+        # Only now does the broker keep messages for us: a first-ever session misses what was
+        # published before this line (every later start resumes the session and misses nothing).
         log.info("bridge running", extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
                                           "raw_topic": self.settings.raw_topic,
                                           "partitions": self.splitter.partitions})

@@ -179,6 +179,31 @@ def wait_for_count(settings: Settings, topic: str, count: int, timeout_s: float)
     return total
 
 
+def wait_for_log(path: Path, text: str, timeout_s: float = 60, service: "Service | None" = None) -> None:
+    """Until a service's log holds a line with `text` (e.g. the bridge's "bridge running",
+    logged once its subscription is acknowledged)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        if service is not None and not service.alive():
+            raise AssertionError(f"{service.module} exited before logging {text!r}: {path.read_text()[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in {path} after {timeout_s}s")
+
+
+def wait_for_keys(settings: Settings, topic: str, keys: set[bytes], timeout_s: float) -> set[bytes]:
+    """Until every key is in the topic (end offsets alone mislead when re-sends are expected)."""
+    deadline = time.monotonic() + timeout_s
+    seen: set[bytes] = set()
+    while time.monotonic() < deadline:
+        seen = {m.key() for m in read_topic(settings, topic)}
+        if keys <= seen:
+            break
+        time.sleep(2)
+    return seen
+
+
 def group_by_key(messages: list) -> dict[bytes, list[bytes]]:
     grouped: dict[bytes, list[bytes]] = collections.defaultdict(list)
     for message in messages:

@@ -14,8 +14,8 @@ from mqtt_bridge.records import thing_partition
 from simulator.publisher import MqttPublisher
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import (REPO, Lane, bridge, expected_records, group_by_key, new_lane, read_topic,
-                                    simulator, wait_for_count)
+from streamkit.harness import (REPO, Lane, Service, bridge, expected_records, group_by_key, new_lane, read_topic,
+                               simulator, wait_for_count, wait_for_keys, wait_for_log)
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -50,13 +50,20 @@ def assert_raw_topic_holds_exactly(lane: Lane, events: Path, *, check_order: boo
     return len(messages) - len(expected)
 
 
+def start_bridge(lane: Lane, log: Path) -> Service:
+    """Started and subscribed: a first-ever session only keeps what is published after that."""
+    service = bridge(lane, log).start()
+    wait_for_log(log, '"bridge running"', 60, service)
+    return service
+
+
 def replay(lane: Lane, events: Path, tmp_path: Path, *args: str) -> None:
     sim = simulator(lane, events, tmp_path / "simulator.log", *args).start()
     assert sim.process.wait(600) == 0, (tmp_path / "simulator.log").read_text()[-3000:]
 
 
 def test_sample_replay_lands_exactly_in_order(lane: Lane, tmp_path: Path) -> None:
-    service = bridge(lane, tmp_path / "bridge.log").start()
+    service = start_bridge(lane, tmp_path / "bridge.log")
     try:
         replay(lane, SAMPLE, tmp_path)
         expected = len(expected_records(SAMPLE))
@@ -71,7 +78,7 @@ def test_generated_file_replay_lands_exactly(lane: Lane, tmp_path: Path) -> None
     events = tmp_path / "generated.json"
     subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(events), "--rows", "20000", "--things", "6",
                     "--no-progress"], cwd=REPO, check=True)
-    service = bridge(lane, tmp_path / "bridge.log").start()
+    service = start_bridge(lane, tmp_path / "bridge.log")
     try:
         replay(lane, events, tmp_path, "--connections", "2")
         expected = len(expected_records(events))
@@ -89,8 +96,7 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> N
                     "--seed", "11", "--no-progress"], cwd=REPO, check=True)
     rng = random.Random(int(os.environ.get("BRIDGE_KILL_SEED", str(time.time_ns()))))
     log = tmp_path / "bridge.log"
-    service = bridge(lane, log).start()
-    time.sleep(2)
+    service = start_bridge(lane, log)
     sim = simulator(lane, events, tmp_path / "simulator.log", "--rate", "4000").start()
     kills = sorted(rng.uniform(0.5, 6.0) for _ in range(KILL_ROUNDS))
     started = time.monotonic()
@@ -100,12 +106,15 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> N
         time.sleep(rng.uniform(0.0, 1.0))
         service.start()
     print(f"killed the bridge (kill -9) at {[round(k, 2) for k in kills]} s")
-    assert sim.process.wait(600) == 0
-    expected = len(expected_records(events))
-    assert wait_for_count(lane.settings, lane.raw_topic, expected, 180) >= expected, log.read_text()[-3000:]
-    duplicates = assert_raw_topic_holds_exactly(lane, events, check_order=False)
-    print(f"identical re-sends after {KILL_ROUNDS} kills: {duplicates}")
-    service.terminate()
+    try:
+        assert sim.process.wait(600) == 0
+        expected = set(expected_records(events))
+        seen = wait_for_keys(lane.settings, lane.raw_topic, expected, 180)
+        assert expected <= seen, f"{len(expected - seen)} missing; {log.read_text()[-3000:]}"
+        duplicates = assert_raw_topic_holds_exactly(lane, events, check_order=False)
+        print(f"identical re-sends after {KILL_ROUNDS} kills: {duplicates}")
+    finally:
+        service.terminate()
 
 
 def _publish_all(lane: Lane, payloads: list[bytes]) -> float:
@@ -119,7 +128,7 @@ def _publish_all(lane: Lane, payloads: list[bytes]) -> float:
 
 
 def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) -> None:
-    service = bridge(lane, tmp_path / "bridge.log").start()
+    service = start_bridge(lane, tmp_path / "bridge.log")
     settings = lane.settings
 
     def good_rows(first_ms: int, count: int) -> list[bytes]:
@@ -132,7 +141,6 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
         return time.perf_counter() - started
 
     try:
-        time.sleep(1)
         before = timed_batch(1_554_000_000_000, 3000)
         rng = random.Random(5)
         fuzz = {
