@@ -39,10 +39,11 @@ def count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
 
 
-def shifted(payload: bytes, shift_ms: int) -> bytes:
-    """Loops after the first move event time forward, so each loop is new data, not a replay."""
+def shifted(payload: bytes, timestamp_ms: int) -> bytes:
+    """Loops after the first move event time forward, so each loop is new data, not a replay.
+    The new Timestamp is written in milliseconds whatever unit the file used."""
     obj = json.loads(payload)
-    obj["Timestamp"] = int(obj["Timestamp"]) + shift_ms if isinstance(obj["Timestamp"], int) else obj["Timestamp"]
+    obj["Timestamp"] = timestamp_ms
     return json.dumps(obj).encode()
 
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 if shutdown.requested:
                     break
                 pacer.wait(row.timestamp_ms)
-                payload = shifted(row.payload, shift_ms) if shift_ms else row.payload
+                payload = shifted(row.payload, row.timestamp_ms + shift_ms) if shift_ms else row.payload
                 publisher.publish(row.thing, payload)
                 published += 1
                 low = row.timestamp_ms if low is None else min(low, row.timestamp_ms)

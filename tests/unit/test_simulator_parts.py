@@ -61,3 +61,12 @@ def test_generator_is_deterministic_and_physical() -> None:
     for row in both:
         expected = 2 * math.pi / 60 * row["actSpeed_C11"] * row["vaTorque_C11"]
         assert math.isclose(row["vaPower_C11"], expected, rel_tol=1e-3, abs_tol=0.5)
+
+
+def test_loop_shift_writes_milliseconds_whatever_the_input_unit() -> None:
+    from simulator.cli import shifted
+    from streamkit.events import parse_row
+
+    payload = b'{"Thing": "A", "Timestamp": 1554096380, "x": 1}'  # seconds
+    moved = parse_row(shifted(payload, 1554096380000 + 86_400_000))
+    assert moved.timestamp_ms == 1554096380000 + 86_400_000 and moved.quantities == {"x": 1.0}
