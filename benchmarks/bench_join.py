@@ -128,6 +128,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--batch-sizes", default="10000,50000,200000")
+    parser.add_argument("--work-dir", type=Path, help="keep checkpoints and job logs here (default: a temp dir)")
     args = parser.parse_args()
     stack = Stack(Settings.from_sources())
     stack.up()
@@ -139,9 +140,11 @@ def main() -> int:
     print(f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} joins/s", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-join-") as tmp:
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             print(f"join job, maxOffsetsPerTrigger={batch:,} ...", flush=True)
-            results.append(run_job(settings, raw, batch, Path(tmp)))
+            results.append(run_job(settings, raw, batch, work))
             r = results[-1]
             print(f"  {r['batches']} batches, {r['records_per_s']:,.0f} records/s, {r['joins_per_s']:,.0f} joins/s",
                   flush=True)

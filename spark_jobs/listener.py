@@ -73,7 +73,8 @@ class PrometheusListener(StreamingQueryListener):
             WATERMARK.labels(name).set(watermark)
         log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
                                            "input_rows": progress.numInputRows,
-                                           "duration_ms": progress.batchDuration})
+                                           "duration_ms": progress.batchDuration,
+                                           "phases_ms": dict(progress.durationMs or {})})
 
     def onQueryIdle(self, event: Any) -> None:
         pass
