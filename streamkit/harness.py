@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from streamkit.config import Settings
 from streamkit.events import parse_row
-from streamkit.topics import load_topic_specs, provision
+from streamkit.topics import TopicSpec, load_topic_specs, provision
 
 REPO = Path(__file__).resolve().parents[1]
 RETRY_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
@@ -42,6 +42,14 @@ class Lane:
     dlq_topic: str
     prefix: str
     client_id: str
+
+
+def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False) -> str:
+    """A fresh topic per test (uuid name), so tests never see each other's records."""
+    name = f"test.{role}.{uuid.uuid4().hex[:10]}"
+    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
+    provision(settings, [TopicSpec(name, partitions, config)])
+    return name
 
 
 def new_lane(settings: Settings) -> Lane:

@@ -10,18 +10,9 @@ from pathlib import Path
 from confluent_kafka import Message
 
 from streamkit.config import Settings
-from streamkit.harness import REPO, Service, free_port
+from streamkit.harness import REPO, Service, free_port, private_topic
 from streamkit.harness import read_topic as read_to_end
 from streamkit.kafka_clients import transactional_producer
-from streamkit.topics import TopicSpec, provision
-
-
-def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False) -> str:
-    """A fresh topic per test (uuid name), so tests never see each other's records."""
-    name = f"test.{role}.{uuid.uuid4().hex[:10]}"
-    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
-    provision(settings, [TopicSpec(name, partitions, config)])
-    return name
 
 
 def key_values(messages: list[Message]) -> Counter:

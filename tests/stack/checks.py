@@ -11,43 +11,22 @@ import urllib.request
 import uuid
 
 import paho.mqtt.client as mqtt
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
 from influxdb_client import InfluxDBClient, Point, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 
 from streamkit.config import Settings
-from streamkit.kafka_clients import admin_client, idempotent_producer, transactional_producer
+from streamkit.harness import private_topic, read_topic
+from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.stack.components import basic_auth
 
 
-def create_topic(settings: Settings, partitions: int = 1) -> str:
-    name = f"test.{uuid.uuid4().hex[:12]}"
-    admin = admin_client(settings)
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
-    return name
+def create_topic(settings: Settings) -> str:
+    return private_topic(settings, "check", partitions=1)
 
 
-def read_all(settings: Settings, topic: str, isolation: str, expected_max: int, timeout_s: float = 20.0) -> list[bytes]:
-    """Everything readable from partition 0 up to the current end (under the given isolation)."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex}",
-                         "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    idle_polls = 0
-    while time.monotonic() < deadline and idle_polls < 6 and len(values) <= expected_max:
-        message = consumer.poll(0.5)
-        if message is None:
-            idle_polls += 1
-            continue
-        if message.error():
-            continue
-        idle_polls = 0
-        values.append(message.value())
-    consumer.close()
-    return values
+def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
+    return [m.value() for m in read_topic(settings, topic, isolation)]
 
 
 def check_transactions(settings: Settings) -> None:
@@ -63,10 +42,10 @@ def check_transactions(settings: Settings) -> None:
     for i in range(3):
         producer.produce(topic, key=b"k", value=f"committed-{i}".encode(), partition=0)
     producer.commit_transaction()
-    committed = read_all(settings, topic, "read_committed", expected_max=8)
+    committed = read_all(settings, topic, "read_committed")
     assert committed == [b"committed-0", b"committed-1", b"committed-2"], committed
     # The control: the aborted records really were written, a read_uncommitted reader sees them.
-    uncommitted = read_all(settings, topic, "read_uncommitted", expected_max=8)
+    uncommitted = read_all(settings, topic, "read_uncommitted")
     assert sorted(uncommitted) == sorted([f"aborted-{i}".encode() for i in range(5)]
                                          + [f"committed-{i}".encode() for i in range(3)]), uncommitted
 
@@ -77,7 +56,7 @@ def check_plain_produce_consume(settings: Settings) -> None:
     for i in range(10):
         producer.produce(topic, value=str(i).encode(), partition=0)
     assert producer.flush(30) == 0
-    assert read_all(settings, topic, "read_committed", expected_max=10) == [str(i).encode() for i in range(10)]
+    assert read_all(settings, topic, "read_committed") == [str(i).encode() for i in range(10)]
 
 
 def check_mqtt_auth(settings: Settings) -> None:
