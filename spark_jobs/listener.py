@@ -74,7 +74,7 @@ class PrometheusListener(StreamingQueryListener):
         log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
                                            "input_rows": progress.numInputRows,
                                            "duration_ms": progress.batchDuration,
-                                           "phases_ms": dict(progress.durationMs or {})})
+                                           "phases_ms": dict(getattr(progress, "durationMs", None) or {})})
 
     def onQueryIdle(self, event: Any) -> None:
         pass
