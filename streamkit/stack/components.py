@@ -205,8 +205,8 @@ class Mosquitto(Component):
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "autosave_interval 5",
-            "max_queued_messages 0",
-            "persistent_client_expiration 7d",  # MQTT 3.1.1 persistent sessions end after a week offline  # unlimited: a persistent session must not drop while the bridge is down
+            "max_queued_messages 0",  # unlimited: a persistent session must not drop while the bridge is down
+            "persistent_client_expiration 7d",  # MQTT 3.1.1 persistent sessions end after a week offline
             "max_inflight_messages 10000",  # towards the bridge, which acks only after Kafka confirmed
             "log_dest stdout",
             "log_type error",
