@@ -14,8 +14,6 @@ class BridgeSettings(Settings):
     mqtt5: bool = setting(False, "BRIDGE_MQTT5",
                           "speak MQTT 5 (session expiry sent by us) instead of 3.1.1 (expiry set by the broker's "
                           "persistent_client_expiration); 3.1.1 is ~10% faster in paho")
-    raw_topic: str = setting("machinedata.raw", "RAW_TOPIC", "Kafka topic for the per-quantity records")
-    dlq_topic: str = setting("machinedata.dlq", "DLQ_TOPIC", "Kafka topic for invalid payloads")
     max_payload_bytes: int = setting(1024 * 1024, "BRIDGE_MAX_PAYLOAD_BYTES",
                                      "larger MQTT payloads are dead-lettered (their first 64 KiB kept)")
     max_unacked: int = setting(20000, "BRIDGE_MAX_UNACKED",

@@ -26,10 +26,6 @@ class SparkJobSettings(Settings):
     fail_on_data_loss: bool = setting(True, "SPARK_FAIL_ON_DATA_LOSS",
                                       "fail when input offsets vanished (topic recreated, retention) instead of "
                                       "silently skipping them; compaction gaps and transaction markers are fine")
-    raw_topic: str = setting("machinedata.raw", "RAW_TOPIC", "input topic of Avro measurements")
-    joined_topic: str = setting("machinedata.joined", "JOINED_TOPIC", "output topic of the join job")
-    aggregates_topic: str = setting("machinedata.aggregates", "AGGREGATES_TOPIC", "output topic of window aggregates")
-    late_topic: str = setting("machinedata.late", "LATE_TOPIC", "records behind the watermark, with a reason")
     marker_topic: str = setting("machinedata.commit-markers", "MARKER_TOPIC",
                                 "compacted topic of exactly-once commit markers (one key per query)")
     query_name: str = setting("", "SPARK_QUERY_NAME",

@@ -79,6 +79,11 @@ class Settings:
     metrics_port: int = setting(0, "METRICS_PORT", "port of this service's Prometheus /metrics (0: the service's default)")
     metrics_host: str = setting("127.0.0.1", "METRICS_HOST", "address /metrics binds to (0.0.0.0 inside containers)")
     mqtt_topic_prefix: str = setting("machines", "MQTT_TOPIC_PREFIX", "rows are published to <prefix>/<Thing>")
+    raw_topic: str = setting("machinedata.raw", "RAW_TOPIC", "Kafka topic of the per-quantity Avro measurements")
+    joined_topic: str = setting("machinedata.joined", "JOINED_TOPIC", "Kafka topic of the join job's pairs")
+    aggregates_topic: str = setting("machinedata.aggregates", "AGGREGATES_TOPIC", "Kafka topic of the window aggregates")
+    late_topic: str = setting("machinedata.late", "LATE_TOPIC", "Kafka topic of records set aside as late, with a reason")
+    dlq_topic: str = setting("machinedata.dlq", "DLQ_TOPIC", "Kafka dead-letter topic: invalid input, with a reason header")
 
     # ----------------------------------------------------------------------------- derived
     @property

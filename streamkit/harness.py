@@ -217,3 +217,43 @@ def group_by_key(messages: list) -> dict[bytes, list[bytes]]:
     for message in messages:
         grouped[message.key()].append(message.value())
     return grouped
+
+
+def private_database(settings: Settings) -> str:
+    """A fresh InfluxDB database per test (the shared one belongs to the demo)."""
+    from streamkit.stack.components import InfluxDB
+
+    name = f"test_{uuid.uuid4().hex[:10]}"
+    status, body = InfluxDB(settings).query(f'CREATE DATABASE "{name}"')
+    assert status == 200 and "error" not in str(body), body
+    return name
+
+
+def drop_database(settings: Settings, name: str) -> None:
+    from streamkit.stack.components import InfluxDB
+
+    InfluxDB(settings).query(f'DROP DATABASE "{name}"')
+
+
+def influx_rows(settings: Settings, database: str, statement: str) -> list[dict]:
+    """Rows of one InfluxQL SELECT as dicts (tags of GROUP BY * included), times in ns."""
+    from streamkit.stack.components import InfluxDB
+
+    status, body = InfluxDB(settings).query(statement, database=database, epoch="ns")
+    assert status == 200, body
+    result = body["results"][0]
+    assert "error" not in result, result["error"]
+    rows = []
+    for series in result.get("series", []):
+        for values in series["values"]:
+            rows.append({**series.get("tags", {}), **dict(zip(series["columns"], values))})
+    return rows
+
+
+def connector(settings: Settings, log: Path, database: str, group: str, topics: dict[str, str], *extra: str) -> Service:
+    """The DB connector on private topics ({kind: topic}), database and consumer group."""
+    args = ["--topics", ",".join(topics), "--influx-database", database, "--group-id", group,
+            "--instance-id", group, "--metrics-port", str(free_port())]
+    for kind, topic in topics.items():
+        args += [f"--{kind}-topic", topic]  # kinds are named like the topic settings
+    return Service("db_connector", [*args, *extra], log)

@@ -281,14 +281,17 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
         status, body = http_get(f"{self.settings.influx_base_url}/health")
         return status == 200 and b'"pass"' in body
 
-    def query(self, statement: str, *, auth: bool = True) -> tuple[int, dict]:
-        """POST an InfluxQL statement (POST: CREATE/DROP are refused over GET)."""
+    def query(self, statement: str, *, auth: bool = True, database: str | None = None,
+              epoch: str | None = None) -> tuple[int, dict]:
+        """POST an InfluxQL statement (POST: CREATE/DROP are refused over GET); ``epoch``
+        (ms, ns, ...) makes times integers instead of RFC 3339 strings."""
         s = self.settings
-        request = urllib.request.Request(f"{s.influx_base_url}/query", data=urllib.parse.urlencode({"q": statement}).encode())
+        params = {"q": statement, **({"db": database} if database else {}), **({"epoch": epoch} if epoch else {})}
+        request = urllib.request.Request(f"{s.influx_base_url}/query", data=urllib.parse.urlencode(params).encode())
         if auth:
             request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")

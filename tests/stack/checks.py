@@ -6,7 +6,6 @@ import dataclasses
 import json
 import threading
 import time
-import urllib.parse
 import urllib.request
 import uuid
 
@@ -18,7 +17,7 @@ from streamkit.config import Settings
 from streamkit.harness import private_topic, read_topic
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
-from streamkit.stack.components import basic_auth
+from streamkit.stack.components import InfluxDB
 
 
 def create_topic(settings: Settings) -> str:
@@ -100,16 +99,7 @@ def check_mqtt_auth(settings: Settings) -> None:
 
 
 def influx_query(settings: Settings, statement: str, *, auth: bool = True) -> tuple[int, dict]:
-    url = f"{settings.influx_base_url}/query?" + urllib.parse.urlencode({"q": statement, "db": settings.influx_database,
-                                                                         "epoch": "ms"})
-    request = urllib.request.Request(url)
-    if auth:
-        request.add_header("Authorization", basic_auth(settings.influx_username, settings.influx_password))
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+    return InfluxDB(settings).query(statement, auth=auth, database=settings.influx_database, epoch="ms")
 
 
 def check_influx_write_read(settings: Settings) -> None:

@@ -1,0 +1,5 @@
+import sys
+
+from db_connector.connector import main
+
+sys.exit(main())

@@ -1,0 +1,307 @@
+"""python -m db_connector: the pipeline's committed Kafka records -> InfluxDB points, exactly once.
+
+Why the result in InfluxDB is exact:
+- it reads with read_committed, so aborted Spark transactions never reach InfluxDB;
+- every point's identity (measurement, tags, time) is derived from the record, so writing a
+  record again overwrites its point (docs/influxdb-schema.md);
+- Kafka offsets are committed only after InfluxDB acknowledged the batch holding them. A crash
+  anywhere means the uncommitted records are read and written again: no loss, and thanks to
+  the point identity, no duplicate;
+- records that cannot become points, and points InfluxDB refuses, go to the dead-letter topic
+  in one Kafka transaction with the offsets that pass them, so each is dead-lettered once.
+While InfluxDB is unavailable the connector retries the same batch with back-off and pauses
+its partitions: memory stays bounded by one batch, and nothing is skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from prometheus_client import Counter, Gauge, Histogram
+
+from db_connector.batch import Batch, DeadLetter
+from db_connector.config import ConnectorSettings
+from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
+from db_connector.points import Converter, converters_for
+from streamkit.kafka_clients import committed_consumer, transactional_producer
+from streamkit.logs import setup_logging
+from streamkit.metrics import serve_metrics
+from streamkit.shutdown import ShutdownFlag
+
+log = logging.getLogger("db_connector")
+
+POINTS = Counter("connector_points_written_total", "points acknowledged by InfluxDB", ["measurement"])
+BATCH_SECONDS = Histogram("connector_batch_seconds", "one batch: InfluxDB write(s) + Kafka commit",
+                          buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+RETRIES = Counter("connector_write_retries_total", "InfluxDB writes retried, by cause", ["cause"])
+REJECTED = Counter("connector_rejected_points_total", "points InfluxDB refused (dead-lettered)", ["measurement"])
+DEAD_LETTERS = Counter("connector_dead_letters_total", "records sent to the dead-letter topic, by reason", ["reason"])
+LAG = Gauge("connector_consumer_lag_records", "records behind the end of the assigned partitions", ["topic"])
+PENDING = Gauge("connector_pending_points", "points waiting to be written")
+AVAILABLE = Gauge("connector_influx_available", "1 while InfluxDB takes writes, 0 while the connector waits for it")
+REBALANCES = Counter("connector_rebalances_total", "partition revocations (uncommitted work is re-read)")
+
+#: Errors of an offset commit that mean "not yours any more": the records are re-read by
+#: whoever owns the partitions now, so the batch is dropped, not retried.
+STALE_GROUP_CODES = {KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
+                     KafkaError.FENCED_INSTANCE_ID}
+LAG_EVERY_S = 2.0
+
+
+class Connector:
+    def __init__(self, settings: ConnectorSettings, shutdown: ShutdownFlag) -> None:
+        self.settings = settings
+        self.shutdown = shutdown
+        kinds = [k.strip() for k in settings.topics.split(",") if k.strip()]
+        self.converters: dict[str, tuple[Converter, str]] = converters_for(kinds, settings)
+        self.writer = InfluxWriter(settings)
+        # Static membership (the instance id): a restarted instance gets its partitions back at
+        # once instead of waiting out the killed one's session timeout.
+        self.consumer: Consumer = committed_consumer(settings, settings.group_id, **{
+            "group.instance.id": settings.instance_id, "queued.max.messages.kbytes": 65536})
+        self.producer: Producer = transactional_producer(settings, settings.instance_id)
+        self.generation = 0          # bumped on every revocation: older batches must not commit
+        self.carry: list[Message] = []  # records polled while paused, first in the next batch
+        self.paused = False
+        self._lag_due = 0.0
+        AVAILABLE.set(1)
+
+    # ------------------------------------------------------------------------- group membership
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("partitions assigned", extra={"partitions": [f"{p.topic}[{p.partition}]" for p in partitions]})
+        if self.paused:  # keep the back-pressure while InfluxDB is away
+            self.consumer.pause(partitions)
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Eager rebalance: everything not committed is re-read by the next owner."""
+        self.generation += 1
+        self.carry.clear()
+        REBALANCES.inc()
+        log.info("partitions revoked; uncommitted records will be re-read",
+                 extra={"partitions": len(partitions)})
+
+    # ------------------------------------------------------------------------- main loop
+    def run(self) -> int:
+        topics = list(self.converters)
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        log.info("connector running", extra={"topics": topics, "bucket": self.writer.bucket,
+                                             "group": self.settings.group_id})
+        batch = Batch(self.generation)
+        flush_s = self.settings.flush_interval_ms / 1000
+        try:
+            while not self.shutdown.requested:
+                messages = self._take()
+                if batch.generation != self.generation:
+                    batch = Batch(self.generation)
+                for message in messages:
+                    self._add(batch, message)
+                PENDING.set(len(batch.lines))
+                if len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s):
+                    self._flush(batch)
+                    batch = Batch(self.generation)
+                self._update_lag()
+            if len(batch) and batch.generation == self.generation:
+                log.info("shutting down: writing and committing the last batch", extra={"records": len(batch)})
+                self._flush(batch)
+        except FencedOut as exc:
+            log.error("another connector took over this transactional id; exiting", extra={"error": str(exc)})
+            return 1
+        finally:
+            self._close()
+        return 0
+
+    def _take(self) -> list[Message]:
+        if self.carry:
+            taken, self.carry = self.carry, []
+            return taken
+        wanted = max(1, min(10000, self.settings.batch_points))
+        return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
+
+    def _add(self, batch: Batch, message: Message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer error", extra={"error": str(error)})
+            return
+        convert, measurement = self.converters[message.topic()]
+        batch.add(message, convert, measurement)
+
+    # ------------------------------------------------------------------------- one batch
+    def _flush(self, batch: Batch) -> None:
+        started = time.monotonic()
+        refused = self._write_until_done(batch)
+        if refused is None:
+            return  # shutdown or rebalance while InfluxDB was away: nothing committed, re-read later
+        dead = list(batch.dead)
+        written = batch.per_measurement.copy()
+        for item in refused:
+            message = batch.origins[item.index]
+            measurement = self.converters[message.topic()][1]
+            written[measurement] -= 1
+            REJECTED.labels(measurement).inc()
+            if message.topic() == self.settings.dlq_topic:
+                # never dead-letter a dead letter: that could loop; it is logged and counted
+                log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
+                continue
+            dead.append(DeadLetter(message, "influx_rejected", item.reason))
+        if not self._commit(batch, dead):
+            return
+        for measurement, count in written.items():
+            POINTS.labels(measurement).inc(count)
+        for letter in dead:
+            DEAD_LETTERS.labels(letter.reason).inc()
+        BATCH_SECONDS.observe(time.monotonic() - started)
+        PENDING.set(0)
+
+    def _write_until_done(self, batch: Batch) -> list[Refused] | None:
+        """The batch's refused points once InfluxDB answered; None if we stopped waiting."""
+        delay = self.settings.retry_initial_ms / 1000
+        while True:
+            try:
+                refused = self.writer.write(batch.lines) if batch.lines else []
+            except WriteUnavailable as exc:
+                RETRIES.labels(exc.cause).inc()
+                AVAILABLE.set(0)
+                log.warning("InfluxDB unavailable; pausing consumption and retrying",
+                            extra={"cause": exc.cause, "error": str(exc)[:300], "retry_in_s": round(delay, 2),
+                                   "pending_points": len(batch.lines)})
+                self._pause()
+                if self._wait(delay) or batch.generation != self.generation:
+                    return None
+                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+                continue
+            AVAILABLE.set(1)
+            self._resume()
+            return refused
+
+    def _wait(self, seconds: float) -> bool:
+        """Back-off that keeps serving the group (poll) and wakes on shutdown."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.shutdown.requested:
+                return True
+            message = self.consumer.poll(min(0.2, max(0.0, deadline - time.monotonic())))
+            if message is not None:
+                self.carry.append(message)  # fetched before the pause took effect: keep it
+        return self.shutdown.requested
+
+    def _pause(self) -> None:
+        if not self.paused:
+            self.consumer.pause(self.consumer.assignment())
+            self.paused = True
+
+    def _resume(self) -> None:
+        if self.paused:
+            self.consumer.resume(self.consumer.assignment())
+            self.paused = False
+            log.info("InfluxDB available again; consumption resumed")
+
+    # ------------------------------------------------------------------------- commit
+    def _commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
+        """Commit the batch's offsets (with its dead letters, transactionally). Retries while
+        Kafka is unreachable; False when the batch was dropped (it will be re-read)."""
+        delay = self.settings.retry_initial_ms / 1000
+        while batch.generation == self.generation:
+            try:
+                if dead:
+                    self._commit_with_dead_letters(batch, dead)
+                else:
+                    self.consumer.commit(offsets=batch.offsets(), asynchronous=False)
+                return True
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.fatal():
+                    raise FencedOut(str(error)) from None
+                if dead:
+                    self._abort()
+                if error.code() in STALE_GROUP_CODES:
+                    log.info("commit refused after a rebalance; the batch will be re-read", extra={"error": str(error)})
+                    return False
+                if not dead and not error.retriable() or dead and not (error.retriable() or error.txn_requires_abort()):
+                    log.error("commit failed; re-reading the batch", extra={"error": str(error)})
+                    self._rewind(batch)
+                    return False
+                log.warning("commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
+                if self._wait(delay):
+                    return False
+                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+        return False
+
+    def _commit_with_dead_letters(self, batch: Batch, dead: list[DeadLetter]) -> None:
+        self.producer.begin_transaction()
+        for letter in dead:
+            source = letter.message
+            headers = [("reason", letter.reason.encode()), ("detail", letter.detail[:500].encode("utf-8", "replace")),
+                       ("source", source.topic().encode()), ("source_partition", str(source.partition()).encode()),
+                       ("source_offset", str(source.offset()).encode()),
+                       ("payload_bytes", str(len(source.value() or b"")).encode())]
+            self.producer.produce(self.settings.dlq_topic, source.value(), source.key(), headers=headers)
+            log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
+                                                        "topic": source.topic(), "offset": source.offset()})
+        self.producer.send_offsets_to_transaction(batch.offsets(), self.consumer.consumer_group_metadata(), 30)
+        self.producer.commit_transaction(30)
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise FencedOut(str(exc.args[0])) from None
+            log.warning("abort failed", extra={"error": str(exc.args[0])})
+
+    def _rewind(self, batch: Batch) -> None:
+        """Make the uncommitted batch be read again (its points are rewritten harmlessly)."""
+        self.carry.clear()
+        for (topic, partition), offset in batch.first_offsets.items():
+            try:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as exc:
+                log.warning("seek failed (partition moved?)", extra={"topic": topic, "partition": partition,
+                                                                     "error": str(exc.args[0])})
+
+    # ------------------------------------------------------------------------- housekeeping
+    def _update_lag(self) -> None:
+        now = time.monotonic()
+        if now < self._lag_due:
+            return
+        self._lag_due = now + LAG_EVERY_S
+        lag: dict[str, int] = {topic: 0 for topic in self.converters}
+        try:
+            for position in self.consumer.position(self.consumer.assignment()):
+                _low, high = self.consumer.get_watermark_offsets(position, cached=True)
+                if high >= 0 and position.offset >= 0:
+                    lag[position.topic] += max(0, high - position.offset)
+        except KafkaException:
+            return
+        for topic, value in lag.items():
+            LAG.labels(topic).set(value)
+
+    def _close(self) -> None:
+        try:
+            self.consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("consumer close failed", extra={"error": str(exc)})
+        self.producer.flush(10)
+        self.writer.close()
+        log.info("connector stopped")
+
+
+class FencedOut(RuntimeError):
+    """The producer was fenced (another instance with our transactional id): stop, don't fight."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m db_connector", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    settings, _ = ConnectorSettings.parse(argv, parser=parser)
+    setup_logging(settings.log_level, service="db_connector")
+    shutdown = ShutdownFlag().install()
+    serve_metrics("db_connector", settings)
+    return Connector(settings, shutdown).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

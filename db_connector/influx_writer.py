@@ -1,0 +1,100 @@
+"""Synchronous batch writes to InfluxDB with influxdb-client, and what each failure means.
+
+Synchronous on purpose: the connector commits Kafka offsets only for points InfluxDB has
+acknowledged, so it must know the outcome of every write before moving on (the client's
+default batching API reports failures only to callbacks, after the fact).
+
+Two kinds of failure, handled differently:
+- the *server* cannot take writes now (down, restarting, overloaded, auth or database not yet
+  set up): :class:`WriteUnavailable`; the caller keeps the batch and retries it later;
+- InfluxDB *refuses some points* (HTTP 400: a field type conflict, an unparsable line): the
+  batch is bisected until each refused point is alone, so the others are written and each
+  refused one is returned with InfluxDB's reason, for the dead-letter topic. Rewriting the
+  accepted halves is harmless: a point rewritten with the same identity overwrites itself.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import urllib3
+from influxdb_client import InfluxDBClient, WritePrecision
+from influxdb_client.client.write_api import SYNCHRONOUS
+from influxdb_client.rest import ApiException
+
+from db_connector.config import ConnectorSettings
+
+log = logging.getLogger("db_connector.influx")
+
+#: Statuses meaning "these points are wrong": split the batch to find them.
+REFUSED_STATUSES = {400, 413, 422}
+
+
+class WriteUnavailable(RuntimeError):
+    """InfluxDB did not take the batch for a reason that is not the points' fault."""
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(f"{cause}: {detail}")
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class Refused:
+    index: int
+    reason: str
+
+
+def _error_text(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("error") or exc.body or exc.reason)
+    except (ValueError, TypeError, AttributeError):
+        return str(exc.body or exc.reason)
+
+
+class InfluxWriter:
+    def __init__(self, settings: ConnectorSettings) -> None:
+        self.bucket = f"{settings.influx_database}/{settings.influx_retention_policy}"
+        # InfluxDB 1.8's v2-compatible API: the token is user:password, the org is ignored ("-").
+        self.client = InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",
+                                     org="-", timeout=settings.write_timeout_ms)
+        self.api = self.client.write_api(write_options=SYNCHRONOUS)
+
+    def write(self, lines: list[str]) -> list[Refused]:
+        """Write every line; return the refused ones (by index). Raises WriteUnavailable."""
+        refused: list[Refused] = []
+        self._write_range(lines, 0, len(lines), refused)
+        return refused
+
+    def _write_range(self, lines: list[str], start: int, end: int, refused: list[Refused]) -> None:
+        if start >= end:
+            return
+        status, text = self._post("\n".join(lines[start:end]).encode())
+        if status is None:
+            return
+        if end - start == 1:
+            refused.append(Refused(start, f"{status}: {text}"[:500]))
+            return
+        middle = (start + end) // 2
+        self._write_range(lines, start, middle, refused)
+        self._write_range(lines, middle, end, refused)
+
+    def _post(self, body: bytes) -> tuple[int | None, str]:
+        """(None, "") when written; (status, reason) when InfluxDB refused points."""
+        try:
+            self.api.write(bucket=self.bucket, record=body, write_precision=WritePrecision.NS)
+            return None, ""
+        except ApiException as exc:
+            text = _error_text(exc)
+            if exc.status in REFUSED_STATUSES:
+                return exc.status, text
+            if exc.status in (401, 403):
+                raise WriteUnavailable("auth", f"InfluxDB refused the credentials ({exc.status}: {text})") from None
+            if exc.status == 404:
+                raise WriteUnavailable("database", f"{text} (the stack launcher creates the database)") from None
+            raise WriteUnavailable("server", f"HTTP {exc.status}: {text}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, timed out: not reachable now
+            raise WriteUnavailable("connection", f"{type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,158 @@
+"""One Kafka record -> one InfluxDB line, per record kind (docs/influxdb-schema.md).
+
+A point's identity (measurement, tags, time) comes from the record's content, or for dead
+letters from its Kafka position, so writing a record twice overwrites the same point: replays
+after a crash cannot double anything in InfluxDB.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Message
+
+from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
+from streamkit.avro_codec import AvroCodec
+
+#: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
+#: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
+MAX_DISCRIMINATED_GAP_MS = 499_999
+DLQ_DETAIL_CHARS = 500
+
+Converter = Callable[[Message], str]
+
+
+def _decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
+    codec = AvroCodec(schema)
+
+    def decode(value: bytes | None) -> dict[str, Any]:
+        if value is None:
+            raise PointError("undecodable", f"record without a value (expected Avro {schema})")
+        try:
+            return codec.decode(value)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, ...
+            raise PointError("undecodable", f"not an Avro {schema}: {type(exc).__name__}: {exc}") from None
+
+    return decode
+
+
+def raw_converter() -> Converter:
+    decode = _decoder("measurement")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        return line("raw", f"quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])}",
+                    "value=" + float_field("value", r["value"]), r["event_time_ms"] * NS_PER_MS)
+
+    return convert
+
+
+def joined_time_and_tags(left_ms: int, right_ms: int) -> tuple[int, str]:
+    """Time (ns) and extra tags that keep pairs sharing max(left, right) apart."""
+    gap = abs(right_ms - left_ms)
+    event_ms = max(left_ms, right_ms)
+    if gap > MAX_DISCRIMINATED_GAP_MS:
+        return event_ms * NS_PER_MS, f",long_gap_ms={right_ms - left_ms}"
+    return event_ms * NS_PER_MS + 2 * gap + (1 if right_ms > left_ms else 0), ""
+
+
+def joined_converter() -> Converter:
+    decode = _decoder("joined")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        time_ns, gap_tag = joined_time_and_tags(r["left_time_ms"], r["right_time_ms"])
+        # tag keys in sorted order: long_gap_ms < pair < result_name < thing
+        pair = tag_value(f"{r['left_quantity']}:{r['right_quantity']}")
+        tags = f"{gap_tag[1:]},pair={pair}" if gap_tag else f"pair={pair}"
+        tags += f",result_name={tag_value(r['result_name'])},thing={tag_value(r['thing'])}"
+        fields = (f"result={float_field('result', r['result'])},"
+                  f"left_value={float_field('left_value', r['left_value'])},"
+                  f"right_value={float_field('right_value', r['right_value'])},"
+                  f"left_time_ms={r['left_time_ms']}i,right_time_ms={r['right_time_ms']}i")
+        return line("joined", tags, fields, time_ns)
+
+    return convert
+
+
+def window_tag(kind: str, size_ms: int, slide_ms: int) -> str:
+    return f"{kind}-{size_ms}" if kind == "tumbling" or slide_ms == size_ms else f"{kind}-{size_ms}-{slide_ms}"
+
+
+def aggregate_converter() -> Converter:
+    decode = _decoder("aggregate")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        window = tag_value(window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
+        fields = (f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
+                  f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i")
+        if r["stddev"] is not None:
+            fields += f",stddev={float_field('stddev', r['stddev'])}"
+        return line("aggregate", f"quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])},window={window}",
+                    fields, r["window_start_ms"] * NS_PER_MS)
+
+    return convert
+
+
+def late_converter() -> Converter:
+    decode = _decoder("late")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        tags = (f"quantity={tag_value(r['quantity'])},reason={tag_value(r['reason'])},"
+                f"stage={tag_value(r['stage'])},thing={tag_value(r['thing'])}")
+        fields = f"count=1i,value={float_field('value', r['value'])}"
+        if r["watermark_ms"] is not None:
+            fields += f",watermark_ms={r['watermark_ms']}i"
+        return line("late", tags, fields, r["event_time_ms"] * NS_PER_MS)
+
+    return convert
+
+
+def header_map(message: Message) -> dict[str, str]:
+    return {key: (value or b"").decode("utf-8", "replace") for key, value in (message.headers() or [])}
+
+
+def dead_letter_converter() -> Converter:
+    """Dead letters are counted, not decoded: their value is by definition unreadable."""
+
+    def convert(message: Message) -> str:
+        headers = header_map(message)
+        source = headers.get("source") or ("mqtt" if "mqtt_topic" in headers else "unknown")
+        size = headers.get("payload_bytes", "")
+        size_value = int(size) if size.isdigit() else len(message.value() or b"")
+        timestamp_ms = max(message.timestamp()[1], 0)
+        tags = (f"partition={message.partition()},reason={tag_value(headers.get('reason') or 'unknown')},"
+                f"source={tag_value(source)}")
+        fields = f"bytes={size_value}i,count=1i,detail={string_field(headers.get('detail', '')[:DLQ_DETAIL_CHARS])}"
+        return line("dead_letter", tags, fields, timestamp_ms * NS_PER_MS + message.offset() % NS_PER_MS)
+
+    return convert
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A record kind as named in CONNECTOR_TOPICS: its topic setting, measurement, converter."""
+
+    topic_setting: str
+    measurement: str
+    converter: Callable[[], Converter]
+
+
+KINDS: dict[str, Kind] = {
+    "raw": Kind("raw_topic", "raw", raw_converter),
+    "joined": Kind("joined_topic", "joined", joined_converter),
+    "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter),
+    "late": Kind("late_topic", "late", late_converter),
+    "dlq": Kind("dlq_topic", "dead_letter", dead_letter_converter),
+}
+
+
+def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter, str]]:
+    """Topic name -> (converter, measurement) for the configured kinds."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise SystemExit(f"CONNECTOR_TOPICS: unknown kind(s) {unknown} (known: {sorted(KINDS)})")
+    return {getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement) for k in kinds}

@@ -1,0 +1,147 @@
+"""Records -> InfluxDB lines: exact text, escaping, refusals, and unique point identities."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from confluent_kafka import Message
+from hypothesis import given
+from hypothesis import strategies as st
+
+from db_connector.batch import Batch
+from db_connector.influx_writer import InfluxWriter, Refused
+from db_connector.lineprotocol import PointError, string_field, tag_value
+from db_connector.points import (MAX_DISCRIMINATED_GAP_MS, aggregate_converter, dead_letter_converter,
+                                 joined_converter, joined_time_and_tags, late_converter, raw_converter)
+from streamkit.avro_codec import FlatRecordEncoder, MeasurementEncoder
+
+
+def message(value: bytes | None, *, topic: str = "t", offset: int = 0, headers: list | None = None,
+            timestamp_ms: int = 1_700_000_000_000) -> Message:
+    return Message(topic=topic, partition=1, offset=offset, key=b"k", value=value, headers=headers,
+                   timestamp=(1, timestamp_ms))
+
+
+def measurement(thing: str, quantity: str, time_ms: int, value: float) -> bytes:
+    return MeasurementEncoder().encode_row(thing, "row-1", time_ms, {quantity: value})[0][1]
+
+
+def test_raw_line_is_exact() -> None:
+    line = raw_converter()(message(measurement("Thing 1", "actSpeed_C11", 1_600_000_000_123, 12.5)))
+    assert line == r"raw,quantity=actSpeed_C11,thing=Thing\ 1 value=12.5 1600000000123000000"
+
+
+@pytest.mark.parametrize("raw,escaped", [("a,b", r"a\,b"), ("a=b", r"a\=b"), ("a b", r"a\ b"), ("ä", "ä")])
+def test_tag_values_are_escaped(raw: str, escaped: str) -> None:
+    assert tag_value(raw) == escaped
+
+
+@pytest.mark.parametrize("raw,reason", [("", "empty_tag"), ("a\nb", "invalid_tag"), ("ends\\", "invalid_tag")])
+def test_unwritable_tag_values_are_refused_with_a_reason(raw: str, reason: str) -> None:
+    with pytest.raises(PointError) as caught:
+        tag_value(raw)
+    assert caught.value.reason == reason
+
+
+def test_string_fields_are_quoted_and_escaped() -> None:
+    assert string_field('say "hi"\\\n') == '"say \\"hi\\"\\\\\\n"'
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_values_are_refused(value: float) -> None:
+    with pytest.raises(PointError) as caught:
+        raw_converter()(message(measurement("T", "q", 1, value)))
+    assert caught.value.reason == "non_finite_value"
+
+
+@pytest.mark.parametrize("value", [None, b"", b"\x99\x01xx", measurement("T", "q", 1, 1.0)[:-3]])
+def test_undecodable_values_are_refused(value: bytes | None) -> None:
+    with pytest.raises(PointError) as caught:
+        raw_converter()(message(value))
+    assert caught.value.reason == "undecodable"
+
+
+def joined_value(left_ms: int, right_ms: int) -> bytes:
+    return FlatRecordEncoder("joined").encode(("id", "T1", "speed", "torque", left_ms, right_ms, 2.0, 3.0,
+                                               "mechanical_power", 6.0, max(left_ms, right_ms)))
+
+
+def test_joined_line_is_exact() -> None:
+    line = joined_converter()(message(joined_value(5000, 3000)))
+    assert line == ("joined,pair=speed:torque,result_name=mechanical_power,thing=T1 result=6.0,left_value=2.0,"
+                    "right_value=3.0,left_time_ms=5000i,right_time_ms=3000i 5000004000")
+
+
+def test_joined_long_gap_keeps_its_identity_in_a_tag() -> None:
+    line = joined_converter()(message(joined_value(0, 600_000)))
+    assert line.startswith("joined,long_gap_ms=600000,pair=speed:torque,") and line.endswith(" 600000000000")
+
+
+@given(st.sets(st.tuples(st.integers(0, 2_000_000), st.integers(0, 2_000_000)), max_size=200))
+def test_joined_point_identity_is_unique_per_pair(pairs: set[tuple[int, int]]) -> None:
+    identities = {joined_time_and_tags(left, right) for left, right in pairs}
+    assert len(identities) == len(pairs)
+    for left, right in pairs:
+        time_ns, tags = joined_time_and_tags(left, right)
+        assert time_ns // 1_000_000 == max(left, right)  # still in the pair's millisecond
+        assert bool(tags) == (abs(left - right) > MAX_DISCRIMINATED_GAP_MS)
+
+
+def test_aggregate_line_omits_a_missing_stddev() -> None:
+    encoder = FlatRecordEncoder("aggregate")
+    single = encoder.encode(("T1", "q", "sliding", 60_000, 10_000, 120_000, 180_000, 1, 2.0, 2.0, 2.0, None))
+    line = aggregate_converter()(message(single))
+    assert line == ("aggregate,quantity=q,thing=T1,window=sliding-60000-10000 count=1i,mean=2.0,min=2.0,max=2.0,"
+                    "window_end_ms=180000i 120000000000")
+    several = encoder.encode(("T1", "q", "tumbling", 10_000, 10_000, 0, 10_000, 3, 2.0, 1.0, 3.0, 1.0))
+    assert "window=tumbling-10000 " in aggregate_converter()(message(several))
+    assert aggregate_converter()(message(several)).split(" ")[1].endswith(",stddev=1.0")
+
+
+def test_late_line_is_exact() -> None:
+    value = FlatRecordEncoder("late").encode(("T1", "q", 1000, 1.5, "r", "behind_watermark", "join", None))
+    assert late_converter()(message(value)) == (
+        "late,quantity=q,reason=behind_watermark,stage=join,thing=T1 count=1i,value=1.5 1000000000")
+
+
+def test_dead_letters_are_counted_by_reason_and_position() -> None:
+    convert = dead_letter_converter()
+    headers = [("reason", b"invalid_json"), ("detail", b'bad "x"'), ("mqtt_topic", b"machines/T1"),
+               ("payload_bytes", b"17")]
+    first = convert(message(b"{", offset=7, headers=headers, timestamp_ms=1000))
+    assert first == ('dead_letter,partition=1,reason=invalid_json,source=mqtt bytes=17i,count=1i,'
+                     'detail="bad \\"x\\"" 1000000007')
+    second = convert(message(b"{", offset=8, headers=headers, timestamp_ms=1000))
+    assert first.rsplit(" ", 1)[1] != second.rsplit(" ", 1)[1]  # same millisecond, distinct points
+    bare = convert(message(b"xyz", offset=1, headers=None))
+    assert ",reason=unknown,source=unknown bytes=3i" in bare
+
+
+def test_a_batch_commits_past_refused_records_and_keeps_their_origin() -> None:
+    batch = Batch(generation=0)
+    convert = raw_converter()
+    batch.add(message(measurement("T", "q", 1, 1.0), offset=10), convert, "raw")
+    batch.add(message(b"\x99", offset=11), convert, "raw")
+    batch.add(message(measurement("T", "q", 2, 2.0), offset=12), convert, "raw")
+    assert len(batch) == 3 and len(batch.lines) == 2 and [d.reason for d in batch.dead] == ["undecodable"]
+    assert [(tp.topic, tp.partition, tp.offset) for tp in batch.offsets()] == [("t", 1, 13)]
+    assert batch.first_offsets == {("t", 1): 10} and batch.per_measurement["raw"] == 2
+
+
+class RefusingWriter(InfluxWriter):
+    """The bisection alone: a server that refuses any request holding a 'bad' line."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def _post(self, body: bytes) -> tuple[int | None, str]:
+        self.requests += 1
+        return (400, "field type conflict") if b"bad" in body else (None, "")
+
+
+def test_bisection_isolates_each_refused_line() -> None:
+    lines = [f"ok{i}" for i in range(64)]
+    lines[5], lines[40] = "bad5", "bad40"
+    writer = RefusingWriter()
+    assert writer.write(lines) == [Refused(5, "400: field type conflict"), Refused(40, "400: field type conflict")]
+    assert writer.requests < 30  # ~2 log2(64) requests, not one per line
