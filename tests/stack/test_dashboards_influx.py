@@ -24,8 +24,8 @@ from streamkit.dashboards import (
     check_dashboards,
     load_dashboards,
     load_datasources,
-    variable_references,
 )
+from streamkit.dashboards.macros import variable_references
 from streamkit.stack.components import InfluxDB
 
 pytestmark = pytest.mark.stack
@@ -185,3 +185,15 @@ def test_variables_and_repeats_resolve_like_grafana(stack_settings: Settings,
     bands = [r for r in results if r.dashboard == "Window aggregates" and r.panel_id == 3]
     assert sorted(r.panel for r in bands) == sorted(f"{q} ({w})" for q in QUANTITIES[:2] for w in WINDOWS)
     assert all(r.points > 0 for r in bands), describe(bands)
+
+
+def test_fault_only_counters_return_an_explicit_zero(stack_settings: Settings,
+                                                     dashboard_db: tuple[str, int, int]) -> None:
+    """The dropped/rejected/dead-lettered panel has data even when nothing went wrong (or no
+    service has run at all): each target falls back to a 0 series instead of "No data"."""
+    database, from_ms, to_ms = dashboard_db
+    health = [d for d in load_dashboards() if d.model["uid"] == "machinedata-health"]
+    results = check_dashboards(stack_settings, from_ms, to_ms, database=database, dashboards=health)
+    counters = [r for r in results if r.panel_id == 14]
+    assert [r.ref_id for r in counters] == list("ABCDEF")
+    assert all(r.ok and r.series >= 1 and r.points > 0 for r in counters), describe(counters)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,25 +13,25 @@ from streamkit.dashboards import (
     Dashboard,
     Selection,
     TimeRange,
-    apply_variable_regex,
-    builtin_values,
-    calculate_interval_ms,
-    default_selection,
     expand_panels,
-    fill_query,
-    format_duration,
-    format_variable,
-    interpolate,
     iter_panels,
     load_dashboards,
     load_datasources,
     main,
-    max_data_points,
-    rate_interval_ms,
-    round_interval_ms,
     validate_dashboard,
     validate_dashboards,
 )
+from streamkit.dashboards.durations import format_duration, round_interval_ms
+from streamkit.dashboards.macros import (
+    builtin_values,
+    calculate_interval_ms,
+    fill_query,
+    format_variable,
+    interpolate,
+    max_data_points,
+    rate_interval_ms,
+)
+from streamkit.dashboards.variables import apply_variable_regex, default_selection
 
 DATASOURCES = load_datasources()
 DASHBOARDS = {d.path.name: d for d in load_dashboards()}
@@ -275,3 +276,121 @@ def test_repeated_rows_and_panels_are_expanded_per_value() -> None:
     assert [e for e in expanded if e[0] == 2] == [(2, ("tumbling-60000",), ("q1", "q2", "q3")),
                                                   (2, ("sliding-60000-30000",), ("q1", "q2", "q3"))]
     assert len([e for e in expanded if e[0] == 3]) == 6
+
+
+# ------------------------------------------------------------------------------------ Prometheus metrics
+REPO = Path(__file__).resolve().parents[2]
+METRIC_PACKAGES = ("streamkit", "mqtt_bridge", "simulator", "spark_jobs", "db_connector")
+#: prometheus_client definitions: Counter("name", "help", ["label", ...], buckets=...).
+METRIC_DEFINITION = re.compile(
+    r"\b(Counter|Gauge|Histogram|Summary)\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"  # kind and name
+    r"(?:\s*(?:\"[^\"]*\"|'[^']*'))+"                                           # help (maybe concatenated)
+    r"(?:\s*,\s*(?:labelnames\s*=\s*)?[\[(]([^\])]*)[\])])?")                   # label names, if any
+#: Labels Prometheus attaches to every scraped series (the stack's scrape config adds "service").
+TARGET_LABELS = frozenset({"job", "instance", "service"})
+#: Series Prometheus writes itself for every scrape target.
+SYNTHETIC_METRICS = {"up": frozenset[str]()}
+PROMQL_KEYWORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
+                             "bool", "offset", "inf", "nan"})
+#: Counters whose series appear only once something went wrong: a healthy run never creates them.
+FAULT_ONLY_METRICS = frozenset({"spark_rows_dropped_by_watermark_total", "simulator_rows_rejected_total",
+                                "bridge_dlq_total", "connector_dead_letters_total",
+                                "connector_rejected_points_total", "connector_write_retries_total"})
+
+
+def exported_metrics() -> dict[str, frozenset[str]]:
+    """Every series name the services export, with its labels, parsed from their source.
+
+    prometheus_client adds suffixes: a counter ``x`` or ``x_total`` is exported as ``x_total``
+    (plus ``x_created``), a histogram as ``x_bucket`` (with ``le``), ``x_sum`` and ``x_count``.
+    """
+    found: dict[str, frozenset[str]] = dict(SYNTHETIC_METRICS)
+    for package in METRIC_PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            for kind, _quote, name, labels in METRIC_DEFINITION.findall(path.read_text()):
+                names = frozenset(re.findall(r"[\"'](\w+)[\"']", labels or ""))
+                if kind == "Counter":
+                    base = name.removesuffix("_total")
+                    found |= {f"{base}_total": names, f"{base}_created": names}
+                elif kind == "Gauge":
+                    found[name] = names
+                else:
+                    found |= {f"{name}_sum": names, f"{name}_count": names, f"{name}_created": names}
+                    if kind == "Histogram":
+                        found[f"{name}_bucket"] = names | {"le"}
+                    else:
+                        found[name] = names | {"quantile"}
+    return found
+
+
+def promql_parts(expr: str) -> tuple[set[str], set[str]]:
+    """(metric names, label names) an expression refers to; functions and keywords excluded."""
+    text = re.sub(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", '""', expr)  # label values, label_replace args
+    text = re.sub(r"\[[^\]]*\]", "", text)  # range and subquery durations
+    labels: set[str] = set()
+    for match in re.finditer(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", text):
+        labels |= set(re.findall(r"\w+", match.group(1)))
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    for match in re.finditer(r"\{([^}]*)\}", text):
+        labels |= set(re.findall(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)", match.group(1)))
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\$\{?\w+\}?", " ", text)  # Grafana macros outside brackets ($__interval_ms)
+    names = set(re.findall(r"(?<![\w.:])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()", text)) - PROMQL_KEYWORDS
+    return names, labels
+
+
+def prometheus_targets() -> list[tuple[str, dict[str, Any]]]:
+    """(where, target) of every Prometheus target the dashboards ship."""
+    found = []
+    for dashboard in DASHBOARDS.values():
+        for p, _ in iter_panels(dashboard.model):
+            for target in p.get("targets") or []:
+                if DATASOURCES[target.get("datasource", p.get("datasource"))["uid"]].type == "prometheus":
+                    found.append((f"{dashboard.path.name} panel {p['id']} {target['refId']}", target))
+    return found
+
+
+def test_metric_definitions_are_found_in_the_source() -> None:
+    metrics = exported_metrics()
+    assert metrics["bridge_dlq_total"] == {"reason"}
+    assert metrics["eos_phase_seconds_bucket"] == {"query", "phase", "le"}
+    assert metrics["connector_batch_seconds_bucket"] == {"le"}
+    assert metrics["spark_rows_dropped_by_watermark_total"] == {"query"}  # a definition over two lines
+    assert len(metrics) > 60
+
+
+def test_promql_parts_skip_functions_keywords_and_macros() -> None:
+    expr = ('histogram_quantile(0.95, sum by (le, query) (rate(a_bucket{job="x", phase=~"c|d"}[$__rate_interval]))) '
+            '/ $__interval_ms or on() label_replace(vector(0), "query", "none", "", "") - time() + b offset 5m')
+    assert promql_parts(expr) == ({"a_bucket", "b"}, {"le", "query", "job", "phase"})
+
+
+def test_prometheus_panels_use_only_metrics_and_labels_the_services_export() -> None:
+    metrics = exported_metrics()
+    targets = prometheus_targets()
+    assert targets
+    for where, target in targets:
+        names, labels = promql_parts(target["expr"])
+        assert names, f"{where}: no metric in {target['expr']!r}"
+        unknown = sorted(names - set(metrics))
+        assert not unknown, f"{where}: no service exports {unknown} ({target['expr']})"
+        known_labels = TARGET_LABELS.union(*(metrics[name] for name in names))
+        assert labels <= known_labels, f"{where}: labels {sorted(labels - known_labels)} do not exist"
+        legend = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")))
+        assert legend <= known_labels, f"{where}: legend uses {sorted(legend - known_labels)}"
+
+
+def test_fault_only_counters_fall_back_to_an_explicit_zero() -> None:
+    """A counter series that only exists after a fault would leave its panel at "No data" in a
+    healthy run; the query must return a 0 labelled 'none' under the same label as the breakdown."""
+    checked = set()
+    for where, target in prometheus_targets():
+        names, _ = promql_parts(target["expr"])
+        if not names & FAULT_ONLY_METRICS:
+            continue
+        checked |= names & FAULT_ONLY_METRICS
+        match = re.fullmatch(r"sum by \((\w+)\) \(rate\((\w+)\[\$__rate_interval\]\)\) "
+                             r"or on\(\) label_replace\(vector\(0\), \"(\w+)\", \"none\", \"\", \"\"\)", target["expr"])
+        assert match and match.group(1) == match.group(3), f"{where}: no zero fallback in {target['expr']!r}"
+        assert "{{" + match.group(1) + "}}" in target["legendFormat"], where
+    assert checked == FAULT_ONLY_METRICS
