@@ -18,6 +18,7 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
@@ -201,48 +202,84 @@ class Connector:
 
     # ------------------------------------------------------------------------- commit
     def _commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
-        """Commit the batch's offsets (with its dead letters, transactionally). Retries while
-        Kafka is unreachable; False when the batch was dropped (it will be re-read)."""
+        """Commit the batch's offsets, with its dead letters in one transaction when it has any.
+        False when the batch was dropped instead (it is then read and written again)."""
+        return self._commit_transaction(batch, dead) if dead else self._commit_offsets(batch)
+
+    def _commit_offsets(self, batch: Batch) -> bool:
         delay = self.settings.retry_initial_ms / 1000
         while batch.generation == self.generation:
             try:
-                if dead:
-                    self._commit_with_dead_letters(batch, dead)
-                else:
-                    self.consumer.commit(offsets=batch.offsets(), asynchronous=False)
+                self.consumer.commit(offsets=batch.offsets(), asynchronous=False)
+                return True
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() in STALE_GROUP_CODES:
+                    log.info("commit refused after a rebalance; the batch will be re-read", extra={"error": str(error)})
+                    return False
+                if not error.retriable():
+                    log.error("offset commit failed; re-reading the batch", extra={"error": str(error)})
+                    self._rewind(batch)
+                    return False
+                log.warning("offset commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
+            if self._wait(delay):
+                return False
+            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+        return False
+
+    def _commit_transaction(self, batch: Batch, dead: list[DeadLetter]) -> bool:
+        """Dead letters + offsets atomically. A retriable failure of one step retries that
+        step inside the same transaction (its outcome may be unknown, so it must not be
+        redone in a new one); an abortable one aborts and starts the transaction over."""
+        delay = self.settings.retry_initial_ms / 1000
+        while batch.generation == self.generation:
+            try:
+                self.producer.begin_transaction()
+                for letter in dead:
+                    self._produce_dead_letter(letter)
+                self._retrying(lambda: self.producer.send_offsets_to_transaction(
+                    batch.offsets(), self.consumer.consumer_group_metadata(), 30))
+                self._retrying(lambda: self.producer.commit_transaction(30))
                 return True
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.fatal():
                     raise FencedOut(str(error)) from None
-                if dead:
-                    self._abort()
-                if error.code() in STALE_GROUP_CODES:
-                    log.info("commit refused after a rebalance; the batch will be re-read", extra={"error": str(error)})
+                self._abort()
+                if self.shutdown.requested or error.code() in STALE_GROUP_CODES:
                     return False
-                if not dead and not error.retriable() or dead and not (error.retriable() or error.txn_requires_abort()):
-                    log.error("commit failed; re-reading the batch", extra={"error": str(error)})
+                if not error.txn_requires_abort():
+                    log.error("transaction failed; re-reading the batch", extra={"error": str(error)})
                     self._rewind(batch)
                     return False
-                log.warning("commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
-                if self._wait(delay):
-                    return False
-                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+                log.warning("transaction aborted, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
+            if self._wait(delay):
+                return False
+            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
         return False
 
-    def _commit_with_dead_letters(self, batch: Batch, dead: list[DeadLetter]) -> None:
-        self.producer.begin_transaction()
-        for letter in dead:
-            source = letter.message
-            headers = [("reason", letter.reason.encode()), ("detail", letter.detail[:500].encode("utf-8", "replace")),
-                       ("source", source.topic().encode()), ("source_partition", str(source.partition()).encode()),
-                       ("source_offset", str(source.offset()).encode()),
-                       ("payload_bytes", str(len(source.value() or b"")).encode())]
-            self.producer.produce(self.settings.dlq_topic, source.value(), source.key(), headers=headers)
-            log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
-                                                        "topic": source.topic(), "offset": source.offset()})
-        self.producer.send_offsets_to_transaction(batch.offsets(), self.consumer.consumer_group_metadata(), 30)
-        self.producer.commit_transaction(30)
+    def _retrying(self, step: Callable[[], None]) -> None:
+        delay = self.settings.retry_initial_ms / 1000
+        while True:
+            try:
+                step()
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or self.shutdown.requested:
+                    raise
+                log.warning("transaction step failed, retrying", extra={"error": str(exc.args[0])})
+                self._wait(delay)
+                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+
+    def _produce_dead_letter(self, letter: DeadLetter) -> None:
+        source = letter.message
+        headers = [("reason", letter.reason.encode()), ("detail", letter.detail[:500].encode("utf-8", "replace")),
+                   ("source", source.topic().encode()), ("source_partition", str(source.partition()).encode()),
+                   ("source_offset", str(source.offset()).encode()),
+                   ("payload_bytes", str(len(source.value() or b"")).encode())]
+        self.producer.produce(self.settings.dlq_topic, source.value(), source.key(), headers=headers)
+        log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
+                                                    "topic": source.topic(), "offset": source.offset()})
 
     def _abort(self) -> None:
         try:
