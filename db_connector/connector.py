@@ -14,7 +14,6 @@ its partitions: memory stays bounded by one batch, and nothing is skipped.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -28,8 +27,7 @@ from db_connector.config import ConnectorSettings
 from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
 from db_connector.points import Converter, converters_for
 from streamkit.kafka_clients import committed_consumer, transactional_producer
-from streamkit.logs import setup_logging
-from streamkit.metrics import serve_metrics
+from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 
 log = logging.getLogger("db_connector")
@@ -331,13 +329,7 @@ class FencedOut(RuntimeError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m db_connector", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    settings, _ = ConnectorSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="db_connector")
-    shutdown = ShutdownFlag().install()
-    serve_metrics("db_connector", settings)
-    return Connector(settings, shutdown).run()
+    return run_service("db_connector", ConnectorSettings, __doc__, argv, lambda settings, shutdown: Connector(settings, shutdown).run())
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ re-sent records have the same keys and bytes, which compaction and downstream re
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import threading
@@ -23,9 +22,8 @@ from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
 from streamkit.events import RowError, parse_row
 from streamkit.kafka_clients import admin_client, idempotent_producer
-from streamkit.logs import setup_logging
-from streamkit.metrics import serve_metrics
 from streamkit.mqtt_client import connect, make_client
+from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 
 log = logging.getLogger("mqtt_bridge")
@@ -179,13 +177,7 @@ class Bridge:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mqtt_bridge", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    settings, _ = BridgeSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="mqtt_bridge")
-    shutdown = ShutdownFlag().install()
-    serve_metrics("mqtt_bridge", settings)
-    return Bridge(settings, shutdown).run()
+    return run_service("mqtt_bridge", BridgeSettings, __doc__, argv, lambda settings, shutdown: Bridge(settings, shutdown).run())
 
 
 if __name__ == "__main__":
