@@ -10,7 +10,7 @@ import collections
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from db_connector.lineprotocol import PointError
 from db_connector.points import Converter
@@ -31,25 +31,40 @@ class Batch:
     dead: list[DeadLetter] = field(default_factory=list)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    per_measurement: collections.Counter = field(default_factory=collections.Counter)
     started: float = field(default_factory=time.monotonic)
+    submitted: float = 0.0
 
-    def add(self, message: Message, convert: Converter, measurement: str) -> None:
-        position = (message.topic(), message.partition())
-        offset = message.offset()
-        self.first_offsets.setdefault(position, offset)
-        self.next_offsets[position] = offset + 1
-        try:
-            point = convert(message)
-        except PointError as exc:
-            self.dead.append(DeadLetter(message, exc.reason, str(exc)))
-            return
-        self.lines.append(point)
-        self.origins.append(message)
-        self.per_measurement[measurement] += 1
+    def add_chunk(self, messages: list[Message], converters: dict[str, tuple[Converter, str]]) -> list[KafkaError]:
+        """Convert a consumed chunk; returns the consumer errors among it. The per-record work
+        here is the connector's hot loop, hence the local names."""
+        lines, origins, dead = self.lines, self.origins, self.dead
+        first, following = self.first_offsets, self.next_offsets
+        errors: list[KafkaError] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                errors.append(error)
+                continue
+            topic = message.topic()
+            position = (topic, message.partition())
+            offset = message.offset()
+            if position not in following:
+                first[position] = offset
+            following[position] = offset + 1
+            try:
+                lines.append(converters[topic][0](message))
+            except PointError as exc:
+                dead.append(DeadLetter(message, exc.reason, str(exc)))
+                continue
+            origins.append(message)
+        return errors
+
+    def points_per_measurement(self, converters: dict[str, tuple[Converter, str]]) -> collections.Counter:
+        by_topic = collections.Counter(message.topic() for message in self.origins)
+        return collections.Counter({converters[topic][1]: count for topic, count in by_topic.items()})
 
     def __len__(self) -> int:
-        return len(self.next_offsets) and len(self.lines) + len(self.dead)
+        return len(self.lines) + len(self.dead)
 
     def offsets(self) -> list[TopicPartition]:
         """What to commit: the offset after the last record of each partition."""

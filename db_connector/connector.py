@@ -18,6 +18,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
@@ -65,6 +66,8 @@ class Connector:
         self.generation = 0          # bumped on every revocation: older batches must not commit
         self.carry: list[Message] = []  # records polled while paused, first in the next batch
         self.paused = False
+        self.write_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="influx-write")
+        self.inflight: tuple[Batch, Future] | None = None
         self._lag_due = 0.0
         AVAILABLE.set(1)
 
@@ -84,6 +87,8 @@ class Connector:
 
     # ------------------------------------------------------------------------- main loop
     def run(self) -> int:
+        """Collect a batch while the previous one is being written (one write in flight, so
+        memory holds at most two batches and commits stay in offset order)."""
         topics = list(self.converters)
         self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info("connector running", extra={"topics": topics, "bucket": self.writer.bucket,
@@ -95,16 +100,20 @@ class Connector:
                 messages = self._take()
                 if batch.generation != self.generation:
                     batch = Batch(self.generation)
-                for message in messages:
-                    self._add(batch, message)
+                self._log_errors(batch.add_chunk(messages, self.converters))
                 PENDING.set(len(batch.lines))
                 if len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s):
-                    self._flush(batch)
+                    self._settle()
+                    self._submit(batch)
                     batch = Batch(self.generation)
+                elif self.inflight is not None and self.inflight[1].done():
+                    self._settle()  # commit as soon as the write is done: latency at low rates
                 self._update_lag()
+            self._settle()
             if len(batch) and batch.generation == self.generation:
                 log.info("shutting down: writing and committing the last batch", extra={"records": len(batch)})
-                self._flush(batch)
+                self._submit(batch)
+                self._settle()
         except FencedOut as exc:
             log.error("another connector took over this transactional id; exiting", extra={"error": str(exc)})
             return 1
@@ -119,23 +128,33 @@ class Connector:
         wanted = max(1, min(10000, self.settings.batch_points))
         return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
 
-    def _add(self, batch: Batch, message: Message) -> None:
-        error = message.error()
-        if error is not None:
+    @staticmethod
+    def _log_errors(errors: list[KafkaError]) -> None:
+        for error in errors:
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consumer error", extra={"error": str(error)})
-            return
-        convert, measurement = self.converters[message.topic()]
-        batch.add(message, convert, measurement)
 
     # ------------------------------------------------------------------------- one batch
-    def _flush(self, batch: Batch) -> None:
-        started = time.monotonic()
-        refused = self._write_until_done(batch)
+    def _submit(self, batch: Batch) -> None:
+        batch.submitted = time.monotonic()
+        self.inflight = (batch, self.write_thread.submit(self.writer.write, batch.lines))
+
+    def _settle(self) -> None:
+        """Finish the batch in flight: its write (retried while InfluxDB is away), its dead
+        letters and its offsets."""
+        if self.inflight is None:
+            return
+        batch, write = self.inflight
+        self.inflight = None
+        try:
+            refused: list[Refused] | None = write.result()
+            AVAILABLE.set(1)
+        except WriteUnavailable as exc:
+            refused = self._write_until_done(batch, exc)
         if refused is None:
             return  # shutdown or rebalance while InfluxDB was away: nothing committed, re-read later
         dead = list(batch.dead)
-        written = batch.per_measurement.copy()
+        written = batch.points_per_measurement(self.converters)
         for item in refused:
             message = batch.origins[item.index]
             measurement = self.converters[message.topic()][1]
@@ -152,25 +171,26 @@ class Connector:
             POINTS.labels(measurement).inc(count)
         for letter in dead:
             DEAD_LETTERS.labels(letter.reason).inc()
-        BATCH_SECONDS.observe(time.monotonic() - started)
-        PENDING.set(0)
+        BATCH_SECONDS.observe(time.monotonic() - batch.submitted)
 
-    def _write_until_done(self, batch: Batch) -> list[Refused] | None:
-        """The batch's refused points once InfluxDB answered; None if we stopped waiting."""
+    def _write_until_done(self, batch: Batch, error: WriteUnavailable) -> list[Refused] | None:
+        """Retry the batch until InfluxDB answers; None if we stopped waiting (shutdown,
+        or the partitions went to another member meanwhile)."""
         delay = self.settings.retry_initial_ms / 1000
         while True:
+            RETRIES.labels(error.cause).inc()
+            AVAILABLE.set(0)
+            log.warning("InfluxDB unavailable; pausing consumption and retrying",
+                        extra={"cause": error.cause, "error": str(error)[:300], "retry_in_s": round(delay, 2),
+                               "pending_points": len(batch.lines)})
+            self._pause()
+            if self._wait(delay) or batch.generation != self.generation:
+                return None
+            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
             try:
-                refused = self.writer.write(batch.lines) if batch.lines else []
-            except WriteUnavailable as exc:
-                RETRIES.labels(exc.cause).inc()
-                AVAILABLE.set(0)
-                log.warning("InfluxDB unavailable; pausing consumption and retrying",
-                            extra={"cause": exc.cause, "error": str(exc)[:300], "retry_in_s": round(delay, 2),
-                                   "pending_points": len(batch.lines)})
-                self._pause()
-                if self._wait(delay) or batch.generation != self.generation:
-                    return None
-                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
+                refused = self.writer.write(batch.lines)
+            except WriteUnavailable as again:
+                error = again
                 continue
             AVAILABLE.set(1)
             self._resume()
@@ -320,6 +340,7 @@ class Connector:
         except (KafkaException, RuntimeError) as exc:
             log.warning("consumer close failed", extra={"error": str(exc)})
         self.producer.flush(10)
+        self.write_thread.shutdown(wait=True)
         self.writer.close()
         log.info("connector stopped")
 

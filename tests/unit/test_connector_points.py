@@ -13,7 +13,7 @@ from db_connector.influx_writer import InfluxWriter, Refused
 from db_connector.lineprotocol import PointError, string_field, tag_value
 from db_connector.points import (MAX_DISCRIMINATED_GAP_MS, aggregate_converter, dead_letter_converter,
                                  joined_converter, joined_time_and_tags, late_converter, raw_converter)
-from streamkit.avro_codec import FlatRecordEncoder, MeasurementEncoder
+from streamkit.avro_codec import AvroCodec, FlatRecordEncoder, MeasurementEncoder
 
 
 def message(value: bytes | None, *, topic: str = "t", offset: int = 0, headers: list | None = None,
@@ -119,13 +119,14 @@ def test_dead_letters_are_counted_by_reason_and_position() -> None:
 
 def test_a_batch_commits_past_refused_records_and_keeps_their_origin() -> None:
     batch = Batch(generation=0)
-    convert = raw_converter()
-    batch.add(message(measurement("T", "q", 1, 1.0), offset=10), convert, "raw")
-    batch.add(message(b"\x99", offset=11), convert, "raw")
-    batch.add(message(measurement("T", "q", 2, 2.0), offset=12), convert, "raw")
+    converters = {"t": (raw_converter(), "raw")}
+    errors = batch.add_chunk([message(measurement("T", "q", 1, 1.0), offset=10), message(b"\x99", offset=11),
+                              message(measurement("T", "q", 2, 2.0), offset=12)], converters)
+    assert errors == []
     assert len(batch) == 3 and len(batch.lines) == 2 and [d.reason for d in batch.dead] == ["undecodable"]
     assert [(tp.topic, tp.partition, tp.offset) for tp in batch.offsets()] == [("t", 1, 13)]
-    assert batch.first_offsets == {("t", 1): 10} and batch.per_measurement["raw"] == 2
+    assert batch.first_offsets == {("t", 1): 10} and batch.points_per_measurement(converters) == {"raw": 2}
+    assert [m.offset() for m in batch.origins] == [10, 12]
 
 
 class RefusingWriter(InfluxWriter):
@@ -145,3 +146,41 @@ def test_bisection_isolates_each_refused_line() -> None:
     writer = RefusingWriter()
     assert writer.write(lines) == [Refused(5, "400: field type conflict"), Refused(40, "400: field type conflict")]
     assert writer.requests < 30  # ~2 log2(64) requests, not one per line
+
+
+def reference_raw_line(value: bytes) -> str:
+    """The raw line from fastavro's decoding: what the hand-written decoder must match."""
+    r = AvroCodec("measurement").decode(value)
+    return (f"raw,quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])} value={r['value']!r} "
+            f"{r['event_time_ms'] * 1_000_000}")
+
+
+tag_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\\"), min_size=1, max_size=20)
+
+
+@given(tag_text, tag_text, st.integers(-2**62, 2**62), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=30))
+def test_raw_fast_decoder_equals_fastavro(thing: str, quantity: str, time_ms: int, value: float, row_id: str) -> None:
+    encoded = AvroCodec("measurement").encode({"thing": thing, "quantity": quantity, "event_time_ms": time_ms,
+                                              "value": value, "row_id": row_id})
+    convert = raw_converter()
+    assert convert(message(encoded)) == reference_raw_line(encoded)
+    assert convert(message(encoded)) == reference_raw_line(encoded)  # second time: from the prefix cache
+
+
+@given(st.binary(max_size=60), st.data())
+def test_raw_fast_decoder_refuses_what_is_not_exactly_a_measurement(noise: bytes, data: st.DataObject) -> None:
+    valid = measurement("Thing1", "actSpeed_C11", 1_600_000_000_123, 12.5)
+    cut = data.draw(st.integers(0, len(valid)))
+    for candidate in (noise, valid[:cut] + noise, valid + noise[:1]):
+        try:
+            line = raw_converter()(message(candidate))
+        except PointError as exc:
+            assert exc.reason in {"undecodable", "non_finite_value", "empty_tag", "invalid_tag"}
+            continue
+        assert candidate == valid or line == reference_raw_line(candidate)
+
+
+def test_raw_tag_problems_keep_their_reason_on_the_fast_path() -> None:
+    with pytest.raises(PointError) as caught:
+        raw_converter()(message(measurement("", "q", 1, 1.0)))
+    assert caught.value.reason == "empty_tag"

@@ -1,0 +1,343 @@
+"""Benchmark: Kafka -> db_connector -> InfluxDB on this machine (a script, not a test).
+
+    .venv/bin/python benchmarks/bench_connector.py [--records 1000000] [--baseline-records 100000]
+        [--batch-points 5000,20000,50000] [--flush-interval-ms 250] [--profile DIR] [--keep]
+
+Starts (or reuses) the local stack and fills a private raw topic (4 partitions) with realistic
+Avro measurements: rows made like `simulator.generate` does, split by the bridge's own
+RowSplitter, so every record is a distinct point. Not timed. Then, per --batch-points value,
+runs the real connector (`python -m db_connector`) on that topic into a fresh private database
+and polls its /metrics until every point is written. Reported: points/s from the first written
+point to the last (start-up and group join excluded), mean batch latency (connector_batch_seconds),
+CPU seconds of the connector and of influxd over that window, and a count query proving
+InfluxDB holds exactly N points. The baseline is a naive loader in this process on the first
+--baseline-records records: per-record poll and fastavro decode, influxdb-client Point objects,
+a synchronous write of each 1,000 points and a synchronous offset commit after each write.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from db_connector.config import ConnectorSettings  # noqa: E402
+from mqtt_bridge.records import RowSplitter  # noqa: E402
+from simulator.generate import generate  # noqa: E402
+from streamkit.avro_codec import AvroCodec  # noqa: E402
+from streamkit.config import Settings  # noqa: E402
+from streamkit.events import validate  # noqa: E402
+from streamkit.harness import (  # noqa: E402
+    REPO,
+    connector,
+    drop_database,
+    influx_rows,
+    private_database,
+    private_topic,
+    wait_for_log,
+)
+from streamkit.kafka_clients import admin_client, idempotent_producer  # noqa: E402
+from streamkit.stack import Stack  # noqa: E402
+
+PARTITIONS = 4
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NS_PER_MS = 1_000_000
+
+
+# ----------------------------------------------------------------------------- preparation
+def feed(settings: Settings, topic: str, records: int) -> int:
+    """Generated rows -> the bridge's records (key, Avro value, partition by thing), exactly
+    `records` of them (the last row may be cut short)."""
+    splitter = RowSplitter(PARTITIONS)
+    producer = idempotent_producer(settings, "bench-connector-feed", **{"queue.buffering.max.messages": 2_000_000})
+    count = 0
+    started = last_print = time.perf_counter()
+    for obj in generate(records, 8, seed=7):  # more rows than needed: rows hold ~4 quantities
+        for record in splitter.split(validate(obj)):
+            producer.produce(topic, record.value, record.key, partition=record.partition)
+            count += 1
+            if count == records:
+                break
+        producer.poll(0)
+        now = time.perf_counter()
+        if now - last_print > 5:
+            print(f"  ... {count:,}/{records:,} records produced after {now - started:.0f} s", flush=True)
+            last_print = now
+        if count == records:
+            break
+    remaining = producer.flush(300)
+    if remaining:
+        raise SystemExit(f"{remaining} records not delivered to {topic}")
+    print(f"  {count:,} records in {topic} after {time.perf_counter() - started:.0f} s", flush=True)
+    return count
+
+
+# ----------------------------------------------------------------------------- observation
+def cpu_seconds(pid: int | None) -> float | None:
+    """utime + stime of one process (threads included), from /proc."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def runqueue_seconds(pid: int) -> float | None:
+    """Time the process' threads were runnable but waiting for a CPU (schedstat field 2):
+    how much a loaded machine starved it."""
+    try:
+        return sum(int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[1])
+                   for task in os.listdir(f"/proc/{pid}/task")) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def influxd_pid(settings: Settings) -> int | None:
+    return next((s.pid for s in Stack(settings, ["influxdb"]).status() if s.name == "influxdb"), None)
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The connector's points written, and its batch histogram's sum and count."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out = {"points": 0.0, "batch_sum": 0.0, "batch_count": 0.0}
+    for line in text.splitlines():
+        if line.startswith("connector_points_written_total{"):
+            out["points"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("connector_batch_seconds_sum "):
+            out["batch_sum"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("connector_batch_seconds_count "):
+            out["batch_count"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def count_points(settings: Settings, database: str) -> int:
+    rows = influx_rows(settings, database, 'SELECT count("value") FROM "raw"')
+    return int(rows[0]["count"]) if rows else 0
+
+
+# ----------------------------------------------------------------------------- measured run
+def measure_connector(settings: Settings, topic: str, dlq: str, records: int, batch_points: int | None,
+                      flush_ms: int | None, work: Path, profile: Path | None, databases: list[str]) -> dict:
+    database = private_database(settings)
+    databases.append(database)
+    group = f"bench-connector-{uuid.uuid4().hex[:8]}"
+    extra: list[str] = []
+    if batch_points:
+        extra += ["--batch-points", str(batch_points)]
+    if flush_ms:
+        extra += ["--flush-interval-ms", str(flush_ms)]
+    log = work / f"connector-{group}.log"
+    service = connector(settings, log, database, group, {"raw": topic, "dlq": dlq}, *extra)
+    port = int(service.args[service.args.index("--metrics-port") + 1])
+    influx_pid = influxd_pid(settings)
+    launched = time.perf_counter()
+    service.start()
+    spy = None
+    try:
+        wait_for_log(log, '"connector running"', 120, service)
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            out = profile / f"connector-{batch_points or 'default'}.txt"
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw",
+                                    "--rate", "100", "--idle", "-o", str(out), "-p", str(service.process.pid)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        first = None  # (time, points, connector cpu, influxd cpu, batch sum, batch count)
+        last_print = last_change = time.perf_counter()
+        previous = 0.0
+        while True:
+            if not service.alive():
+                raise SystemExit(f"connector exited ({service.process.returncode}): {log.read_text()[-2000:]}")
+            metrics = scrape(port)
+            now = time.perf_counter()
+            if metrics["points"] > 0 and first is None:
+                first = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
+                         runqueue_seconds(service.process.pid), metrics["batch_count"])
+            if metrics["points"] != previous:
+                previous, last_change = metrics["points"], now
+            if metrics["points"] >= records:
+                end = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
+                       runqueue_seconds(service.process.pid))
+                break
+            if now - last_print > 5:
+                rate = (metrics["points"] - first[1]) / (now - first[0]) if first and now > first[0] else 0
+                print(f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
+                      f" ({rate:,.0f} points/s)", flush=True)
+                last_print = now
+            if now - last_change > 120:
+                raise SystemExit(f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}")
+            time.sleep(0.05)
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            try:
+                spy.wait(60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+        if service.alive():
+            service.terminate()
+    if influxd_pid(settings) != influx_pid:
+        print("  WARNING: influxd was restarted during this run (someone else's test?): its numbers are not valid",
+              flush=True)
+    seconds = end[0] - first[0]
+    points = end[1] - first[1]
+    cpu = end[2] - first[2] if end[2] is not None and first[2] is not None else None
+    influx_cpu = end[3] - first[3] if end[3] is not None and first[3] is not None else None
+    batches = metrics["batch_count"]
+    waited = end[4] - first[4] if end[4] is not None and first[4] is not None else None
+    stored = count_points(settings, database)
+    return {"loader": "db_connector", "batch_points": batch_points, "flush_ms": flush_ms, "records": records,
+            "seconds": seconds, "points_per_s": points / seconds, "from_launch_s": end[0] - launched,
+            "batches": batches, "batch_ms": 1000 * metrics["batch_sum"] / batches if batches else 0.0,
+            "cpu_s": cpu, "influx_cpu_s": influx_cpu, "runqueue_s": waited, "stored": stored, "database": database,
+            "points_per_batch": metrics["points"] / batches if batches else 0.0}
+
+
+# ----------------------------------------------------------------------------- baseline
+def measure_naive_baseline(settings: Settings, topic: str, records: int, databases: list[str]) -> dict:
+    """The straightforward loader: everything per record, write and commit per 1,000 points."""
+    from confluent_kafka import Consumer
+    from influxdb_client import InfluxDBClient, Point, WritePrecision
+    from influxdb_client.client.write_api import SYNCHRONOUS
+
+    database = private_database(settings)
+    databases.append(database)
+    codec = AvroCodec("measurement")
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    client = InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",
+                            org="-", timeout=30_000)
+    write_api = client.write_api(write_options=SYNCHRONOUS)
+    bucket = f"{database}/autogen"
+    consumer.subscribe([topic])
+    points: list[Point] = []
+    written = 0
+    started = None
+    last_print = time.perf_counter()
+    cpu_before = None
+    while written < records:
+        message = consumer.poll(1.0)
+        if message is None or message.error() is not None:
+            continue
+        if started is None:
+            started, cpu_before = time.perf_counter(), time.process_time()
+        r = codec.decode(message.value())
+        points.append(Point("raw").tag("thing", r["thing"]).tag("quantity", r["quantity"])
+                      .field("value", r["value"]).time(r["event_time_ms"] * NS_PER_MS, WritePrecision.NS))
+        if len(points) == 1000 or written + len(points) == records:
+            write_api.write(bucket=bucket, record=points, write_precision=WritePrecision.NS)
+            consumer.commit(asynchronous=False)
+            written += len(points)
+            points = []
+            now = time.perf_counter()
+            if now - last_print > 5:
+                print(f"  ... {written:,}/{records:,} points written after {now - started:.0f} s"
+                      f" ({written / (now - started):,.0f} points/s)", flush=True)
+                last_print = now
+    seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_before
+    consumer.close()
+    client.close()
+    return {"loader": "naive baseline", "batch_points": 1000, "flush_ms": None, "records": records,
+            "seconds": seconds, "points_per_s": written / seconds, "from_launch_s": seconds,
+            "batches": written / 1000, "batch_ms": None, "cpu_s": cpu, "influx_cpu_s": None, "runqueue_s": None,
+            "points_per_batch": 1000,
+            "stored": count_points(settings, database), "database": database}
+
+
+# ----------------------------------------------------------------------------- report
+def fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def print_table(results: list[dict], baseline: dict | None, command: str) -> None:
+    print()
+    print(f"Command: `{command}`")
+    print()
+    print("| loader | batch points | flush ms | points | seconds | points/s | vs baseline | points/batch "
+          "| mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | InfluxDB count |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in [*results, *([baseline] if baseline else [])]:
+        check = "ok" if r["stored"] == r["records"] else "MISMATCH"
+        ratio = f"{r['points_per_s'] / baseline['points_per_s']:.1f}x" if baseline else "n/a"
+        print(f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | {r['records']:,} "
+              f"| {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} "
+              f"| {r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | {fmt(r['cpu_s'], '.1f')} "
+              f"| {fmt(r['runqueue_s'], '.1f')} | {fmt(r['influx_cpu_s'], '.1f')} "
+              f"| {r['stored']:,} {check} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records (= points) the connector loads")
+    parser.add_argument("--baseline-records", type=int, default=100_000)
+    parser.add_argument("--batch-points", default="",
+                        help="comma separated; one measured run each (default: the connector's own setting)")
+    parser.add_argument("--flush-interval-ms", type=int, help="passed to the connector (default: its own setting)")
+    parser.add_argument("--profile", type=Path, help="record a py-spy profile (raw format) of each run into this dir")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the naive baseline")
+    parser.add_argument("--keep", action="store_true", help="keep the topics and databases (names are printed)")
+    args = parser.parse_args()
+    if args.baseline_records > args.records:
+        parser.error("--baseline-records must not exceed --records")
+    stack = Stack(Settings.from_sources())
+    stack.up()
+    settings = stack.settings
+    defaults = ConnectorSettings.from_sources()
+    batch_sizes = [int(b) for b in args.batch_points.split(",") if b.strip()] or [None]
+    topic = private_topic(settings, "raw", PARTITIONS)
+    dlq = private_topic(settings, "dlq", 1)
+    databases: list[str] = []
+    results: list[dict] = []
+    try:
+        print(f"feeding {args.records:,} records into {topic} ({PARTITIONS} partitions) ...", flush=True)
+        feed(settings, topic, args.records)
+        with tempfile.TemporaryDirectory(prefix="bench-connector-") as tmp:
+            for batch in batch_sizes:
+                print(f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
+                      f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...", flush=True)
+                r = measure_connector(settings, topic, dlq, args.records, batch, args.flush_interval_ms,
+                                      Path(tmp), args.profile, databases)
+                r["batch_points"] = batch or defaults.batch_points
+                r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
+                results.append(r)
+                print(f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s ({r['from_launch_s']:.1f} s "
+                      f"from launch), {r['batches']:.0f} batches of {r['batch_ms']:.1f} ms mean; "
+                      f"InfluxDB holds {r['stored']:,} points: "
+                      f"{'ok' if r['stored'] == args.records else f'MISMATCH, expected {args.records:,}'}",
+                      flush=True)
+        baseline = None
+        if not args.no_baseline:
+            print(f"baseline: naive loader (poll + fastavro + Point per record, write + commit per 1,000) on "
+                  f"{args.baseline_records:,} records ...", flush=True)
+            baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
+            print(f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points", flush=True)
+    finally:
+        if args.keep:
+            print(f"kept: topics {topic}, {dlq}; databases {', '.join(databases)}")
+        else:
+            for database in databases:
+                drop_database(settings, database)
+            admin = admin_client(settings)
+            for future in admin.delete_topics([topic, dlq], operation_timeout=30).values():
+                future.result(60)
+    python = os.path.relpath(sys.executable, REPO) if sys.executable.startswith(str(REPO)) else sys.executable
+    print_table(results, baseline, shlex.join([python, *sys.argv]))
+    ok = all(r["stored"] == r["records"] for r in [*results, *([baseline] if baseline else [])])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
