@@ -21,6 +21,9 @@ Semantics (exact; deterministic for the batches recorded in the checkpoint):
   reason ``behind_watermark`` and ``W_b``, and is aggregated nowhere. Otherwise it is added
   to every window that contains it: ``[start, start + size)``, starts aligned to the epoch at
   multiples of the slide (tumbling: slide = size).
+* A record this (thing, quantity) already counted, by (event time, row id), is a **duplicate**
+  (the bridge re-sends records after a restart; the raw topic keeps both until compaction): it
+  goes to the late topic with reason ``duplicate`` and counts nowhere. The first one counts.
 * A window is emitted once, final, by the first batch whose watermark is ``>= end``. Every
   record of it that comes later has ``event_time < end <= W`` and is therefore late, so an
   emitted window never changes. (A record can be late while its window is still open: the
@@ -44,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 LATE_REASON = "behind_watermark"
+DUPLICATE_REASON = "duplicate"
 STAGE = "aggregate"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -170,20 +174,37 @@ def aggregate_rows(thing: str, quantity: str, closed: list[tuple[str, int, int, 
     return out
 
 
-def late_rows(thing: str, quantity: str, late: pd.DataFrame, watermark_ms: int) -> dict[str, list]:
-    n = len(late)
+def late_rows(thing: str, quantity: str, aside: pd.DataFrame, watermark_ms: int) -> dict[str, list]:
+    n = len(aside)
     out: dict[str, list] = {name: [None] * n for name, _ in OUTPUT_FIELDS}
     out.update(record_type=["late"] * n, thing=[thing] * n, quantity=[quantity] * n,
-               event_time_ms=late["event_time_ms"].tolist(), value=late["value"].tolist(),
-               row_id=late["row_id"].tolist(), reason=[LATE_REASON] * n, watermark_ms=[watermark_ms] * n)
+               event_time_ms=aside["event_time_ms"].tolist(), value=aside["value"].tolist(),
+               row_id=aside["row_id"].tolist(), reason=aside["reason"].tolist(), watermark_ms=[watermark_ms] * n)
     return out
 
 
-def split_late(batch: pd.DataFrame, watermark_ms: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(late, on time) rows of one key's batch, sorted so float sums are replay-stable."""
+Identity = tuple[int, str]  # (event time, row id): what makes a record the same record again
+
+
+def set_aside(batch: pd.DataFrame, watermark_ms: int, seen: set[Identity]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(set aside with a ``reason`` column, on time) rows of one key's batch, sorted so float
+    sums are replay-stable. Set aside: behind the watermark, or a duplicate: a record this key
+    already counted, recognised by (event time, row id) (a raw record re-sent by the bridge
+    after a restart keeps its row id; joined results have their pair id, and several pairs may
+    share an event time, so the time alone is not an identity). The first one counts."""
     batch = batch.sort_values(["event_time_ms", "row_id"], kind="stable", ignore_index=True)
-    is_late = batch["event_time_ms"].to_numpy() < watermark_ms
-    return batch[is_late], batch[~is_late]
+    times = batch["event_time_ms"].to_numpy()
+    is_late = times < watermark_ms
+    known = np.fromiter(((t, r) in seen for t, r in zip(times.tolist(), batch["row_id"].tolist())), bool, len(batch))
+    is_duplicate = ~is_late & (batch.duplicated(["event_time_ms", "row_id"]).to_numpy() | known)
+    aside = is_late | is_duplicate
+    reasons = np.where(is_late[aside], LATE_REASON, DUPLICATE_REASON)
+    return batch[aside].assign(reason=reasons), batch[~aside]
+
+
+def still_open(seen: set[Identity], watermark_ms: int) -> set[Identity]:
+    """Identities worth remembering: below the watermark a repeat is late anyway."""
+    return {(t, r) for t, r in seen if t >= watermark_ms}
 
 
 def next_timer(windows: dict[str, Accumulator]) -> int | None:
@@ -201,7 +222,8 @@ def _frame(columns: dict[str, list]) -> pd.DataFrame:
 def make_processor(specs: list[WindowSpec]) -> Any:
     """A StatefulProcessor for transformWithStateInPandas (EventTime mode) over these specs.
 
-    State per key: one JSON value {"windows": {...open windows...}, "timer": ts or null}, one
+    State per key: one JSON value {"windows": {...open windows...}, "timer": ts or null, "seen":
+    [[event time, row id] at or above the watermark, for duplicates]}, one
     state read and write per key and batch (the issue's probe: one value per key was ~2x
     faster than a row per record).
     """
@@ -212,20 +234,22 @@ def make_processor(specs: list[WindowSpec]) -> Any:
             self.handle = handle
             self.state = handle.getValueState("windows", STATE_SCHEMA_DDL)
 
-        def _load(self) -> tuple[dict[str, Accumulator], int | None]:
+        def _load(self) -> tuple[dict[str, Accumulator], int | None, set[Identity]]:
             if not self.state.exists():
-                return {}, None
+                return {}, None, set()
             body = json.loads(self.state.get()[0])
-            return body["windows"], body["timer"]
+            return body["windows"], body["timer"], {(t, r) for t, r in body.get("seen", ())}
 
-        def _save(self, windows: dict[str, Accumulator], timer: int | None, *, fired: int | None = None) -> None:
+        def _save(self, windows: dict[str, Accumulator], timer: int | None, seen: set[Identity], watermark: int, *,
+                  fired: int | None = None) -> None:
             wanted = next_timer(windows)
             if timer is not None and timer != wanted and timer != fired:  # a fired timer is deleted by Spark
                 self.handle.deleteTimer(timer)
             if wanted is not None and wanted != timer:
                 self.handle.registerTimer(wanted)
-            if windows:
-                self.state.update((json.dumps({"windows": windows, "timer": wanted}),))
+            seen = still_open(seen, watermark)
+            if windows or seen:
+                self.state.update((json.dumps({"windows": windows, "timer": wanted, "seen": sorted(seen)}),))
             else:
                 self.state.clear()
 
@@ -236,21 +260,21 @@ def make_processor(specs: list[WindowSpec]) -> Any:
 
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
             watermark = max(int(timerValues.getCurrentWatermarkInMs()), 0)
-            windows, timer = self._load()
+            windows, timer, seen = self._load()
             batch = pd.concat(list(rows), ignore_index=True)
-            late, on_time = split_late(batch, watermark)
-            if len(late):
-                yield _frame(late_rows(key[0], key[1], late, watermark))
-            accumulate(windows, specs, on_time["event_time_ms"].to_numpy(dtype=np.int64),
-                       on_time["value"].to_numpy(dtype=np.float64))
+            aside, on_time = set_aside(batch, watermark, seen)
+            if len(aside):
+                yield _frame(late_rows(key[0], key[1], aside, watermark))
+            times = on_time["event_time_ms"].to_numpy(dtype=np.int64)
+            accumulate(windows, specs, times, on_time["value"].to_numpy(dtype=np.float64))
             yield from self._emit(key, windows, watermark)
-            self._save(windows, timer)
+            self._save(windows, timer, seen | set(zip(times.tolist(), on_time["row_id"].tolist())), watermark)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
             watermark = max(int(timerValues.getCurrentWatermarkInMs()), 0)
-            windows, timer = self._load()
+            windows, timer, seen = self._load()
             yield from self._emit(key, windows, watermark)
-            self._save(windows, timer, fired=expiredTimerInfo.getExpiryTimeInMs())
+            self._save(windows, timer, seen, watermark, fired=expiredTimerInfo.getExpiryTimeInMs())
 
         def close(self) -> None:
             pass

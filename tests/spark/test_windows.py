@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from spark_jobs.windows import (WindowSpec, accumulate, expire, next_timer, parse_duration_ms, parse_windows,
-                                split_late)
+                                set_aside, still_open)
 
 
 def test_durations_and_specs() -> None:
@@ -64,7 +64,21 @@ def test_merged_batches_equal_one_pass_and_expiry_is_final() -> None:
     assert expire(whole, 30_000) == []
 
 
-def test_split_late_is_strictly_below_the_watermark() -> None:
+def test_set_aside_is_strictly_below_the_watermark() -> None:
     batch = pd.DataFrame({"event_time_ms": [5, 10, 9, 11], "value": [1.0, 2.0, 3.0, 4.0], "row_id": list("abcd")})
-    late, on_time = split_late(batch, 10)
-    assert late["event_time_ms"].tolist() == [5, 9] and on_time["event_time_ms"].tolist() == [10, 11]
+    aside, on_time = set_aside(batch, 10, set())
+    assert aside["event_time_ms"].tolist() == [5, 9] and on_time["event_time_ms"].tolist() == [10, 11]
+    assert aside["reason"].tolist() == ["behind_watermark"] * 2
+
+
+def test_set_aside_counts_each_record_once() -> None:
+    """Re-sent records (same event time and row id) within a batch or across batches are
+    duplicates; other records at the same time are not (joined pairs share event times); a
+    repeat behind the watermark stays late, and only open identities are remembered."""
+    batch = pd.DataFrame({"event_time_ms": [12, 11, 12, 20, 5, 12], "value": [1.0, 2.0, 1.0, 3.0, 4.0, 5.0],
+                          "row_id": ["a", "b", "a", "d", "e", "f"]})
+    aside, on_time = set_aside(batch, 10, {(20, "d"), (30, "x")})
+    assert list(zip(on_time["event_time_ms"], on_time["row_id"])) == [(11, "b"), (12, "a"), (12, "f")]
+    assert list(zip(aside["event_time_ms"], aside["row_id"], aside["reason"])) == [
+        (5, "e", "behind_watermark"), (12, "a", "duplicate"), (20, "d", "duplicate")]
+    assert still_open({(5, "a"), (11, "b"), (30, "c")}, 11) == {(11, "b"), (30, "c")}

@@ -1,0 +1,48 @@
+"""What InfluxDB must hold, computed from what Kafka committed: the identity of every point
+(docs/influxdb-schema.md) per measurement, on both sides."""
+from __future__ import annotations
+
+from db_connector.lineprotocol import NS_PER_MS
+from db_connector.points import window_tag
+from streamkit.avro_codec import AvroCodec
+from streamkit.config import Settings
+from streamkit.harness import influx_rows, read_topic
+
+
+def committed_identities(settings: Settings, topics: dict[str, str]) -> dict[str, set]:
+    """Per measurement, the identity of every point the committed Kafka records make."""
+    decode = {kind: AvroCodec(schema).decode for kind, schema in
+              (("joined", "joined"), ("aggregates", "aggregate"), ("late", "late"))}
+    out: dict[str, set] = {"raw": set(), "joined": set(), "aggregate": set(), "late": set()}
+    for message in read_topic(settings, topics["raw"]):
+        thing, quantity, time_ms = message.key().decode().rsplit("|", 2)
+        out["raw"].add((thing, quantity, int(time_ms) * NS_PER_MS))
+    for message in read_topic(settings, topics["joined"]):
+        r = decode["joined"](message.value())
+        out["joined"].add((r["thing"], f"{r['left_quantity']}:{r['right_quantity']}", r["left_time_ms"],
+                           r["right_time_ms"]))
+    for message in read_topic(settings, topics["aggregates"]):
+        r = decode["aggregates"](message.value())
+        window = window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
+        out["aggregate"].add((r["thing"], r["quantity"], window, r["window_start_ms"] * NS_PER_MS))
+    for message in read_topic(settings, topics["late"]):
+        r = decode["late"](message.value())
+        out["late"].add((r["thing"], r["quantity"], r["stage"], r["reason"], r["event_time_ms"] * NS_PER_MS))
+    return out
+
+
+def influx_identities(settings: Settings, database: str) -> dict[str, set]:
+    def rows(measurement: str) -> list[dict]:
+        return influx_rows(settings, database, f'SELECT * FROM "{measurement}"')
+
+    return {
+        "raw": {(r["thing"], r["quantity"], r["time"]) for r in rows("raw")},
+        "joined": {(r["thing"], r["pair"], r["left_time_ms"], r["right_time_ms"]) for r in rows("joined")},
+        "aggregate": {(r["thing"], r["quantity"], r["window"], r["time"]) for r in rows("aggregate")},
+        "late": {(r["thing"], r["quantity"], r["stage"], r["reason"], r["time"]) for r in rows("late")},
+    }
+
+
+def point_count(settings: Settings, database: str, measurement: str) -> int:
+    rows = influx_rows(settings, database, f'SELECT count(*) FROM "{measurement}"')
+    return max((v for r in rows for k, v in r.items() if k.startswith("count_")), default=0)
