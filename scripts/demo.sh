@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything (idempotent) and runs the main job. For now: bring the local stack up
-# (Kafka, Mosquitto, InfluxDB, Prometheus), provision the topics and print the stack's status.
-# Stop everything with: .venv/bin/python -m streamkit.stack down
+# The README's main command: installs what is missing (idempotent), starts the local stack,
+# replays an events.json (given with --events, or a generated full-size one) through the whole
+# pipeline, waits until every stage has drained, prints a summary and writes PNG plots.
+# All options: scripts/demo.sh --help   (e.g. --events tests/data/test_events.json, --keep-running)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-.venv/bin/python -m streamkit.stack up
-echo
-.venv/bin/python -m streamkit.topics
+exec .venv/bin/python -m streamkit.demo "$@"

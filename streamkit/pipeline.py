@@ -154,6 +154,17 @@ class Pipeline:
             if wait_for is not None:
                 wait_for(name, service)
 
+    #: What each stage logs once it is ready to take input.
+    READY_LINES = {"mqtt_bridge": '"bridge running"', "spark_join": '"query running"',
+                   "spark_aggregate": '"query running"', "db_connector": '"connector running"'}
+
+    def wait_ready(self, timeout_s: float = 300) -> None:
+        """Until every stage is ready (Spark's JVM start-up takes tens of seconds): a replay
+        started after this measures the pipeline, not its start-up."""
+        deadline = time.monotonic() + timeout_s
+        for name, line in self.READY_LINES.items():
+            self.wait_logged(name, line, max(1.0, deadline - time.monotonic()))
+
     def replay(self, events: Path, *args: str) -> Service:
         return self.start("simulator", "--input", str(events), *args)
 

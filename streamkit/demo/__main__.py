@@ -1,0 +1,5 @@
+import sys
+
+from streamkit.demo.cli import main
+
+sys.exit(main())
