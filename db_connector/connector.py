@@ -112,15 +112,19 @@ class Connector:
                     batch = Batch(self.generation)
                 self._log_errors(batch.add_chunk(messages, self.converters))
                 PENDING.set(len(batch.lines))
-                if len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s):
-                    self._settle()
-                    self._submit(batch)
-                    batch = Batch(self.generation)
-                elif self.inflight is not None and self.inflight[1].done():
-                    self._settle()  # commit as soon as the write is done: latency at low rates
+                ready = len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s)
+                # settle when the next batch is ready, or as soon as the write is done (latency)
+                if ready or (self.inflight is not None and self.inflight[1].done()):
+                    if not self._settle():
+                        # The batch in flight stays uncommitted and will be read again; the one
+                        # collected meanwhile holds later records, so it must not commit either.
+                        batch = Batch(self.generation)
+                        continue
+                    if ready:
+                        self._submit(batch)
+                        batch = Batch(self.generation)
                 self._update_lag()
-            self._settle()
-            if len(batch) and batch.generation == self.generation:
+            if self._settle() and len(batch) and batch.generation == self.generation:
                 log.info("shutting down: writing and committing the last batch", extra={"records": len(batch)})
                 self._submit(batch)
                 self._settle()
@@ -149,11 +153,13 @@ class Connector:
         batch.submitted = time.monotonic()
         self.inflight = (batch, self.write_thread.submit(self.writer.write, batch.lines))
 
-    def _settle(self) -> None:
+    def _settle(self) -> bool:
         """Finish the batch in flight: its write (retried while InfluxDB is away), its dead
-        letters and its offsets."""
+        letters and its offsets. False when it could not be committed (shutdown meanwhile, the
+        partitions moved, a failed commit): then no later batch may commit before it is read
+        again, or its records would be skipped."""
         if self.inflight is None:
-            return
+            return True
         batch, write = self.inflight
         self.inflight = None
         try:
@@ -162,7 +168,7 @@ class Connector:
         except WriteUnavailable as exc:
             refused = self._write_until_done(batch, exc)
         if refused is None:
-            return  # shutdown or rebalance while InfluxDB was away: nothing committed, re-read later
+            return False  # shutdown or rebalance while InfluxDB was away: nothing committed
         dead = list(batch.dead)
         written = batch.points_per_measurement(self.converters)
         for item in refused:
@@ -176,13 +182,14 @@ class Connector:
                 continue
             dead.append(DeadLetter(message, "influx_rejected", item.reason))
         if not self._commit(batch, dead):
-            return
+            return False
         for measurement, count in written.items():
             POINTS.labels(measurement).inc(count)
         for letter in dead:
             DEAD_LETTERS.labels(letter.reason).inc()
         BATCH_SECONDS.observe(time.monotonic() - batch.submitted)
         self._observe_latency(batch)
+        return True
 
     def _observe_latency(self, batch: Batch) -> None:
         now_ms = time.time() * 1000

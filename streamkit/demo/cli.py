@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         pipeline.start_stages()
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
-        replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else [])]
+        replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else []),
+                       *([] if args.events else ["--order", "file"])]  # generated files are in event-time order
         run = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
         if not run.drained:
             print(f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far", flush=True)

@@ -19,19 +19,20 @@ class Replay:
     metrics: dict[str, dict[str, float]]
     elapsed_s: float
     drained: bool
+    simulator: dict  # the simulator's own summary: rows_published, seconds, rows_per_s, ...
 
 
-def simulator_published(pipeline: Pipeline) -> int:
-    """Rows the simulator published, from the summary it prints when it ends (its /metrics
-    is gone by then, and the last scrape may have missed the final rows)."""
+def simulator_summary(pipeline: Pipeline) -> dict:
+    """The summary the simulator prints when it ends (rows_published, seconds, rows_per_s, ...):
+    its /metrics is gone by then, and the last scrape may have missed the final rows."""
     text = pipeline.logged_since_start("simulator")
     start = text.rfind('{\n  "rows_published"')
     if start < 0:
-        return 0
+        return {}
     try:
-        return int(json.JSONDecoder().raw_decode(text[start:])[0]["rows_published"])
-    except (ValueError, KeyError):
-        return 0
+        return json.JSONDecoder().raw_decode(text[start:])[0]
+    except ValueError:
+        return {}
 
 
 def drained(sampler: Sampler, state: dict, published: int) -> bool:
@@ -72,7 +73,7 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
             for name in STAGES:
                 if not pipeline.services[name].alive():
                     raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
-            if not simulator.alive() and drained(sampler, state, simulator_published(pipeline)):
+            if not simulator.alive() and drained(sampler, state, int(simulator_summary(pipeline).get("rows_published", 0))):
                 done = True
                 break
             time.sleep(1)
@@ -80,6 +81,7 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
         sampler.stop()
     elapsed = time.monotonic() - started
     sampler.sample(elapsed)
+    replayed = simulator_summary(pipeline)
     published = sampler.samples.counters["simulator rows"]
-    published[-1] = max(published[-1], simulator_published(pipeline))
-    return Replay(sampler.samples, sampler.metrics, elapsed, done)
+    published[-1] = max(published[-1], replayed.get("rows_published", 0))
+    return Replay(sampler.samples, sampler.metrics, elapsed, done, replayed)
