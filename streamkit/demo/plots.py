@@ -36,6 +36,13 @@ def _tag_values(settings: Settings, database: str, measurement: str, key: str, w
     return sorted(value for _, value in series[0]["values"]) if series else []
 
 
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def throughput(samples: Samples, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     times = pd.Series(samples.times)
@@ -45,17 +52,13 @@ def throughput(samples: Samples, path: Path) -> Path:
     ax.set(title="Throughput per stage", xlabel="seconds since start", ylabel="per second (3 s mean)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def joined_power(settings: Settings, database: str, path: Path) -> Path | None:
-    things = _tag_values(settings, database, "joined", "thing")
-    if not things:
+    thing = next(iter(_tag_values(settings, database, "joined", "thing")), None)
+    if thing is None:
         return None
-    thing = things[0]
     joined = _frame(settings, database, f'SELECT "result", "left_value", "right_value", "pair", "result_name" '
                                         f"FROM \"joined\" WHERE \"thing\" = '{thing}' LIMIT {MAX_POINTS}")
     if joined.empty:
@@ -77,17 +80,13 @@ def joined_power(settings: Settings, database: str, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
     bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def window_aggregates(settings: Settings, database: str, path: Path) -> Path | None:
-    things = _tag_values(settings, database, "aggregate", "thing")
-    if not things:
+    thing = next(iter(_tag_values(settings, database, "aggregate", "thing")), None)
+    if thing is None:
         return None
-    thing = things[0]
     quantities = _tag_values(settings, database, "aggregate", "quantity", f" WHERE \"thing\" = '{thing}'")
     shown = quantities[:3]
     fig, axes = plt.subplots(len(shown), 1, figsize=(11, 2.8 * len(shown)), sharex=True, squeeze=False)
@@ -105,7 +104,4 @@ def window_aggregates(settings: Settings, database: str, path: Path) -> Path | N
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right")
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
