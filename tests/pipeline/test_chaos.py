@@ -89,13 +89,15 @@ def aggregate_oracle(records: list[tuple[str, str, int, float]], counted: set[tu
             for (thing, quantity, start), (count, mean, low, high) in stats.iterrows()}
 
 
-def aggregate_accounting(settings: Settings, raw_topic: str, late_topic: str) -> tuple[set[tuple[str, str, int]], int]:
+def aggregate_accounting(settings: Settings, raw_topic: str, late_topic: str, *, strict: bool = True
+                         ) -> tuple[set[tuple[str, str, int]], int]:
     """Which records the aggregate job counted, from its own verdicts, with every copy
     accounted for exactly once: each copy of a record in the raw topic (re-sends included) is
     counted, set aside as `duplicate`, or set aside as `behind_watermark` (with event time
     below the watermark it reports), and at most one copy counts. Which records end up behind
     the watermark depends on how the faults skewed the partitions (the watermark is global),
-    so the verdicts are the job's; the windows must then match them exactly."""
+    so the verdicts are the job's; the windows must then match them exactly. `strict=False`
+    while the pipeline still drains (a copy may not have been judged yet)."""
     copies: Counter = Counter(message.key().decode() for message in read_topic(settings, raw_topic))
     set_aside: Counter = Counter()
     behind = 0
@@ -105,16 +107,16 @@ def aggregate_accounting(settings: Settings, raw_topic: str, late_topic: str) ->
         if r["stage"] != "aggregate":
             continue
         if r["reason"] == "behind_watermark":
-            assert r["event_time_ms"] < r["watermark_ms"], r
+            assert not strict or r["event_time_ms"] < r["watermark_ms"], r
             behind += 1
         set_aside[f"{r['thing']}|{r['quantity']}|{r['event_time_ms']}"] += 1
     counted = set()
     for key, n in copies.items():
-        assert n - set_aside[key] in (0, 1), f"{key}: {n} copies, {set_aside[key]} set aside"
-        if n - set_aside[key] == 1:
+        assert not strict or n - set_aside[key] in (0, 1), f"{key}: {n} copies, {set_aside[key]} set aside"
+        if n - set_aside[key] >= 1:
             thing, quantity, time_ms = key.rsplit("|", 2)
             counted.add((thing, quantity, int(time_ms)))
-    assert set(set_aside) <= set(copies), "a record set aside that is not in the raw topic"
+    assert not strict or set(set_aside) <= set(copies), "a record set aside that is not in the raw topic"
     return counted, behind
 
 
@@ -210,7 +212,7 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
         pipeline.supervise()
         got_pairs = committed_pairs(settings, wiring.joined)
         got_windows, _ = committed_windows(settings, wiring.aggregates)
-        want_windows = aggregate_oracle(records, aggregate_accounting(settings, wiring.raw, wiring.late)[0])
+        want_windows = aggregate_oracle(records, aggregate_accounting(settings, wiring.raw, wiring.late, strict=False)[0])
         if sum(got_pairs.values()) >= sum(want_pairs.values()) and len(got_windows) >= len(want_windows):
             break
         time.sleep(5)
