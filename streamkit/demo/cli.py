@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     stack = Stack(settings)
-    was_running = all(s.state in {"running", "external"} for s in stack.status())
+    not_running = [s.name for s in stack.status() if s.state not in {"running", "external"}]
     print("starting the local stack (Kafka, Mosquitto, InfluxDB, Prometheus) ...", flush=True)
     stack.up()
     events = events_file(args)
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep_running:
             pipeline.stop()
-            if not was_running:
-                stack.down()
+            if not_running:  # stop only what the demo started
+                Stack(settings, not_running).down()
     if args.keep_running:
         print(f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
               f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"

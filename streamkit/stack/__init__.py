@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -118,6 +119,10 @@ class Stack:
         for component in reversed(self._components()):
             if self._process(component).stop():
                 stopped.append(component.name)
+                # A restart right after (tests restart the broker) must find the ports free.
+                deadline = time.monotonic() + 30
+                while any(port_open(port) for port in component.ports) and time.monotonic() < deadline:
+                    time.sleep(0.2)
         return stopped
 
     def status(self) -> list[ComponentStatus]:

@@ -102,7 +102,9 @@ class ManagedProcess:
             time.sleep(0.2)
         else:
             os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
+            deadline = time.monotonic() + 10  # a big JVM takes a moment to be torn down
+            while time.monotonic() < deadline and _reap_or_alive(pid):
+                time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
         return True
 
