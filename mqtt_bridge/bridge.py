@@ -57,11 +57,18 @@ class Bridge:
         PRODUCER_QUEUE.set_function(lambda: len(self.producer))
         UNACKED.set_function(lambda: len(self.acks))
 
-    def _partitions(self, topic: str) -> int:
-        metadata = admin_client(self.settings, "mqtt-bridge-admin").list_topics(topic, timeout=30)
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics")
-        return len(metadata.topics[topic].partitions)
+    def _partitions(self, topic: str, wait_s: float = 30) -> int:
+        """The raw topic's partition count; waits a little, as a just-created topic or a just
+        restarted broker may not report it yet."""
+        admin = admin_client(self.settings, "mqtt-bridge-admin")
+        deadline = time.monotonic() + wait_s
+        while True:
+            metadata = admin.list_topics(topic, timeout=30)
+            if topic in metadata.topics and metadata.topics[topic].error is None:
+                return len(metadata.topics[topic].partitions)
+            if time.monotonic() > deadline:
+                raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics")
+            time.sleep(1)
 
     # ------------------------------------------------------------------------- MQTT side
     def _on_connect(self, client: mqtt.Client, _u: object, flags: mqtt.ConnectFlags, reason: mqtt.ReasonCode,
