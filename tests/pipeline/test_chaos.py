@@ -23,8 +23,7 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from spark_jobs.join import JoinSettings, join_config
-from spark_jobs.lsb import LocalStreamBuffer
+from spark_jobs.join import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
 from streamkit.events import parse_row
@@ -33,6 +32,7 @@ from streamkit.pipeline import STAGES, Pipeline, Wiring
 from streamkit.stack import Stack
 from streamkit.stack.process import StackError
 from tests.pipeline.influx_checks import committed_identities, influx_identities
+from tests.spark.test_join_job import oracle
 
 pytestmark = pytest.mark.stack
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -64,14 +64,8 @@ def distinct_records(events: Path) -> list[tuple[str, str, int, float]]:
 
 
 def join_oracle(settings: Settings, records: list[tuple[str, str, int, float]]) -> Counter:
-    config = join_config(JoinSettings.from_sources(cli={"run_dir": settings.run_dir, "pairs": PAIRS}))
-    buffer = LocalStreamBuffer(config)
-    pairs: Counter = Counter()
-    for thing, quantity, time_ms, value in records:
-        if config.quantity_code(quantity) >= 0:
-            step = buffer.push(thing, quantity, time_ms, value)
-            pairs.update((p.key, p.left_quantity, p.right_quantity, p.left_time, p.right_time) for p in step.pairs)
-    return pairs
+    """The join test's oracle (the library's per-record path) on these records."""
+    return oracle(JoinSettings.from_sources(cli={"run_dir": settings.run_dir, "pairs": PAIRS}), records)[0]
 
 
 def aggregate_oracle(records: list[tuple[str, str, int, float]], counted: set[tuple[str, str, int]] | None
