@@ -23,6 +23,7 @@ from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.runner import read_kafka, read_measurements, run_query, topic_partitions
+from spark_jobs.session import ROCKSDB_STATE_STORE
 from spark_jobs.windows import OUTPUT_SCHEMA_DDL, STAGE, WindowSpec, make_processor, parse_duration_ms, parse_windows
 
 if TYPE_CHECKING:
@@ -34,11 +35,6 @@ DEFAULT_QUERY = "aggregate"
 
 #: Columns every measurement source must provide (the raw topic's decoded form).
 MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "event_time")
-
-
-#: transformWithState needs the RocksDB state store (fixed in the checkpoint at the first start).
-SESSION_CONF = {"spark.sql.streaming.stateStore.providerClass":
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     return run_query(SERVICE, settings, settings.default_query, output, available_now=settings.available_now,
-                     session_conf=SESSION_CONF)
+                     session_conf=ROCKSDB_STATE_STORE)
 
 
 if __name__ == "__main__":

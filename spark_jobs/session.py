@@ -17,6 +17,11 @@ from streamkit.paths import SPARK_JARS_DIR
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: Both jobs keep their state in RocksDB (transformWithState requires it; for the join it keeps
+#: memory flat as things grow). The provider is fixed in a checkpoint at its first start.
+ROCKSDB_STATE_STORE = {"spark.sql.streaming.stateStore.providerClass":
+                       "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+
 REQUIRED_JARS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "spark-avro_2.13", "kafka-clients")
 
 

@@ -1,0 +1,137 @@
+"""Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
+
+    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000] [--rounds 2]
+
+Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
+per-thing function (``spark_jobs.join.GroupJoiner``: the library's batch path, one binary
+state value per thing, RocksDB state store) on the same generated raw topic, and the job's
+Kafka record encoding; only the operator differs. Each run is its own process (no JVM warmed
+by the other variant), variants alternate, and the rate excludes the first (warm-up) batch.
+The sink collects the batch as Arrow, as the exactly-once sink does, without producing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_join import PAIRS, feed, topic  # noqa: E402
+from streamkit.config import Settings  # noqa: E402
+from streamkit.stack import Stack  # noqa: E402
+
+VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
+
+
+def run_variant(variant: str, raw: str, batch: int) -> dict:
+    """In a child process: one --available-now run of the join with the given operator."""
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from spark_jobs.join import OUTPUT_SCHEMA, STATE_SCHEMA, GroupJoiner, JoinSettings, join_config, to_kafka_records
+    from spark_jobs.runner import read_measurements
+    from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
+
+    settings = JoinSettings.from_sources(cli={"pairs": PAIRS, "raw_topic": raw, "max_offsets_per_trigger": batch,
+                                              "starting_offsets": "earliest"})
+    spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
+    joiner = GroupJoiner(join_config(settings))
+
+    class ValueStateAsGroupState:
+        """GroupJoiner speaks applyInPandasWithState's GroupState; this adapts a ValueState."""
+
+        def __init__(self, value_state: object) -> None:
+            self.value_state = value_state
+
+        @property
+        def exists(self) -> bool:
+            return self.value_state.exists()
+
+        @property
+        def get(self) -> tuple:
+            return self.value_state.get()
+
+        def update(self, value: tuple) -> None:
+            self.value_state.update(value)
+
+    class JoinProcessor(StatefulProcessor):
+        def init(self, handle: object) -> None:
+            self.state = ValueStateAsGroupState(handle.getValueState("lsb", STATE_SCHEMA))
+
+        def handleInputRows(self, key: tuple, rows: object, timerValues: object) -> object:
+            yield from joiner(key, rows, self.state)
+
+        def close(self) -> None:
+            pass
+
+    measurements = read_measurements(spark, settings, with_offsets=True)
+    grouped = (measurements.where(measurements.quantity.isin(list(joiner.config.quantities)))
+               .select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset").groupBy("thing"))
+    if variant == "applyInPandasWithState":
+        rows = grouped.applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+    else:
+        rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
+    output = 0
+
+    def collect(frame: object, _batch_id: int) -> None:
+        nonlocal output
+        output += frame.toArrow().num_rows
+
+    with tempfile.TemporaryDirectory(prefix="bench-state-") as checkpoint:
+        query = (to_kafka_records(rows, settings).writeStream.option("checkpointLocation", checkpoint)
+                 .foreachBatch(collect).trigger(availableNow=True).start())
+        query.awaitTermination()
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+    warm = progress[1:] or progress
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
+    return {"variant": variant, "batch": batch, "batches": len(progress), "output_rows": output,
+            "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
+            "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=400_000)
+    parser.add_argument("--batch-sizes", default="50000,200000")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each variant per batch size")
+    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "TOPIC", "BATCH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        variant, raw, batch = args.child
+        print(json.dumps(run_variant(variant, raw, int(batch))))
+        return 0
+    stack = Stack(Settings.from_sources())
+    stack.up()
+    raw = topic(stack.settings, "raw")
+    print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
+    records, _ = feed(stack.settings, raw, args.rows)
+    print(f"{records:,} raw records", flush=True)
+    results: dict[tuple[str, int], list[dict]] = {}
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        for round_ in range(args.rounds):
+            for variant in VARIANTS:
+                child = subprocess.run([sys.executable, __file__, "--child", variant, raw, str(batch)],
+                                       capture_output=True, text=True, env={**os.environ}, check=False)
+                if child.returncode != 0:
+                    sys.stderr.write(child.stderr[-4000:])
+                    raise SystemExit(f"{variant} run failed")
+                result = json.loads(child.stdout.strip().splitlines()[-1])
+                results.setdefault((variant, batch), []).append(result)
+                print(f"  batch {batch:,} round {round_ + 1} {variant}: {result['warm_records_per_s']:,.0f} records/s "
+                      f"after the first batch ({result['batches']} batches, {result['output_rows']:,} output rows)",
+                      flush=True)
+    print(f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} {'first batch s':>14}")
+    for (variant, batch), runs in results.items():
+        mean = sum(r["warm_records_per_s"] for r in runs) / len(runs)
+        first = sum(r["first_batch_s"] for r in runs) / len(runs)
+        print(f"{variant:<28} {batch:>10,} {mean:>27,.0f} {first:>14.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
