@@ -19,7 +19,9 @@ class SparkJobSettings(Settings):
                                       "(200, Spark's default, made stateful batches ~23x slower here)")
     checkpoint_dir: str = setting("", "SPARK_CHECKPOINT_DIR",
                                           "checkpoint directory of the query (default <run dir>/checkpoints/<query name>)")
-    max_offsets_per_trigger: int = setting(50000, "SPARK_MAX_OFFSETS_PER_TRIGGER", "upper bound of input records per micro-batch")
+    max_offsets_per_trigger: int = setting(200000, "SPARK_MAX_OFFSETS_PER_TRIGGER",
+                                           "upper bound of input records per micro-batch (large: a job that fell "
+                                           "behind catches up in few batches; live batches stay small)")
     trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
     starting_offsets: str = setting("earliest", "SPARK_STARTING_OFFSETS",
                                     "where a query without checkpoint starts (earliest/latest); a checkpoint always wins")

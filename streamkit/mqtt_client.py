@@ -49,6 +49,76 @@ class BufferedClient(mqtt.Client):
             rc = super().loop_read(max_packets)
         return rc
 
+    # ------------------------------------------------------------------ writes
+    # paho queues every outgoing packet (a PUBLISH of the simulator, a PUBACK of the bridge) with
+    # a wake-up byte to its network thread and writes it with a ``send`` of its own: two
+    # syscalls and a thread hand-over per packet. Here a wake-up is sent only when none is
+    # pending, and the network thread writes every queued packet that needs no after-write
+    # handling in one ``send``.
+    _WRITE_SIZE = 256 * 1024
+    _write_poked = False
+
+    def _packet_queue(self, command: int, packet: bytes | bytearray, mid: int, qos: int,
+                      info: mqtt.MQTTMessageInfo | None = None) -> mqtt.MQTTErrorCode:
+        self._out_packet.append({"command": command, "mid": mid, "qos": qos, "pos": 0,
+                                 "to_process": len(packet), "packet": packet, "info": info})
+        # Set before the network thread takes packets (see _packet_write), so a packet queued
+        # after that point always pokes again: none can be left waiting without a wake-up.
+        if self._sockpairW is not None and not self._write_poked:
+            self._write_poked = True
+            try:
+                self._sockpairW.send(mqtt.sockpair_data)
+            except BlockingIOError:
+                pass
+        if self._thread is None and self._on_socket_register_write is None and self._in_callback_mutex.acquire(False):
+            self._in_callback_mutex.release()
+            return self.loop_write()
+        self._call_socket_register_write()
+        return mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    @staticmethod
+    def _plain(packet: dict) -> bool:
+        """Needs nothing after its bytes are written (paho's own path runs callbacks for QoS 0
+        PUBLISH and closes the socket after DISCONNECT)."""
+        kind = packet["command"] & 0xF0
+        return kind != mqtt.DISCONNECT and not (kind == mqtt.PUBLISH and packet["qos"] == 0)
+
+    def _packet_write(self) -> mqtt.MQTTErrorCode:
+        self._write_poked = False
+        queue = self._out_packet
+        while True:
+            run: list[dict] = []
+            size = 0
+            while queue and size < self._WRITE_SIZE and self._plain(queue[0]):
+                packet = queue.popleft()
+                run.append(packet)
+                size += packet["to_process"]
+            if not run:
+                return super()._packet_write() if queue else mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
+            data = b"".join(bytes(p["packet"][p["pos"]:]) for p in run)
+            try:
+                written = self._sock_send(data)
+            except (AttributeError, ValueError):
+                queue.extendleft(reversed(run))
+                return mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
+            except BlockingIOError:
+                queue.extendleft(reversed(run))
+                return mqtt.MQTTErrorCode.MQTT_ERR_AGAIN
+            except OSError as err:
+                queue.extendleft(reversed(run))
+                self._easy_log(mqtt.MQTT_LOG_ERR, "failed to send on socket: %s", err)
+                return mqtt.MQTTErrorCode.MQTT_ERR_CONN_LOST
+            for index, packet in enumerate(run):
+                step = min(written, packet["to_process"])
+                packet["pos"] += step
+                packet["to_process"] -= step
+                written -= step
+                if packet["to_process"]:  # a partial write: the rest goes first next time
+                    queue.extendleft(reversed(run[index:]))
+                    break
+            with self._msgtime_mutex:
+                self._last_msg_out = mqtt.time_func()
+
     def reconnect(self) -> mqtt.MQTTErrorCode:
         self._read_buffer, self._read_pos = b"", 0  # bytes of the old connection mean nothing now
         return super().reconnect()
