@@ -7,10 +7,10 @@ pairs go to the joined topic, records the library hands back (late, partner time
 late topic, Avro-encoded by Spark (``to_avro``, in the JVM) and written exactly once by the
 runner's transactional sink.
 
-Why applyInPandasWithState rather than transformWithStateInPandas: measured on this machine
-(issue 5 facts, 10 keys, warmed up) it sustained ~20k rows/s against ~17k at 50k-row batches,
-and one binary value per key was ~2x faster than list state; the library keeps its own
-compact state, so the richer state API buys nothing here.
+Why applyInPandasWithState rather than transformWithStateInPandas: measured with this job's own
+state function (benchmarks/bench_state_api.py, README) it is ~12% faster at 50k-record batches
+and warms up ~3 s sooner after a start, and ~9% slower at 200k-record batches; the library keeps
+its own compact state (one binary value per thing), so the richer state API buys nothing here.
 """
 from __future__ import annotations
 

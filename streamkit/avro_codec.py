@@ -88,9 +88,9 @@ class MeasurementEncoder:
 
 
 class FlatRecordEncoder:
-    """Encoder for any flat record schema of string, long, int, double and boolean fields:
-    the writer Spark's Python workers use for output topics, where fastavro's per-record
-    schema walk would cost more than the join itself. Byte-identical to fastavro (tested)."""
+    """Encoder for any flat record schema of string, long, int, double and boolean fields,
+    several times faster than fastavro's per-record schema walk: tests and benchmarks use it
+    to write large fixtures of derived records. Byte-identical to fastavro (tested)."""
 
     _WRITERS = {
         "string": avro_string,
@@ -118,8 +118,3 @@ class FlatRecordEncoder:
     def encode(self, values: tuple | list) -> bytes:
         """Values in schema field order."""
         return b"".join(write(value) for write, value in zip(self._writers, values))
-
-    def encode_columns(self, columns: list) -> list[bytes]:
-        """Many records at once from per-field sequences (e.g. pandas columns as lists)."""
-        writers = self._writers
-        return [b"".join(write(value) for write, value in zip(writers, row)) for row in zip(*columns)]

@@ -108,7 +108,6 @@ def test_flat_record_encoder_matches_fastavro_for_joined_pairs() -> None:
         rows = [tuple(r[name] for name in encoder.field_names) for r in records]
         expected = [reference.encode(r) for r in records]
         assert [encoder.encode(row) for row in rows] == expected
-        assert encoder.encode_columns([list(col) for col in zip(*rows)]) == expected
 
     check()
 
