@@ -121,6 +121,7 @@ class BufferedClient(mqtt.Client):
 
     def reconnect(self) -> mqtt.MQTTErrorCode:
         self._read_buffer, self._read_pos = b"", 0  # bytes of the old connection mean nothing now
+        self._write_poked = False  # a wake-up consumed while disconnected wrote nothing
         return super().reconnect()
 
 
