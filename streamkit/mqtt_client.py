@@ -95,7 +95,8 @@ class BufferedClient(mqtt.Client):
                 size += packet["to_process"]
             if not run:
                 return super()._packet_write() if queue else mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
-            data = b"".join(bytes(p["packet"][p["pos"]:]) for p in run)
+            # join() takes paho's bytearrays as they are; only a partly written head is sliced
+            data = b"".join(p["packet"][p["pos"]:] if p["pos"] else p["packet"] for p in run)
             try:
                 written = self._sock_send(data)
             except (AttributeError, ValueError):
