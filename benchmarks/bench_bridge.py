@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +37,26 @@ def generate(path: Path, rows: int) -> None:
                     "--no-progress"], cwd=REPO, check=True)
 
 
+def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
+                  tick: Callable[[], None] = lambda: None, timeout_s: float = 1800) -> tuple[float, int]:
+    """Poll until `topic` holds `records`, with a progress line every 5 s; `tick` runs on every
+    poll. Returns when the first records were seen and how many there were then."""
+    begun = last_print = time.perf_counter()
+    first: tuple[float, int] | None = None
+    while (count := wait_for_count(settings, topic, records, 0.2)) < records:
+        tick()
+        now = time.perf_counter()
+        if first is None and count > 0:
+            first = (now, count)
+        if now - last_print > 5:
+            print(f"  ... {count}/{records} records in Kafka after {now - begun:.0f} s", flush=True)
+            last_print = now
+        if now - begun > timeout_s:
+            raise TimeoutError(f"{what} did not finish within {timeout_s:.0f} s")
+    tick()
+    return first or (time.perf_counter(), records)
+
+
 def measure_pipeline(settings: Settings, events: Path, connections: int, work: Path) -> dict[str, float]:
     lane = new_lane(settings)
     records = len(expected_records(events))
@@ -44,20 +65,14 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
     wait_for_log(work / "bridge.log", '"bridge running"', 60, service)
     started = time.perf_counter()
     sim = simulator(lane, events, work / "simulator.log", "--connections", str(connections)).start()
-    sim_done = None
-    last_print = started
-    while True:
+    sim_done: float | None = None
+
+    def note_simulator_exit() -> None:
+        nonlocal sim_done
         if sim_done is None and sim.process.poll() is not None:
             sim_done = time.perf_counter()
-        count = wait_for_count(settings, lane.raw_topic, records, 0.5)
-        now = time.perf_counter()
-        if now - last_print > 5:
-            print(f"  ... {count}/{records} records in Kafka after {now - started:.0f} s", flush=True)
-            last_print = now
-        if count >= records:
-            break
-        if now - started > 1800:
-            raise TimeoutError("pipeline did not finish within 30 min")
+
+    wait_in_kafka(settings, lane.raw_topic, records, "pipeline", note_simulator_exit)
     elapsed = time.perf_counter() - started
     service.terminate()
     return {"rows": rows, "records": records, "seconds": elapsed, "rows_per_s": rows / elapsed,
@@ -80,17 +95,8 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     service = bridge(lane, work / "bridge-alone.log").start()
     # Timed from the first record in Kafka, so the bridge's start-up (imports, connections)
     # does not count; the records of that first poll are left out of the rate.
-    started, first_count, last_print = None, 0, time.perf_counter()
-    while (count := wait_for_count(settings, lane.raw_topic, records, 0.2)) < records:
-        now = time.perf_counter()
-        if started is None and count > 0:
-            started, first_count = now, count
-        if now - last_print > 5:
-            print(f"  ... {count}/{records} records in Kafka", flush=True)
-            last_print = now
-        if now - (started or now) > 1800:
-            raise TimeoutError("bridge did not drain the backlog within 30 min")
-    elapsed = time.perf_counter() - (started or time.perf_counter())
+    started, first_count = wait_in_kafka(settings, lane.raw_topic, records, "bridge draining its backlog")
+    elapsed = time.perf_counter() - started
     service.terminate()
     drained = records - first_count
     return {"rows": rows, "seconds": elapsed, "records_per_s": drained / elapsed,
