@@ -68,12 +68,15 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
     sampler.start()
     state: dict = {}
     done = False
+    replayed: dict | None = None  # the simulator's summary, final once it has ended: read once
     try:
         while time.monotonic() < started + timeout_s:
             for name in STAGES:
                 if not pipeline.services[name].alive():
                     raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
-            if not simulator.alive() and drained(sampler, state, int(simulator_summary(pipeline).get("rows_published", 0))):
+            if replayed is None and not simulator.alive():
+                replayed = simulator_summary(pipeline)
+            if replayed is not None and drained(sampler, state, int(replayed.get("rows_published", 0))):
                 done = True
                 break
             time.sleep(1)
@@ -81,7 +84,8 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
         sampler.stop()
     elapsed = time.monotonic() - started
     sampler.sample(elapsed)
-    replayed = simulator_summary(pipeline)
+    if replayed is None:
+        replayed = simulator_summary(pipeline)
     published = sampler.samples.counters["simulator rows"]
     published[-1] = max(published[-1], replayed.get("rows_published", 0))
     return Replay(sampler.samples, sampler.metrics, elapsed, done, replayed)
