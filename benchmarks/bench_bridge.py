@@ -144,9 +144,7 @@ def main() -> int:
     parser.add_argument("--baseline-rows", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=1)
     args = parser.parse_args()
-    stack = Stack(Settings.from_sources())
-    stack.up()
-    settings = stack.settings
+    settings = Stack(Settings.from_sources()).up()
     with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
         work = Path(tmp)
         events, baseline_events = work / "events.json", work / "baseline.json"

@@ -292,9 +292,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.baseline_records > args.records:
         parser.error("--baseline-records must not exceed --records")
-    stack = Stack(Settings.from_sources())
-    stack.up()
-    settings = stack.settings
+    settings = Stack(Settings.from_sources()).up()
     defaults = ConnectorSettings.from_sources()
     batch_sizes = [int(b) for b in args.batch_points.split(",") if b.strip()] or [None]
     topic = private_topic(settings, "raw", PARTITIONS)

@@ -80,8 +80,7 @@ def main() -> int:
     parser.add_argument("--no-rates", action="store_true", help="skip the fixed-rate latency runs")
     parser.add_argument("--timeout-s", type=float, default=3600)
     args = parser.parse_args()
-    settings = Stack(Settings.from_sources()).settings
-    Stack(settings).up()
+    settings = Stack(Settings.from_sources()).up()
     events = events_file(args.rows, args.things)
     rows_table, rate_table = [], []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:

@@ -135,9 +135,7 @@ def main() -> int:
     parser.add_argument("--batch-sizes", default="10000,50000,200000")
     parser.add_argument("--work-dir", type=Path, help="keep checkpoints and job logs here (default: a temp dir)")
     args = parser.parse_args()
-    stack = Stack(Settings.from_sources())
-    stack.up()
-    settings = stack.settings
+    settings = Stack(Settings.from_sources()).up()
     raw = topic(settings, "raw")
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
     records, streams = feed(settings, raw, args.rows)

@@ -105,11 +105,10 @@ def main() -> int:
         variant, raw, batch = args.child
         print(json.dumps(run_variant(variant, raw, int(batch))))
         return 0
-    stack = Stack(Settings.from_sources())
-    stack.up()
-    raw = topic(stack.settings, "raw")
+    settings = Stack(Settings.from_sources()).up()
+    raw = topic(settings, "raw")
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
-    records, _ = feed(stack.settings, raw, args.rows)
+    records, _ = feed(settings, raw, args.rows)
     print(f"{records:,} raw records", flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
     for batch in (int(b) for b in args.batch_sizes.split(",")):

@@ -60,6 +60,13 @@ copy_jars() {  # pom, target dir
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   echo "$want" > "$stamp"
 }
+# Spark's connector jars must be built for exactly the pyspark in .venv: catch a half-done upgrade.
+pyspark_version=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
+pom_version=$(sed -n 's#.*<spark.version>\(.*\)</spark.version>.*#\1#p' kafka/pom-spark.xml)
+if [ "$pyspark_version" != "$pom_version" ]; then
+  echo "[setup] pyspark is $pyspark_version but kafka/pom-spark.xml asks for $pom_version: make them equal" >&2
+  exit 1
+fi
 copy_jars kafka/pom-broker.xml "$STACK_DIR/jars/kafka"
 copy_jars kafka/pom-spark.xml "$STACK_DIR/jars/spark-all"
 # Only the connector jars that the pyspark wheel does not already ship: two versions of one

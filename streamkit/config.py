@@ -56,6 +56,13 @@ def _convert(kind: Any, raw: str, name: str) -> Any:
         raise SystemExit(f"configuration error: {name}={raw!r} is not a valid {getattr(kind, '__name__', kind)}") from None
 
 
+def _to_text(value: Any) -> str:
+    """The inverse of :func:`_convert`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What every service and the stack launcher share."""
@@ -97,6 +104,12 @@ class Settings:
     @property
     def credentials_path(self) -> Path:
         return self.run_dir / CREDENTIALS_FILE
+
+    def as_environment(self) -> dict[str, str]:
+        """Every field as the environment variable that sets it: a child process given these
+        resolves exactly these settings (run dir, ports, the credentials in effect), whatever its
+        own defaults, the caller's command-line options or the state of ``credentials.env``."""
+        return {f.metadata["env"]: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def redacted(self) -> dict[str, Any]:
         """For logs: every field, secrets masked."""

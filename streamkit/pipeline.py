@@ -144,7 +144,8 @@ class Pipeline:
     def start(self, name: str, *extra: str) -> Service:
         log = self.log(name)
         self._log_offsets[name] = log.stat().st_size if log.exists() else 0
-        service = Service(self._module(name), [*self._args(name), *extra], self.log(name), self.env).start()
+        env = {**self.settings.as_environment(), **self.env}  # run dir, ports and credentials in effect
+        service = Service(self._module(name), [*self._args(name), *extra], self.log(name), env).start()
         self.services[name] = service
         return service
 

@@ -20,8 +20,7 @@ def stack_settings() -> Iterator[Settings]:
     settings = Settings.from_sources()
     stack = Stack(settings)
     was_running = all(s.state in {"running", "external"} for s in stack.status())
-    stack.up()
-    yield stack.settings
+    yield stack.up()
     if not was_running and os.environ.get("STACK_KEEP", "") not in {"1", "true", "yes"}:
         stack.down()
 

@@ -27,7 +27,7 @@ from streamkit.demo.run import replay_until_drained
 from streamkit.logs import setup_logging
 from streamkit.metrics import DEFAULT_METRICS_PORTS
 from streamkit.pipeline import Pipeline, Wiring
-from streamkit.stack import Stack
+from streamkit.stack import Stack, StackError
 from streamkit.stack.process import port_open
 
 log = logging.getLogger("demo")
@@ -70,11 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging("WARNING", service="demo")
     args.out.mkdir(parents=True, exist_ok=True)
+    server_logs = f"server logs: {settings.run_dir.resolve() / 'logs'} (or `.venv/bin/python -m streamkit.stack logs`)"
+    try:
+        return run(settings, args)
+    except StackError as exc:
+        print(f"\n[demo] the local stack did not start: {exc}\n[demo] {server_logs}", file=sys.stderr)
+        return 2
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
+              f"folder printed above); {server_logs}", file=sys.stderr)
+        return 1
 
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Stack up, fresh topics and database, the services, the replay, the report."""
     stack = Stack(settings)
     not_running = [s.name for s in stack.status() if s.state not in {"running", "external"}]
     print("starting the local stack (Kafka, Mosquitto, InfluxDB, Prometheus) ...", flush=True)
-    stack.up()
+    settings = stack.up()  # a first run generates the passwords only now
     events = events_file(args)
     rows = count_rows(events)
     wiring = Wiring.fresh(settings, "demo")

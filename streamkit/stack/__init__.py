@@ -1,7 +1,9 @@
 """The local stack launcher: real Kafka, Mosquitto, InfluxDB and Prometheus as local processes.
 
 ``Stack(settings).up()`` is idempotent: servers it already runs are reused, missing ones are
-started, all are waited for until healthy. ``down()`` stops only what this run directory
+started, all are waited for until healthy. It returns the settings in effect: on a first run
+the passwords are generated only then, so a caller that kept its own settings from before
+``up()`` would talk to the servers with none. ``down()`` stops only what this run directory
 started. Tests use the same class through their fixtures, so there is one way to get a stack.
 """
 from __future__ import annotations
@@ -70,7 +72,8 @@ class Stack:
         return ManagedProcess(component.name, self.settings.run_dir)
 
     # ----------------------------------------------------------------------------- up
-    def up(self) -> list[ComponentStatus]:
+    def up(self) -> Settings:
+        """Start what is missing, wait until all are healthy; the settings to use from now on."""
         self.settings = ensure_credentials(self.settings)
         components = self._components()
         problems = [p for p in (c.missing_install() for c in components) if p]
@@ -82,7 +85,7 @@ class Stack:
                 started.append(component)
         with ThreadPoolExecutor(max_workers=len(components)) as pool:
             list(pool.map(self._await, components, [c in started for c in components]))
-        return self.status()
+        return self.settings
 
     def _start(self, component: Component) -> bool:
         """Start the server unless it already runs; True if we started it now."""

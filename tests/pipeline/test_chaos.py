@@ -21,18 +21,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
 from spark_jobs.join import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.events import parse_row
 from streamkit.harness import drop_database, expected_records, read_topic
 from streamkit.pipeline import STAGES, Pipeline, Wiring
 from streamkit.stack import Stack
 from streamkit.stack.process import StackError
 from tests.pipeline.influx_checks import committed_identities, influx_identities
-from tests.spark.test_join_job import oracle
+from tests.oracles import distinct_records, file_rows, join_pairs
 
 pytestmark = pytest.mark.stack
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -50,22 +48,9 @@ def write_events(path: Path) -> Path:
     return path
 
 
-def distinct_records(events: Path) -> list[tuple[str, str, int, float]]:
-    """(thing, quantity, t, value) in replay order (the file is in event-time order), first of
-    each key: what the raw topic holds once re-sends are set aside."""
-    splitter, codec, seen, out = RowSplitter(2), AvroCodec("measurement"), set(), []
-    for line in events.read_bytes().splitlines():
-        for record in splitter.split(parse_row(line)):
-            if record.key not in seen:
-                seen.add(record.key)
-                r = codec.decode(record.value)
-                out.append((r["thing"], r["quantity"], r["event_time_ms"], r["value"]))
-    return out
-
-
 def join_oracle(settings: Settings, records: list[tuple[str, str, int, float]]) -> Counter:
     """The join test's oracle (the library's per-record path) on these records."""
-    return oracle(JoinSettings.from_sources(cli={"run_dir": settings.run_dir, "pairs": PAIRS}), records)[0]
+    return join_pairs(JoinSettings.from_sources(cli={"run_dir": settings.run_dir, "pairs": PAIRS}), records)[0]
 
 
 def aggregate_oracle(records: list[tuple[str, str, int, float]], counted: set[tuple[str, str, int]] | None
@@ -172,7 +157,7 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
     if kafka.status()[0].state != "running":
         pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
     events = write_events(tmp_path / "events.json")
-    records = distinct_records(events)
+    records = distinct_records(file_rows(events))
     want_pairs = join_oracle(settings, records)
     assert sum(want_pairs.values()) > 1000 and len(aggregate_oracle(records, None)) > 500
 

@@ -12,11 +12,11 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from simulator.source import SourceStats, read_rows, sorted_rows
-from spark_jobs.join import JoinSettings, join_config
-from spark_jobs.lsb import LocalStreamBuffer
+from spark_jobs.join import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
 from streamkit.events import parse_row
+from tests.oracles import join_pairs
 from tests.spark.helpers import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
 
 pytestmark = pytest.mark.stack
@@ -39,22 +39,6 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
             fed.append((decoded["thing"], decoded["quantity"], decoded["event_time_ms"], decoded["value"]))
     produce_committed(settings, records)
     return fed
-
-
-def oracle(settings: JoinSettings, fed: list[tuple[str, str, int, float]]) -> tuple[Counter, int]:
-    """Pairs certain after the whole input (no end-of-stream flush: a stream never ends) and
-    the number of handed-back records, from the library's per-record path."""
-    config = join_config(settings)
-    buffer = LocalStreamBuffer(config)
-    pairs: Counter = Counter()
-    late = 0
-    for thing, quantity, time_ms, value in fed:
-        if config.quantity_code(quantity) < 0:
-            continue
-        step = buffer.push(thing, quantity, time_ms, value)
-        pairs.update((p.key, p.left_quantity, p.right_quantity, p.left_time, p.right_time) for p in step.pairs)
-        late += len(step.late)
-    return pairs, late
 
 
 def committed_pairs(settings: Settings, topic: str) -> Counter:
@@ -86,7 +70,7 @@ def test_join_job_output_equals_the_oracle_exactly_once(stack_settings: Settings
     job = spark_service("spark_jobs.join", [*join_lane["args"], "--available-now",
                                             "--max-offsets-per-trigger", "6000"], log).start()
     assert job.process.wait(600) == 0, log_tail(log)
-    expected, expected_late = oracle(join_lane["settings"], join_lane["fed"])
+    expected, expected_late = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert sum(expected.values()) > 1000 and max(expected.values()) == 1
     assert got == expected, (len(got), len(expected), list((got - expected).items())[:3],
@@ -127,7 +111,7 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
     print(f"seed {seed}; faults injected: {injected}")
     final = spark_service("spark_jobs.join", args, log).start()
     assert final.process.wait(900) == 0, log_tail(log)
-    expected, _ = oracle(join_lane["settings"], join_lane["fed"])
+    expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert got == expected, (f"seed {seed}", injected, sum(got.values()), sum(expected.values()),
                              list((got - expected).items())[:3], list((expected - got).items())[:3])
@@ -144,7 +128,7 @@ def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join
     log = tmp_path / "join.log"
     args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
     job = spark_service("spark_jobs.join", args, log).start()
-    expected, _ = oracle(join_lane["settings"], join_lane["fed"])
+    expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and '"msg": "batch committed"' not in log.read_text(errors="replace"):
         assert job.alive(), log_tail(log)

@@ -1,5 +1,5 @@
-"""The stack launcher's own behaviour that needs no running servers: config precedence,
-clear errors for taken ports and missing installs, ownership of processes."""
+"""The stack launcher's own behaviour: config precedence, clear errors for taken ports and
+missing installs, ownership of processes, the credentials in effect after a first ``up()``."""
 from __future__ import annotations
 
 import socket
@@ -80,3 +80,43 @@ def test_only_processes_naming_our_run_dir_count_as_ours(tmp_path: Path) -> None
     ours.pid_file.write_text(str(pid))
     assert ours.stop(timeout_s=10) is True
     assert ours.pid() is None
+
+
+def test_settings_pass_to_a_child_process_unchanged(tmp_path: Path) -> None:
+    settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
+                                     cli={"kafka_port": 19092, "influx_database": "db"})
+    assert Settings.from_sources(environ=settings.as_environment()) == settings
+
+
+@pytest.mark.stack
+def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path) -> None:
+    """A first run has no credentials until up() generates them: the settings from before it
+    are refused by InfluxDB, the ones it returns are accepted (the demo's first-run failure)."""
+    from streamkit.stack.components import InfluxDB
+
+    environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(_free_port_pair())}
+    before = Settings.from_sources(environ=environ)
+    assert not before.influx_password and not before.credentials_path.exists()
+    stack = Stack(before, ["influxdb"], allow_external=False)
+    try:
+        after = stack.up()
+        assert after.influx_password and after.credentials_path.exists()
+        assert InfluxDB(after).query("SHOW DATABASES")[0] == 200
+        assert InfluxDB(before).query("SHOW DATABASES")[0] in (401, 403)
+        assert Settings.from_sources(environ=environ) == after  # what every later process reads
+    finally:
+        stack.down()
+
+
+def _free_port_pair() -> int:
+    """A port whose neighbour two above is free too (InfluxDB's RPC port is its HTTP port + 2)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 2))
+                return port
+            except OSError:
+                continue

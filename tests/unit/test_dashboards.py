@@ -281,11 +281,12 @@ def test_repeated_rows_and_panels_are_expanded_per_value() -> None:
 # ------------------------------------------------------------------------------------ Prometheus metrics
 REPO = Path(__file__).resolve().parents[2]
 METRIC_PACKAGES = ("streamkit", "mqtt_bridge", "simulator", "spark_jobs", "db_connector")
-#: prometheus_client definitions: Counter("name", "help", ["label", ...], buckets=...).
+#: prometheus_client definitions: Counter("name", "help", ["label", ...], buckets=...), and the
+#: metric families of custom collectors: CounterMetricFamily("name", "help", labels=[...]).
 METRIC_DEFINITION = re.compile(
-    r"\b(Counter|Gauge|Histogram|Summary)\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"  # kind and name
+    r"\b(Counter|Gauge|Histogram|Summary|CounterMetricFamily|GaugeMetricFamily)\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"  # kind and name
     r"(?:\s*(?:\"[^\"]*\"|'[^']*'))+"                                           # help (maybe concatenated)
-    r"(?:\s*,\s*(?:labelnames\s*=\s*)?[\[(]([^\])]*)[\])])?")                   # label names, if any
+    r"(?:\s*,\s*(?:label(?:name)?s\s*=\s*)?[\[(]([^\])]*)[\])])?")                   # label names, if any
 #: Labels Prometheus attaches to every scraped series (the stack's scrape config adds "service").
 TARGET_LABELS = frozenset({"job", "instance", "service"})
 #: Series Prometheus writes itself for every scrape target.
@@ -312,7 +313,9 @@ def exported_metrics() -> dict[str, frozenset[str]]:
                 if kind == "Counter":
                     base = name.removesuffix("_total")
                     found |= {f"{base}_total": names, f"{base}_created": names}
-                elif kind == "Gauge":
+                elif kind == "CounterMetricFamily":  # no _created: the collector gives none
+                    found[f"{name.removesuffix('_total')}_total"] = names
+                elif kind in ("Gauge", "GaugeMetricFamily"):
                     found[name] = names
                 else:
                     found |= {f"{name}_sum": names, f"{name}_count": names, f"{name}_created": names}
