@@ -3,14 +3,11 @@
 Why not Spark's built-in ``window()`` aggregation: it silently drops records behind the
 watermark and a ``foreachBatch`` never sees them, but they must go to the late topic with a
 reason. So the windows are kept by ``transformWithStateInPandas`` in EventTime mode, which
-gives the batch's watermark and event-time timers. Two pyspark 4.0.0 details decide the shape:
-
-* the stateful operators drop input rows behind the watermark *before* user code sees them
-  when the watermark column is among their input; the job therefore projects the watermark
-  column away after ``withWatermark`` (the query keeps its watermark and the timers work) and
-  classifies late rows itself;
-* ``applyInPandasWithState`` fails in 4.0.0 with pyarrow >= 15 (its state-info struct comes
-  back as floats: ``RecordBatch.slice`` TypeError), so it is not an option here.
+gives the batch's watermark and event-time timers for several windows per key. One pyspark
+detail decides the shape: the stateful operators drop input rows behind the watermark *before*
+user code sees them when the watermark column is among their input; the job therefore projects
+the watermark column away after ``withWatermark`` (the query keeps its watermark and the timers
+work) and classifies late rows itself.
 
 Semantics (exact; deterministic for the batches recorded in the checkpoint):
 

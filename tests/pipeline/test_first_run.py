@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -18,27 +17,11 @@ from streamkit.config import Settings
 from streamkit.harness import REPO
 from streamkit.stack import Stack
 from tests.oracles import distinct_records, event_time_rows, join_pairs
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.stack
 SAMPLE = Path("tests/data/test_events.json")  # as the README spells it: relative to the clone
 PLOTS = ("throughput.png", "joined_power.png", "window_aggregates.png")
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free ports, each with port + 2 free too (InfluxDB's RPC port)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 2))
-            except OSError:
-                continue
-        if not {port, port + 2} & {p + d for p in ports for d in (0, 2)}:
-            ports.append(port)
-    return ports
 
 
 def user_environment(run_dir: Path) -> dict[str, str]:

@@ -13,6 +13,7 @@ import pytest
 from streamkit.config import Settings
 from streamkit.stack import Stack, StackError, ensure_credentials
 from streamkit.stack.process import ManagedProcess
+from tests.ports import free_ports
 
 
 def test_precedence_cli_over_env_over_credentials_file(tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path)
     are refused by InfluxDB, the ones it returns are accepted (the demo's first-run failure)."""
     from streamkit.stack.components import InfluxDB
 
-    environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(_free_port_pair())}
+    environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(free_ports(1)[0])}
     before = Settings.from_sources(environ=environ)
     assert not before.influx_password and not before.credentials_path.exists()
     stack = Stack(before, ["influxdb"], allow_external=False)
@@ -107,16 +108,3 @@ def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path)
     finally:
         stack.down()
 
-
-def _free_port_pair() -> int:
-    """A port whose neighbour two above is free too (InfluxDB's RPC port is its HTTP port + 2)."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 2))
-                return port
-            except OSError:
-                continue
