@@ -49,6 +49,7 @@ class Progress:
 class SimulatorSettings(Settings):
     connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
     max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
+    linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")
 
 
 def count_lines(path: Path) -> int:
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                "seconds": round(elapsed, 3), "rows_per_s": round(published / elapsed) if elapsed else 0,
                "rows_rejected": sum(stats.rejected.values()), "rejected_by_reason": dict(stats.rejected),
                "rejected_examples": stats.examples, "stopped_early": shutdown.requested}
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2), flush=True)
+    shutdown.wait(settings.linger_s)
     return 0 if all_acked else 1
 
 

@@ -103,15 +103,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         pipeline.wait_ready()
         replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else []),
                        *([] if args.events else ["--order", "file"])]  # generated files are in event-time order
-        run = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
-        if not run.drained:
+        replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
+        if not replay.drained:
             print(f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far", flush=True)
         elapsed = time.monotonic() - started
-        result = summary(settings, wiring.database, run.samples, run.metrics, rows, elapsed, args.live)
+        result = summary(settings, wiring.database, replay.samples, replay.metrics, rows, elapsed, args.live)
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
-        written = [plots.throughput(run.samples, args.out / "throughput.png"),
+        written = [plots.throughput(replay.samples, args.out / "throughput.png"),
                    plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
                    plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png")]
         print("plots: " + ", ".join(str(p) for p in written if p))

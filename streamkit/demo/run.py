@@ -62,10 +62,13 @@ def drained(sampler: Sampler, state: dict, published: int) -> bool:
 def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str], timeout_s: float) -> Replay:
     """Start the simulator on `events` and sample every stage until all have drained (or the
     timeout); a stage that dies is an error, not a wait."""
-    started = time.monotonic()
-    simulator = pipeline.replay(events, *replay_args)
     sampler = Sampler(pipeline)
-    sampler.start()
+    sampler.sample(0.0)  # where every stage stands before the first row: rates start from here
+    started = time.monotonic()
+    # The simulator keeps /metrics up for two samples after it is done, so even a replay shorter
+    # than the sampling interval shows in the samples when it happened, not at the very end.
+    simulator = pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1))
+    sampler.start(started)
     state: dict = {}
     done = False
     replayed: dict | None = None  # the simulator's summary, final once it has ended: read once

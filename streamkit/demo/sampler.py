@@ -61,9 +61,15 @@ class Sampler(threading.Thread):
         self.metrics: dict[str, dict[str, float]] = {}
         self._stopping = threading.Event()
         self._last: dict[str, float] = {}  # a restarted service starts its counters at 0 again
+        self._t0 = 0.0
+
+    def start(self, started: float | None = None) -> None:
+        """Sample every ``every_s`` from now on; times count from ``started`` (monotonic)."""
+        self._t0 = time.monotonic() if started is None else started
+        super().start()
 
     def run(self) -> None:
-        started = time.monotonic()
+        started = self._t0
         next_status = started + self.status_every_s
         while not self._stopping.wait(self.every_s):
             self.sample(time.monotonic() - started)
