@@ -192,4 +192,3 @@ def _failure(query: Any, gate: BatchGate, exception_type: type) -> str | None:
     if gate.stopping and "StopRequested" in text:
         return None
     return text
-
