@@ -20,7 +20,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
-from streamkit.events import RowError, parse_row
+from streamkit.events import RowError, check_event_time, parse_row
+from streamkit.durations import parse_duration_ms
 from streamkit.kafka_clients import admin_client, idempotent_producer
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
@@ -43,6 +44,10 @@ class Bridge:
     def __init__(self, settings: BridgeSettings, shutdown: ShutdownFlag) -> None:
         self.settings = settings
         self.shutdown = shutdown
+        try:
+            self.max_future_ms = parse_duration_ms(settings.max_future)
+        except ValueError as exc:
+            raise SystemExit(f"configuration error: BRIDGE_MAX_FUTURE: {exc}") from None
         self.producer: Producer = idempotent_producer(settings, settings.mqtt_client_id,
                                                       **{"linger.ms": settings.linger_ms})
         self.splitter = RowSplitter(self._partitions(settings.raw_topic))
@@ -100,6 +105,7 @@ class Bridge:
             return
         try:
             row = parse_row(payload)
+            check_event_time(row.timestamp_ms, int(time.time() * 1000), self.max_future_ms)
         except RowError as exc:
             self._dead_letter(message, exc.reason, str(exc), payload)
             return

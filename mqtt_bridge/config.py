@@ -19,3 +19,6 @@ class BridgeSettings(Settings):
     max_unacked: int = setting(20000, "BRIDGE_MAX_UNACKED",
                                "stop reading MQTT while this many messages wait for Kafka (bounded memory)")
     linger_ms: int = setting(20, "BRIDGE_LINGER_MS", "Kafka producer linger: larger batches, more latency")
+    max_future: str = setting("1h", "BRIDGE_MAX_FUTURE",
+                              "rows whose event time is further ahead of the bridge's clock than this are dead-lettered "
+                              "(future_timestamp): one bad device clock must not move its machine's event time for good")

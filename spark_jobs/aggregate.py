@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 
 from streamkit.avro_codec import schema_text
 from streamkit.config import setting
+from streamkit.durations import parse_duration_ms
 from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.runner import read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
-from spark_jobs.windows import OUTPUT_SCHEMA_DDL, STAGE, WindowSpec, make_processor, parse_duration_ms, parse_windows
+from spark_jobs.windows import OUTPUT_SCHEMA_DDL, STAGE, WindowSpec, make_processor, parse_windows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

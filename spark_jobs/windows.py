@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,24 +42,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from streamkit.durations import parse_duration_ms
+
 LATE_REASON = "behind_watermark"
 DUPLICATE_REASON = "duplicate"
 STAGE = "aggregate"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, None: 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """'500ms', '10s', '1m', '2h'; a bare number is seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r} (e.g. 500ms, 10s, 1m, 2h)")
-    value = float(match.group(1)) * _UNIT_MS[match.group(2)]
-    if value <= 0 or value != int(value):
-        raise ValueError(f"duration must be a positive whole number of ms: {text!r}")
-    return int(value)
-
 
 @dataclass(frozen=True)
 class WindowSpec:

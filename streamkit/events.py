@@ -73,6 +73,23 @@ def timestamp_to_ms(value: object) -> int:
     raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {type(value).__name__}")
 
 
+#: What InfluxDB can store (int64 nanoseconds since the epoch, 1677-09-21 to 2262-04-11), in ms.
+MIN_TIME_MS = -9_223_372_036_854
+MAX_TIME_MS = 9_223_372_036_854
+
+
+def check_event_time(timestamp_ms: int, now_ms: int, max_future_ms: int) -> None:
+    """A clock we refuse to trust: outside what every stage can store, or further ahead of our
+    own wall clock than ``max_future_ms``. One such record would otherwise move the event time
+    of its key for good (everything after it would be late)."""
+    if not MIN_TIME_MS <= timestamp_ms <= MAX_TIME_MS:
+        raise RowError("timestamp_out_of_range",
+                       f"Timestamp {timestamp_ms} ms is outside what can be stored ({MIN_TIME_MS}..{MAX_TIME_MS} ms)")
+    if timestamp_ms > now_ms + max_future_ms:
+        raise RowError("future_timestamp", f"Timestamp {timestamp_ms} ms is {timestamp_ms - now_ms} ms ahead of "
+                                           f"our clock (at most {max_future_ms} ms allowed)")
+
+
 def decode_object(payload: bytes | str) -> dict:
     """JSON first (the normal case, fast); Python-dict style as a fallback."""
     text = payload.decode("utf-8") if isinstance(payload, bytes) else payload

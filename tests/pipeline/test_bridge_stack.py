@@ -153,6 +153,10 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
             "nan": b'{"Thing": "F1", "Timestamp": 1554000000000, "vaTorque_C11": NaN}',
             "array": b"[1, 2]",
             "empty": b"",
+            # a device clock ten years ahead, and one outside what InfluxDB can store
+            "future": b'{"Thing": "F1", "Timestamp": %d, "vaTorque_C11": 1.0}' % (
+                int(time.time() * 1000) + 10 * 365 * 86_400_000),
+            "out_of_range": b'{"Thing": "F1", "Timestamp": 99999999999, "vaTorque_C11": 1.0}',
         }
         _publish_all(lane, list(fuzz.values()))
         assert wait_for_count(settings, lane.dlq_topic, len(fuzz), 60) >= len(fuzz)
@@ -162,7 +166,8 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
         assert len(dlq) == len(fuzz)
         reasons = [dict(m.headers())["reason"].decode() for m in dlq]
         assert reasons == ["not_utf8", "not_json", "payload_too_large", "bad_quantity", "missing_thing",
-                           "missing_timestamp", "bad_quantity", "not_object", "not_json"]
+                           "missing_timestamp", "bad_quantity", "not_object", "not_json", "future_timestamp",
+                           "timestamp_out_of_range"]
         huge = dlq[2]
         assert int(dict(huge.headers())["payload_bytes"]) == len(fuzz["huge"]) and len(huge.value()) == 64 * 1024
         assert [m.value() for i, m in enumerate(dlq) if i != 2] == [v for k, v in fuzz.items() if k != "huge"]

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spark_jobs.windows import (WindowSpec, accumulate, expire, next_timer, parse_duration_ms, parse_windows,
-                                set_aside, still_open)
+from spark_jobs.windows import WindowSpec, accumulate, expire, next_timer, parse_windows, set_aside, still_open
+from streamkit.durations import parse_duration_ms
 
 
 def test_durations_and_specs() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamkit.events import RowError, parse_row, timestamp_to_ms
+from streamkit.events import MAX_TIME_MS, MIN_TIME_MS, RowError, check_event_time, parse_row, timestamp_to_ms
 
 MS = 1_554_096_380_468  # 2019-04-01T05:26:20.468Z
 
@@ -53,3 +53,30 @@ def test_bad_rows_are_rejected_with_a_reason(payload: bytes, reason: str) -> Non
     with pytest.raises(RowError) as caught:
         parse_row(payload)
     assert caught.value.reason == reason
+
+
+NOW_MS = 1_790_000_000_000
+HOUR_MS = 3_600_000
+
+
+@pytest.mark.parametrize("timestamp_ms", [NOW_MS, NOW_MS + HOUR_MS, 0, MIN_TIME_MS, 1_554_096_380_468])
+def test_trusted_clocks_pass(timestamp_ms: int) -> None:
+    check_event_time(timestamp_ms, NOW_MS, HOUR_MS)
+
+
+@pytest.mark.parametrize("payload,reason", [
+    (b'{"Thing": "T", "Timestamp": %d, "q": 1}' % (NOW_MS + HOUR_MS + 1), "future_timestamp"),
+    (b'{"Thing": "T", "Timestamp": %d, "q": 1}' % (NOW_MS + 10 * 365 * 24 * HOUR_MS), "future_timestamp"),
+    (b'{"Thing": "T", "Timestamp": 99999999999, "q": 1}', "timestamp_out_of_range"),  # seconds: the year 5138
+    (b'{"Thing": "T", "Timestamp": "9999-12-31T23:59:59", "q": 1}', "timestamp_out_of_range"),
+    (b'{"Thing": "T", "Timestamp": "0001-01-01T00:00:00", "q": 1}', "timestamp_out_of_range"),
+    (b'{"Thing": "T", "Timestamp": -99999999999999999999, "q": 1}', "timestamp_out_of_range"),
+    (b'{"Thing": "T", "Timestamp": 1e30, "q": 1}', "timestamp_out_of_range"),
+])
+def test_untrusted_clocks_are_refused_with_a_reason(payload: bytes, reason: str) -> None:
+    """Out of what InfluxDB (and an Avro long of ms) can hold first, then ahead of our clock."""
+    row = parse_row(payload)
+    with pytest.raises(RowError) as refused:
+        check_event_time(row.timestamp_ms, NOW_MS, HOUR_MS)
+    assert refused.value.reason == reason
+    assert MAX_TIME_MS * 1_000_000 < 2**63 and MIN_TIME_MS * 1_000_000 >= -(2**63) + 2
