@@ -15,6 +15,7 @@ import pytest
 
 from spark_jobs.join import JoinSettings
 from streamkit.config import Settings
+from streamkit.config_reference import SECTIONS, env_of
 from streamkit.harness import REPO
 from streamkit.stack import Stack
 from tests.oracles import distinct_records, event_time_rows, join_pairs
@@ -28,7 +29,8 @@ PLOTS = ("throughput.png", "joined_power.png", "window_aggregates.png")
 def user_environment(run_dir: Path) -> dict[str, str]:
     """This machine's environment without any of the project's settings (a user has none),
     plus an empty run directory and ports no other stack uses."""
-    ours = {field.metadata["env"] for field in dataclasses.fields(JoinSettings)}
+    ours = {env_of(field) for section in SECTIONS for field in dataclasses.fields(section.settings_class())}
+    ours.add("STACK_ALLOW_EXTERNAL")
     env = {k: v for k, v in os.environ.items() if k not in ours}
     kafka, controller, mqtt, influx, prometheus = free_ports(5)
     env.update(STACK_RUN_DIR=str(run_dir), KAFKA_PORT=str(kafka), KAFKA_CONTROLLER_PORT=str(controller),

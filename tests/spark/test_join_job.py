@@ -11,12 +11,10 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.records import RowSplitter
-from simulator.source import SourceStats, read_rows, sorted_rows
 from spark_jobs.join import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.events import parse_row
-from tests.oracles import join_pairs
+from tests.oracles import event_time_rows, join_pairs
 from tests.spark.helpers import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
 
 pytestmark = pytest.mark.stack
@@ -31,9 +29,8 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
     splitter = RowSplitter(partitions)
     codec = AvroCodec("measurement")
     records, fed = [], []
-    for row in sorted_rows(read_rows(SAMPLE, SourceStats())):
-        parsed = parse_row(row.payload)
-        for record in splitter.split(parsed):
+    for row in event_time_rows(SAMPLE):
+        for record in splitter.split(row):
             records.append((topic, record.key, record.value, record.partition))
             decoded = codec.decode(record.value)
             fed.append((decoded["thing"], decoded["quantity"], decoded["event_time_ms"], decoded["value"]))
