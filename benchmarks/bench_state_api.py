@@ -83,7 +83,8 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         output += frame.toArrow().num_rows
 
     with tempfile.TemporaryDirectory(prefix="bench-state-") as checkpoint:
-        query = (to_kafka_records(rows, settings).writeStream.option("checkpointLocation", checkpoint)
+        partitions = {settings.joined_topic: 2, settings.late_topic: 2}  # only collected, never produced
+        query = (to_kafka_records(rows, settings, partitions).writeStream.option("checkpointLocation", checkpoint)
                  .foreachBatch(collect).trigger(availableNow=True).start())
         query.awaitTermination()
         progress = [p for p in query.recentProgress if p["numInputRows"]]

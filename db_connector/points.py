@@ -145,6 +145,8 @@ def aggregate_converter() -> Converter:
                   f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i")
         if r["stddev"] is not None:
             fields += f",stddev={float_field('stddev', r['stddev'])}"
+        if r["window_kind"] == "session":  # start and end are its first and last record
+            fields += f",duration_ms={r['window_end_ms'] - r['window_start_ms']}i"
         return line("aggregate", f"quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])},window={window}",
                     fields, r["window_start_ms"] * NS_PER_MS)
 

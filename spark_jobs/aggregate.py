@@ -1,21 +1,22 @@
 """python -m spark_jobs.aggregate: event-time window aggregates per (thing, quantity), exactly once.
 
-Reads the raw topic (read_committed), keeps tumbling (default 10 s) and optional sliding
-windows per (thing, quantity) with count, mean, min, max and sample stddev, and emits each
-window once, final, when the watermark (max event time seen - WATERMARK_DELAY) passes its end.
-Records behind the watermark go to the late topic with reason ``behind_watermark``. Output is
+Reads the raw topic (read_committed), keeps tumbling (default 10 s), optional sliding and
+optional session windows per (thing, quantity) with count, mean, min, max and sample stddev,
+and emits each window once, final, when that key's own event time has passed its end by the
+allowed lateness (or the key was idle for the idle timeout). Records too late for their
+windows, re-sent, or stamped far in the future go to the late topic with a reason. Output is
 Avro (schemas/aggregate.avsc, schemas/late.avsc) with deterministic keys, partitioned by thing,
-written through the exactly-once transactional sink. Exact lateness and emission rules:
-spark_jobs/windows.py. SIGTERM stops after the current batch (exit 0).
+written through the exactly-once transactional sink. The rules: spark_jobs/windows.py and
+docs/windows.md. SIGTERM stops after the current batch (exit 0).
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamkit.avro_codec import schema_text
 from streamkit.config import setting
@@ -23,19 +24,21 @@ from streamkit.durations import parse_duration_ms
 from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.runner import read_kafka, read_measurements, run_query, topic_partitions
+from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
-from spark_jobs.windows import OUTPUT_SCHEMA_DDL, STAGE, WindowSpec, make_processor, parse_windows
+from spark_jobs.windows import NO_TIME, STAGE, KeyState, Step, WindowRules, flush, parse_windows, process
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("spark_jobs.aggregate")
 SERVICE = "spark_aggregate"
 DEFAULT_QUERY = "aggregate"
 
-#: Columns every measurement source must provide (the raw topic's decoded form).
-MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "event_time")
+#: Columns every measurement source must provide: the raw topic's decoded form, its arrival
+#: order and the batch's processing time (Spark's batch timestamp, the same in a replay).
+MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset")
 
 
 @dataclass(frozen=True)
@@ -43,17 +46,29 @@ class AggregateSettings(SparkJobSettings):
     tumbling: str = setting("10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)")
     sliding: str = setting("", "AGGREGATE_SLIDING",
                            "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
-    watermark_delay: str = setting("10s", "AGGREGATE_WATERMARK_DELAY",
-                                   "how far behind the max event time a record may arrive and still count")
+    session_gap: str = setting("", "AGGREGATE_SESSION_GAP",
+                               "session windows: a (thing, quantity) session ends after this long without a "
+                               "record, e.g. 30s; comma separated for several (default: none)")
+    allowed_lateness: str = setting("10s", "AGGREGATE_ALLOWED_LATENESS",
+                                    "how far behind its key's newest event time a record may arrive and still "
+                                    "count ('0': none)")
+    idle_timeout: str = setting("5m", "AGGREGATE_IDLE_TIMEOUT",
+                                "processing time after a key's last record at which its open windows are emitted "
+                                "anyway ('off': never; always off with --available-now)")
     source: str = setting("raw", "AGGREGATE_SOURCE",
                           "raw: each measured quantity of the raw topic; joined: each join result of the joined "
-                          "topic (e.g. mechanical_power) as a quantity. One job per source: each keeps its own "
-                          "watermark, so the join's lag never makes its results late against raw event time")
+                          "topic (e.g. mechanical_power) as a quantity")
     available_now: bool = setting(False, "AGGREGATE_AVAILABLE_NOW",
                                   "process what is in the topic now, emit, and exit 0 (backfills)")
 
-    def window_specs(self) -> list[WindowSpec]:
-        return parse_windows(self.tumbling, self.sliding)
+    def window_rules(self) -> WindowRules:
+        specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
+        return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
+                           parse_duration_ms(self.max_future))
+
+    def idle_timeout_ms(self) -> int:
+        """0 when off: a backfill (--available-now) must not depend on how long it took."""
+        return 0 if self.available_now else parse_duration_ms(self.idle_timeout, allow_zero=True)
 
     @property
     def default_query(self) -> str:
@@ -67,27 +82,113 @@ def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "Da
     from pyspark.sql.avro.functions import from_avro
 
     pairs = read_kafka(spark, settings, settings.joined_topic).select(
-        from_avro("value", schema_text("joined")).alias("p")).select("p.*")
-    return pairs.select("thing", F.col("result_name").alias("quantity"), "event_time_ms",
-                        F.col("result").alias("value"), F.col("id").alias("row_id"),
-                        F.timestamp_millis("event_time_ms").alias("event_time"))
+        from_avro("value", schema_text("joined")).alias("p"), F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset")).select("p.*", "kafka_partition", "kafka_offset")
+    return observe_event_time(pairs.select(
+        "thing", F.col("result_name").alias("quantity"), "event_time_ms", F.col("result").alias("value"),
+        F.col("id").alias("row_id"), "kafka_partition", "kafka_offset"))
 
 
-def measurement_sources(spark: "SparkSession", settings: AggregateSettings) -> list["DataFrame"]:
-    """The inputs, each with MEASUREMENT_COLUMNS."""
+def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
+    """The input, with MEASUREMENT_COLUMNS."""
     if settings.source == "joined":
-        return [read_join_results(spark, settings)]
-    return [read_measurements(spark, settings)]
+        return read_join_results(spark, settings)
+    return read_measurements(spark, settings, with_offsets=True).select(*MEASUREMENT_COLUMNS)
 
 
-def window_records(measurements: "DataFrame", specs: list[WindowSpec], watermark_delay_ms: int) -> "DataFrame":
-    """Aggregates and late records (OUTPUT_SCHEMA_DDL rows) from a measurement stream."""
-    watermarked = measurements.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
-    # Without the watermark column in its input the operator does not pre-filter late rows:
-    # they reach the processor, which sends them to the late topic (see spark_jobs/windows.py).
-    return (watermarked.select("thing", "quantity", "event_time_ms", "value", "row_id")
-            .groupBy("thing", "quantity")
-            .transformWithStateInPandas(make_processor(specs), OUTPUT_SCHEMA_DDL, "Append", "EventTime"))
+#: What the state function hands back: aggregates and late records as plain columns (Avro and
+#: keys are Spark expressions in ``to_kafka_records``).
+OUTPUT_FIELDS: list[tuple[str, str]] = [
+    ("record_type", "string"), ("thing", "string"), ("quantity", "string"),
+    ("window_kind", "string"), ("window_size_ms", "long"), ("window_slide_ms", "long"), ("window_label", "string"),
+    ("window_start_ms", "long"), ("window_end_ms", "long"),
+    ("count", "long"), ("mean", "double"), ("min", "double"), ("max", "double"), ("stddev", "double"),
+    ("event_time_ms", "long"), ("value", "double"), ("row_id", "string"), ("reason", "string"), ("watermark_ms", "long"),
+]
+OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
+#: KeyState.to_row() and the processing time of the key's last batch with data
+STATE_SCHEMA = "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
+
+
+class WindowFunction:
+    """The per-(thing, quantity) function of ``applyInPandasWithState``. Picklable.
+
+    Rows come in the key's Kafka arrival order (a thing lives in one partition); the library
+    decides everything else. The idle timeout is Spark's processing-time timeout: it fires in a
+    batch without data for the key. A timer that fires more than an idle period late means the
+    query itself was not running (a stop, a crash): the key had no chance to speak, so the timer
+    is armed again instead of closing its windows.
+    """
+
+    def __init__(self, rules: WindowRules, idle_timeout_ms: int) -> None:
+        self.rules = rules
+        self.idle_timeout_ms = idle_timeout_ms
+
+    def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
+        import pandas as pd
+
+        thing, quantity = key
+        now = int(state.getCurrentProcessingTimeMs())
+        if state.hasTimedOut:
+            current, last_batch = KeyState.from_row(state.get[:5]), int(state.get[5])
+            if now - last_batch > 2 * self.idle_timeout_ms:
+                state.update((*current.to_row(), now))
+                state.setTimeoutDuration(self.idle_timeout_ms)
+                return
+            step = flush(self.rules, current)
+            state.update((*step.state.to_row(), now))
+            yield self.rows(thing, quantity, step, None)
+            return
+        batch = pd.concat(list(frames), ignore_index=True).sort_values(["kafka_partition", "kafka_offset"],
+                                                                       kind="stable", ignore_index=True)
+        current = KeyState.from_row(state.get[:5]) if state.exists else KeyState()
+        step = process(self.rules, current, batch["event_time_ms"].to_numpy(), batch["value"].to_numpy(),
+                       batch["row_id"].tolist(), now)
+        state.update((*step.state.to_row(), now))
+        if self.idle_timeout_ms and step.state.has_open_windows:
+            state.setTimeoutDuration(self.idle_timeout_ms)
+        yield self.rows(thing, quantity, step, batch)
+
+    @staticmethod
+    def rows(thing: str, quantity: str, step: Step, batch: "pd.DataFrame | None") -> "pd.DataFrame":
+        """Windows then set-aside records, in OUTPUT_FIELDS, every column of its declared type
+        (a string column of nothing but NaN would reach Arrow as float and fail the batch)."""
+        import numpy as np
+        import pandas as pd
+
+        windows, aside = step.windows, step.aside
+        n_w, n = len(windows), len(windows) + len(aside)
+        text = {name: np.full(n, None, dtype=object) for name, kind in OUTPUT_FIELDS if kind == "string"}
+        longs = {name: np.zeros(n, dtype=np.int64) for name, kind in OUTPUT_FIELDS if kind == "long"}
+        doubles = {name: np.full(n, np.nan) for name, kind in OUTPUT_FIELDS if kind == "double"}
+        text["record_type"][:n_w], text["record_type"][n_w:] = "aggregate", "late"
+        text["thing"][:], text["quantity"][:] = thing, quantity
+        for i, w in enumerate(windows):
+            text["window_kind"][i], text["window_label"][i] = w.spec.kind, w.spec.label
+            longs["window_size_ms"][i], longs["window_slide_ms"][i] = w.spec.size_ms, w.spec.slide_ms
+            longs["window_start_ms"][i], longs["window_end_ms"][i], longs["count"][i] = w.start_ms, w.end_ms, w.count
+            doubles["mean"][i], doubles["min"][i], doubles["max"][i] = w.mean, w.min, w.max
+            doubles["stddev"][i] = np.nan if w.stddev is None else w.stddev  # NaN reaches Spark as null
+        horizons: list[int | None] = [None] * n
+        if aside:
+            at = np.array([a.index for a in aside], dtype=np.int64)
+            longs["event_time_ms"][n_w:] = batch["event_time_ms"].to_numpy()[at]
+            doubles["value"][n_w:] = batch["value"].to_numpy()[at]
+            text["row_id"][n_w:] = batch["row_id"].to_numpy()[at]
+            text["reason"][n_w:] = [a.reason for a in aside]
+            horizons[n_w:] = [None if a.horizon_ms == NO_TIME else a.horizon_ms for a in aside]
+        columns = {**text, **longs, **doubles, "watermark_ms": pd.array(horizons, dtype="Int64")}
+        return pd.DataFrame({name: columns[name] for name, _ in OUTPUT_FIELDS})
+
+
+def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: int) -> "DataFrame":
+    """Aggregates and late records (OUTPUT_SCHEMA rows) from a measurement stream."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    timeout = GroupStateTimeout.ProcessingTimeTimeout if idle_timeout_ms else GroupStateTimeout.NoTimeout
+    return (measured.groupBy("thing", "quantity")
+            .applyInPandasWithState(WindowFunction(rules, idle_timeout_ms), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+                                    timeout))
 
 
 def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitions: dict[str, int]) -> "DataFrame":
@@ -113,18 +214,15 @@ def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitio
 
 
 def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"]:
-    specs = settings.window_specs()
-    delay_ms = parse_duration_ms(settings.watermark_delay)
+    rules, idle_ms = settings.window_rules(), settings.idle_timeout_ms()
     partitions = {topic: topic_partitions(settings, topic) for topic in (settings.aggregates_topic, settings.late_topic)}
 
     def output(spark: "SparkSession") -> "DataFrame":
-        sources = measurement_sources(spark, settings)
-        measurements = sources[0].select(*MEASUREMENT_COLUMNS)
-        for other in sources[1:]:
-            measurements = measurements.unionByName(other.select(*MEASUREMENT_COLUMNS))
-        log.info("aggregate query", extra={"windows": [s.label for s in specs], "watermark_delay_ms": delay_ms,
+        log.info("aggregate query", extra={"windows": [s.label for s in rules.specs],
+                                           "allowed_lateness_ms": rules.allowed_lateness_ms,
+                                           "idle_timeout_ms": idle_ms, "max_future_ms": rules.max_future_ms,
                                            "partitions": partitions})
-        return to_kafka_records(window_records(measurements, specs, delay_ms), settings, partitions)
+        return to_kafka_records(window_records(measurements(spark, settings), rules, idle_ms), settings, partitions)
 
     return output
 

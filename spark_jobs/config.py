@@ -33,6 +33,9 @@ class SparkJobSettings(Settings):
     query_name: str = setting("", "SPARK_QUERY_NAME",
                               "query name: names the checkpoint, the transactional.id and the marker key "
                               "(default: the job's own name)")
+    max_future: str = setting("1h", "SPARK_MAX_FUTURE",
+                              "set aside (late topic, future_timestamp) a record this far ahead of the batch's "
+                              "processing time, so a bad clock moves no event-time clock; as BRIDGE_MAX_FUTURE")
     transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
                                           "Kafka transaction timeout; must stay below the broker's "
                                           "transaction.max.timeout.ms (15 min by default)")

@@ -24,6 +24,7 @@ from spark_jobs.config import SparkJobSettings
 from spark_jobs.lsb import JoinConfig, PairSpec, process_batch
 from spark_jobs.lsb.results import RESULT_FUNCTIONS
 from spark_jobs.session import ROCKSDB_STATE_STORE
+from spark_jobs.windows import FUTURE_REASON
 from streamkit.config import setting
 from streamkit.logs import setup_logging
 
@@ -79,8 +80,9 @@ STATE_SCHEMA = "lsb binary"
 class GroupJoiner:
     """The per-thing function Spark calls with the thing's rows of one micro-batch. Picklable."""
 
-    def __init__(self, config: JoinConfig) -> None:
+    def __init__(self, config: JoinConfig, max_future_ms: int | None = None) -> None:
         self.config = config
+        self.max_future_ms = max_future_ms
 
     def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
         import pandas as pd
@@ -89,11 +91,31 @@ class GroupJoiner:
         batch = pd.concat(list(frames), ignore_index=True)
         # Arrival order: a thing lives in one Kafka partition, so its offsets order its records.
         batch = batch.sort_values("kafka_offset", kind="stable")
+        if self.max_future_ms is not None:  # a bad clock moves no stream's clock (docs/windows.md)
+            future = batch["event_time_ms"].to_numpy() > state.getCurrentProcessingTimeMs() + self.max_future_ms
+            if future.any():
+                yield self.future_rows(thing, batch[future])
+                batch = batch[~future]
         previous = state.get[0] if state.exists else None
         result = process_batch(self.config, thing, previous, batch["quantity"].to_numpy(),
                                batch["event_time_ms"].to_numpy(), batch["value"].to_numpy())
         state.update((result.state_bytes(self.config),))
         yield self.rows(thing, result, batch["row_id"].to_numpy())
+
+    @staticmethod
+    def future_rows(thing: str, records: "pd.DataFrame") -> "pd.DataFrame":
+        """Records stamped too far ahead of the processing time, as late rows."""
+        import numpy as np
+        import pandas as pd
+
+        n = len(records)
+        frame = {name: (np.full(n, None, dtype=object) if kind == "string" else
+                        np.zeros(n, dtype=np.int64 if kind == "long" else np.float64))
+                 for name, kind in OUTPUT_FIELDS}
+        frame["record_type"][:], frame["thing"][:], frame["reason"][:] = "late", thing, FUTURE_REASON
+        frame["quantity"][:], frame["row_id"][:] = records["quantity"].to_numpy(), records["row_id"].to_numpy()
+        frame["event_time_ms"][:], frame["value"][:] = records["event_time_ms"].to_numpy(), records["value"].to_numpy()
+        return pd.DataFrame(frame)
 
     def rows(self, thing: str, result: Any, row_ids: "np.ndarray") -> "pd.DataFrame":
         """Joined pairs then late records, in OUTPUT_FIELDS (the other kind's columns are
@@ -133,9 +155,10 @@ class GroupJoiner:
         return pd.DataFrame(frame)
 
 
-def to_kafka_records(rows: "DataFrame", settings: JoinSettings) -> "DataFrame":
+def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict[str, int]) -> "DataFrame":
     """Avro values and deterministic keys: pair id for joined pairs, thing|quantity|time for
-    late records (as in the raw topic)."""
+    late records (as in the raw topic); partition crc32(thing), so a thing's results keep the
+    join's order for the aggregates over them."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
@@ -149,20 +172,25 @@ def to_kafka_records(rows: "DataFrame", settings: JoinSettings) -> "DataFrame":
                                   F.lit("join").alias("stage"), F.lit(None).cast("long").alias("watermark_ms")),
                          schema_text("late"))
     late_key = F.concat_ws("|", "thing", "quantity", F.col("event_time_ms").cast("string"))
+    thing_hash = F.crc32(F.encode("thing", "UTF-8"))
     return rows.select(
         F.when(is_joined, F.lit(settings.joined_topic)).otherwise(F.lit(settings.late_topic)).alias("topic"),
         F.when(is_joined, F.col("id")).otherwise(late_key).cast("binary").alias("key"),
-        F.when(is_joined, joined_value).otherwise(late_value).alias("value"))
+        F.when(is_joined, joined_value).otherwise(late_value).alias("value"),
+        F.when(is_joined, F.pmod(thing_hash, F.lit(partitions[settings.joined_topic])))
+        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int").alias("partition"))
 
 
 def build_join(settings: JoinSettings):
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from spark_jobs.runner import read_measurements
+    from spark_jobs.runner import read_measurements, topic_partitions
+    from streamkit.durations import parse_duration_ms
 
-    joiner = GroupJoiner(join_config(settings))
+    joiner = GroupJoiner(join_config(settings), parse_duration_ms(settings.max_future))
     wanted = list(joiner.config.quantities)
+    partitions = {topic: topic_partitions(settings, topic) for topic in (settings.joined_topic, settings.late_topic)}
 
     def build(spark: "SparkSession") -> "DataFrame":
         measurements = read_measurements(spark, settings, with_offsets=True)
@@ -170,7 +198,7 @@ def build_join(settings: JoinSettings):
         rows = (relevant.select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset")
                 .groupBy("thing")
                 .applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout))
-        return to_kafka_records(rows, settings)
+        return to_kafka_records(rows, settings, partitions)
 
     return build
 

@@ -6,12 +6,13 @@ shows both the engine's and the sink's view of every batch.
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 from pyspark.sql.streaming import StreamingQueryListener
+
+from spark_jobs.runner import EVENT_TIME_METRIC
 
 log = logging.getLogger("spark_jobs.listener")
 
@@ -24,16 +25,9 @@ STATE_ROWS = Gauge("spark_state_rows", "rows held in state stores (all stateful 
 STATE_MEMORY = Gauge("spark_state_memory_bytes", "memory used by state stores", ["query"])
 DROPPED_BY_WATERMARK = Counter("spark_rows_dropped_by_watermark_total",
                                "rows Spark's own stateful operators dropped as too late", ["query"])
-WATERMARK = Gauge("spark_watermark_seconds", "event-time watermark (Unix seconds)", ["query"])
+EVENT_TIME = Gauge("spark_event_time_seconds", "newest event time the query has read (Unix seconds)", ["query"])
 LAST_BATCH = Gauge("spark_last_batch_id", "id of the last completed micro-batch", ["query"])
 QUERIES_ACTIVE = Gauge("spark_queries_active", "streaming queries running in this driver", ["query"])
-
-
-def parse_spark_time(text: str | None) -> float | None:
-    """Spark reports event times as ISO-8601 strings in UTC ('2019-04-01T05:26:20.000Z')."""
-    if not text:
-        return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 class PrometheusListener(StreamingQueryListener):
@@ -68,9 +62,9 @@ class PrometheusListener(StreamingQueryListener):
         dropped = sum(op.numRowsDroppedByWatermark for op in operators)
         if dropped:
             DROPPED_BY_WATERMARK.labels(name).inc(dropped)
-        watermark = parse_spark_time((progress.eventTime or {}).get("watermark"))
-        if watermark is not None:
-            WATERMARK.labels(name).set(watermark)
+        newest = _observed(progress, EVENT_TIME_METRIC, "newest_ms")
+        if newest is not None:
+            EVENT_TIME.labels(name).set(max(newest / 1000, _gauge_value(EVENT_TIME, name)))
         log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
                                            "input_rows": progress.numInputRows,
                                            "duration_ms": progress.batchDuration,
@@ -84,6 +78,18 @@ class PrometheusListener(StreamingQueryListener):
             if str(progress.id) == str(event.id):
                 QUERIES_ACTIVE.labels(name).set(0)
         log.info("query terminated", extra={"query_id": str(event.id), "exception": event.exception})
+
+
+def _observed(progress: Any, metric: str, field: str) -> Any:
+    """A field of an observed metric (``DataFrame.observe``) of this batch, None if absent."""
+    row = (getattr(progress, "observedMetrics", None) or {}).get(metric)
+    if row is None:
+        return None
+    return (row.asDict() if hasattr(row, "asDict") else dict(row)).get(field)
+
+
+def _gauge_value(gauge: Gauge, label: str) -> float:
+    return gauge.labels(label)._value.get()
 
 
 def _finite(value: float | None) -> float:

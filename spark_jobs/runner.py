@@ -99,7 +99,19 @@ def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: 
     extra = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset")] if with_offsets else []
     decoded = frame.select(from_avro("value", schema_text("measurement")).alias("m"), *extra).select(
         "m.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
-    return decoded.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+    return observe_event_time(decoded.withColumn("event_time", F.timestamp_millis("event_time_ms")))
+
+
+#: Name of the observed metric with the newest event time a batch read (spark_jobs.listener).
+EVENT_TIME_METRIC = "event_time"
+
+
+def observe_event_time(frame: "DataFrame") -> "DataFrame":
+    """Report each batch's newest event time in its progress: the jobs keep event time per key,
+    so there is no query watermark to show how far event time got."""
+    from pyspark.sql import functions as F
+
+    return frame.observe(EVENT_TIME_METRIC, F.max("event_time_ms").alias("newest_ms"))
 
 
 def read_kafka(spark: "SparkSession", settings: SparkJobSettings, topic: str) -> "DataFrame":

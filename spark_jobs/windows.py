@@ -1,56 +1,52 @@
-"""Event-time windows with an explicit lateness rule, as one stateful operator per (thing, quantity).
+"""Event-time windows per (thing, quantity), judged against that key's own event time.
 
-Why not Spark's built-in ``window()`` aggregation: it silently drops records behind the
-watermark and a ``foreachBatch`` never sees them, but they must go to the late topic with a
-reason. So the windows are kept by ``transformWithStateInPandas`` in EventTime mode, which
-gives the batch's watermark and event-time timers for several windows per key. One pyspark
-detail decides the shape: the stateful operators drop input rows behind the watermark *before*
-user code sees them when the watermark column is among their input; the job therefore projects
-the watermark column away after ``withWatermark`` (the query keeps its watermark and the timers
-work) and classifies late rows itself.
+Pure (numpy only, no Spark), so the rules can be property-tested and benchmarked alone; the
+aggregate job calls :func:`process` with each key's rows of a micro-batch in Kafka arrival order
+and :func:`flush` when a key has been idle too long.
 
-Semantics (exact; deterministic for the batches recorded in the checkpoint):
+Why per key and not Spark's global watermark: a watermark over all partitions runs ahead of a
+sparse partition whenever Spark reads the partitions unevenly (backlogs, restarts, one dense
+machine), and one far-future reading moves it for everybody. Per (thing, quantity) is the
+finest key whose records have a defined order (a thing lives in one Kafka partition) and the
+key the windows are kept by, so one quantity's rate or clock never makes another one late.
 
-* ``W_b``, the watermark of micro-batch b, is Spark's: max event time of all batches before b
-  minus the delay (monotonic, 0 for the first batch; recorded in the offset log, so a
-  replayed batch gets the same one).
-* A record of batch b is **late** iff ``event_time_ms < W_b``: it goes to the late topic with
-  reason ``behind_watermark`` and ``W_b``, and is aggregated nowhere. Otherwise it is added
-  to every window that contains it: ``[start, start + size)``, starts aligned to the epoch at
-  multiples of the slide (tumbling: slide = size).
-* A record this (thing, quantity) already counted, by (event time, row id), is a **duplicate**
-  (the bridge re-sends records after a restart; the raw topic keeps both until compaction): it
-  goes to the late topic with reason ``duplicate`` and counts nowhere. The first one counts.
-* A window is emitted once, final, by the first batch whose watermark is ``>= end``. Every
-  record of it that comes later has ``event_time < end <= W`` and is therefore late, so an
-  emitted window never changes. (A record can be late while its window is still open: the
-  rule is about the record, not the window, which keeps it simple to state and to check.)
-* Per key and batch the rows are sorted by (event time, row id) before accumulating, so a
-  replayed batch gives bit-identical floats.
+The rules, for each key's records in arrival order (exactly; ``docs/windows.md``):
 
-The classification depends on batch boundaries (inherent to watermarks): the same input split
-into other micro-batches can classify a record differently.
+* ``clock`` is the newest event time seen; ``horizon`` = max(clock - allowed lateness, end of
+  every window an idle flush closed). A record is **late** iff its event time < the horizon
+  before it: reason ``behind_watermark`` (behind clock - lateness) or ``window_closed`` (in a
+  window an idle flush already emitted).
+* A record more than ``max_future_ms`` ahead of the batch's processing time is set aside as
+  ``future_timestamp`` and moves no clock.
+* A record this key already counted, by (event time, row id), is a ``duplicate``.
+* Every other record counts in every window containing it; a window is emitted once, final,
+  when the horizon reaches its end (session: last record + gap). Its statistics are computed
+  at that moment from its records ordered by (event time, row id), so they are bit-identical
+  however the input was cut into batches or where a restart happened.
 """
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
 from streamkit.durations import parse_duration_ms
 
 LATE_REASON = "behind_watermark"
+CLOSED_REASON = "window_closed"
 DUPLICATE_REASON = "duplicate"
+FUTURE_REASON = "future_timestamp"
 STAGE = "aggregate"
+NO_TIME = -(2**63)  # "never": below every event time
+END_OF_TIME = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class WindowSpec:
-    kind: str  # "tumbling" | "sliding"
+    """A window kind: tumbling (slide = size), sliding, or session (size = slide = the gap)."""
+
+    kind: str  # "tumbling" | "sliding" | "session"
     size_ms: int
     slide_ms: int
 
@@ -60,7 +56,7 @@ class WindowSpec:
         return f"{self.kind}-{self.size_ms}" + (f"-{self.slide_ms}" if self.kind == "sliding" else "")
 
     def starts(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, window start) for every window containing each time."""
+        """(row index, window start) for every window containing each time (not sessions)."""
         last = (times // self.slide_ms) * self.slide_ms
         per_row = self.size_ms // self.slide_ms + (1 if self.size_ms % self.slide_ms else 0)
         rows = np.repeat(np.arange(len(times)), per_row)
@@ -68,18 +64,19 @@ class WindowSpec:
         keep = starts + self.size_ms > np.repeat(times, per_row)
         return rows[keep], starts[keep]
 
+    def last_end(self, times: np.ndarray) -> np.ndarray:
+        """End of the last window each time belongs to: until then a window still needs it."""
+        return (times // self.slide_ms) * self.slide_ms + self.size_ms
 
-def parse_windows(tumbling: str, sliding: str) -> list[WindowSpec]:
-    """``tumbling``: comma list of sizes ('10s', '' or 'off' for none); ``sliding``: comma
-    list of SIZE/SLIDE ('60s/10s')."""
+
+def parse_windows(tumbling: str, sliding: str, sessions: str = "") -> list[WindowSpec]:
+    """``tumbling``: comma list of sizes ('10s'; '' or 'off': none); ``sliding``: comma list of
+    SIZE/SLIDE ('60s/10s'); ``sessions``: comma list of gaps ('30s')."""
     specs: list[WindowSpec] = []
-    for part in filter(None, (p.strip() for p in tumbling.split(","))):
-        if part.lower() not in {"off", "none"}:
-            size = parse_duration_ms(part)
-            specs.append(WindowSpec("tumbling", size, size))
-    for part in filter(None, (p.strip() for p in sliding.split(","))):
-        if part.lower() in {"off", "none"}:
-            continue
+    for part in _items(tumbling):
+        size = parse_duration_ms(part)
+        specs.append(WindowSpec("tumbling", size, size))
+    for part in _items(sliding):
         size_text, _, slide_text = part.partition("/")
         if not slide_text:
             raise ValueError(f"sliding window needs SIZE/SLIDE, got {part!r}")
@@ -87,179 +84,196 @@ def parse_windows(tumbling: str, sliding: str) -> list[WindowSpec]:
         if slide > size:
             raise ValueError(f"slide {slide_text} larger than size {size_text}: records would fall between windows")
         specs.append(WindowSpec("sliding", size, slide))
+    for part in _items(sessions):
+        gap = parse_duration_ms(part)
+        specs.append(WindowSpec("session", gap, gap))
     if not specs:
         raise ValueError("no window configured")
     return specs
 
 
-# ------------------------------------------------------------------------- Spark schemas
-OUTPUT_FIELDS: list[tuple[str, str]] = [
-    ("record_type", "string"), ("thing", "string"), ("quantity", "string"),
-    ("window_kind", "string"), ("window_size_ms", "long"), ("window_slide_ms", "long"), ("window_label", "string"),
-    ("window_start_ms", "long"), ("window_end_ms", "long"),
-    ("count", "long"), ("mean", "double"), ("min", "double"), ("max", "double"), ("stddev", "double"),
-    ("event_time_ms", "long"), ("value", "double"), ("row_id", "string"), ("reason", "string"), ("watermark_ms", "long"),
-]
-OUTPUT_SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
-STATE_SCHEMA_DDL = "body string"
-
-# One open window: [count, mean, M2 (sum of squared deviations), min, max]
-Accumulator = list[float]
+def _items(text: str) -> list[str]:
+    return [p for p in (part.strip() for part in text.split(",")) if p and p.lower() not in {"off", "none"}]
 
 
-def _merge(acc: Accumulator | None, count: int, mean: float, m2: float, low: float, high: float) -> Accumulator:
-    """Chan et al.'s parallel merge: numerically stable, unlike sums of squares."""
-    if acc is None:
-        return [count, mean, m2, low, high]
-    n_a, mean_a, m2_a, low_a, high_a = acc
-    n = n_a + count
-    delta = mean - mean_a
-    return [n, mean_a + delta * count / n, m2_a + m2 + delta * delta * n_a * count / n, min(low_a, low), max(high_a, high)]
+@dataclass(frozen=True)
+class WindowRules:
+    specs: tuple[WindowSpec, ...]
+    allowed_lateness_ms: int
+    max_future_ms: int | None = None  # None: no check against the processing clock
 
 
-def _window_id(spec: WindowSpec, start: int) -> str:
-    return f"{spec.kind}|{spec.size_ms}|{spec.slide_ms}|{start}"
+@dataclass
+class KeyState:
+    """What a key carries from batch to batch: its clocks and the counted records that a window
+    not yet emitted still needs, sorted by (event time, row id)."""
+
+    clock_ms: int = NO_TIME
+    horizon_ms: int = NO_TIME
+    times: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    row_ids: list[str] = field(default_factory=list)
+
+    @property
+    def has_open_windows(self) -> bool:
+        return bool(len(self.times))
+
+    def to_row(self) -> tuple[int, int, bytes, bytes, str]:
+        return (self.clock_ms, self.horizon_ms, self.times.astype("<i8").tobytes(),
+                self.values.astype("<f8").tobytes(), json.dumps(self.row_ids))
+
+    @classmethod
+    def from_row(cls, row: tuple) -> KeyState:
+        clock, horizon, times, values, row_ids = row
+        return cls(int(clock), int(horizon), np.frombuffer(times, "<i8").astype(np.int64),
+                   np.frombuffer(values, "<f8").astype(np.float64), json.loads(row_ids))
 
 
-def accumulate(windows: dict[str, Accumulator], specs: list[WindowSpec], times: np.ndarray, values: np.ndarray) -> None:
-    for spec in specs:
-        rows, starts = spec.starts(times)
-        if not len(rows):
-            continue
-        stats = (pd.DataFrame({"start": starts, "v": values[rows]}).groupby("start", sort=True)["v"]
-                 .agg(["count", "mean", "var", "min", "max"]))
-        for start, count, mean, var, low, high in stats.itertuples(name=None):
-            m2 = float(var) * (count - 1) if count > 1 else 0.0
-            wid = _window_id(spec, int(start))
-            windows[wid] = _merge(windows.get(wid), int(count), float(mean), m2, float(low), float(high))
+@dataclass(frozen=True)
+class Window:
+    """One emitted window. Sessions: start and end are the first and the last record's time."""
+
+    spec: WindowSpec
+    start_ms: int
+    end_ms: int
+    count: int
+    mean: float
+    min: float
+    max: float
+    stddev: float | None
 
 
-def expire(windows: dict[str, Accumulator], watermark_ms: int) -> list[tuple[str, int, int, int, Accumulator]]:
-    """Remove and return (kind, size, slide, start, acc) of every window with end <= watermark."""
-    done = []
-    for wid in sorted(windows, key=lambda w: (int(w.rsplit("|", 1)[1]), w)):
-        kind, size, slide, start = wid.split("|")
-        if int(start) + int(size) <= watermark_ms:
-            done.append((kind, int(size), int(slide), int(start), windows.pop(wid)))
-    return done
+@dataclass(frozen=True)
+class SetAside:
+    index: int  # position in the batch as given
+    reason: str
+    horizon_ms: int  # what the record was compared with
 
 
-def aggregate_rows(thing: str, quantity: str, closed: list[tuple[str, int, int, int, Accumulator]]) -> dict[str, list]:
-    out: dict[str, list] = {name: [] for name, _ in OUTPUT_FIELDS}
-    for kind, size, slide, start, (count, mean, m2, low, high) in closed:
-        spec = WindowSpec(kind, size, slide)
-        values = {"record_type": "aggregate", "thing": thing, "quantity": quantity, "window_kind": kind,
-                  "window_size_ms": size, "window_slide_ms": slide, "window_label": spec.label,
-                  "window_start_ms": start, "window_end_ms": start + size, "count": int(count), "mean": mean,
-                  "min": low, "max": high, "stddev": math.sqrt(m2 / (count - 1)) if count > 1 else None}
-        for name, _ in OUTPUT_FIELDS:
-            out[name].append(values.get(name))
-    return out
+@dataclass
+class Step:
+    windows: list[Window]
+    aside: list[SetAside]
+    state: KeyState
 
 
-def late_rows(thing: str, quantity: str, aside: pd.DataFrame, watermark_ms: int) -> dict[str, list]:
-    n = len(aside)
-    out: dict[str, list] = {name: [None] * n for name, _ in OUTPUT_FIELDS}
-    out.update(record_type=["late"] * n, thing=[thing] * n, quantity=[quantity] * n,
-               event_time_ms=aside["event_time_ms"].tolist(), value=aside["value"].tolist(),
-               row_id=aside["row_id"].tolist(), reason=aside["reason"].tolist(), watermark_ms=[watermark_ms] * n)
-    return out
+def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
+            now_ms: int | None = None) -> Step:
+    """One key's records of one batch, in arrival order: classify, count, emit what closed."""
+    times = np.asarray(times, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    n = len(times)
+    future = np.zeros(n, bool)
+    if rules.max_future_ms is not None and now_ms is not None:
+        future = times > now_ms + rules.max_future_ms
+    clocks = np.maximum.accumulate(np.concatenate([[state.clock_ms], np.where(future, NO_TIME, times)]))
+    pushes = np.where(future, NO_TIME, _minus(times, rules.allowed_lateness_ms))
+    horizons = np.maximum.accumulate(np.concatenate([[state.horizon_ms], pushes]))
+    before = horizons[:-1]
+    late = ~future & (times < before)
+    behind_clock = times < _minus(clocks[:-1], rules.allowed_lateness_ms)
 
-
-Identity = tuple[int, str]  # (event time, row id): what makes a record the same record again
-
-
-def set_aside(batch: pd.DataFrame, watermark_ms: int, seen: set[Identity]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(set aside with a ``reason`` column, on time) rows of one key's batch, sorted so float
-    sums are replay-stable. Set aside: behind the watermark, or a duplicate: a record this key
-    already counted, recognised by (event time, row id) (a raw record re-sent by the bridge
-    after a restart keeps its row id; joined results have their pair id, and several pairs may
-    share an event time, so the time alone is not an identity). The first one counts."""
-    batch = batch.sort_values(["event_time_ms", "row_id"], kind="stable", ignore_index=True)
-    times = batch["event_time_ms"].to_numpy()
-    is_late = times < watermark_ms
-    known = np.fromiter(((t, r) in seen for t, r in zip(times.tolist(), batch["row_id"].tolist())), bool, len(batch))
-    is_duplicate = ~is_late & (batch.duplicated(["event_time_ms", "row_id"]).to_numpy() | known)
-    aside = is_late | is_duplicate
-    reasons = np.where(is_late[aside], LATE_REASON, DUPLICATE_REASON)
-    return batch[aside].assign(reason=reasons), batch[~aside]
-
-
-def still_open(seen: set[Identity], watermark_ms: int) -> set[Identity]:
-    """Identities worth remembering: below the watermark a repeat is late anyway."""
-    return {(t, r) for t, r in seen if t >= watermark_ms}
-
-
-def next_timer(windows: dict[str, Accumulator]) -> int | None:
-    """Event-time timers fire when timer < watermark: one ms before the earliest window end
-    fires exactly when watermark >= that end."""
-    if not windows:
-        return None
-    return min(int(w.rsplit("|", 1)[1]) + int(w.split("|")[1]) for w in windows) - 1
-
-
-def _frame(columns: dict[str, list]) -> pd.DataFrame:
-    return pd.DataFrame(columns, columns=[name for name, _ in OUTPUT_FIELDS])
-
-
-def make_processor(specs: list[WindowSpec]) -> Any:
-    """A StatefulProcessor for transformWithStateInPandas (EventTime mode) over these specs.
-
-    State per key: one JSON value {"windows": {...open windows...}, "timer": ts or null, "seen":
-    [[event time, row id] at or above the watermark, for duplicates]}, one
-    state read and write per key and batch (the issue's probe: one value per key was ~2x
-    faster than a row per record).
-    """
-    from pyspark.sql.streaming import StatefulProcessor
-
-    class WindowProcessor(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.handle = handle
-            self.state = handle.getValueState("windows", STATE_SCHEMA_DDL)
-
-        def _load(self) -> tuple[dict[str, Accumulator], int | None, set[Identity]]:
-            if not self.state.exists():
-                return {}, None, set()
-            body = json.loads(self.state.get()[0])
-            return body["windows"], body["timer"], {(t, r) for t, r in body.get("seen", ())}
-
-        def _save(self, windows: dict[str, Accumulator], timer: int | None, seen: set[Identity], watermark: int, *,
-                  fired: int | None = None) -> None:
-            wanted = next_timer(windows)
-            if timer is not None and timer != wanted and timer != fired:  # a fired timer is deleted by Spark
-                self.handle.deleteTimer(timer)
-            if wanted is not None and wanted != timer:
-                self.handle.registerTimer(wanted)
-            seen = still_open(seen, watermark)
-            if windows or seen:
-                self.state.update((json.dumps({"windows": windows, "timer": wanted, "seen": sorted(seen)}),))
+    known = set(zip(state.times.tolist(), state.row_ids))
+    aside: list[SetAside] = []
+    counted: list[int] = []
+    for i in range(n):
+        if future[i]:
+            aside.append(SetAside(i, FUTURE_REASON, int(before[i])))
+        elif late[i]:
+            aside.append(SetAside(i, LATE_REASON if behind_clock[i] else CLOSED_REASON, int(before[i])))
+        else:
+            identity = (int(times[i]), row_ids[i])
+            if identity in known:
+                aside.append(SetAside(i, DUPLICATE_REASON, int(before[i])))
             else:
-                self.state.clear()
+                known.add(identity)
+                counted.append(i)
+    kept = _sorted_records(np.concatenate([state.times, times[counted]]),
+                           np.concatenate([state.values, values[counted]]),
+                           state.row_ids + [row_ids[i] for i in counted])
+    grown = KeyState(int(clocks[-1]), int(horizons[-1]), *kept)
+    windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms)
+    return Step(windows, aside, remaining)
 
-        def _emit(self, key: tuple, windows: dict[str, Accumulator], watermark: int) -> Iterator[pd.DataFrame]:
-            closed = expire(windows, watermark)
-            if closed:
-                yield _frame(aggregate_rows(key[0], key[1], closed))
 
-        def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-            watermark = max(int(timerValues.getCurrentWatermarkInMs()), 0)
-            windows, timer, seen = self._load()
-            batch = pd.concat(list(rows), ignore_index=True)
-            aside, on_time = set_aside(batch, watermark, seen)
-            if len(aside):
-                yield _frame(late_rows(key[0], key[1], aside, watermark))
-            times = on_time["event_time_ms"].to_numpy(dtype=np.int64)
-            accumulate(windows, specs, times, on_time["value"].to_numpy(dtype=np.float64))
-            yield from self._emit(key, windows, watermark)
-            self._save(windows, timer, seen | set(zip(times.tolist(), on_time["row_id"].tolist())), watermark)
+def flush(rules: WindowRules, state: KeyState) -> Step:
+    """Emit every open window of an idle key now; later records in them are ``window_closed``."""
+    windows, remaining = _close(rules, state, state.horizon_ms, END_OF_TIME)
+    ends = [state.horizon_ms] + [w.end_ms + (w.spec.size_ms if w.spec.kind == "session" else 0) for w in windows]
+    return Step(windows, [], replace(remaining, horizon_ms=max(ends)))
 
-        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[pd.DataFrame]:
-            watermark = max(int(timerValues.getCurrentWatermarkInMs()), 0)
-            windows, timer, seen = self._load()
-            yield from self._emit(key, windows, watermark)
-            self._save(windows, timer, seen, watermark, fired=expiredTimerInfo.getExpiryTimeInMs())
 
-        def close(self) -> None:
-            pass
+def _minus(times: np.ndarray, amount: int) -> np.ndarray:
+    """times - amount, with "never" staying "never" (no wrap-around)."""
+    return np.where(times == NO_TIME, NO_TIME, times - amount)
 
-    return WindowProcessor()
+
+def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]
+                    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """By (event time, row id): numpy for the times, Python only when some times are equal."""
+    order = np.argsort(times, kind="stable")
+    ordered = times[order]
+    if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+        plain = times.tolist()
+        order = np.array(sorted(range(len(plain)), key=lambda i: (plain[i], row_ids[i])), dtype=np.int64)
+    return times[order], values[order], [row_ids[i] for i in order]
+
+
+def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) -> tuple[list[Window], KeyState]:
+    """Windows whose closing time is in (after_ms, until_ms], and the state without the records
+    that no open window needs any more."""
+    times, values = state.times, state.values
+    windows: list[Window] = []
+    needed = np.zeros(len(times), bool)
+    for spec in rules.specs:
+        if spec.kind == "session":
+            found, still_open = _sessions(spec, times, values, after_ms, until_ms)
+        else:
+            found = _fixed_windows(spec, times, values, after_ms, until_ms)
+            still_open = spec.last_end(times) > until_ms
+        windows.extend(found)
+        needed |= still_open
+    keep = np.flatnonzero(needed)
+    remaining = KeyState(state.clock_ms, state.horizon_ms, times[keep], values[keep],
+                         [state.row_ids[i] for i in keep])
+    return windows, remaining
+
+
+def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
+                   until_ms: int) -> list[Window]:
+    rows, starts = spec.starts(times)
+    ends = starts + spec.size_ms
+    closing = (ends > after_ms) & (ends <= until_ms)
+    rows, starts = rows[closing], starts[closing]
+    order = np.argsort(starts, kind="stable")  # within a window: (event time, row id) order
+    rows, starts = rows[order], starts[order]
+    if not len(rows):
+        return []
+    firsts = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
+    return [_window(spec, int(starts[a]), int(starts[a]) + spec.size_ms, values[rows[a:b]])
+            for a, b in zip(firsts, [*firsts[1:], len(rows)])]
+
+
+def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
+              until_ms: int) -> tuple[list[Window], np.ndarray]:
+    """Sessions (records less than a gap apart) closing in the range; and which records belong
+    to a session still open."""
+    if not len(times):
+        return [], np.zeros(0, bool)
+    firsts = np.flatnonzero(np.concatenate([[True], np.diff(times) >= spec.size_ms]))
+    lasts = [*firsts[1:], len(times)]
+    windows, still_open = [], np.zeros(len(times), bool)
+    for a, b in zip(firsts, lasts):
+        closes_at = int(times[b - 1]) + spec.size_ms
+        if closes_at > until_ms:
+            still_open[a:b] = True
+        elif closes_at > after_ms:
+            windows.append(_window(spec, int(times[a]), int(times[b - 1]), values[a:b]))
+    return windows, still_open
+
+
+def _window(spec: WindowSpec, start: int, end: int, values: np.ndarray) -> Window:
+    n = len(values)
+    mean = float(np.sum(values) / n)
+    stddev = float(np.sqrt(np.sum((values - mean) ** 2) / (n - 1))) if n > 1 else None
+    return Window(spec, start, end, n, mean, float(values.min()), float(values.max()), stddev)

@@ -13,7 +13,7 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from streamkit.config import Settings
@@ -176,9 +176,11 @@ class Pipeline:
         self.restarts[name] = self.restarts.get(name, 0) + 1
         return self.start(name)
 
-    def supervise(self) -> list[str]:
-        """Restart every stage that is not running (as systemd or compose would); the names."""
-        restarted = [name for name in STAGES if name in self.services and not self.services[name].alive()]
+    def supervise(self, skip: Collection[str] = ()) -> list[str]:
+        """Restart every stage that is not running (as systemd or compose would), but those in
+        ``skip`` (held down on purpose); the names."""
+        restarted = [name for name in STAGES
+                     if name in self.services and name not in skip and not self.services[name].alive()]
         for name in restarted:
             self.restart(name)
         return restarted

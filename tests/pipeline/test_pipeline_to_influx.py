@@ -68,7 +68,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
     wiring = Wiring.private(settings)
     topics = wiring.connector_topics
     pipeline = Pipeline(settings, wiring, tmp_path / "run", extra_args={
-        "spark_join": ["--shuffle-partitions", "2"], "spark_aggregate": ["--shuffle-partitions", "2"],
+        "spark_join": ["--shuffle-partitions", "2"], "spark_aggregate": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
         "db_connector": ["--flush-interval-ms", "500"]})
     try:
         pipeline.start_stages()

@@ -1,8 +1,8 @@
-"""python -m spark_jobs.aggregate on the real stack against a pandas reference of the same rules.
+"""python -m spark_jobs.aggregate on the real stack against the brute-force window oracle.
 
-Input comes in two committed transactions, each read as one micro-batch (maxOffsetsPerTrigger
-is larger than either), so the watermark every record is compared with is known exactly:
-phase 1 (the real sample) meets watermark 0; phase 2 meets W1 = max(phase 1) - delay.
+The oracle (tests/window_oracle.py) reads each key's records in the order they were produced,
+which is their Kafka arrival order: every window and every set-aside record must equal it,
+whatever trigger size cut the input into batches.
 """
 from __future__ import annotations
 
@@ -12,219 +12,254 @@ import time
 import urllib.request
 import uuid
 import zlib
+from collections import Counter
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.events import parse_row
-from streamkit.harness import REPO, new_lane
-from tests.spark.helpers import log_tail, private_topic, produce_committed, read_to_end, spark_service
+from streamkit.harness import new_lane
+from tests.oracles import distinct_records, event_time_rows, file_rows
+from tests.spark.helpers import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
+from tests.window_oracle import Expected, Record, Spec, window_oracle
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
-DELAY_MS = 10_000
-TUMBLING_MS = 10_000
-SLIDING_MS, SLIDE_MS = 60_000, 20_000
+LATENESS_MS = 10_000
+TUMBLING = Spec("tumbling", 10_000, 10_000)
+SLIDING = Spec("sliding", 60_000, 20_000)
+SESSION = Spec("session", 5_000, 5_000)
+T0 = 1_554_000_000_000  # 2019-03-31, as the sample
 
 
-def sample_measurements() -> list[dict]:
-    """What the bridge makes of the sample: one record per quantity, last write per key wins."""
-    records: dict[tuple, dict] = {}
-    for line in SAMPLE.read_bytes().splitlines():
-        if line.strip():
-            row = parse_row(line)
-            for quantity, value in row.quantities.items():
-                records[(row.thing, quantity, row.timestamp_ms)] = {
-                    "thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
-                    "value": float(value), "row_id": row.row_id}
-    return list(records.values())
+def window_args(specs: list[Spec]) -> list[str]:
+    args = {"tumbling": [], "sliding": [], "session": []}
+    for s in specs:
+        args[s.kind].append(f"{s.size_ms}ms" if s.kind != "sliding" else f"{s.size_ms}ms/{s.slide_ms}ms")
+    return ["--tumbling", ",".join(args["tumbling"]) or "off", "--sliding", ",".join(args["sliding"]) or "off",
+            "--session-gap", ",".join(args["session"]) or "off", "--allowed-lateness", f"{LATENESS_MS}ms"]
 
 
-def windows_of(t: int, size: int, slide: int) -> list[int]:
-    """Written independently of the job: every aligned start s with s <= t < s + size."""
-    first = (t - size) // slide * slide + slide
-    return [s for s in range(first, t + 1, slide) if s <= t < s + size]
+def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
+    """Two things on partition 0 and two on partition 1 (crc32, as the bridge places them)."""
+    found: dict[int, list[str]] = {0: [], 1: []}
+    n = 0
+    while min(len(v) for v in found.values()) < 2:
+        name = f"Machine{n}"
+        found.setdefault(zlib.crc32(name.encode()) % partitions, []).append(name)
+        n += 1
+    return found[0][0], found[1][0], found[0][1], found[1][1]
 
 
-def reference(phases: list[list[dict]], delay_ms: int) -> tuple[dict[bytes, dict], set[bytes], int]:
-    """Expected aggregates by key, late keys, and the final watermark."""
-    watermark, on_time, late = 0, [], set()
-    for phase in phases:
-        for record in phase:
-            if record["event_time_ms"] < watermark:
-                late.add(f"{record['thing']}|{record['quantity']}|{record['event_time_ms']}".encode())
-            else:
-                on_time.append(record)
-        watermark = max(watermark, max(r["event_time_ms"] for r in phase) - delay_ms)
-    rows = []
-    for record in on_time:
-        for label, size, slide in ((f"tumbling-{TUMBLING_MS}", TUMBLING_MS, TUMBLING_MS),
-                                   (f"sliding-{SLIDING_MS}-{SLIDE_MS}", SLIDING_MS, SLIDE_MS)):
-            for start in windows_of(record["event_time_ms"], size, slide):
-                rows.append((record["thing"], record["quantity"], label, size, start, record["value"]))
-    frame = pd.DataFrame(rows, columns=["thing", "quantity", "label", "size", "start", "value"])
-    frame = frame[frame["start"] + frame["size"] <= watermark]
-    stats = frame.groupby(["thing", "quantity", "label", "size", "start"])["value"].agg(
-        ["count", "mean", "min", "max", "std"]).reset_index()
-    expected = {}
-    for r in stats.itertuples(index=False):
-        key = f"{r.thing}|{r.quantity}|{r.label}|{r.start}".encode()
-        expected[key] = {"window_start_ms": r.start, "window_end_ms": r.start + r.size, "count": r.count,
-                         "mean": r.mean, "min": r.min, "max": r.max, "stddev": None if r.count == 1 else r.std}
-    return expected, late, watermark
-
-
-def produce_measurements(settings: Settings, topic: str, records: list[dict], partitions: int) -> None:
+def produce_measurements(settings: Settings, topic: str, records: list[Record], partitions: int) -> None:
     codec = AvroCodec("measurement")
     produce_committed(settings, [
-        (topic, f"{r['thing']}|{r['quantity']}|{r['event_time_ms']}".encode(), codec.encode(r),
-         zlib.crc32(r["thing"].encode()) % partitions) for r in records])
+        (topic, f"{thing}|{quantity}|{t}".encode(),
+         codec.encode({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value, "row_id": row_id}),
+         zlib.crc32(thing.encode()) % partitions) for thing, quantity, t, value, row_id in records])
 
 
-def wait_committed(settings: Settings, topic: str, count: int, service, log: Path, timeout_s: float = 240) -> list:
-    deadline = time.monotonic() + timeout_s
-    messages: list = []
-    while time.monotonic() < deadline:
-        assert service.alive(), f"job died: {log_tail(log)}"
-        messages = read_to_end(settings, topic)
-        if len(messages) >= count:
-            return messages
-        time.sleep(2)
-    raise AssertionError(f"{topic}: {len(messages)} of {count} records after {timeout_s}s: {log_tail(log)}")
+def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, dict]]:
+    codec = AvroCodec(schema)
+    return [(m.key(), codec.decode(m.value())) for m in read_to_end(settings, topic)]
 
 
-def test_aggregate_job_matches_pandas_reference(stack_settings: Settings, tmp_path: Path) -> None:
-    lane = new_lane(stack_settings)
+def assert_windows_equal(got: list[tuple[bytes, dict]], expected: Expected) -> None:
+    keys = Counter(key for key, _ in got)
+    assert max(keys.values(), default=1) == 1, f"windows emitted twice: {[k for k, n in keys.items() if n > 1][:3]}"
+    have = {key: value for key, value in got}
+    want = {"|".join(map(str, k)).encode(): v for k, v in expected.windows.items()}
+    assert have.keys() == want.keys(), (sorted(want.keys() - have.keys())[:3], sorted(have.keys() - want.keys())[:3])
+    for key, w in want.items():
+        h = have[key]
+        for field in ("window_start_ms", "window_end_ms", "count", "min", "max"):
+            assert h[field] == w[field], (key, field, h[field], w[field])
+        assert math.isclose(h["mean"], w["mean"], rel_tol=1e-12, abs_tol=1e-12), key
+        assert (h["stddev"] is None) == (w["stddev"] is None), key
+        if w["stddev"] is not None:
+            assert math.isclose(h["stddev"], w["stddev"], rel_tol=1e-9, abs_tol=1e-12), key
+
+
+def aside_of(got: list[tuple[bytes, dict]]) -> Counter:
+    return Counter((r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"]) for _, r in got)
+
+
+def expected_aside(expected: Expected) -> Counter:
+    return Counter((thing, quantity, t, row_id, reason) for (thing, quantity, t, row_id, _), reason
+                   in expected.aside.items())
+
+
+class Outputs:
+    """Private output topics and a checkpoint for one run of the job."""
+
+    def __init__(self, settings: Settings, tmp: Path, name: str) -> None:
+        self.aggregates, self.late = private_topic(settings, "agg", 2), private_topic(settings, "late", 2)
+        self.markers = private_topic(settings, "markers", 1, compact=True)
+        self.query = f"{name}-{uuid.uuid4().hex[:8]}"
+        self.checkpoint, self.log = tmp / f"{name}-checkpoint", tmp / f"{name}.log"
+
+    def args(self) -> list[str]:
+        return ["--aggregates-topic", self.aggregates, "--late-topic", self.late, "--marker-topic", self.markers,
+                "--query-name", self.query, "--checkpoint-dir", str(self.checkpoint)]
+
+
+def skewed_and_bad_clock_input(partitions: int) -> list[Record]:
+    """The issue's measured cases in one input, each stream in event-time order: A at 1 Hz over
+    1,000 s with B (other partition) at 1 Hz for 500 s then 10 Hz; C and D at 1 Hz with one
+    reading of C ten years ahead. Then one record per key at 1,010 s, which closes every window
+    of the first 1,000 s."""
+    a, b, c, d = things_on_partitions(partitions)
+    records: list[Record] = []
+    for second in range(1000):
+        t = T0 + second * 1000
+        records += [(a, "speed", t, float(second % 7), f"a{second}"), (c, "speed", t, float(second % 5), f"c{second}"),
+                    (d, "speed", t, float(second % 3), f"d{second}")]
+        records += [(b, "speed", t + k * 100, float(k), f"b{second}.{k}") for k in range(1 if second < 500 else 10)]
+        if second == 400:
+            records.append((c, "speed", t + 10 * 365 * 86_400_000, 99.0, "c-bad-clock"))
+    records += [(thing, "speed", T0 + 1_010_000, 0.0, f"{thing}-closer") for thing in (a, b, c, d)]
+    return records
+
+
+def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_path: Path) -> None:
+    """Skewed partitions and a bad clock, read in batches of 400, 1,300 and 100,000 records by a
+    backfill (--available-now): every window of the first 1,000 s, no late record but the bad
+    clock, and the same records in all three runs."""
     partitions = stack_settings.topic_partitions
-    aggregates, late_topic = private_topic(stack_settings, "agg", 2), private_topic(stack_settings, "late", 2)
-    markers = private_topic(stack_settings, "markers", 1, compact=True)
-    phase1 = sorted(sample_measurements(), key=lambda r: r["event_time_ms"])
-    w1 = max(r["event_time_ms"] for r in phase1) - DELAY_MS
-    thing, quantity = phase1[-1]["thing"], phase1[-1]["quantity"]
+    records = skewed_and_bad_clock_input(partitions)
+    lane = new_lane(stack_settings)
+    produce_measurements(stack_settings, lane.raw_topic, records, partitions)
+    specs = [TUMBLING]
+    expected = window_oracle(records, specs, LATENESS_MS, now_ms=int(time.time() * 1000), max_future_ms=3_600_000)
+    assert len(expected.windows) == 400 and all(w["window_end_ms"] <= T0 + 1_000_000
+                                                for w in expected.windows.values())
+    runs = []
+    for trigger in (400, 1300, 100_000):
+        out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
+        service = spark_service("spark_jobs.aggregate", [
+            "--raw-topic", lane.raw_topic, *out.args(), *window_args(specs), "--available-now",
+            "--max-offsets-per-trigger", str(trigger)], out.log).start()
+        assert service.process.wait(600) == 0, log_tail(out.log)
+        aggregates, late = decoded(stack_settings, out.aggregates, "aggregate"), decoded(stack_settings, out.late, "late")
+        assert_windows_equal(aggregates, expected)
+        assert [(r["row_id"], r["reason"]) for _, r in late] == [("c-bad-clock", "future_timestamp")], trigger
+        runs.append((Counter((k, tuple(sorted(v.items()))) for k, v in aggregates), aside_of(late)))
+    assert runs[0] == runs[1] == runs[2]  # bit for bit, not only close
 
-    def extra(t: int, q: str = quantity) -> dict:
-        return {"thing": thing, "quantity": q, "event_time_ms": t, "value": float(t % 1000), "row_id": str(uuid.uuid4())}
 
-    phase2 = [extra(w1 - 3_600_000), extra(w1 - 1, "lateProbe"),  # late: far behind; just behind (window open)
-              extra(w1, "lateProbe"),                              # exactly at the watermark: on time
-              extra(w1 + 3_600_000)]                               # moves the watermark: closes every earlier window
-    expected1, late1, _ = reference([phase1], DELAY_MS)
-    expected, late, final_watermark = reference([phase1, phase2], DELAY_MS)
-    assert late1 == set() and len(late) == 2 and final_watermark == w1 + 3_600_000 - DELAY_MS
-
-    resent = phase1[::200]  # the bridge re-sends after a restart: same records again, must count once
-    produce_measurements(stack_settings, lane.raw_topic, phase1 + resent, partitions)
-    log = tmp_path / "aggregate.log"
-    query = f"agg-{uuid.uuid4().hex[:8]}"
+def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(stack_settings: Settings,
+                                                                               tmp_path: Path) -> None:
+    """The sample with re-sent rows and late probes, tumbling, sliding and session windows, then
+    both sides of the idle timeout: a key that speaks again within it keeps its windows open
+    (its second record counts in the same windows as its first); a key silent longer has them
+    emitted, and a record in them afterwards is ``window_closed``."""
+    partitions = stack_settings.topic_partitions
+    sample = [(thing, quantity, t, value, f"row{i}") for i, (thing, quantity, t, value)
+              in enumerate(distinct_records(event_time_rows(SAMPLE)))]
+    thing = sample[-1][0]
+    newest = max(r[2] for r in sample if r[0] == thing)
+    probes = [(thing, "probe", newest, 1.0, "p1"), (thing, "probe", newest - 20_000, 2.0, "p2"),  # late
+              (thing, "probe", newest - 10_000, 3.0, "p3")]  # exactly at the allowed lateness: on time
+    phase1 = sample + sample[-40:] + probes  # the last rows re-sent (as after a bridge restart): duplicates
+    specs = [TUMBLING, SLIDING, SESSION]
+    idle_s = 20
+    lane = new_lane(stack_settings)
+    out = Outputs(stack_settings, tmp_path, "agglive")
+    produce_measurements(stack_settings, lane.raw_topic, phase1, partitions)
     service = spark_service("spark_jobs.aggregate", [
-        "--raw-topic", lane.raw_topic, "--aggregates-topic", aggregates, "--late-topic", late_topic,
-        "--marker-topic", markers, "--query-name", query,
-        "--checkpoint-dir", str(tmp_path / "checkpoint"), "--tumbling", f"{TUMBLING_MS}ms",
-        "--sliding", f"{SLIDING_MS // 1000}s/{SLIDE_MS // 1000}s", "--watermark-delay", f"{DELAY_MS // 1000}s",
-        "--trigger-seconds", "0.5"], log).start()
+        "--raw-topic", lane.raw_topic, *out.args(), *window_args(specs), "--idle-timeout", f"{idle_s}s",
+        "--trigger-seconds", "0.5"], out.log).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
+    silent, talking = ("Silent", "q"), ("Talking", "q")
+    # every key of the sample goes silent after its last record: idle flush for all of them
+    sample_flushes = [(*key, n) for key, n in Counter(r[:2] for r in phase1).items()]
     try:
-        wait_committed(stack_settings, aggregates, len(expected1), service, log)
+        in_phase1 = window_oracle(phase1, specs, LATENESS_MS, flush_after=sample_flushes)
+        wait_for(stack_settings, out.aggregates, len(in_phase1.windows), service, out.log)
+        # both sides of the idle timeout: one record each now, Talking again before the timeout
+        phase2 = [(*silent, T0, 1.0, "s1"), (*talking, T0, 1.0, "t1")]
         produce_measurements(stack_settings, lane.raw_topic, phase2, partitions)
-        wait_committed(stack_settings, late_topic, len(late) + len(resent), service, log)
-        messages = wait_committed(stack_settings, aggregates, len(expected), service, log)
+        time.sleep(idle_s / 2)
+        phase3 = [(*talking, T0 + 1000, 2.0, "t2")]
+        produce_measurements(stack_settings, lane.raw_topic, phase3, partitions)
+        # each flushed: 1 tumbling, 3 sliding (60 s every 20 s), 1 session window
+        wait_for(stack_settings, out.aggregates, 10, service, out.log, idle_s * 4,
+                 match=lambda r: r["thing"] in ("Silent", "Talking"))
+        phase4 = [(*silent, T0 + 2000, 3.0, "s2")]  # in a window the idle flush closed
+        produce_measurements(stack_settings, lane.raw_topic, phase4, partitions)
+        wait_for(stack_settings, out.late, 1, service, out.log, match=lambda r: r["row_id"] == "s2")
         time.sleep(3)  # anything beyond the expected output would show up now
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     finally:
         code = service.terminate(120)
-    assert code == 0, f"SIGTERM exit {code}: {log_tail(log)}"
+    assert code == 0, f"SIGTERM exit {code}: {log_tail(out.log)}"
 
-    messages = read_to_end(stack_settings, aggregates)
-    codec = AvroCodec("aggregate")
-    got = {}
-    for message in messages:
-        assert message.key() not in got, f"duplicate window {message.key()!r}"
-        got[message.key()] = codec.decode(message.value())
-        assert message.partition() == zlib.crc32(got[message.key()]["thing"].encode()) % 2
-    assert set(got) == set(expected), (sorted(set(expected) - set(got))[:3], sorted(set(got) - set(expected))[:3])
-    for key, want in expected.items():
-        have = got[key]
-        for field in ("window_start_ms", "window_end_ms", "count", "min", "max"):
-            assert have[field] == want[field], (key, field, have[field], want[field])
-        assert math.isclose(have["mean"], want["mean"], rel_tol=1e-9, abs_tol=1e-12), key
-        if want["stddev"] is None:
-            assert have["stddev"] is None, key
-        else:
-            assert math.isclose(have["stddev"], want["stddev"], rel_tol=1e-7, abs_tol=1e-9), key
+    # Silent went idle after its 1st record, Talking after its 2nd (and only then)
+    expected = window_oracle(phase1 + phase2 + phase3 + phase4, specs, LATENESS_MS,
+                             flush_after=[*sample_flushes, (*silent, 1), (*talking, 2)])
+    aggregates = decoded(stack_settings, out.aggregates, "aggregate")
+    assert_windows_equal(aggregates, expected)
+    assert {v["count"] for _, v in aggregates if v["thing"] == "Talking"} == {2}
+    assert {v["count"] for _, v in aggregates if v["thing"] == "Silent"} == {1}
+    late = decoded(stack_settings, out.late, "late")
+    assert aside_of(late) == expected_aside(expected)
+    reasons = Counter(r["reason"] for _, r in late)
+    assert reasons["duplicate"] >= 10 and reasons["behind_watermark"] >= 1 and reasons["window_closed"] == 1, reasons
+    assert ("probe", "p2") in {(r["quantity"], r["row_id"]) for _, r in late if r["reason"] == "behind_watermark"}
+    assert all(r["stage"] == "aggregate" and r["watermark_ms"] is not None for _, r in late)
 
-    late_messages = read_to_end(stack_settings, late_topic)
-    late_codec = AvroCodec("late")
-    by_reason: dict[str, list] = {}
-    for message in late_messages:
-        record = late_codec.decode(message.value())
-        by_reason.setdefault(record["reason"], []).append((message.key(), record))
-    assert {key for key, _ in by_reason["behind_watermark"]} == late and len(by_reason["behind_watermark"]) == len(late)
-    assert all((r["stage"], r["watermark_ms"]) == ("aggregate", w1) for _, r in by_reason["behind_watermark"])
-    resent_keys = sorted(f"{r['thing']}|{r['quantity']}|{r['event_time_ms']}".encode() for r in resent)
-    assert sorted(key for key, _ in by_reason["duplicate"]) == resent_keys
-    assert set(by_reason) == {"behind_watermark", "duplicate"}
-
-    def metric(name: str, labels: str) -> float:
-        match = re.search(rf"^{name}{{{labels}}} (\S+)$", metrics, re.M)
-        assert match, f"{name}{{{labels}}} missing from /metrics: " + "\n".join(
-            line for line in metrics.splitlines() if line.startswith(name))
+    def metric(name: str) -> float:
+        match = re.search(rf'^{name}{{.*query="{out.query}".*}} (\S+)$', metrics, re.M)
+        assert match, f"{name} missing from /metrics"
         return float(match.group(1))
 
-    assert metric("eos_transactions_total", f'outcome="committed",query="{query}"') >= 3  # phase 1, late, phase 2
-    assert metric("eos_transactions_total", f'outcome="aborted",query="{query}"') == 0
-    assert metric("spark_watermark_seconds", f'query="{query}"') == final_watermark / 1000
-    assert metric("spark_input_rows_total", f'query="{query}"') == len(phase1) + len(resent) + len(phase2)
+    assert metric("spark_event_time_seconds") * 1000 == max(r[2] for r in phase1 + phase2)  # newest read
+    assert metric("spark_input_rows_total") == len(phase1 + phase2 + phase3 + phase4)
+
+
+def wait_for(settings: Settings, topic: str, count: int, service, log: Path, timeout_s: float = 240, *,
+             match=lambda record: True) -> None:
+    schema = "late" if ".late." in topic else "aggregate"
+    deadline = time.monotonic() + timeout_s
+    found = 0
+    while time.monotonic() < deadline:
+        assert service.alive(), f"job died: {log_tail(log)}"
+        found = sum(1 for _, r in decoded(settings, topic, schema) if match(r))
+        if found >= count:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{topic}: {found} of {count} records after {timeout_s}s: {log_tail(log)}")
 
 
 def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
     """--source joined: each join result (here mechanical_power) aggregated as a quantity of its
-    own, under the joined stream's own watermark."""
+    own, keyed and judged like a raw quantity, in the joined topic's arrival order."""
     from spark_jobs.lsb import JoinConfig, LocalStreamBuffer
 
     buffer = LocalStreamBuffer(JoinConfig.single("actSpeed_C11", "vaTorque_C11"))
     pairs = []
-    for r in sorted(sample_measurements(), key=lambda r: r["event_time_ms"]):
-        if r["quantity"] in ("actSpeed_C11", "vaTorque_C11"):
-            pairs.extend(buffer.push(r["thing"], r["quantity"], r["event_time_ms"], r["value"]).pairs)
-    pairs.sort(key=lambda p: p.event_time)
+    for thing, quantity, t, value in distinct_records(file_rows(SAMPLE)):
+        if quantity in ("actSpeed_C11", "vaTorque_C11"):
+            pairs.extend(buffer.push(thing, quantity, t, value).pairs)
     assert len(pairs) > 1000
-    as_measurements = [{"thing": p.key, "quantity": "mechanical_power", "event_time_ms": p.event_time,
-                        "value": p.result, "row_id": p.id} for p in pairs]
-    last = as_measurements[-1]
-    closer = {**last, "event_time_ms": last["event_time_ms"] + 3_600_000, "row_id": "closer"}
-    expected, late, _ = reference([as_measurements, [closer]], DELAY_MS)
-    assert expected and not late
+    as_records: list[Record] = [(p.key, "mechanical_power", p.event_time, p.result, p.id) for p in pairs]
+    specs = [TUMBLING, SLIDING]
+    expected = window_oracle(as_records, specs, LATENESS_MS)
+    assert expected.windows
 
     joined = private_topic(stack_settings, "joined", 1)
     codec = AvroCodec("joined")
-
-    def joined_record(m: dict) -> tuple:
-        value = codec.encode({"id": m["row_id"], "thing": m["thing"], "left_quantity": "actSpeed_C11",
-                              "right_quantity": "vaTorque_C11", "left_time_ms": m["event_time_ms"],
-                              "right_time_ms": m["event_time_ms"], "left_value": 0.0, "right_value": 0.0,
-                              "result_name": "mechanical_power", "result": m["value"],
-                              "event_time_ms": m["event_time_ms"]})
-        return (joined, m["row_id"].encode(), value, 0)
-
-    produce_committed(stack_settings, [joined_record(m) for m in as_measurements])
-    produce_committed(stack_settings, [joined_record(closer)])
-    aggregates, late_topic = private_topic(stack_settings, "agg", 2), private_topic(stack_settings, "late", 2)
-    log = tmp_path / "aggregate.log"
+    produce_committed(stack_settings, [
+        (joined, row_id.encode(), codec.encode({
+            "id": row_id, "thing": thing, "left_quantity": "actSpeed_C11", "right_quantity": "vaTorque_C11",
+            "left_time_ms": t, "right_time_ms": t, "left_value": 0.0, "right_value": 0.0,
+            "result_name": quantity, "result": value, "event_time_ms": t}), 0)
+        for thing, quantity, t, value, row_id in as_records])
+    out = Outputs(stack_settings, tmp_path, "aggjoined")
     service = spark_service("spark_jobs.aggregate", [
-        "--source", "joined", "--joined-topic", joined, "--aggregates-topic", aggregates, "--late-topic", late_topic,
-        "--marker-topic", private_topic(stack_settings, "markers", 1, compact=True),
-        "--query-name", f"aggj-{uuid.uuid4().hex[:8]}", "--checkpoint-dir", str(tmp_path / "checkpoint"),
-        "--tumbling", f"{TUMBLING_MS}ms", "--sliding", f"{SLIDING_MS // 1000}s/{SLIDE_MS // 1000}s",
-        "--watermark-delay", f"{DELAY_MS // 1000}s", "--max-offsets-per-trigger", str(len(as_measurements)),
-        "--available-now"], log).start()
-    assert service.process.wait(600) == 0, log_tail(log)
-    codec_out = AvroCodec("aggregate")
-    got = {m.key(): codec_out.decode(m.value()) for m in read_to_end(stack_settings, aggregates)}
-    assert set(got) == set(expected), (sorted(set(expected) - set(got))[:3], sorted(set(got) - set(expected))[:3])
-    for key, want in expected.items():
-        assert got[key]["count"] == want["count"] and math.isclose(got[key]["mean"], want["mean"], rel_tol=1e-9,
-                                                                   abs_tol=1e-9), key
-    assert read_to_end(stack_settings, late_topic) == []
+        "--source", "joined", "--joined-topic", joined, *out.args(), *window_args(specs),
+        "--max-offsets-per-trigger", "700", "--available-now"], out.log).start()
+    assert service.process.wait(600) == 0, log_tail(out.log)
+    assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
+    assert aside_of(decoded(stack_settings, out.late, "late")) == expected_aside(expected)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.listener import WATERMARK, PrometheusListener, parse_spark_time
+from spark_jobs.listener import EVENT_TIME, PrometheusListener
 from spark_jobs.runner import BatchGate, StopRequested
 
 
@@ -37,6 +37,12 @@ def test_listener_exports_progress() -> None:
     operator = SimpleNamespace(numRowsTotal=24, memoryUsedBytes=4096, numRowsDroppedByWatermark=0)
     progress = SimpleNamespace(name="unit-q", id="x", batchId=3, batchDuration=1500, inputRowsPerSecond=float("nan"),
                                processedRowsPerSecond=1200.0, numInputRows=50, stateOperators=[operator],
-                               eventTime={"watermark": "2019-04-01T05:26:20.000Z"})
-    PrometheusListener().record(progress)
-    assert WATERMARK.labels("unit-q")._value.get() == parse_spark_time("2019-04-01T05:26:20.000Z") == 1554096380.0
+                               observedMetrics={"event_time": {"newest_ms": 1_554_096_380_000}})
+    listener = PrometheusListener()
+    listener.record(progress)
+    assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
+    older = SimpleNamespace(**{**vars(progress), "observedMetrics": {"event_time": {"newest_ms": 1_000}}})
+    listener.record(older)  # an older batch maximum never moves it back
+    assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
+    listener.record(SimpleNamespace(**{**vars(progress), "observedMetrics": {}}))
+    assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0

@@ -9,6 +9,7 @@ yet is the pipeline test's business).
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import time
 import urllib.parse
@@ -35,6 +36,7 @@ QUANTITIES = ("actSpeed_C11", "vaTorque_C11", "vaPower_C11")
 SECONDS = 120
 RIGHT_DELAY_MS = 200
 WINDOWS = {"tumbling-60000": (60_000, 60_000), "sliding-60000-30000": (60_000, 30_000)}
+SESSIONS = "session-5000"
 
 
 def speed(thing: int, second: int) -> float:
@@ -84,6 +86,12 @@ def aggregate_lines(t0_ms: int) -> list[str]:
                     lines.append(f"aggregate,quantity={quantity},thing={thing},window={window} count={len(values)}i,"
                                  f"mean={mean},min={min(values)},max={max(values)},stddev={stddev},"
                                  f"window_end_ms={t0_ms + start + size}i {(t0_ms + start) * 1_000_000}")
+        for start, (quantity, of) in itertools.product(range(0, SECONDS * 1000, 30_000), (
+                ("actSpeed_C11", speed), ("vaTorque_C11", torque))):  # sessions: 20 s running, 10 s stopped
+            values = [of(k, s) for s in range(start // 1000, start // 1000 + 20)]
+            lines.append(f"aggregate,quantity={quantity},thing={thing},window={SESSIONS} count=20i,"
+                         f"mean={sum(values) / 20},min={min(values)},max={max(values)},"
+                         f"window_end_ms={t0_ms + start + 19_000}i,duration_ms=19000i {(t0_ms + start) * 1_000_000}")
     return lines
 
 
@@ -183,7 +191,7 @@ def test_variables_and_repeats_resolve_like_grafana(stack_settings: Settings,
     assert all(r.points > 0 for r in raw_inputs), describe(raw_inputs)
     # Window aggregates repeats its row per window and the band panel per quantity inside it.
     bands = [r for r in results if r.dashboard == "Window aggregates" and r.panel_id == 3]
-    assert sorted(r.panel for r in bands) == sorted(f"{q} ({w})" for q in QUANTITIES[:2] for w in WINDOWS)
+    assert sorted(r.panel for r in bands) == sorted(f"{q} ({w})" for q in QUANTITIES[:2] for w in [*WINDOWS, SESSIONS])
     assert all(r.points > 0 for r in bands), describe(bands)
 
 

@@ -96,6 +96,10 @@ def test_aggregate_line_omits_a_missing_stddev() -> None:
     several = encoder.encode(("T1", "q", "tumbling", 10_000, 10_000, 0, 10_000, 3, 2.0, 1.0, 3.0, 1.0))
     assert "window=tumbling-10000 " in aggregate_converter()(message(several))
     assert aggregate_converter()(message(several)).split(" ")[1].endswith(",stddev=1.0")
+    session = encoder.encode(("T1", "q", "session", 30_000, 30_000, 5_000, 65_000, 2, 2.0, 1.0, 3.0, None))
+    assert aggregate_converter()(message(session)) == (
+        "aggregate,quantity=q,thing=T1,window=session-30000 count=2i,mean=2.0,min=1.0,max=3.0,"
+        "window_end_ms=65000i,duration_ms=60000i 5000000000")
 
 
 def test_late_line_is_exact() -> None:

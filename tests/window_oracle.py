@@ -1,0 +1,115 @@
+"""A brute-force reference of the window rules (docs/windows.md), written without the windows
+library: one record at a time in each key's arrival order, windows found by enumeration,
+statistics with exact arithmetic. Tests compare the library and the real job with it."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+#: thing, quantity, event time ms, value, row id: one record as the job reads it
+Record = tuple[str, str, int, float, str]
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str  # tumbling | sliding | session
+    size_ms: int
+    slide_ms: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}-{self.size_ms}" + (f"-{self.slide_ms}" if self.kind == "sliding" else "")
+
+
+@dataclass
+class Expected:
+    windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics
+    aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
+
+
+def starts_containing(t: int, size: int, slide: int) -> list[int]:
+    """Every start s, a multiple of the slide, with s <= t < s + size."""
+    s = t - t % slide
+    out = []
+    while s + size > t:
+        out.append(s)
+        s -= slide
+    return out
+
+
+def statistics_of(values: list[float]) -> dict:
+    exact = [Fraction(v) for v in values]
+    return {"count": len(values), "mean": float(sum(exact) / len(exact)), "min": min(values), "max": max(values),
+            "stddev": statistics.stdev(values) if len(values) > 1 else None}
+
+
+def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int, *,
+                  flush_after: Iterable[tuple[str, str, int]] = (), now_ms: int | None = None,
+                  max_future_ms: int | None = None) -> Expected:
+    """``records`` in arrival order (only each key's order matters); ``flush_after``: (thing,
+    quantity, n): the key went idle after its n-th record (1-based)."""
+    flushes = set(flush_after)
+    by_key: dict[tuple[str, str], list[Record]] = {}
+    for record in records:
+        by_key.setdefault((record[0], record[1]), []).append(record)
+    expected = Expected({}, {})
+    for (thing, quantity), mine in by_key.items():
+        clock = horizon = None
+        segment: list[Record] = []
+        counted_ids: set[tuple[int, str]] = set()
+        for position, (_, _, t, value, row_id) in enumerate(mine, 1):
+            ident = (thing, quantity, t, row_id, position)
+            if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
+                expected.aside[ident] = "future_timestamp"
+            elif horizon is not None and t < horizon:
+                behind = clock is not None and t < clock - lateness_ms
+                expected.aside[ident] = "behind_watermark" if behind else "window_closed"
+            elif (t, row_id) in counted_ids:
+                expected.aside[ident] = "duplicate"
+            else:
+                counted_ids.add((t, row_id))
+                segment.append((thing, quantity, t, value, row_id))
+            if expected.aside.get(ident) != "future_timestamp":
+                clock = t if clock is None else max(clock, t)
+                horizon = clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
+            if (thing, quantity, position) in flushes:
+                closed_until = _emit(expected, segment, specs, None)
+                horizon = max(horizon, closed_until) if closed_until is not None else horizon
+                segment = []
+        _emit(expected, segment, specs, horizon)
+    return expected
+
+
+def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon: int | None) -> int | None:
+    """Windows of the segment that close by ``horizon`` (None: all of them); returns the latest
+    closing time emitted."""
+    latest = None
+    for spec in specs:
+        groups: dict[int, list[Record]] = {}
+        if spec.kind == "session":
+            run: list[Record] = []
+            for record in sorted(segment, key=lambda r: (r[2], r[4])):
+                if run and record[2] - run[-1][2] >= spec.size_ms:
+                    groups[run[0][2]] = run
+                    run = []
+                run.append(record)
+            if run:
+                groups[run[0][2]] = run
+        else:
+            for record in segment:
+                for s in starts_containing(record[2], spec.size_ms, spec.slide_ms):
+                    groups.setdefault(s, []).append(record)
+        for start, members in groups.items():
+            if spec.kind == "session":
+                end = max(r[2] for r in members)
+                closes = end + spec.size_ms
+            else:
+                end = closes = start + spec.size_ms
+            if horizon is None or closes <= horizon:
+                thing, quantity = members[0][0], members[0][1]
+                expected.windows[(thing, quantity, spec.label, start)] = {
+                    "window_start_ms": start, "window_end_ms": end, **statistics_of([r[3] for r in members])}
+                latest = closes if latest is None else max(latest, closes)
+    return latest
