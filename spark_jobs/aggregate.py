@@ -36,8 +36,8 @@ log = logging.getLogger("spark_jobs.aggregate")
 SERVICE = "spark_aggregate"
 DEFAULT_QUERY = "aggregate"
 
-#: Columns every measurement source must provide: the raw topic's decoded form, its arrival
-#: order and the batch's processing time (Spark's batch timestamp, the same in a replay).
+#: Columns every measurement source must provide: the raw topic's decoded form and its arrival
+#: order (a key's records are processed in Kafka offset order).
 MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset")
 
 

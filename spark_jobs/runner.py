@@ -86,7 +86,7 @@ def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: 
     """The raw topic as a streaming DataFrame of decoded measurements.
 
     Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc) and
-    ``event_time`` (timestamp, for watermarks); with ``with_offsets`` also ``kafka_partition``
+    ``event_time`` (a timestamp column); with ``with_offsets`` also ``kafka_partition``
     and ``kafka_offset`` (arrival order: a thing lives in one partition). read_committed so aborted bridge output never
     enters; failOnDataLoss per settings (default true: vanished offsets are an error, while
     compaction gaps and transaction markers are handled by the connector either way).
