@@ -24,6 +24,7 @@ from streamkit.durations import parse_duration_ms
 from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
+from spark_jobs.output_columns import typed_columns
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
 from spark_jobs.windows import NO_TIME, STAGE, KeyState, Step, WindowRules, flush, parse_windows, process
@@ -64,7 +65,7 @@ class AggregateSettings(SparkJobSettings):
     def window_rules(self) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
-                           parse_duration_ms(self.max_future))
+                           self.max_future_ms())
 
     def idle_timeout_ms(self) -> int:
         """0 when off: a backfill (--available-now) must not depend on how long it took."""
@@ -151,34 +152,30 @@ class WindowFunction:
 
     @staticmethod
     def rows(thing: str, quantity: str, step: Step, batch: "pd.DataFrame | None") -> "pd.DataFrame":
-        """Windows then set-aside records, in OUTPUT_FIELDS, every column of its declared type
-        (a string column of nothing but NaN would reach Arrow as float and fail the batch)."""
+        """Windows then set-aside records, in OUTPUT_FIELDS (each kind's other columns are filler)."""
         import numpy as np
         import pandas as pd
 
         windows, aside = step.windows, step.aside
         n_w, n = len(windows), len(windows) + len(aside)
-        text = {name: np.full(n, None, dtype=object) for name, kind in OUTPUT_FIELDS if kind == "string"}
-        longs = {name: np.zeros(n, dtype=np.int64) for name, kind in OUTPUT_FIELDS if kind == "long"}
-        doubles = {name: np.full(n, np.nan) for name, kind in OUTPUT_FIELDS if kind == "double"}
-        text["record_type"][:n_w], text["record_type"][n_w:] = "aggregate", "late"
-        text["thing"][:], text["quantity"][:] = thing, quantity
+        columns = typed_columns(OUTPUT_FIELDS, n)
+        columns["record_type"][:n_w], columns["record_type"][n_w:] = "aggregate", "late"
+        columns["thing"][:], columns["quantity"][:] = thing, quantity
         for i, w in enumerate(windows):
-            text["window_kind"][i], text["window_label"][i] = w.spec.kind, w.spec.label
-            longs["window_size_ms"][i], longs["window_slide_ms"][i] = w.spec.size_ms, w.spec.slide_ms
-            longs["window_start_ms"][i], longs["window_end_ms"][i], longs["count"][i] = w.start_ms, w.end_ms, w.count
-            doubles["mean"][i], doubles["min"][i], doubles["max"][i] = w.mean, w.min, w.max
-            doubles["stddev"][i] = np.nan if w.stddev is None else w.stddev  # NaN reaches Spark as null
+            columns["window_kind"][i], columns["window_label"][i] = w.spec.kind, w.spec.label
+            columns["window_size_ms"][i], columns["window_slide_ms"][i] = w.spec.size_ms, w.spec.slide_ms
+            columns["window_start_ms"][i], columns["window_end_ms"][i], columns["count"][i] = w.start_ms, w.end_ms, w.count
+            columns["mean"][i], columns["min"][i], columns["max"][i] = w.mean, w.min, w.max
+            columns["stddev"][i] = np.nan if w.stddev is None else w.stddev  # NaN reaches Spark as null
         horizons: list[int | None] = [None] * n
         if aside:
             at = np.array([a.index for a in aside], dtype=np.int64)
-            longs["event_time_ms"][n_w:] = batch["event_time_ms"].to_numpy()[at]
-            doubles["value"][n_w:] = batch["value"].to_numpy()[at]
-            text["row_id"][n_w:] = batch["row_id"].to_numpy()[at]
-            text["reason"][n_w:] = [a.reason for a in aside]
+            columns["event_time_ms"][n_w:] = batch["event_time_ms"].to_numpy()[at]
+            columns["value"][n_w:] = batch["value"].to_numpy()[at]
+            columns["row_id"][n_w:] = batch["row_id"].to_numpy()[at]
+            columns["reason"][n_w:] = [a.reason for a in aside]
             horizons[n_w:] = [None if a.horizon_ms == NO_TIME else a.horizon_ms for a in aside]
-        columns = {**text, **longs, **doubles, "watermark_ms": pd.array(horizons, dtype="Int64")}
-        return pd.DataFrame({name: columns[name] for name, _ in OUTPUT_FIELDS})
+        return pd.DataFrame({**columns, "watermark_ms": pd.array(horizons, dtype="Int64")})
 
 
 def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: int) -> "DataFrame":

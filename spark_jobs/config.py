@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamkit.config import Settings, setting
+from streamkit.durations import parse_duration_ms
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class SparkJobSettings(Settings):
     transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
                                           "Kafka transaction timeout; must stay below the broker's "
                                           "transaction.max.timeout.ms (15 min by default)")
+
+    def max_future_ms(self) -> int:
+        return parse_duration_ms(self.max_future)
 
     def query(self, default_name: str) -> str:
         """The query name in effect: the configured one or the job's default."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.lsb import JoinConfig, PairSpec, process_batch
 from spark_jobs.lsb.results import RESULT_FUNCTIONS
+from spark_jobs.output_columns import typed_columns
 from spark_jobs.session import ROCKSDB_STATE_STORE
 from spark_jobs.windows import FUTURE_REASON
 from streamkit.config import setting
@@ -105,13 +106,9 @@ class GroupJoiner:
     @staticmethod
     def future_rows(thing: str, records: "pd.DataFrame") -> "pd.DataFrame":
         """Records stamped too far ahead of the processing time, as late rows."""
-        import numpy as np
         import pandas as pd
 
-        n = len(records)
-        frame = {name: (np.full(n, None, dtype=object) if kind == "string" else
-                        np.zeros(n, dtype=np.int64 if kind == "long" else np.float64))
-                 for name, kind in OUTPUT_FIELDS}
+        frame = typed_columns(OUTPUT_FIELDS, len(records))
         frame["record_type"][:], frame["thing"][:], frame["reason"][:] = "late", thing, FUTURE_REASON
         frame["quantity"][:], frame["row_id"][:] = records["quantity"].to_numpy(), records["row_id"].to_numpy()
         frame["event_time_ms"][:], frame["value"][:] = records["event_time_ms"].to_numpy(), records["value"].to_numpy()
@@ -125,15 +122,8 @@ class GroupJoiner:
 
         pairs, late = result.pairs, result.late
         n_pairs, n_late = len(pairs), len(late)
-        strings = np.full(n_pairs + n_late, None, dtype=object)
-        numbers, times = np.zeros(n_pairs + n_late), np.zeros(n_pairs + n_late, dtype=np.int64)
-        frame = {"record_type": np.array(["joined"] * n_pairs + ["late"] * n_late, dtype=object),
-                 "id": strings.copy(), "thing": np.full(n_pairs + n_late, thing, dtype=object),
-                 "left_quantity": strings.copy(), "right_quantity": strings.copy(),
-                 "left_time_ms": times.copy(), "right_time_ms": times.copy(),
-                 "left_value": numbers.copy(), "right_value": numbers.copy(), "result_name": strings.copy(),
-                 "result": numbers.copy(), "event_time_ms": times.copy(), "quantity": strings.copy(),
-                 "value": numbers.copy(), "row_id": strings.copy(), "reason": strings.copy()}
+        frame = typed_columns(OUTPUT_FIELDS, n_pairs + n_late)
+        frame["record_type"][:n_pairs], frame["record_type"][n_pairs:], frame["thing"][:] = "joined", "late", thing
         if n_pairs:
             columns = pairs.to_columns(thing, self.config)
             names = np.array([spec.result_name for spec in self.config.pairs], dtype=object)
@@ -186,9 +176,8 @@ def build_join(settings: JoinSettings):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from spark_jobs.runner import read_measurements, topic_partitions
-    from streamkit.durations import parse_duration_ms
 
-    joiner = GroupJoiner(join_config(settings), parse_duration_ms(settings.max_future))
+    joiner = GroupJoiner(join_config(settings), settings.max_future_ms())
     wanted = list(joiner.config.quantities)
     partitions = {topic: topic_partitions(settings, topic) for topic in (settings.joined_topic, settings.late_topic)}
 

@@ -36,6 +36,7 @@ class PrometheusListener(StreamingQueryListener):
     def __init__(self) -> None:
         super().__init__()
         self.last_progress: dict[str, Any] = {}
+        self.newest_event_s: dict[str, float] = {}  # per query: a batch's maximum never moves it back
 
     def onQueryStarted(self, event: Any) -> None:
         name = event.name or str(event.id)
@@ -64,7 +65,8 @@ class PrometheusListener(StreamingQueryListener):
             DROPPED_BY_WATERMARK.labels(name).inc(dropped)
         newest = _observed(progress, EVENT_TIME_METRIC, "newest_ms")
         if newest is not None:
-            EVENT_TIME.labels(name).set(max(newest / 1000, _gauge_value(EVENT_TIME, name)))
+            self.newest_event_s[name] = max(newest / 1000, self.newest_event_s.get(name, newest / 1000))
+            EVENT_TIME.labels(name).set(self.newest_event_s[name])
         log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
                                            "input_rows": progress.numInputRows,
                                            "duration_ms": progress.batchDuration,
@@ -86,10 +88,6 @@ def _observed(progress: Any, metric: str, field: str) -> Any:
     if row is None:
         return None
     return (row.asDict() if hasattr(row, "asDict") else dict(row)).get(field)
-
-
-def _gauge_value(gauge: Gauge, label: str) -> float:
-    return gauge.labels(label)._value.get()
 
 
 def _finite(value: float | None) -> float:

@@ -167,8 +167,9 @@ def run_batches(partitions: list[list[Record]], cuts: list[tuple[int, int]], res
         if batch_no in flushes:
             for key, state in states.items():
                 if state.has_open_windows:
-                    collect(flush(LIB_RULES, state), key, [], 0, windows, aside)
-                    states[key] = flush(LIB_RULES, state).state
+                    flushed_step = flush(LIB_RULES, state)
+                    collect(flushed_step, key, [], 0, windows, aside)
+                    states[key] = flushed_step.state
                     flushed.append((*key, positions[key]))
         if batch_no in restarts:
             states = {key: KeyState.from_row(state.to_row()) for key, state in states.items()}
