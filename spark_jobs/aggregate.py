@@ -27,7 +27,8 @@ from spark_jobs.config import SparkJobSettings
 from spark_jobs.output_columns import typed_columns
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
-from spark_jobs.windows import NO_TIME, STAGE, KeyState, Step, WindowRules, flush, parse_windows, process
+from spark_jobs.windows import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, parse_windows,
+                                process)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,7 +66,7 @@ class AggregateSettings(SparkJobSettings):
     def window_rules(self) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
-                           self.max_future_ms())
+                           self.max_future_ms(), same_by_row_id=self.source == "joined")
 
     def idle_timeout_ms(self) -> int:
         """0 when off: a backfill (--available-now) must not depend on how long it took."""
@@ -152,12 +153,14 @@ class WindowFunction:
 
     @staticmethod
     def rows(thing: str, quantity: str, step: Step, batch: "pd.DataFrame | None") -> "pd.DataFrame":
-        """Windows then set-aside records, in OUTPUT_FIELDS (each kind's other columns are filler)."""
+        """Windows, then set-aside records, then superseded copies, in OUTPUT_FIELDS (each kind's
+        other columns are filler)."""
         import numpy as np
         import pandas as pd
 
-        windows, aside = step.windows, step.aside
-        n_w, n = len(windows), len(windows) + len(aside)
+        windows, aside, superseded = step.windows, step.aside, step.superseded
+        n_w, n_a = len(windows), len(windows) + len(aside)
+        n = n_a + len(superseded)
         columns = typed_columns(OUTPUT_FIELDS, n)
         columns["record_type"][:n_w], columns["record_type"][n_w:] = "aggregate", "late"
         columns["thing"][:], columns["quantity"][:] = thing, quantity
@@ -167,15 +170,18 @@ class WindowFunction:
             columns["window_start_ms"][i], columns["window_end_ms"][i], columns["count"][i] = w.start_ms, w.end_ms, w.count
             columns["mean"][i], columns["min"][i], columns["max"][i] = w.mean, w.min, w.max
             columns["stddev"][i] = np.nan if w.stddev is None else w.stddev  # NaN reaches Spark as null
-        horizons: list[int | None] = [None] * n
+        horizons = [None if a.horizon_ms == NO_TIME else a.horizon_ms for a in aside]
         if aside:
             at = np.array([a.index for a in aside], dtype=np.int64)
-            columns["event_time_ms"][n_w:] = batch["event_time_ms"].to_numpy()[at]
-            columns["value"][n_w:] = batch["value"].to_numpy()[at]
-            columns["row_id"][n_w:] = batch["row_id"].to_numpy()[at]
-            columns["reason"][n_w:] = [a.reason for a in aside]
-            horizons[n_w:] = [None if a.horizon_ms == NO_TIME else a.horizon_ms for a in aside]
-        return pd.DataFrame({**columns, "watermark_ms": pd.array(horizons, dtype="Int64")})
+            columns["event_time_ms"][n_w:n_a] = batch["event_time_ms"].to_numpy()[at]
+            columns["value"][n_w:n_a] = batch["value"].to_numpy()[at]
+            columns["row_id"][n_w:n_a] = batch["row_id"].to_numpy()[at]
+            columns["reason"][n_w:n_a] = [a.reason for a in aside]
+        for i, s in enumerate(superseded, n_a):
+            columns["event_time_ms"][i], columns["value"][i], columns["row_id"][i] = s.time_ms, s.value, s.row_id
+            columns["reason"][i] = SUPERSEDED_REASON
+        horizons += [None if s.horizon_ms == NO_TIME else s.horizon_ms for s in superseded]
+        return pd.DataFrame({**columns, "watermark_ms": pd.array([None] * n_w + horizons, dtype="Int64")})
 
 
 def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: int) -> "DataFrame":

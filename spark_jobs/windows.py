@@ -18,7 +18,12 @@ The rules, for each key's records in arrival order (exactly; ``docs/windows.md``
   window an idle flush already emitted).
 * A record more than ``max_future_ms`` ahead of the batch's processing time is set aside as
   ``future_timestamp`` and moves no clock.
-* A record this key already counted, by (event time, row id), is a ``duplicate``.
+* Two records are *the same record* when their event times are equal (raw input: that is the
+  Kafka key, thing|quantity|ms) or, with ``same_by_row_id`` (joined input, where pairs share
+  event times), their event times and row ids are. Of the same record, **the last copy wins**,
+  as in Kafka compaction and InfluxDB: an identical copy (row id and value) is a ``duplicate``;
+  a different one replaces the copy held so far, which is set aside as ``superseded``. That
+  holds while the record's windows are open; behind the horizon a copy is late like any record.
 * Every other record counts in every window containing it; a window is emitted once, final,
   when the horizon reaches its end (session: last record + gap). Its statistics are computed
   at that moment from its records ordered by (event time, row id), so they are bit-identical
@@ -36,6 +41,7 @@ from streamkit.durations import parse_duration_ms
 LATE_REASON = "behind_watermark"
 CLOSED_REASON = "window_closed"
 DUPLICATE_REASON = "duplicate"
+SUPERSEDED_REASON = "superseded"
 FUTURE_REASON = "future_timestamp"
 STAGE = "aggregate"
 NO_TIME = -(2**63)  # "never": below every event time
@@ -101,6 +107,7 @@ class WindowRules:
     specs: tuple[WindowSpec, ...]
     allowed_lateness_ms: int
     max_future_ms: int | None = None  # None: no check against the processing clock
+    same_by_row_id: bool = False  # the same record: equal event time and row id (else: event time)
 
 
 @dataclass
@@ -150,11 +157,22 @@ class SetAside:
     horizon_ms: int  # what the record was compared with
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """A copy replaced by a later copy of the same record (possibly held since an earlier batch)."""
+
+    time_ms: int
+    value: float
+    row_id: str
+    horizon_ms: int
+
+
 @dataclass
 class Step:
     windows: list[Window]
     aside: list[SetAside]
     state: KeyState
+    superseded: list[Superseded] = field(default_factory=list)
 
 
 def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
@@ -173,27 +191,46 @@ def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.n
     late = ~future & (times < before)
     behind_clock = times < _minus(clocks[:-1], rules.allowed_lateness_ms)
 
-    known = set(zip(state.times.tolist(), state.row_ids))
+    identity = (lambda t, row_id: (t, row_id)) if rules.same_by_row_id else (lambda t, row_id: t)
+    held_before = {identity(t, r): k for k, (t, r) in enumerate(zip(state.times.tolist(), state.row_ids))}
+    dropped: list[int] = []  # state records replaced by a copy in this batch
+    held: dict[object, int] = {}  # same record -> batch index of its current copy
     aside: list[SetAside] = []
-    counted: list[int] = []
+    superseded: list[Superseded] = []
     for i in range(n):
         if future[i]:
             aside.append(SetAside(i, FUTURE_REASON, int(before[i])))
         elif late[i]:
             aside.append(SetAside(i, LATE_REASON if behind_clock[i] else CLOSED_REASON, int(before[i])))
         else:
-            identity = (int(times[i]), row_ids[i])
-            if identity in known:
-                aside.append(SetAside(i, DUPLICATE_REASON, int(before[i])))
+            same = identity(int(times[i]), row_ids[i])
+            if same in held:
+                j, from_state = held[same], False
+                old = (int(times[j]), float(values[j]), row_ids[j])
+            elif same in held_before:
+                j, from_state = held_before[same], True
+                old = (int(state.times[j]), float(state.values[j]), state.row_ids[j])
             else:
-                known.add(identity)
-                counted.append(i)
+                held[same] = i
+                continue
+            if old[1:] == (float(values[i]), row_ids[i]):
+                aside.append(SetAside(i, DUPLICATE_REASON, int(before[i])))
+                continue
+            superseded.append(Superseded(*old, int(before[i])))
+            if from_state:
+                dropped.append(held_before.pop(same))
+            held[same] = i
+    counted = sorted(held.values())
+    if dropped:
+        keep = np.setdiff1d(np.arange(len(state.times)), dropped)
+        state = replace(state, times=state.times[keep], values=state.values[keep],
+                        row_ids=[state.row_ids[k] for k in keep])
     kept = _sorted_records(np.concatenate([state.times, times[counted]]),
                            np.concatenate([state.values, values[counted]]),
                            state.row_ids + [row_ids[i] for i in counted])
     grown = KeyState(int(clocks[-1]), int(horizons[-1]), *kept)
     windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms)
-    return Step(windows, aside, remaining)
+    return Step(windows, aside, remaining, superseded)
 
 
 def flush(rules: WindowRules, state: KeyState) -> Step:

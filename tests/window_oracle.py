@@ -4,8 +4,9 @@ statistics with exact arithmetic. Tests compare the library and the real job wit
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 #: thing, quantity, event time ms, value, row id: one record as the job reads it
@@ -27,6 +28,16 @@ class Spec:
 class Expected:
     windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics
     aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
+    #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id, value)
+    superseded: Counter = field(default_factory=Counter)
+
+    def late_topic(self) -> Counter:
+        """What the late topic must hold: (thing, quantity, event time, row id, reason)."""
+        out = Counter((thing, quantity, t, row_id, reason) for (thing, quantity, t, row_id, _), reason
+                      in self.aside.items())
+        for (thing, quantity, t, row_id, _), n in self.superseded.items():
+            out[(thing, quantity, t, row_id, "superseded")] += n
+        return out
 
 
 def starts_containing(t: int, size: int, slide: int) -> list[int]:
@@ -47,9 +58,10 @@ def statistics_of(values: list[float]) -> dict:
 
 def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int, *,
                   flush_after: Iterable[tuple[str, str, int]] = (), now_ms: int | None = None,
-                  max_future_ms: int | None = None) -> Expected:
+                  max_future_ms: int | None = None, same_by_row_id: bool = False) -> Expected:
     """``records`` in arrival order (only each key's order matters); ``flush_after``: (thing,
-    quantity, n): the key went idle after its n-th record (1-based)."""
+    quantity, n): the key went idle after its n-th record (1-based). The same record: equal
+    event time (and row id with ``same_by_row_id``); its last copy on time wins."""
     flushes = set(flush_after)
     by_key: dict[tuple[str, str], list[Record]] = {}
     for record in records:
@@ -57,8 +69,7 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
     expected = Expected({}, {})
     for (thing, quantity), mine in by_key.items():
         clock = horizon = None
-        segment: list[Record] = []
-        counted_ids: set[tuple[int, str]] = set()
+        segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
             if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
@@ -66,19 +77,23 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
             elif horizon is not None and t < horizon:
                 behind = clock is not None and t < clock - lateness_ms
                 expected.aside[ident] = "behind_watermark" if behind else "window_closed"
-            elif (t, row_id) in counted_ids:
-                expected.aside[ident] = "duplicate"
             else:
-                counted_ids.add((t, row_id))
-                segment.append((thing, quantity, t, value, row_id))
+                same = (t, row_id) if same_by_row_id else t
+                held = segment.get(same)
+                if held is not None and (held[3], held[4]) == (value, row_id):
+                    expected.aside[ident] = "duplicate"
+                else:
+                    if held is not None:
+                        expected.superseded[(thing, quantity, t, held[4], held[3])] += 1
+                    segment[same] = (thing, quantity, t, value, row_id)
             if expected.aside.get(ident) != "future_timestamp":
                 clock = t if clock is None else max(clock, t)
                 horizon = clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
             if (thing, quantity, position) in flushes:
-                closed_until = _emit(expected, segment, specs, None)
+                closed_until = _emit(expected, list(segment.values()), specs, None)
                 horizon = max(horizon, closed_until) if closed_until is not None else horizon
-                segment = []
-        _emit(expected, segment, specs, horizon)
+                segment = {}
+        _emit(expected, list(segment.values()), specs, horizon)
     return expected
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from .config import END_TIME, NO_TIME, JoinConfig
 from .kernel import evict_count, new_certain_pairs
 from .output import LateColumns, PairColumns
-from .policies import INVALID_VALUE, PARTNER_TIMEOUT, Released, partner_watermark, release_batch, timeout_late_mask
+from .policies import (INVALID_VALUE, PARTNER_TIMEOUT, SUPERSEDED, Released, partner_watermark, release_batch,
+                       timeout_late_mask)
 from .serde import coerce_state, to_bytes
 from .state import KeyState, SideBuffer
 
@@ -77,8 +78,14 @@ def process_batch(
     finite = np.isfinite(v)
     candidates = np.flatnonzero(known & finite)
     last_before = [qs.last for qs in st.quantities]
-    released, rejected = release_batch(config, st, codes, t, v, candidates, end_of_stream)
+    released, rejected, superseded = release_batch(config, st, codes, t, v, candidates, end_of_stream)
     late_parts = [_late(idx, codes, t, v, reason, -1) for idx, reason in rejected]
+    if superseded:
+        code, time, value = (np.array(column) for column in zip(*superseded))
+        n = len(code)
+        late_parts.append(LateColumns(np.full(n, -1, np.int64), code.astype(np.int16), time.astype(np.int64),
+                                      value.astype(np.float64), np.full(n, SUPERSEDED, np.int8),
+                                      np.full(n, -1, np.int16)))
     bad = np.flatnonzero(known & ~finite)
     if len(bad):
         late_parts.append(_late(bad, codes, t, v, INVALID_VALUE, -1))

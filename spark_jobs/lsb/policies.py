@@ -8,7 +8,10 @@ at the wall clock, so a replay of the same input gives the same output.
 * Reorder stage (``allowed_disorder_ms = D > 0``): records wait in a per-stream
   heap until the stream's own watermark (newest time seen - D) passes them and
   are then released in time order; only records behind the last released one
-  are late.  D = 0 is exactly the default policy.
+  are late.  D = 0 is exactly the default policy.  A record with the time of
+  one still held is another copy of it: the last copy wins (as in Kafka
+  compaction), an identical one is a duplicate, a changed one replaces the
+  held copy, which is handed back as superseded.
 * Partner timeout (``partner_timeout_ms = T``): a side's watermark is
   ``max(its last time, partner's last time - T)``; a record at or behind it is
   late *for that pair*.  That is what makes the pending prev-pairs of the
@@ -30,7 +33,8 @@ LATE = 0
 DUPLICATE = 1
 PARTNER_TIMEOUT = 2
 INVALID_VALUE = 3
-REASONS: tuple[str, ...] = ("late", "duplicate", "partner_timeout", "invalid_value")
+SUPERSEDED = 4
+REASONS: tuple[str, ...] = ("late", "duplicate", "partner_timeout", "invalid_value", "superseded")
 
 
 def partner_watermark(partner_last: int, timeout: int | None) -> int:
@@ -64,17 +68,24 @@ class Rejected:
     pair: np.ndarray
 
 
-def release_record(qs: QuantityState, t: int, v: float, disorder: int) -> tuple[list[tuple[int, float]], int]:
-    """Per-record own-stream policy: (released records, -1) or ([], reason code)."""
+def release_record(qs: QuantityState, t: int, v: float, disorder: int
+                   ) -> tuple[list[tuple[int, float]], int, float | None]:
+    """Per-record own-stream policy: (released records, -1, value of the held copy this record
+    superseded or None) or ([], reason code, None)."""
     if t <= qs.last:
-        return [], LATE
+        return [], LATE, None
     if disorder <= 0:
         qs.last = t
         qs.max_seen = t if t > qs.max_seen else qs.max_seen
-        return [(t, v)], -1
+        return [(t, v)], -1, None
     held = qs.held
-    if any(h[0] == t for h in held):
-        return [], DUPLICATE
+    same = next((k for k, h in enumerate(held) if h[0] == t), -1)
+    if same >= 0:
+        old = held[same][1]
+        if old == v:
+            return [], DUPLICATE, None
+        held[same] = (t, v)  # times are unique among held records: the heap order stands
+        return [], -1, old
     heapq.heappush(held, (t, v))
     if t > qs.max_seen:
         qs.max_seen = t
@@ -84,7 +95,7 @@ def release_record(qs: QuantityState, t: int, v: float, disorder: int) -> tuple[
         out.append(heapq.heappop(held))
     if out:
         qs.last = out[-1][0]
-    return out, -1
+    return out, -1, None
 
 
 def drain(qs: QuantityState) -> list[tuple[int, float]]:
@@ -104,14 +115,16 @@ def release_batch(
     values: np.ndarray,
     candidates: np.ndarray,
     end_of_stream: bool,
-) -> tuple[Released, list[tuple[np.ndarray, int]]]:
+) -> tuple[Released, list[tuple[np.ndarray, int]], list[tuple[int, int, float]]]:
     """Own-stream policy for a batch; same decisions as :func:`release_record` per record.
 
     ``candidates`` are the batch indices worth considering (known quantity,
-    finite value).  Returns the released records and (indices, reason) groups
-    of rejected ones.
+    finite value).  Returns the released records, (indices, reason) groups
+    of rejected ones, and the superseded held copies as (quantity code, time,
+    value): no batch index, since the copy may have come in an earlier batch.
     """
     rejected: list[tuple[np.ndarray, int]] = []
+    superseded: list[tuple[int, int, float]] = []
     if config.allowed_disorder_ms <= 0:
         # Vectorized: a record is accepted iff it is newer than everything of
         # its stream before it (late records never raise that maximum).
@@ -132,7 +145,7 @@ def release_batch(
             parts.append(acc)
         src = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
         rel = Released(codes[src], times[src], values[src], src.astype(np.int64))
-        return rel, rejected
+        return rel, rejected, superseded
     # With a reorder stage, release order depends on every earlier record of the
     # stream; a plain loop keeps it obviously identical to the per-record path.
     q_out: list[int] = []
@@ -149,10 +162,12 @@ def release_batch(
     origin: list[dict[int, int]] = [{} for _ in state.quantities]
     for i in candidates.tolist():
         c = cl[i]
-        out, reason = release_record(state.quantities[c], tl[i], vl[i], disorder)
+        out, reason, replaced = release_record(state.quantities[c], tl[i], vl[i], disorder)
         if reason >= 0:
             late_idx[reason].append(i)
             continue
+        if replaced is not None:
+            superseded.append((c, tl[i], replaced))
         origin[c][tl[i]] = i
         for t, v in out:
             q_out.append(c)
@@ -175,7 +190,7 @@ def release_batch(
         np.asarray(v_out, dtype=np.float64),
         np.asarray(s_out, dtype=np.int64),
     )
-    return rel, rejected
+    return rel, rejected, superseded
 
 
 def timeout_late_mask(is_own: np.ndarray, times: np.ndarray, partner_last_before: int, timeout: int) -> np.ndarray:

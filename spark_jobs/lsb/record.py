@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from .config import END_TIME, JoinConfig
 from .incremental import RawPair, advance, evict, insert
 from .output import JoinedPair, LateRecord
-from .policies import INVALID_VALUE, PARTNER_TIMEOUT, REASONS, drain, partner_watermark, release_record
+from .policies import (INVALID_VALUE, PARTNER_TIMEOUT, REASONS, SUPERSEDED, drain, partner_watermark,
+                       release_record)
 from .results import event_time
 from .state import KeyState
 
@@ -40,10 +41,12 @@ def process_record(
         return res
     qs = state.quantities[code]
     before = qs.last
-    released, reason = release_record(qs, time, value, config.allowed_disorder_ms)
+    released, reason, replaced = release_record(qs, time, value, config.allowed_disorder_ms)
     if reason >= 0:
         res.late.append(LateRecord(key, quantity, time, value, REASONS[reason], None, index))
         return res
+    if replaced is not None:
+        res.late.append(LateRecord(key, quantity, time, replaced, REASONS[SUPERSEDED], None, -1))
     for t, v in released:
         _join_released(config, key, state, code, t, v, before, index if t == time else -1, res)
         before = t

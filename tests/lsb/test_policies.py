@@ -111,6 +111,32 @@ def test_reorder_stage_reports_duplicates_and_holds_records_until_its_watermark(
     assert [(p.left_time, p.right_time) for p in out.pairs] == [(0, 0)]
 
 
+def test_in_the_reorder_stage_the_last_copy_of_a_record_wins_in_both_paths():
+    """Last wins, as in compaction: a changed copy replaces the held one (handed back as
+    superseded, with its value); once released, a copy is late and the released one stands."""
+    cfg = JoinConfig.single("l", "r", allowed_disorder_ms=10)
+    events = [("m", "r", 0, 1.0), ("m", "l", 0, 1.0), ("m", "l", 0, 5.0), ("m", "l", 0, 5.0), ("m", "l", 0, 7.0),
+              ("m", "r", 10, 2.0), ("m", "l", 10, 3.0), ("m", "l", 0, 9.0)]
+    late = [(x.time, x.value, x.reason) for x in _record_late(cfg, events)]
+    assert late == [(0, 1.0, "superseded"), (0, 5.0, "duplicate"), (0, 5.0, "superseded"), (0, 9.0, "late")]
+    for cuts in (set(), {2}, {3, 5}, {1, 4, 7}):
+        assert sorted(run_batches(cfg, events, cuts).late) == sorted(("m", "l", t, reason) for t, _, reason in late)
+    pairs = _record_pairs(cfg, events)
+    assert (0, 7.0, 0) in {(p.left_time, p.left_value, p.right_time) for p in pairs}  # the last copy joined
+    assert all(p.left_value == 7.0 for p in pairs if p.left_time == 0)
+
+
+def _record_late(cfg, events):
+    state = KeyState.empty(cfg)
+    return [x for e in events for x in process_record(cfg, e[0], state, e[1], e[2], e[3]).late]
+
+
+def _record_pairs(cfg, events):
+    state = KeyState.empty(cfg)
+    pairs = [p for e in events for p in process_record(cfg, e[0], state, e[1], e[2], e[3]).pairs]
+    return pairs + flush_state(cfg, "m", state).pairs
+
+
 @LSB_SETTINGS
 @given(disordered_stream("l"), disordered_stream("r"), st.sampled_from([1, 2, 5]), st.data())
 def test_reorder_stage_same_in_both_paths(ls, rs, disorder, data):

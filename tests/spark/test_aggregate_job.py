@@ -85,11 +85,6 @@ def aside_of(got: list[tuple[bytes, dict]]) -> Counter:
     return Counter((r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"]) for _, r in got)
 
 
-def expected_aside(expected: Expected) -> Counter:
-    return Counter((thing, quantity, t, row_id, reason) for (thing, quantity, t, row_id, _), reason
-                   in expected.aside.items())
-
-
 class Outputs:
     """Private output topics and a checkpoint for one run of the job."""
 
@@ -160,7 +155,8 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     thing = sample[-1][0]
     newest = max(r[2] for r in sample if r[0] == thing)
     probes = [(thing, "probe", newest, 1.0, "p1"), (thing, "probe", newest - 20_000, 2.0, "p2"),  # late
-              (thing, "probe", newest - 10_000, 3.0, "p3")]  # exactly at the allowed lateness: on time
+              (thing, "probe", newest - 10_000, 3.0, "p3"),  # exactly at the allowed lateness: on time
+              (thing, "probe", newest, 4.0, "p4")]  # a changed copy of p1: the last copy wins, p1 superseded
     phase1 = sample + sample[-40:] + probes  # the last rows re-sent (as after a bridge restart): duplicates
     specs = [TUMBLING, SLIDING, SESSION]
     idle_s = 20
@@ -203,9 +199,10 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     assert {v["count"] for _, v in aggregates if v["thing"] == "Talking"} == {2}
     assert {v["count"] for _, v in aggregates if v["thing"] == "Silent"} == {1}
     late = decoded(stack_settings, out.late, "late")
-    assert aside_of(late) == expected_aside(expected)
+    assert aside_of(late) == expected.late_topic()
     reasons = Counter(r["reason"] for _, r in late)
     assert reasons["duplicate"] >= 10 and reasons["behind_watermark"] >= 1 and reasons["window_closed"] == 1, reasons
+    assert [r["row_id"] for _, r in late if r["reason"] == "superseded"] == ["p1"]
     assert ("probe", "p2") in {(r["quantity"], r["row_id"]) for _, r in late if r["reason"] == "behind_watermark"}
     assert all(r["stage"] == "aggregate" and r["watermark_ms"] is not None for _, r in late)
 
@@ -245,7 +242,7 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
     assert len(pairs) > 1000
     as_records: list[Record] = [(p.key, "mechanical_power", p.event_time, p.result, p.id) for p in pairs]
     specs = [TUMBLING, SLIDING]
-    expected = window_oracle(as_records, specs, LATENESS_MS)
+    expected = window_oracle(as_records, specs, LATENESS_MS, same_by_row_id=True)  # pairs share event times
     assert expected.windows
 
     joined = private_topic(stack_settings, "joined", 1)
@@ -262,4 +259,4 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
         "--max-offsets-per-trigger", "700", "--available-now"], out.log).start()
     assert service.process.wait(600) == 0, log_tail(out.log)
     assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
-    assert aside_of(decoded(stack_settings, out.late, "late")) == expected_aside(expected)
+    assert aside_of(decoded(stack_settings, out.late, "late")) == expected.late_topic()
