@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 
 from db_connector.batch import Batch, DeadLetter
@@ -131,6 +131,9 @@ class Connector:
         except FencedOut as exc:
             log.error("another connector took over this transactional id; exiting", extra={"error": str(exc)})
             return 1
+        except RewindFailed as exc:
+            log.error("could not rewind to the committed offsets; exiting", extra={"error": str(exc)})
+            return 1
         finally:
             self._close()
         return 0
@@ -140,7 +143,13 @@ class Connector:
             taken, self.carry = self.carry, []
             return taken
         wanted = max(1, min(10000, self.settings.batch_points))
-        return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
+        try:
+            return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise  # not transient: exit non-zero, the supervisor restarts us
+            log.warning("consume failed, retrying", extra={"error": str(exc.args[0])})
+            return []
 
     @staticmethod
     def _log_errors(errors: list[KafkaError]) -> None:
@@ -337,13 +346,23 @@ class Connector:
             log.warning("abort failed", extra={"error": str(exc.args[0])})
 
     def _rewind(self, batch: Batch) -> None:
-        """Make the uncommitted batch be read again (its points are rewritten harmlessly)."""
+        """Make everything uncommitted be read again (its points are rewritten harmlessly): every
+        assigned partition goes back to its committed offset, not only the batch's partitions,
+        since records of others may already sit in the batch collected meanwhile, which the
+        caller drops."""
         self.carry.clear()
-        for (topic, partition), offset in batch.first_offsets.items():
+        try:
+            positions = self.consumer.committed(self.consumer.assignment(), timeout=30)
+        except KafkaException as exc:
+            raise RewindFailed(f"committed offsets not readable: {exc.args[0]}") from None
+        for position in positions:
+            offset = position.offset if position.offset >= 0 else batch.first_offsets.get(
+                (position.topic, position.partition), OFFSET_BEGINNING)
             try:
-                self.consumer.seek(TopicPartition(topic, partition, offset))
+                self.consumer.seek(TopicPartition(position.topic, position.partition, offset))
             except KafkaException as exc:
-                log.warning("seek failed (partition moved?)", extra={"topic": topic, "partition": partition,
+                log.warning("seek failed (partition moved?)", extra={"topic": position.topic,
+                                                                     "partition": position.partition,
                                                                      "error": str(exc.args[0])})
 
     # ------------------------------------------------------------------------- housekeeping
@@ -372,6 +391,10 @@ class Connector:
         self.write_thread.shutdown(wait=True)
         self.writer.close()
         log.info("connector stopped")
+
+
+class RewindFailed(RuntimeError):
+    """Where to read again is unknown: exit non-zero; a restart reads from the committed offsets."""
 
 
 class FencedOut(RuntimeError):

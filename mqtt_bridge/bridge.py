@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 import paho.mqtt.client as mqtt
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from prometheus_client import Counter, Gauge, Histogram
 
 from mqtt_bridge.acks import InOrderAcks
@@ -22,7 +22,7 @@ from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.durations import parse_duration_ms
-from streamkit.kafka_clients import admin_client, idempotent_producer
+from streamkit.kafka_clients import idempotent_producer, partition_count
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -62,18 +62,11 @@ class Bridge:
         PRODUCER_QUEUE.set_function(lambda: len(self.producer))
         UNACKED.set_function(lambda: len(self.acks))
 
-    def _partitions(self, topic: str, wait_s: float = 30) -> int:
-        """The raw topic's partition count; waits a little, as a just-created topic or a just
-        restarted broker may not report it yet."""
-        admin = admin_client(self.settings, "mqtt-bridge-admin")
-        deadline = time.monotonic() + wait_s
-        while True:
-            metadata = admin.list_topics(topic, timeout=30)
-            if topic in metadata.topics and metadata.topics[topic].error is None:
-                return len(metadata.topics[topic].partitions)
-            if time.monotonic() > deadline:
-                raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics")
-            time.sleep(1)
+    def _partitions(self, topic: str) -> int:
+        try:
+            return partition_count(self.settings, topic)
+        except LookupError:
+            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics") from None
 
     # ------------------------------------------------------------------------- MQTT side
     def _on_connect(self, client: mqtt.Client, _u: object, flags: mqtt.ConnectFlags, reason: mqtt.ReasonCode,
@@ -121,19 +114,44 @@ class Bridge:
 
         # One call for the whole row (all its records share the thing's partition).
         batch = [{"key": record.key, "value": record.value} for record in records]
+        if not self._produce_batch(batch, records[0].partition, delivered):
+            for _ in batch:  # never queued: the message stays unacknowledged, the bridge exits
+                confirm(entry, False)
+            return
+        RECORDS.inc(len(records))
+        MESSAGES_OK.inc()
+        self.producer.poll(0)
+
+    def _produce_batch(self, batch: list[dict], partition: int,
+                       delivered: Callable[[KafkaError | None, Message], None]) -> bool:
+        """Queue every record: waits while the local queue is full and retries transient errors;
+        False on an error that will not pass (the caller fails the message, the bridge exits
+        and the broker redelivers it to the next run)."""
+        delay = 0.1
         while True:
-            queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=records[0].partition,
-                                                 on_delivery=delivered)
+            try:
+                queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=partition,
+                                                     on_delivery=delivered)
+            except BufferError:
+                queued = 0
+                for m in batch:
+                    m["_error"] = True
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or self.shutdown.requested:
+                    DELIVERY_FAILURES.inc(len(batch))
+                    log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
+                    return False
+                log.warning("Kafka produce failed, retrying", extra={"error": str(exc.args[0])})
+                self.producer.poll(delay)
+                delay = min(delay * 2, 2.0)
+                continue
             if queued == len(batch):
-                break
+                return True
             # Local queue full: librdkafka marks the rejected ones; retry those after draining.
             batch = [m for m in batch if "_error" in m]
             for m in batch:
                 del m["_error"]
             self.producer.poll(0.1)
-        RECORDS.inc(len(records))
-        MESSAGES_OK.inc()
-        self.producer.poll(0)
 
     def _dead_letter(self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes) -> None:
         entry = self.acks.add(message.mid, message.qos, 1)
@@ -146,12 +164,21 @@ class Bridge:
 
     def _produce(self, topic: str, value: bytes, key: bytes, callback: Callable[[KafkaError | None, Message], None],
                  headers: list[tuple[str, bytes]]) -> None:
+        delay = 0.1
         while True:
             try:
                 self.producer.produce(topic, value, key, on_delivery=callback, headers=headers)
                 return
             except BufferError:  # local queue full: let Kafka drain it
                 self.producer.poll(0.1)
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or self.shutdown.requested:
+                    DELIVERY_FAILURES.inc()
+                    log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
+                    callback(exc.args[0], None)  # the message stays unacknowledged; the bridge exits
+                    return
+                self.producer.poll(delay)
+                delay = min(delay * 2, 2.0)
 
     # ------------------------------------------------------------------------- lifecycle
     def run(self) -> int:

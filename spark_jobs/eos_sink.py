@@ -12,8 +12,10 @@ again. This sink makes Spark -> Kafka exactly-once at the granularity of a micro
   query's open transaction would hide our own later, committed marker; see ``read_marker``.)
 * For every batch: ``batch_id <= last committed`` -> skip (Spark replays a batch with the same
   id, offsets and watermark after a crash). Otherwise one transaction holds every output row
-  *and* the marker for this batch id; then ``commit_transaction``. Any error -> abort, raise:
-  Spark fails the batch and a restart replays it.
+  *and* the marker for this batch id; then ``commit_transaction``. A Kafka error -> abort (or,
+  when the outcome is unknown, re-fence and read the marker) and write the batch again, a few
+  times; after that, or on any other error, raise: Spark fails the batch and a restart
+  replays it.
 
 Why that is exactly-once for this hop: the batch's output and "batch N is done" become
 visible atomically to ``read_committed`` readers. A crash before the commit leaves nothing
@@ -178,17 +180,47 @@ def arrow_rows(table: Any) -> Iterator[OutputRow]:
         yield topics[i], keys[i], values[i], partitions[i], row_headers
 
 
+class ArrowRows:
+    """The output rows of a collected batch, iterable again for every attempt to write it."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __iter__(self) -> Iterator[OutputRow]:
+        return arrow_rows(self.table)
+
+
+class Replayable:
+    """Rows that a second attempt can iterate again, even when given as a one-shot iterator:
+    what the first pass took is kept and replayed, then the source continues."""
+
+    def __init__(self, rows: Iterable[OutputRow]) -> None:
+        self.source = iter(rows) if iter(rows) is rows else None
+        self.rows = rows
+        self.taken: list[OutputRow] = []
+
+    def __iter__(self) -> Iterator[OutputRow]:
+        if self.source is None:  # a list or ArrowRows: iterable again by itself
+            yield from self.rows
+            return
+        yield from self.taken
+        for row in self.source:
+            self.taken.append(row)
+            yield row
+
+
 class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
     def __init__(self, settings: Settings, query_name: str, marker_topic: str, *,
-                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0) -> None:
+                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5) -> None:
         self.settings = settings
         self.query_name = query_name
         self.marker_topic = marker_topic
         self.transactional_id = f"eos-{query_name}"
         self.transaction_timeout_ms = transaction_timeout_ms
         self.marker_timeout_s = marker_timeout_s
+        self.attempts = attempts  # per batch, in this process, before Spark fails the batch
         self._producer: Producer | None = None
         self._last_committed: int = -1
         self._query_id: str | None = None
@@ -244,11 +276,14 @@ class ExactlyOnceSink:
         started = time.perf_counter()
         table = batch_df.toArrow()
         PHASE_SECONDS.labels(self.query_name, "collect").observe(time.perf_counter() - started)
-        self.write_batch(batch_id, arrow_rows(table), rows_hint=table.num_rows)
+        self.write_batch(batch_id, ArrowRows(table), rows_hint=table.num_rows)
 
     def write_batch(self, batch_id: int, rows: Iterable[OutputRow], *, rows_hint: int | None = None,
                     query_id: str | None = None) -> str:
-        """Write one batch exactly once; returns "committed", "skipped" or "empty"."""
+        """Write one batch exactly once; returns "committed", "skipped" or "empty". A Kafka
+        error aborts the attempt and the batch is written again, up to ``attempts`` times; a
+        fenced producer, any other error, or the last attempt's raises :class:`SinkError` and
+        Spark fails the batch."""
         if self._producer is None or (query_id is not None and query_id != self._query_id):
             self.open(query_id if query_id is not None else self._query_id)
         if batch_id <= self._last_committed:
@@ -259,32 +294,63 @@ class ExactlyOnceSink:
         if rows_hint == 0:
             EMPTY.labels(self.query_name).inc()
             return "empty"
-        producer = self._producer
-        assert producer is not None
         _maybe_fault("before_produce", batch_id)
-        in_transaction = False
-        try:
-            started = time.perf_counter()
-            producer.begin_transaction()
-            in_transaction = True
-            count = self._produce_all(producer, rows)
-            if count == 0:  # known only now when no hint was given: nothing to make visible
-                producer.abort_transaction()
-                EMPTY.labels(self.query_name).inc()
-                return "empty"
-            marker = {"batch_id": batch_id, "rows": count, "query_id": self._query_id,
-                      "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            producer.produce(self.marker_topic, key=self.query_name.encode(), value=json.dumps(marker).encode())
-            producer.flush()
-            produced = time.perf_counter()
-            PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
-            _maybe_fault("after_produce", batch_id)
-            producer.commit_transaction()
-            in_transaction = False
-            PHASE_SECONDS.labels(self.query_name, "commit").observe(time.perf_counter() - produced)
-        except Exception as exc:
-            self._abort(producer, in_transaction, batch_id, exc)
-            raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
+        query_id, rows = self._query_id, Replayable(rows)
+        for attempt in range(1, self.attempts + 1):
+            if self._producer is None:
+                self.open(query_id)  # fences the old producer, then reads the marker again
+                if batch_id <= self._last_committed:  # the failed attempt did commit
+                    self._skipped.inc()
+                    return "skipped"
+            producer = self._producer
+            assert producer is not None
+            try:
+                return self._commit_once(producer, batch_id, rows)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                not_committed = isinstance(error, KafkaError) and error.txn_requires_abort()
+                self._abort(producer, not_committed, batch_id, exc)
+                fenced = isinstance(error, KafkaError) and error.fatal()  # another writer has our id: stop
+                if fenced or attempt == self.attempts:
+                    raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
+                log.warning("batch attempt failed; writing it again", extra={
+                    "query": self.query_name, "batch_id": batch_id, "attempt": attempt, "error": str(exc),
+                    "outcome": "aborted" if not_committed else "unknown: re-fence and read the marker"})
+                time.sleep(min(0.2 * 2 ** attempt, 5))
+            except Exception as exc:  # our own failure before the commit: certainly not committed
+                self._abort(producer, True, batch_id, exc)
+                raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _commit_once(self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]) -> str:
+        """One transaction with the batch's rows and its marker. A retriable failure of the
+        commit is retried as the same commit (its outcome may be unknown)."""
+        started = time.perf_counter()
+        producer.begin_transaction()
+        count = self._produce_all(producer, rows)
+        if count == 0:  # known only now when no hint was given: nothing to make visible
+            producer.abort_transaction()
+            EMPTY.labels(self.query_name).inc()
+            return "empty"
+        marker = {"batch_id": batch_id, "rows": count, "query_id": self._query_id,
+                  "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        producer.produce(self.marker_topic, key=self.query_name.encode(), value=json.dumps(marker).encode())
+        producer.flush()
+        produced = time.perf_counter()
+        PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
+        _maybe_fault("after_produce", batch_id)
+        deadline = time.monotonic() + self.transaction_timeout_ms / 1000
+        while True:
+            try:
+                producer.commit_transaction()
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                log.warning("commit failed, retrying the same commit", extra={
+                    "query": self.query_name, "batch_id": batch_id, "error": str(exc.args[0])})
+                time.sleep(0.2)
+        PHASE_SECONDS.labels(self.query_name, "commit").observe(time.perf_counter() - produced)
         self._last_committed = batch_id
         self._committed.inc()
         RECORDS.labels(self.query_name).inc(count)
@@ -311,15 +377,18 @@ class ExactlyOnceSink:
             count += 1
         return count
 
-    def _abort(self, producer: Producer, in_transaction: bool, batch_id: int, exc: BaseException) -> None:
-        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-        fatal = isinstance(error, KafkaError) and error.fatal()
-        if in_transaction and not fatal:
+    def _abort(self, producer: Producer, not_committed: bool, batch_id: int, exc: BaseException) -> None:
+        """After a failed attempt. Known not committed: abort and keep the producer. Otherwise
+        the outcome is unknown (or the producer fenced): drop the producer; the next attempt's
+        ``open`` fences it and reads the marker."""
+        self._aborted.inc()
+        log.error("batch attempt aborted", extra={"query": self.query_name, "batch_id": batch_id, "error": str(exc),
+                                                  "not_committed": not_committed})
+        if not_committed:
             try:
                 producer.abort_transaction(30)
+                return
             except KafkaException as abort_exc:
-                log.error("abort failed", extra={"query": self.query_name, "batch_id": batch_id, "error": str(abort_exc)})
-        self._aborted.inc()
-        log.error("batch aborted", extra={"query": self.query_name, "batch_id": batch_id, "error": str(exc),
-                                          "fatal": fatal})
+                log.error("abort failed", extra={"query": self.query_name, "batch_id": batch_id,
+                                                 "error": str(abort_exc)})
         self._reset()

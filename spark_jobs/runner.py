@@ -133,12 +133,9 @@ def read_kafka(spark: "SparkSession", settings: SparkJobSettings, topic: str) ->
 
 def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
     """Partition count of an output topic, for jobs that choose partitions themselves."""
-    from streamkit.kafka_clients import admin_client
+    from streamkit.kafka_clients import partition_count
 
-    metadata = admin_client(settings).list_topics(topic, timeout=30).topics[topic]
-    if metadata.error is not None:
-        raise RuntimeError(f"topic {topic}: {metadata.error}")
-    return len(metadata.partitions)
+    return partition_count(settings, topic)
 
 
 def run_query(service: str, settings: SparkJobSettings, default_query: str,

@@ -6,6 +6,7 @@ that never auto-commit.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -61,3 +62,17 @@ def committed_consumer(settings: Settings, group_id: str, **overrides: Any) -> C
         **overrides,
     }
     return Consumer(config)
+
+
+def partition_count(settings: Settings, topic: str, wait_s: float = 30) -> int:
+    """A topic's partition count; waits a little, as a just-created topic or a just restarted
+    broker may not report it yet. Raises LookupError when it does not exist after ``wait_s``."""
+    admin = admin_client(settings)
+    deadline = time.monotonic() + wait_s
+    while True:
+        metadata = admin.list_topics(topic, timeout=30)
+        if topic in metadata.topics and metadata.topics[topic].error is None:
+            return len(metadata.topics[topic].partitions)
+        if time.monotonic() > deadline:
+            raise LookupError(f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}")
+        time.sleep(1)
