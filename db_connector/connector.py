@@ -110,7 +110,7 @@ class Connector:
                 messages = self._take()
                 if batch.generation != self.generation:
                     batch = Batch(self.generation)
-                self._log_errors(batch.add_chunk(messages, self.converters))
+                self._check_errors(batch.add_chunk(messages, self.converters))
                 PENDING.set(len(batch.lines))
                 ready = len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s)
                 # settle when the next batch is ready, or as soon as the write is done (latency)
@@ -134,6 +134,10 @@ class Connector:
         except RewindFailed as exc:
             log.error("could not rewind to the committed offsets; exiting", extra={"error": str(exc)})
             return 1
+        except ConsumerFailed as exc:
+            log.error("the Kafka consumer failed for good; exiting so a restart rejoins the group",
+                      extra={"error": str(exc)})
+            return 1
         finally:
             self._close()
         return 0
@@ -147,15 +151,21 @@ class Connector:
             return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
         except KafkaException as exc:
             if not exc.args[0].retriable():
-                raise  # not transient: exit non-zero, the supervisor restarts us
+                raise ConsumerFailed(str(exc.args[0])) from exc  # exit non-zero: a restart rejoins
             log.warning("consume failed, retrying", extra={"error": str(exc.args[0])})
             return []
 
     @staticmethod
-    def _log_errors(errors: list[KafkaError]) -> None:
+    def _check_errors(errors: list[KafkaError]) -> None:
+        """Errors the consumer reports in-band. A fatal one (e.g. a static member fenced after
+        the broker was unreachable past the session timeout) means the consumer will never
+        deliver again: exit instead of living on idle."""
         for error in errors:
-            if error.code() != KafkaError._PARTITION_EOF:
-                log.warning("consumer error", extra={"error": str(error)})
+            if error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if error.fatal() or error.code() == KafkaError._FATAL:  # librdkafka reports it as _FATAL
+                raise ConsumerFailed(str(error))
+            log.warning("consumer error", extra={"error": str(error)})
 
     # ------------------------------------------------------------------------- one batch
     def _submit(self, batch: Batch) -> None:
@@ -395,6 +405,10 @@ class Connector:
 
 class RewindFailed(RuntimeError):
     """Where to read again is unknown: exit non-zero; a restart reads from the committed offsets."""
+
+
+class ConsumerFailed(RuntimeError):
+    """The consumer reported a fatal error: it delivers nothing more; a restart makes a new one."""
 
 
 class FencedOut(RuntimeError):

@@ -109,6 +109,9 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("EOS_FAULT_POINT", "tests (fault injection)",
      "with EOS_FAULT_BATCH: the exactly-once sink SIGKILLs its own driver at that point of that batch; never set it in production"),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
+    ("CLIENT_FAULT_SCALE", "tests", "multiplies every fault rate of the client-level fault injection test (1.0)"),
+    ("CLIENT_FAULTS", "tests (fault injection)",
+     "SEED,SCALE: with tests/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production"),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
 )
 

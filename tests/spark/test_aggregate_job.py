@@ -20,6 +20,7 @@ import pytest
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
 from streamkit.harness import new_lane
+from streamkit.topics import TopicSpec, provision
 from tests.oracles import distinct_records, event_time_rows, file_rows
 from tests.spark.helpers import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
 from tests.window_oracle import Expected, Record, Spec, window_oracle
@@ -260,3 +261,66 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
     assert service.process.wait(600) == 0, log_tail(out.log)
     assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
     assert aside_of(decoded(stack_settings, out.late, "late")) == expected.late_topic()
+
+
+def copies_within_lateness(partitions: int) -> list[Record]:
+    """Two things at 1 Hz over 120 s, in arrival order with copies: every 10th record again,
+    identical, a few records later; every 7th again with another value, a few more records
+    later (both well within the lateness)."""
+    a, b = things_on_partitions(partitions)[:2]
+    records: list[Record] = []
+    for second in range(120):
+        t = T0 + second * 1000
+        records += [(a, "speed", t, float(second % 11), f"a{second}"), (b, "speed", t, float(second % 13), f"b{second}")]
+    arrival = list(records)
+    for index, record in enumerate(records):
+        if index % 10 == 0:
+            arrival.insert(min(len(arrival), arrival.index(record) + 7), record)
+        if index % 7 == 0:
+            arrival.insert(min(len(arrival), arrival.index(record) + 11), (*record[:3], record[3] + 100.0, record[4]))
+    return arrival
+
+
+def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_settings: Settings,
+                                                                      tmp_path: Path) -> None:
+    """The last copy of a record wins in the aggregates as in Kafka compaction, so a rerun from a
+    fresh checkpoint after the broker really compacted the raw topic gives the same windows as
+    the first run over the copies. Compaction is switched on only after the first run."""
+    settings, partitions = stack_settings, stack_settings.topic_partitions
+    raw = f"test.raw.{uuid.uuid4().hex[:10]}"
+    uncompacted = {"cleanup.policy": "delete", "segment.ms": "100"}
+    provision(settings, [TopicSpec(raw, partitions, uncompacted)])
+    arrival = copies_within_lateness(partitions)
+    produce_measurements(settings, raw, arrival, partitions)
+    # The closers (one per key, so one per data partition) come a second later: their appends
+    # roll the data's segments, and only the active segment is never compacted.
+    time.sleep(1)
+    closers = [(thing, "speed", T0 + 200_000, 0.0, f"{thing}-closer") for thing in sorted({r[0] for r in arrival})]
+    produce_measurements(settings, raw, closers, partitions)
+    arrival += closers
+    keys = {(thing, quantity, t) for thing, quantity, t, _, _ in arrival}
+    assert len(keys) < len(arrival) - 40  # there are copies to compact away
+
+    def run(name: str) -> list[tuple[bytes, dict]]:
+        out = Outputs(settings, tmp_path, name)
+        service = spark_service("spark_jobs.aggregate", ["--raw-topic", raw, *out.args(), *window_args([TUMBLING]),
+                                                         "--available-now", "--max-offsets-per-trigger", "50"], out.log)
+        assert service.start().process.wait(600) == 0, log_tail(out.log)
+        return decoded(settings, out.aggregates, "aggregate")
+
+    first = run("before-compaction")
+    expected = window_oracle(arrival, [TUMBLING], LATENESS_MS)
+    assert expected.superseded and len(expected.windows) > 20
+    assert_windows_equal(first, expected)
+
+    provision(settings, [TopicSpec(raw, partitions, {**uncompacted, "cleanup.policy": "compact",
+                                                     "min.compaction.lag.ms": "0",
+                                                     "min.cleanable.dirty.ratio": "0.01"})], fix_config=True)
+    deadline = time.monotonic() + 120
+    while len(compacted := read_to_end(settings, raw)) > len(keys) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert len(compacted) == len(keys), f"the broker did not compact {raw} within 120 s"
+
+    rerun = run("after-compaction")
+    assert_windows_equal(rerun, expected)
+    assert sorted(k for k, _ in rerun) == sorted(k for k, _ in first)

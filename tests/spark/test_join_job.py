@@ -14,6 +14,7 @@ from mqtt_bridge.records import RowSplitter
 from spark_jobs.join import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
+from tests.committed import committed_pairs
 from tests.oracles import event_time_rows, join_pairs
 from tests.spark.helpers import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
 
@@ -37,15 +38,6 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
     produce_committed(settings, records)
     return fed
 
-
-def committed_pairs(settings: Settings, topic: str) -> Counter:
-    codec = AvroCodec("joined")
-    out: Counter = Counter()
-    for message in read_to_end(settings, topic):
-        r = codec.decode(message.value())
-        assert message.key().decode() == r["id"]
-        out[(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])] += 1
-    return out
 
 
 @pytest.fixture

@@ -1,0 +1,20 @@
+"""What a committed output topic holds, decoded into the shape its oracle produces."""
+from __future__ import annotations
+
+from collections import Counter
+
+from streamkit.avro_codec import AvroCodec
+from streamkit.config import Settings
+from streamkit.harness import read_topic
+
+
+def committed_pairs(settings: Settings, topic: str) -> Counter:
+    """The joined topic's pairs, (thing, left quantity, right quantity, left t, right t), as a
+    multiset; every record's key must be its pair id."""
+    codec = AvroCodec("joined")
+    pairs: Counter = Counter()
+    for message in read_topic(settings, topic):
+        r = codec.decode(message.value())
+        assert message.key().decode() == r["id"], (message.key(), r["id"])
+        pairs[(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])] += 1
+    return pairs
