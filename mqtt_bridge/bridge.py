@@ -56,6 +56,7 @@ class Bridge:
         self.client.manual_ack_set(True)
         self.client.max_inflight_messages_set(1000)
         self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe)
+        self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -85,6 +86,16 @@ class Bridge:
                         extra={"reason": str(reason), "unacked": dropped})
 
     def _on_message(self, _c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+        """paho's callback: nothing may escape it, or paho's network thread dies and the process
+        lives on ingesting nothing. A failure of one message is a dead letter (in ``_take``);
+        anything else ends the run (exit 1) so a supervisor restarts the bridge."""
+        try:
+            self._take(message)
+        except Exception as exc:
+            log.exception("the MQTT callback failed; exiting", extra={"topic": message.topic})
+            self.failure = exc
+
+    def _take(self, message: mqtt.MQTTMessage) -> None:
         if self.shutdown.requested:
             MESSAGES.labels("deferred").inc()  # not acked: the broker keeps it for our next session
             return
@@ -99,10 +110,14 @@ class Bridge:
         try:
             row = parse_row(payload)
             check_event_time(row.timestamp_ms, int(time.time() * 1000), self.max_future_ms)
+            records = self.splitter.split(row)
         except RowError as exc:
             self._dead_letter(message, exc.reason, str(exc), payload)
             return
-        records = self.splitter.split(row)
+        except Exception as exc:  # an input class no check foresaw: a dead letter all the same
+            log.exception("unexpected failure on one message; dead-lettered")
+            self._dead_letter(message, "unprocessable", f"{type(exc).__name__}: {exc}", payload)
+            return
         entry = self.acks.add(message.mid, message.qos, len(records))
         confirm = self.acks.confirm
 
@@ -197,6 +212,9 @@ class Bridge:
                                           "partitions": self.splitter.partitions})
         while not self.shutdown.requested:
             self.producer.poll(0.1)
+            if self.failure is not None:
+                self._close(flush=False)
+                return 1
             if self.acks.blocked_by_failure:
                 log.error("a Kafka delivery failed for good; exiting so the broker redelivers unacked messages")
                 self._close(flush=False)

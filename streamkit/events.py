@@ -39,12 +39,20 @@ class RowError(ValueError):
         self.reason = reason
 
 
+#: More digits than any nanosecond timestamp InfluxDB can store has (19): refused before int()
+#: does quadratic work on them.
+MAX_TIMESTAMP_DIGITS = 30
+
+
 def timestamp_to_ms(value: object) -> int:
     if isinstance(value, bool):
         raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {value!r}")
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        digits = text.removeprefix("-")
+        if digits.isascii() and digits.isdigit():  # not "²" or other Unicode digits int() refuses
+            if len(digits) > MAX_TIMESTAMP_DIGITS:
+                raise RowError("bad_timestamp", f"Timestamp has {len(digits)} digits (at most {MAX_TIMESTAMP_DIGITS})")
             value = int(text)
         else:
             try:
@@ -100,32 +108,52 @@ def decode_object(payload: bytes | str) -> dict:
             obj = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             raise RowError("not_json", "payload is neither JSON nor a Python-style dict") from None
+    except RecursionError:
+        raise RowError("too_deep", "payload is nested deeper than the JSON parser goes") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise RowError("bad_number", str(exc)[:200]) from None
     if not isinstance(obj, dict):
         raise RowError("not_object", f"payload is a JSON {type(obj).__name__}, not an object")
     return obj
+
+
+def _check_text(field: str, text: str) -> None:
+    """Every text goes into Avro and line protocol as UTF-8: a lone surrogate (valid in JSON's
+    escapes, not in UTF-8) must be refused here, not fail an encoder downstream."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RowError("not_utf8", f"{field} holds a character UTF-8 cannot encode") from None
 
 
 def validate(obj: dict) -> Row:
     thing = obj.get("Thing")
     if not isinstance(thing, str) or not thing.strip():
         raise RowError("missing_thing", "Thing is missing or not a non-empty string")
+    _check_text("Thing", thing)
     if "Timestamp" not in obj:
         raise RowError("missing_timestamp", "Timestamp is missing")
     timestamp_ms = timestamp_to_ms(obj["Timestamp"])
     row_id = obj.get("id", "")
     if not isinstance(row_id, str):
         row_id = str(row_id)
+    _check_text("id", row_id)
     quantities: dict[str, float] = {}
     for name, value in obj.items():
         if name in META_FIELDS:
             continue
-        if "|" in name or not name.isprintable() or not name:
-            raise RowError("bad_quantity_name", f"quantity name {name[:40]!r} is empty, not printable or has '|'")
+        if not isinstance(name, str) or "|" in name or not name.isprintable() or not name:
+            raise RowError("bad_quantity_name",
+                           f"quantity name {repr(name)[:40]} is not a string, empty, not printable or has '|'")
+        _check_text("a quantity name", name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RowError("bad_quantity", f"quantity {name!r} is not a number: {str(value)[:40]!r}")
-        number = float(value)
+            raise RowError("bad_quantity", f"quantity {name[:40]!r} is not a number: {repr(value)[:40]}")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise RowError("bad_quantity", f"quantity {name[:40]!r} is too large for a float") from None
         if not math.isfinite(number):
-            raise RowError("bad_quantity", f"quantity {name!r} is not finite: {value!r}")
+            raise RowError("bad_quantity", f"quantity {name[:40]!r} is not finite: {value!r}")
         quantities[name] = number
     if not quantities:
         raise RowError("no_quantities", "row holds no quantity")
@@ -138,3 +166,7 @@ def parse_row(payload: bytes | str) -> Row:
         return validate(decode_object(payload))
     except UnicodeDecodeError:
         raise RowError("not_utf8", "payload is not UTF-8") from None
+    except RowError:
+        raise
+    except Exception as exc:  # an input class nobody thought of: still a dead letter, never a crash
+        raise RowError("unparseable", f"{type(exc).__name__}: {str(exc)[:200]}") from None

@@ -157,6 +157,11 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
             "future": b'{"Thing": "F1", "Timestamp": %d, "vaTorque_C11": 1.0}' % (
                 int(time.time() * 1000) + 10 * 365 * 86_400_000),
             "out_of_range": b'{"Thing": "F1", "Timestamp": 99999999999, "vaTorque_C11": 1.0}',
+            # inputs that once raised past the parser and killed paho's network thread (#14)
+            "deep": b"[" * 50_000,
+            "long_number": b'{"Thing": "F1", "Timestamp": 1554000000000, "vaTorque_C11": ' + b"1" * 5000 + b"}",
+            "surrogate": b'{"Thing": "F\\ud800", "Timestamp": 1554000000000, "vaTorque_C11": 1.0}',
+            "int_key": b"{'Thing': 'F1', 'Timestamp': 1554000000000, 1: 1.0}",
         }
         _publish_all(lane, list(fuzz.values()))
         assert wait_for_count(settings, lane.dlq_topic, len(fuzz), 60) >= len(fuzz)
@@ -167,7 +172,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
         reasons = [dict(m.headers())["reason"].decode() for m in dlq]
         assert reasons == ["not_utf8", "not_json", "payload_too_large", "bad_quantity", "missing_thing",
                            "missing_timestamp", "bad_quantity", "not_object", "not_json", "future_timestamp",
-                           "timestamp_out_of_range"]
+                           "timestamp_out_of_range", "too_deep", "bad_number", "not_utf8", "bad_quantity_name"]
         huge = dlq[2]
         assert int(dict(huge.headers())["payload_bytes"]) == len(fuzz["huge"]) and len(huge.value()) == 64 * 1024
         assert [m.value() for i, m in enumerate(dlq) if i != 2] == [v for k, v in fuzz.items() if k != "huge"]

@@ -4,11 +4,15 @@ from __future__ import annotations
 import random
 
 from hypothesis import given, settings, strategies as st
+from paho.mqtt.client import MQTTMessage
 
 from mqtt_bridge.acks import InOrderAcks
+from mqtt_bridge.bridge import Bridge
+from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import RowSplitter, record_key, thing_partition
 from streamkit.avro_codec import AvroCodec
 from streamkit.events import Row
+from streamkit.shutdown import ShutdownFlag
 
 
 @settings(max_examples=200, deadline=None)
@@ -58,3 +62,49 @@ def test_rows_split_into_deterministic_records_in_the_things_partition() -> None
                           "value": -4.25, "row_id": "id-1"}
     assert splitter.split(row) == records  # a redelivered row gives byte-identical records
     assert record_key("a|b", "q", 1).rsplit(b"|", 2) == [b"a|b", b"q", b"1"]
+
+
+class _RecordingProducer:
+    """Stands in for Kafka: records what the bridge produces and confirms it at once."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes, list]] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery, headers: list) -> None:
+        self.produced.append((topic, value, headers))
+        on_delivery(None, None)
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def _bridge_without_servers(splitter: object) -> Bridge:
+    bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
+    bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
+    bridge.shutdown, bridge.max_future_ms, bridge.failure = ShutdownFlag(), 3_600_000, None
+    bridge.producer, bridge.splitter = _RecordingProducer(), splitter
+    bridge.acks = InOrderAcks(lambda _mid, _qos: None)
+    return bridge
+
+
+def test_an_unforeseen_failure_on_one_message_is_a_dead_letter_not_a_dead_callback() -> None:
+    class Exploding:
+        def split(self, _row: Row) -> list:
+            raise KeyError("a bug nobody foresaw")
+
+    bridge = _bridge_without_servers(Exploding())
+    message = MQTTMessage(mid=1, topic=b"machines/M1")
+    message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
+    bridge._on_message(None, None, message)  # must not raise
+    (topic, value, headers), = bridge.producer.produced
+    assert (topic, value, dict(headers)["reason"]) == ("dlq", message.payload, b"unprocessable")
+    assert bridge.failure is None and len(bridge.acks) == 0  # acked: never redelivered
+
+
+def test_a_failure_outside_one_message_ends_the_run_instead_of_killing_the_callback() -> None:
+    bridge = _bridge_without_servers(RowSplitter(2))
+    bridge.producer = None  # every use of Kafka now fails with AttributeError
+    message = MQTTMessage(mid=1, topic=b"machines/M1")
+    message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
+    bridge._on_message(None, None, message)  # must not raise
+    assert isinstance(bridge.failure, AttributeError)

@@ -48,6 +48,19 @@ def test_a_good_row_and_python_dict_style() -> None:
     (b'{"Thing": "T", "Timestamp": 1, "a|b": 1}', "bad_quantity_name"),
     (b'{"Thing": "T", "Timestamp": 1, "id": "x"}', "no_quantities"),
     (b"{'Thing': 'T', 'Timestamp': __import__('os')}", "not_json"),
+    # Inputs that used to raise something other than RowError (and so escaped the bridge's
+    # MQTT callback): each is now a dead letter with its own reason.
+    (b"[" * 50_000, "too_deep"),
+    (b'{"a": ' * 20_000, "too_deep"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": ' + b"1" * 5_000 + b"}", "bad_number"),
+    (b'{"Thing": "T", "Timestamp": 1, "a": ' + b"9" * 400 + b"}", "bad_quantity"),
+    (b'{"Thing": "T", "Timestamp": "' + b"1" * 5_000 + b'", "a": 1}', "bad_timestamp"),
+    ('{"Thing": "T", "Timestamp": "\u00b2", "a": 1}'.encode(), "bad_timestamp"),
+    (b"{'Thing': 'T', 'Timestamp': 1, 1: 2}", "bad_quantity_name"),
+    (b"{'Thing': 'T', 'Timestamp': 1, (1, 2): 2}", "bad_quantity_name"),
+    (b"{'Thing': 'T', 'Timestamp': 1, b'a': 2}", "bad_quantity_name"),
+    (b'{"Thing": "T\\ud800", "Timestamp": 1, "a": 1}', "not_utf8"),
+    (b'{"Thing": "T", "Timestamp": 1, "id": "\\udfff", "a": 1}', "not_utf8"),
 ])
 def test_bad_rows_are_rejected_with_a_reason(payload: bytes, reason: str) -> None:
     with pytest.raises(RowError) as caught:
