@@ -40,16 +40,21 @@ def _decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """One zigzag varint (Avro int/long) at ``pos``: (value, position after it)."""
+    """One zigzag varint (Avro int/long) at ``pos``: (value, position after it). More than ten
+    bytes cannot be a 64-bit long: refused (ValueError), as the Avro reference readers do."""
     byte = buf[pos]
     pos += 1
     number = byte & 0x7F
     shift = 7
     while byte & 0x80:
+        if shift >= 70:
+            raise ValueError("varint longer than a long")
         byte = buf[pos]
         pos += 1
         number |= (byte & 0x7F) << shift
         shift += 7
+    if number >> 64:
+        raise ValueError("varint beyond 64 bits")
     return (number >> 1) ^ -(number & 1), pos
 
 

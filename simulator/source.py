@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamkit.events import RowError, decode_object, validate
+from streamkit.events import Row, RowError, read_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,13 @@ class SourceStats:
         self.examples.setdefault(exc.reason, f"line {line_no}: {exc}")
 
 
+def as_json(obj: dict, row: Row) -> bytes:
+    """A validated Python-dict style row as JSON: its timestamp and numbers as written."""
+    row_id = {"id": row.row_id} if "id" in obj else {}
+    return json.dumps({"Thing": row.thing, "Timestamp": obj["Timestamp"], **row_id,
+                       **{name: obj[name] for name in row.quantities}}).encode()
+
+
 def read_rows(path: Path, stats: SourceStats) -> Iterator[SourceRow]:
     """Valid rows in file order; bad lines are counted with their reason and skipped."""
     with path.open("rb") as handle:
@@ -44,17 +51,14 @@ def read_rows(path: Path, stats: SourceStats) -> Iterator[SourceRow]:
             if not line:
                 continue
             try:
-                obj = decode_object(line)
-                row = validate(obj)
-            except UnicodeDecodeError:
-                stats.reject(line_no, RowError("not_utf8", "line is not UTF-8"))
-                continue
+                obj, row = read_row(line)
             except RowError as exc:
                 stats.reject(line_no, exc)
                 continue
             stats.rows += 1
-            # Python-dict style lines are published as JSON; JSON lines as they are (no re-encoding).
-            payload = line if line.startswith(b'{"') else json.dumps(obj).encode()
+            # JSON lines are published as they are (no re-encoding); Python-dict style lines as
+            # JSON made of what was validated (their id may be any literal, e.g. bytes).
+            payload = line if line.startswith(b'{"') else as_json(obj, row)
             yield SourceRow(row.timestamp_ms, row.thing, payload)
 
 

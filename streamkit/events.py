@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -105,7 +106,9 @@ def decode_object(payload: bytes | str) -> dict:
         obj = json.loads(text)
     except json.JSONDecodeError:
         try:
-            obj = ast.literal_eval(text.strip())
+            with warnings.catch_warnings():  # odd literals warn (SyntaxWarning): noise per message
+                warnings.simplefilter("ignore")
+                obj = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             raise RowError("not_json", "payload is neither JSON nor a Python-style dict") from None
     except RecursionError:
@@ -162,8 +165,14 @@ def validate(obj: dict) -> Row:
 
 def parse_row(payload: bytes | str) -> Row:
     """Decode and validate; raises RowError with a reason code."""
+    return read_row(payload)[1]
+
+
+def read_row(payload: bytes | str) -> tuple[dict, Row]:
+    """The decoded object and its validated row. Untrusted bytes: nothing but RowError leaves."""
     try:
-        return validate(decode_object(payload))
+        obj = decode_object(payload)
+        return obj, validate(obj)
     except UnicodeDecodeError:
         raise RowError("not_utf8", "payload is not UTF-8") from None
     except RowError:

@@ -29,6 +29,7 @@ def test_bad_lines_are_counted_with_reasons_and_python_dicts_become_json(tmp_pat
     path.write_text("\n".join([
         '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}',
         "{'Thing': 'A', 'Timestamp': 1554096381000, 'x': 2}",
+        "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",  # bytes: no JSON form
         'not json at all',
         '{"Thing": "A", "Timestamp": 3000, "x": NaN}',
         '{"Timestamp": 4000, "x": 1}',
@@ -36,10 +37,11 @@ def test_bad_lines_are_counted_with_reasons_and_python_dicts_become_json(tmp_pat
     ]))
     stats = SourceStats()
     rows = list(read_rows(path, stats))
-    assert [r.timestamp_ms for r in rows] == [1554096380000, 1554096381000]
+    assert [r.timestamp_ms for r in rows] == [1554096380000, 1554096381000, 1554096382000]
     assert json.loads(rows[1].payload) == {"Thing": "A", "Timestamp": 1554096381000, "x": 2}
+    assert json.loads(rows[2].payload) == {"Thing": "A", "Timestamp": 1554096382000, "id": "b'raw'", "x": 3}
     assert dict(stats.rejected) == {"not_json": 1, "bad_quantity": 1, "missing_thing": 1}
-    assert "line 3" in stats.examples["not_json"]
+    assert "line 4" in stats.examples["not_json"]
 
 
 def test_fixed_rate_pacing() -> None:
