@@ -250,7 +250,13 @@ class Connector:
         while time.monotonic() < deadline:
             if self.shutdown.requested:
                 return True
-            message = self.consumer.poll(min(0.2, max(0.0, deadline - time.monotonic())))
+            try:
+                message = self.consumer.poll(min(0.2, max(0.0, deadline - time.monotonic())))
+            except KafkaException as exc:  # a back-off must not fail what it is waiting for
+                if not exc.args[0].retriable():
+                    raise ConsumerFailed(str(exc.args[0])) from exc
+                time.sleep(0.05)
+                continue
             if message is not None:
                 self.carry.append(message)  # fetched before the pause took effect: keep it
         return self.shutdown.requested
@@ -347,13 +353,21 @@ class Connector:
         log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
                                                     "topic": source.topic(), "offset": source.offset()})
 
-    def _abort(self) -> None:
-        try:
-            self.producer.abort_transaction(30)
-        except KafkaException as exc:
-            if exc.args[0].fatal():
-                raise FencedOut(str(exc.args[0])) from None
-            log.warning("abort failed", extra={"error": str(exc.args[0])})
+    def _abort(self, attempts: int = 5) -> None:
+        """Abort the open transaction; a retriable failure is retried (a transaction left open
+        would refuse the next begin_transaction)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.producer.abort_transaction(30)
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.fatal():
+                    raise FencedOut(str(error)) from None
+                log.warning("abort failed", extra={"error": str(error), "attempt": attempt})
+                if not error.retriable():
+                    return
+                time.sleep(0.1 * attempt)
 
     def _rewind(self, batch: Batch) -> None:
         """Make everything uncommitted be read again (its points are rewritten harmlessly): every

@@ -57,6 +57,7 @@ class Bridge:
         self.client.max_inflight_messages_set(1000)
         self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe)
         self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
+        self.produce_failed = False  # a message could not be queued: take no more, exit
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -96,8 +97,11 @@ class Bridge:
             self.failure = exc
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
-        if self.shutdown.requested:
-            MESSAGES.labels("deferred").inc()  # not acked: the broker keeps it for our next session
+        if self.shutdown.requested or self.produce_failed:
+            # Not acked: the broker keeps it for our next session. After a failed produce no
+            # later message may reach Kafka before the failed one (it would overtake it in its
+            # partition): they all wait for the restart, which gets them again in order.
+            MESSAGES.labels("deferred").inc()
             return
         while len(self.acks) >= self.settings.max_unacked and not self.shutdown.requested:
             self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
@@ -123,6 +127,7 @@ class Bridge:
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
+                self.produce_failed = True
                 DELIVERY_FAILURES.inc()
                 log.error("Kafka delivery failed", extra={"error": str(err)})
             confirm(entry, err is None)
@@ -130,6 +135,7 @@ class Bridge:
         # One call for the whole row (all its records share the thing's partition).
         batch = [{"key": record.key, "value": record.value} for record in records]
         if not self._produce_batch(batch, records[0].partition, delivered):
+            self.produce_failed = True
             for _ in batch:  # never queued: the message stays unacknowledged, the bridge exits
                 confirm(entry, False)
             return

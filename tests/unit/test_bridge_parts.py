@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 from hypothesis import given, settings, strategies as st
+from confluent_kafka import KafkaError, KafkaException
 from paho.mqtt.client import MQTTMessage
 
 from mqtt_bridge.acks import InOrderAcks
@@ -69,10 +70,19 @@ class _RecordingProducer:
 
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes, list]] = []
+        self.refuse_batches = False
 
     def produce(self, topic: str, value: bytes, key: bytes, on_delivery, headers: list) -> None:
         self.produced.append((topic, value, headers))
         on_delivery(None, None)
+
+    def produce_batch(self, topic: str, batch: list[dict], partition: int, on_delivery) -> int:
+        if self.refuse_batches:
+            raise KafkaException(KafkaError(KafkaError._FAIL, "refused"))
+        self.produced.extend((topic, m["value"], [("partition", partition)]) for m in batch)
+        for _ in batch:
+            on_delivery(None, None)
+        return len(batch)
 
     def poll(self, _timeout: float) -> int:
         return 0
@@ -81,7 +91,7 @@ class _RecordingProducer:
 def _bridge_without_servers(splitter: object) -> Bridge:
     bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
     bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
-    bridge.shutdown, bridge.max_future_ms, bridge.failure = ShutdownFlag(), 3_600_000, None
+    bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = ShutdownFlag(), 3_600_000, None, False
     bridge.producer, bridge.splitter = _RecordingProducer(), splitter
     bridge.acks = InOrderAcks(lambda _mid, _qos: None)
     return bridge
@@ -108,3 +118,19 @@ def test_a_failure_outside_one_message_ends_the_run_instead_of_killing_the_callb
     message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
     bridge._on_message(None, None, message)  # must not raise
     assert isinstance(bridge.failure, AttributeError)
+
+
+def test_after_a_failed_produce_no_later_message_overtakes_it() -> None:
+    """Message 1 cannot be queued (a non-retriable error): message 2 must not reach Kafka
+    before it, or it would overtake it in its partition; both wait for the restart."""
+    bridge = _bridge_without_servers(RowSplitter(2))
+    messages = []
+    for mid in (1, 2):
+        message = MQTTMessage(mid=mid, topic=b"machines/M1")
+        message.payload, message.qos = b'{"Thing": "M1", "Timestamp": %d, "a": 1}' % (1554000000000 + mid), 1
+        messages.append(message)
+    bridge.producer.refuse_batches = True
+    bridge._on_message(None, None, messages[0])
+    bridge.producer.refuse_batches = False  # Kafka would take message 2 now
+    bridge._on_message(None, None, messages[1])
+    assert bridge.producer.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
