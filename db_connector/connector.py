@@ -28,6 +28,7 @@ from db_connector.config import ConnectorSettings
 from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import Converter, converters_for
+from streamkit.health import beat
 from streamkit.kafka_clients import committed_consumer, transactional_producer
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -108,6 +109,7 @@ class Connector:
         try:
             while not self.shutdown.requested:
                 messages = self._take()
+                beat()
                 if batch.generation != self.generation:
                     batch = Batch(self.generation)
                 self._check_errors(batch.add_chunk(messages, self.converters))

@@ -20,8 +20,9 @@ from prometheus_client import Counter, Gauge, Histogram
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
-from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.durations import parse_duration_ms
+from streamkit.events import RowError, check_event_time, parse_row
+from streamkit.health import beat
 from streamkit.kafka_clients import idempotent_producer, partition_count
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
@@ -218,6 +219,8 @@ class Bridge:
                                           "partitions": self.splitter.partitions})
         while not self.shutdown.requested:
             self.producer.poll(0.1)
+            if self._network_thread_alive():
+                beat()
             if self.failure is not None:
                 self._close(flush=False)
                 return 1
@@ -228,6 +231,12 @@ class Bridge:
         log.info("shutting down: flushing Kafka, acknowledging what Kafka confirmed")
         self._close(flush=True)
         return 0
+
+    def _network_thread_alive(self) -> bool:
+        """paho's loop thread runs the callbacks: if it died, the bridge takes nothing in (paho
+        keeps the thread private; read defensively)."""
+        thread = getattr(self.client, "_thread", None)
+        return thread is not None and thread.is_alive()
 
     def _close(self, flush: bool) -> None:
         if flush:

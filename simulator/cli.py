@@ -21,6 +21,7 @@ from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
 from simulator.source import SourceStats, read_rows, sorted_rows
 from streamkit.config import Settings, setting
+from streamkit.health import beat
 from streamkit.logs import setup_logging
 from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 high = row.timestamp_ms if high is None else max(high, row.timestamp_ms)
                 if published % 2000 == 0:
                     bar.update(2000)
+                    beat()
                     if args.no_progress and time.perf_counter() - last_status > 5:
                         last_status = time.perf_counter()
                         log.info("progress", extra={"published": published,

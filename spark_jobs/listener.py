@@ -13,6 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_jobs.runner import EVENT_TIME_METRIC
+from streamkit.health import beat
 
 log = logging.getLogger("spark_jobs.listener")
 
@@ -44,6 +45,7 @@ class PrometheusListener(StreamingQueryListener):
         log.info("query started", extra={"query": name, "query_id": str(event.id), "run_id": str(event.runId)})
 
     def onQueryProgress(self, event: Any) -> None:
+        beat()
         try:
             self.record(event.progress)
         except Exception:  # a metrics bug must never fail the query's listener bus
@@ -73,7 +75,7 @@ class PrometheusListener(StreamingQueryListener):
                                            "phases_ms": dict(getattr(progress, "durationMs", None) or {})})
 
     def onQueryIdle(self, event: Any) -> None:
-        pass
+        beat()  # no new data: idle, not stalled
 
     def onQueryTerminated(self, event: Any) -> None:
         for name, progress in self.last_progress.items():

@@ -85,6 +85,8 @@ class Settings:
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
     metrics_port: int = setting(0, "METRICS_PORT", "port of this service's Prometheus /metrics (0: the service's default)")
     metrics_host: str = setting("127.0.0.1", "METRICS_HOST", "address /metrics binds to (0.0.0.0 inside containers)")
+    health_stall_s: float = setting(120.0, "HEALTH_STALL_S",
+                                    "/healthz on the metrics port answers 503 after this long without progress")
     mqtt_topic_prefix: str = setting("machines", "MQTT_TOPIC_PREFIX", "rows are published to <prefix>/<Thing>")
     raw_topic: str = setting("machinedata.raw", "RAW_TOPIC", "Kafka topic of the per-quantity Avro measurements")
     joined_topic: str = setting("machinedata.joined", "JOINED_TOPIC", "Kafka topic of the join job's pairs")

@@ -1,11 +1,16 @@
-"""Prometheus /metrics for every service, bound to loopback like every other server here."""
+"""Prometheus /metrics and /healthz for every service, bound to loopback like every other
+server here."""
 from __future__ import annotations
 
 import logging
+import threading
+from http.server import ThreadingHTTPServer
 
-from prometheus_client import start_http_server
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import MetricsHandler
 
 from streamkit.config import Settings
+from streamkit.health import WATCHDOG
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +24,33 @@ DEFAULT_METRICS_PORTS: dict[str, int] = {
 }
 
 
+class _Handler(MetricsHandler):
+    """prometheus_client's handler, plus /healthz from the process's watchdog."""
+
+    registry = REGISTRY
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.split("?")[0] != "/healthz":
+            super().do_GET()
+            return
+        status, body = WATCHDOG.health()
+        payload = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *_args: object) -> None:  # scrapes are not log lines
+        pass
+
+
 def serve_metrics(service: str, settings: Settings) -> int:
-    """Start the /metrics endpoint; port 0 means the service's default. Returns the port."""
+    """Start /metrics and /healthz; port 0 means the service's default. Returns the port."""
+    WATCHDOG.configure(service, settings.health_stall_s)
     port = settings.metrics_port or DEFAULT_METRICS_PORTS[service]
-    start_http_server(port, addr=settings.metrics_host)
+    server = ThreadingHTTPServer((settings.metrics_host, port), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics endpoint up", extra={"service": service, "port": port})
     return port
