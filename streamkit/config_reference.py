@@ -114,6 +114,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
      "SEED,SCALE: with tests/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production"),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (60)"),
+    ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/pipeline/test_flood.py (30)"),
 )
 
 _TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "string", Path: "path"}

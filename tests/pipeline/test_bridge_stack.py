@@ -50,9 +50,9 @@ def assert_raw_topic_holds_exactly(lane: Lane, events: Path, *, check_order: boo
     return len(messages) - len(expected)
 
 
-def start_bridge(lane: Lane, log: Path) -> Service:
+def start_bridge(lane: Lane, log: Path, *extra: str) -> Service:
     """Started and subscribed: a first-ever session only keeps what is published after that."""
-    service = bridge(lane, log).start()
+    service = bridge(lane, log, *extra).start()
     wait_for_log(log, '"bridge running"', 60, service)
     return service
 
