@@ -244,7 +244,11 @@ class Bridge:
             if remaining:
                 log.error("records still unconfirmed after 30 s; their messages stay unacked",
                           extra={"records": remaining})
-        time.sleep(0.2)  # let the network thread write the queued PUBACKs before DISCONNECT
+        # Let the network thread write the queued PUBACKs before DISCONNECT: one that stays
+        # queued makes the broker redeliver an acknowledged message (an identical re-send).
+        deadline = time.monotonic() + 5
+        while self.client.want_write() and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.client.disconnect()
         self.client.loop_stop()
 
