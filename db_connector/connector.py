@@ -140,6 +140,10 @@ class Connector:
             log.error("the Kafka consumer failed for good; exiting so a restart rejoins the group",
                       extra={"error": str(exc)})
             return 1
+        except TransactionStuck as exc:
+            log.error("a transaction step keeps failing; exiting so a restart fences this producer",
+                      extra={"error": str(exc)})
+            return 1
         finally:
             self._close()
         return 0
@@ -332,16 +336,22 @@ class Connector:
             delay = min(delay * 2, self.settings.retry_max_ms / 1000)
         return False
 
-    def _retrying(self, step: Callable[[], None]) -> None:
+    def _retrying(self, step: Callable[[], None], attempts: int = 4) -> None:
+        """Retry a transactional step that failed transiently (its outcome may be unknown, so
+        it is retried, not redone). A step that keeps failing wedges the producer: after
+        ``attempts`` the process exits (TransactionStuck), and the restarted instance fences
+        this producer, which aborts the open transaction; nothing was committed."""
         delay = self.settings.retry_initial_ms / 1000
-        while True:
+        for attempt in range(1, attempts + 1):
             try:
                 step()
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     raise
-                log.warning("transaction step failed, retrying", extra={"error": str(exc.args[0])})
+                if attempt == attempts:
+                    raise TransactionStuck(str(exc.args[0])) from exc
+                log.warning("transaction step failed, retrying", extra={"error": str(exc.args[0]), "attempt": attempt})
                 self._wait(delay)
                 delay = min(delay * 2, self.settings.retry_max_ms / 1000)
 
@@ -367,7 +377,7 @@ class Connector:
                 if error.fatal():
                     raise FencedOut(str(error)) from None
                 log.warning("abort failed", extra={"error": str(error), "attempt": attempt})
-                if not error.retriable():
+                if not error.retriable() or self.shutdown.requested:
                     return
                 time.sleep(0.1 * attempt)
 
@@ -421,6 +431,10 @@ class Connector:
 
 class RewindFailed(RuntimeError):
     """Where to read again is unknown: exit non-zero; a restart reads from the committed offsets."""
+
+
+class TransactionStuck(RuntimeError):
+    """A transactional step kept failing: the producer is wedged; a restart fences it."""
 
 
 class ConsumerFailed(RuntimeError):

@@ -25,7 +25,6 @@ from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.output_columns import typed_columns
-from spark_jobs.dead_letters import Decoded, decode_or_dead_letter, with_dead_letters
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
 from spark_jobs.windows import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, parse_windows,
@@ -78,27 +77,25 @@ class AggregateSettings(SparkJobSettings):
         return DEFAULT_QUERY if self.source == "raw" else f"{DEFAULT_QUERY}-{self.source}"
 
 
-def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> Decoded:
+def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
     """The joined topic as measurements: quantity = the pair's result name, value = its result,
-    event time = the pair's (the later input's), row_id = the pair's id; undecodable records as
-    dead letters."""
+    event time = the pair's (the later input's), row_id = the pair's id."""
     from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
 
-    records, dead = decode_or_dead_letter(
-        read_kafka(spark, settings, settings.joined_topic), "joined", "thing", settings.dlq_topic, STAGE,
-        F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"))
-    pairs = records.select("d.*", "kafka_partition", "kafka_offset")
-    return Decoded(observe_event_time(pairs.select(
+    pairs = read_kafka(spark, settings, settings.joined_topic).select(
+        from_avro("value", schema_text("joined")).alias("p"), F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset")).select("p.*", "kafka_partition", "kafka_offset")
+    return observe_event_time(pairs.select(
         "thing", F.col("result_name").alias("quantity"), "event_time_ms", F.col("result").alias("value"),
-        F.col("id").alias("row_id"), "kafka_partition", "kafka_offset")), dead)
+        F.col("id").alias("row_id"), "kafka_partition", "kafka_offset"))
 
 
-def measurements(spark: "SparkSession", settings: AggregateSettings) -> Decoded:
-    """The input, with MEASUREMENT_COLUMNS, and its undecodable records as dead letters."""
+def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
+    """The input, with MEASUREMENT_COLUMNS."""
     if settings.source == "joined":
         return read_join_results(spark, settings)
-    records, dead = read_measurements(spark, settings, STAGE, with_offsets=True)
-    return Decoded(records.select(*MEASUREMENT_COLUMNS), dead)
+    return read_measurements(spark, settings, with_offsets=True).select(*MEASUREMENT_COLUMNS)
 
 
 #: What the state function hands back: aggregates and late records as plain columns (Avro and
@@ -228,9 +225,7 @@ def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"
                                            "allowed_lateness_ms": rules.allowed_lateness_ms,
                                            "idle_timeout_ms": idle_ms, "max_future_ms": rules.max_future_ms,
                                            "partitions": partitions})
-        records, dead_letters = measurements(spark, settings)
-        return with_dead_letters(to_kafka_records(window_records(records, rules, idle_ms), settings, partitions),
-                                 dead_letters)
+        return to_kafka_records(window_records(measurements(spark, settings), rules, idle_ms), settings, partitions)
 
     return output
 

@@ -175,7 +175,6 @@ def build_join(settings: JoinSettings):
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from spark_jobs.dead_letters import with_dead_letters
     from spark_jobs.runner import read_measurements, topic_partitions
 
     joiner = GroupJoiner(join_config(settings), settings.max_future_ms())
@@ -183,12 +182,12 @@ def build_join(settings: JoinSettings):
     partitions = {topic: topic_partitions(settings, topic) for topic in (settings.joined_topic, settings.late_topic)}
 
     def build(spark: "SparkSession") -> "DataFrame":
-        measurements, dead_letters = read_measurements(spark, settings, "join", with_offsets=True)
+        measurements = read_measurements(spark, settings, with_offsets=True)
         relevant = measurements.where(measurements.quantity.isin(wanted))
         rows = (relevant.select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset")
                 .groupBy("thing")
                 .applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout))
-        return with_dead_letters(to_kafka_records(rows, settings, partitions), dead_letters)
+        return to_kafka_records(rows, settings, partitions)
 
     return build
 

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamkit.avro_codec import schema_text
 from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
 
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.dead_letters import Decoded, decode_or_dead_letter
 from spark_jobs.eos_sink import ExactlyOnceSink
 
 if TYPE_CHECKING:
@@ -81,24 +81,25 @@ class BatchGate:
         return done
 
 
-def read_measurements(spark: "SparkSession", settings: SparkJobSettings, stage: str, topic: str | None = None, *,
-                      with_offsets: bool = False) -> Decoded:
-    """The raw topic as a streaming DataFrame of decoded measurements, and its undecodable
-    records as dead letters (spark_jobs.dead_letters: one bad record must not stop the job).
+def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: str | None = None, *,
+                      with_offsets: bool = False) -> "DataFrame":
+    """The raw topic as a streaming DataFrame of decoded measurements.
 
     Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc) and
     ``event_time`` (a timestamp column); with ``with_offsets`` also ``kafka_partition``
     and ``kafka_offset`` (arrival order: a thing lives in one partition). read_committed so aborted bridge output never
     enters; failOnDataLoss per settings (default true: vanished offsets are an error, while
     compaction gaps and transaction markers are handled by the connector either way).
+    Undecodable values fail the query (FAILFAST): the bridge only writes validated records.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
 
     frame = read_kafka(spark, settings, topic or settings.raw_topic)
     extra = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset")] if with_offsets else []
-    records, dead = decode_or_dead_letter(frame, "measurement", "thing", settings.dlq_topic, stage, *extra)
-    decoded = records.select("d.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
-    return Decoded(observe_event_time(decoded.withColumn("event_time", F.timestamp_millis("event_time_ms"))), dead)
+    decoded = frame.select(from_avro("value", schema_text("measurement")).alias("m"), *extra).select(
+        "m.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
+    return observe_event_time(decoded.withColumn("event_time", F.timestamp_millis("event_time_ms")))
 
 
 #: Name of the observed metric with the newest event time a batch read (spark_jobs.listener).

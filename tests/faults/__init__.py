@@ -33,8 +33,8 @@ KAFKA_CALLS: dict[str, tuple[float, tuple[str, ...]]] = {
     "produce": (0.00002, ("buffer_full",) * 3 + ("non_retriable",)),  # per record: rare
     "produce_batch": (0.001, ("buffer_full", "retriable") * 2 + ("non_retriable",)),
     "begin_transaction": (0.05, ("retriable", "non_retriable") * 3 + ("fatal",)),
-    "send_offsets_to_transaction": (0.15, ("retriable", "abortable", "unknown_outcome") * 2 + ("fatal",)),
-    "commit_transaction": (0.15, ("retriable", "abortable", "unknown_outcome", "non_retriable") * 2 + ("fatal",)),
+    "send_offsets_to_transaction": (0.15, ("abortable", "retriable", "unknown_outcome") * 2 + ("fatal",)),
+    "commit_transaction": (0.15, ("abortable", "unknown_outcome", "retriable", "non_retriable") * 2 + ("fatal",)),
     "abort_transaction": (0.05, ("retriable",) * 4 + ("fatal",)),
     "commit": (0.1, ("retriable", "non_retriable", "unknown_outcome")),
     "consume": (0.001, ("retriable",)),
@@ -54,13 +54,14 @@ class FaultPlan:
         self.next_kinds: dict[str, list[str]] = {}
 
     def draw(self, call: str, table: tuple[float, tuple[str, ...]]) -> str | None:
-        """The faults of one call go through its kinds in a shuffled cycle: every kind comes
-        up within a few faults, whatever the RNG."""
+        """The faults of one call go through its kinds in the declared order, in a cycle: the
+        first fault of a call is its first kind (the rarest in nature comes first, so that one
+        fault of a call is enough for the test to see it), every kind within a cycle."""
         rate, kinds = table
         if self.rng.random() >= rate * self.scale:
             return None
         if not self.next_kinds.get(call):
-            self.next_kinds[call] = self.rng.sample(kinds, len(kinds))
+            self.next_kinds[call] = list(reversed(kinds))
         kind = self.next_kinds[call].pop()
         print(json.dumps({"message": "fault injected", "call": call, "kind": kind, "pid": os.getpid()}),
               file=sys.stderr, flush=True)

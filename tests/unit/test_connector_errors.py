@@ -1,7 +1,7 @@
 """The connector's reading of in-band consumer errors: a fatal one ends the process (a live
 connector that reads nothing is worse than a restart); the others are only logged."""
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from db_connector.connector import Connector, ConsumerFailed
 
@@ -18,3 +18,28 @@ def test_transient_consumer_errors_are_only_logged(caplog: pytest.LogCaptureFixt
     Connector._check_errors([KafkaError(KafkaError._PARTITION_EOF),
                              KafkaError(KafkaError._TRANSPORT, "broker down", retriable=True)])
     assert [r.getMessage() for r in caplog.records] == ["consumer error"]
+
+
+def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
+    """A wedged producer (every retry of send_offsets_to_transaction times out) must not keep
+    the connector alive and idle: after a few attempts it exits, and the restart fences it."""
+    from db_connector.config import ConnectorSettings
+    from db_connector.connector import TransactionStuck
+    from streamkit.shutdown import ShutdownFlag
+
+    class IdleConsumer:
+        def poll(self, _timeout: float) -> None:
+            return None
+
+    connector = Connector.__new__(Connector)  # no servers: only the retry logic
+    connector.settings = ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2})
+    connector.shutdown, connector.consumer, connector.carry = ShutdownFlag(), IdleConsumer(), []
+    calls = []
+
+    def timing_out() -> None:
+        calls.append(1)
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "add offsets timed out", retriable=True))
+
+    with pytest.raises(TransactionStuck):
+        connector._retrying(timing_out)
+    assert len(calls) == 4
