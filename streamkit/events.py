@@ -145,10 +145,10 @@ def validate(obj: dict) -> Row:
     for name, value in obj.items():
         if name in META_FIELDS:
             continue
+        # not printable also covers lone surrogates, which UTF-8 cannot encode
         if not isinstance(name, str) or "|" in name or not name.isprintable() or not name:
             raise RowError("bad_quantity_name",
                            f"quantity name {repr(name)[:40]} is not a string, empty, not printable or has '|'")
-        _check_text("a quantity name", name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RowError("bad_quantity", f"quantity {name[:40]!r} is not a number: {repr(value)[:40]}")
         try:
@@ -178,4 +178,4 @@ def read_row(payload: bytes | str) -> tuple[dict, Row]:
     except RowError:
         raise
     except Exception as exc:  # an input class nobody thought of: still a dead letter, never a crash
-        raise RowError("unparseable", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        raise RowError("unprocessable", f"{type(exc).__name__}: {str(exc)[:200]}") from None

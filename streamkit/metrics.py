@@ -41,9 +41,6 @@ class _Handler(MetricsHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def log_message(self, *_args: object) -> None:  # scrapes are not log lines
-        pass
-
 
 def serve_metrics(service: str, settings: Settings) -> int:
     """Start /metrics and /healthz; port 0 means the service's default. Returns the port."""
