@@ -13,7 +13,6 @@ import os
 import re
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from streamkit.config import Settings
 from streamkit.harness import Lane, group_by_key, new_lane, read_topic, wait_for_count, wait_for_keys
 from streamkit.stack import Stack
 from tests.pipeline.test_bridge_stack import start_bridge
+from tests.pipeline.test_connector_stack import metric
 
 pytestmark = pytest.mark.stack
 SECONDS = float(os.environ.get("FLOOD_SECONDS", "30"))
@@ -35,14 +35,6 @@ T0 = 1_554_000_000_000
 def rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
-
-
-def gauge(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-    return float("nan")
 
 
 class Sampler(threading.Thread):
@@ -64,7 +56,7 @@ class Sampler(threading.Thread):
                 for name, pid in self.pids.items():
                     if pid is not None:
                         self.peak_mb[name] = max(self.peak_mb[name], rss_mb(pid))
-                self.peak_unacked = max(self.peak_unacked, gauge(self.port, "bridge_unacked_messages"))
+                self.peak_unacked = max(self.peak_unacked, metric(self.port, "bridge_unacked_messages"))
             except OSError:  # the bridge between its stop and its restart
                 continue
 
