@@ -45,7 +45,7 @@ from streamkit.harness import (  # noqa: E402
     private_topic,
     wait_for_log,
 )
-from streamkit.kafka_clients import admin_client, idempotent_producer  # noqa: E402
+from streamkit.kafka_clients import admin_client, client_config, idempotent_producer  # noqa: E402
 from streamkit.stack import Stack  # noqa: E402
 
 PARTITIONS = 4
@@ -132,7 +132,7 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
                       flush_ms: int | None, work: Path, profile: Path | None, databases: list[str]) -> dict:
     database = private_database(settings)
     databases.append(database)
-    group = f"bench-connector-{uuid.uuid4().hex[:8]}"
+    group = f"db-connector-bench-{uuid.uuid4().hex[:8]}"
     extra: list[str] = []
     if batch_points:
         extra += ["--batch-points", str(batch_points)]
@@ -214,7 +214,7 @@ def measure_naive_baseline(settings: Settings, topic: str, records: int, databas
     database = private_database(settings)
     databases.append(database)
     codec = AvroCodec("measurement")
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
+    consumer = Consumer({**client_config(settings, "bench-naive"), "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     client = InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",

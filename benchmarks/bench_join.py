@@ -33,16 +33,9 @@ from streamkit.events import validate  # noqa: E402
 from streamkit.harness import Service, free_port, read_topic  # noqa: E402
 from streamkit.kafka_clients import idempotent_producer  # noqa: E402
 from streamkit.stack import Stack  # noqa: E402
-from streamkit.topics import TopicSpec, provision  # noqa: E402
+from streamkit.harness import private_topic  # noqa: E402
 
 PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
-
-
-def topic(settings: Settings, role: str, partitions: int = 4, compact: bool = False) -> str:
-    name = f"bench.{role}.{uuid.uuid4().hex[:8]}"
-    config = {"cleanup.policy": "compact" if compact else "delete"}
-    provision(settings, [TopicSpec(name, partitions, config)])
-    return name
 
 
 def feed(settings: Settings, raw: str, rows: int) -> tuple[int, dict[str, list]]:
@@ -98,7 +91,8 @@ def group_rss_mb(pgid: int) -> dict[str, float]:
 
 
 def run_job(settings: Settings, raw: str, batch: int, work: Path) -> dict:
-    joined, late, markers = topic(settings, "joined"), topic(settings, "late"), topic(settings, "markers", 1, True)
+    joined, late, markers = (private_topic(settings, "joined", 4), private_topic(settings, "late", 4),
+                             private_topic(settings, "markers", 1, compact=True))
     log = work / f"join-{batch}.log"
     args = ["--raw-topic", raw, "--joined-topic", joined, "--late-topic", late, "--marker-topic", markers,
             "--checkpoint-dir", str(work / f"checkpoint-{batch}"), "--query-name", f"bench-{uuid.uuid4().hex[:6]}",
@@ -136,7 +130,7 @@ def main() -> int:
     parser.add_argument("--work-dir", type=Path, help="keep checkpoints and job logs here (default: a temp dir)")
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
-    raw = topic(settings, "raw")
+    raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
     records, streams = feed(settings, raw, args.rows)
     base_pairs, base_rate = baseline_joins_per_s(streams)

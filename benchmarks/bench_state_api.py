@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_join import PAIRS, feed, topic  # noqa: E402
+from bench_join import PAIRS, feed  # noqa: E402
 from streamkit.config import Settings  # noqa: E402
+from streamkit.harness import private_topic  # noqa: E402
 from streamkit.stack import Stack  # noqa: E402
 
 VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
@@ -107,7 +108,7 @@ def main() -> int:
         print(json.dumps(run_variant(variant, raw, int(batch))))
         return 0
     settings = Stack(Settings.from_sources()).up()
-    raw = topic(settings, "raw")
+    raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
     records, _ = feed(settings, raw, args.rows)
     print(f"{records:,} raw records", flush=True)

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, setting
+from streamkit.config import Settings, login_as, setting
 
 
 @dataclass(frozen=True)
 class ConnectorSettings(Settings):
+    kafka_username: str = login_as("kafka", "connector")
+    influx_username: str = login_as("influx", "connector")
     group_id: str = setting("db-connector", "CONNECTOR_GROUP_ID",
                             "Kafka consumer group: its committed offsets are the connector's progress")
     instance_id: str = setting("db-connector-1", "CONNECTOR_INSTANCE_ID",

@@ -205,11 +205,19 @@ class Bridge:
     # ------------------------------------------------------------------------- lifecycle
     def run(self) -> int:
         subscribed = threading.Event()
-        self.client.on_subscribe = lambda *_args: subscribed.set()
+        refused: list[str] = []
+
+        def on_subscribe(_c: object, _u: object, _mid: int, codes: list[mqtt.ReasonCode], _p: object = None) -> None:
+            refused.extend(str(code) for code in codes if code.is_failure)
+            subscribed.set()
+
+        self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
         self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
-        if not subscribed.wait(30):
-            log.error("no SUBACK from the MQTT broker within 30 s")
+        if not subscribed.wait(30) or refused:
+            # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
+            log.error("the MQTT broker did not grant the subscription",
+                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#", "refused": refused or "no SUBACK in 30 s"})
             self._close(flush=False)
             return 1
         # Only now does the broker keep messages for us: a first-ever session misses what was

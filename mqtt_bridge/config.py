@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, setting
+from streamkit.config import Settings, login_as, setting
 
 
 @dataclass(frozen=True)
 class BridgeSettings(Settings):
+    kafka_username: str = login_as("kafka", "bridge")
+    mqtt_username: str = login_as("mqtt", "bridge")
     mqtt_client_id: str = setting("mqtt-bridge-1", "BRIDGE_CLIENT_ID",
                                   "fixed MQTT client id: the broker keeps this session's messages while we are down")
     session_expiry_s: int = setting(7 * 24 * 3600, "BRIDGE_SESSION_EXPIRY_S", "how long the broker keeps the session")

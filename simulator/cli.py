@@ -20,7 +20,7 @@ from tqdm import tqdm
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
 from simulator.source import SourceStats, read_rows, sorted_rows
-from streamkit.config import Settings, setting
+from streamkit.config import Settings, login_as, setting
 from streamkit.health import beat
 from streamkit.logs import setup_logging
 from streamkit.metrics import serve_metrics
@@ -48,6 +48,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class SimulatorSettings(Settings):
+    mqtt_username: str = login_as("mqtt", "machine")
     connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
     max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
     linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")

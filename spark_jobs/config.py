@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamkit.config import Settings, setting
+from streamkit.config import Settings, login_as, setting
 from streamkit.durations import parse_duration_ms
 
 
 @dataclass(frozen=True)
 class SparkJobSettings(Settings):
+    kafka_username: str = login_as("kafka", "spark")
     spark_master: str = setting("local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)")
     shuffle_partitions: int = setting(2, "SPARK_SHUFFLE_PARTITIONS",
                                       "state store partitions; fixed in the checkpoint at the first start "

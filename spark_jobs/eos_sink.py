@@ -58,7 +58,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from prometheus_client import Counter, Gauge, Histogram
 
 from streamkit.config import Settings
-from streamkit.kafka_clients import transactional_producer
+from streamkit.kafka_clients import client_config, transactional_producer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -132,7 +132,7 @@ def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: floa
     later, already committed marker, and we would redo (duplicate) that batch. Waiting for
     the LSO to pass the high watermark costs at most another writer's transaction duration.
     """
-    base = {"bootstrap.servers": settings.bootstrap_servers, "group.id": f"eos-marker-{uuid.uuid4().hex}",
+    base = {**client_config(settings, "eos-marker"), "group.id": f"eos-marker-{uuid.uuid4().hex}",
             "enable.auto.commit": False, "enable.partition.eof": True}
     ends = _high_watermarks(base, marker_topic, timeout_s)
     pending = {p for p, end in ends.items() if end > 0}

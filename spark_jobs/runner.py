@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamkit.avro_codec import schema_text
+from streamkit.kafka_clients import spark_kafka_options
 from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
 
@@ -117,7 +118,7 @@ def observe_event_time(frame: "DataFrame") -> "DataFrame":
 def read_kafka(spark: "SparkSession", settings: SparkJobSettings, topic: str) -> "DataFrame":
     """A topic as a streaming DataFrame of Kafka records, with the options every job shares."""
     return (spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .options(**spark_kafka_options(settings))
             .option("subscribe", topic)
             .option("startingOffsets", settings.starting_offsets)
             .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))

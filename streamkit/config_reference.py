@@ -27,7 +27,8 @@ from typing import Any, get_type_hints
 
 import yaml
 
-from streamkit.config import CREDENTIALS_FILE, Settings
+from streamkit.access import USERS
+from streamkit.config import CREDENTIALS_FILE, SYSTEMS, Settings, credential_env, identity_fields
 from streamkit.metrics import DEFAULT_METRICS_PORTS
 from streamkit.paths import REPO_ROOT
 
@@ -88,6 +89,10 @@ SECTIONS: tuple[Section, ...] = (
             "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
             "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
             service="db_connector"),
+    Section("Dashboards checker (`python -m streamkit.dashboards`)", "streamkit.dashboards.cli:GrafanaSettings",
+            "streamkit.config:Settings",
+            "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user.",
+            cli_source="streamkit/dashboards/cli.py"),
 )
 
 #: Environment variables read outside the Settings classes: (name, where, meaning). The unit
@@ -176,7 +181,7 @@ def settings_rows(section: Section) -> list[list[str]]:
         secret = bool(field.metadata.get("secret"))
         help_text = field.metadata.get("help", "")
         if secret:
-            help_text += f"; written to <run dir>/{CREDENTIALS_FILE} on the first `up`; docker compose requires it in .env"
+            help_text += "; see *Users and passwords*"
         rows.append([code(option_of(field, kind)), code(env_of(field)), _TYPE_NAMES.get(kind, str(kind)),
                      format_default(field.default, secret=secret), cell(help_text)])
     return rows
@@ -288,11 +293,40 @@ show them as `***`.
 """
 
 
+USERNAME_FIELDS = {identity_fields(system)[0] for system in SYSTEMS}
+
+
+def users_and_passwords() -> list[str]:
+    """Which password variable belongs to which user (streamkit/access.py)."""
+    lines = ["## Users and passwords", "",
+             "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
+             "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
+             f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
+             "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
+             "the password of the one process they are given to.", ""]
+    logins: dict[tuple[str, str], list[str]] = {}
+    for section in SECTIONS[1:]:
+        defaults = {f.name: f.default for f in dataclasses.fields(section.settings_class())}
+        inherited = {f.name: f.default for f in dataclasses.fields(load_class(section.base or ""))}
+        for system in SYSTEMS:
+            user = defaults[identity_fields(system)[0]]
+            if user != inherited[identity_fields(system)[0]]:
+                logins.setdefault((system, user), []).append(section.title.split(" (")[0])
+    lines += table(["server", "user", "password variable", "default user of"],
+                   ([system, code(user), code(credential_env(system, user)),
+                     ", ".join(logins.get((system, user), ["the stack launcher, tools and tests"] if user == "admin"
+                                          else ["the server itself"]))]
+                    for system, users in USERS.items() for user in users))
+    lines += ["", "The `*_USERNAME` variables choose another user for one process; each service's default is "
+              "the user shown here.", ""]
+    return lines
+
+
 def render() -> str:
     lines = [HEADER.rstrip("\n"), ""]
     lines += ["## Contents", ""]
     lines += [f"- {section.title}" for section in SECTIONS]
-    lines += ["- Set by docker compose", "- Other environment variables", ""]
+    lines += ["- Users and passwords", "- Set by docker compose", "- Other environment variables", ""]
     for section in SECTIONS:
         lines += [f"## {section.title}", "", section.intro, ""]
         if section.service:
@@ -311,6 +345,7 @@ def render() -> str:
                 lines += table(["option", "type", "default", "meaning"],
                                ([code(", ".join(o.flags)), cell(o.kind), o.default, cell(o.help)] for o in options))
                 lines.append("")
+    lines += users_and_passwords()
     compose = compose_app_environment()
     if compose:
         lines += ["## Set by docker compose", "",
@@ -341,6 +376,8 @@ def env_conflicts() -> list[str]:
         if duplicates:
             return [f"{cls.__name__}: several fields share {duplicates}"]
         for field in dataclasses.fields(cls):
+            if field.name in USERNAME_FIELDS:  # each service logs in as its own user by design
+                continue
             meanings.setdefault(env_of(field), set()).add((field.name, repr(field.default)))
     return [f"{env}: {sorted(values)}" for env, values in sorted(meanings.items()) if len(values) > 1]
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from streamkit.access import TOPIC_RIGHTS
 from streamkit.config import Settings
+from streamkit.kafka_clients import client_config
 from streamkit.events import parse_row
 from streamkit.topics import TopicSpec, load_topic_specs, provision
 
@@ -45,10 +47,13 @@ class Lane:
 
 
 def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False) -> str:
-    """A fresh topic per test (uuid name), so tests never see each other's records."""
+    """A fresh topic per test (uuid name), so tests never see each other's records, with the
+    rights of the pipeline topic of that role (streamkit.access)."""
+    if role not in TOPIC_RIGHTS:
+        raise ValueError(f"unknown topic role {role!r}: one of {', '.join(TOPIC_RIGHTS)}")
     name = f"test.{role}.{uuid.uuid4().hex[:10]}"
     config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
-    provision(settings, [TopicSpec(name, partitions, config)])
+    provision(settings, [TopicSpec(name, partitions, config, role=role)])
     return name
 
 
@@ -58,7 +63,7 @@ def new_lane(settings: Settings) -> Lane:
     specs = [dataclasses.replace(declared["machinedata.raw"], name=f"test.raw.{tag}"),
              dataclasses.replace(declared["machinedata.dlq"], name=f"test.dlq.{tag}")]
     provision(settings, specs)
-    return Lane(settings, specs[0].name, specs[1].name, f"test-{tag}", f"bridge-{tag}")
+    return Lane(settings, specs[0].name, specs[1].name, f"{settings.mqtt_topic_prefix}/test-{tag}", f"bridge-{tag}")
 
 
 class Service:
@@ -123,7 +128,7 @@ def read_topic(settings: Settings, topic: str, isolation: str = "read_committed"
     not up to the last stable offset (an open transaction elsewhere hides committed records
     behind it): position >= high watermark is the only end that is certain.
     """
-    base = {"bootstrap.servers": settings.bootstrap_servers, "group.id": f"read-{uuid.uuid4().hex}",
+    base = {**client_config(settings, "read-to-end"), "group.id": f"read-{uuid.uuid4().hex}",
             "enable.auto.commit": False, "enable.partition.eof": True}
     ends = high_watermarks(settings, base, topic)
     pending = {p for p, end in ends.items() if end > 0}
@@ -174,7 +179,7 @@ def expected_records(events: Path) -> dict[bytes, float]:
 
 def wait_for_count(settings: Settings, topic: str, count: int, timeout_s: float) -> int:
     """Poll end offsets until the topic holds at least `count` records."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": f"count-{uuid.uuid4().hex}"})
+    consumer = Consumer({**client_config(settings, "count"), "group.id": f"count-{uuid.uuid4().hex}"})
     partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     deadline = time.monotonic() + timeout_s
     total = 0
@@ -224,8 +229,7 @@ def private_database(settings: Settings) -> str:
     from streamkit.stack.components import InfluxDB
 
     name = f"test_{uuid.uuid4().hex[:10]}"
-    status, body = InfluxDB(settings).query(f'CREATE DATABASE "{name}"')
-    assert status == 200 and "error" not in str(body), body
+    InfluxDB(settings).create_database(name)
     return name
 
 

@@ -18,19 +18,47 @@ from streamkit.config import Settings
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-def _base(settings: Settings, client_id: str) -> dict[str, Any]:
-    return {"bootstrap.servers": settings.bootstrap_servers, "client.id": client_id}
+#: The stack's client listener: SASL over TCP on 127.0.0.1 (TLS is for a cluster's own network).
+SASL_MECHANISM = "SCRAM-SHA-512"
+
+
+def client_config(settings: Settings, client_id: str) -> dict[str, Any]:
+    """Where and as whom a librdkafka client connects: every client of every service starts here."""
+    config = {"bootstrap.servers": settings.bootstrap_servers, "client.id": client_id,
+              "security.protocol": settings.kafka_security_protocol}
+    if settings.kafka_security_protocol.startswith("SASL"):
+        config.update({"sasl.mechanism": SASL_MECHANISM, "sasl.username": settings.kafka_username,
+                       "sasl.password": settings.kafka_password})
+    return config
+
+
+def jaas_config(user: str, password: str) -> str:
+    """A Java client's (Spark's, the broker's own) SCRAM login line."""
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"org.apache.kafka.common.security.scram.ScramLoginModule required username={quoted(user)} password={quoted(password)};"
+
+
+def spark_kafka_options(settings: Settings) -> dict[str, str]:
+    """The same connection for Spark's Kafka source (options prefixed ``kafka.``)."""
+    options = {"kafka.bootstrap.servers": settings.bootstrap_servers,
+               "kafka.security.protocol": settings.kafka_security_protocol}
+    if settings.kafka_security_protocol.startswith("SASL"):
+        options.update({"kafka.sasl.mechanism": SASL_MECHANISM,
+                        "kafka.sasl.jaas.config": jaas_config(settings.kafka_username, settings.kafka_password)})
+    return options
+
 
 
 def admin_client(settings: Settings, client_id: str = "streamkit-admin") -> AdminClient:
     # log_level 4: librdkafka's info lines (e.g. "purging unserved events" at close) are noise here
-    return AdminClient({**_base(settings, client_id), "log_level": 4})
+    return AdminClient({**client_config(settings, client_id), "log_level": 4})
 
 
 def idempotent_producer(settings: Settings, client_id: str, **overrides: Any) -> Producer:
     """No loss, no reordering, no duplicates from retries; batching tuned for throughput."""
     config = {
-        **_base(settings, client_id),
+        **client_config(settings, client_id),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 20,
@@ -53,7 +81,7 @@ def committed_consumer(settings: Settings, group_id: str, **overrides: Any) -> C
     """read_committed, manual offset commits: a consumer sees only committed transactions and
     decides itself when its input counts as processed."""
     config = {
-        **_base(settings, group_id),
+        **client_config(settings, group_id),
         "group.id": group_id,
         "isolation.level": "read_committed",
         "enable.auto.commit": False,

@@ -57,7 +57,7 @@ class Wiring:
         return cls(lane.raw_topic, lane.dlq_topic, private_topic(settings, "joined", 2),
                    private_topic(settings, "aggregates", 2), private_topic(settings, "late", 2),
                    private_topic(settings, "markers", 1, compact=True), tag, lane.client_id, f"-{tag}",
-                   f"connector-{tag}", private_database(settings))
+                   f"db-connector-{tag}", private_database(settings))
 
     @classmethod
     def fresh(cls, settings: Settings, label: str) -> "Wiring":
@@ -69,12 +69,10 @@ class Wiring:
         provision(settings, list(specs.values()))
         names = {name.removeprefix("machinedata."): spec.name for name, spec in specs.items()}
         database = tag.replace("-", "_")
-        status, body = InfluxDB(settings).query(f'CREATE DATABASE "{database}"')
-        if status != 200 or "error" in str(body):
-            raise RuntimeError(f"could not create InfluxDB database {database}: {body}")
+        InfluxDB(settings).create_database(database)
         return cls(names["raw"], names["dlq"], names["joined"], names["aggregates"], names["late"],
-                   names["commit-markers"], f"{settings.mqtt_topic_prefix}-{tag}", f"bridge-{tag}", f"-{tag}",
-                   f"connector-{tag}", database)
+                   names["commit-markers"], f"{settings.mqtt_topic_prefix}/{tag}", f"bridge-{tag}", f"-{tag}",
+                   f"db-connector-{tag}", database)
 
     @property
     def connector_topics(self) -> dict[str, str]:

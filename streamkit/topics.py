@@ -18,6 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from streamkit.config import Settings
+from streamkit.kafka_access import grant_topics
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
 from streamkit.paths import TOPICS_FILE
@@ -32,6 +33,7 @@ class TopicSpec:
     config: dict[str, str]
     replication_factor: int = 1
     doc: str = ""
+    role: str = ""  # raw, dlq, joined, ...: which services may read or write it (streamkit.access)
 
 
 @dataclass
@@ -48,7 +50,7 @@ def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[
     for name, body in declared.items():
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
         specs.append(TopicSpec(name, int(body.get("partitions") or default_partitions), config,
-                               int(body.get("replication_factor", 1)), body.get("doc", "")))
+                               int(body.get("replication_factor", 1)), body.get("doc", ""), body.get("role", "")))
     return specs
 
 
@@ -63,6 +65,7 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
     admin = admin_client(settings)
     report = ProvisionReport()
     existing = admin.list_topics(timeout=timeout_s).topics
+    grant_topics(admin, [(s.name, s.role) for s in specs if s.role], timeout_s)
     missing = [s for s in specs if s.name not in existing]
     if missing:
         futures = admin.create_topics(

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from streamkit.access import USERS
+from streamkit.config import credential_env
+
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
@@ -24,16 +27,27 @@ DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 PROMETHEUS_CONFIG = REPO / "docker" / "prometheus" / "prometheus.yml"
 MOSQUITTO_CONFIG = REPO / "docker" / "mosquitto" / "mosquitto.conf"
+KAFKA_PROPERTIES = REPO / "docker" / "kafka" / "server.properties"
+KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
-SECRETS = ("MQTT_PASSWORD", "INFLUX_PASSWORD", "GRAFANA_ADMIN_PASSWORD")
+SECRETS = (*(credential_env(system, user) for system, users in USERS.items() for user in users),
+           "GRAFANA_ADMIN_PASSWORD")
 #: The one config model every service reads (see streamkit.config); .env.example documents all.
-CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "MQTT_USERNAME", "MQTT_PASSWORD",
-                "INFLUX_URL", "INFLUX_USERNAME", "INFLUX_PASSWORD", "INFLUX_DATABASE", "METRICS_PORT",
-                "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", "GRAFANA_ADMIN_PASSWORD")
+CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE", "METRICS_PORT",
+                "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", *SECRETS)
+#: Each service's own passwords: (compose variable, what the service reads it as).
+OWN_PASSWORDS = {
+    "simulator": {"MQTT_PASSWORD": "MQTT_MACHINE_PASSWORD"},
+    "mqtt-bridge": {"KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD", "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD"},
+    "spark-join": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "spark-aggregate": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "db-connector": {"KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD", "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD"},
+    "grafana": {"GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD", "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD"},
+}
 #: The services the product is made of; the compose file must declare every one.
-REQUIRED_SERVICES = ("kafka", "topics", "mosquitto", "influxdb", "prometheus", "grafana", "spark-master",
+REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", "spark-master",
                      "spark-worker", "simulator", "mqtt-bridge", "spark-join", "spark-aggregate", "db-connector")
 DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-join": 9203,
                          "spark-aggregate": 9204, "db-connector": 9205}
@@ -248,12 +262,27 @@ def test_depends_on_uses_conditions_on_existing_services() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_topics_provisioning_runs_once_after_kafka_and_gates_the_pipeline() -> None:
-    topics = services()["topics"]
-    assert "streamkit.topics" in " ".join(map(str, topics.get("command") or []))
-    assert topics["depends_on"]["kafka"]["condition"] == "service_healthy"
-    for consumer in ("mqtt-bridge", "spark-join", "spark-aggregate", "db-connector"):
-        assert services()[consumer]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+def test_provisioning_runs_once_after_kafka_and_influxdb_and_gates_the_pipeline() -> None:
+    provision = services()["provision"]
+    assert " ".join(map(str, provision.get("command") or [])).endswith("streamkit.stack provision kafka influxdb")
+    for server in ("kafka", "influxdb"):
+        assert provision["depends_on"][server]["condition"] == "service_healthy"
+    for consumer in ("mqtt-bridge", "spark-join", "spark-aggregate", "db-connector", "grafana"):
+        assert services()[consumer]["depends_on"]["provision"]["condition"] == "service_completed_successfully"
+
+
+def test_each_service_is_given_only_its_own_passwords() -> None:
+    """Least privilege: a service's environment holds its own users' passwords and no other;
+    only the one-shot provisioning job (the admin) sees the service users' passwords."""
+    for name, own in OWN_PASSWORDS.items():
+        env = environment(services()[name])
+        given = {key: interpolations(value)[0][0] for key, value in env.items() if "PASSWORD" in key}
+        assert given == own, f"{name}: {given}"
+    provision = {interpolations(v)[0][0] for k, v in environment(services()["provision"]).items() if "PASSWORD" in k}
+    assert provision == {credential_env(system, user) for system in ("kafka", "influx") for user in USERS[system]}
+    for name, service in services().items():
+        if name not in OWN_PASSWORDS and name not in ("provision", "kafka", "mosquitto", "influxdb"):
+            assert not [k for k in environment(service) if "PASSWORD" in k], f"{name} is given a password"
 
 
 def test_named_volumes_are_declared_and_bind_sources_exist() -> None:
@@ -305,7 +334,7 @@ def test_secrets_have_no_default_in_compose() -> None:
         for key, value in environment(service).items():
             if "PASSWORD" in key:
                 refs = interpolations(value)
-                assert len(refs) == 1 and refs[0][0] in SECRETS and refs[0][1] in (None, ":?", "?") \
+                assert len(refs) == 1 and refs[0][0] in SECRETS and refs[0][1] in (":?", "?") \
                     and _unescaped(value).strip() == _INTERPOLATION.search(_unescaped(value)).group(0), \
                     f"{service_name}: {key}={value!r} is not a bare secret reference"
     for key in SECRETS:
@@ -345,27 +374,48 @@ def test_services_read_the_config_model_with_in_network_addresses() -> None:
         assert str(port) in [str(p) for p in services()[name].get("expose", [])], f"{name} does not expose {port}"
         for key, prefix in expected.items():
             assert env.get(key, "").startswith(prefix), f"{name}: {key}={env.get(key)!r}"
-        for key in ("MQTT_USERNAME", "INFLUX_USERNAME", "INFLUX_DATABASE", "LOG_LEVEL", "TOPIC_PARTITIONS"):
+        for key in ("INFLUX_DATABASE", "LOG_LEVEL", "TOPIC_PARTITIONS"):
             assert key in env, f"{name} lacks {key}"
-    internal = environment(services()["kafka"])["KAFKA_ADVERTISED_LISTENERS"]
     bootstrap = environment(services()["simulator"])["KAFKA_BOOTSTRAP_SERVERS"]
-    assert bootstrap in internal, f"{bootstrap} is not an advertised listener ({internal})"
+    assert f"INTERNAL://{bootstrap}" in KAFKA_ENTRYPOINT.read_text(), f"{bootstrap} is not an advertised listener"
+
+
+def kafka_properties() -> dict[str, str]:
+    lines = KAFKA_PROPERTIES.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
 def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
-    env = environment(services()["kafka"])
-    assert services()["kafka"]["image"].startswith("apache/kafka:4.")
-    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    for key in ("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
-                "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"):
-        assert env.get(key) == "1", f"{key}={env.get(key)!r}"
-    listeners = {part.split("://")[0] for part in env["KAFKA_LISTENERS"].split(",")}
-    advertised = {part.split("://")[0] for part in env["KAFKA_ADVERTISED_LISTENERS"].split(",")}
-    assert len(advertised) >= 2, "needs an internal and a host listener"
-    assert advertised <= listeners and env["KAFKA_INTER_BROKER_LISTENER_NAME"] in advertised
-    assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] in listeners - advertised
-    protocol_map = dict(p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
-    assert listeners <= protocol_map.keys()
+    kafka = services()["kafka"]
+    assert kafka["image"].startswith("apache/kafka:4.")
+    assert "/docker/kafka/entrypoint.sh" in kafka["entrypoint"]
+    assert ("./docker/kafka", "/docker/kafka") in bind_sources(kafka)
+    props = kafka_properties()
+    assert props["process.roles"] == "broker,controller"
+    for key in ("transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                "offsets.topic.replication.factor"):
+        assert props.get(key) == "1", f"{key}={props.get(key)!r}"
+    listeners = {part.split("://")[0] for part in props["listeners"].split(",")}
+    assert {"INTERNAL", "HOST", "CONTROLLER"} == listeners and props["inter.broker.listener.name"] == "INTERNAL"
+    protocol_map = dict(p.split(":") for p in props["listener.security.protocol.map"].split(","))
+    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_PLAINTEXT"}, "a listener without auth"
+
+
+def test_compose_kafka_has_the_local_stack_s_security() -> None:
+    """The same mechanisms, authorizer and super users as the launcher's broker; the password
+    lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
+    from streamkit.config import Settings
+    from streamkit.stack.components import Kafka
+
+    local = Kafka(Settings.from_sources(environ={}))._auth_properties()
+    props = kafka_properties()
+    static = {k: v for k, v in local.items() if "jaas" not in k and not k.startswith("listener.name.client.")}
+    assert {k: props.get(k) for k in static} == static
+    assert props["listener.name.internal.sasl.enabled.mechanisms"] == local["listener.name.client.sasl.enabled.mechanisms"]
+    script = KAFKA_ENTRYPOINT.read_text()
+    assert all(f"listener.name.{name}.scram-sha-512.sasl.jaas.config" in script for name in ("internal", "host"))
+    assert "listener.name.controller.plain.sasl.jaas.config" in script and 'user_controller=' in script
+    assert "--add-scram" in script and "name=admin" in script
 
 
 def test_mosquitto_requires_a_password() -> None:
@@ -378,8 +428,68 @@ def test_mosquitto_requires_a_password() -> None:
     script_files = [REPO / src / Path(p).relative_to(dst) for src, dst in bind_sources(mosquitto)
                     for p in script.split() if p.startswith(dst + "/")]
     body = script + "".join(f.read_text() for f in script_files if f.is_file())
-    assert "mosquitto_passwd" in body and "MQTT_USERNAME" in body and "MQTT_PASSWORD" in body
-    assert conf["password_file"] in body or "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body
+    assert "mosquitto_passwd" in body and all(credential_env("mqtt", user) in body for user in USERS["mqtt"])
+    assert "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
+
+
+def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
+    """docker/mosquitto/entrypoint.sh run for real (on the Debian mosquitto, its paths moved into
+    a temporary directory): machines publish only under the prefix, only the admin reads all."""
+    import dataclasses
+    import threading
+    import time
+
+    from streamkit.config import Settings
+    from streamkit.mqtt_client import connect, make_client
+    from tests.ports import free_ports
+
+    if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
+        pytest.skip("mosquitto is not installed (scripts/setup.sh installs it)")
+    port = free_ports(1)[0]
+    conf = MOSQUITTO_CONFIG.read_text().replace("/mosquitto/", f"{tmp_path}/").replace("listener 1883",
+                                                                                       f"listener {port} 127.0.0.1")
+    (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
+    (tmp_path / "data").mkdir()
+    passwords = {credential_env("mqtt", user): f"pw-{user}" for user in USERS["mqtt"]}
+    env = {**os.environ, **passwords, "MQTT_TOPIC_PREFIX": "plant", "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
+           "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"), "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
+           "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin"}
+    broker = subprocess.Popen(["sh", str(REPO / "docker" / "mosquitto" / "entrypoint.sh")], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    clients = []
+    try:
+        base = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port})
+
+        def client(user: str):  # noqa: ANN202
+            settings = dataclasses.replace(base, mqtt_username=user, mqtt_password=f"pw-{user}")
+            clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
+            for _ in range(50):  # the broker is starting
+                try:
+                    connect(clients[-1], settings, timeout_s=2)
+                    return clients[-1]
+                except Exception:  # noqa: BLE001
+                    time.sleep(0.1)
+            raise AssertionError(f"{user} could not connect")
+
+        received: list[str] = []
+        arrived = threading.Event()
+        watcher = client("admin")
+        watcher.on_message = lambda _c, _u, message: (received.append(message.topic), arrived.set())
+        watcher.subscribe("#", qos=1)
+        time.sleep(0.5)
+        client("machine").publish("elsewhere/R1", b"x", qos=1).wait_for_publish(5)
+        client("bridge").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
+        client("machine").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
+        assert arrived.wait(5)
+        time.sleep(0.5)
+        assert received == ["plant/R1"]
+        assert oct((tmp_path / "auth" / "passwd").stat().st_mode & 0o777) == "0o600"
+    finally:
+        for c in clients:
+            c.disconnect()
+            c.loop_stop()
+        broker.terminate()
+        broker.wait(10)
 
 
 def test_influxdb_has_auth_flux_and_the_database() -> None:
@@ -387,7 +497,8 @@ def test_influxdb_has_auth_flux_and_the_database() -> None:
     assert influx["image"] == "influxdb:1.8.10"
     env = environment(influx)
     assert env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true" and env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
-    assert "INFLUX_DATABASE" in env["INFLUXDB_DB"] and "INFLUX_USERNAME" in env["INFLUXDB_ADMIN_USER"]
+    assert "INFLUX_DATABASE" in env["INFLUXDB_DB"] and env["INFLUXDB_ADMIN_USER"] == "admin"
+    assert "INFLUX_ADMIN_PASSWORD" in env["INFLUXDB_ADMIN_PASSWORD"]
 
 
 def test_prometheus_scrapes_every_service_with_metrics() -> None:

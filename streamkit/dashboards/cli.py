@@ -10,11 +10,12 @@ check: the structural check, then every query filled in and run against the loca
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from streamkit.config import Settings
+from streamkit.config import Settings, login_as
 from streamkit.dashboards.check import PanelResult, check_dashboards
 from streamkit.dashboards.model import (
     Dashboard,
@@ -27,6 +28,13 @@ from streamkit.dashboards.model import (
 )
 from streamkit.dashboards.validate import validate_dashboards
 
+
+
+@dataclasses.dataclass(frozen=True)
+class GrafanaSettings(Settings):
+    """The checker runs the panels' queries as Grafana does: as the read-only user."""
+
+    influx_username: str = login_as("influx", "grafana")
 
 def list_queries(dashboards: Sequence[Dashboard], datasources: Mapping[str, Datasource]) -> list[str]:
     """One line per variable query and panel target, unfilled: what the dashboards ask for."""
@@ -81,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", help="InfluxDB database instead of INFLUX_DATABASE")
     parser.add_argument("--require-data", action="store_true", help="fail when a query returns no series")
     parser.add_argument("--show-queries", action="store_true", help="print every filled query")
-    settings, args = Settings.parse(argv, parser=parser)
+    settings, args = GrafanaSettings.parse(argv, parser=parser)
     datasources = load_datasources()
     try:
         dashboards = load_dashboards()

@@ -1,7 +1,9 @@
-"""python -m streamkit.stack up|down|status|logs [component ...]
+"""python -m streamkit.stack up|down|status|logs|provision [component ...]
 
 Runs the real servers of the stack as local processes on 127.0.0.1; data, logs, pid files and
-generated credentials live under the run directory (default ./run, STACK_RUN_DIR).
+generated credentials live under the run directory (default ./run, STACK_RUN_DIR). ``provision``
+only creates the users, rights, topics and databases on servers running elsewhere (docker
+compose), with the passwords given in the environment.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [c.name for c in ALL_COMPONENTS]
     parser = argparse.ArgumentParser(prog="python -m streamkit.stack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["up", "down", "status", "logs"])
+    parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
     parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all)")
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[stack] starting {', '.join(c.name for c in stack.component_types)} (waiting until healthy)", flush=True)
             stack.up()
             return 0 if print_status(stack) else 1
+        if args.action == "provision":
+            stack.provision()
+            return 0
         if args.action == "down":
             stopped = stack.down()
             print(f"[stack] stopped: {', '.join(stopped) if stopped else 'nothing was running'}")

@@ -15,8 +15,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Iterable
 
-from streamkit.config import Settings
+from streamkit.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
+from streamkit.config import Settings, credential_env
 from streamkit.metrics import DEFAULT_METRICS_PORTS
 from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
 from streamkit.stack.process import StackError, port_open
@@ -78,6 +80,12 @@ class Component:
     def after_healthy(self) -> None:
         """One-time bootstrap once the server answers (users, databases, topics)."""
 
+    def require_passwords(self, system: str, users: Iterable[str]) -> None:
+        missing = [credential_env(system, user) for user in users if not self.settings.credential(system, user)]
+        if missing:
+            raise StackError(f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
+                             f"for {', '.join(missing)}")
+
 
 class Kafka(Component):
     """Apache Kafka, single node in KRaft combined mode (broker + controller), transactions on."""
@@ -103,11 +111,12 @@ class Kafka(Component):
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port}",
+            "listeners": f"CLIENT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{s.kafka_port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "CLIENT",
+            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            **self._auth_properties(),
             "log.dirs": str(self.data_dir),
             "num.partitions": str(s.topic_partitions),
             "auto.create.topics.enable": "false",
@@ -126,7 +135,9 @@ class Kafka(Component):
             "transaction.max.timeout.ms": "900000",
             "message.max.bytes": str(16 * 1024 * 1024 + 1024),
         }
-        (self.conf_dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        server_properties = self.conf_dir / "server.properties"
+        server_properties.touch(mode=0o600)
+        server_properties.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         (self.conf_dir / "log4j2.properties").write_text(
             "status = warn\n"
             "appender.out.type = Console\nappender.out.name = STDOUT\n"
@@ -137,6 +148,35 @@ class Kafka(Component):
             "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n")
         if not (self.data_dir / "meta.properties").exists():
             self._format_storage()
+        elif not (self.data_dir / self.AUTH_MARKER).exists():
+            raise StackError(f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
+                             "admin user: remove that directory (its topics are lost) and start again")
+
+    AUTH_MARKER = "scram-users-created"
+
+    def _auth_properties(self) -> dict[str, str]:
+        """SCRAM-SHA-512 for clients (users live in the cluster metadata, created by the
+        launcher), PLAIN with one static user on the controller listener (SCRAM cannot
+        authenticate the controller, which holds the users), ACLs enforced, only the admin
+        and the controller are super users; nothing is allowed without an ACL."""
+        from streamkit.kafka_clients import SASL_MECHANISM, jaas_config
+
+        s = self.settings
+        controller = s.credential("kafka", "controller")
+        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
+                 f'password="{controller}" user_controller="{controller}";')
+        return {
+            "sasl.enabled.mechanisms": SASL_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SASL_MECHANISM,
+            "listener.name.client.sasl.enabled.mechanisms": SASL_MECHANISM,
+            f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config("admin", s.credential("kafka", "admin")),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": plain,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:controller",
+            "allow.everyone.if.no.acl.found": "false",
+        }
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
@@ -145,11 +185,13 @@ class Kafka(Component):
 
     def _format_storage(self) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
         result = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                           "-c", str(self.conf_dir / "server.properties")),
+                                           "-c", str(self.conf_dir / "server.properties"), "--add-scram", admin),
                                 capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             raise StackError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
+        (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
 
     def command(self) -> list[str]:
         return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
@@ -157,10 +199,12 @@ class Kafka(Component):
     def healthy(self) -> bool:
         from confluent_kafka.admin import AdminClient  # imported late: `stack status` stays fast
 
+        from streamkit.kafka_clients import client_config
+
         if not port_open(self.settings.kafka_port):
             return False
         # log_level 0: a broker that is still starting is expected here, not worth a log line
-        admin = AdminClient({"bootstrap.servers": self.settings.bootstrap_servers, "socket.timeout.ms": 2000,
+        admin = AdminClient({**client_config(self.settings, "stack-health"), "socket.timeout.ms": 2000,
                              "log_level": 0})
         try:
             return bool(admin.list_topics(timeout=2).brokers)
@@ -168,16 +212,21 @@ class Kafka(Component):
             return False
 
     def after_healthy(self) -> None:
+        from streamkit.kafka_access import grant_prefixes, upsert_users
         from streamkit.topics import load_topic_specs, provision
 
+        self.require_passwords("kafka", USERS["kafka"])
+        upsert_users(self.settings)
+        grant_prefixes(self.settings)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
 
 
 class Mosquitto(Component):
-    """Eclipse Mosquitto (Debian), password authentication, anonymous access refused,
-    persistence on so QoS 1 sessions survive a broker restart."""
+    """Eclipse Mosquitto (Debian), password authentication, anonymous access refused, an ACL
+    per user (machines publish under the prefix, the bridge subscribes to it), persistence on
+    so QoS 1 sessions survive a broker restart."""
 
     name = "mosquitto"
 
@@ -193,15 +242,19 @@ class Mosquitto(Component):
     def prepare(self) -> None:
         super().prepare()
         s = self.settings
-        passwd = self.conf_dir / "passwd"
+        passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
         passwd.unlink(missing_ok=True)
-        subprocess.run([str(find_program("mosquitto_passwd")), "-b", "-c", str(passwd), s.mqtt_username, s.mqtt_password],
-                       check=True, capture_output=True, timeout=30)
-        passwd.chmod(0o600)
+        passwd.touch(mode=0o600)
+        for user in USERS["mqtt"]:  # -b: a batch of one; plain text lines would need the tool's hashing
+            subprocess.run([str(find_program("mosquitto_passwd")), "-b", str(passwd), user, s.credential("mqtt", user)],
+                           check=True, capture_output=True, timeout=30)
+        acl.write_text("".join(f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
+                               for user, (access, topic) in MQTT_RIGHTS.items()))
         lines = [
             f"listener {s.mqtt_port} 127.0.0.1",
             "allow_anonymous false",
             f"password_file {passwd}",
+            f"acl_file {acl}",
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "autosave_interval 5",
@@ -296,8 +349,14 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
+    def _admin(self, statement: str, what: str) -> None:
+        status, body = self.query(statement)
+        if status != 200 or "error" in json.dumps(body):
+            raise StackError(f"InfluxDB: could not {what}: {status} {body}")
+
     def after_healthy(self) -> None:
-        """Create the admin user (allowed without auth only while no user exists) and the database."""
+        """Create the admin user (allowed without auth only while no user exists), the service
+        users with their current passwords, and the database with their rights."""
         s = self.settings
         status, _ = self.query("SHOW DATABASES")
         if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
@@ -307,9 +366,22 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
                 raise StackError(f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
                                  f"created ({body}); the data in {self.data_dir} was made with other credentials: "
                                  "restore them or remove that directory")
-        status, body = self.query(f'CREATE DATABASE "{s.influx_database}"')
-        if status != 200 or "error" in json.dumps(body):
-            raise StackError(f"could not create InfluxDB database {s.influx_database}: {status} {body}")
+        self.require_passwords("influx", INFLUX_RIGHTS)
+        _, body = self.query("SHOW USERS")
+        existing = {row[0] for result in body.get("results", []) for series in result.get("series", [])
+                    for row in series.get("values", [])}
+        for user in INFLUX_RIGHTS:
+            password = s.credential("influx", user)
+            self._admin(f"SET PASSWORD FOR \"{user}\" = '{password}'" if user in existing
+                        else f"CREATE USER \"{user}\" WITH PASSWORD '{password}'", f"create user {user}")
+        self.create_database(s.influx_database)
+
+    def create_database(self, name: str) -> None:
+        """A pipeline database (the stack's, a test's or a demo run's): the connector may only
+        write it, Grafana's user only read it."""
+        self._admin(f'CREATE DATABASE "{name}"', f"create database {name}")
+        for user, privilege in INFLUX_RIGHTS.items():
+            self._admin(f'GRANT {privilege} ON "{name}" TO "{user}"', f"grant {privilege} on {name} to {user}")
 
 
 class Prometheus(Component):

@@ -118,7 +118,7 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> N
 
 
 def _publish_all(lane: Lane, payloads: list[bytes]) -> float:
-    publisher = MqttPublisher(lane.settings, max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
+    publisher = MqttPublisher(lane.settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
     started = time.perf_counter()
     for payload in payloads:
         publisher.publish_raw(f"{lane.prefix}/fuzz", payload)

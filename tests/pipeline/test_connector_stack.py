@@ -27,7 +27,7 @@ from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.harness import (REPO, Service, connector, drop_database, influx_rows,
                                private_database, private_topic, read_topic)
-from streamkit.kafka_clients import idempotent_producer
+from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.stack import Stack
 
 pytestmark = pytest.mark.stack
@@ -126,8 +126,13 @@ def lane(stack_settings: Settings) -> Iterator[tuple[Settings, dict[str, str], s
     drop_database(stack_settings, database)
 
 
+def group_of(database: str) -> str:
+    """The connector's group (and transactional id) in these tests: under its own ACL prefix."""
+    return f"db-connector-{database}"
+
+
 def start(settings: Settings, topics: dict[str, str], database: str, log: Path, *extra: str) -> Service:
-    return connector(settings, log, database, f"g-{database}", topics, *extra).start()
+    return connector(settings, log, database, group_of(database), topics, *extra).start()
 
 
 def write_conflict_seed(settings: Settings, database: str) -> None:
@@ -190,7 +195,7 @@ def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, d
 def assert_offsets_committed(settings: Settings, group: str, topics: dict[str, str]) -> None:
     """The group's committed offsets pass every data record (a transaction's closing marker
     may follow: it is never handed to a consumer, so nothing commits past it)."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": group})
+    consumer = Consumer({**client_config(settings, group), "group.id": group})
     try:
         for topic in topics.values():
             passed: dict[int, int] = {}
@@ -214,7 +219,7 @@ def test_replay_lands_exactly_with_dead_letters(lane, tmp_path: Path) -> None:
     finally:
         assert service.terminate() == 0, (tmp_path / "connector.log").read_text()[-3000:]
     assert '"connector stopped"' in (tmp_path / "connector.log").read_text()
-    assert_offsets_committed(settings, f"g-{database}", topics)
+    assert_offsets_committed(settings, group_of(database), topics)
 
 
 def feed_in_chunks(settings: Settings, topics: dict[str, str], feed: Feed, chunks: int, pause_s: float) -> threading.Thread:

@@ -67,7 +67,7 @@ PUBLISHERS = 3
 def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "multiprocessing.Queue") -> None:
     """One publisher process: valid rows of its own five Things and every fourth message
     invalid, as fast as Mosquitto takes them, for ``seconds``."""
-    publisher = MqttPublisher(settings, max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
+    publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
     published = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

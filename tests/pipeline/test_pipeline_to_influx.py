@@ -75,7 +75,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
         pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
         assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
-        publisher = MqttPublisher(settings, max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
+        publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
         for payload in BAD_PAYLOADS:
             publisher.publish_raw(f"{wiring.prefix}/bad", payload)
         assert publisher.wait_all_acked(len(BAD_PAYLOADS))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streamkit.config import setting
+from streamkit.kafka_clients import spark_kafka_options
 from streamkit.logs import setup_logging
 
 from spark_jobs.config import SparkJobSettings
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if settings.jvm_pid_file:
             Path(settings.jvm_pid_file).write_text(str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
-        frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        frame = (spark.readStream.format("kafka").options(**spark_kafka_options(settings))
                  .option("subscribe", settings.raw_topic).option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
                  .option("kafka.isolation.level", "read_committed").load())

@@ -90,7 +90,7 @@ class Outputs:
     """Private output topics and a checkpoint for one run of the job."""
 
     def __init__(self, settings: Settings, tmp: Path, name: str) -> None:
-        self.aggregates, self.late = private_topic(settings, "agg", 2), private_topic(settings, "late", 2)
+        self.aggregates, self.late = private_topic(settings, "aggregates", 2), private_topic(settings, "late", 2)
         self.markers = private_topic(settings, "markers", 1, compact=True)
         self.query = f"{name}-{uuid.uuid4().hex[:8]}"
         self.checkpoint, self.log = tmp / f"{name}-checkpoint", tmp / f"{name}.log"
@@ -289,7 +289,7 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     settings, partitions = stack_settings, stack_settings.topic_partitions
     raw = f"test.raw.{uuid.uuid4().hex[:10]}"
     uncompacted = {"cleanup.policy": "delete", "segment.ms": "100"}
-    provision(settings, [TopicSpec(raw, partitions, uncompacted)])
+    provision(settings, [TopicSpec(raw, partitions, uncompacted, role="raw")])
     arrival = copies_within_lateness(partitions)
     produce_measurements(settings, raw, arrival, partitions)
     # The closers (one per key, so one per data partition) come a second later: their appends

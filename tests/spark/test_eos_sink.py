@@ -26,7 +26,7 @@ FAULT_ROUNDS = int(os.environ.get("EOS_FAULT_ROUNDS", "1"))
 
 @pytest.fixture
 def topics(stack_settings: Settings) -> tuple[str, str]:
-    return private_topic(stack_settings, "out"), private_topic(stack_settings, "markers", 1, compact=True)
+    return private_topic(stack_settings, "joined"), private_topic(stack_settings, "markers", 1, compact=True)
 
 
 def rows(topic: str, batch: int, n: int = 5) -> list[tuple]:
@@ -152,7 +152,7 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(stack_settings: Se
     plan_length = 3 + 2 * (FAULT_ROUNDS - 1)
     batches = 20 + plan_length * 2  # room for the SIGTERM run after the kills
     raw = private_topic(stack_settings, "raw")
-    out = private_topic(stack_settings, "out")
+    out = private_topic(stack_settings, "joined")
     markers = private_topic(stack_settings, "markers", 1, compact=True)
     records = [(raw, f"k{i}".encode(), f"value-{i}".encode(), i % 2) for i in range(per_batch * batches)]
     produce_committed(stack_settings, records)

@@ -78,7 +78,9 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
         base = Settings.from_sources(cli={"run_dir": work})
         settings = dataclasses.replace(
             base,
-            kafka_bootstrap_servers=kafka.get_bootstrap_server(),
+            # testcontainers' broker has a plaintext listener only: these checks are of the
+            # clients against stock images; the stack's own auth is tested in test_access.py
+            kafka_bootstrap_servers=kafka.get_bootstrap_server(), kafka_security_protocol="PLAINTEXT",
             mqtt_host=mosquitto.get_container_host_ip(), mqtt_port=int(mosquitto.get_exposed_port(1883)),
             mqtt_username="machinedata", mqtt_password=mqtt_password,
             influx_url=influx.get_url(), influx_username="admin", influx_password=influx_password,

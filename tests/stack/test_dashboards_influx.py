@@ -124,8 +124,7 @@ def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
     """A private database with the data set; yields (name, from_ms, to_ms) covering it."""
     influx = InfluxDB(stack_settings)
     name = f"dashboards_{uuid.uuid4().hex[:10]}"
-    status, body = influx.query(f'CREATE DATABASE "{name}"')
-    assert status == 200 and "error" not in str(body), body
+    influx.create_database(name)
     try:
         now_ms = int(time.time() * 1000)
         t0_ms = (now_ms - 20 * 60_000) // 60_000 * 60_000

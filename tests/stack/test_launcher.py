@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamkit.config import Settings
+from mqtt_bridge.config import BridgeSettings
+from streamkit.config import SYSTEMS, Settings, identity_fields
 from streamkit.stack import Stack, StackError, ensure_credentials
 from streamkit.stack.process import ManagedProcess
 from tests.ports import free_ports
@@ -83,10 +84,20 @@ def test_only_processes_naming_our_run_dir_count_as_ours(tmp_path: Path) -> None
     assert ours.pid() is None
 
 
-def test_settings_pass_to_a_child_process_unchanged(tmp_path: Path) -> None:
+def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_path: Path) -> None:
+    """A child gets the caller's run dir, ports and topics, but logs in as its own user with
+    its own password: the launcher's admin password never reaches a service."""
+    (tmp_path / "credentials.env").write_text("KAFKA_ADMIN_PASSWORD=admin-pw\nKAFKA_BRIDGE_PASSWORD=bridge-pw\n")
     settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
                                      cli={"kafka_port": 19092, "influx_database": "db"})
-    assert Settings.from_sources(environ=settings.as_environment()) == settings
+    assert (settings.kafka_username, settings.kafka_password, settings.mqtt_password) == ("admin", "admin-pw", "p w=1")
+    environment = settings.as_environment()
+    assert not {"KAFKA_PASSWORD", "MQTT_PASSWORD", "KAFKA_USERNAME"} & set(environment)
+    child = BridgeSettings.from_sources(environ=environment)
+    assert (child.kafka_username, child.kafka_password, child.mqtt_password) == ("bridge", "bridge-pw", "")
+    identities = {name for system in SYSTEMS for name in identity_fields(system)}
+    assert {k: v for k, v in vars(child).items() if k in vars(settings) and k not in identities} == \
+        {k: v for k, v in vars(settings).items() if k not in identities}
 
 
 @pytest.mark.stack

@@ -7,7 +7,7 @@ import pytest
 
 from streamkit.avro_codec import AvroCodec, schema_text
 from streamkit.config import Settings
-from streamkit.kafka_clients import transactional_producer
+from streamkit.kafka_clients import spark_kafka_options, transactional_producer
 from tests.stack.checks import create_topic
 
 pytestmark = pytest.mark.stack
@@ -34,7 +34,7 @@ def test_spark_reads_committed_avro_records_from_kafka(stack_settings: Settings)
 
     spark = build_session("connector-check")
     try:
-        frame = (spark.read.format("kafka").option("kafka.bootstrap.servers", stack_settings.bootstrap_servers)
+        frame = (spark.read.format("kafka").options(**spark_kafka_options(stack_settings))
                  .option("subscribe", topic).option("kafka.isolation.level", "read_committed").load())
         rows = frame.select(from_avro("value", schema_text("measurement")).alias("m")).select("m.*").collect()
     finally:

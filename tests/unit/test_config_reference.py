@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from streamkit import config_reference as ref
-from streamkit.config import Settings
+from streamkit.access import USERS
+from streamkit.config import Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
@@ -82,6 +83,8 @@ def test_env_variable_names_are_unique_per_meaning() -> None:
     for cls in ref.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata["env"]
+            if field.name in ref.USERNAME_FIELDS:  # each service logs in as its own user by design
+                continue
             meaning = (field.name, field.default)
             assert seen.setdefault(env, meaning) == meaning, f"{env}: {seen[env]} vs {meaning} in {cls.__name__}"
 
@@ -158,5 +161,6 @@ def test_env_example_names_are_all_documented() -> None:
     names = re.findall(r"^([A-Z][A-Z0-9_]*)=", example.read_text(), flags=re.MULTILINE)
     documented = {f.metadata["env"] for cls in ref.all_settings_classes() for f in dataclasses.fields(cls)}
     documented |= {name for name, _w, _m in ref.OTHER_VARIABLES}
+    documented |= {credential_env(system, user) for system, users in USERS.items() for user in users}
     assert names
     assert set(names) <= documented, f"undocumented in .env.example: {sorted(set(names) - documented)}"

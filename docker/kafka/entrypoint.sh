@@ -1,0 +1,37 @@
+#!/bin/bash
+# Entry point of the compose `kafka` service (apache/kafka image): complete
+# docker/kafka/server.properties with the host port and the passwords, format the storage once
+# with the admin's SCRAM credentials (a KRaft cluster keeps its users in its metadata, so the
+# first user must exist before the broker starts; the launcher's `provision` job adds the
+# others), then run the broker in the foreground.
+# Passwords must not contain a double quote or a backslash (JAAS quoting).
+set -euo pipefail
+umask 077  # the configuration files hold passwords
+
+: "${KAFKA_ADMIN_PASSWORD:?KAFKA_ADMIN_PASSWORD must be set (see .env.example)}"
+: "${KAFKA_CONTROLLER_PASSWORD:?KAFKA_CONTROLLER_PASSWORD must be set (see .env.example)}"
+: "${CLUSTER_ID:?CLUSTER_ID must be set}"
+
+CONF=/tmp/kafka/server.properties
+CLIENT=/tmp/kafka/admin-client.properties
+SCRAM='org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="%s";\n'
+mkdir -p /tmp/kafka
+{
+    cat /docker/kafka/server.properties
+    printf 'advertised.listeners=INTERNAL://kafka:19092,HOST://127.0.0.1:%s\n' "${KAFKA_PORT:-9092}"
+    printf 'num.partitions=%s\n' "${TOPIC_PARTITIONS:-4}"
+    # every SCRAM listener needs a login entry; the inter-broker one (INTERNAL) also logs in with it
+    printf "listener.name.internal.scram-sha-512.sasl.jaas.config=$SCRAM" "$KAFKA_ADMIN_PASSWORD"
+    printf "listener.name.host.scram-sha-512.sasl.jaas.config=$SCRAM" "$KAFKA_ADMIN_PASSWORD"
+    printf 'listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="%s" user_controller="%s";\n' \
+        "$KAFKA_CONTROLLER_PASSWORD" "$KAFKA_CONTROLLER_PASSWORD"
+} > "$CONF"
+# The healthcheck's client settings: the admin over SCRAM.
+{
+    printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n'
+    printf "sasl.jaas.config=$SCRAM" "$KAFKA_ADMIN_PASSWORD"
+} > "$CLIENT"
+
+/opt/kafka/bin/kafka-storage.sh format --ignore-formatted -t "$CLUSTER_ID" -c "$CONF" \
+    --add-scram "SCRAM-SHA-512=[name=admin,password=$KAFKA_ADMIN_PASSWORD]"
+exec /opt/kafka/bin/kafka-server-start.sh "$CONF"

@@ -1,0 +1,76 @@
+"""Who may do what: the users of Kafka, MQTT and InfluxDB and each one's rights, written once.
+
+The stack launcher creates these users with generated passwords and grants exactly these
+rights; topic provisioning grants a topic's rights when it creates it (by the topic's role, so
+a test's or a demo run's private topics get the same rights as the declared ones); the README's
+access matrix is this table. Every other request is refused by the server itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Users per server. ``admin`` is the launcher's (and the tests' oracle reads'); the Kafka
+#: ``controller`` user exists only on the KRaft controller listener.
+USERS: dict[str, tuple[str, ...]] = {
+    "kafka": ("admin", "controller", "bridge", "spark", "connector"),
+    "mqtt": ("admin", "machine", "bridge"),
+    "influx": ("admin", "connector", "grafana"),
+}
+
+#: Kafka rights per topic role: user -> "read" (Read, Describe) or "write" (Write, Describe).
+TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
+    "dlq": {"bridge": ("write",), "connector": ("read", "write")},
+    "joined": {"spark": ("read", "write"), "connector": ("read",)},  # read: aggregates of the joined pairs
+    "aggregates": {"spark": ("write",), "connector": ("read",)},
+    "late": {"spark": ("write",), "connector": ("read",)},
+    "markers": {"spark": ("read", "write")},
+}
+
+
+@dataclass(frozen=True)
+class PrefixGrant:
+    """A right on every Kafka group or transactional id starting with ``prefix``."""
+
+    user: str
+    resource: str  # group | transactional_id
+    prefix: str
+
+
+#: Consumer groups and transactional ids: each service only its own names.
+PREFIX_GRANTS: tuple[PrefixGrant, ...] = (
+    PrefixGrant("spark", "transactional_id", "eos-"),
+    PrefixGrant("spark", "group", "spark-kafka-source-"),
+    PrefixGrant("spark", "group", "eos-marker-"),
+    PrefixGrant("connector", "transactional_id", "db-connector"),
+    PrefixGrant("connector", "group", "db-connector"),
+)
+
+#: MQTT: user -> (access, topic filter below the machine prefix); mosquitto's acl_file words.
+MQTT_RIGHTS: dict[str, tuple[str, str]] = {
+    "admin": ("readwrite", "#"),
+    "machine": ("write", "{prefix}/#"),
+    "bridge": ("read", "{prefix}/#"),
+}
+
+#: InfluxDB: user -> privilege on each pipeline database (the admin has all privileges).
+INFLUX_RIGHTS: dict[str, str] = {"connector": "WRITE", "grafana": "READ"}
+
+
+def matrix_markdown() -> list[str]:
+    """The README's access matrix (a unit test keeps the README equal to this)."""
+    roles = list(TOPIC_RIGHTS)
+    lines = ["| Kafka user | " + " | ".join(f"`{role}` topics" for role in roles) + " | groups, transactional ids |",
+             "|---" * (len(roles) + 2) + "|",
+             "| `admin` | " + " | ".join("all" for _ in roles) + " | all (super user: topics, users, ACLs) |"]
+    for user in USERS["kafka"][2:]:
+        cells = [" + ".join(TOPIC_RIGHTS[role].get(user, ())) or "-" for role in roles]
+        prefixes = ", ".join(f"{g.resource.replace('_', ' ')} `{g.prefix}*`" for g in PREFIX_GRANTS if g.user == user)
+        lines.append(f"| `{user}` | " + " | ".join(cells) + f" | {prefixes or '-'} |")
+    lines += ["", "| MQTT user | may | | InfluxDB user | may |", "|---|---|---|---|---|"]
+    influx = [("admin", "all privileges"), *((user, f"{right} on the pipeline databases")
+                                              for user, right in INFLUX_RIGHTS.items())]
+    mqtt = [(user, f"{access} `{topic.format(prefix='<MQTT_TOPIC_PREFIX>')}`") for user, (access, topic) in MQTT_RIGHTS.items()]
+    for (m_user, m_may), (i_user, i_may) in zip(mqtt, influx):
+        lines.append(f"| `{m_user}` | {m_may} | | `{i_user}` | {i_may} |")
+    return lines

@@ -1,0 +1,205 @@
+"""Least privilege on the real servers: every right a service lacks is refused by the server.
+
+The expected verdicts come from the issue's wording (written out here) and, for the full
+matrix, from the access table; the verdicts themselves are the servers' answers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import paho.mqtt.client as mqtt
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streamkit.access import TOPIC_RIGHTS
+from streamkit.config import Settings
+from streamkit.harness import private_database, private_topic
+from streamkit.kafka_access import SERVICE_USERS
+from streamkit.kafka_clients import client_config, idempotent_producer
+from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from streamkit.stack.components import InfluxDB, basic_auth
+
+pytestmark = pytest.mark.stack
+
+#: The group each user may use (its own prefix); the bridge has none, so any name will do.
+GROUPS = {"bridge": "bridge-access-check", "spark": "spark-kafka-source-access-check",
+          "connector": "db-connector-access-check"}
+
+
+# ----------------------------------------------------------------------------- Kafka
+def can_write(settings: Settings, topic: str) -> bool:
+    producer = Producer({**client_config(settings, "access-check"), "message.timeout.ms": 15000})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, b"access-check", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(20)
+    assert len(errors) == 1, "no delivery report"
+    assert errors[0] is None or errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors[0]
+    return errors[0] is None
+
+
+def can_read(settings: Settings, topic: str) -> bool:
+    """A record is known to be there (written by the admin), so a permitted read returns it."""
+    consumer = Consumer({**client_config(settings, "access-check"), "group.id": GROUPS[settings.kafka_username],
+                         "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        if metadata.error is not None:  # not even Describe: a fetch would wait for the topic forever
+            assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
+            return False
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is None:
+                return True
+            if message.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return False
+            # librdkafka looks up the group's coordinator even for an assign-only read; the
+            # bridge has no group at all, every other user reads in a group of its own
+            assert settings.kafka_username == "bridge", message.error()
+            assert message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, message.error()
+        raise AssertionError(f"neither a record nor a refusal from {topic} within 20 s")
+    finally:
+        consumer.close()
+
+
+@pytest.fixture(scope="module")
+def role_topics(stack_settings: Settings) -> dict[str, str]:
+    """A private topic per role, each with one record in partition 0."""
+    topics = {role: private_topic(stack_settings, role, 1) for role in TOPIC_RIGHTS}
+    producer = idempotent_producer(stack_settings, "access-check-feed")
+    for topic in topics.values():
+        producer.produce(topic, b"seed", partition=0)
+    assert producer.flush(30) == 0
+    return topics
+
+
+def test_anonymous_and_wrong_password_are_refused(stack_settings: Settings) -> None:
+    anonymous = {"bootstrap.servers": stack_settings.bootstrap_servers, "socket.timeout.ms": 3000}
+    with pytest.raises(KafkaException):
+        AdminClient(anonymous).list_topics(timeout=5)
+    wrong = {**client_config(stack_settings.acting_as("kafka", "bridge"), "wrong"), "sasl.password": "wrong-password"}
+    with pytest.raises(KafkaException):
+        AdminClient(wrong).list_topics(timeout=5)
+    assert AdminClient(client_config(stack_settings, "right")).list_topics(timeout=10).brokers
+
+
+def test_the_issue_s_refusals(stack_settings: Settings, role_topics: dict[str, str]) -> None:
+    connector = stack_settings.acting_as("kafka", "connector")
+    bridge = stack_settings.acting_as("kafka", "bridge")
+    assert not can_write(connector, role_topics["raw"]), "the connector wrote the raw topic"
+    assert not can_read(bridge, role_topics["joined"]), "the bridge read the joined topic"
+    assert not can_read(bridge, role_topics["raw"]), "the bridge read the raw topic"
+    assert can_write(bridge, role_topics["raw"]) and can_read(connector, role_topics["joined"])
+
+
+def test_every_user_has_exactly_its_topic_rights(stack_settings: Settings, role_topics: dict[str, str]) -> None:
+    verdicts, expected = {}, {}
+    for user in SERVICE_USERS:
+        settings = stack_settings.acting_as("kafka", user)
+        for role, topic in role_topics.items():
+            verdicts[(user, role)] = (can_read(settings, topic), can_write(settings, topic))
+            rights = TOPIC_RIGHTS[role].get(user, ())
+            expected[(user, role)] = ("read" in rights, "write" in rights)
+    assert verdicts == expected
+
+
+def test_transactional_ids_and_groups_are_per_service(stack_settings: Settings, role_topics: dict[str, str]) -> None:
+    connector = stack_settings.acting_as("kafka", "connector")
+    stolen = Producer({**client_config(connector, "thief"), "transactional.id": "eos-lsb-join"})
+    with pytest.raises(KafkaException) as refused:
+        stolen.init_transactions(20)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    spark = stack_settings.acting_as("kafka", "spark")
+    consumer = Consumer({**client_config(spark, "thief"), "group.id": "db-connector", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(role_topics["raw"], 0, 0)])
+        errors = [m.error().code() for m in iter(lambda: consumer.poll(10), None) if m.error() is not None][:1]
+        assert errors == [KafkaError.GROUP_AUTHORIZATION_FAILED], "Spark used the connector's group"
+    finally:
+        consumer.close()
+
+
+# ----------------------------------------------------------------------------- MQTT
+def _mqtt(settings: Settings, user: str) -> mqtt.Client:
+    acting = settings.acting_as("mqtt", user)
+    client = make_client(acting, client_id=f"access-{user}-{uuid.uuid4().hex[:6]}")
+    connect(client, acting, timeout_s=10)
+    return client
+
+
+def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscribes(stack_settings: Settings) -> None:
+    prefix = f"{stack_settings.mqtt_topic_prefix}/access-{uuid.uuid4().hex[:6]}"
+    received: list[tuple[str, bytes]] = []
+    arrived = threading.Event()
+    watcher = _mqtt(stack_settings, "admin")
+    watcher.on_message = lambda _c, _u, message: (received.append((message.topic, message.payload)), arrived.set())
+    watcher.subscribe("#", qos=1)
+    # mosquitto grants any SUBACK and applies "read" when it delivers: a machine that
+    # subscribes to the prefix must get nothing
+    eavesdropped: list[bytes] = []
+    eavesdropper = _mqtt(stack_settings, "machine")
+    eavesdropper.on_message = lambda _c, _u, message: eavesdropped.append(message.payload)
+    eavesdropper.subscribe(f"{prefix}/#", qos=1)
+    clients = [watcher, eavesdropper]
+
+    def publish(user: str, topic: str, payload: bytes) -> None:
+        """From a client of its own: mosquitto may drop the connection of a refused publish."""
+        clients.append(_mqtt(stack_settings, user))
+        clients[-1].publish(topic, payload, qos=1).wait_for_publish(10)
+
+    try:
+        time.sleep(1)  # the subscriptions are in place
+        publish("machine", "elsewhere/R0815", b"outside the prefix")
+        publish("bridge", f"{prefix}/R0815", b"from the bridge")
+        publish("machine", f"{prefix}/R0815", b"from a machine")
+        assert arrived.wait(10)
+        time.sleep(1)  # anything that was let through would be here by now
+        assert received == [(f"{prefix}/R0815", b"from a machine")]
+        assert eavesdropped == [], "a machine read another machine's rows"
+    finally:
+        for client in clients:
+            client.disconnect()
+            client.loop_stop()
+
+
+def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
+    wrong = dataclasses.replace(stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password")
+    with pytest.raises(MqttConnectError, match="refused"):
+        connect(make_client(wrong), wrong, timeout_s=5)
+
+
+# ----------------------------------------------------------------------------- InfluxDB
+def _write(settings: Settings, user: str, password: str, database: str) -> int:
+    request = urllib.request.Request(f"{settings.influx_base_url}/write?db={database}&precision=ms",
+                                     data=b"access_check,thing=R0815 power=1 1700000000000")
+    request.add_header("Authorization", basic_auth(user, password))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Settings) -> None:
+    database = private_database(stack_settings)
+    connector = stack_settings.acting_as("influx", "connector")
+    grafana = stack_settings.acting_as("influx", "grafana")
+    assert _write(stack_settings, "connector", connector.influx_password, database) == 204
+    assert _write(stack_settings, "grafana", grafana.influx_password, database) == 403, "Grafana's user wrote"
+    assert _write(stack_settings, "connector", "wrong-password", database) == 401
+    status, body = InfluxDB(grafana).query('SELECT * FROM "access_check"', database=database)
+    assert status == 200 and body["results"][0]["series"][0]["values"], body
+    status, _ = InfluxDB(connector).query('SELECT * FROM "access_check"', database=database)
+    assert status == 403, "the connector read"
+    for user in (connector, grafana):
+        status, _ = InfluxDB(user).query(f'DROP DATABASE "{database}"')
+        assert status == 403, f"{user.influx_username} dropped a database"
