@@ -70,7 +70,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         def close(self) -> None:
             pass
 
-    measurements = read_measurements(spark, settings, with_offsets=True)
+    measurements = read_measurements(spark, settings)
     grouped = (measurements.where(measurements.quantity.isin(list(joiner.config.quantities)))
                .select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset").groupBy("thing"))
     if variant == "applyInPandasWithState":

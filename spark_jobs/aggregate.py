@@ -23,6 +23,7 @@ from streamkit.config import setting
 from streamkit.durations import parse_duration_ms
 from streamkit.logs import setup_logging
 
+from spark_jobs import dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.output_columns import typed_columns
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
@@ -40,7 +41,8 @@ DEFAULT_QUERY = "aggregate"
 
 #: Columns every measurement source must provide: the raw topic's decoded form and its arrival
 #: order (a key's records are processed in Kafka offset order).
-MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset")
+MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset",
+                       *dead_letters.INPUT_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -81,21 +83,18 @@ def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "Da
     """The joined topic as measurements: quantity = the pair's result name, value = its result,
     event time = the pair's (the later input's), row_id = the pair's id."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
-    pairs = read_kafka(spark, settings, settings.joined_topic).select(
-        from_avro("value", schema_text("joined")).alias("p"), F.col("partition").alias("kafka_partition"),
-        F.col("offset").alias("kafka_offset")).select("p.*", "kafka_partition", "kafka_offset")
+    pairs = dead_letters.decode(read_kafka(spark, settings, settings.joined_topic), schema_text("joined"))
     return observe_event_time(pairs.select(
-        "thing", F.col("result_name").alias("quantity"), "event_time_ms", F.col("result").alias("value"),
-        F.col("id").alias("row_id"), "kafka_partition", "kafka_offset"))
+        F.col("d.thing").alias("thing"), F.col("d.result_name").alias("quantity"), "d.event_time_ms",
+        F.col("d.result").alias("value"), F.col("d.id").alias("row_id"), *MEASUREMENT_COLUMNS[5:]))
 
 
 def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
     """The input, with MEASUREMENT_COLUMNS."""
     if settings.source == "joined":
         return read_join_results(spark, settings)
-    return read_measurements(spark, settings, with_offsets=True).select(*MEASUREMENT_COLUMNS)
+    return read_measurements(spark, settings).select(*MEASUREMENT_COLUMNS)
 
 
 #: What the state function hands back: aggregates and late records as plain columns (Avro and
@@ -106,6 +105,7 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("window_start_ms", "long"), ("window_end_ms", "long"),
     ("count", "long"), ("mean", "double"), ("min", "double"), ("max", "double"), ("stddev", "double"),
     ("event_time_ms", "long"), ("value", "double"), ("row_id", "string"), ("reason", "string"), ("watermark_ms", "long"),
+    *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 #: KeyState.to_row() and the processing time of the key's last batch with data
@@ -130,6 +130,9 @@ class WindowFunction:
         import pandas as pd
 
         thing, quantity = key
+        if thing is None:  # records that did not decode: handed back, no state, no timer
+            yield dead_letters.rows(OUTPUT_FIELDS, pd.concat(list(frames), ignore_index=True))
+            return
         now = int(state.getCurrentProcessingTimeMs())
         if state.hasTimedOut:
             current, last_batch = KeyState.from_row(state.get[:5]), int(state.get[5])
@@ -208,17 +211,20 @@ def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitio
     aggregate_key = F.concat_ws("|", "thing", "quantity", "window_label", F.col("window_start_ms").cast("string"))
     late_key = F.concat_ws("|", "thing", "quantity", F.col("event_time_ms").cast("string"))
     thing_hash = F.crc32(F.encode("thing", "UTF-8"))
-    return records.select(
-        F.when(is_aggregate, F.lit(settings.aggregates_topic)).otherwise(F.lit(settings.late_topic)).alias("topic"),
-        F.when(is_aggregate, aggregate_key).otherwise(late_key).cast("binary").alias("key"),
-        F.when(is_aggregate, aggregate_value).otherwise(late_value).alias("value"),
-        F.when(is_aggregate, F.pmod(thing_hash, F.lit(partitions[settings.aggregates_topic])))
-        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int").alias("partition"))
+    return records.select(*dead_letters.route({
+        "topic": F.when(is_aggregate, F.lit(settings.aggregates_topic)).otherwise(F.lit(settings.late_topic)),
+        "key": F.when(is_aggregate, aggregate_key).otherwise(late_key).cast("binary"),
+        "value": F.when(is_aggregate, aggregate_value).otherwise(late_value),
+        "partition": F.when(is_aggregate, F.pmod(thing_hash, F.lit(partitions[settings.aggregates_topic])))
+        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int"),
+    }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic, stage=STAGE))
 
 
 def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"]:
     rules, idle_ms = settings.window_rules(), settings.idle_timeout_ms()
-    partitions = {topic: topic_partitions(settings, topic) for topic in (settings.aggregates_topic, settings.late_topic)}
+    partitions = {topic: topic_partitions(settings, topic)
+                  for topic in (settings.aggregates_topic, settings.late_topic, settings.dlq_topic)}
 
     def output(spark: "SparkSession") -> "DataFrame":
         log.info("aggregate query", extra={"windows": [s.label for s in rules.specs],

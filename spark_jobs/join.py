@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spark_jobs import dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.lsb import JoinConfig, PairSpec, process_batch
 from spark_jobs.lsb.results import RESULT_FUNCTIONS
@@ -73,6 +74,7 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("left_quantity", "string"), ("right_quantity", "string"), ("left_time_ms", "long"), ("right_time_ms", "long"),
     ("left_value", "double"), ("right_value", "double"), ("result_name", "string"), ("result", "double"),
     ("event_time_ms", "long"), ("quantity", "string"), ("value", "double"), ("row_id", "string"), ("reason", "string"),
+    *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 STATE_SCHEMA = "lsb binary"
@@ -90,6 +92,9 @@ class GroupJoiner:
 
         thing = key[0]
         batch = pd.concat(list(frames), ignore_index=True)
+        if thing is None:  # records that did not decode: handed back, no state
+            yield dead_letters.rows(OUTPUT_FIELDS, batch)
+            return
         # Arrival order: a thing lives in one Kafka partition, so its offsets order its records.
         batch = batch.sort_values("kafka_offset", kind="stable")
         if self.max_future_ms is not None:  # a bad clock moves no stream's clock (docs/windows.md)
@@ -163,12 +168,14 @@ def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict
                          schema_text("late"))
     late_key = F.concat_ws("|", "thing", "quantity", F.col("event_time_ms").cast("string"))
     thing_hash = F.crc32(F.encode("thing", "UTF-8"))
-    return rows.select(
-        F.when(is_joined, F.lit(settings.joined_topic)).otherwise(F.lit(settings.late_topic)).alias("topic"),
-        F.when(is_joined, F.col("id")).otherwise(late_key).cast("binary").alias("key"),
-        F.when(is_joined, joined_value).otherwise(late_value).alias("value"),
-        F.when(is_joined, F.pmod(thing_hash, F.lit(partitions[settings.joined_topic])))
-        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int").alias("partition"))
+    return rows.select(*dead_letters.route({
+        "topic": F.when(is_joined, F.lit(settings.joined_topic)).otherwise(F.lit(settings.late_topic)),
+        "key": F.when(is_joined, F.col("id")).otherwise(late_key).cast("binary"),
+        "value": F.when(is_joined, joined_value).otherwise(late_value),
+        "partition": F.when(is_joined, F.pmod(thing_hash, F.lit(partitions[settings.joined_topic])))
+        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int"),
+    }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic], source_topic=settings.raw_topic,
+        stage="join"))
 
 
 def build_join(settings: JoinSettings):
@@ -179,12 +186,14 @@ def build_join(settings: JoinSettings):
 
     joiner = GroupJoiner(join_config(settings), settings.max_future_ms())
     wanted = list(joiner.config.quantities)
-    partitions = {topic: topic_partitions(settings, topic) for topic in (settings.joined_topic, settings.late_topic)}
+    partitions = {topic: topic_partitions(settings, topic)
+                  for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)}
 
     def build(spark: "SparkSession") -> "DataFrame":
-        measurements = read_measurements(spark, settings, with_offsets=True)
-        relevant = measurements.where(measurements.quantity.isin(wanted))
-        rows = (relevant.select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset")
+        measurements = read_measurements(spark, settings)
+        relevant = measurements.where(measurements.quantity.isin(wanted) | measurements.thing.isNull())
+        rows = (relevant.select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset",
+                                *dead_letters.INPUT_COLUMNS)
                 .groupBy("thing")
                 .applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout))
         return to_kafka_records(rows, settings, partitions)

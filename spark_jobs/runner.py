@@ -24,6 +24,7 @@ from streamkit.kafka_clients import spark_kafka_options
 from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
 
+from spark_jobs import dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink
 
@@ -82,25 +83,22 @@ class BatchGate:
         return done
 
 
-def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: str | None = None, *,
-                      with_offsets: bool = False) -> "DataFrame":
+def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: str | None = None) -> "DataFrame":
     """The raw topic as a streaming DataFrame of decoded measurements.
 
-    Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc) and
-    ``event_time`` (a timestamp column); with ``with_offsets`` also ``kafka_partition``
-    and ``kafka_offset`` (arrival order: a thing lives in one partition). read_committed so aborted bridge output never
-    enters; failOnDataLoss per settings (default true: vanished offsets are an error, while
-    compaction gaps and transaction markers are handled by the connector either way).
-    Undecodable values fail the query (FAILFAST): the bridge only writes validated records.
+    Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc),
+    ``event_time`` (a timestamp column), ``kafka_partition`` and ``kafka_offset`` (arrival
+    order: a thing lives in one partition), and the dead-letter columns: a record that does not
+    decode is a row without a thing that keeps its key and value (spark_jobs.dead_letters).
+    read_committed so aborted bridge output never enters; failOnDataLoss per settings (default
+    true: vanished offsets are an error, while compaction gaps and transaction markers are
+    handled by the connector either way).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
-    frame = read_kafka(spark, settings, topic or settings.raw_topic)
-    extra = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset")] if with_offsets else []
-    decoded = frame.select(from_avro("value", schema_text("measurement")).alias("m"), *extra).select(
-        "m.*", *[c for c in ("kafka_partition", "kafka_offset") if with_offsets])
-    return observe_event_time(decoded.withColumn("event_time", F.timestamp_millis("event_time_ms")))
+    decoded = dead_letters.decode(read_kafka(spark, settings, topic or settings.raw_topic), schema_text("measurement"))
+    measurements = decoded.select("d.*", *dead_letters.INPUT_COLUMNS, "kafka_partition", "kafka_offset")
+    return observe_event_time(measurements.withColumn("event_time", F.timestamp_millis("event_time_ms")))
 
 
 #: Name of the observed metric with the newest event time a batch read (spark_jobs.listener).

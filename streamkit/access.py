@@ -20,7 +20,7 @@ USERS: dict[str, tuple[str, ...]] = {
 #: Kafka rights per topic role: user -> "read" (Read, Describe) or "write" (Write, Describe).
 TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
     "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
-    "dlq": {"bridge": ("write",), "connector": ("read", "write")},
+    "dlq": {"bridge": ("write",), "spark": ("write",), "connector": ("read", "write")},
     "joined": {"spark": ("read", "write"), "connector": ("read",)},  # read: aggregates of the joined pairs
     "aggregates": {"spark": ("write",), "connector": ("read",)},
     "late": {"spark": ("write",), "connector": ("read",)},

@@ -119,13 +119,16 @@ def skewed_and_bad_clock_input(partitions: int) -> list[Record]:
 
 
 def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_path: Path) -> None:
-    """Skewed partitions and a bad clock, read in batches of 400, 1,300 and 100,000 records by a
-    backfill (--available-now): every window of the first 1,000 s, no late record but the bad
-    clock, and the same records in all three runs."""
+    """Skewed partitions, a bad clock and two records that do not decode, read in batches of 400,
+    1,300 and 100,000 records by a backfill (--available-now): every window of the first
+    1,000 s, no late record but the bad clock, the same records in all three runs, and each
+    run dead-letters the two undecodable records once."""
     partitions = stack_settings.topic_partitions
     records = skewed_and_bad_clock_input(partitions)
     lane = new_lane(stack_settings)
     produce_measurements(stack_settings, lane.raw_topic, records, partitions)
+    poison = [(lane.raw_topic, b"poison-a", b"\xff\xfe not avro", 0), (lane.raw_topic, b"poison-b", b"", 1)]
+    produce_committed(stack_settings, poison)
     specs = [TUMBLING]
     expected = window_oracle(records, specs, LATENESS_MS, now_ms=int(time.time() * 1000), max_future_ms=3_600_000)
     assert len(expected.windows) == 400 and all(w["window_end_ms"] <= T0 + 1_000_000
@@ -134,9 +137,11 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     for trigger in (400, 1300, 100_000):
         out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
         service = spark_service("spark_jobs.aggregate", [
-            "--raw-topic", lane.raw_topic, *out.args(), *window_args(specs), "--available-now",
-            "--max-offsets-per-trigger", str(trigger)], out.log).start()
+            "--raw-topic", lane.raw_topic, "--dlq-topic", lane.dlq_topic, *out.args(), *window_args(specs),
+            "--available-now", "--max-offsets-per-trigger", str(trigger)], out.log).start()
         assert service.process.wait(600) == 0, log_tail(out.log)
+        letters = [(m.key(), m.value(), dict(m.headers())["reason"]) for m in read_to_end(stack_settings, lane.dlq_topic)]
+        assert Counter(letters) == {(key, value, b"undecodable"): len(runs) + 1 for _, key, value, _ in poison}
         aggregates, late = decoded(stack_settings, out.aggregates, "aggregate"), decoded(stack_settings, out.late, "late")
         assert_windows_equal(aggregates, expected)
         assert [(r["row_id"], r["reason"]) for _, r in late] == [("c-bad-clock", "future_timestamp")], trigger

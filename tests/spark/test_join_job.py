@@ -70,6 +70,38 @@ def test_join_job_output_equals_the_oracle_exactly_once(stack_settings: Settings
     assert {(r["reason"], r["stage"]) for r in late} <= {("late", "join"), ("duplicate", "join")}
 
 
+POISON = [b"\xff\xfe not avro", b"", b"\x02"]  # random bytes, empty, a string cut short
+
+
+def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(stack_settings: Settings,
+                                                                           join_lane: dict, tmp_path: Path) -> None:
+    """Records the job cannot decode (written by the admin: only the bridge may write the raw
+    topic) used to fail the query at every restart. Now each is dead-lettered once, in its
+    batch's transaction; the pairs are the oracle's, and a restart neither repeats them nor
+    stops at a new one."""
+    raw, dlq = join_lane["raw"], private_topic(stack_settings, "dlq", 1)
+    produce_committed(stack_settings, [(raw, b"poison-%d" % i, value, i % 2) for i, value in enumerate(POISON)])
+    log = tmp_path / "join.log"
+    args = [*join_lane["args"], "--dlq-topic", dlq, "--available-now", "--max-offsets-per-trigger", "6000"]
+    assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
+    expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
+    assert committed_pairs(stack_settings, join_lane["joined"]) == expected
+
+    def dead_letters() -> list[tuple[bytes, bytes, dict[str, bytes]]]:
+        return [(m.key(), m.value(), dict(m.headers())) for m in read_to_end(stack_settings, dlq)]
+
+    letters = dead_letters()
+    assert sorted((key, value) for key, value, _ in letters) == sorted(
+        (b"poison-%d" % i, value) for i, value in enumerate(POISON))
+    for key, value, headers in letters:
+        assert (headers["reason"], headers["stage"], headers["source"]) == (b"undecodable", b"join", raw.encode())
+        assert int(headers["source_partition"]) == int(key[-1:]) % 2 and int(headers["payload_bytes"]) == len(value)
+    produce_committed(stack_settings, [(raw, b"poison-late", b"\xff", 0)])
+    assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
+    assert sorted(key for key, _, _ in dead_letters()) == sorted([b"poison-late", *(k for k, _, _ in letters)])
+    assert committed_pairs(stack_settings, join_lane["joined"]) == expected
+
+
 def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Settings, join_lane: dict,
                                                              tmp_path: Path) -> None:
     """SIGKILL the driver at random moments (inside a batch, between produce and commit, after

@@ -1,0 +1,76 @@
+"""Undecodable input records as dead letters, inside the jobs' one pass over their input.
+
+A value spark-avro cannot decode becomes a row without a thing that keeps its Kafka key, value,
+partition and offset. The stateful function hands such rows back as dead-letter rows without
+touching any state, and the exactly-once sink writes them to the dead-letter topic in the
+transaction of their batch. So a poison record is dead-lettered once and the query goes on;
+before, it failed the query, and every restart failed again on the same record. A second
+reader of the topic for the bad records alone would read every batch twice.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_jobs.output_columns import Fields, typed_columns
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame
+
+RECORD_TYPE = "dead_letter"
+REASON = "undecodable"
+
+#: Input columns, null unless the record could not be decoded.
+INPUT_COLUMNS = ("undecodable_key", "undecodable_value")
+#: Output columns of a dead-letter row (filler in every other row).
+OUTPUT_FIELDS: Fields = [("undecodable_key", "binary"), ("undecodable_value", "binary"),
+                         ("source_partition", "long"), ("source_offset", "long")]
+
+
+def decode(frame: "DataFrame", schema: str) -> "DataFrame":
+    """Kafka records -> ``d`` (the decoded struct), the INPUT_COLUMNS and ``kafka_partition``,
+    ``kafka_offset``. PERMISSIVE makes an undecodable value a struct of nulls; ``thing`` is
+    never null in a datum of either input schema, so its null marks the record."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    decoded = frame.select(from_avro("value", schema, {"mode": "PERMISSIVE"}).alias("d"), "key", "value",
+                           F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"))
+    bad = F.col("d").isNull() | F.col("d.thing").isNull()
+    return decoded.select("d", *[F.when(bad, F.col(raw)).alias(name) for raw, name in zip(("key", "value"), INPUT_COLUMNS)],
+                          "kafka_partition", "kafka_offset")
+
+
+def rows(fields: Fields, batch: "pd.DataFrame") -> "pd.DataFrame":
+    """The batch's undecodable records as output rows of the job's schema."""
+    import pandas as pd
+
+    columns = typed_columns(fields, len(batch))
+    columns["record_type"][:] = RECORD_TYPE
+    columns["undecodable_key"][:] = batch["undecodable_key"].to_numpy()
+    columns["undecodable_value"][:] = batch["undecodable_value"].to_numpy()
+    columns["source_partition"][:] = batch["kafka_partition"].to_numpy()
+    columns["source_offset"][:] = batch["kafka_offset"].to_numpy()
+    return pd.DataFrame(columns)
+
+
+def route(columns: dict[str, "Column"], *, dlq_topic: str, dlq_partitions: int, source_topic: str,
+          stage: str) -> list["Column"]:
+    """The sink's columns (topic, key, value, partition) with the dead-letter rows sent to the
+    dead-letter topic as they came (key and value), plus ``headers`` with the reason and where
+    the record was, as the bridge's and the connector's dead letters have them."""
+    from pyspark.sql import functions as F
+
+    def header(name: str, value: "Column") -> "Column":
+        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+
+    is_dead = F.col("record_type") == RECORD_TYPE
+    dead = {"topic": F.lit(dlq_topic), "key": F.col("undecodable_key"), "value": F.col("undecodable_value"),
+            "partition": F.pmod(F.col("source_partition"), F.lit(dlq_partitions)).cast("int")}
+    headers = F.array(header("reason", F.lit(REASON)), header("stage", F.lit(stage)),
+                      header("source", F.lit(source_topic)),
+                      header("source_partition", F.col("source_partition").cast("string")),
+                      header("source_offset", F.col("source_offset").cast("string")),
+                      header("payload_bytes", F.length("undecodable_value").cast("string")))
+    return ([F.when(is_dead, dead[name]).otherwise(column).alias(name) for name, column in columns.items()]
+            + [F.when(is_dead, headers).alias("headers")])

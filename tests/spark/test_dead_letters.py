@@ -1,0 +1,49 @@
+"""Undecodable input records reach the jobs' state functions as rows without a thing (no Spark:
+the GroupState is a stand-in); each function hands them back as dead letters, touching no state."""
+from __future__ import annotations
+
+import pandas as pd
+
+from spark_jobs import dead_letters
+from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
+from spark_jobs.aggregate import AggregateSettings, WindowFunction
+from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
+from spark_jobs.join import GroupJoiner, JoinSettings, join_config
+
+
+class UntouchableState:
+    """Any use of the state fails the test: undecodable records have no key to keep state for."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the state was used ({name}) for undecodable records")
+
+
+def undecodable(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"thing": [None] * n, "quantity": [None] * n, "event_time_ms": [None] * n,
+                         "value": [None] * n, "row_id": [None] * n, "kafka_partition": [i % 2 for i in range(n)],
+                         "kafka_offset": [100 + i for i in range(n)],
+                         "undecodable_key": [b"k%d" % i for i in range(n)],
+                         "undecodable_value": [b"\xff garbage %d" % i for i in range(n)]})
+
+
+def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], n: int) -> None:
+    frame = pd.concat(out, ignore_index=True)
+    assert list(frame.columns) == [name for name, _ in fields]
+    assert frame["record_type"].tolist() == [dead_letters.RECORD_TYPE] * n
+    assert frame["undecodable_key"].tolist() == [b"k%d" % i for i in range(n)]
+    assert frame["undecodable_value"].tolist() == [b"\xff garbage %d" % i for i in range(n)]
+    assert frame["source_partition"].tolist() == [i % 2 for i in range(n)]
+    assert frame["source_offset"].tolist() == [100 + i for i in range(n)]
+
+
+def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
+    config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
+    out = list(GroupJoiner(config, max_future_ms=3_600_000)((None,), iter([undecodable(3)]), UntouchableState()))
+    assert_dead_letters(out, JOIN_FIELDS, 3)
+
+
+def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
+    settings = AggregateSettings.from_sources(environ={})
+    function = WindowFunction(settings.window_rules(), settings.idle_timeout_ms())
+    frames = [undecodable(4).iloc[:2], undecodable(4).iloc[2:]]  # Spark may hand a key's rows in parts
+    assert_dead_letters(list(function((None, None), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4)
