@@ -44,6 +44,7 @@ that point of that batch.
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -70,6 +71,8 @@ TRANSACTIONS = Counter("eos_transactions_total", "Kafka transactions of the exac
 SKIPPED = Counter("eos_skipped_batches_total", "replayed batches skipped because their marker was committed", ["query"])
 EMPTY = Counter("eos_empty_batches_total", "batches with no output rows (no transaction needed)", ["query"])
 RECORDS = Counter("eos_records_total", "records committed to Kafka by the exactly-once sink", ["query"])
+DEAD_LETTERS = Counter("eos_dead_letters_total", "dead letters committed by the exactly-once sink (input the job "
+                       "could not read), by reason", ["query", "reason"])
 LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed marker", ["query"])
 PHASE_SECONDS = Histogram("eos_phase_seconds", "time per batch phase (collect, produce, commit)", ["query", "phase"],
                           buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
@@ -209,6 +212,28 @@ class Replayable:
             yield row
 
 
+def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, collections.Counter]:
+    """Queue every row; the count, and the dead letters among them (a ``reason`` header) by reason."""
+    count, dead_letters = 0, collections.Counter()
+    for topic, key, value, partition, headers in rows:
+        kwargs: dict[str, Any] = {"key": key, "value": value}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+            reason = dict(headers).get("reason")
+            if reason is not None:
+                dead_letters[reason.decode("utf-8", "replace")] += 1
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:  # local queue full: let librdkafka send, then retry
+                producer.poll(0.05)
+        count += 1
+    return count, dead_letters
+
+
 class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
@@ -327,7 +352,7 @@ class ExactlyOnceSink:
         commit is retried as the same commit (its outcome may be unknown)."""
         started = time.perf_counter()
         producer.begin_transaction()
-        count = self._produce_all(producer, rows)
+        count, dead_letters = produce_all(producer, rows)
         if count == 0:  # known only now when no hint was given: nothing to make visible
             producer.abort_transaction()
             EMPTY.labels(self.query_name).inc()
@@ -354,28 +379,13 @@ class ExactlyOnceSink:
         self._last_committed = batch_id
         self._committed.inc()
         RECORDS.labels(self.query_name).inc(count)
+        for reason, letters in dead_letters.items():
+            DEAD_LETTERS.labels(self.query_name, reason).inc(letters)
         LAST_BATCH.labels(self.query_name).set(batch_id)
         log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": count,
                                            "seconds": round(time.perf_counter() - started, 4)})
         _maybe_fault("after_commit", batch_id)
         return "committed"
-
-    def _produce_all(self, producer: Producer, rows: Iterable[OutputRow]) -> int:
-        count = 0
-        for topic, key, value, partition, headers in rows:
-            kwargs: dict[str, Any] = {"key": key, "value": value}
-            if partition is not None:
-                kwargs["partition"] = partition
-            if headers:
-                kwargs["headers"] = headers
-            while True:
-                try:
-                    producer.produce(topic, **kwargs)
-                    break
-                except BufferError:  # local queue full: let librdkafka send, then retry
-                    producer.poll(0.05)
-            count += 1
-        return count
 
     def _abort(self, producer: Producer, not_committed: bool, batch_id: int, exc: BaseException) -> None:
         """After a failed attempt. Known not committed: abort and keep the producer. Otherwise

@@ -46,14 +46,16 @@ class Lane:
     client_id: str
 
 
-def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False) -> str:
+def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False,
+                  admin_only: bool = False) -> str:
     """A fresh topic per test (uuid name), so tests never see each other's records, with the
-    rights of the pipeline topic of that role (streamkit.access)."""
-    if role not in TOPIC_RIGHTS:
+    rights of the pipeline topic of that role (streamkit.access); ``admin_only``: no service
+    may use it, and ``role`` only names it (checks of the servers themselves)."""
+    if not admin_only and role not in TOPIC_RIGHTS:
         raise ValueError(f"unknown topic role {role!r}: one of {', '.join(TOPIC_RIGHTS)}")
     name = f"test.{role}.{uuid.uuid4().hex[:10]}"
     config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
-    provision(settings, [TopicSpec(name, partitions, config, role=role)])
+    provision(settings, [TopicSpec(name, partitions, config, role="" if admin_only else role)])
     return name
 
 

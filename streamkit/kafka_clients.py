@@ -36,6 +36,7 @@ def jaas_config(user: str, password: str) -> str:
     """A Java client's (Spark's, the broker's own) SCRAM login line."""
     def quoted(value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
     return f"org.apache.kafka.common.security.scram.ScramLoginModule required username={quoted(user)} password={quoted(password)};"
 
 
@@ -47,7 +48,6 @@ def spark_kafka_options(settings: Settings) -> dict[str, str]:
         options.update({"kafka.sasl.mechanism": SASL_MECHANISM,
                         "kafka.sasl.jaas.config": jaas_config(settings.kafka_username, settings.kafka_password)})
     return options
-
 
 
 def admin_client(settings: Settings, client_id: str = "streamkit-admin") -> AdminClient:

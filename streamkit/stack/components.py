@@ -106,6 +106,7 @@ class Kafka(Component):
 
     def prepare(self) -> None:
         super().prepare()
+        self.require_passwords("kafka", ("admin", "controller"))
         s = self.settings
         properties = {
             "process.roles": "broker,controller",
@@ -242,10 +243,11 @@ class Mosquitto(Component):
     def prepare(self) -> None:
         super().prepare()
         s = self.settings
+        self.require_passwords("mqtt", USERS["mqtt"])
         passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
         passwd.unlink(missing_ok=True)
         passwd.touch(mode=0o600)
-        for user in USERS["mqtt"]:  # -b: a batch of one; plain text lines would need the tool's hashing
+        for user in USERS["mqtt"]:  # -b: the password from the command line; the file keeps a salted hash
             subprocess.run([str(find_program("mosquitto_passwd")), "-b", str(passwd), user, s.credential("mqtt", user)],
                            check=True, capture_output=True, timeout=30)
         acl.write_text("".join(f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"

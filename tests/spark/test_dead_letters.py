@@ -47,3 +47,30 @@ def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
     function = WindowFunction(settings.window_rules(), settings.idle_timeout_ms())
     frames = [undecodable(4).iloc[:2], undecodable(4).iloc[2:]]  # Spark may hand a key's rows in parts
     assert_dead_letters(list(function((None, None), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4)
+
+
+def test_the_sink_counts_the_dead_letters_it_writes_by_reason() -> None:
+    from spark_jobs.eos_sink import produce_all
+
+    class QueueOnce:
+        """A producer whose local queue is full at the first try of every record."""
+
+        def __init__(self) -> None:
+            self.produced: list[tuple] = []
+            self.full = True
+
+        def produce(self, topic: str, **kwargs: object) -> None:
+            self.full = not self.full
+            if not self.full:
+                raise BufferError
+            self.produced.append((topic, kwargs.get("headers")))
+
+        def poll(self, _timeout: float) -> None:
+            pass
+
+    reason = [("reason", b"undecodable"), ("stage", b"join")]
+    rows = [("out", b"k", b"v", 0, None), ("dlq", b"k", b"x", 1, reason), ("dlq", None, None, 0, reason),
+            ("out", b"k", b"v", None, [("trace", b"1")])]
+    producer = QueueOnce()
+    assert produce_all(producer, rows) == (4, {"undecodable": 2})
+    assert [topic for topic, _ in producer.produced] == ["out", "dlq", "dlq", "out"]

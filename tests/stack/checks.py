@@ -21,7 +21,7 @@ from streamkit.stack.components import InfluxDB
 
 
 def create_topic(settings: Settings) -> str:
-    return private_topic(settings, "check", partitions=1)
+    return private_topic(settings, "check", partitions=1, admin_only=True)
 
 
 def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:

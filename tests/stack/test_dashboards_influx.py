@@ -202,5 +202,5 @@ def test_fault_only_counters_return_an_explicit_zero(stack_settings: Settings,
     health = [d for d in load_dashboards() if d.model["uid"] == "machinedata-health"]
     results = check_dashboards(stack_settings, from_ms, to_ms, database=database, dashboards=health)
     counters = [r for r in results if r.panel_id == 14]
-    assert [r.ref_id for r in counters] == list("ABCDEF")
+    assert [r.ref_id for r in counters] == list("ABCDEFG")
     assert all(r.ok and r.series >= 1 and r.points > 0 for r in counters), describe(counters)
