@@ -30,10 +30,9 @@ from spark_jobs.join import JoinSettings, join_config  # noqa: E402
 from spark_jobs.lsb import LocalStreamBuffer  # noqa: E402
 from streamkit.config import Settings  # noqa: E402
 from streamkit.events import validate  # noqa: E402
-from streamkit.harness import Service, free_port, read_topic  # noqa: E402
+from streamkit.harness import Service, free_port, private_topic, read_topic  # noqa: E402
 from streamkit.kafka_clients import idempotent_producer  # noqa: E402
 from streamkit.stack import Stack  # noqa: E402
-from streamkit.harness import private_topic  # noqa: E402
 
 PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
 

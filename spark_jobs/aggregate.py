@@ -87,7 +87,8 @@ def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "Da
     pairs = dead_letters.decode(read_kafka(spark, settings, settings.joined_topic), schema_text("joined"))
     return observe_event_time(pairs.select(
         F.col("d.thing").alias("thing"), F.col("d.result_name").alias("quantity"), "d.event_time_ms",
-        F.col("d.result").alias("value"), F.col("d.id").alias("row_id"), *MEASUREMENT_COLUMNS[5:]))
+        F.col("d.result").alias("value"), F.col("d.id").alias("row_id"), "kafka_partition", "kafka_offset",
+        *dead_letters.INPUT_COLUMNS))
 
 
 def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":

@@ -13,7 +13,7 @@ Fields = list[tuple[str, str]]
 
 
 def typed_columns(fields: Fields, rows: int) -> dict[str, np.ndarray]:
-    """One filler array per field, of its Spark type ("string", "long" or "double")."""
+    """One filler array per field, of its Spark type ("string", "long", "double" or "binary")."""
     filler = {"string": lambda: np.full(rows, None, dtype=object), "long": lambda: np.zeros(rows, dtype=np.int64),
               "double": lambda: np.full(rows, np.nan), "binary": lambda: np.full(rows, None, dtype=object)}
     return {name: filler[kind]() for name, kind in fields}

@@ -13,7 +13,6 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from streamkit.access import PREFIX_GRANTS, TOPIC_RIGHTS, USERS
 from streamkit.config import Settings
-from streamkit.kafka_clients import admin_client
 
 #: SCRAM iterations: Kafka's minimum is 4096; more only slows every client's login.
 SCRAM_ITERATIONS = 8192
@@ -42,22 +41,21 @@ def _create(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) ->
             future.result(timeout=timeout_s)
 
 
-def upsert_users(settings: Settings, timeout_s: float = 30.0) -> None:
+def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0) -> None:
     """Create each service's SCRAM user with its password from the credentials."""
     upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
                                             settings.credential("kafka", user).encode())
                for user in SERVICE_USERS]
-    admin = admin_client(settings)  # held until the results are in: a dropped client cancels them
     for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
 
 
-def grant_prefixes(settings: Settings, timeout_s: float = 30.0) -> None:
+def grant_prefixes(admin: AdminClient, timeout_s: float = 30.0) -> None:
     """Each service's own consumer groups and transactional ids."""
     bindings = [_allow(_PREFIX_OPERATIONS[grant.resource][0], grant.prefix, ResourcePatternType.PREFIXED, grant.user,
                        operation)
                 for grant in PREFIX_GRANTS for operation in _PREFIX_OPERATIONS[grant.resource][1]]
-    _create(admin_client(settings), bindings, timeout_s)
+    _create(admin, bindings, timeout_s)
 
 
 def grant_topics(admin: AdminClient, topics: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:

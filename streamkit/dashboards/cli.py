@@ -29,12 +29,12 @@ from streamkit.dashboards.model import (
 from streamkit.dashboards.validate import validate_dashboards
 
 
-
 @dataclasses.dataclass(frozen=True)
 class GrafanaSettings(Settings):
     """The checker runs the panels' queries as Grafana does: as the read-only user."""
 
     influx_username: str = login_as("influx", "grafana")
+
 
 def list_queries(dashboards: Sequence[Dashboard], datasources: Mapping[str, Datasource]) -> list[str]:
     """One line per variable query and panel target, unfilled: what the dashboards ask for."""

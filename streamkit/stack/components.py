@@ -214,11 +214,13 @@ class Kafka(Component):
 
     def after_healthy(self) -> None:
         from streamkit.kafka_access import grant_prefixes, upsert_users
+        from streamkit.kafka_clients import admin_client
         from streamkit.topics import load_topic_specs, provision
 
         self.require_passwords("kafka", USERS["kafka"])
-        upsert_users(self.settings)
-        grant_prefixes(self.settings)
+        admin = admin_client(self.settings)  # held until the results are in: a dropped client cancels them
+        upsert_users(admin, self.settings)
+        grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
@@ -350,6 +352,18 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
+
+    def write(self, database: str, lines: list[str], precision: str = "ns") -> int:
+        """POST line protocol as these settings' user; the HTTP status (204: written)."""
+        s = self.settings
+        query = urllib.parse.urlencode({"db": database, "precision": precision})
+        request = urllib.request.Request(f"{s.influx_base_url}/write?{query}", data="\n".join(lines).encode())
+        request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
 
     def _admin(self, statement: str, what: str) -> None:
         status, body = self.query(statement)

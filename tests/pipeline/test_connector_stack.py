@@ -29,6 +29,7 @@ from streamkit.harness import (REPO, Service, connector, drop_database, influx_r
                                private_database, private_topic, read_topic)
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.stack import Stack
+from streamkit.stack.components import InfluxDB
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -138,10 +139,7 @@ def start(settings: Settings, topics: dict[str, str], database: str, log: Path, 
 def write_conflict_seed(settings: Settings, database: str) -> None:
     """An integer "value" in the conflict week: the float record there must be refused."""
     line = f"raw,quantity=speed,thing=T-conflict value=1i {CONFLICT_MS * NS_PER_MS}"
-    with urllib.request.urlopen(urllib.request.Request(
-            f"{settings.influx_base_url}/write?db={database}&u={settings.influx_username}&p={settings.influx_password}",
-            data=line.encode()), timeout=10) as response:
-        assert response.status == 204
+    assert InfluxDB(settings).write(database, [line]) == 204
 
 
 def raw_points(settings: Settings, database: str) -> dict[tuple[str, str, int], float]:

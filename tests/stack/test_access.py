@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import paho.mqtt.client as mqtt
@@ -23,7 +21,7 @@ from streamkit.harness import private_database, private_topic
 from streamkit.kafka_access import SERVICE_USERS
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
-from streamkit.stack.components import InfluxDB, basic_auth
+from streamkit.stack.components import InfluxDB
 
 pytestmark = pytest.mark.stack
 
@@ -178,24 +176,17 @@ def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
 
 
 # ----------------------------------------------------------------------------- InfluxDB
-def _write(settings: Settings, user: str, password: str, database: str) -> int:
-    request = urllib.request.Request(f"{settings.influx_base_url}/write?db={database}&precision=ms",
-                                     data=b"access_check,thing=R0815 power=1 1700000000000")
-    request.add_header("Authorization", basic_auth(user, password))
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+def _write(settings: Settings, database: str) -> int:
+    return InfluxDB(settings).write(database, ["access_check,thing=R0815 power=1 1700000000000"], "ms")
 
 
 def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Settings) -> None:
     database = private_database(stack_settings)
     connector = stack_settings.acting_as("influx", "connector")
     grafana = stack_settings.acting_as("influx", "grafana")
-    assert _write(stack_settings, "connector", connector.influx_password, database) == 204
-    assert _write(stack_settings, "grafana", grafana.influx_password, database) == 403, "Grafana's user wrote"
-    assert _write(stack_settings, "connector", "wrong-password", database) == 401
+    assert _write(connector, database) == 204
+    assert _write(grafana, database) == 403, "Grafana's user wrote"
+    assert _write(dataclasses.replace(connector, influx_password="wrong-password"), database) == 401
     status, body = InfluxDB(grafana).query('SELECT * FROM "access_check"', database=database)
     assert status == 200 and body["results"][0]["series"][0]["values"], body
     status, _ = InfluxDB(connector).query('SELECT * FROM "access_check"', database=database)

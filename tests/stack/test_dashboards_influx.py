@@ -8,12 +8,9 @@ yet is the pipeline test's business).
 """
 from __future__ import annotations
 
-import base64
 import itertools
 import math
 import time
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -111,12 +108,7 @@ def late_and_dead_letter_lines(t0_ms: int) -> list[str]:
 
 
 def write_lines(settings: Settings, database: str, lines: list[str]) -> None:
-    query = urllib.parse.urlencode({"db": database, "precision": "ns"})
-    request = urllib.request.Request(f"{settings.influx_base_url}/write?{query}", data="\n".join(lines).encode())
-    token = base64.b64encode(f"{settings.influx_username}:{settings.influx_password}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 204
+    assert InfluxDB(settings).write(database, lines) == 204
 
 
 @pytest.fixture(scope="module")
