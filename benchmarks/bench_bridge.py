@@ -21,20 +21,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streamkit.avro_codec import AvroCodec  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
-from streamkit.events import parse_row  # noqa: E402
-from streamkit.harness import REPO, bridge, expected_records, new_lane, simulator, wait_for_count, wait_for_log  # noqa: E402
-from streamkit.kafka_clients import idempotent_producer  # noqa: E402
-from streamkit.mqtt_client import connect, make_client  # noqa: E402
-from streamkit.stack import Stack  # noqa: E402
+from streamkit.avro_codec import AvroCodec
+from streamkit.config import Settings
+from streamkit.events import parse_row
+from stacktools.services import service_process
+from stacktools.wiring import Wiring
+from streamkit.kafka_io import wait_for_count
+from streamkit.paths import REPO_ROOT
+from tests.support.harness import expected_records
+from streamkit.kafka_clients import idempotent_producer
+from streamkit.mqtt_client import connect, make_client
+from stacktools.stack import Stack
 
 
 def generate(path: Path, rows: int) -> None:
     subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(path), "--rows", str(rows), "--things", "8",
-                    "--no-progress"], cwd=REPO, check=True)
+                    "--no-progress"], cwd=REPO_ROOT, check=True)
 
 
 def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
@@ -58,13 +61,13 @@ def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
 
 
 def measure_pipeline(settings: Settings, events: Path, connections: int, work: Path) -> dict[str, float]:
-    lane = new_lane(settings)
+    lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
-    service = bridge(lane, work / "bridge.log").start()
-    wait_for_log(work / "bridge.log", '"bridge running"', 60, service)
+    service = service_process("mqtt_bridge", lane, work / "bridge.log").start()
+    service.wait_logged('"bridge running"', 60)
     started = time.perf_counter()
-    sim = simulator(lane, events, work / "simulator.log", "--connections", str(connections)).start()
+    sim = service_process("simulator", lane, work / "simulator.log", "--input", str(events), "--connections", str(connections)).start()
     sim_done: float | None = None
 
     def note_simulator_exit() -> None:
@@ -72,7 +75,7 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
         if sim_done is None and sim.process.poll() is not None:
             sim_done = time.perf_counter()
 
-    wait_in_kafka(settings, lane.raw_topic, records, "pipeline", note_simulator_exit)
+    wait_in_kafka(settings, lane.raw, records, "pipeline", note_simulator_exit)
     elapsed = time.perf_counter() - started
     service.terminate()
     return {"rows": rows, "records": records, "seconds": elapsed, "rows_per_s": rows / elapsed,
@@ -83,19 +86,19 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     """The bridge without the simulator competing for the cores: the rows are published while
     the bridge is stopped (its persistent session keeps them in Mosquitto), then the bridge is
     started and timed from its first record in Kafka until Kafka holds every record."""
-    lane = new_lane(settings)
+    lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
-    first = bridge(lane, work / "bridge-session.log").start()  # creates the session and its subscription
-    wait_for_log(work / "bridge-session.log", '"bridge running"', 60, first)
+    first = service_process("mqtt_bridge", lane, work / "bridge-session.log").start()  # creates the session and its subscription
+    first.wait_logged('"bridge running"', 60)
     first.terminate()
-    sim = simulator(lane, events, work / "backlog-simulator.log").start()
+    sim = service_process("simulator", lane, work / "backlog-simulator.log", "--input", str(events)).start()
     if sim.process.wait(1800) != 0:
         raise RuntimeError("simulator failed while filling the backlog")
-    service = bridge(lane, work / "bridge-alone.log").start()
+    service = service_process("mqtt_bridge", lane, work / "bridge-alone.log").start()
     # Timed from the first record in Kafka, so the bridge's start-up (imports, connections)
     # does not count; the records of that first poll are left out of the rate.
-    started, first_count = wait_in_kafka(settings, lane.raw_topic, records, "bridge draining its backlog")
+    started, first_count = wait_in_kafka(settings, lane.raw, records, "bridge draining its backlog")
     elapsed = time.perf_counter() - started
     service.terminate()
     drained = records - first_count
@@ -105,7 +108,7 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
 
 def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]:
     """The straightforward bridge: everything per message, synchronously."""
-    lane = new_lane(settings)
+    lane = Wiring.private(settings, bridge_only=True)
     codec = AvroCodec("measurement")
     producer = idempotent_producer(settings, "naive-bridge", **{"linger.ms": 0})
     received = threading.Event()
@@ -117,7 +120,7 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
         for quantity, value in row.quantities.items():
             record = {"thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
                       "value": value, "row_id": row.row_id}
-            producer.produce(lane.raw_topic, codec.encode(record), f"{row.thing}|{quantity}|{row.timestamp_ms}".encode())
+            producer.produce(lane.raw, codec.encode(record), f"{row.thing}|{quantity}|{row.timestamp_ms}".encode())
         producer.flush()
         done["rows"] += 1
         if done["rows"] == total:
@@ -129,7 +132,7 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     client.subscribe(f"{lane.prefix}/#", qos=1)
     time.sleep(1)
     started = time.perf_counter()
-    sim = simulator(lane, events, events.parent / "baseline-simulator.log").start()
+    sim = service_process("simulator", lane, events.parent / "baseline-simulator.log", "--input", str(events)).start()
     received.wait(1800)
     elapsed = time.perf_counter() - started
     sim.process.wait(60)

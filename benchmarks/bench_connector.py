@@ -28,25 +28,19 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from db_connector.config import ConnectorSettings  # noqa: E402
-from mqtt_bridge.records import RowSplitter  # noqa: E402
-from simulator.generate import generate  # noqa: E402
-from streamkit.avro_codec import AvroCodec  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
-from streamkit.events import validate  # noqa: E402
-from streamkit.harness import (  # noqa: E402
-    REPO,
-    connector,
-    drop_database,
-    influx_rows,
-    private_database,
-    private_topic,
-    wait_for_log,
-)
-from streamkit.kafka_clients import admin_client, client_config, idempotent_producer  # noqa: E402
-from streamkit.stack import Stack  # noqa: E402
+from db_connector.config import ConnectorSettings
+from mqtt_bridge.records import RowSplitter
+from simulator.generate import generate
+from streamkit.avro_codec import AvroCodec
+from streamkit.config import Settings
+from streamkit.events import validate
+from stacktools.influx import InfluxClient
+from stacktools.services import service_process
+from stacktools.wiring import Wiring, private_database, private_topic
+from streamkit.paths import REPO_ROOT
+from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
+from stacktools.stack import Stack
 
 PARTITIONS = 4
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -123,7 +117,7 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def count_points(settings: Settings, database: str) -> int:
-    rows = influx_rows(settings, database, 'SELECT count("value") FROM "raw"')
+    rows = InfluxClient(settings).rows(database, 'SELECT count("value") FROM "raw"')
     return int(rows[0]["count"]) if rows else 0
 
 
@@ -139,14 +133,14 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
     if flush_ms:
         extra += ["--flush-interval-ms", str(flush_ms)]
     log = work / f"connector-{group}.log"
-    service = connector(settings, log, database, group, {"raw": topic, "dlq": dlq}, *extra)
+    service = service_process("db_connector", Wiring.for_connector({"raw": topic, "dlq": dlq}, group, database), log, *extra)
     port = int(service.args[service.args.index("--metrics-port") + 1])
     influx_pid = influxd_pid(settings)
     launched = time.perf_counter()
     service.start()
     spy = None
     try:
-        wait_for_log(log, '"connector running"', 120, service)
+        service.wait_logged('"connector running"', 120)
         if profile is not None:
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"connector-{batch_points or 'default'}.txt"
@@ -327,11 +321,11 @@ def main() -> int:
             print(f"kept: topics {topic}, {dlq}; databases {', '.join(databases)}")
         else:
             for database in databases:
-                drop_database(settings, database)
+                InfluxClient(settings).drop_database(database)
             admin = admin_client(settings)
             for future in admin.delete_topics([topic, dlq], operation_timeout=30).values():
                 future.result(60)
-    python = os.path.relpath(sys.executable, REPO) if sys.executable.startswith(str(REPO)) else sys.executable
+    python = os.path.relpath(sys.executable, REPO_ROOT) if sys.executable.startswith(str(REPO_ROOT)) else sys.executable
     print_table(results, baseline, shlex.join([python, *sys.argv]))
     ok = all(r["stored"] == r["records"] for r in [*results, *([baseline] if baseline else [])])
     return 0 if ok else 1

@@ -11,7 +11,7 @@
    (each row stamped with the wall clock when published), so the connector's
    connector_event_latency_seconds histogram measures event -> InfluxDB acknowledgement for
    every raw point; reported: achieved rate, p50/p99 latency, and whether the pipeline kept up.
-Each run gets fresh topics, database and Spark checkpoints (streamkit.pipeline.Wiring.fresh).
+Each run gets fresh topics, database and Spark checkpoints (stacktools.pipeline.Wiring.fresh).
 Targets (issue 7): full replay <= 5 min; p99 event -> InfluxDB <= 2 s at 10k rows/s.
 """
 from __future__ import annotations
@@ -24,15 +24,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.generate import DEFAULT_ROWS, generate  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
-from streamkit.demo.report import histogram_buckets, percentile  # noqa: E402
-from streamkit.demo.run import Replay, replay_until_drained  # noqa: E402
-from streamkit.harness import drop_database  # noqa: E402
-from streamkit.pipeline import Pipeline, Wiring  # noqa: E402
-from streamkit.stack import Stack  # noqa: E402
+from simulator.generate import DEFAULT_ROWS, generate
+from streamkit.config import Settings
+from stacktools.demo.report import histogram_buckets, percentile
+from stacktools.demo.run import Replay, replay_until_drained
+from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
+from stacktools.wiring import Wiring
+from stacktools.stack import Stack
 
 CACHE = Path.home() / ".cache" / "machinedata-stack"
 
@@ -67,7 +67,7 @@ def run_once(settings: Settings, events: Path, replay_args: list[str], work: Pat
         return replay_until_drained(pipeline, events, replay_args, timeout_s)
     finally:
         pipeline.stop()
-        drop_database(settings, wiring.database)
+        InfluxClient(settings).drop_database(wiring.database)
 
 
 def main() -> int:

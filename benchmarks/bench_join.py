@@ -22,17 +22,19 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mqtt_bridge.records import RowSplitter  # noqa: E402
-from simulator.generate import generate  # noqa: E402
-from spark_jobs.join import JoinSettings, join_config  # noqa: E402
-from spark_jobs.lsb import LocalStreamBuffer  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
-from streamkit.events import validate  # noqa: E402
-from streamkit.harness import Service, free_port, private_topic, read_topic  # noqa: E402
-from streamkit.kafka_clients import idempotent_producer  # noqa: E402
-from streamkit.stack import Stack  # noqa: E402
+from mqtt_bridge.records import RowSplitter
+from simulator.generate import generate
+from spark_jobs.config import JoinSettings
+from spark_jobs.join import join_config
+from lsb import LocalStreamBuffer
+from streamkit.config import Settings
+from streamkit.events import validate
+from stacktools.processes import ServiceProcess, free_port
+from stacktools.wiring import private_topic
+from streamkit.kafka_io import read_to_end
+from streamkit.kafka_clients import idempotent_producer
+from stacktools.stack import Stack
 
 PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
 
@@ -97,7 +99,7 @@ def run_job(settings: Settings, raw: str, batch: int, work: Path) -> dict:
             "--checkpoint-dir", str(work / f"checkpoint-{batch}"), "--query-name", f"bench-{uuid.uuid4().hex[:6]}",
             "--pairs", PAIRS, "--max-offsets-per-trigger", str(batch), "--available-now",
             "--metrics-port", str(free_port())]
-    job = Service("spark_jobs.join", args, log).start()
+    job = ServiceProcess("spark_jobs.join", args, log).start()
     peak: dict[str, float] = {}
     while job.process.poll() is None:
         for role, mb in group_rss_mb(job.process.pid).items():
@@ -114,7 +116,7 @@ def run_job(settings: Settings, raw: str, batch: int, work: Path) -> dict:
     # once per start (~10 s here) and would otherwise dominate a short run.
     warm = progress[1:] or progress
     warm_rate = sum(e["input_rows"] for e in warm) / (sum(e["duration_ms"] for e in warm) / 1000)
-    joins = len(read_topic(settings, joined))  # end offsets would also count transaction markers
+    joins = len(read_to_end(settings, joined))  # end offsets would also count transaction markers
     return {"batch": batch, "batches": len(progress), "input_records": inputs, "processing_s": processing_s,
             "records_per_s": inputs / processing_s, "warm_records_per_s": warm_rate,
             "warm_joins_per_s": warm_rate * joins / inputs, "joins": joins, "joins_per_s": joins / processing_s,

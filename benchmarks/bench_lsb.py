@@ -8,7 +8,7 @@ rows with speed, ~95 % with torque, a few backward time steps so the late
 policy has work), then prints joins/s for
 
 * baseline   - straightforward pure Python: json.loads + sort + bisect + json.dumps,
-* cli        - ``python -m spark_jobs.lsb`` end to end in a subprocess (start-up,
+* cli        - ``python -m lsb`` end to end in a subprocess (start-up,
                parsing, joining and writing included),
 * batch      - ``process_batch`` on ready numpy arrays (one call per key and batch),
 * record     - ``process_record``, one record per call,
@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from spark_jobs.lsb import JoinConfig, KeyState, flush_state, process_batch, process_record  # noqa: E402
-from spark_jobs.lsb.results import mechanical_power  # noqa: E402
+
+from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
+from lsb.results import mechanical_power
 
 SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
 KEYS = ("R0815", "H31415", "R27182", "M4711")
@@ -201,7 +201,7 @@ def run_cli(events: Path, out: Path) -> tuple[int, str]:
         [
             sys.executable,
             "-m",
-            "spark_jobs.lsb",
+            "lsb",
             "--input",
             str(events),
             "--left",

@@ -17,14 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_join import PAIRS, feed  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
-from streamkit.harness import private_topic  # noqa: E402
-from streamkit.stack import Stack  # noqa: E402
+from bench_join import PAIRS, feed
+from streamkit.config import Settings
+from stacktools.wiring import private_topic
+from stacktools.stack import Stack
 
 VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
@@ -34,7 +32,8 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from spark_jobs.join import OUTPUT_SCHEMA, STATE_SCHEMA, GroupJoiner, JoinSettings, join_config, to_kafka_records
+    from spark_jobs.join import OUTPUT_SCHEMA, STATE_SCHEMA, GroupJoiner, join_config, to_kafka_records
+    from spark_jobs.config import JoinSettings
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
 

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, login_as, setting
+from streamkit.config import Settings, login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)
 class ConnectorSettings(Settings):
     kafka_username: str = login_as("kafka", "connector")
     influx_username: str = login_as("influx", "connector")
+    metrics_port: int = serves_metrics_on(9205)
     group_id: str = setting("db-connector", "CONNECTOR_GROUP_ID",
                             "Kafka consumer group: its committed offsets are the connector's progress")
     instance_id: str = setting("db-connector-1", "CONNECTOR_INSTANCE_ID",

@@ -69,7 +69,7 @@ class Bridge:
         try:
             return partition_count(self.settings, topic)
         except LookupError:
-            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m streamkit.topics") from None
+            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m stacktools.topics") from None
 
     # ------------------------------------------------------------------------- MQTT side
     def _on_connect(self, client: mqtt.Client, _u: object, flags: mqtt.ConnectFlags, reason: mqtt.ReasonCode,

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, login_as, setting
+from streamkit.config import Settings, login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)
 class BridgeSettings(Settings):
     kafka_username: str = login_as("kafka", "bridge")
     mqtt_username: str = login_as("mqtt", "bridge")
+    metrics_port: int = serves_metrics_on(9202)
     mqtt_client_id: str = setting("mqtt-bridge-1", "BRIDGE_CLIENT_ID",
                                   "fixed MQTT client id: the broker keeps this session's messages while we are down")
     session_expiry_s: int = setting(7 * 24 * 3600, "BRIDGE_SESSION_EXPIRY_S", "how long the broker keeps the session")

@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/python -m streamkit.demo "$@"
+exec .venv/bin/python -m stacktools.demo "$@"

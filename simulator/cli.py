@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import REGISTRY, Counter
@@ -19,8 +18,8 @@ from tqdm import tqdm
 
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
+from simulator.config import SimulatorSettings
 from simulator.source import SourceStats, read_rows, sorted_rows
-from streamkit.config import Settings, login_as, setting
 from streamkit.health import beat
 from streamkit.logs import setup_logging
 from streamkit.metrics import serve_metrics
@@ -44,14 +43,6 @@ class Progress:
         acked = CounterMetricFamily("simulator_rows_acked", "rows the MQTT broker acknowledged (PUBACK)")
         acked.add_metric([], self.publisher.acked)
         return [published, acked]
-
-
-@dataclass(frozen=True)
-class SimulatorSettings(Settings):
-    mqtt_username: str = login_as("mqtt", "machine")
-    connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
-    max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
-    linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")
 
 
 def count_lines(path: Path) -> int:

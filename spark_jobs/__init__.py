@@ -1,5 +1,2 @@
-"""Spark jobs of the machine-data stack.
-
-This package root stays import-free on purpose: the offline join CLI
-(``python -m spark_jobs.lsb``) must start without pulling in pyspark.
-"""
+"""The Spark jobs of the machine-data stack: the source, the exactly-once sink, the runner and
+the two jobs on it. The pure algorithms they run live in ``lsb`` (the join) and ``windowing``."""

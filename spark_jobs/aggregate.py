@@ -6,7 +6,7 @@ and emits each window once, final, when that key's own event time has passed its
 allowed lateness (or the key was idle for the idle timeout). Records too late for their
 windows, re-sent, or stamped far in the future go to the late topic with a reason. Output is
 Avro (schemas/aggregate.avsc, schemas/late.avsc) with deterministic keys, partitioned by thing,
-written through the exactly-once transactional sink. The rules: spark_jobs/windows.py and
+written through the exactly-once transactional sink. The rules: windowing/windows.py and
 docs/windows.md. SIGTERM stops after the current batch (exit 0).
 """
 from __future__ import annotations
@@ -15,21 +15,18 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from streamkit.avro_codec import schema_text
-from streamkit.config import setting
-from streamkit.durations import parse_duration_ms
+
 from streamkit.logs import setup_logging
 
 from spark_jobs import dead_letters
-from spark_jobs.config import SparkJobSettings
+from spark_jobs.config import AggregateSettings
 from spark_jobs.output_columns import typed_columns
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
 from spark_jobs.session import ROCKSDB_STATE_STORE
-from spark_jobs.windows import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, parse_windows,
-                                process)
+from windowing import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_jobs.aggregate")
 SERVICE = "spark_aggregate"
-DEFAULT_QUERY = "aggregate"
 
 #: Columns every measurement source must provide: the raw topic's decoded form and its arrival
 #: order (a key's records are processed in Kafka offset order).
@@ -45,38 +41,7 @@ MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", 
                        *dead_letters.INPUT_COLUMNS)
 
 
-@dataclass(frozen=True)
-class AggregateSettings(SparkJobSettings):
-    tumbling: str = setting("10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)")
-    sliding: str = setting("", "AGGREGATE_SLIDING",
-                           "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
-    session_gap: str = setting("", "AGGREGATE_SESSION_GAP",
-                               "session windows: a (thing, quantity) session ends after this long without a "
-                               "record, e.g. 30s; comma separated for several (default: none)")
-    allowed_lateness: str = setting("10s", "AGGREGATE_ALLOWED_LATENESS",
-                                    "how far behind its key's newest event time a record may arrive and still "
-                                    "count ('0': none)")
-    idle_timeout: str = setting("5m", "AGGREGATE_IDLE_TIMEOUT",
-                                "processing time after a key's last record at which its open windows are emitted "
-                                "anyway ('off': never; always off with --available-now)")
-    source: str = setting("raw", "AGGREGATE_SOURCE",
-                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
-                          "topic (e.g. mechanical_power) as a quantity")
-    available_now: bool = setting(False, "AGGREGATE_AVAILABLE_NOW",
-                                  "process what is in the topic now, emit, and exit 0 (backfills)")
 
-    def window_rules(self) -> WindowRules:
-        specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
-        return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
-                           self.max_future_ms(), same_by_row_id=self.source == "joined")
-
-    def idle_timeout_ms(self) -> int:
-        """0 when off: a backfill (--available-now) must not depend on how long it took."""
-        return 0 if self.available_now else parse_duration_ms(self.idle_timeout, allow_zero=True)
-
-    @property
-    def default_query(self) -> str:
-        return DEFAULT_QUERY if self.source == "raw" else f"{DEFAULT_QUERY}-{self.source}"
 
 
 def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":

@@ -1,4 +1,4 @@
-"""Settings shared by every Spark streaming job (the join job subclasses this with its pairs).
+"""The Spark jobs' settings: what both share, and each job's own.
 
 Defaults suit the laptop stack (local[*]); on a standalone cluster only SPARK_MASTER
 and SPARK_CHECKPOINT_DIR change (the checkpoint must then be on storage every node sees).
@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamkit.config import Settings, login_as, setting
+from lsb.results import RESULT_FUNCTIONS
+from streamkit.config import Settings, login_as, serves_metrics_on, setting
 from streamkit.durations import parse_duration_ms
+from windowing import WindowRules, parse_windows
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,51 @@ class SparkJobSettings(Settings):
     def checkpoint_for(self, query: str) -> Path:
         """Per query, so two jobs (or two test runs) never share a checkpoint."""
         return Path(self.checkpoint_dir).expanduser() if self.checkpoint_dir else self.run_dir / "checkpoints" / query
+
+
+@dataclass(frozen=True)
+class JoinSettings(SparkJobSettings):
+    metrics_port: int = serves_metrics_on(9203)
+    pairs: str = setting("actSpeed_C11:vaTorque_C11:mechanical_power", "JOIN_PAIRS",
+                         "pairs joined per thing: left:right[:result] separated by commas; results: "
+                         + ", ".join(sorted(RESULT_FUNCTIONS)))
+    max_gap_ms: int = setting(0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)")
+    allowed_disorder_ms: int = setting(0, "JOIN_ALLOWED_DISORDER_MS",
+                                       "reorder records up to this much event time per stream (0: strict, late)")
+    partner_timeout_ms: int = setting(0, "JOIN_PARTNER_TIMEOUT_MS",
+                                      "emit pairs once the other stream is this far ahead of a silent partner (0: off)")
+
+
+@dataclass(frozen=True)
+class AggregateSettings(SparkJobSettings):
+    metrics_port: int = serves_metrics_on(9204)
+    tumbling: str = setting("10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)")
+    sliding: str = setting("", "AGGREGATE_SLIDING",
+                           "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
+    session_gap: str = setting("", "AGGREGATE_SESSION_GAP",
+                               "session windows: a (thing, quantity) session ends after this long without a "
+                               "record, e.g. 30s; comma separated for several (default: none)")
+    allowed_lateness: str = setting("10s", "AGGREGATE_ALLOWED_LATENESS",
+                                    "how far behind its key's newest event time a record may arrive and still "
+                                    "count ('0': none)")
+    idle_timeout: str = setting("5m", "AGGREGATE_IDLE_TIMEOUT",
+                                "processing time after a key's last record at which its open windows are emitted "
+                                "anyway ('off': never; always off with --available-now)")
+    source: str = setting("raw", "AGGREGATE_SOURCE",
+                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
+                          "topic (e.g. mechanical_power) as a quantity")
+    available_now: bool = setting(False, "AGGREGATE_AVAILABLE_NOW",
+                                  "process what is in the topic now, emit, and exit 0 (backfills)")
+
+    def window_rules(self) -> WindowRules:
+        specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
+        return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
+                           self.max_future_ms(), same_by_row_id=self.source == "joined")
+
+    def idle_timeout_ms(self) -> int:
+        """0 when off: a backfill (--available-now) must not depend on how long it took."""
+        return 0 if self.available_now else parse_duration_ms(self.idle_timeout, allow_zero=True)
+
+    @property
+    def default_query(self) -> str:
+        return "aggregate" if self.source == "raw" else f"aggregate-{self.source}"

@@ -17,35 +17,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs import dead_letters
-from spark_jobs.config import SparkJobSettings
-from spark_jobs.lsb import JoinConfig, PairSpec, process_batch
-from spark_jobs.lsb.results import RESULT_FUNCTIONS
+from spark_jobs.config import JoinSettings
+from lsb import JoinConfig, PairSpec, process_batch
+from lsb.results import RESULT_FUNCTIONS
 from spark_jobs.output_columns import typed_columns
 from spark_jobs.session import ROCKSDB_STATE_STORE
-from spark_jobs.windows import FUTURE_REASON
-from streamkit.config import setting
+from windowing import FUTURE_REASON
+
 from streamkit.logs import setup_logging
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
-
-@dataclass(frozen=True)
-class JoinSettings(SparkJobSettings):
-    pairs: str = setting("actSpeed_C11:vaTorque_C11:mechanical_power", "JOIN_PAIRS",
-                         "pairs joined per thing: left:right[:result] separated by commas; results: "
-                         + ", ".join(sorted(RESULT_FUNCTIONS)))
-    max_gap_ms: int = setting(0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)")
-    allowed_disorder_ms: int = setting(0, "JOIN_ALLOWED_DISORDER_MS",
-                                       "reorder records up to this much event time per stream (0: strict, late)")
-    partner_timeout_ms: int = setting(0, "JOIN_PARTNER_TIMEOUT_MS",
-                                      "emit pairs once the other stream is this far ahead of a silent partner (0: off)")
-
 
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []

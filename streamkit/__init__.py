@@ -1,6 +1,3 @@
-"""Shared helpers for every service of the machine-data stack.
-
-One config model (env + CLI), Kafka/MQTT client setup, the Avro codec, Prometheus metrics,
-structured logging, graceful shutdown, topic provisioning and the local stack launcher live
-here so that no service copies another's setup code.
-"""
+"""The core every service stands on: one configuration model, structured logs, metrics and
+health, graceful shutdown, service start-up, the Kafka and MQTT clients, deadlines and back-off,
+the Avro codec and the row format. Nothing here imports a service or a tool."""

@@ -14,16 +14,6 @@ from streamkit.health import WATCHDOG
 
 log = logging.getLogger(__name__)
 
-#: Default /metrics port of each service; the local Prometheus scrapes exactly these.
-DEFAULT_METRICS_PORTS: dict[str, int] = {
-    "simulator": 9201,
-    "mqtt_bridge": 9202,
-    "spark_join": 9203,
-    "spark_aggregate": 9204,
-    "db_connector": 9205,
-}
-
-
 class _Handler(MetricsHandler):
     """prometheus_client's handler, plus /healthz from the process's watchdog."""
 
@@ -43,10 +33,10 @@ class _Handler(MetricsHandler):
 
 
 def serve_metrics(service: str, settings: Settings) -> int:
-    """Start /metrics and /healthz; port 0 means the service's default. Returns the port."""
+    """Start /metrics and /healthz on the settings' port (0: any free one). Returns the port."""
     WATCHDOG.configure(service, settings.health_stall_s)
-    port = settings.metrics_port or DEFAULT_METRICS_PORTS[service]
-    server = ThreadingHTTPServer((settings.metrics_host, port), _Handler)
+    server = ThreadingHTTPServer((settings.metrics_host, settings.metrics_port), _Handler)
+    port = server.server_address[1]
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics endpoint up", extra={"service": service, "port": port})

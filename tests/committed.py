@@ -5,7 +5,7 @@ from collections import Counter
 
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import read_topic
+from streamkit.kafka_io import read_to_end
 
 
 def committed_pairs(settings: Settings, topic: str) -> Counter:
@@ -13,7 +13,7 @@ def committed_pairs(settings: Settings, topic: str) -> Counter:
     multiset; every record's key must be its pair id."""
     codec = AvroCodec("joined")
     pairs: Counter = Counter()
-    for message in read_topic(settings, topic):
+    for message in read_to_end(settings, topic):
         r = codec.decode(message.value())
         assert message.key().decode() == r["id"], (message.key(), r["id"])
         pairs[(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])] += 1

@@ -1,6 +1,6 @@
 """Session fixtures: the real local stack, started once through the project's own launcher.
 
-A stack that is already running (``python -m streamkit.stack up``) is reused and left running;
+A stack that is already running (``python -m stacktools.stack up``) is reused and left running;
 one that this test session started is stopped at the end, so CI leaves nothing behind.
 Set STACK_KEEP=1 to keep it running after the tests.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from streamkit.config import Settings
-from streamkit.stack import Stack
+from stacktools.stack import Stack
 
 
 @pytest.fixture(scope="session")

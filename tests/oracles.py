@@ -9,8 +9,9 @@ from pathlib import Path
 
 from mqtt_bridge.records import RowSplitter
 from simulator.source import SourceStats, read_rows, sorted_rows
-from spark_jobs.join import JoinSettings, join_config
-from spark_jobs.lsb import LocalStreamBuffer
+from spark_jobs.config import JoinSettings
+from spark_jobs.join import join_config
+from lsb import LocalStreamBuffer
 from streamkit.avro_codec import AvroCodec
 from streamkit.events import Row, parse_row
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streamkit.access import USERS
+from stacktools.access import USERS
 from streamkit.config import credential_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -264,7 +264,7 @@ def test_depends_on_uses_conditions_on_existing_services() -> None:
 
 def test_provisioning_runs_once_after_kafka_and_influxdb_and_gates_the_pipeline() -> None:
     provision = services()["provision"]
-    assert " ".join(map(str, provision.get("command") or [])).endswith("streamkit.stack provision kafka influxdb")
+    assert " ".join(map(str, provision.get("command") or [])).endswith("stacktools.stack provision kafka influxdb")
     for server in ("kafka", "influxdb"):
         assert provision["depends_on"][server]["condition"] == "service_healthy"
     for consumer in ("mqtt-bridge", "spark-join", "spark-aggregate", "db-connector", "grafana"):
@@ -405,7 +405,7 @@ def test_compose_kafka_has_the_local_stack_s_security() -> None:
     """The same mechanisms, authorizer and super users as the launcher's broker; the password
     lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
     from streamkit.config import Settings
-    from streamkit.stack.components import Kafka
+    from stacktools.stack.components import Kafka
 
     local = Kafka(Settings.from_sources(environ={}))._auth_properties()
     props = kafka_properties()
@@ -573,7 +573,7 @@ def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
 
 
 def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> None:
-    # The same .env drives `python -m streamkit.stack`: every value must parse in its config model.
+    # The same .env drives `python -m stacktools.stack`: every value must parse in its config model.
     config = pytest.importorskip("streamkit.config")
     values = config.read_env_file(ENV_EXAMPLE)
     assert values == env_example(), "streamkit's .env parser reads .env.example differently"

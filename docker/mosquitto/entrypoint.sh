@@ -1,7 +1,7 @@
 #!/bin/sh
 # Entry point of the compose `mosquitto` service (eclipse-mosquitto image, busybox sh): write
 # the password file (admin, machine, bridge) from MQTT_<USER>_PASSWORD and the ACL file (the
-# same rights as the local stack, streamkit/access.py: machines only publish under the prefix,
+# same rights as the local stack, stacktools/access.py: machines only publish under the prefix,
 # the bridge only reads it), then run mosquitto in the foreground with
 # docker/mosquitto/mosquitto.conf, which refuses anonymous clients.
 set -eu

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from spark_jobs.lsb import JoinConfig, KeyState, flush, flush_state, process_batch, process_record, to_bytes
+from lsb import JoinConfig, KeyState, flush, flush_state, process_batch, process_record, to_bytes
 
 #: Hypothesis budget for this suite only (never the global profile, which other suites share):
 #: moderate by default for 2 shared cores; LSB_HYPOTHESIS_EXAMPLES raises it and
@@ -41,7 +41,7 @@ class Run:
 
 def run_records(config: JoinConfig, events: list[Event], restore_at: frozenset[int] = frozenset()) -> Run:
     """Per-record path; at positions in ``restore_at`` every state goes through bytes."""
-    from spark_jobs.lsb import from_bytes
+    from lsb import from_bytes
 
     states: dict[str, KeyState] = {}
     out = Run()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.lsb import cli, jsonl
-from spark_jobs.lsb.results import mechanical_power
+from lsb import cli, jsonl
+from lsb.results import mechanical_power
 
 from .oracle import oracle_pairs
 
@@ -24,7 +24,7 @@ SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "spark_jobs.lsb", *args], cwd=ROOT, capture_output=True, input=stdin, timeout=120
+        [sys.executable, "-m", "lsb", *args], cwd=ROOT, capture_output=True, input=stdin, timeout=120
     )
 
 
@@ -105,7 +105,7 @@ def test_cli_does_not_import_pyspark(tmp_path):
         "import runpy, sys\n"
         f"sys.argv = ['lsb', '--input', {str(SAMPLE)!r}, '--left', {SPEED!r}, '--right', {TORQUE!r},"
         f" '--output', {str(tmp_path / 'o.jsonl')!r}]\n"
-        "try:\n    runpy.run_module('spark_jobs.lsb', run_name='__main__')\n"
+        "try:\n    runpy.run_module('lsb', run_name='__main__')\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'pandas'))\n"
         "print('HEAVY', bad)\n"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
+from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
 from .oracle import certain_pairs, oracle_pairs
@@ -242,7 +242,7 @@ def test_config_rejects_negative_settings(bad):
 )
 def test_all_policies_together_same_in_both_paths(ls, rs, cs, disorder, timeout, gap, data):
     """Reorder + timeout + gap, three pairs sharing quantities: identical pairs, late records and state."""
-    from spark_jobs.lsb import PairSpec
+    from lsb import PairSpec
 
     cfg = JoinConfig(
         pairs=(PairSpec("l", "r"), PairSpec("r", "c"), PairSpec("c", "l")),

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.lsb import JoinConfig, KeyState, PairSpec, process_batch, process_record, to_bytes
-from spark_jobs.lsb.results import product
+from lsb import JoinConfig, KeyState, PairSpec, process_batch, process_record, to_bytes
+from lsb.results import product
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
 from .oracle import certain_pairs, oracle_pairs

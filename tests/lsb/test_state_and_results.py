@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.lsb import (
+from lsb import (
     JoinConfig,
     KeyState,
     PairSpec,
@@ -21,7 +21,7 @@ from spark_jobs.lsb import (
     process_record,
     to_bytes,
 )
-from spark_jobs.lsb.results import mechanical_power, product
+from lsb.results import mechanical_power, product
 
 from .helpers import LSB_SETTINGS
 

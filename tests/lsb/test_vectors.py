@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from spark_jobs.lsb import JoinConfig
+from lsb import JoinConfig
 
 from .helpers import run_batches, run_records
 from .oracle import oracle_pairs
@@ -47,7 +47,7 @@ def test_five_and_five_twice(runner, gap, expected):
 
 
 def test_five_and_five_pending_pairs_come_only_with_end_of_stream():
-    from spark_jobs.lsb import KeyState, process_record
+    from lsb import KeyState, process_record
 
     st = KeyState.empty(CFG)
     before_flush = []

@@ -8,13 +8,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from spark_jobs.join import JoinSettings
+from spark_jobs.config import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import expected_records, read_topic
-from streamkit.pipeline import Pipeline, Service
-from streamkit.stack import Stack
-from streamkit.stack.process import StackError
+from streamkit.kafka_io import read_to_end
+from tests.support.harness import expected_records
+from stacktools.pipeline import Pipeline
+from stacktools.processes import ServiceProcess
+from stacktools.stack import Stack
+from stacktools.stack.process import StackError
 from tests.committed import committed_pairs
 from tests.oracles import join_pairs
 from tests.pipeline.influx_checks import POISON_KEY, committed_identities, influx_identities
@@ -45,7 +47,7 @@ def window_expectation(settings: Settings, raw_topic: str) -> Expected:
     """The window oracle over what the raw topic holds, each key in arrival order."""
     codec = AvroCodec("measurement")
     arrival = []
-    for message in read_topic(settings, raw_topic):
+    for message in read_to_end(settings, raw_topic):
         r = codec.decode(message.value())
         arrival.append((r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"]))
     return window_oracle(arrival, [Spec("tumbling", WINDOW_MS, WINDOW_MS)], LATENESS_MS)
@@ -54,7 +56,7 @@ def window_expectation(settings: Settings, raw_topic: str) -> Expected:
 def aggregate_late(settings: Settings, late_topic: str) -> Counter:
     codec = AvroCodec("late")
     late: Counter = Counter()
-    for message in read_topic(settings, late_topic):
+    for message in read_to_end(settings, late_topic):
         if message.key() == POISON_KEY:
             continue
         r = codec.decode(message.value())
@@ -66,7 +68,7 @@ def aggregate_late(settings: Settings, late_topic: str) -> Counter:
 
 def committed_windows(settings: Settings, topic: str) -> tuple[dict[str, tuple], int]:
     codec = AvroCodec("aggregate")
-    windows, messages = {}, read_topic(settings, topic)
+    windows, messages = {}, read_to_end(settings, topic)
     for message in messages:
         r = codec.decode(message.value())
         windows[message.key().decode()] = (r["count"], r["min"], r["max"], r["mean"])
@@ -97,7 +99,7 @@ def restart_broker(kafka: Stack, attempts: int = 3) -> None:
             time.sleep(5)
 
 
-def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: Service, events: Path,
+def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: ServiceProcess, events: Path,
                         want_pairs: Counter) -> str:
     """Drain (the simulator finishes, every stage catches up, supervised meanwhile), then
     compare every output with its oracle; returns a one-line summary."""
@@ -124,7 +126,7 @@ def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: Servi
 
     # Kafka: raw holds every record of the file (re-sends byte-identical), joined and aggregates
     # exactly the oracle's output, each once.
-    raw = read_topic(settings, wiring.raw)
+    raw = read_to_end(settings, wiring.raw)
     by_key: dict[bytes, set[bytes]] = {}
     for message in raw:
         by_key.setdefault(message.key(), set()).add(message.value())

@@ -6,7 +6,8 @@ from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import window_tag
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import influx_rows, read_topic
+from stacktools.influx import InfluxClient
+from streamkit.kafka_io import read_to_end
 
 
 #: Key of the undecodable records a test writes into the late topic on purpose, so the
@@ -19,18 +20,18 @@ def committed_identities(settings: Settings, topics: dict[str, str]) -> dict[str
     decode = {kind: AvroCodec(schema).decode for kind, schema in
               (("joined", "joined"), ("aggregates", "aggregate"), ("late", "late"))}
     out: dict[str, set] = {"raw": set(), "joined": set(), "aggregate": set(), "late": set()}
-    for message in read_topic(settings, topics["raw"]):
+    for message in read_to_end(settings, topics["raw"]):
         thing, quantity, time_ms = message.key().decode().rsplit("|", 2)
         out["raw"].add((thing, quantity, int(time_ms) * NS_PER_MS))
-    for message in read_topic(settings, topics["joined"]):
+    for message in read_to_end(settings, topics["joined"]):
         r = decode["joined"](message.value())
         out["joined"].add((r["thing"], f"{r['left_quantity']}:{r['right_quantity']}", r["left_time_ms"],
                            r["right_time_ms"]))
-    for message in read_topic(settings, topics["aggregates"]):
+    for message in read_to_end(settings, topics["aggregates"]):
         r = decode["aggregates"](message.value())
         window = window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
         out["aggregate"].add((r["thing"], r["quantity"], window, r["window_start_ms"] * NS_PER_MS))
-    for message in read_topic(settings, topics["late"]):
+    for message in read_to_end(settings, topics["late"]):
         if message.key() == POISON_KEY:
             continue
         r = decode["late"](message.value())
@@ -40,7 +41,7 @@ def committed_identities(settings: Settings, topics: dict[str, str]) -> dict[str
 
 def influx_identities(settings: Settings, database: str) -> dict[str, set]:
     def rows(measurement: str) -> list[dict]:
-        return influx_rows(settings, database, f'SELECT * FROM "{measurement}"')
+        return InfluxClient(settings).rows(database, f'SELECT * FROM "{measurement}"')
 
     return {
         "raw": {(r["thing"], r["quantity"], r["time"]) for r in rows("raw")},
@@ -51,5 +52,5 @@ def influx_identities(settings: Settings, database: str) -> dict[str, set]:
 
 
 def point_count(settings: Settings, database: str, measurement: str) -> int:
-    rows = influx_rows(settings, database, f'SELECT count(*) FROM "{measurement}"')
+    rows = InfluxClient(settings).rows(database, f'SELECT count(*) FROM "{measurement}"')
     return max((v for r in rows for k, v in r.items() if k.startswith("count_")), default=0)

@@ -14,22 +14,26 @@ from mqtt_bridge.records import thing_partition
 from simulator.publisher import MqttPublisher
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import (REPO, Lane, Service, bridge, expected_records, group_by_key, new_lane, read_topic,
-                               simulator, wait_for_count, wait_for_keys, wait_for_log)
+from stacktools.processes import ServiceProcess
+from stacktools.services import service_process
+from stacktools.wiring import Wiring
+from streamkit.kafka_io import read_to_end, wait_for_count
+from streamkit.paths import REPO_ROOT
+from tests.support.harness import expected_records, group_by_key, wait_for_keys
 
 pytestmark = pytest.mark.stack
-SAMPLE = REPO / "tests" / "data" / "test_events.json"
+SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 KILL_ROUNDS = int(os.environ.get("BRIDGE_KILL_ROUNDS", "3"))
 
 
 @pytest.fixture
-def lane(stack_settings: Settings) -> Lane:
-    return new_lane(stack_settings)
+def lane(stack_settings: Settings) -> Wiring:
+    return Wiring.private(stack_settings, bridge_only=True)
 
 
-def assert_raw_topic_holds_exactly(lane: Lane, events: Path, *, check_order: bool) -> int:
+def assert_raw_topic_holds_exactly(lane: Wiring, events: Path, *, check_order: bool) -> int:
     expected = expected_records(events)
-    messages = read_topic(lane.settings, lane.raw_topic)
+    messages = read_to_end(lane.settings, lane.raw)
     grouped = group_by_key(messages)
     assert set(grouped) - set(expected) == set(), "unexpected keys"
     missing = set(expected) - set(grouped)
@@ -50,54 +54,54 @@ def assert_raw_topic_holds_exactly(lane: Lane, events: Path, *, check_order: boo
     return len(messages) - len(expected)
 
 
-def start_bridge(lane: Lane, log: Path, *extra: str) -> Service:
+def start_bridge(lane: Wiring, log: Path, *extra: str) -> ServiceProcess:
     """Started and subscribed: a first-ever session only keeps what is published after that."""
-    service = bridge(lane, log, *extra).start()
-    wait_for_log(log, '"bridge running"', 60, service)
+    service = service_process("mqtt_bridge", lane, log, *extra).start()
+    service.wait_logged('"bridge running"', 60)
     return service
 
 
-def replay(lane: Lane, events: Path, tmp_path: Path, *args: str) -> None:
-    sim = simulator(lane, events, tmp_path / "simulator.log", *args).start()
+def replay(lane: Wiring, events: Path, tmp_path: Path, *args: str) -> None:
+    sim = service_process("simulator", lane, tmp_path / "simulator.log", "--input", str(events), *args).start()
     assert sim.process.wait(600) == 0, (tmp_path / "simulator.log").read_text()[-3000:]
 
 
-def test_sample_replay_lands_exactly_in_order(lane: Lane, tmp_path: Path) -> None:
+def test_sample_replay_lands_exactly_in_order(lane: Wiring, tmp_path: Path) -> None:
     service = start_bridge(lane, tmp_path / "bridge.log")
     try:
         replay(lane, SAMPLE, tmp_path)
         expected = len(expected_records(SAMPLE))
-        assert wait_for_count(lane.settings, lane.raw_topic, expected, 60) >= expected
+        assert wait_for_count(lane.settings, lane.raw, expected, 60) >= expected
         duplicates = assert_raw_topic_holds_exactly(lane, SAMPLE, check_order=True)
         assert duplicates == 0
     finally:
         assert service.terminate() == 0, "bridge did not exit 0 on SIGTERM"
 
 
-def test_generated_file_replay_lands_exactly(lane: Lane, tmp_path: Path) -> None:
+def test_generated_file_replay_lands_exactly(lane: Wiring, tmp_path: Path) -> None:
     events = tmp_path / "generated.json"
     subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(events), "--rows", "20000", "--things", "6",
-                    "--no-progress"], cwd=REPO, check=True)
+                    "--no-progress"], cwd=REPO_ROOT, check=True)
     service = start_bridge(lane, tmp_path / "bridge.log")
     try:
         replay(lane, events, tmp_path, "--connections", "2")
         expected = len(expected_records(events))
-        assert wait_for_count(lane.settings, lane.raw_topic, expected, 120) >= expected
+        assert wait_for_count(lane.settings, lane.raw, expected, 120) >= expected
         assert assert_raw_topic_holds_exactly(lane, events, check_order=True) == 0
     finally:
         service.terminate()
 
 
-def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> None:
+def test_bridge_killed_repeatedly_loses_nothing(lane: Wiring, tmp_path: Path) -> None:
     """kill -9 at random moments of a paced replay; rows published meanwhile wait in the
     broker for the bridge's persistent session."""
     events = tmp_path / "generated.json"
     subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(events), "--rows", "30000", "--things", "5",
-                    "--seed", "11", "--no-progress"], cwd=REPO, check=True)
+                    "--seed", "11", "--no-progress"], cwd=REPO_ROOT, check=True)
     rng = random.Random(int(os.environ.get("BRIDGE_KILL_SEED", str(time.time_ns()))))
     log = tmp_path / "bridge.log"
     service = start_bridge(lane, log)
-    sim = simulator(lane, events, tmp_path / "simulator.log", "--rate", "4000").start()
+    sim = service_process("simulator", lane, tmp_path / "simulator.log", "--input", str(events), "--rate", "4000").start()
     kills = sorted(rng.uniform(0.5, 6.0) for _ in range(KILL_ROUNDS))
     started = time.monotonic()
     for at in kills:
@@ -109,7 +113,7 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> N
     try:
         assert sim.process.wait(600) == 0
         expected = set(expected_records(events))
-        seen = wait_for_keys(lane.settings, lane.raw_topic, expected, 180)
+        seen = wait_for_keys(lane.settings, lane.raw, expected, 180)
         assert expected <= seen, f"{len(expected - seen)} missing; {log.read_text()[-3000:]}"
         duplicates = assert_raw_topic_holds_exactly(lane, events, check_order=False)
         print(f"identical re-sends after {KILL_ROUNDS} kills: {duplicates}")
@@ -117,7 +121,7 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Lane, tmp_path: Path) -> N
         service.terminate()
 
 
-def _publish_all(lane: Lane, payloads: list[bytes]) -> float:
+def _publish_all(lane: Wiring, payloads: list[bytes]) -> float:
     publisher = MqttPublisher(lane.settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
     started = time.perf_counter()
     for payload in payloads:
@@ -127,7 +131,7 @@ def _publish_all(lane: Lane, payloads: list[bytes]) -> float:
     return started
 
 
-def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) -> None:
+def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Wiring, tmp_path: Path) -> None:
     service = start_bridge(lane, tmp_path / "bridge.log")
     settings = lane.settings
 
@@ -137,7 +141,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
 
     def timed_batch(first_ms: int, expected_total: int) -> float:
         started = _publish_all(lane, good_rows(first_ms, 3000))
-        assert wait_for_count(settings, lane.raw_topic, expected_total, 60) >= expected_total
+        assert wait_for_count(settings, lane.raw, expected_total, 60) >= expected_total
         return time.perf_counter() - started
 
     try:
@@ -164,10 +168,10 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Lane, tmp_path: Path) 
             "int_key": b"{'Thing': 'F1', 'Timestamp': 1554000000000, 1: 1.0}",
         }
         _publish_all(lane, list(fuzz.values()))
-        assert wait_for_count(settings, lane.dlq_topic, len(fuzz), 60) >= len(fuzz)
+        assert wait_for_count(settings, lane.dlq, len(fuzz), 60) >= len(fuzz)
         after = timed_batch(1_554_100_000_000, 6000)
         assert service.alive(), "the bridge died on bad input"
-        dlq = read_topic(settings, lane.dlq_topic)
+        dlq = read_to_end(settings, lane.dlq)
         assert len(dlq) == len(fuzz)
         reasons = [dict(m.headers())["reason"].decode() for m in dlq]
         assert reasons == ["not_utf8", "not_json", "payload_too_large", "bad_quantity", "missing_thing",

@@ -23,9 +23,11 @@ import pytest
 
 from simulator.generate import generate
 from streamkit.config import Settings
-from streamkit.harness import drop_database
-from streamkit.pipeline import STAGES, Pipeline, Wiring
-from streamkit.stack import Stack
+from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
+from stacktools.services import STAGES
+from stacktools.wiring import Wiring
+from stacktools.stack import Stack
 from tests.oracles import distinct_records, file_rows
 from tests.pipeline.exactness import assert_exactly_once, join_oracle, pipeline_args, restart_broker
 
@@ -60,7 +62,7 @@ def pipeline(stack_settings: Settings, tmp_path: Path):
     run = Pipeline(stack_settings, wiring, tmp_path / "run", extra_args=pipeline_args())
     yield run
     run.stop()
-    drop_database(stack_settings, wiring.database)
+    InfluxClient(stack_settings).drop_database(wiring.database)
 
 
 def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_settings: Settings, pipeline: Pipeline,

@@ -26,10 +26,13 @@ import pytest
 from simulator.generate import generate
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import drop_database, read_topic
+from stacktools.influx import InfluxClient
+from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer
-from streamkit.pipeline import STAGES, Pipeline, Wiring
-from streamkit.stack import Stack
+from stacktools.pipeline import Pipeline
+from stacktools.services import STAGES
+from stacktools.wiring import Wiring
+from stacktools.stack import Stack
 from tests.oracles import distinct_records, file_rows
 from tests.pipeline.exactness import assert_exactly_once, join_oracle, pipeline_args
 from tests.pipeline.influx_checks import POISON_KEY
@@ -84,7 +87,7 @@ class Poisoner:
 def connector_dead_letters(settings: Settings, dlq_topic: str, source_topic: str) -> Counter:
     """The committed dead letters the connector made of records of ``source_topic``."""
     letters: Counter = Counter()
-    for message in read_topic(settings, dlq_topic):
+    for message in read_to_end(settings, dlq_topic):
         headers = {key: value for key, value in message.headers() or []}
         if headers.get("source") == source_topic.encode():
             letters[(message.key(), message.value(), headers.get("reason"))] += 1
@@ -111,7 +114,7 @@ def pipeline(stack_settings: Settings, tmp_path: Path):
                    env={"PYTHONPATH": str(FAULT_SITE), "CLIENT_FAULTS": f"{seed},{SCALE}"})
     yield run
     run.stop()
-    drop_database(stack_settings, wiring.database)
+    InfluxClient(stack_settings).drop_database(wiring.database)
 
 
 def test_pipeline_stays_exactly_once_when_client_calls_fail_and_servers_pause(

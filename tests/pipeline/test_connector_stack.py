@@ -25,14 +25,17 @@ from mqtt_bridge.records import RowSplitter
 from streamkit.avro_codec import FlatRecordEncoder, MeasurementEncoder
 from streamkit.config import Settings
 from streamkit.events import parse_row
-from streamkit.harness import (REPO, Service, connector, drop_database, influx_rows,
-                               private_database, private_topic, read_topic)
+from stacktools.influx import InfluxClient
+from stacktools.processes import ServiceProcess
+from stacktools.services import service_process
+from stacktools.wiring import Wiring, private_database, private_topic
+from streamkit.kafka_io import read_to_end
+from streamkit.paths import REPO_ROOT
 from streamkit.kafka_clients import client_config, idempotent_producer
-from streamkit.stack import Stack
-from streamkit.stack.components import InfluxDB
+from stacktools.stack import Stack
 
 pytestmark = pytest.mark.stack
-SAMPLE = REPO / "tests" / "data" / "test_events.json"
+SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 KILL_ROUNDS = int(os.environ.get("CONNECTOR_KILL_ROUNDS", "3"))
 #: A week far from the sample's, where a pre-written integer "value" makes float values conflict
 #: (InfluxDB checks field types per shard, and shards are a week long).
@@ -124,7 +127,7 @@ def lane(stack_settings: Settings) -> Iterator[tuple[Settings, dict[str, str], s
     database = private_database(stack_settings)
     write_conflict_seed(stack_settings, database)
     yield stack_settings, topics, database
-    drop_database(stack_settings, database)
+    InfluxClient(stack_settings).drop_database(database)
 
 
 def group_of(database: str) -> str:
@@ -132,27 +135,27 @@ def group_of(database: str) -> str:
     return f"db-connector-{database}"
 
 
-def start(settings: Settings, topics: dict[str, str], database: str, log: Path, *extra: str) -> Service:
-    return connector(settings, log, database, group_of(database), topics, *extra).start()
+def start(settings: Settings, topics: dict[str, str], database: str, log: Path, *extra: str) -> ServiceProcess:
+    return service_process("db_connector", Wiring.for_connector(topics, group_of(database), database), log, *extra).start()
 
 
 def write_conflict_seed(settings: Settings, database: str) -> None:
     """An integer "value" in the conflict week: the float record there must be refused."""
     line = f"raw,quantity=speed,thing=T-conflict value=1i {CONFLICT_MS * NS_PER_MS}"
-    assert InfluxDB(settings).write(database, [line]) == 204
+    assert InfluxClient(settings).write(database, [line]) == 204
 
 
 def raw_points(settings: Settings, database: str) -> dict[tuple[str, str, int], float]:
-    rows = influx_rows(settings, database, 'SELECT "value" FROM "raw" WHERE time > 0 GROUP BY *')
+    rows = InfluxClient(settings).rows(database, 'SELECT "value" FROM "raw" WHERE time > 0 GROUP BY *')
     return {(r["thing"], r["quantity"], r["time"]): r["value"] for r in rows if r["thing"] != "T-conflict"}
 
 
 def count(settings: Settings, database: str, measurement: str) -> int:
-    rows = influx_rows(settings, database, f'SELECT count(*) FROM "{measurement}"')
+    rows = InfluxClient(settings).rows(database, f'SELECT count(*) FROM "{measurement}"')
     return max((v for r in rows for k, v in r.items() if k.startswith("count_")), default=0)
 
 
-def wait_until_exact(settings: Settings, database: str, feed: Feed, service: Service | None, timeout_s: float) -> None:
+def wait_until_exact(settings: Settings, database: str, feed: Feed, service: ServiceProcess | None, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     got: dict = {}
     while time.monotonic() < deadline:
@@ -166,7 +169,7 @@ def wait_until_exact(settings: Settings, database: str, feed: Feed, service: Ser
 
 def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, dlq_topic: str) -> None:
     assert raw_points(settings, database) == feed.raw_points
-    joined = influx_rows(settings, database, 'SELECT * FROM "joined"')
+    joined = InfluxClient(settings).rows(database, 'SELECT * FROM "joined"')
     assert {f"{r['thing']}|{r['pair']}|{r['left_time_ms']}|{r['right_time_ms']}" for r in joined} == feed.joined_ids
     assert len(joined) == len(feed.joined_ids)
     for row in joined:
@@ -174,14 +177,14 @@ def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, d
         assert (row["result"], row["result_name"]) == (6.0, "mechanical_power")
     assert [r for r in joined if r["long_gap_ms"]] and all(
         int(r["long_gap_ms"]) == r["right_time_ms"] - r["left_time_ms"] for r in joined if r["long_gap_ms"])
-    aggregates = influx_rows(settings, database, 'SELECT * FROM "aggregate"')
+    aggregates = InfluxClient(settings).rows(database, 'SELECT * FROM "aggregate"')
     assert {(r["thing"], r["quantity"], r["window"], r["time"]) for r in aggregates} == feed.aggregate_keys
     assert len(aggregates) == len(feed.aggregate_keys)
     assert sorted(r["stddev"] is None for r in aggregates) == [False, False, True, True]
-    late = influx_rows(settings, database, 'SELECT * FROM "late"')
+    late = InfluxClient(settings).rows(database, 'SELECT * FROM "late"')
     assert {(r["thing"], r["quantity"], r["stage"], r["time"]) for r in late} == feed.late_keys
     # dead letters: each bad record exactly once in Kafka, with its reason, and as a point
-    letters = read_topic(settings, dlq_topic)
+    letters = read_to_end(settings, dlq_topic)
     reasons: dict[str, int] = {}
     for message in letters:
         reason = dict(message.headers())["reason"].decode()
@@ -197,7 +200,7 @@ def assert_offsets_committed(settings: Settings, group: str, topics: dict[str, s
     try:
         for topic in topics.values():
             passed: dict[int, int] = {}
-            for message in read_topic(settings, topic):
+            for message in read_to_end(settings, topic):
                 passed[message.partition()] = max(passed.get(message.partition(), 0), message.offset() + 1)
             committed = consumer.committed([TopicPartition(topic, p) for p in passed], timeout=30)
             assert {c.partition: c.offset for c in committed} == passed, topic

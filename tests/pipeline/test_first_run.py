@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.join import JoinSettings
+from spark_jobs.config import JoinSettings
 from streamkit.config import Settings
-from streamkit.config_reference import SECTIONS, env_of
-from streamkit.harness import REPO
-from streamkit.stack import Stack
+from stacktools.config_reference import SECTIONS, env_of
+from streamkit.paths import REPO_ROOT
+from stacktools.stack import Stack
 from tests.oracles import distinct_records, event_time_rows, join_pairs
 from tests.ports import free_ports
 
@@ -39,7 +39,7 @@ def user_environment(run_dir: Path) -> dict[str, str]:
 
 
 def run_demo(env: dict[str, str], out: Path) -> str:
-    done = subprocess.run(["scripts/demo.sh", "--events", str(SAMPLE), "--out", str(out)], cwd=REPO, env=env,
+    done = subprocess.run(["scripts/demo.sh", "--events", str(SAMPLE), "--out", str(out)], cwd=REPO_ROOT, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, f"demo failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
     return done.stdout
@@ -48,7 +48,7 @@ def run_demo(env: dict[str, str], out: Path) -> str:
 def expected_pairs(env: dict[str, str]) -> int:
     """The join library's pairs for the sample in replay order, as an unfinished stream."""
     settings = JoinSettings.from_sources(environ=env)
-    pairs, late = join_pairs(settings, distinct_records(event_time_rows(REPO / SAMPLE)))
+    pairs, late = join_pairs(settings, distinct_records(event_time_rows(REPO_ROOT / SAMPLE)))
     assert late == 0  # the replay is in event-time order
     return sum(pairs.values())
 

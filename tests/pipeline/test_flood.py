@@ -20,8 +20,10 @@ import pytest
 
 from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
-from streamkit.harness import Lane, group_by_key, new_lane, read_topic, wait_for_count, wait_for_keys
-from streamkit.stack import Stack
+from stacktools.wiring import Wiring
+from streamkit.kafka_io import read_to_end, wait_for_count
+from tests.support.harness import group_by_key, wait_for_keys
+from stacktools.stack import Stack
 from tests.pipeline.test_bridge_stack import start_bridge
 from tests.pipeline.test_connector_stack import metric
 
@@ -90,11 +92,11 @@ def expected_keys(index: int, published: int) -> set[bytes]:
 
 
 @pytest.fixture
-def lane(stack_settings: Settings) -> Lane:
-    return new_lane(stack_settings)
+def lane(stack_settings: Settings) -> Wiring:
+    return Wiring.private(stack_settings, bridge_only=True)
 
 
-def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(lane: Lane, tmp_path: Path) -> None:
+def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(lane: Wiring, tmp_path: Path) -> None:
     settings = lane.settings
     service = start_bridge(lane, tmp_path / "bridge.log", "--max-unacked", str(MAX_UNACKED))
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
@@ -123,18 +125,18 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(lane: Lane
         publish_s = time.monotonic() - started
         valid = set().union(*(expected_keys(i, n) for i, n in published.items()))
         invalid = sum(n // 4 for n in published.values())  # n % 4 == 3 for n < published
-        missing = valid - wait_for_keys(settings, lane.raw_topic, valid, 600)  # re-sends inflate counts
+        missing = valid - wait_for_keys(settings, lane.raw, valid, 600)  # re-sends inflate counts
         assert not missing, f"{len(missing)} valid records lost, e.g. {sorted(missing)[:3]}"
         drained_s = time.monotonic() - started
-        assert wait_for_count(settings, lane.dlq_topic, invalid, 120) >= invalid
+        assert wait_for_count(settings, lane.dlq, invalid, 120) >= invalid
         assert service.alive(), "the bridge died under load"
     finally:
         sampler.stop.set()
         service.terminate()
-    raw = read_topic(settings, lane.raw_topic)
+    raw = read_to_end(settings, lane.raw)
     assert {m.key() for m in raw} == valid
     assert all(len(set(values)) == 1 for values in group_by_key(raw).values()), "a re-send that is not identical"
-    dead = read_topic(settings, lane.dlq_topic)
+    dead = read_to_end(settings, lane.dlq)
     letters = Counter(m.value() for m in dead)
     assert {dict(m.headers())["reason"] for m in dead} == {b"bad_timestamp"}
     assert len(letters) == invalid, (len(letters), invalid)  # each invalid payload is unique

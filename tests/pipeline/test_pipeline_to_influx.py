@@ -16,13 +16,18 @@ import pytest
 from db_connector.lineprotocol import NS_PER_MS
 from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
-from streamkit.dashboards import check_dashboards
-from streamkit.harness import REPO, Service, drop_database, expected_records, read_topic, wait_for_keys
-from streamkit.pipeline import Pipeline, Wiring
+from stacktools.dashboards import check_dashboards
+from stacktools.influx import InfluxClient
+from stacktools.processes import ServiceProcess
+from streamkit.kafka_io import read_to_end
+from streamkit.paths import REPO_ROOT
+from tests.support.harness import expected_records, wait_for_keys
+from stacktools.pipeline import Pipeline
+from stacktools.wiring import Wiring
 from tests.pipeline.influx_checks import committed_identities, influx_identities, point_count
 
 pytestmark = pytest.mark.stack
-SAMPLE = REPO / "tests" / "data" / "test_events.json"
+SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 ROW_SPACING_MS = 100
 BAD_PAYLOADS = [b"not json", b'{"Thing": "T", "Timestamp": 1}', b'{"Thing": "T", "Timestamp": 1554000000000, "x": "hi"}']
 
@@ -40,7 +45,7 @@ def recent_events(path: Path, end_ms: int) -> Path:
     return path
 
 
-def wait_for_input_rows(log: Path, rows: int, job: Service, timeout_s: float, *, then_idle: bool = False) -> None:
+def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: float, *, then_idle: bool = False) -> None:
     """Until a streaming job's progress lines account for `rows` input records: it has read
     the whole raw topic (and keeps running, so Prometheus sees its final counters). With
     `then_idle`, also until a batch without input ran after that: the no-data batch in which a
@@ -82,7 +87,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
         publisher.close()
         expected_raw = expected_records(events)
         assert set(expected_raw) <= wait_for_keys(settings, topics["raw"], set(expected_raw), 120)
-        raw_count = len(read_topic(settings, topics["raw"]))
+        raw_count = len(read_to_end(settings, topics["raw"]))
         wait_for_input_rows(pipeline.log("spark_join"), raw_count, pipeline.services["spark_join"], 600)
         wait_for_input_rows(pipeline.log("spark_aggregate"), raw_count, pipeline.services["spark_aggregate"], 600,
                             then_idle=True)
@@ -92,7 +97,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
             {k: len(v) for k, v in expected.items()}
         assert expected["raw"] == {(k.decode().rsplit("|", 2)[0], k.decode().rsplit("|", 2)[1],
                                     int(k.decode().rsplit("|", 2)[2]) * NS_PER_MS) for k in expected_raw}
-        dead_letters = len(read_topic(settings, topics["dlq"]))
+        dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
         deadline = time.monotonic() + 120
         got: dict[str, set] = {}
@@ -115,5 +120,5 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
         assert results and not failed, "\n".join(failed)
     finally:
         codes = pipeline.stop()
-        drop_database(settings, wiring.database)
+        InfluxClient(settings).drop_database(wiring.database)
     assert all(code == 0 for code in codes.values()), codes

@@ -10,8 +10,10 @@ from pathlib import Path
 from confluent_kafka import Message
 
 from streamkit.config import Settings
-from streamkit.harness import REPO, Service, free_port, private_topic
-from streamkit.harness import read_topic as read_to_end
+from stacktools.processes import ServiceProcess, free_port
+from stacktools.wiring import private_topic
+from streamkit.kafka_io import read_to_end
+from streamkit.paths import REPO_ROOT as REPO
 from streamkit.kafka_clients import transactional_producer
 
 
@@ -33,9 +35,9 @@ def produce_committed(settings: Settings, records: list[tuple[str, bytes, bytes,
     producer.commit_transaction()
 
 
-def spark_service(module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> Service:
+def spark_service(module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> ServiceProcess:
     """A job as a subprocess (python -m module) with a private metrics port."""
-    return Service(module, [*args, "--metrics-port", str(free_port())], log, env)
+    return ServiceProcess(module, [*args, "--metrics-port", str(free_port())], log, env)
 
 
 def wait_pid_gone(pid_file: Path, timeout_s: float = 60) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from streamkit.harness import new_lane
-from streamkit.topics import TopicSpec, provision
+from stacktools.wiring import Wiring
+from stacktools.topics import TopicSpec, provision
 from tests.oracles import distinct_records, event_time_rows, file_rows
 from tests.spark.helpers import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
 from tests.window_oracle import Expected, Record, Spec, window_oracle
@@ -125,9 +125,9 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     run dead-letters the two undecodable records once."""
     partitions = stack_settings.topic_partitions
     records = skewed_and_bad_clock_input(partitions)
-    lane = new_lane(stack_settings)
-    produce_measurements(stack_settings, lane.raw_topic, records, partitions)
-    poison = [(lane.raw_topic, b"poison-a", b"\xff\xfe not avro", 0), (lane.raw_topic, b"poison-b", b"", 1)]
+    lane = Wiring.private(stack_settings, bridge_only=True)
+    produce_measurements(stack_settings, lane.raw, records, partitions)
+    poison = [(lane.raw, b"poison-a", b"\xff\xfe not avro", 0), (lane.raw, b"poison-b", b"", 1)]
     produce_committed(stack_settings, poison)
     specs = [TUMBLING]
     expected = window_oracle(records, specs, LATENESS_MS, now_ms=int(time.time() * 1000), max_future_ms=3_600_000)
@@ -137,10 +137,10 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     for trigger in (400, 1300, 100_000):
         out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
         service = spark_service("spark_jobs.aggregate", [
-            "--raw-topic", lane.raw_topic, "--dlq-topic", lane.dlq_topic, *out.args(), *window_args(specs),
+            "--raw-topic", lane.raw, "--dlq-topic", lane.dlq, *out.args(), *window_args(specs),
             "--available-now", "--max-offsets-per-trigger", str(trigger)], out.log).start()
         assert service.process.wait(600) == 0, log_tail(out.log)
-        letters = [(m.key(), m.value(), dict(m.headers())["reason"]) for m in read_to_end(stack_settings, lane.dlq_topic)]
+        letters = [(m.key(), m.value(), dict(m.headers())["reason"]) for m in read_to_end(stack_settings, lane.dlq)]
         assert Counter(letters) == {(key, value, b"undecodable"): len(runs) + 1 for _, key, value, _ in poison}
         aggregates, late = decoded(stack_settings, out.aggregates, "aggregate"), decoded(stack_settings, out.late, "late")
         assert_windows_equal(aggregates, expected)
@@ -166,11 +166,11 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     phase1 = sample + sample[-40:] + probes  # the last rows re-sent (as after a bridge restart): duplicates
     specs = [TUMBLING, SLIDING, SESSION]
     idle_s = 20
-    lane = new_lane(stack_settings)
+    lane = Wiring.private(stack_settings, bridge_only=True)
     out = Outputs(stack_settings, tmp_path, "agglive")
-    produce_measurements(stack_settings, lane.raw_topic, phase1, partitions)
+    produce_measurements(stack_settings, lane.raw, phase1, partitions)
     service = spark_service("spark_jobs.aggregate", [
-        "--raw-topic", lane.raw_topic, *out.args(), *window_args(specs), "--idle-timeout", f"{idle_s}s",
+        "--raw-topic", lane.raw, *out.args(), *window_args(specs), "--idle-timeout", f"{idle_s}s",
         "--trigger-seconds", "0.5"], out.log).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
     silent, talking = ("Silent", "q"), ("Talking", "q")
@@ -181,15 +181,15 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
         wait_for(stack_settings, out.aggregates, len(in_phase1.windows), service, out.log)
         # both sides of the idle timeout: one record each now, Talking again before the timeout
         phase2 = [(*silent, T0, 1.0, "s1"), (*talking, T0, 1.0, "t1")]
-        produce_measurements(stack_settings, lane.raw_topic, phase2, partitions)
+        produce_measurements(stack_settings, lane.raw, phase2, partitions)
         time.sleep(idle_s / 2)
         phase3 = [(*talking, T0 + 1000, 2.0, "t2")]
-        produce_measurements(stack_settings, lane.raw_topic, phase3, partitions)
+        produce_measurements(stack_settings, lane.raw, phase3, partitions)
         # each flushed: 1 tumbling, 3 sliding (60 s every 20 s), 1 session window
         wait_for(stack_settings, out.aggregates, 10, service, out.log, idle_s * 4,
                  match=lambda r: r["thing"] in ("Silent", "Talking"))
         phase4 = [(*silent, T0 + 2000, 3.0, "s2")]  # in a window the idle flush closed
-        produce_measurements(stack_settings, lane.raw_topic, phase4, partitions)
+        produce_measurements(stack_settings, lane.raw, phase4, partitions)
         wait_for(stack_settings, out.late, 1, service, out.log, match=lambda r: r["row_id"] == "s2")
         time.sleep(3)  # anything beyond the expected output would show up now
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
@@ -238,7 +238,7 @@ def wait_for(settings: Settings, topic: str, count: int, service, log: Path, tim
 def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
     """--source joined: each join result (here mechanical_power) aggregated as a quantity of its
     own, keyed and judged like a raw quantity, in the joined topic's arrival order."""
-    from spark_jobs.lsb import JoinConfig, LocalStreamBuffer
+    from lsb import JoinConfig, LocalStreamBuffer
 
     buffer = LocalStreamBuffer(JoinConfig.single("actSpeed_C11", "vaTorque_C11"))
     pairs = []

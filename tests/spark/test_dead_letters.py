@@ -6,9 +6,11 @@ import pandas as pd
 
 from spark_jobs import dead_letters
 from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
-from spark_jobs.aggregate import AggregateSettings, WindowFunction
+from spark_jobs.aggregate import WindowFunction
+from spark_jobs.config import AggregateSettings
 from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
-from spark_jobs.join import GroupJoiner, JoinSettings, join_config
+from spark_jobs.config import JoinSettings
+from spark_jobs.join import GroupJoiner, join_config
 
 
 class UntouchableState:

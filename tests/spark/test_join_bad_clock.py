@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from spark_jobs.join import GroupJoiner, JoinSettings, join_config
+from spark_jobs.config import JoinSettings
+from spark_jobs.join import GroupJoiner, join_config
 
 NOW_MS = 1_700_000_000_000
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.records import RowSplitter
-from spark_jobs.join import JoinSettings
+from spark_jobs.config import JoinSettings
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
 from tests.committed import committed_pairs
@@ -141,7 +141,7 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
 def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join_lane: dict, tmp_path: Path) -> None:
     """Restart the Kafka broker under a running join job. The job either rides it out or fails
     and is restarted from its checkpoint (as a supervisor would): the output stays exact."""
-    from streamkit.stack import Stack
+    from stacktools.stack import Stack
 
     kafka = Stack(stack_settings, ["kafka"])
     if kafka.status()[0].state != "running":

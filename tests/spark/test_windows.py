@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.windows import KeyState, WindowRules, WindowSpec, flush, parse_windows, process
+from windowing import KeyState, WindowRules, WindowSpec, flush, parse_windows, process
 from streamkit.durations import parse_duration_ms
 from tests.window_oracle import Record, Spec, starts_containing, window_oracle
 

@@ -14,10 +14,11 @@ from influxdb_client import InfluxDBClient, Point, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 
 from streamkit.config import Settings
-from streamkit.harness import private_topic, read_topic
+from stacktools.wiring import private_topic
+from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
-from streamkit.stack.components import InfluxDB
+from stacktools.influx import InfluxClient
 
 
 def create_topic(settings: Settings) -> str:
@@ -25,7 +26,7 @@ def create_topic(settings: Settings) -> str:
 
 
 def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
-    return [m.value() for m in read_topic(settings, topic, isolation)]
+    return [m.value() for m in read_to_end(settings, topic, isolation)]
 
 
 def check_transactions(settings: Settings) -> None:
@@ -99,7 +100,7 @@ def check_mqtt_auth(settings: Settings) -> None:
 
 
 def influx_query(settings: Settings, statement: str, *, auth: bool = True) -> tuple[int, dict]:
-    return InfluxDB(settings).query(statement, auth=auth, database=settings.influx_database, epoch="ms")
+    return InfluxClient(settings).query(statement, auth=auth, database=settings.influx_database, epoch="ms")
 
 
 def check_influx_write_read(settings: Settings) -> None:

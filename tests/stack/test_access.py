@@ -15,13 +15,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streamkit.access import TOPIC_RIGHTS
+from stacktools.access import TOPIC_RIGHTS
 from streamkit.config import Settings
-from streamkit.harness import private_database, private_topic
-from streamkit.kafka_access import SERVICE_USERS
+from stacktools.wiring import private_database, private_topic
+from stacktools.kafka_access import SERVICE_USERS
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
-from streamkit.stack.components import InfluxDB
+from stacktools.influx import InfluxClient
 
 pytestmark = pytest.mark.stack
 
@@ -177,7 +177,7 @@ def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
 
 # ----------------------------------------------------------------------------- InfluxDB
 def _write(settings: Settings, database: str) -> int:
-    return InfluxDB(settings).write(database, ["access_check,thing=R0815 power=1 1700000000000"], "ms")
+    return InfluxClient(settings).write(database, ["access_check,thing=R0815 power=1 1700000000000"], "ms")
 
 
 def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Settings) -> None:
@@ -187,10 +187,10 @@ def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Setting
     assert _write(connector, database) == 204
     assert _write(grafana, database) == 403, "Grafana's user wrote"
     assert _write(dataclasses.replace(connector, influx_password="wrong-password"), database) == 401
-    status, body = InfluxDB(grafana).query('SELECT * FROM "access_check"', database=database)
+    status, body = InfluxClient(grafana).query('SELECT * FROM "access_check"', database=database)
     assert status == 200 and body["results"][0]["series"][0]["values"], body
-    status, _ = InfluxDB(connector).query('SELECT * FROM "access_check"', database=database)
+    status, _ = InfluxClient(connector).query('SELECT * FROM "access_check"', database=database)
     assert status == 403, "the connector read"
     for user in (connector, grafana):
-        status, _ = InfluxDB(user).query(f'DROP DATABASE "{database}"')
+        status, _ = InfluxClient(user).query(f'DROP DATABASE "{database}"')
         assert status == 403, f"{user.influx_username} dropped a database"

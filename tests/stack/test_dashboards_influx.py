@@ -17,14 +17,14 @@ from collections.abc import Iterator
 import pytest
 
 from streamkit.config import Settings
-from streamkit.dashboards import (
+from stacktools.dashboards import (
     PanelResult,
     check_dashboards,
     load_dashboards,
     load_datasources,
 )
-from streamkit.dashboards.macros import variable_references
-from streamkit.stack.components import InfluxDB
+from stacktools.dashboards.macros import variable_references
+from stacktools.influx import InfluxClient
 
 pytestmark = pytest.mark.stack
 
@@ -108,13 +108,13 @@ def late_and_dead_letter_lines(t0_ms: int) -> list[str]:
 
 
 def write_lines(settings: Settings, database: str, lines: list[str]) -> None:
-    assert InfluxDB(settings).write(database, lines) == 204
+    assert InfluxClient(settings).write(database, lines) == 204
 
 
 @pytest.fixture(scope="module")
 def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
     """A private database with the data set; yields (name, from_ms, to_ms) covering it."""
-    influx = InfluxDB(stack_settings)
+    influx = InfluxClient(stack_settings)
     name = f"dashboards_{uuid.uuid4().hex[:10]}"
     influx.create_database(name)
     try:

@@ -12,8 +12,8 @@ import pytest
 
 from mqtt_bridge.config import BridgeSettings
 from streamkit.config import SYSTEMS, Settings, identity_fields
-from streamkit.stack import Stack, StackError, ensure_credentials
-from streamkit.stack.process import ManagedProcess
+from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack.process import ManagedProcess
 from tests.ports import free_ports
 
 
@@ -56,7 +56,7 @@ def test_cli_reports_taken_port_with_exit_code_2(tmp_path: Path, free_port: int)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", free_port))
         squatter.listen()
-        result = subprocess.run([sys.executable, "-m", "streamkit.stack", "up", "mosquitto", "--run-dir", str(tmp_path),
+        result = subprocess.run([sys.executable, "-m", "stacktools.stack", "up", "mosquitto", "--run-dir", str(tmp_path),
                                  "--mqtt-port", str(free_port)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert f"port {free_port} is already in use" in result.stderr
@@ -104,7 +104,7 @@ def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_pat
 def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path) -> None:
     """A first run has no credentials until up() generates them: the settings from before it
     are refused by InfluxDB, the ones it returns are accepted (the demo's first-run failure)."""
-    from streamkit.stack.components import InfluxDB
+    from stacktools.influx import InfluxClient
 
     environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(free_ports(1)[0])}
     before = Settings.from_sources(environ=environ)
@@ -113,8 +113,8 @@ def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path)
     try:
         after = stack.up()
         assert after.influx_password and after.credentials_path.exists()
-        assert InfluxDB(after).query("SHOW DATABASES")[0] == 200
-        assert InfluxDB(before).query("SHOW DATABASES")[0] in (401, 403)
+        assert InfluxClient(after).query("SHOW DATABASES")[0] == 200
+        assert InfluxClient(before).query("SHOW DATABASES")[0] in (401, 403)
         assert Settings.from_sources(environ=environ) == after  # what every later process reads
     finally:
         stack.down()

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from streamkit.config import Settings
-from streamkit.metrics import DEFAULT_METRICS_PORTS
+from stacktools.services import SERVICES
 from tests.stack import checks
 
 pytestmark = pytest.mark.stack
@@ -32,7 +32,7 @@ def test_influxdb_client_write_read_back_with_influxql(stack_settings: Settings)
 
 def test_prometheus_scrapes_every_service_and_extra_targets(stack_settings: Settings, free_port: int) -> None:
     jobs = {t["labels"]["job"] for t in checks.prometheus_targets(stack_settings)}
-    assert set(DEFAULT_METRICS_PORTS) | {"prometheus"} <= jobs
+    assert set(SERVICES) | {"prometheus"} <= jobs
     # A live /metrics endpoint dropped in as a file target is scraped and reported up.
     registry = CollectorRegistry()
     Counter("stack_test_ticks", "a counter only this test exports", registry=registry).inc(3)

@@ -9,7 +9,7 @@ import yaml
 
 from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client
-from streamkit.topics import _describe_configs, load_topic_specs, main, provision
+from stacktools.topics import _describe_configs, load_topic_specs, main, provision
 
 pytestmark = pytest.mark.stack
 

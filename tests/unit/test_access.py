@@ -1,9 +1,9 @@
 """The access table: the README shows it as it is, and it keeps each service to its own names."""
 from __future__ import annotations
 
-from streamkit.access import MQTT_RIGHTS, PREFIX_GRANTS, TOPIC_RIGHTS, USERS, matrix_markdown
+from stacktools.access import MQTT_RIGHTS, PREFIX_GRANTS, TOPIC_RIGHTS, USERS, matrix_markdown
 from streamkit.paths import REPO_ROOT
-from streamkit.topics import load_topic_specs
+from stacktools.topics import load_topic_specs
 
 
 def test_the_readme_shows_the_access_matrix_as_declared() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamkit import config_reference as ref
-from streamkit.access import USERS
+from stacktools import config_reference as ref
+from stacktools.access import USERS
 from streamkit.config import Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
@@ -23,8 +23,8 @@ def table_rows(text: str) -> list[str]:
 
 
 def test_checked_in_reference_is_up_to_date() -> None:
-    assert DOC.is_file(), f"{DOC} is missing: run python -m streamkit.config_reference"
-    assert DOC.read_text() == ref.render(), "docs/configuration.md is stale: run python -m streamkit.config_reference"
+    assert DOC.is_file(), f"{DOC} is missing: run python -m stacktools.config_reference"
+    assert DOC.read_text() == ref.render(), "docs/configuration.md is stale: run python -m stacktools.config_reference"
     assert ref.main(["--check"]) == 0
 
 
@@ -39,7 +39,7 @@ def test_check_fails_on_a_stale_file_and_rendering_is_repeatable(tmp_path: Path)
 
 
 def test_module_entry_point_checks() -> None:
-    done = subprocess.run([sys.executable, "-m", "streamkit.config_reference", "--check"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "stacktools.config_reference", "--check"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
 
@@ -83,7 +83,7 @@ def test_env_variable_names_are_unique_per_meaning() -> None:
     for cls in ref.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata["env"]
-            if field.name in ref.USERNAME_FIELDS:  # each service logs in as its own user by design
+            if field.name in ref.PER_SERVICE_FIELDS:  # each service has its own user and port by design
                 continue
             meaning = (field.name, field.default)
             assert seen.setdefault(env, meaning) == meaning, f"{env}: {seen[env]} vs {meaning} in {cls.__name__}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamkit.dashboards import (
+from stacktools.dashboards import (
     SCHEMA_VERSION,
     Dashboard,
     Selection,
@@ -21,8 +21,8 @@ from streamkit.dashboards import (
     validate_dashboard,
     validate_dashboards,
 )
-from streamkit.dashboards.durations import format_duration, round_interval_ms
-from streamkit.dashboards.macros import (
+from stacktools.dashboards.durations import format_duration, round_interval_ms
+from stacktools.dashboards.macros import (
     builtin_values,
     calculate_interval_ms,
     fill_query,
@@ -31,7 +31,7 @@ from streamkit.dashboards.macros import (
     max_data_points,
     rate_interval_ms,
 )
-from streamkit.dashboards.variables import apply_variable_regex, default_selection
+from stacktools.dashboards.variables import apply_variable_regex, default_selection
 
 DATASOURCES = load_datasources()
 DASHBOARDS = {d.path.name: d for d in load_dashboards()}

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from streamkit.demo.report import histogram_buckets, percentile
-from streamkit.demo.sampler import Samples, metric_sum
+from stacktools.demo.report import histogram_buckets, percentile
+from stacktools.demo.sampler import Samples, metric_sum
 
 METRICS = {
     'connector_event_latency_seconds_bucket{le="0.5",measurement="raw"}': 10.0,

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 from streamkit.config import Settings
-from streamkit.harness import free_port
+from stacktools.processes import free_port
 from streamkit.health import WATCHDOG, beat
 from streamkit.metrics import serve_metrics
 

@@ -51,7 +51,7 @@ def test_shutdown_flag_wakes_waiters() -> None:
 
 
 def test_every_setting_has_a_cli_option_and_env_var_in_help() -> None:
-    result = subprocess.run([sys.executable, "-m", "streamkit.topics", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "stacktools.topics", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for env in ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_PASSWORD", "INFLUX_DATABASE", "TOPIC_PARTITIONS", "STACK_RUN_DIR"):
         assert env in result.stdout
@@ -83,7 +83,7 @@ def test_fast_measurement_encoder_is_byte_identical_to_fastavro() -> None:
     check()
 
 
-@pytest.mark.parametrize("module", ["simulator", "simulator.generate", "mqtt_bridge", "streamkit.stack", "streamkit.topics"])
+@pytest.mark.parametrize("module", ["simulator", "simulator.generate", "mqtt_bridge", "stacktools.stack", "stacktools.topics"])
 def test_every_service_has_help(module: str) -> None:
     result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "usage:" in result.stdout, result.stderr

@@ -1,8 +1,0 @@
-"""``python -m spark_jobs.lsb``: the offline join CLI (see cli.py)."""
-
-import sys
-
-from .cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())

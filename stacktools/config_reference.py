@@ -1,0 +1,414 @@
+"""python -m stacktools.config_reference [--check] [--output PATH]: the configuration reference.
+
+Renders ``docs/configuration.md`` from the ``Settings`` dataclasses themselves (one row per
+field: ``--option``, environment variable, type, default, help), so the document cannot drift
+from the code: ``--check`` exits 1 when the file differs from what would be rendered now (the
+unit tests run it). Options that exist only on a command line (plain argparse options in a
+service's ``main``) are read from the source with ``ast``, without running anything; the
+variables docker compose sets for every application container are read from
+``docker-compose.yml``.
+
+The output must not depend on the machine or the environment: defaults are taken from the
+dataclass fields (never from ``from_sources``), paths inside the repository are shown relative
+to it, and secrets are never shown.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import importlib
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from stacktools.access import USERS
+from streamkit.config import CREDENTIALS_FILE, SYSTEMS, Settings, credential_env, identity_fields
+from streamkit.paths import REPO_ROOT
+from stacktools.services import SERVICES
+
+OUTPUT = REPO_ROOT / "docs" / "configuration.md"
+COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+GENERATOR = "python -m stacktools.config_reference"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One service (or shared group) of the reference."""
+
+    title: str
+    settings: str                 #: "module:Class"
+    base: str | None              #: "module:Class" whose fields are documented elsewhere (not repeated)
+    intro: str
+    service: str | None = None    #: name in the service registry (stacktools.services)
+    cli_source: str | None = None  #: repo-relative file whose main() adds command-line-only options
+
+    def settings_class(self) -> type[Settings]:
+        return load_class(self.settings)
+
+    def own_fields(self) -> list[dataclasses.Field]:
+        inherited = {f.name for f in dataclasses.fields(load_class(self.base))} if self.base else set()
+        return [f for f in dataclasses.fields(self.settings_class()) if f.name not in inherited]
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("Shared settings (every service)", "streamkit.config:Settings", None,
+            "`streamkit.config.Settings`: every service below accepts all of these (and the stack launcher, "
+            "`python -m stacktools.stack`, and `python -m stacktools.topics` use them too). "
+            "Each service has its own default `METRICS_PORT`, given in its section; 0 means any free port."),
+    Section("Simulator (`python -m simulator`)", "simulator.config:SimulatorSettings", "streamkit.config:Settings",
+            "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`.",
+            service="simulator", cli_source="simulator/cli.py"),
+    Section("MQTT bridge (`python -m mqtt_bridge`)", "mqtt_bridge.config:BridgeSettings", "streamkit.config:Settings",
+            "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid payloads "
+            "-> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
+            service="mqtt_bridge"),
+    Section("Spark jobs, common to both (`spark_jobs.join`, `spark_jobs.aggregate`)",
+            "spark_jobs.config:SparkJobSettings", "streamkit.config:Settings",
+            "`spark_jobs.config.SparkJobSettings`: both Spark jobs accept these. The query name names the "
+            "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
+            "instances of one job) must never share it."),
+    Section("Spark join (`python -m spark_jobs.join`)", "spark_jobs.config:JoinSettings",
+            "spark_jobs.config:SparkJobSettings",
+            "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default query name "
+            "`lsb-join`).",
+            service="spark_join", cli_source="spark_jobs/join.py"),
+    Section("Spark aggregate (`python -m spark_jobs.aggregate`)", "spark_jobs.config:AggregateSettings",
+            "spark_jobs.config:SparkJobSettings",
+            "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source joined`) -> "
+            "`AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or `aggregate-joined`). A second "
+            "instance for `--source joined` needs its own `METRICS_PORT` on the same host.",
+            service="spark_aggregate", cli_source="spark_jobs/aggregate.py"),
+    Section("DB connector (`python -m db_connector`)", "db_connector.config:ConnectorSettings",
+            "streamkit.config:Settings",
+            "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
+            "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+            service="db_connector"),
+    Section("Dashboards checker (`python -m stacktools.dashboards`)", "stacktools.dashboards.cli:GrafanaSettings",
+            "streamkit.config:Settings",
+            "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user.",
+            cli_source="stacktools/dashboards/cli.py"),
+)
+
+#: Environment variables read outside the Settings classes: (name, where, meaning). The unit
+#: test checks that each still occurs somewhere in the repository outside docs/.
+OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("STACK_ALLOW_EXTERNAL", "stack launcher", "1: use a compatible server already listening on a port instead of failing"),
+    ("INFLUXD_BIN", "stack launcher", "path of an influxd 1.8 binary to use instead of the one scripts/setup.sh builds"),
+    ("SPARK_EXTRA_JARS_DIR", "Spark jobs", "directory of Spark's Kafka connector and spark-avro jars (default .stack/jars/spark)"),
+    ("KAFKA_CLUSTER_ID", "docker compose", "KRaft cluster id of the compose broker"),
+    ("GRAFANA_ADMIN_PASSWORD", "docker compose", "password of Grafana's admin user (required, no default)"),
+    ("GRAFANA_PORT", "docker compose", "host port of Grafana (3000)"),
+    ("SPARK_MASTER_UI_PORT", "docker compose", "host port of the Spark master web UI (8080)"),
+    ("EVENTS_FILE", "docker compose", "file in ./data the compose `simulator` (profile replay) replays (events.json)"),
+    ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
+    ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),
+    ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (10)"),
+    ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
+    ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
+    ("EOS_FAULT_POINT", "tests (fault injection)",
+     "with EOS_FAULT_BATCH: the exactly-once sink SIGKILLs its own driver at that point of that batch; never set it in production"),
+    ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
+    ("CLIENT_FAULT_SCALE", "tests", "multiplies every fault rate of the client-level fault injection test (1.0)"),
+    ("CLIENT_FAULTS", "tests (fault injection)",
+     "SEED,SCALE: with tests/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production"),
+    ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
+    ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (60)"),
+    ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/pipeline/test_flood.py (30)"),
+)
+
+_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "string", Path: "path"}
+
+
+def load_class(spec: str) -> Any:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def env_of(field: dataclasses.Field) -> str:
+    return field.metadata["env"]
+
+
+def option_of(field: dataclasses.Field, kind: Any) -> str:
+    option = "--" + field.name.replace("_", "-")
+    return f"{option}, --no-{option[2:]}" if kind is bool else option
+
+
+# ----------------------------------------------------------------------------- markdown helpers
+def cell(text: str) -> str:
+    """Plain text in a table cell: pipes split cells, and `<x>` / `*` would be read as HTML or
+    emphasis by GitHub."""
+    return text.replace("|", "\\|").replace("<", "\\<").replace("*", "\\*").replace("\n", " ")
+
+
+def code(text: str) -> str:
+    """A code span in a table cell (GFM needs the pipe escaped even there)."""
+    return f"`{text.replace('|', chr(92) + '|')}`"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def format_default(value: Any, *, secret: bool) -> str:
+    if secret:
+        return "(generated)"
+    if isinstance(value, bool):
+        return code("true" if value else "false")
+    if isinstance(value, Path):
+        try:
+            return code("./" + value.relative_to(REPO_ROOT).as_posix())
+        except ValueError:
+            return code(value.as_posix())
+    if value == "":
+        return "(empty)"
+    return code(str(value))
+
+
+# ----------------------------------------------------------------------------- settings rows
+def settings_rows(section: Section) -> list[list[str]]:
+    hints = get_type_hints(section.settings_class())
+    rows = []
+    for field in section.own_fields():
+        kind = hints[field.name]
+        secret = bool(field.metadata.get("secret"))
+        help_text = field.metadata.get("help", "")
+        if secret:
+            help_text += "; see *Users and passwords*"
+        rows.append([code(option_of(field, kind)), code(env_of(field)), _TYPE_NAMES.get(kind, str(kind)),
+                     format_default(field.default, secret=secret), cell(help_text)])
+    return rows
+
+
+# ----------------------------------------------------------------------------- command-line-only options
+@dataclass(frozen=True)
+class CliOption:
+    flags: tuple[str, ...]
+    kind: str
+    default: str
+    help: str
+
+
+def _literal(node: ast.AST | None) -> Any:
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)
+
+
+def cli_only_options(path: Path, function: str = "main") -> list[CliOption]:
+    """The ``add_argument`` calls of ``function`` in ``path``, in source order (read with ast:
+    nothing is imported or run). Mutually exclusive groups are noted in the help text."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    body = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function), None)
+    if body is None:
+        return []
+    exclusive: set[str] = set()
+    for node in ast.walk(body):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "add_mutually_exclusive_group"):
+            exclusive.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    calls = sorted((node for node in ast.walk(body) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"),
+                   key=lambda n: (n.lineno, n.col_offset))
+    groups: dict[str, list[str]] = {}
+    parsed = []
+    for call in calls:
+        flags = tuple(a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        owner = call.func.value.id if isinstance(call.func.value, ast.Name) else ""
+        if owner in exclusive:
+            groups.setdefault(owner, []).extend(flags[:1])
+        parsed.append((owner, flags, keywords))
+    options = []
+    for owner, flags, keywords in parsed:
+        action = _literal(keywords.get("action"))
+        choices = _literal(keywords.get("choices"))
+        if action == "store_true":
+            kind, default = "flag", "off"
+        else:
+            type_node = keywords.get("type")
+            kind = {"float": "float", "int": "int", "Path": "path", "str": "string"}.get(
+                ast.unparse(type_node) if type_node is not None else "str", "string")
+            if choices:
+                kind = " or ".join(str(c) for c in choices)
+            if _literal(keywords.get("required")) is True:
+                default = "(required)"
+            else:
+                value = _literal(keywords.get("default"))
+                default = "(none)" if value is None else code(str(value))
+        help_text = str(_literal(keywords.get("help")) or "")
+        others = [f for f in groups.get(owner, []) if f not in flags]
+        if others:
+            help_text += " (excludes " + ", ".join(others) + ")"
+        options.append(CliOption(flags, kind, default, help_text))
+    return options
+
+
+# ----------------------------------------------------------------------------- compose
+def compose_app_environment(path: Path = COMPOSE_FILE) -> dict[str, str]:
+    """What docker-compose.yml sets for every application container (its ``x-app-env``)."""
+    if not path.is_file():
+        return {}
+    document = yaml.safe_load(path.read_text()) or {}
+    return {str(k): str(v) for k, v in (document.get("x-app-env") or {}).items()}
+
+
+# ----------------------------------------------------------------------------- the document
+HEADER = f"""# Configuration reference
+
+<!-- Generated by `{GENERATOR}` from the Settings dataclasses; do not edit by hand.
+     `{GENERATOR} --check` (run by tests/unit/test_config_reference.py) fails when this file is stale. -->
+
+Every service takes its configuration from one model (`streamkit/config.py`): each field of a
+service's `Settings` dataclass is a command-line option **and** an environment variable, and
+`python -m <service> --help` lists both. This page is rendered from those dataclasses.
+
+## Where a value comes from
+
+Highest precedence first; the first source that sets a variable wins:
+
+1. the command line (`--kafka-port 19092`);
+2. the process environment (`KAFKA_PORT=19092`);
+3. `.env` in the repository root (plain `KEY=VALUE` lines; see `.env.example`);
+4. `<run dir>/{CREDENTIALS_FILE}` (the passwords the stack launcher generated on its first `up`);
+5. the default in the tables below.
+
+The run directory itself (`STACK_RUN_DIR`) is taken from the command line, the environment or
+`.env` only. Booleans accept `1/0`, `true/false`, `yes/no`, `on/off` in the environment and
+`--x` / `--no-x` on the command line. A value that does not convert (e.g. `KAFKA_PORT=abc`) stops
+the service with `configuration error: ...`. Secrets have no default anywhere: the stack
+launcher generates local ones, docker compose refuses to start without them in `.env`, and logs
+show them as `***`.
+"""
+
+
+PER_SERVICE_FIELDS = {identity_fields(system)[0] for system in SYSTEMS} | {"metrics_port"}
+
+
+def users_and_passwords() -> list[str]:
+    """Which password variable belongs to which user (stacktools/access.py)."""
+    lines = ["## Users and passwords", "",
+             "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
+             "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
+             f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
+             "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
+             "the password of the one process they are given to.", ""]
+    logins: dict[tuple[str, str], list[str]] = {}
+    for section in SECTIONS[1:]:
+        defaults = {f.name: f.default for f in dataclasses.fields(section.settings_class())}
+        inherited = {f.name: f.default for f in dataclasses.fields(load_class(section.base or ""))}
+        for system in SYSTEMS:
+            user = defaults[identity_fields(system)[0]]
+            if user != inherited[identity_fields(system)[0]]:
+                logins.setdefault((system, user), []).append(section.title.split(" (")[0])
+    lines += table(["server", "user", "password variable", "default user of"],
+                   ([system, code(user), code(credential_env(system, user)),
+                     ", ".join(logins.get((system, user), ["the stack launcher, tools and tests"] if user == "admin"
+                                          else ["the server itself"]))]
+                    for system, users in USERS.items() for user in users))
+    lines += ["", "The `*_USERNAME` variables choose another user for one process; each service's default is "
+              "the user shown here.", ""]
+    return lines
+
+
+def render() -> str:
+    lines = [HEADER.rstrip("\n"), ""]
+    lines += ["## Contents", ""]
+    lines += [f"- {section.title}" for section in SECTIONS]
+    lines += ["- Users and passwords", "- Set by docker compose", "- Other environment variables", ""]
+    for section in SECTIONS:
+        lines += [f"## {section.title}", "", section.intro, ""]
+        if section.service:
+            lines += [(f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
+                       f"service label `{section.service}`."), ""]
+        rows = settings_rows(section)
+        if rows:
+            lines += table(["option", "environment", "type", "default", "meaning"], rows)
+        else:
+            lines.append("No settings of its own.")
+        lines.append("")
+        if section.cli_source:
+            options = cli_only_options(REPO_ROOT / section.cli_source)
+            if options:
+                lines += [f"Command line only (no environment variable; from `{section.cli_source}`):", ""]
+                lines += table(["option", "type", "default", "meaning"],
+                               ([code(", ".join(o.flags)), cell(o.kind), o.default, cell(o.help)] for o in options))
+                lines.append("")
+    lines += users_and_passwords()
+    compose = compose_app_environment()
+    if compose:
+        lines += ["## Set by docker compose", "",
+                  ("`docker-compose.yml` sets these for every container built from our `Dockerfile` "
+                   "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT`. "
+                   "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."), ""]
+        lines += table(["environment", "value in compose"], ([code(k), code(v)] for k, v in compose.items()))
+        lines.append("")
+    lines += ["## Other environment variables", "",
+              "Read outside the Settings classes (no command-line option):", ""]
+    lines += table(["environment", "read by", "meaning"],
+                   ([code(name), cell(where), cell(meaning)] for name, where, meaning in OTHER_VARIABLES))
+    lines.append("")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- checks used by the tests
+def all_settings_classes() -> list[type[Settings]]:
+    return [section.settings_class() for section in SECTIONS]
+
+
+def env_conflicts() -> list[str]:
+    """An environment name must mean one thing: one field name, one default, across classes."""
+    meanings: dict[str, set[tuple[str, str]]] = {}
+    for cls in all_settings_classes():
+        names = [env_of(f) for f in dataclasses.fields(cls)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            return [f"{cls.__name__}: several fields share {duplicates}"]
+        for field in dataclasses.fields(cls):
+            if field.name in PER_SERVICE_FIELDS:  # each service has its own user and port by design
+                continue
+            meanings.setdefault(env_of(field), set()).add((field.name, repr(field.default)))
+    return [f"{env}: {sorted(values)}" for env, values in sorted(meanings.items()) if len(values) > 1]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be rendered")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="file to write or check (default docs/configuration.md)")
+    args = parser.parse_args(argv)
+    rendered = render()
+    conflicts = env_conflicts()
+    if conflicts:
+        print("environment variables with two meanings:\n  " + "\n  ".join(conflicts), file=sys.stderr)
+        return 1
+    if args.check:
+        current = args.output.read_text() if args.output.is_file() else ""
+        if current == rendered:
+            print(f"{args.output}: up to date")
+            return 0
+        diff = difflib.unified_diff(current.splitlines(), rendered.splitlines(), str(args.output), "rendered",
+                                    lineterm="", n=1)
+        print("\n".join(list(diff)[:60]), file=sys.stderr)
+        print(f"{args.output} is stale: run {GENERATOR}", file=sys.stderr)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(rendered)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,5 @@
+import sys
+
+from stacktools.demo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,129 @@
+"""python -m stacktools.demo: replay an events.json through the whole pipeline and report.
+
+simulator -> MQTT -> bridge -> Kafka -> Spark join + aggregates -> Kafka -> connector ->
+InfluxDB, every service a real process on the local stack (started if needed). The run gets
+topics and an InfluxDB database of its own (names printed), so runs never mix. While it runs:
+a status line every few seconds. When every stage has drained: a summary (rows, records,
+joins, windows, late, dead letters, peak rate per stage, latency p50/p99) on stdout and in
+<out>/summary.json, and PNG plots in <out>/. Without --keep-running everything the demo started
+is stopped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from simulator.generate import DEFAULT_ROWS, generate
+from streamkit.config import Settings
+from stacktools.demo import plots
+from stacktools.demo.report import render, summary
+from stacktools.demo.run import replay_until_drained
+from streamkit.logs import setup_logging
+from stacktools.pipeline import Pipeline
+from stacktools.services import SERVICES
+from stacktools.wiring import Wiring
+from stacktools.stack import Stack, StackError
+from stacktools.stack.process import port_open
+
+log = logging.getLogger("demo")
+
+
+def events_file(args: argparse.Namespace) -> Path:
+    """The given file, or a generated one (cached in the output folder: generating 1.4M rows
+    takes a while)."""
+    if args.events:
+        return args.events
+    path = args.out / f"events-{args.rows}-{args.things}.json"
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        with partial.open("w") as handle:
+            for row in tqdm(generate(args.rows, args.things, seed=1), total=args.rows, unit="row",
+                            desc="generating events.json", file=sys.stderr):
+                handle.write(json.dumps(row) + "\n")
+        partial.rename(path)
+    return path
+
+
+def count_rows(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stacktools.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=Path, help="events.json to replay (default: generate one)")
+    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="rows to generate without --events")
+    parser.add_argument("--things", type=int, default=100, help="machines in the generated file")
+    parser.add_argument("--rate", type=float, default=0.0, help="rows/s to replay at (default: as fast as possible)")
+    parser.add_argument("--live", action="store_true",
+                        help="stamp rows with the wall clock as they are published: event-to-InfluxDB latency "
+                             "becomes measurable and dashboards on 'last 15 minutes' show the run")
+    parser.add_argument("--out", type=Path, default=Path("demo-output"), help="folder for the summary and plots")
+    parser.add_argument("--keep-running", action="store_true", help="leave the stack and services up to explore")
+    parser.add_argument("--timeout-s", type=float, default=3600, help="give up waiting for the drain after this")
+    settings, args = Settings.parse(argv, parser=parser)
+    setup_logging("WARNING", service="demo")
+    args.out.mkdir(parents=True, exist_ok=True)
+    server_logs = f"server logs: {settings.run_dir.resolve() / 'logs'} (or `.venv/bin/python -m stacktools.stack logs`)"
+    try:
+        return run(settings, args)
+    except StackError as exc:
+        print(f"\n[demo] the local stack did not start: {exc}\n[demo] {server_logs}", file=sys.stderr)
+        return 2
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
+              f"folder printed above); {server_logs}", file=sys.stderr)
+        return 1
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Stack up, fresh topics and database, the services, the replay, the report."""
+    stack = Stack(settings)
+    not_running = [s.name for s in stack.status() if s.state not in {"running", "external"}]
+    print("starting the local stack (Kafka, Mosquitto, InfluxDB, Prometheus) ...", flush=True)
+    settings = stack.up()  # a first run generates the passwords only now
+    events = events_file(args)
+    rows = count_rows(events)
+    wiring = Wiring.fresh(settings, "demo")
+    default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
+    work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
+    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports)
+    print(f"replaying {events} ({rows:,} rows) through topics *.{wiring.query_suffix[1:]}, "
+          f"InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
+    started = time.monotonic()
+    try:
+        pipeline.start_stages()
+        print("starting the services (Spark's JVMs take a while) ...", flush=True)
+        pipeline.wait_ready()
+        replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else []),
+                       *([] if args.events else ["--order", "file"])]  # generated files are in event-time order
+        replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
+        if not replay.drained:
+            print(f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far", flush=True)
+        elapsed = time.monotonic() - started
+        result = summary(settings, wiring.database, replay.samples, replay.metrics, rows, elapsed, args.live)
+        result["database"], result["raw_topic"] = wiring.database, wiring.raw
+        (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
+        print("\n" + render(result))
+        written = [plots.throughput(replay.samples, args.out / "throughput.png"),
+                   plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
+                   plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png")]
+        print("plots: " + ", ".join(str(p) for p in written if p))
+    finally:
+        if not args.keep_running:
+            pipeline.stop()
+            if not_running:  # stop only what the demo started
+                Stack(settings, not_running).down()
+    if args.keep_running:
+        print(f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
+              f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"
+              "Stop the services with Ctrl-C on them or `pkill -f 'python -m (mqtt_bridge|spark_jobs|db_connector)'`, "
+              "the stack with `python -m stacktools.stack down`.")
+    return 0

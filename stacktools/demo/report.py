@@ -1,0 +1,103 @@
+"""The demo's results: what landed in InfluxDB, how fast each stage went, and how long an event
+took to reach InfluxDB (from the connector's latency histograms)."""
+from __future__ import annotations
+
+import math
+import re
+
+from streamkit.config import Settings
+from stacktools.demo.sampler import Samples, metric_sum
+from stacktools.influx import InfluxClient
+
+#: One field every point of the measurement has: counting it counts the points.
+COUNTED_FIELD = {"raw": "value", "joined": "result", "aggregate": "mean", "late": "value", "dead_letter": "bytes"}
+_BUCKET = re.compile(r'^(?P<name>\w+)_bucket\{(?P<labels>[^}]*)\}$')
+_LE = re.compile(r'le="([^"]+)"')
+
+
+def influx_counts(settings: Settings, database: str) -> dict[str, int]:
+    influx = InfluxClient(settings)
+    counts = {}
+    for measurement, field_name in COUNTED_FIELD.items():
+        status, body = influx.query(f'SELECT count("{field_name}") FROM "{measurement}"', database=database)
+        series = body.get("results", [{}])[0].get("series", []) if status == 200 else []
+        counts[measurement] = int(series[0]["values"][0][1]) if series else 0
+    return counts
+
+
+def histogram_buckets(values: dict[str, float], name: str, contains: str = "") -> list[tuple[float, float]]:
+    """(upper bound, cumulative count) of a Prometheus histogram, summed over its label sets."""
+    buckets: dict[float, float] = {}
+    for key, value in values.items():
+        match = _BUCKET.match(key)
+        if match and match["name"] == name and contains in match["labels"]:
+            bound = _LE.search(match["labels"])
+            if bound:
+                upper = math.inf if bound.group(1) == "+Inf" else float(bound.group(1))
+                buckets[upper] = buckets.get(upper, 0.0) + value
+    return sorted(buckets.items())
+
+
+def percentile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """Linear interpolation inside the bucket that holds the q-th observation, like PromQL's
+    histogram_quantile; None without observations, inf when it lies beyond the last bound."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, cumulative in buckets:
+        if cumulative >= rank:
+            if math.isinf(upper):
+                return math.inf
+            return lower + (upper - lower) * ((rank - below) / (cumulative - below) if cumulative > below else 1.0)
+        lower, below = upper, cumulative
+    return math.inf
+
+
+def latency(connector_metrics: dict[str, float], live: bool) -> dict[str, float | None | str]:
+    """Event -> InfluxDB for live replays (event time = publish time); otherwise the part that
+    does not depend on the file's timestamps: bridge's Kafka write -> InfluxDB."""
+    name = "connector_event_latency_seconds" if live else "connector_ingest_latency_seconds"
+    buckets = histogram_buckets(connector_metrics, name, 'measurement="raw"')
+    return {"measured": "event time -> InfluxDB ack (raw points)" if live else
+            "bridge's Kafka write -> InfluxDB ack (raw points)",
+            "p50_s": percentile(buckets, 0.5), "p99_s": percentile(buckets, 0.99)}
+
+
+def summary(settings: Settings, database: str, samples: Samples, metrics: dict[str, dict[str, float]],
+            rows_in_file: int, elapsed_s: float, live: bool) -> dict:
+    counts = influx_counts(settings, database)
+    bridge = metrics.get("mqtt_bridge", {})
+    return {
+        "rows_in_file": rows_in_file,
+        "rows_published": int(samples.latest("simulator rows")),
+        "raw_records": int(samples.latest("bridge records")),
+        "dead_lettered_by_bridge": int(metric_sum(bridge, "bridge_dlq_total")),
+        "influxdb_points": counts,
+        "peak_rates_per_s": {name: round(samples.peak_rate(name)) for name in samples.counters},
+        "latency": latency(metrics.get("db_connector", {}), live),
+        "elapsed_s": round(elapsed_s, 1),
+    }
+
+
+def render(result: dict) -> str:
+    counts = result["influxdb_points"]
+    lat = result["latency"]
+
+    def seconds(value: float | None) -> str:
+        return "n/a" if value is None else (">300 s" if math.isinf(value) else f"{value:.2f} s")
+
+    lines = [
+        f"rows in file          {result['rows_in_file']:>12,}",
+        f"rows published        {result['rows_published']:>12,}",
+        f"raw records (Kafka)   {result['raw_records']:>12,}",
+        f"raw points (InfluxDB) {counts['raw']:>12,}",
+        f"joined pairs          {counts['joined']:>12,}",
+        f"windows               {counts['aggregate']:>12,}",
+        f"late records          {counts['late']:>12,}",
+        f"dead letters          {counts['dead_letter']:>12,}",
+        "peak rate per stage:  " + ", ".join(f"{k} {v:,}/s" for k, v in result["peak_rates_per_s"].items()),
+        f"latency ({lat['measured']}): p50 {seconds(lat['p50_s'])}, p99 {seconds(lat['p99_s'])}",
+        f"elapsed               {result['elapsed_s']:>10} s",
+    ]
+    return "\n".join(lines)

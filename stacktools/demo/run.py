@@ -1,0 +1,95 @@
+"""One replay through a running pipeline, watched until every stage has drained: shared by the
+demo and the end-to-end benchmark."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from stacktools.demo.sampler import Sampler, Samples, metric_sum
+from stacktools.pipeline import Pipeline
+from stacktools.services import STAGES
+
+QUIET_S = 6.0
+
+
+@dataclass
+class Replay:
+    samples: Samples
+    metrics: dict[str, dict[str, float]]
+    elapsed_s: float
+    drained: bool
+    simulator: dict  # the simulator's own summary: rows_published, seconds, rows_per_s, ...
+
+
+def simulator_summary(pipeline: Pipeline) -> dict:
+    """The summary the simulator prints when it ends (rows_published, seconds, rows_per_s, ...):
+    its /metrics is gone by then, and the last scrape may have missed the final rows."""
+    text = pipeline.logged_since_start("simulator")
+    start = text.rfind('{\n  "rows_published"')
+    if start < 0:
+        return {}
+    try:
+        return json.JSONDecoder().raw_decode(text[start:])[0]
+    except ValueError:
+        return {}
+
+
+def drained(sampler: Sampler, state: dict, published: int) -> bool:
+    """Every stage has taken in everything upstream of it, the aggregate job ran a batch after
+    its input was complete (the one whose watermark closes the last windows), and nothing has
+    moved for QUIET_S seconds."""
+    m = sampler.metrics
+    bridge = m.get("mqtt_bridge", {})
+    raw = metric_sum(bridge, "bridge_records_total")
+    taken = metric_sum(bridge, "bridge_messages_total")
+    join_in = metric_sum(m.get("spark_join", {}), "spark_input_rows_total")
+    aggregate = m.get("spark_aggregate", {})
+    aggregate_in = metric_sum(aggregate, "spark_input_rows_total")
+    last_batch = metric_sum(aggregate, "spark_last_batch_id")
+    if not (published and taken >= published and metric_sum(bridge, "bridge_unacked_messages") == 0
+            and join_in >= raw and aggregate_in >= raw):
+        return False
+    state.setdefault("input_complete_batch", last_batch)
+    if last_batch <= state["input_complete_batch"]:
+        return False
+    snapshot = tuple(sampler.samples.latest(name) for name in sampler.samples.counters)
+    if snapshot != state.get("snapshot"):
+        state["snapshot"], state["since"] = snapshot, time.monotonic()
+    return time.monotonic() - state["since"] >= QUIET_S
+
+
+def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str], timeout_s: float) -> Replay:
+    """Start the simulator on `events` and sample every stage until all have drained (or the
+    timeout); a stage that dies is an error, not a wait."""
+    sampler = Sampler(pipeline)
+    sampler.sample(0.0)  # where every stage stands before the first row: rates start from here
+    started = time.monotonic()
+    # The simulator keeps /metrics up for two samples after it is done, so even a replay shorter
+    # than the sampling interval shows in the samples when it happened, not at the very end.
+    simulator = pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1))
+    sampler.start(started)
+    state: dict = {}
+    done = False
+    replayed: dict | None = None  # the simulator's summary, final once it has ended: read once
+    try:
+        while time.monotonic() < started + timeout_s:
+            for name in STAGES:
+                if not pipeline.services[name].alive():
+                    raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
+            if replayed is None and not simulator.alive():
+                replayed = simulator_summary(pipeline)
+            if replayed is not None and drained(sampler, state, int(replayed.get("rows_published", 0))):
+                done = True
+                break
+            time.sleep(1)
+    finally:
+        sampler.stop()
+    elapsed = time.monotonic() - started
+    sampler.sample(elapsed)
+    if replayed is None:
+        replayed = simulator_summary(pipeline)
+    published = sampler.samples.counters["simulator rows"]
+    published[-1] = max(published[-1], replayed.get("rows_published", 0))
+    return Replay(sampler.samples, sampler.metrics, elapsed, done, replayed)

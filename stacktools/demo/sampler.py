@@ -1,0 +1,98 @@
+"""Watching the pipeline while it runs: each stage's counters, sampled once a second from the
+services' own /metrics, kept as time series (for the throughput plot and the rates in the
+summary) and printed as periodic status lines (the demo's progress)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from stacktools.pipeline import Pipeline
+
+log = logging.getLogger("demo")
+
+#: What each stage has done so far, read from its /metrics: (service, metric name prefix, label filter).
+STAGE_COUNTERS: dict[str, tuple[str, str, str]] = {
+    "simulator rows": ("simulator", "simulator_rows_published_total", ""),
+    "bridge records": ("mqtt_bridge", "bridge_records_total", ""),
+    "join input": ("spark_join", "spark_input_rows_total", ""),
+    "aggregate input": ("spark_aggregate", "spark_input_rows_total", ""),
+    "points written": ("db_connector", "connector_points_written_total", ""),
+}
+
+
+def metric_sum(values: dict[str, float], name: str, contains: str = "") -> float:
+    """Sum of a metric over all its label sets (``name`` or ``name{...}``)."""
+    return sum(v for k, v in values.items() if (k == name or k.startswith(name + "{")) and contains in k)
+
+
+@dataclass
+class Samples:
+    times: list[float] = field(default_factory=list)
+    counters: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in STAGE_COUNTERS})
+
+    def latest(self, name: str) -> float:
+        series = self.counters[name]
+        return series[-1] if series else 0.0
+
+    def peak_rate(self, name: str, window_s: float = 5.0) -> float:
+        """Highest rate over any stretch of at least `window_s` (the whole run if shorter):
+        what the stage sustained at its best, without one-sample spikes."""
+        series, times = self.counters[name], self.times
+        if len(times) < 2:
+            return 0.0
+        if times[-1] - times[0] <= window_s:
+            return (series[-1] - series[0]) / (times[-1] - times[0])
+        best, start = 0.0, 0
+        for end in range(len(times)):
+            while start + 1 <= end and times[end] - times[start + 1] >= window_s:
+                start += 1
+            if times[end] - times[start] >= window_s:
+                best = max(best, (series[end] - series[start]) / (times[end] - times[start]))
+        return best
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pipeline: Pipeline, every_s: float = 1.0, status_every_s: float = 5.0) -> None:
+        super().__init__(daemon=True, name="demo-sampler")
+        self.pipeline, self.every_s, self.status_every_s = pipeline, every_s, status_every_s
+        self.samples = Samples()
+        self.metrics: dict[str, dict[str, float]] = {}
+        self._stopping = threading.Event()
+        self._last: dict[str, float] = {}  # a restarted service starts its counters at 0 again
+        self._t0 = 0.0
+
+    def start(self, started: float | None = None) -> None:
+        """Sample every ``every_s`` from now on; times count from ``started`` (monotonic)."""
+        self._t0 = time.monotonic() if started is None else started
+        super().start()
+
+    def run(self) -> None:
+        started = self._t0
+        next_status = started + self.status_every_s
+        while not self._stopping.wait(self.every_s):
+            self.sample(time.monotonic() - started)
+            if time.monotonic() >= next_status:
+                next_status += self.status_every_s
+                self.print_status()
+
+    def sample(self, at_s: float) -> None:
+        for service in {service for service, _, _ in STAGE_COUNTERS.values()}:
+            values = self.pipeline.metrics(service)
+            if values:
+                self.metrics[service] = values
+        self.samples.times.append(at_s)
+        for name, (service, metric, contains) in STAGE_COUNTERS.items():
+            value = metric_sum(self.metrics.get(service, {}), metric, contains)
+            self._last[name] = max(self._last.get(name, 0.0), value)
+            self.samples.counters[name].append(self._last[name])
+
+    def print_status(self) -> None:
+        s = self.samples
+        parts = [f"{name} {s.latest(name):,.0f}" for name in STAGE_COUNTERS]
+        print(f"[{s.times[-1]:6.0f}s] " + " | ".join(parts), flush=True)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(5)

@@ -1,0 +1,137 @@
+"""The whole pipeline as processes: start, supervise, kill, stop.
+
+simulator -> bridge -> Spark join + aggregates -> connector, each ``python -m <service>`` in its
+own process group (processes.ServiceProcess), on one set of topics and one InfluxDB database. Used by
+the demo (default topics, default metrics ports scraped by the local Prometheus) and by the
+end-to-end tests and benchmark (private topics, free ports registered with Prometheus as file
+targets), so all of them run the services exactly as a user does.
+"""
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from stacktools.processes import ServiceProcess, free_port
+from stacktools.services import SERVICES, STAGES
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+from streamkit.deadline import Deadline
+
+
+class Pipeline:
+    """The stages' processes. ``default_ports`` uses the services' default /metrics ports (the
+    local Prometheus scrapes them); otherwise free ports are registered as Prometheus file
+    targets, removed again by ``stop``."""
+
+    def __init__(self, settings: Settings, wiring: Wiring, work_dir: Path, *, default_ports: bool = False,
+                 extra_args: dict[str, list[str]] | None = None, env: dict[str, str] | None = None) -> None:
+        self.settings, self.wiring, self.work_dir = settings, wiring, work_dir
+        self.default_ports = default_ports
+        self.extra_args = extra_args or {}
+        self.env = env or {}
+        self.services: dict[str, ServiceProcess] = {}
+        self.ports: dict[str, int] = {}
+        self.restarts: dict[str, int] = dict.fromkeys(STAGES, 0)
+        self._run_tag = uuid.uuid4().hex[:8]
+        work_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------------- commands
+    def _args(self, name: str) -> list[str]:
+        return [*SERVICES[name].args(self.wiring, self.work_dir), "--metrics-port", str(self._port(name)),
+                *self.extra_args.get(name, [])]
+
+    def _port(self, name: str) -> int:
+        if name not in self.ports:
+            self.ports[name] = SERVICES[name].metrics_port if self.default_ports else free_port()
+            if not self.default_ports:
+                self._register_target(name, self.ports[name])
+        return self.ports[name]
+
+    def _register_target(self, name: str, port: int) -> None:
+        target = self._target_file(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"service": name}}]))
+
+    def _target_file(self, name: str) -> Path:
+        return self.settings.run_dir / "prometheus" / "targets" / f"pipeline-{self._run_tag}-{name}.json"
+
+    def log(self, name: str) -> Path:
+        return self.work_dir / f"{name}.log"
+
+    # ------------------------------------------------------------------------- lifecycle
+    def start(self, name: str, *extra: str) -> ServiceProcess:
+        env = {**self.settings.as_environment(), **self.env}  # run dir, ports and credentials in effect
+        service = ServiceProcess(SERVICES[name].module, [*self._args(name), *extra], self.log(name), env).start()
+        self.services[name] = service
+        return service
+
+    def start_stages(self, wait_for: Callable[[str, ServiceProcess], None] | None = None) -> None:
+        for name in STAGES:
+            service = self.start(name)
+            if wait_for is not None:
+                wait_for(name, service)
+
+    def wait_ready(self, timeout_s: float = 300) -> None:
+        """Until every stage is ready (Spark's JVM start-up takes tens of seconds): a replay
+        started after this measures the pipeline, not its start-up."""
+        deadline = Deadline(timeout_s)
+        for name in STAGES:
+            self.services[name].wait_logged(SERVICES[name].ready_line, max(1.0, deadline.remaining()))
+
+    def replay(self, events: Path, *args: str) -> ServiceProcess:
+        return self.start("simulator", "--input", str(events), *args)
+
+    def kill9(self, name: str) -> None:
+        self.services[name].kill9()
+
+    def restart(self, name: str) -> ServiceProcess:
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        return self.start(name)
+
+    def supervise(self, skip: Collection[str] = ()) -> list[str]:
+        """Restart every stage that is not running (as systemd or compose would), but those in
+        ``skip`` (held down on purpose); the names."""
+        restarted = [name for name in STAGES
+                     if name in self.services and name not in skip and not self.services[name].alive()]
+        for name in restarted:
+            self.restart(name)
+        return restarted
+
+    def stop(self, timeout_s: float = 120) -> dict[str, int | None]:
+        """SIGTERM from the input on, so each stage can drain into the next before it stops."""
+        codes: dict[str, int | None] = {}
+        for name in ("simulator", *STAGES):
+            service = self.services.get(name)
+            if service is not None and service.alive():
+                codes[name] = service.terminate(timeout_s)
+        for name in self.ports:
+            self._target_file(name).unlink(missing_ok=True)
+        return codes
+
+    # ------------------------------------------------------------------------- observation
+    def metrics(self, name: str) -> dict[str, float]:
+        """The service's /metrics as {'name{labels}': value} (empty when it is down)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[name]}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except (OSError, KeyError):
+            return {}
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                try:
+                    values[key] = float(value)
+                except ValueError:
+                    continue
+        return values
+
+    def logged_since_start(self, name: str) -> str:
+        """The log of the service's current run (logs are appended across restarts)."""
+        return self.services[name].logged_since_start()
+
+    def wait_logged(self, name: str, text: str, timeout_s: float) -> None:
+        self.services[name].wait_logged(text, timeout_s)

@@ -1,0 +1,69 @@
+"""The one list of the pipeline's services: how each is started, where it serves /metrics,
+what it logs once ready, which settings class configures it, and which of its options a
+:class:`~stacktools.wiring.Wiring` sets. The pipeline, the demo, the launcher's Prometheus,
+the configuration reference and the tests all read it."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from db_connector.config import ConnectorSettings
+from mqtt_bridge.config import BridgeSettings
+from simulator.config import SimulatorSettings
+from spark_jobs.config import AggregateSettings, JoinSettings
+from stacktools.processes import ServiceProcess, free_port
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceSpec:
+    name: str                  #: metrics, log and Prometheus job name
+    module: str                #: ``python -m <module>``
+    settings: type[Settings]
+    ready_line: str            #: logged once it takes input ('' for the simulator, which is the input)
+    wiring_args: Callable[[Wiring, Path], list[str]]  #: its options for a wiring and a work directory
+
+    @property
+    def metrics_port(self) -> int:
+        """Its default /metrics port (the local Prometheus scrapes exactly these)."""
+        return {f.name: f.default for f in dataclasses.fields(self.settings)}["metrics_port"]
+
+    def args(self, wiring: Wiring, work_dir: Path) -> list[str]:
+        return self.wiring_args(wiring, work_dir)
+
+
+def _spark_args(w: Wiring) -> list[str]:
+    return ["--raw-topic", w.raw, "--late-topic", w.late, "--marker-topic", w.markers]
+
+
+SERVICES: dict[str, ServiceSpec] = {spec.name: spec for spec in (
+    ServiceSpec("simulator", "simulator", SimulatorSettings, "",
+                lambda w, _: ["--mqtt-topic-prefix", w.prefix, "--no-progress"]),
+    ServiceSpec("mqtt_bridge", "mqtt_bridge", BridgeSettings, '"bridge running"',
+                lambda w, _: ["--raw-topic", w.raw, "--dlq-topic", w.dlq, "--mqtt-topic-prefix", w.prefix,
+                              "--mqtt-client-id", w.bridge_client_id]),
+    ServiceSpec("spark_join", "spark_jobs.join", JoinSettings, '"query running"',
+                lambda w, work: [*_spark_args(w), "--joined-topic", w.joined, "--query-name", f"lsb-join{w.query_suffix}",
+                                 "--checkpoint-dir", str(work / "checkpoints" / "join")]),
+    ServiceSpec("spark_aggregate", "spark_jobs.aggregate", AggregateSettings, '"query running"',
+                lambda w, work: [*_spark_args(w), "--aggregates-topic", w.aggregates,
+                                 "--query-name", f"aggregate{w.query_suffix}",
+                                 "--checkpoint-dir", str(work / "checkpoints" / "aggregate")]),
+    ServiceSpec("db_connector", "db_connector", ConnectorSettings, '"connector running"',
+                lambda w, _: ["--topics", ",".join(w.connector_topics), "--influx-database", w.database,
+                              "--group-id", w.connector_group, "--instance-id", w.connector_group,
+                              *[a for kind, topic in w.connector_topics.items() for a in (f"--{kind}-topic", topic)]]),
+)}
+
+#: The stages in start order; the simulator is started separately (it is the input, not a stage).
+STAGES = ("mqtt_bridge", "spark_join", "spark_aggregate", "db_connector")
+
+
+def service_process(name: str, wiring: Wiring, log: Path, *extra: str, work_dir: Path | None = None,
+                    env: dict[str, str] | None = None) -> ServiceProcess:
+    """One service on ``wiring`` with a free /metrics port, not started yet (tests and
+    benchmarks that run a single stage; :class:`~stacktools.pipeline.Pipeline` runs them all)."""
+    args = SERVICES[name].args(wiring, work_dir or log.parent)
+    return ServiceProcess(SERVICES[name].module, [*args, "--metrics-port", str(free_port()), *extra], log, env)

@@ -1,0 +1,406 @@
+"""The four servers of the local stack and how each is configured, started and checked.
+
+Each writes its generated configuration under ``<run dir>/<name>/``, its data under
+``<run dir>/data/<name>/`` and its log to ``<run dir>/logs/<name>.log``. Everything binds to
+127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterable
+
+from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
+from stacktools.influx import InfluxClient, InfluxError, basic_auth
+from streamkit.config import Settings, credential_env
+from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
+from stacktools.stack.process import StackError, port_open
+
+KAFKA_VERSION = "4.3.1"
+
+
+def http_get(url: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", basic_auth(*auth))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, b""
+
+
+class Component:
+    """A server the launcher owns. Subclasses fill in configuration, command and health."""
+
+    name = ""
+    start_timeout_s = 60.0
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.conf_dir = settings.run_dir / self.name
+        self.data_dir = settings.run_dir / "data" / self.name
+
+    @property
+    def ports(self) -> list[int]:
+        raise NotImplementedError
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports[0]}"
+
+    def missing_install(self) -> str | None:
+        """Why this server cannot run here (not installed), or None."""
+        return None
+
+    def prepare(self) -> None:
+        """Write configuration (always regenerated, so port changes take effect)."""
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def healthy(self) -> bool:
+        raise NotImplementedError
+
+    def after_healthy(self) -> None:
+        """One-time bootstrap once the server answers (users, databases, topics)."""
+
+    def require_passwords(self, system: str, users: Iterable[str]) -> None:
+        missing = [credential_env(system, user) for user in users if not self.settings.credential(system, user)]
+        if missing:
+            raise StackError(f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
+                             f"for {', '.join(missing)}")
+
+
+class Kafka(Component):
+    """Apache Kafka, single node in KRaft combined mode (broker + controller), transactions on."""
+
+    name = "kafka"
+    start_timeout_s = 90.0
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.kafka_port, self.settings.kafka_controller_port]
+
+    def missing_install(self) -> str | None:
+        if not list(KAFKA_JARS_DIR.glob(f"kafka_2.13-{KAFKA_VERSION}.jar")):
+            return f"Kafka {KAFKA_VERSION} jars not found in {KAFKA_JARS_DIR}: run scripts/setup.sh"
+        if not shutil.which("java"):
+            return "java not found: install a Java 17 runtime"
+        return None
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.require_passwords("kafka", ("admin", "controller"))
+        s = self.settings
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
+            "listeners": f"CLIENT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{s.kafka_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "CLIENT",
+            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            **self._auth_properties(),
+            "log.dirs": str(self.data_dir),
+            "num.partitions": str(s.topic_partitions),
+            "auto.create.topics.enable": "false",
+            # one node: every internal topic has a single replica, and transactions still work
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # compaction observable within tests, hanging transactions aborted within a minute
+            "log.cleaner.backoff.ms": "1000",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+            "transaction.max.timeout.ms": "900000",
+            "message.max.bytes": str(16 * 1024 * 1024 + 1024),
+        }
+        server_properties = self.conf_dir / "server.properties"
+        server_properties.touch(mode=0o600)
+        server_properties.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        (self.conf_dir / "log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.out.type = Console\nappender.out.name = STDOUT\n"
+            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
+            "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
+            "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
+            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n")
+        if not (self.data_dir / "meta.properties").exists():
+            self._format_storage()
+        elif not (self.data_dir / self.AUTH_MARKER).exists():
+            raise StackError(f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
+                             "admin user: remove that directory (its topics are lost) and start again")
+
+    AUTH_MARKER = "scram-users-created"
+
+    def _auth_properties(self) -> dict[str, str]:
+        """SCRAM-SHA-512 for clients (users live in the cluster metadata, created by the
+        launcher), PLAIN with one static user on the controller listener (SCRAM cannot
+        authenticate the controller, which holds the users), ACLs enforced, only the admin
+        and the controller are super users; nothing is allowed without an ACL."""
+        from streamkit.kafka_clients import SASL_MECHANISM, jaas_config
+
+        s = self.settings
+        controller = s.credential("kafka", "controller")
+        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
+                 f'password="{controller}" user_controller="{controller}";')
+        return {
+            "sasl.enabled.mechanisms": SASL_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SASL_MECHANISM,
+            "listener.name.client.sasl.enabled.mechanisms": SASL_MECHANISM,
+            f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config("admin", s.credential("kafka", "admin")),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": plain,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:controller",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
+                "-cp", f"{KAFKA_JARS_DIR}/*", main_class, *args]
+
+    def _format_storage(self) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
+        result = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                           "-c", str(self.conf_dir / "server.properties"), "--add-scram", admin),
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
+        (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
+
+    def command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
+
+    def healthy(self) -> bool:
+        from confluent_kafka.admin import AdminClient  # imported late: `stack status` stays fast
+
+        from streamkit.kafka_clients import client_config
+
+        if not port_open(self.settings.kafka_port):
+            return False
+        # log_level 0: a broker that is still starting is expected here, not worth a log line
+        admin = AdminClient({**client_config(self.settings, "stack-health"), "socket.timeout.ms": 2000,
+                             "log_level": 0})
+        try:
+            return bool(admin.list_topics(timeout=2).brokers)
+        except Exception:  # noqa: BLE001 - any failure means "not (yet) healthy"
+            return False
+
+    def after_healthy(self) -> None:
+        from stacktools.kafka_access import grant_prefixes, upsert_users
+        from streamkit.kafka_clients import admin_client
+        from stacktools.topics import load_topic_specs, provision
+
+        self.require_passwords("kafka", USERS["kafka"])
+        admin = admin_client(self.settings)  # held until the results are in: a dropped client cancels them
+        upsert_users(admin, self.settings)
+        grant_prefixes(admin)
+        report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
+        for line in report.drift:
+            print(f"[stack] topic drift: {line}")
+
+
+class Mosquitto(Component):
+    """Eclipse Mosquitto (Debian), password authentication, anonymous access refused, an ACL
+    per user (machines publish under the prefix, the bridge subscribes to it), persistence on
+    so QoS 1 sessions survive a broker restart."""
+
+    name = "mosquitto"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.mqtt_port]
+
+    def missing_install(self) -> str | None:
+        if not (find_program("mosquitto") and find_program("mosquitto_passwd")):
+            return "mosquitto not found: run scripts/setup.sh (Debian package mosquitto)"
+        return None
+
+    def prepare(self) -> None:
+        super().prepare()
+        s = self.settings
+        self.require_passwords("mqtt", USERS["mqtt"])
+        passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
+        passwd.unlink(missing_ok=True)
+        passwd.touch(mode=0o600)
+        for user in USERS["mqtt"]:  # -b: the password from the command line; the file keeps a salted hash
+            subprocess.run([str(find_program("mosquitto_passwd")), "-b", str(passwd), user, s.credential("mqtt", user)],
+                           check=True, capture_output=True, timeout=30)
+        acl.write_text("".join(f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
+                               for user, (access, topic) in MQTT_RIGHTS.items()))
+        lines = [
+            f"listener {s.mqtt_port} 127.0.0.1",
+            "allow_anonymous false",
+            f"password_file {passwd}",
+            f"acl_file {acl}",
+            "persistence true",
+            f"persistence_location {self.data_dir}/",
+            "autosave_interval 5",
+            "max_queued_messages 0",  # unlimited: a persistent session must not drop while the bridge is down
+            "persistent_client_expiration 7d",  # MQTT 3.1.1 persistent sessions end after a week offline
+            "max_inflight_messages 10000",  # towards the bridge, which acks only after Kafka confirmed
+            "log_dest stdout",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+        ]
+        if os.geteuid() == 0:
+            lines.append("user root")  # otherwise it switches to 'mosquitto' and cannot read our run dir
+        (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
+
+    def command(self) -> list[str]:
+        return [str(find_program("mosquitto")), "-c", str(self.conf_dir / "mosquitto.conf")]
+
+    def healthy(self) -> bool:
+        from streamkit.mqtt_client import MqttConnectError, connect, make_client
+
+        client = make_client(self.settings, client_id="")
+        try:
+            connect(client, self.settings, timeout_s=2)
+        except (MqttConnectError, OSError):
+            return False
+        client.disconnect()
+        client.loop_stop()
+        return True
+
+
+class InfluxDB(Component):
+    """InfluxDB 1.8.10 built from source (pure Go): InfluxQL plus the v2-compatible
+    /api/v2/write and /health that influxdb-client needs. Auth on, Flux on."""
+
+    name = "influxdb"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.influx_port, self.settings.influx_port + 2]
+
+    @property
+    def address(self) -> str:
+        return self.settings.influx_base_url
+
+    def missing_install(self) -> str | None:
+        return None if find_influxd() else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        s = self.settings
+        (self.conf_dir / "influxdb.conf").write_text(f"""reporting-disabled = true
+bind-address = "127.0.0.1:{s.influx_port + 2}"
+[meta]
+  dir = "{self.data_dir}/meta"
+[data]
+  dir = "{self.data_dir}/data"
+  wal-dir = "{self.data_dir}/wal"
+  query-log-enabled = false
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{s.influx_port}"
+  auth-enabled = true
+  flux-enabled = true
+  log-enabled = false
+  max-body-size = 0
+[monitor]
+  store-enabled = false
+[continuous_queries]
+  log-enabled = false
+""")
+
+    def command(self) -> list[str]:
+        return [str(find_influxd()), "run", "-config", str(self.conf_dir / "influxdb.conf")]
+
+    def healthy(self) -> bool:
+        status, body = http_get(f"{self.settings.influx_base_url}/health")
+        return status == 200 and b'"pass"' in body
+
+    def after_healthy(self) -> None:
+        """Create the admin user (allowed without auth only while no user exists), the service
+        users with their current passwords, and the database with their rights."""
+        s = self.settings
+        client = InfluxClient(s)
+        status, _ = client.query("SHOW DATABASES")
+        if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
+            status, body = client.query(f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password}' "
+                                        "WITH ALL PRIVILEGES", auth=False)
+            if status != 200 or "error" in json.dumps(body):
+                raise StackError(f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
+                                 f"created ({body}); the data in {self.data_dir} was made with other credentials: "
+                                 "restore them or remove that directory")
+        self.require_passwords("influx", INFLUX_RIGHTS)
+        _, body = client.query("SHOW USERS")
+        existing = {row[0] for result in body.get("results", []) for series in result.get("series", [])
+                    for row in series.get("values", [])}
+        try:
+            for user in INFLUX_RIGHTS:
+                password = s.credential("influx", user)
+                client.execute(f"SET PASSWORD FOR \"{user}\" = '{password}'" if user in existing
+                               else f"CREATE USER \"{user}\" WITH PASSWORD '{password}'", f"create user {user}")
+            client.create_database(s.influx_database)
+        except InfluxError as exc:
+            raise StackError(str(exc)) from None
+
+
+def metrics_ports() -> dict[str, int]:
+    """Each service's default /metrics port, from the service registry (imported late: it
+    imports every service's settings, which `stack status` does not need)."""
+    from stacktools.services import SERVICES
+
+    return {name: spec.metrics_port for name, spec in SERVICES.items()}
+
+
+class Prometheus(Component):
+    """Prometheus (Debian) scraping every service's /metrics on its default port, plus any
+    extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``."""
+
+    name = "prometheus"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.prometheus_port]
+
+    def missing_install(self) -> str | None:
+        return None if find_program("prometheus") else "prometheus not found: run scripts/setup.sh (Debian package)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        (self.conf_dir / "targets").mkdir(exist_ok=True)
+        jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}]}]
+        jobs += [{"job_name": service, "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service}}]}
+                 for service, port in metrics_ports().items()]
+        jobs.append({"job_name": "extra", "file_sd_configs": [{"files": [str(self.conf_dir / "targets" / "*.json")],
+                                                               "refresh_interval": "5s"}]})
+        config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": jobs}
+        # JSON is valid YAML, and needs no YAML writer here
+        (self.conf_dir / "prometheus.yml").write_text(json.dumps(config, indent=2))
+
+    def command(self) -> list[str]:
+        return [str(find_program("prometheus")), f"--config.file={self.conf_dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.data_dir}", f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
+                "--web.enable-lifecycle", "--storage.tsdb.retention.time=7d"]
+
+    def healthy(self) -> bool:
+        return http_get(f"http://127.0.0.1:{self.settings.prometheus_port}/-/ready")[0] == 200
+
+
+ALL_COMPONENTS: tuple[type[Component], ...] = (Kafka, Mosquitto, InfluxDB, Prometheus)

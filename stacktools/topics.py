@@ -1,0 +1,126 @@
+"""Topic provisioning from kafka/topics.yaml: create what is missing, report drift.
+
+Idempotent by design: running it against a provisioned broker changes nothing and says so.
+Drift (a different partition count or config value than declared) is reported, and only
+config drift can be fixed on request (``--fix-config``); partition counts are never changed
+automatically because that would move keys to other partitions and break per-thing order.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from streamkit.config import Settings
+from stacktools.kafka_access import grant_topics
+from streamkit.kafka_clients import admin_client
+from streamkit.logs import setup_logging
+from streamkit.paths import TOPICS_FILE
+
+log = logging.getLogger("stacktools.topics")
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+    replication_factor: int = 1
+    doc: str = ""
+    role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
+
+
+@dataclass
+class ProvisionReport:
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+
+
+def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[TopicSpec]:
+    declared = yaml.safe_load(path.read_text())["topics"]
+    specs = []
+    for name, body in declared.items():
+        config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
+        specs.append(TopicSpec(name, int(body.get("partitions") or default_partitions), config,
+                               int(body.get("replication_factor", 1)), body.get("doc", ""), body.get("role", "")))
+    return specs
+
+
+def _describe_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
+    return {resource.name: {k: v.value for k, v in future.result(timeout=30).items()}
+            for resource, future in futures.items()}
+
+
+def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = False,
+              timeout_s: float = 30.0) -> ProvisionReport:
+    admin = admin_client(settings)
+    report = ProvisionReport()
+    existing = admin.list_topics(timeout=timeout_s).topics
+    grant_topics(admin, [(s.name, s.role) for s in specs if s.role], timeout_s)
+    missing = [s for s in specs if s.name not in existing]
+    if missing:
+        futures = admin.create_topics(
+            [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor, config=s.config)
+             for s in missing], operation_timeout=timeout_s)
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout_s)
+                report.created.append(name)
+            except KafkaException as exc:  # created concurrently by someone else: check it below
+                if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    raise
+    present = [s for s in specs if s.name not in report.created]
+    if not present:
+        return report
+    metadata = admin.list_topics(timeout=timeout_s).topics
+    actual_configs = _describe_configs(admin, [s.name for s in present])
+    for spec in present:
+        problems = []
+        partitions = len(metadata[spec.name].partitions)
+        if partitions != spec.partitions:
+            problems.append(f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not changed automatically)")
+        config_drift = {k: v for k, v in spec.config.items() if actual_configs[spec.name].get(k) != v}
+        for key, value in config_drift.items():
+            problems.append(f"{spec.name}: {key} declared {value!r}, actual {actual_configs[spec.name].get(key)!r}")
+        if config_drift and fix_config:
+            resource = ConfigResource(ResourceType.TOPIC, spec.name, incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config_drift.items()])
+            for future in admin.incremental_alter_configs([resource]).values():
+                future.result(timeout=timeout_s)
+            report.fixed.extend(f"{spec.name}: {k}={v}" for k, v in config_drift.items())
+            problems = [p for p in problems if "partitions" in p]
+        (report.drift.extend(problems) if problems else report.unchanged.append(spec.name))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stacktools.topics", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--file", type=Path, default=TOPICS_FILE, help="topic declarations (default kafka/topics.yaml)")
+    parser.add_argument("--fix-config", action="store_true", help="set drifted topic configs to the declared values")
+    parser.add_argument("--check", action="store_true", help="exit 3 when any drift remains")
+    settings, args = Settings.parse(argv, parser=parser)
+    setup_logging(settings.log_level, service="topics")
+    report = provision(settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config)
+    for name in report.created:
+        print(f"created   {name}")
+    for name in report.unchanged:
+        print(f"ok        {name}")
+    for line in report.fixed:
+        print(f"fixed     {line}")
+    for line in report.drift:
+        print(f"DRIFT     {line}")
+    return 3 if (args.check and report.drift) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from streamkit.demo.cli import main
-
-sys.exit(main())

@@ -1,0 +1,91 @@
+"""Reading Kafka topics back: to their end, or until they hold enough records. Used by the
+tools, the benchmarks and the tests to see what a stage committed."""
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from streamkit.config import Settings
+from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
+from streamkit.kafka_clients import client_config
+
+#: Errors a loaded broker answers with for a while (seen: multi-second controller stalls on 2 cores).
+TRANSIENT_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
+                   KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                   KafkaError._ALL_BROKERS_DOWN}
+
+
+def transient(exc: KafkaException) -> bool:
+    error = exc.args[0]
+    return error.retriable() or error.code() in TRANSIENT_CODES
+
+
+def _reader_config(settings: Settings, role: str) -> dict:
+    return {**client_config(settings, role), "group.id": f"{role}-{uuid.uuid4().hex}", "enable.auto.commit": False,
+            "enable.partition.eof": True}
+
+
+def high_watermarks(settings: Settings, topic: str, attempts: int = 5) -> dict[int, int]:
+    """End offsets (read_uncommitted) of every partition, retried over transient errors."""
+    backoff = Backoff(initial_s=1.0)
+    for attempt in range(attempts):
+        probe = Consumer({**_reader_config(settings, "end-offsets"), "isolation.level": "read_uncommitted"})
+        try:
+            partitions = probe.list_topics(topic, timeout=30).topics[topic].partitions
+            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                    for p in partitions}
+        except KafkaException as exc:
+            if attempt == attempts - 1 or not transient(exc):
+                raise
+            backoff.sleep()
+        finally:
+            probe.close()
+    raise AssertionError("unreachable")
+
+
+def read_to_end(settings: Settings, topic: str, isolation: str = "read_committed",
+                timeout_s: float = 60) -> list[Message]:
+    """Every record up to the *high watermark* of each partition at call time.
+
+    Not up to the last message offset (a transactional topic ends with a control record) and
+    not up to the last stable offset (an open transaction elsewhere hides committed records
+    behind it): position >= high watermark is the only end that is certain.
+    """
+    ends = high_watermarks(settings, topic)
+    pending = {p for p, end in ends.items() if end > 0}
+    consumer = Consumer({**_reader_config(settings, "read-to-end"), "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+    messages: list[Message] = []
+    deadline = Deadline(timeout_s)
+    try:
+        while pending and not deadline.expired():
+            messages += [m for m in consumer.consume(5000, 0.3) if m.error() is None]
+            for position in consumer.position([TopicPartition(topic, p) for p in list(pending)]):
+                if position.offset >= ends[position.partition]:
+                    pending.discard(position.partition)
+    finally:
+        consumer.close()
+    if pending:
+        raise TimedOut(f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s")
+    return messages
+
+
+def record_count(settings: Settings, topic: str) -> int:
+    """Records in the topic by end offsets (transaction markers included)."""
+    return sum(high_watermarks(settings, topic).values())
+
+
+def wait_for_count(settings: Settings, topic: str, count: int, timeout_s: float) -> int:
+    """Until the topic holds at least ``count`` records (by end offsets); the count reached."""
+    reached = [0]
+
+    def enough() -> bool:
+        reached[0] = record_count(settings, topic)
+        return reached[0] >= count
+
+    try:
+        wait_until(enough, timeout_s, f"{count} records in {topic}", interval_s=0.5)
+    except TimedOut:
+        pass
+    return reached[0]

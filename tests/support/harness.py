@@ -1,0 +1,49 @@
+"""What the stack tests check the services' output with: the records a file of events must
+become, and waits for a topic to hold given keys."""
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from confluent_kafka import Message
+
+from streamkit.config import Settings
+from streamkit.deadline import TimedOut, wait_until
+from streamkit.events import parse_row
+from streamkit.kafka_io import read_to_end
+
+
+def expected_records(events: Path) -> dict[bytes, float]:
+    """The raw topic's records a file of events must become: {raw key: value}."""
+    expected = {}
+    with events.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                row = parse_row(line)
+                for quantity, value in row.quantities.items():
+                    expected[f"{row.thing}|{quantity}|{row.timestamp_ms}".encode()] = value
+    return expected
+
+
+def wait_for_keys(settings: Settings, topic: str, keys: set[bytes], timeout_s: float) -> set[bytes]:
+    """Until every key is in the topic (end offsets alone mislead when re-sends are expected);
+    the keys seen."""
+    seen: set[bytes] = set()
+
+    def complete() -> bool:
+        seen.clear()
+        seen.update(m.key() for m in read_to_end(settings, topic))
+        return keys <= seen
+
+    try:
+        wait_until(complete, timeout_s, f"{len(keys)} keys in {topic}", interval_s=2)
+    except TimedOut:
+        pass
+    return seen
+
+
+def group_by_key(messages: list[Message]) -> dict[bytes, list[bytes]]:
+    grouped: dict[bytes, list[bytes]] = collections.defaultdict(list)
+    for message in messages:
+        grouped[message.key()].append(message.value())
+    return grouped
