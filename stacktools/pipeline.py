@@ -9,12 +9,12 @@ targets), so all of them run the services exactly as a user does.
 from __future__ import annotations
 
 import json
-import urllib.request
 import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
 
 from stacktools.processes import ServiceProcess, free_port
+from stacktools.scrape import scrape_metrics
 from stacktools.services import SERVICES, STAGES
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
@@ -114,20 +114,7 @@ class Pipeline:
     # ------------------------------------------------------------------------- observation
     def metrics(self, name: str) -> dict[str, float]:
         """The service's /metrics as {'name{labels}': value} (empty when it is down)."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[name]}/metrics", timeout=5) as response:
-                text = response.read().decode()
-        except (OSError, KeyError):
-            return {}
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                try:
-                    values[key] = float(value)
-                except ValueError:
-                    continue
-        return values
+        return scrape_metrics(self.ports[name]) if name in self.ports else {}
 
     def logged_since_start(self, name: str) -> str:
         """The log of the service's current run (logs are appended across restarts)."""

@@ -6,7 +6,8 @@ import math
 import re
 
 from streamkit.config import Settings
-from stacktools.demo.sampler import Samples, metric_sum
+from stacktools.demo.sampler import Samples
+from stacktools.scrape import metric_sum
 from stacktools.influx import InfluxClient
 
 #: One field every point of the measurement has: counting it counts the points.

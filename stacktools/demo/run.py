@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacktools.demo.sampler import Sampler, Samples, metric_sum
+from stacktools.demo.sampler import Sampler, Samples
+from stacktools.scrape import metric_sum
 from stacktools.pipeline import Pipeline
 from stacktools.services import STAGES
 

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from stacktools.pipeline import Pipeline
+from stacktools.scrape import metric_sum
 
 log = logging.getLogger("demo")
 
@@ -20,11 +21,6 @@ STAGE_COUNTERS: dict[str, tuple[str, str, str]] = {
     "aggregate input": ("spark_aggregate", "spark_input_rows_total", ""),
     "points written": ("db_connector", "connector_points_written_total", ""),
 }
-
-
-def metric_sum(values: dict[str, float], name: str, contains: str = "") -> float:
-    """Sum of a metric over all its label sets (``name`` or ``name{...}``)."""
-    return sum(v for k, v in values.items() if (k == name or k.startswith(name + "{")) and contains in k)
 
 
 @dataclass

@@ -14,12 +14,11 @@ from mqtt_bridge.records import thing_partition
 from simulator.publisher import MqttPublisher
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
-from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
-from tests.support.harness import expected_records, group_by_key, wait_for_keys
+from tests.support.harness import expected_records, group_by_key, start_bridge, wait_for_keys
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -31,9 +30,9 @@ def lane(stack_settings: Settings) -> Wiring:
     return Wiring.private(stack_settings, bridge_only=True)
 
 
-def assert_raw_topic_holds_exactly(lane: Wiring, events: Path, *, check_order: bool) -> int:
+def assert_raw_topic_holds_exactly(settings: Settings, lane: Wiring, events: Path, *, check_order: bool) -> int:
     expected = expected_records(events)
-    messages = read_to_end(lane.settings, lane.raw)
+    messages = read_to_end(settings, lane.raw)
     grouped = group_by_key(messages)
     assert set(grouped) - set(expected) == set(), "unexpected keys"
     missing = set(expected) - set(grouped)
@@ -43,7 +42,7 @@ def assert_raw_topic_holds_exactly(lane: Wiring, events: Path, *, check_order: b
         assert len(set(values)) == 1, f"{key!r}: a duplicate that is not an identical re-send"
         record = codec.decode(values[0])
         assert record["value"] == expected[key]
-    partitions = lane.settings.topic_partitions
+    partitions = settings.topic_partitions
     assert all(m.partition() == thing_partition(m.key().split(b"|", 1)[0].decode(), partitions) for m in messages)
     if check_order:  # each (thing, quantity) stream is in event-time order within its partition
         last: dict[tuple[bytes, bytes], int] = {}
@@ -54,31 +53,24 @@ def assert_raw_topic_holds_exactly(lane: Wiring, events: Path, *, check_order: b
     return len(messages) - len(expected)
 
 
-def start_bridge(lane: Wiring, log: Path, *extra: str) -> ServiceProcess:
-    """Started and subscribed: a first-ever session only keeps what is published after that."""
-    service = service_process("mqtt_bridge", lane, log, *extra).start()
-    service.wait_logged('"bridge running"', 60)
-    return service
-
-
 def replay(lane: Wiring, events: Path, tmp_path: Path, *args: str) -> None:
     sim = service_process("simulator", lane, tmp_path / "simulator.log", "--input", str(events), *args).start()
     assert sim.process.wait(600) == 0, (tmp_path / "simulator.log").read_text()[-3000:]
 
 
-def test_sample_replay_lands_exactly_in_order(lane: Wiring, tmp_path: Path) -> None:
+def test_sample_replay_lands_exactly_in_order(stack_settings: Settings, lane: Wiring, tmp_path: Path) -> None:
     service = start_bridge(lane, tmp_path / "bridge.log")
     try:
         replay(lane, SAMPLE, tmp_path)
         expected = len(expected_records(SAMPLE))
-        assert wait_for_count(lane.settings, lane.raw, expected, 60) >= expected
-        duplicates = assert_raw_topic_holds_exactly(lane, SAMPLE, check_order=True)
+        assert wait_for_count(stack_settings, lane.raw, expected, 60) >= expected
+        duplicates = assert_raw_topic_holds_exactly(stack_settings, lane, SAMPLE, check_order=True)
         assert duplicates == 0
     finally:
         assert service.terminate() == 0, "bridge did not exit 0 on SIGTERM"
 
 
-def test_generated_file_replay_lands_exactly(lane: Wiring, tmp_path: Path) -> None:
+def test_generated_file_replay_lands_exactly(stack_settings: Settings, lane: Wiring, tmp_path: Path) -> None:
     events = tmp_path / "generated.json"
     subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(events), "--rows", "20000", "--things", "6",
                     "--no-progress"], cwd=REPO_ROOT, check=True)
@@ -86,13 +78,13 @@ def test_generated_file_replay_lands_exactly(lane: Wiring, tmp_path: Path) -> No
     try:
         replay(lane, events, tmp_path, "--connections", "2")
         expected = len(expected_records(events))
-        assert wait_for_count(lane.settings, lane.raw, expected, 120) >= expected
-        assert assert_raw_topic_holds_exactly(lane, events, check_order=True) == 0
+        assert wait_for_count(stack_settings, lane.raw, expected, 120) >= expected
+        assert assert_raw_topic_holds_exactly(stack_settings, lane, events, check_order=True) == 0
     finally:
         service.terminate()
 
 
-def test_bridge_killed_repeatedly_loses_nothing(lane: Wiring, tmp_path: Path) -> None:
+def test_bridge_killed_repeatedly_loses_nothing(stack_settings: Settings, lane: Wiring, tmp_path: Path) -> None:
     """kill -9 at random moments of a paced replay; rows published meanwhile wait in the
     broker for the bridge's persistent session."""
     events = tmp_path / "generated.json"
@@ -113,16 +105,16 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Wiring, tmp_path: Path) ->
     try:
         assert sim.process.wait(600) == 0
         expected = set(expected_records(events))
-        seen = wait_for_keys(lane.settings, lane.raw, expected, 180)
+        seen = wait_for_keys(stack_settings, lane.raw, expected, 180)
         assert expected <= seen, f"{len(expected - seen)} missing; {log.read_text()[-3000:]}"
-        duplicates = assert_raw_topic_holds_exactly(lane, events, check_order=False)
+        duplicates = assert_raw_topic_holds_exactly(stack_settings, lane, events, check_order=False)
         print(f"identical re-sends after {KILL_ROUNDS} kills: {duplicates}")
     finally:
         service.terminate()
 
 
-def _publish_all(lane: Wiring, payloads: list[bytes]) -> float:
-    publisher = MqttPublisher(lane.settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
+def _publish_all(settings: Settings, lane: Wiring, payloads: list[bytes]) -> float:
+    publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
     started = time.perf_counter()
     for payload in payloads:
         publisher.publish_raw(f"{lane.prefix}/fuzz", payload)
@@ -131,16 +123,16 @@ def _publish_all(lane: Wiring, payloads: list[bytes]) -> float:
     return started
 
 
-def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Wiring, tmp_path: Path) -> None:
+def test_fuzzed_payloads_go_to_the_dlq_with_reasons(stack_settings: Settings, lane: Wiring, tmp_path: Path) -> None:
     service = start_bridge(lane, tmp_path / "bridge.log")
-    settings = lane.settings
+    settings = stack_settings
 
     def good_rows(first_ms: int, count: int) -> list[bytes]:
         return [b'{"Thing": "F1", "Timestamp": %d, "vaTorque_C11": 1.5, "id": "r%d"}' % (first_ms + i, i)
                 for i in range(count)]
 
     def timed_batch(first_ms: int, expected_total: int) -> float:
-        started = _publish_all(lane, good_rows(first_ms, 3000))
+        started = _publish_all(settings, lane, good_rows(first_ms, 3000))
         assert wait_for_count(settings, lane.raw, expected_total, 60) >= expected_total
         return time.perf_counter() - started
 
@@ -167,7 +159,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(lane: Wiring, tmp_path: Path
             "surrogate": b'{"Thing": "F\\ud800", "Timestamp": 1554000000000, "vaTorque_C11": 1.0}',
             "int_key": b"{'Thing': 'F1', 'Timestamp': 1554000000000, 1: 1.0}",
         }
-        _publish_all(lane, list(fuzz.values()))
+        _publish_all(settings, lane, list(fuzz.values()))
         assert wait_for_count(settings, lane.dlq, len(fuzz), 60) >= len(fuzz)
         after = timed_batch(1_554_100_000_000, 6000)
         assert service.alive(), "the bridge died on bad input"

@@ -11,7 +11,6 @@ import os
 import random
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from stacktools.services import service_process
 from stacktools.wiring import Wiring, private_database, private_topic
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
+from tests.support.harness import metric
 from streamkit.kafka_clients import client_config, idempotent_producer
 from stacktools.stack import Stack
 
@@ -260,13 +260,6 @@ def test_connector_killed_repeatedly_stays_exact(lane, tmp_path: Path) -> None:
     finally:
         assert service.terminate() == 0, log.read_text()[-3000:]
     assert any(points < len(feed.raw_points) for _, points in faults), "no kill hit the connector mid-replay"
-
-
-def metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and not line.startswith("#"))
 
 
 def test_influxdb_outage_loses_nothing(lane, tmp_path: Path) -> None:

@@ -22,10 +22,9 @@ from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
-from tests.support.harness import group_by_key, wait_for_keys
+from stacktools.scrape import metric_sum, scrape_metrics
+from tests.support.harness import group_by_key, start_bridge, wait_for_keys
 from stacktools.stack import Stack
-from tests.pipeline.test_bridge_stack import start_bridge
-from tests.pipeline.test_connector_stack import metric
 
 pytestmark = pytest.mark.stack
 SECONDS = float(os.environ.get("FLOOD_SECONDS", "30"))
@@ -58,7 +57,7 @@ class Sampler(threading.Thread):
                 for name, pid in self.pids.items():
                     if pid is not None:
                         self.peak_mb[name] = max(self.peak_mb[name], rss_mb(pid))
-                self.peak_unacked = max(self.peak_unacked, metric(self.port, "bridge_unacked_messages"))
+                self.peak_unacked = max(self.peak_unacked, metric_sum(scrape_metrics(self.port), "bridge_unacked_messages"))
             except OSError:  # the bridge between its stop and its restart
                 continue
 
@@ -96,8 +95,9 @@ def lane(stack_settings: Settings) -> Wiring:
     return Wiring.private(stack_settings, bridge_only=True)
 
 
-def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(lane: Wiring, tmp_path: Path) -> None:
-    settings = lane.settings
+def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_settings: Settings, lane: Wiring,
+                                                                    tmp_path: Path) -> None:
+    settings = stack_settings
     service = start_bridge(lane, tmp_path / "bridge.log", "--max-unacked", str(MAX_UNACKED))
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
     (mosquitto,) = Stack(settings, ["mosquitto"]).status()

@@ -7,6 +7,10 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
+from stacktools.processes import ServiceProcess
+from stacktools.scrape import metric_sum, scrape_metrics
+from stacktools.services import service_process
+from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import parse_row
@@ -47,3 +51,17 @@ def group_by_key(messages: list[Message]) -> dict[bytes, list[bytes]]:
     for message in messages:
         grouped[message.key()].append(message.value())
     return grouped
+
+
+def metric(port: int, name: str) -> float:
+    """One metric of a service that must be up (summed over its label sets)."""
+    values = scrape_metrics(port)
+    assert values, f"no /metrics on port {port}"
+    return metric_sum(values, name)
+
+
+def start_bridge(lane: Wiring, log: Path, *extra: str) -> ServiceProcess:
+    """Started and subscribed: a first-ever session only keeps what is published after that."""
+    service = service_process("mqtt_bridge", lane, log, *extra).start()
+    service.wait_logged('"bridge running"', 60)
+    return service

@@ -6,7 +6,8 @@ import math
 import pytest
 
 from stacktools.demo.report import histogram_buckets, percentile
-from stacktools.demo.sampler import Samples, metric_sum
+from stacktools.demo.sampler import Samples
+from stacktools.scrape import metric_sum
 
 METRICS = {
     'connector_event_latency_seconds_bucket{le="0.5",measurement="raw"}': 10.0,

@@ -1,0 +1,74 @@
+"""The floors of the code base: nothing imports a floor above its own.
+
+core (streamkit) < pure algorithms (lsb, windowing) < services < tools (stacktools) <
+benchmarks and tests. A service never imports another service, so each can be deployed,
+tested and read alone; the pure algorithms never import Spark, so they run without a JVM.
+Checked on the source with ``ast``, without importing anything.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from streamkit.paths import REPO_ROOT
+
+CORE = {"streamkit"}
+PURE = {"lsb", "windowing"}
+SERVICES = {"simulator", "mqtt_bridge", "spark_jobs", "db_connector"}
+TOOLS = {"stacktools"}
+PROJECT = CORE | PURE | SERVICES | TOOLS | {"tests", "benchmarks"}
+
+#: What each package may import of the project (itself always).
+ALLOWED: dict[str, set[str]] = {
+    "streamkit": set(),
+    "lsb": CORE,
+    "windowing": CORE,
+    **{service: CORE | PURE for service in SERVICES},
+    "stacktools": CORE | PURE | SERVICES,
+}
+#: Third-party packages a floor must not import at all.
+FORBIDDEN_THIRD_PARTY = {"lsb": {"pyspark"}, "windowing": {"pyspark"}, "streamkit": {"pyspark"}}
+
+
+def imported_roots(path: Path) -> set[str]:
+    """Top-level names of every import in the file (at any depth, lazy imports included)."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def violations(package: str) -> list[str]:
+    allowed = ALLOWED[package] | {package}
+    found = []
+    for path in sorted((REPO_ROOT / package).rglob("*.py")):
+        roots = imported_roots(path)
+        for root in sorted((roots & PROJECT) - allowed):
+            found.append(f"{path.relative_to(REPO_ROOT)} imports {root}")
+        for root in sorted(roots & FORBIDDEN_THIRD_PARTY.get(package, set())):
+            found.append(f"{path.relative_to(REPO_ROOT)} imports {root}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_floor_imports_a_higher_one(package: str) -> None:
+    assert (REPO_ROOT / package).is_dir(), package
+    assert violations(package) == []
+
+
+def test_the_check_sees_a_violation(tmp_path: Path) -> None:
+    """The check itself can fail: an import of a service from the core is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from mqtt_bridge.bridge import main\n    import stacktools.stack\n")
+    assert imported_roots(bad) == {"mqtt_bridge", "stacktools"}
+
+
+def test_every_package_has_a_floor() -> None:
+    """A new top-level package must be placed on a floor before it can be imported anywhere."""
+    packages = {p.parent.name for p in REPO_ROOT.glob("*/__init__.py")}
+    assert packages - {"tests", "benchmarks"} <= set(ALLOWED), packages - set(ALLOWED)
