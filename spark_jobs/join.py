@@ -14,7 +14,6 @@ its own compact state (one binary value per thing), so the richer state API buys
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,12 +26,15 @@ from spark_jobs.output_columns import typed_columns
 from spark_jobs.session import ROCKSDB_STATE_STORE
 from windowing import FUTURE_REASON
 
-from streamkit.logs import setup_logging
+from streamkit.service import run_service
+from streamkit.shutdown import ShutdownFlag
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.eos_sink import FaultHook
 
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
@@ -189,17 +191,20 @@ def build_join(settings: JoinSettings):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.join", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--available-now", action="store_true",
-                        help="process what is in the raw topic now, then stop (a batch run of the streaming job)")
-    settings, args = JoinSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="spark_join")
-    join_config(settings)  # fail fast on a bad JOIN_PAIRS, before Spark starts
+    return run_service("spark_join", JoinSettings, __doc__, argv, run, check=check, module="spark_jobs.join")
+
+
+def check(settings: JoinSettings) -> None:
+    """Fail fast on a bad JOIN_PAIRS, before Spark starts."""
+    join_config(settings)
+
+
+def run(settings: JoinSettings, shutdown: ShutdownFlag, *, fault_hook: "FaultHook | None" = None) -> int:
+    """The job once started; ``fault_hook`` lets the fault tests (tests/spark/faulty_join.py) kill it."""
     from spark_jobs.runner import run_query
 
-    return run_query("spark_join", settings, "lsb-join", build_join(settings), available_now=args.available_now,
-                     session_conf=ROCKSDB_STATE_STORE)
+    return run_query(settings, shutdown, "lsb-join", build_join(settings), available_now=settings.available_now,
+                     session_conf=ROCKSDB_STATE_STORE, fault_hook=fault_hook)
 
 
 if __name__ == "__main__":
