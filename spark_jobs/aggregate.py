@@ -40,9 +40,6 @@ MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", 
                        *dead_letters.INPUT_COLUMNS)
 
 
-
-
-
 def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
     """The joined topic as measurements: quantity = the pair's result name, value = its result,
     event time = the pair's (the later input's), row_id = the pair's id."""

@@ -92,7 +92,7 @@ class GroupJoiner:
                 yield self.future_rows(thing, batch[future])
                 batch = batch[~future]
         previous = state.get[0] if state.exists else None
-        result = process_batch(self.config, thing, previous, batch["quantity"].to_numpy(),
+        result = process_batch(self.config, previous, batch["quantity"].to_numpy(),
                                batch["event_time_ms"].to_numpy(), batch["value"].to_numpy())
         state.update((result.state_bytes(self.config),))
         yield self.rows(thing, result, batch["row_id"].to_numpy())
