@@ -8,9 +8,10 @@ late topic, Avro-encoded by Spark (``to_avro``, in the JVM) and written exactly 
 runner's transactional sink.
 
 Why applyInPandasWithState rather than transformWithStateInPandas: measured with this job's own
-state function (benchmarks/bench_state_api.py, README) it is ~12% faster at 50k-record batches
-and warms up ~3 s sooner after a start, and ~9% slower at 200k-record batches; the library keeps
-its own compact state (one binary value per thing), so the richer state API buys nothing here.
+state function (benchmarks/bench_state_api.py; figures in the README, "Why applyInPandasWithState")
+it is faster at the batch sizes live traffic produces and warms up sooner after a start, slower
+only at the largest catch-up batches; the library keeps its own compact state (one binary value
+per thing), so the richer state API buys nothing here.
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def join_config(settings: JoinSettings) -> JoinConfig:
 
 #: What the state function hands back: one row per joined pair or late record, as plain
 #: columns. Avro encoding and keys are Spark expressions (``to_kafka_records``): encoding in the
-#: Python worker cost ~9 µs per output row, most of the worker's time.
+#: Python worker was most of the worker's time (the figure: README, Spark join).
 OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("record_type", "string"), ("id", "string"), ("thing", "string"),
     ("left_quantity", "string"), ("right_quantity", "string"), ("left_time_ms", "long"), ("right_time_ms", "long"),
