@@ -153,10 +153,10 @@ def bench_batch(cfg: JoinConfig, arrays, batch: int) -> tuple[int, float]:
     for key, (q, t, v) in arrays.items():
         state = None
         for lo in range(0, len(q), batch):
-            r = process_batch(cfg, key, state, q[lo : lo + batch], t[lo : lo + batch], v[lo : lo + batch])
+            r = process_batch(cfg, state, q[lo : lo + batch], t[lo : lo + batch], v[lo : lo + batch])
             state = r.state
             pairs += len(r.pairs)
-        pairs += len(process_batch(cfg, key, state, q[:0], t[:0], v[:0], end_of_stream=True).pairs)
+        pairs += len(process_batch(cfg, state, q[:0], t[:0], v[:0], end_of_stream=True).pairs)
     return pairs, time.perf_counter() - started
 
 

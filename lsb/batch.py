@@ -3,7 +3,7 @@
 This is what the Spark job calls from ``applyInPandasWithState`` /
 ``transformWithStateInPandas`` with the rows of one key::
 
-    res = process_batch(config, key, state_bytes, quantities, times, values)
+    res = process_batch(config, state_bytes, quantities, times, values)
     emit(res.pairs); route(res.late); store(res.state_bytes(config))
 
 It gives exactly the pairs, late records and next state that feeding the same
@@ -52,7 +52,6 @@ def quantity_codes(config: JoinConfig, quantities: object) -> np.ndarray:
 
 def process_batch(
     config: JoinConfig,
-    key: str,
     state: "KeyState | bytes | None",
     quantities: object,
     times: object,
@@ -105,7 +104,7 @@ def process_batch(
 def flush(config: JoinConfig, key: str, state: "KeyState | bytes | None") -> BatchResult:
     """End of stream for one key: every pair still pending is now certain."""
     empty = np.empty(0)
-    return process_batch(config, key, state, np.empty(0, np.intp), empty, empty, end_of_stream=True)
+    return process_batch(config, state, np.empty(0, np.intp), empty, empty, end_of_stream=True)
 
 
 def _late(idx: np.ndarray, codes: np.ndarray, t: np.ndarray, v: np.ndarray, reason: int, pair: int) -> LateColumns:

@@ -26,20 +26,12 @@ class LocalStreamBuffer:
         return process_record(self.config, key, self.state(key), quantity, time, value, index)
 
     def push_batch(self, key: str, quantities: object, times: object, values: object) -> BatchResult:
-        res = process_batch(self.config, key, self.state(key), quantities, times, values)
+        res = process_batch(self.config, self.state(key), quantities, times, values)
         self.states[key] = res.state
         return res
 
     def flush(self, key: str) -> StepResult:
         return flush_state(self.config, key, self.state(key))
-
-    def flush_all(self) -> StepResult:
-        out = StepResult()
-        for key in sorted(self.states):
-            r = self.flush(key)
-            out.pairs.extend(r.pairs)
-            out.late.extend(r.late)
-        return out
 
     def snapshot(self, key: str) -> bytes:
         return to_bytes(self.state(key), self.config)

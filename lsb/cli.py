@@ -96,7 +96,6 @@ def run(
         q = np.concatenate((np.zeros(len(li), np.intp), np.ones(len(ri), np.intp)))
         res = process_batch(
             cfg,
-            name,
             None,
             q,
             np.concatenate((times[li], times[ri])),

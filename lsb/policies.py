@@ -58,16 +58,6 @@ class Released:
     source: np.ndarray  # int64
 
 
-@dataclass
-class Rejected:
-    source: np.ndarray
-    quantity: np.ndarray
-    time: np.ndarray
-    value: np.ndarray
-    reason: np.ndarray
-    pair: np.ndarray
-
-
 def release_record(qs: QuantityState, t: int, v: float, disorder: int
                    ) -> tuple[list[tuple[int, float]], int, float | None]:
     """Per-record own-stream policy: (released records, -1, value of the held copy this record

@@ -27,8 +27,6 @@ except ImportError:  # pragma: no cover
     pa = None
     pc = None
 
-FIELDS = ("left_time", "right_time", "left_value", "right_value", "result", "event_time")
-
 
 def write_pairs(out: BinaryIO, key: str, config: JoinConfig, cols: PairColumns, with_id: bool = True) -> int:
     """Write one line per pair; returns the number of lines."""

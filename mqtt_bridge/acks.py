@@ -13,14 +13,13 @@ from collections.abc import Callable
 
 
 class _Pending:
-    __slots__ = ("mid", "qos", "outstanding", "failed", "dropped", "started")
+    __slots__ = ("mid", "qos", "outstanding", "failed", "started")
 
     def __init__(self, mid: int, qos: int, outstanding: int) -> None:
         self.mid = mid
         self.qos = qos
         self.outstanding = outstanding
         self.failed = False
-        self.dropped = False
         self.started = time.perf_counter()
 
 
@@ -58,8 +57,6 @@ class InOrderAcks:
         the broker redelivers every unacked message, so forget them all. Returns how many."""
         with self._lock:
             dropped = len(self._queue)
-            for entry in self._queue:
-                entry.dropped = True
             self._queue.clear()
         return dropped
 

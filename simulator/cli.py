@@ -6,8 +6,8 @@ reasons at the end, and never stop the replay.
 """
 from __future__ import annotations
 
-import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -21,8 +21,7 @@ from simulator.publisher import MqttPublisher
 from simulator.config import SimulatorSettings
 from simulator.source import SourceStats, read_rows, sorted_rows
 from streamkit.health import beat
-from streamkit.logs import setup_logging
-from streamkit.metrics import serve_metrics
+from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 
 REJECTED = Counter("simulator_rows_rejected_total", "bad lines skipped, by reason", ["reason"])
@@ -59,33 +58,16 @@ def shifted(payload: bytes, timestamp_ms: int) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", type=Path, required=True, help="events.json (JSON lines)")
-    pace = parser.add_mutually_exclusive_group()
-    pace.add_argument("--rate", type=float, default=0.0, help="fixed rows per second (default: as fast as possible)")
-    pace.add_argument("--speed", type=float, default=0.0, help="replay event time N times faster than real time")
-    parser.add_argument("--order", choices=["event-time", "file"], default="event-time",
-                        help="event-time (default; sorts, spilling to disk for big files) or file order")
-    parser.add_argument("--loops", type=int, default=1, help="replay the file this many times (0: until stopped)")
-    parser.add_argument("--shift-per-loop", action="store_true",
-                        help="move each further loop's event time past the previous loop's (new data, not a replay)")
-    parser.add_argument("--live", action="store_true",
-                        help="stamp each row with the wall clock when it is published (strictly increasing per "
-                             "Thing), so the replay looks like live machines: event-to-dashboard latency is then "
-                             "measurable")
-    parser.add_argument("--sort-chunk-rows", type=int, default=500_000, help="rows sorted in memory before spilling")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (periodic status lines instead)")
-    settings, args = SimulatorSettings.parse(argv, parser=parser)
-    log = setup_logging(settings.log_level, service="simulator")
-    if not args.input.is_file():
-        parser.error(f"--input {args.input} is not a file")
-    shutdown = ShutdownFlag().install()
-    serve_metrics("simulator", settings)
+    return run_service("simulator", SimulatorSettings, __doc__, argv, replay, check=SimulatorSettings.check)
 
+
+def replay(settings: SimulatorSettings, shutdown: ShutdownFlag) -> int:
+    """The replay itself, once start-up (logs, SIGTERM, /metrics) is done; 1 if not all acked."""
+    log = logging.getLogger("simulator")
+    path = settings.input_path
     publisher = MqttPublisher(settings, settings.connections, settings.max_inflight)
-    pacer = Pacer(rows_per_s=args.rate, speed_factor=args.speed)
-    total_lines = count_lines(args.input)
+    pacer = Pacer(rows_per_s=settings.rate, speed_factor=settings.speed)
+    total_lines = count_lines(path)
     stats = SourceStats()
     progress = Progress(publisher)
     REGISTRY.register(progress)
@@ -95,21 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     shift_ms = 0
     span: tuple[int, int] | None = None
     live_stamps: dict[str, int] = {}
-    bar = tqdm(total=total_lines * (args.loops or 1) if args.loops else None, unit="row", disable=args.no_progress,
-               file=sys.stderr, mininterval=0.5)
+    bar = tqdm(total=total_lines * (settings.loops or 1) if settings.loops else None, unit="row",
+               disable=not settings.progress, file=sys.stderr, mininterval=0.5)
     last_status = started
     try:
-        while not shutdown.requested and (args.loops == 0 or loop < args.loops):
+        while not shutdown.requested and (settings.loops == 0 or loop < settings.loops):
             stats = SourceStats()
-            rows = read_rows(args.input, stats)
-            if args.order == "event-time":
-                rows = sorted_rows(rows, args.sort_chunk_rows)
+            rows = read_rows(path, stats)
+            if settings.order == "event-time":
+                rows = sorted_rows(rows, settings.sort_chunk_rows)
             low, high = None, None
             for row in rows:
                 if shutdown.requested:
                     break
                 pacer.wait(row.timestamp_ms)
-                if args.live:
+                if settings.live:
                     stamp = live_stamps[row.thing] = max(int(time.time() * 1000), live_stamps.get(row.thing, 0) + 1)
                     payload = shifted(row.payload, stamp)
                 else:
@@ -122,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                 if published % 2000 == 0:
                     bar.update(2000)
                     beat()
-                    if args.no_progress and time.perf_counter() - last_status > 5:
+                    if not settings.progress and time.perf_counter() - last_status > 5:
                         last_status = time.perf_counter()
                         log.info("progress", extra={"published": published,
                                                     "rows_per_s": round(published / (last_status - started))})
             span = (low, high) if low is not None else span
             loop += 1
-            if args.shift_per_loop and span:
+            if settings.shift_per_loop and span:
                 shift_ms += span[1] - span[0] + 1000
         bar.update(published - bar.n)
         for reason, count in stats.rejected.items():

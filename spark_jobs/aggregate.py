@@ -11,15 +11,14 @@ docs/windows.md. SIGTERM stops after the current batch (exit 0).
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from streamkit.avro_codec import schema_text
-
-from streamkit.logs import setup_logging
+from streamkit.service import run_service
+from streamkit.shutdown import ShutdownFlag
 
 from spark_jobs import dead_letters
 from spark_jobs.config import AggregateSettings
@@ -39,9 +38,6 @@ SERVICE = "spark_aggregate"
 #: order (a key's records are processed in Kafka offset order).
 MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset",
                        *dead_letters.INPUT_COLUMNS)
-
-
-
 
 
 def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
@@ -202,19 +198,21 @@ def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"
     return output
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.aggregate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    settings, _ = AggregateSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service=SERVICE)
+def check(settings: AggregateSettings) -> None:
+    """Fail at start-up, before Spark, on a bad source or window rule (ValueError: a usage error)."""
     if settings.source not in ("raw", "joined"):
-        parser.error(f"--source must be raw or joined, not {settings.source!r}")
-    try:
-        output = build(settings)
-    except ValueError as exc:
-        parser.error(str(exc))
-    return run_query(SERVICE, settings, settings.default_query, output, available_now=settings.available_now,
-                     session_conf=ROCKSDB_STATE_STORE)
+        raise ValueError(f"--source must be raw or joined, not {settings.source!r}")
+    settings.window_rules()
+    settings.idle_timeout_ms()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_service(SERVICE, AggregateSettings, __doc__, argv, run, check=check, module="spark_jobs.aggregate")
+
+
+def run(settings: AggregateSettings, shutdown: ShutdownFlag) -> int:
+    return run_query(settings, shutdown, settings.default_query, build(settings),
+                     available_now=settings.available_now, session_conf=ROCKSDB_STATE_STORE)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 from lsb.results import RESULT_FUNCTIONS
 from streamkit.config import Settings, login_as, serves_metrics_on, setting
 from streamkit.durations import parse_duration_ms
+from streamkit.paths import SPARK_JARS_DIR
 from windowing import WindowRules, parse_windows
 
 
@@ -26,6 +27,9 @@ class SparkJobSettings(Settings):
     max_offsets_per_trigger: int = setting(200000, "SPARK_MAX_OFFSETS_PER_TRIGGER",
                                            "upper bound of input records per micro-batch (large: a job that fell "
                                            "behind catches up in few batches; live batches stay small)")
+    spark_jars_dir: Path = setting(SPARK_JARS_DIR, "SPARK_EXTRA_JARS_DIR",
+                                   "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
+                                   "the default; the container image sets its own)")
     trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
     starting_offsets: str = setting("earliest", "SPARK_STARTING_OFFSETS",
                                     "where a query without checkpoint starts (earliest/latest); a checkpoint always wins")
@@ -67,6 +71,8 @@ class JoinSettings(SparkJobSettings):
                                        "reorder records up to this much event time per stream (0: strict, late)")
     partner_timeout_ms: int = setting(0, "JOIN_PARTNER_TIMEOUT_MS",
                                       "emit pairs once the other stream is this far ahead of a silent partner (0: off)")
+    available_now: bool = setting(False, "JOIN_AVAILABLE_NOW",
+                                  "process what is in the raw topic now, then stop (a batch run of the streaming job)")
 
 
 @dataclass(frozen=True)

@@ -38,20 +38,18 @@ Limits:
 * Readers must use ``read_committed``; a stuck open transaction (e.g. a killed driver never
   restarted) blocks them at the last stable offset until ``transaction.timeout.ms``.
 
-Fault injection for the tests: with ``EOS_FAULT_POINT`` in {before_produce, after_produce,
-after_commit} and ``EOS_FAULT_BATCH`` = a batch id both set, the process SIGKILLs itself at
-that point of that batch.
+Fault injection: the sink calls its ``fault_hook`` (none in production) with the point
+(before_produce, after_produce, after_commit) and the batch id; the tests install one that
+SIGKILLs the driver there (tests/spark/faults.py), so the service has no test switch.
 """
 from __future__ import annotations
 
 import collections
 import json
 import logging
-import os
-import signal
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +75,8 @@ LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed m
 PHASE_SECONDS = Histogram("eos_phase_seconds", "time per batch phase (collect, produce, commit)", ["query", "phase"],
                           buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 
-FAULT_POINTS = ("before_produce", "after_produce", "after_commit")
+#: Called at each fault point with (point, batch id); see the module docstring.
+FaultHook = Callable[[str, int], None]
 
 #: (topic, key, value, partition or None, headers or None): one output record.
 OutputRow = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
@@ -91,16 +90,6 @@ class SinkError(RuntimeError):
 class Marker:
     batch_id: int
     query_id: str | None
-
-
-def _maybe_fault(point: str, batch_id: int) -> None:
-    """SIGKILL ourselves at the configured point: a crash, not an exception Python could catch."""
-    wanted, batch = os.environ.get("EOS_FAULT_POINT"), os.environ.get("EOS_FAULT_BATCH")
-    if wanted and batch and wanted == point and int(batch) == batch_id:
-        log.warning("fault injection: SIGKILL", extra={"point": point, "batch_id": batch_id})
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _high_watermarks(base: dict[str, Any], topic: str, timeout_s: float) -> dict[int, int]:
@@ -238,8 +227,10 @@ class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
     def __init__(self, settings: Settings, query_name: str, marker_topic: str, *,
-                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5) -> None:
+                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5,
+                 fault_hook: FaultHook | None = None) -> None:
         self.settings = settings
+        self.fault_hook = fault_hook
         self.query_name = query_name
         self.marker_topic = marker_topic
         self.transactional_id = f"eos-{query_name}"
@@ -252,6 +243,10 @@ class ExactlyOnceSink:
         self._committed = TRANSACTIONS.labels(query_name, "committed")
         self._aborted = TRANSACTIONS.labels(query_name, "aborted")
         self._skipped = SKIPPED.labels(query_name)
+
+    def _fault(self, point: str, batch_id: int) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(point, batch_id)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -319,7 +314,7 @@ class ExactlyOnceSink:
         if rows_hint == 0:
             EMPTY.labels(self.query_name).inc()
             return "empty"
-        _maybe_fault("before_produce", batch_id)
+        self._fault("before_produce", batch_id)
         query_id, rows = self._query_id, Replayable(rows)
         for attempt in range(1, self.attempts + 1):
             if self._producer is None:
@@ -363,7 +358,7 @@ class ExactlyOnceSink:
         producer.flush()
         produced = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
-        _maybe_fault("after_produce", batch_id)
+        self._fault("after_produce", batch_id)
         deadline = time.monotonic() + self.transaction_timeout_ms / 1000
         while True:
             try:
@@ -384,7 +379,7 @@ class ExactlyOnceSink:
         LAST_BATCH.labels(self.query_name).set(batch_id)
         log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": count,
                                            "seconds": round(time.perf_counter() - started, 4)})
-        _maybe_fault("after_commit", batch_id)
+        self._fault("after_commit", batch_id)
         return "committed"
 
     def _abort(self, producer: Producer, not_committed: bool, batch_id: int, exc: BaseException) -> None:

@@ -8,13 +8,13 @@ late topic, Avro-encoded by Spark (``to_avro``, in the JVM) and written exactly 
 runner's transactional sink.
 
 Why applyInPandasWithState rather than transformWithStateInPandas: measured with this job's own
-state function (benchmarks/bench_state_api.py, README) it is ~12% faster at 50k-record batches
-and warms up ~3 s sooner after a start, and ~9% slower at 200k-record batches; the library keeps
-its own compact state (one binary value per thing), so the richer state API buys nothing here.
+state function (benchmarks/bench_state_api.py; figures in the README, "Why applyInPandasWithState")
+it is faster at the batch sizes live traffic produces and warms up sooner after a start, slower
+only at the largest catch-up batches; the library keeps its own compact state (one binary value
+per thing), so the richer state API buys nothing here.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,12 +27,15 @@ from spark_jobs.output_columns import typed_columns
 from spark_jobs.session import ROCKSDB_STATE_STORE
 from windowing import FUTURE_REASON
 
-from streamkit.logs import setup_logging
+from streamkit.service import run_service
+from streamkit.shutdown import ShutdownFlag
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.eos_sink import FaultHook
 
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
@@ -55,7 +58,7 @@ def join_config(settings: JoinSettings) -> JoinConfig:
 
 #: What the state function hands back: one row per joined pair or late record, as plain
 #: columns. Avro encoding and keys are Spark expressions (``to_kafka_records``): encoding in the
-#: Python worker cost ~9 µs per output row, most of the worker's time.
+#: Python worker was most of the worker's time (the figure: README, Spark join).
 OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("record_type", "string"), ("id", "string"), ("thing", "string"),
     ("left_quantity", "string"), ("right_quantity", "string"), ("left_time_ms", "long"), ("right_time_ms", "long"),
@@ -90,7 +93,7 @@ class GroupJoiner:
                 yield self.future_rows(thing, batch[future])
                 batch = batch[~future]
         previous = state.get[0] if state.exists else None
-        result = process_batch(self.config, thing, previous, batch["quantity"].to_numpy(),
+        result = process_batch(self.config, previous, batch["quantity"].to_numpy(),
                                batch["event_time_ms"].to_numpy(), batch["value"].to_numpy())
         state.update((result.state_bytes(self.config),))
         yield self.rows(thing, result, batch["row_id"].to_numpy())
@@ -189,17 +192,20 @@ def build_join(settings: JoinSettings):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.join", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--available-now", action="store_true",
-                        help="process what is in the raw topic now, then stop (a batch run of the streaming job)")
-    settings, args = JoinSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="spark_join")
-    join_config(settings)  # fail fast on a bad JOIN_PAIRS, before Spark starts
+    return run_service("spark_join", JoinSettings, __doc__, argv, run, check=check, module="spark_jobs.join")
+
+
+def check(settings: JoinSettings) -> None:
+    """Fail fast on a bad JOIN_PAIRS, before Spark starts."""
+    join_config(settings)
+
+
+def run(settings: JoinSettings, shutdown: ShutdownFlag, *, fault_hook: "FaultHook | None" = None) -> int:
+    """The job once started; ``fault_hook`` lets the fault tests (tests/spark/faulty_join.py) kill it."""
     from spark_jobs.runner import run_query
 
-    return run_query("spark_join", settings, "lsb-join", build_join(settings), available_now=args.available_now,
-                     session_conf=ROCKSDB_STATE_STORE)
+    return run_query(settings, shutdown, "lsb-join", build_join(settings), available_now=settings.available_now,
+                     session_conf=ROCKSDB_STATE_STORE, fault_hook=fault_hook)
 
 
 if __name__ == "__main__":

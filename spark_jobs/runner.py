@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from streamkit.avro_codec import schema_text
 from streamkit.kafka_clients import spark_kafka_options
-from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
 
 from spark_jobs import dead_letters
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.eos_sink import ExactlyOnceSink
+from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,25 +136,26 @@ def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
     return partition_count(settings, topic)
 
 
-def run_query(service: str, settings: SparkJobSettings, default_query: str,
+def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query: str,
               build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
-              session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0) -> int:
-    """Run one exactly-once streaming query until SIGTERM (or until caught up with
-    ``available_now``). Logging must already be set up by the caller."""
+              session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0,
+              fault_hook: FaultHook | None = None) -> int:
+    """Run one exactly-once streaming query until ``shutdown`` (or until caught up with
+    ``available_now``). Logs, SIGTERM and /metrics are the caller's: a job's ``main`` starts
+    through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests."""
     from pyspark.errors import StreamingQueryException
 
     from spark_jobs.listener import PrometheusListener
     from spark_jobs.session import build_session
 
-    shutdown = ShutdownFlag().install()
-    serve_metrics(service, settings)
     query_name = settings.query(default_query)
     checkpoint = settings.checkpoint_for(query_name)
     started = time.monotonic()
-    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions, session_conf)
+    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions, session_conf,
+                          jars_dir=settings.spark_jars_dir)
     spark.streams.addListener(PrometheusListener())
     sink = ExactlyOnceSink(settings, query_name, settings.marker_topic,
-                           transaction_timeout_ms=settings.transaction_timeout_ms)
+                           transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
               .foreachBatch(gate))

@@ -1,8 +1,8 @@
 """The SparkSession every job uses: offline connector jars, settings measured for this stack.
 
 The Kafka connector and spark-avro come from `.stack/jars/spark` (resolved from Maven Central by
-scripts/setup.sh) or SPARK_EXTRA_JARS_DIR (the container image), never from `--packages`,
-so jobs start without network access.
+scripts/setup.sh) or the jobs' SPARK_EXTRA_JARS_DIR setting (the container image), never from
+`--packages`, so jobs start without network access.
 """
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ ROCKSDB_STATE_STORE = {"spark.sql.streaming.stateStore.providerClass":
 REQUIRED_JARS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "spark-avro_2.13", "kafka-clients")
 
 
-def connector_jars() -> list[Path]:
-    directory = Path(os.environ.get("SPARK_EXTRA_JARS_DIR") or SPARK_JARS_DIR)
+def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     jars = sorted(directory.glob("*.jar"))
     missing = [name for name in REQUIRED_JARS if not any(j.name.startswith(name + "-") for j in jars)]
     if missing:
@@ -35,7 +34,7 @@ def connector_jars() -> list[Path]:
 
 
 def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: int | None = None,
-                  extra: dict[str, str] | None = None) -> "SparkSession":
+                  extra: dict[str, str] | None = None, jars_dir: Path = SPARK_JARS_DIR) -> "SparkSession":
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
@@ -44,7 +43,7 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every callback at INFO
     cores = os.cpu_count() or 2
     builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.jars", ",".join(str(j) for j in connector_jars()))
+               .config("spark.jars", ",".join(str(j) for j in connector_jars(jars_dir)))
                # 200 (the default) RocksDB stores committed per stateful batch made batches ~23x slower
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions or cores))
                .config("spark.ui.showConsoleProgress", "false")

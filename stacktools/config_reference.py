@@ -3,9 +3,9 @@
 Renders ``docs/configuration.md`` from the ``Settings`` dataclasses themselves (one row per
 field: ``--option``, environment variable, type, default, help), so the document cannot drift
 from the code: ``--check`` exits 1 when the file differs from what would be rendered now (the
-unit tests run it). Options that exist only on a command line (plain argparse options in a
-service's ``main``) are read from the source with ``ast``, without running anything; the
-variables docker compose sets for every application container are read from
+unit tests run it). Every service option is a field, so the fields are the whole reference
+(a tool's own flags, such as the dashboards checker's action and time range, are in its
+``--help``); the variables docker compose sets for every application container are read from
 ``docker-compose.yml``.
 
 The output must not depend on the machine or the environment: defaults are taken from the
@@ -15,7 +15,6 @@ to it, and secrets are never shown.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import difflib
 import importlib
@@ -46,7 +45,6 @@ class Section:
     base: str | None              #: "module:Class" whose fields are documented elsewhere (not repeated)
     intro: str
     service: str | None = None    #: name in the service registry (stacktools.services)
-    cli_source: str | None = None  #: repo-relative file whose main() adds command-line-only options
 
     def settings_class(self) -> type[Settings]:
         return load_class(self.settings)
@@ -63,7 +61,7 @@ SECTIONS: tuple[Section, ...] = (
             "Each service has its own default `METRICS_PORT`, given in its section; 0 means any free port."),
     Section("Simulator (`python -m simulator`)", "simulator.config:SimulatorSettings", "streamkit.config:Settings",
             "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`.",
-            service="simulator", cli_source="simulator/cli.py"),
+            service="simulator"),
     Section("MQTT bridge (`python -m mqtt_bridge`)", "mqtt_bridge.config:BridgeSettings", "streamkit.config:Settings",
             "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid payloads "
             "-> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
@@ -77,13 +75,13 @@ SECTIONS: tuple[Section, ...] = (
             "spark_jobs.config:SparkJobSettings",
             "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default query name "
             "`lsb-join`).",
-            service="spark_join", cli_source="spark_jobs/join.py"),
+            service="spark_join"),
     Section("Spark aggregate (`python -m spark_jobs.aggregate`)", "spark_jobs.config:AggregateSettings",
             "spark_jobs.config:SparkJobSettings",
             "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source joined`) -> "
             "`AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or `aggregate-joined`). A second "
             "instance for `--source joined` needs its own `METRICS_PORT` on the same host.",
-            service="spark_aggregate", cli_source="spark_jobs/aggregate.py"),
+            service="spark_aggregate"),
     Section("DB connector (`python -m db_connector`)", "db_connector.config:ConnectorSettings",
             "streamkit.config:Settings",
             "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
@@ -91,8 +89,9 @@ SECTIONS: tuple[Section, ...] = (
             service="db_connector"),
     Section("Dashboards checker (`python -m stacktools.dashboards`)", "stacktools.dashboards.cli:GrafanaSettings",
             "streamkit.config:Settings",
-            "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user.",
-            cli_source="stacktools/dashboards/cli.py"),
+            "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
+            "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
+            "flags, listed by `python -m stacktools.dashboards --help`."),
 )
 
 #: Environment variables read outside the Settings classes: (name, where, meaning). The unit
@@ -100,7 +99,6 @@ SECTIONS: tuple[Section, ...] = (
 OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("STACK_ALLOW_EXTERNAL", "stack launcher", "1: use a compatible server already listening on a port instead of failing"),
     ("INFLUXD_BIN", "stack launcher", "path of an influxd 1.8 binary to use instead of the one scripts/setup.sh builds"),
-    ("SPARK_EXTRA_JARS_DIR", "Spark jobs", "directory of Spark's Kafka connector and spark-avro jars (default .stack/jars/spark)"),
     ("KAFKA_CLUSTER_ID", "docker compose", "KRaft cluster id of the compose broker"),
     ("GRAFANA_ADMIN_PASSWORD", "docker compose", "password of Grafana's admin user (required, no default)"),
     ("GRAFANA_PORT", "docker compose", "host port of Grafana (3000)"),
@@ -112,7 +110,8 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
     ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
     ("EOS_FAULT_POINT", "tests (fault injection)",
-     "with EOS_FAULT_BATCH: the exactly-once sink SIGKILLs its own driver at that point of that batch; never set it in production"),
+     "with EOS_FAULT_BATCH: the test drivers (tests/spark/eos_driver.py, tests/spark/faulty_join.py) give the "
+     "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it"),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
     ("CLIENT_FAULT_SCALE", "tests", "multiplies every fault rate of the client-level fault injection test (1.0)"),
     ("CLIENT_FAULTS", "tests (fault injection)",
@@ -185,74 +184,6 @@ def settings_rows(section: Section) -> list[list[str]]:
         rows.append([code(option_of(field, kind)), code(env_of(field)), _TYPE_NAMES.get(kind, str(kind)),
                      format_default(field.default, secret=secret), cell(help_text)])
     return rows
-
-
-# ----------------------------------------------------------------------------- command-line-only options
-@dataclass(frozen=True)
-class CliOption:
-    flags: tuple[str, ...]
-    kind: str
-    default: str
-    help: str
-
-
-def _literal(node: ast.AST | None) -> Any:
-    if node is None:
-        return None
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return ast.unparse(node)
-
-
-def cli_only_options(path: Path, function: str = "main") -> list[CliOption]:
-    """The ``add_argument`` calls of ``function`` in ``path``, in source order (read with ast:
-    nothing is imported or run). Mutually exclusive groups are noted in the help text."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    body = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function), None)
-    if body is None:
-        return []
-    exclusive: set[str] = set()
-    for node in ast.walk(body):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and isinstance(node.value.func, ast.Attribute)
-                and node.value.func.attr == "add_mutually_exclusive_group"):
-            exclusive.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    calls = sorted((node for node in ast.walk(body) if isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"),
-                   key=lambda n: (n.lineno, n.col_offset))
-    groups: dict[str, list[str]] = {}
-    parsed = []
-    for call in calls:
-        flags = tuple(a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-        keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        owner = call.func.value.id if isinstance(call.func.value, ast.Name) else ""
-        if owner in exclusive:
-            groups.setdefault(owner, []).extend(flags[:1])
-        parsed.append((owner, flags, keywords))
-    options = []
-    for owner, flags, keywords in parsed:
-        action = _literal(keywords.get("action"))
-        choices = _literal(keywords.get("choices"))
-        if action == "store_true":
-            kind, default = "flag", "off"
-        else:
-            type_node = keywords.get("type")
-            kind = {"float": "float", "int": "int", "Path": "path", "str": "string"}.get(
-                ast.unparse(type_node) if type_node is not None else "str", "string")
-            if choices:
-                kind = " or ".join(str(c) for c in choices)
-            if _literal(keywords.get("required")) is True:
-                default = "(required)"
-            else:
-                value = _literal(keywords.get("default"))
-                default = "(none)" if value is None else code(str(value))
-        help_text = str(_literal(keywords.get("help")) or "")
-        others = [f for f in groups.get(owner, []) if f not in flags]
-        if others:
-            help_text += " (excludes " + ", ".join(others) + ")"
-        options.append(CliOption(flags, kind, default, help_text))
-    return options
 
 
 # ----------------------------------------------------------------------------- compose
@@ -338,13 +269,6 @@ def render() -> str:
         else:
             lines.append("No settings of its own.")
         lines.append("")
-        if section.cli_source:
-            options = cli_only_options(REPO_ROOT / section.cli_source)
-            if options:
-                lines += [f"Command line only (no environment variable; from `{section.cli_source}`):", ""]
-                lines += table(["option", "type", "default", "meaning"],
-                               ([code(", ".join(o.flags)), cell(o.kind), o.default, cell(o.help)] for o in options))
-                lines.append("")
     lines += users_and_passwords()
     compose = compose_app_environment()
     if compose:

@@ -15,11 +15,21 @@ S = TypeVar("S", bound=Settings)
 
 
 def run_service(service: str, settings_type: type[S], doc: str | None, argv: Sequence[str] | None,
-                loop: Callable[[S, ShutdownFlag], int]) -> int:
-    """``service`` is the module name (``python -m <service>``) and the metrics/log name."""
-    parser = argparse.ArgumentParser(prog=f"python -m {service}", description=doc,
+                loop: Callable[[S, ShutdownFlag], int], *, check: Callable[[S], None] | None = None,
+                module: str | None = None) -> int:
+    """``service`` is the metrics/log name and, unless ``module`` names another, the module
+    (``python -m <service>``).
+
+    ``check`` validates settings that depend on each other (or on the filesystem) before
+    anything starts; a ``ValueError`` it raises becomes a usage error (exit 2), as argparse's own."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module or service}", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     settings, _ = settings_type.parse(argv, parser=parser)
+    if check is not None:
+        try:
+            check(settings)
+        except ValueError as exc:
+            parser.error(str(exc))
     setup_logging(settings.log_level, service=service)
     shutdown = ShutdownFlag().install()
     serve_metrics(service, settings)

@@ -96,12 +96,10 @@ class Stack:
         problems = [p for p in (c.missing_install() for c in components) if p]
         if problems:
             raise StackError("cannot start the stack:\n  " + "\n  ".join(problems))
-        started = []
         for component in components:
-            if self._start(component):
-                started.append(component)
+            self._start(component)
         with ThreadPoolExecutor(max_workers=len(components)) as pool:
-            list(pool.map(self._await, components, [c in started for c in components]))
+            list(pool.map(self._await, components))
         return self.settings
 
     def provision(self, timeout_s: float = 180.0) -> None:
@@ -135,7 +133,7 @@ class Stack:
         process.start(component.command(), cwd=component.conf_dir)
         return True
 
-    def _await(self, component: Component, started_now: bool) -> None:
+    def _await(self, component: Component) -> None:
         process = self._process(component)
         if process.pid() is None:  # external server
             if not component.healthy():

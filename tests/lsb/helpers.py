@@ -73,7 +73,6 @@ def run_batches(
             rows = [e for e in chunk if e[0] == key]
             res = process_batch(
                 config,
-                key,
                 states.get(key),
                 np.array([e[1] for e in rows], dtype=object),
                 np.array([e[2] for e in rows], dtype=np.int64),

@@ -56,7 +56,7 @@ def test_late_record_is_handed_back_not_joined():
 def test_invalid_values_are_reported():
     cfg = JoinConfig.single("l", "r")
     res = process_batch(
-        cfg, "m", None, np.array(["l", "r", "x", "l"]), np.array([1, 2, 3, 4]), np.array([np.nan, 1.0, 1.0, np.inf])
+        cfg, None, np.array(["l", "r", "x", "l"]), np.array([1, 2, 3, 4]), np.array([np.nan, 1.0, 1.0, np.inf])
     )
     assert res.late.reason_names() == ["invalid_value", "invalid_value"]
     assert res.late.index.tolist() == [0, 3]
@@ -309,5 +309,5 @@ def test_silent_partner_with_timeout_and_gap_keeps_memory_bounded():
     for t in range(1, 1000):
         process_record(cfg, "m", st_, "l", t, 1.0)
     assert len(st_.pairs[0].left) <= 10
-    res = process_batch(cfg, "m", None, np.array(["r"] + ["l"] * 999), np.arange(1000), np.ones(1000))
+    res = process_batch(cfg, None, np.array(["r"] + ["l"] * 999), np.arange(1000), np.ones(1000))
     assert len(res.state.pairs[0].left) <= 10

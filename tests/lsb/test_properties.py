@@ -140,6 +140,6 @@ def test_in_order_streams_keep_memory_bounded():
         process_record(cfg, "m", state, "l" if i % 3 else "r", i, 1.0)
         peak = max(peak, state.buffered_records())
     assert peak <= 4
-    res = process_batch(cfg, "m", None, np.array(["l", "r"] * 10_000), np.repeat(np.arange(10_000), 2), np.ones(20_000))
+    res = process_batch(cfg, None, np.array(["l", "r"] * 10_000), np.repeat(np.arange(10_000), 2), np.ones(20_000))
     assert res.state.buffered_records() <= 2
     assert len(to_bytes(res.state, cfg)) < 200

@@ -37,7 +37,7 @@ def test_pluggable_result_and_event_time_in_both_paths():
     process_record(cfg, "k", st_, "a", 10, 3.0)
     (p,) = process_record(cfg, "k", st_, "b", 12, 4.0).pairs
     assert (p.result, p.event_time) == (12.0, 12)
-    res = process_batch(cfg, "k", None, np.array(["b", "a"]), np.array([12, 10]), np.array([4.0, 3.0]))
+    res = process_batch(cfg, None, np.array(["b", "a"]), np.array([12, 10]), np.array([4.0, 3.0]))
     assert res.pairs.result.tolist() == [12.0] and res.pairs.event_time.tolist() == [12]
 
 
@@ -62,7 +62,7 @@ def test_ids_are_deterministic_distinct_and_equal_across_paths():
     st_ = KeyState.empty(cfg)
     process_record(cfg, "R0815", st_, "speed", 5, 1.0)
     (p,) = process_record(cfg, "R0815", st_, "torque", 5, 2.0).pairs
-    res = process_batch(cfg, "R0815", None, np.array(["speed", "torque"]), np.array([5, 5]), np.array([1.0, 2.0]))
+    res = process_batch(cfg, None, np.array(["speed", "torque"]), np.array([5, 5]), np.array([1.0, 2.0]))
     assert res.pairs.ids("R0815", cfg) == [p.id]
 
 
@@ -105,18 +105,18 @@ def test_state_restores_into_a_changed_config_by_name():
 
 def test_batch_accepts_bytes_none_and_codes_and_flush_empties_state():
     cfg = JoinConfig.single("speed", "torque")
-    r1 = process_batch(cfg, "k", None, np.array([0, 1, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 1.0]))
+    r1 = process_batch(cfg, None, np.array([0, 1, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 1.0]))
     assert list(zip(r1.pairs.left_time.tolist(), r1.pairs.right_time.tolist())) == [(1, 3)]
     # prev(torque 5) = speed 1 is pending until speed reaches 5 or the stream ends ...
     end = flush(cfg, "k", r1.state_bytes(cfg))
     assert list(zip(end.pairs.left_time.tolist(), end.pairs.right_time.tolist())) == [(1, 5)]
     # ... while speed 4 instead takes that place: prev(torque 5) = speed 4, and (1, 5) never exists.
-    r2 = process_batch(cfg, "k", r1.state_bytes(cfg), np.array(["speed"]), np.array([4]), np.array([1.0]))
+    r2 = process_batch(cfg, r1.state_bytes(cfg), np.array(["speed"]), np.array([4]), np.array([1.0]))
     assert sorted(zip(r2.pairs.left_time.tolist(), r2.pairs.right_time.tolist())) == [(4, 3), (4, 5)]
     assert len(flush(cfg, "k", r2.state).pairs) == 0
     assert end.state.is_empty()
     with pytest.raises(ValueError):
-        process_batch(cfg, "k", None, np.array([0]), np.array([1, 2]), np.array([1.0]))
+        process_batch(cfg, None, np.array([0]), np.array([1, 2]), np.array([1.0]))
 
 
 def test_column_outputs_for_a_spark_udf():
@@ -124,7 +124,7 @@ def test_column_outputs_for_a_spark_udf():
     q = np.array(["speed", "torque", "current", "load", "speed", "speed", "torque"], dtype=object)
     t = np.array([1, 1, 2, 2, 1, 9, 3], dtype=np.int64)
     v = np.arange(7, dtype=np.float64)
-    res = process_batch(cfg, "R0815", None, q, t, v)
+    res = process_batch(cfg, None, q, t, v)
     cols = res.pairs.to_columns("R0815", cfg)
     rows = sorted(zip(cols["left_quantity"], cols["right_quantity"], cols["left_time"], cols["right_time"]))
     # (speed 9, torque 1) waits: torque's timeout watermark is only 9 - 2 = 7.

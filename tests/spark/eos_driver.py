@@ -4,20 +4,22 @@ Copies every record of --raw-topic (key, value, partition) to --output-topic exa
 the fault-injection test can compare output and input as multisets. Runs with
 ``--available-now`` (stop when caught up) or until SIGTERM. Writes its JVM's pid to
 --jvm-pid-file so the test can wait for a killed driver's JVM to be gone before restarting.
+With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there (tests/spark/faults.py).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from streamkit.config import setting
 from streamkit.kafka_clients import spark_kafka_options
-from streamkit.logs import setup_logging
+from streamkit.service import run_service
+from streamkit.shutdown import ShutdownFlag
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.runner import run_query
+from tests.spark.faults import kill_hook_from_env
 
 
 @dataclass(frozen=True)
@@ -28,9 +30,11 @@ class DriverSettings(SparkJobSettings):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.spark.eos_driver", description=__doc__)
-    settings, _ = DriverSettings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="eos_driver")
+    return run_service("eos_driver", DriverSettings, __doc__, argv, run, module="tests.spark.eos_driver")
+
+
+def run(settings: DriverSettings, shutdown: ShutdownFlag) -> int:
+    """Copy the raw topic, with the fault hook EOS_FAULT_POINT / EOS_FAULT_BATCH ask for."""
 
     def build(spark):  # type: ignore[no-untyped-def]
         from pyspark.sql import functions as F
@@ -43,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                  .option("kafka.isolation.level", "read_committed").load())
         return frame.select(F.lit(settings.output_topic).alias("topic"), "key", "value", "partition")
 
-    return run_query("spark_aggregate", settings, "eos-driver", build, available_now=settings.available_now)
+    return run_query(settings, shutdown, "eos-driver", build, available_now=settings.available_now,
+                     fault_hook=kill_hook_from_env())
 
 
 if __name__ == "__main__":

@@ -125,24 +125,40 @@ def test_precedence_header_matches_the_loader() -> None:
     assert order == sorted(order)
 
 
-def test_command_line_only_options_match_the_real_parsers(capsys: pytest.CaptureFixture[str]) -> None:
-    """What the reference reads with ast is what argparse really offers (--help runs no service)."""
+def test_service_options_are_all_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every option a service's --help offers is a documented field (no argparse-only option)."""
     from simulator.cli import main as simulator_main
+    from spark_jobs.aggregate import main as aggregate_main
     from spark_jobs.join import main as join_main
 
-    for source, entry in (("simulator/cli.py", simulator_main), ("spark_jobs/join.py", join_main)):
-        options = ref.cli_only_options(REPO_ROOT / source)
-        assert options, source
+    rows = table_rows(DOC.read_text())
+    for entry in (simulator_main, join_main, aggregate_main):
         with pytest.raises(SystemExit) as exited:
             entry(["--help"])
         assert exited.value.code == 0
-        help_text = capsys.readouterr().out
-        for option in options:
-            for flag in option.flags:
-                assert flag in help_text, f"{source}: {flag} not offered by the parser"
-    simulator = {o.flags[0]: o for o in ref.cli_only_options(REPO_ROOT / "simulator/cli.py")}
-    assert simulator["--input"].default == "(required)"
-    assert "excludes --speed" in simulator["--rate"].help
+        offered = set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", capsys.readouterr().out, flags=re.MULTILINE))
+        assert offered, entry.__module__
+        for option in offered - {"--help"}:
+            assert any(f"`{option}`" in row or f"`{option}," in row or f", {option}`" in row for row in rows), \
+                f"{entry.__module__}: {option} is not a documented field"
+
+
+def test_simulator_keeps_its_flags_and_checks(tmp_path: Path) -> None:
+    from simulator.config import SimulatorSettings
+
+    events = tmp_path / "events.json"
+    events.write_text("")
+    settings, _ = SimulatorSettings.parse(["--input", str(events), "--rate", "5", "--no-progress", "--live",
+                                           "--shift-per-loop", "--order", "file", "--loops", "0",
+                                           "--sort-chunk-rows", "10"])
+    assert (settings.rate, settings.progress, settings.live, settings.shift_per_loop, settings.order, settings.loops,
+            settings.sort_chunk_rows) == (5.0, False, True, True, "file", 0, 10)
+    settings.check()
+    with pytest.raises(ValueError, match="exclude each other"):
+        SimulatorSettings.parse(["--input", str(events), "--rate", "1", "--speed", "2"])[0].check()
+    with pytest.raises(ValueError, match="required"):
+        SimulatorSettings.from_sources(environ={}).check()
+    assert SimulatorSettings.from_sources(environ={"SIMULATOR_INPUT": str(events)}).input_path == events
 
 
 def test_other_variables_still_exist_and_do_not_shadow_settings() -> None:
