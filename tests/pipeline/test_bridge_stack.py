@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.records import thing_partition
-from simulator.publisher import MqttPublisher
 from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
 from stacktools.processes import ServiceProcess
@@ -20,6 +19,7 @@ from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, group_by_key, wait_for_keys
+from tests.support.mqtt import RawPublisher
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -122,7 +122,7 @@ def test_bridge_killed_repeatedly_loses_nothing(lane: Wiring, tmp_path: Path) ->
 
 
 def _publish_all(lane: Wiring, payloads: list[bytes]) -> float:
-    publisher = MqttPublisher(lane.settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
+    publisher = RawPublisher(lane.settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
     started = time.perf_counter()
     for payload in payloads:
         publisher.publish_raw(f"{lane.prefix}/fuzz", payload)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
@@ -26,6 +25,7 @@ from tests.support.harness import group_by_key, wait_for_keys
 from stacktools.stack import Stack
 from tests.pipeline.test_bridge_stack import start_bridge
 from tests.pipeline.test_connector_stack import metric
+from tests.support.mqtt import RawPublisher
 
 pytestmark = pytest.mark.stack
 SECONDS = float(os.environ.get("FLOOD_SECONDS", "30"))
@@ -69,7 +69,7 @@ PUBLISHERS = 3
 def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "multiprocessing.Queue") -> None:
     """One publisher process: valid rows of its own five Things and every fourth message
     invalid, as fast as Mosquitto takes them, for ``seconds``."""
-    publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
+    publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
     published = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
