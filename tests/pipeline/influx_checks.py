@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import window_tag
-from streamkit.avro_codec import AvroCodec
-from streamkit.config import Settings
 from stacktools.influx import InfluxClient
+from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
+from streamkit.wire import AvroCodec
 
 
 #: Key of the undecodable records a test writes into the late topic on purpose, so the

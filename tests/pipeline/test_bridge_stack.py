@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mqtt_bridge.records import thing_partition
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec, parse_record_key, thing_partition
 from streamkit.config import Settings
 from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
@@ -44,7 +43,7 @@ def assert_raw_topic_holds_exactly(lane: Wiring, events: Path, *, check_order: b
         record = codec.decode(values[0])
         assert record["value"] == expected[key]
     partitions = lane.settings.topic_partitions
-    assert all(m.partition() == thing_partition(m.key().split(b"|", 1)[0].decode(), partitions) for m in messages)
+    assert all(m.partition() == thing_partition(parse_record_key(m.key()).thing, partitions) for m in messages)
     if check_order:  # each (thing, quantity) stream is in event-time order within its partition
         last: dict[tuple[bytes, bytes], int] = {}
         for message in sorted(messages, key=lambda m: (m.partition(), m.offset())):

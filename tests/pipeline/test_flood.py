@@ -21,6 +21,7 @@ import pytest
 from streamkit.config import Settings
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
+from streamkit.wire import record_key
 from tests.support.harness import group_by_key, wait_for_keys
 from stacktools.stack import Stack
 from tests.pipeline.test_bridge_stack import start_bridge
@@ -88,7 +89,7 @@ def flood_payload(index: int, n: int) -> bytes:
 
 
 def expected_keys(index: int, published: int) -> set[bytes]:
-    return {f"F{index}-{n % 5}|{q}|{T0 + n}".encode() for n in range(published) if n % 4 != 3 for q in "ab"}
+    return {record_key(f"F{index}-{n % 5}", q, T0 + n) for n in range(published) if n % 4 != 3 for q in "ab"}
 
 
 @pytest.fixture
