@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
-from streamkit.wire import AvroCodec, dead_letters, split_measurement
+from streamkit.wire import AvroCodec, dead_letters, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
 #: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
@@ -104,16 +104,12 @@ def joined_converter() -> Converter:
     return convert
 
 
-def window_tag(kind: str, size_ms: int, slide_ms: int) -> str:
-    return f"{kind}-{size_ms}" if kind == "tumbling" or slide_ms == size_ms else f"{kind}-{size_ms}-{slide_ms}"
-
-
 def aggregate_converter() -> Converter:
     decode = _decoder("aggregate")
 
     def convert(message: Message) -> str:
         r = decode(message.value())
-        window = tag_value(window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
+        window = tag_value(window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
         fields = (f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
                   f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i")
         if r["stddev"] is not None:

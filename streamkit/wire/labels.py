@@ -1,6 +1,7 @@
 """The window label: part of an aggregate's Kafka key and its ``window`` tag in InfluxDB
 (docs/influxdb-schema.md), which dashboards select by. One function so that the aggregate job
-and its readers cannot drift apart."""
+and the connector cannot drift apart (they did: the connector wrote ``sliding-<size>`` for a
+sliding window whose slide equals its size, the job ``sliding-<size>-<slide>``)."""
 from __future__ import annotations
 
 from typing import NamedTuple
