@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec, record_key
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from stacktools.services import service_process
@@ -120,7 +120,7 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
         for quantity, value in row.quantities.items():
             record = {"thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
                       "value": value, "row_id": row.row_id}
-            producer.produce(lane.raw, codec.encode(record), f"{row.thing}|{quantity}|{row.timestamp_ms}".encode())
+            producer.produce(lane.raw, codec.encode(record), record_key(row.thing, quantity, row.timestamp_ms))
         producer.flush()
         done["rows"] += 1
         if done["rows"] == total:

@@ -32,7 +32,7 @@ from pathlib import Path
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from streamkit.events import validate
 from stacktools.influx import InfluxClient

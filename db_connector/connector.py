@@ -32,6 +32,7 @@ from streamkit.health import beat
 from streamkit.kafka_clients import committed_consumer, transactional_producer
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
+from streamkit.wire import dead_letters
 
 log = logging.getLogger("db_connector")
 
@@ -357,10 +358,8 @@ class Connector:
 
     def _produce_dead_letter(self, letter: DeadLetter) -> None:
         source = letter.message
-        headers = [("reason", letter.reason.encode()), ("detail", letter.detail[:500].encode("utf-8", "replace")),
-                   ("source", source.topic().encode()), ("source_partition", str(source.partition()).encode()),
-                   ("source_offset", str(source.offset()).encode()),
-                   ("payload_bytes", str(len(source.value() or b"")).encode())]
+        headers = dead_letters.record_headers(letter.reason, letter.detail, source.topic(), source.partition(),
+                                              source.offset(), len(source.value() or b""))
         self.producer.produce(self.settings.dlq_topic, source.value(), source.key(), headers=headers)
         log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
                                                     "topic": source.topic(), "offset": source.offset()})

@@ -15,12 +15,11 @@ from typing import Any
 from confluent_kafka import Message
 
 from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec, dead_letters, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
 #: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
 MAX_DISCRIMINATED_GAP_MS = 499_999
-DLQ_DETAIL_CHARS = 500
 
 Converter = Callable[[Message], str]
 
@@ -39,48 +38,23 @@ def _decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
     return decode
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """One zigzag varint (Avro int/long) at ``pos``: (value, position after it). More than ten
-    bytes cannot be a 64-bit long: refused (ValueError), as the Avro reference readers do."""
-    byte = buf[pos]
-    pos += 1
-    number = byte & 0x7F
-    shift = 7
-    while byte & 0x80:
-        if shift >= 70:
-            raise ValueError("varint longer than a long")
-        byte = buf[pos]
-        pos += 1
-        number |= (byte & 0x7F) << shift
-        shift += 7
-    if number >> 64:
-        raise ValueError("varint beyond 64 bits")
-    return (number >> 1) ^ -(number & 1), pos
-
-
-_DOUBLE = struct.Struct("<d").unpack_from
 RAW_PREFIX_CACHE = 100_000
 
 
 def raw_converter() -> Converter:
-    """The hot path (most records are raw), decoded by hand: fastavro's generic reader was 37%
-    of the connector's time. The Avro bytes of (thing, quantity) open every record and decide
-    the line's whole measurement-and-tags prefix, so they key a cache of ready prefixes. Strict
-    like fastavro: any malformed record is refused (the unit tests compare both)."""
+    """The hot path (most records are raw), decoded by hand (streamkit.wire.split_measurement):
+    fastavro's generic reader was 37% of the connector's time. The Avro bytes of (thing,
+    quantity) open every record and decide the line's whole measurement-and-tags prefix, so
+    they key a cache of ready prefixes. Strict like fastavro: any malformed record is refused
+    (the unit tests compare both)."""
     prefixes: dict[bytes, str] = {}
     slow = _decoder("measurement")
 
     def convert(message: Message) -> str:
         value = message.value()
         try:
-            length, pos = _varint(value, 0)
-            if length < 0:
-                raise ValueError
-            length, pos = _varint(value, pos + length)
-            if length < 0:
-                raise ValueError
-            pos += length
-            head = value[:pos]
+            head_end, time_ms, number = split_measurement(value)
+            head = value[:head_end]
             prefix = prefixes.get(head)
             if prefix is None:
                 record = slow(value)  # once per (thing, quantity): full validation, real strings
@@ -88,12 +62,6 @@ def raw_converter() -> Converter:
                 if len(prefixes) >= RAW_PREFIX_CACHE:
                     prefixes.clear()
                 prefixes[head] = prefix
-            time_ms, pos = _varint(value, pos)
-            number = _DOUBLE(value, pos)[0]
-            length, pos = _varint(value, pos + 8)
-            if length < 0 or pos + length != len(value):
-                raise ValueError
-            value[pos:pos + length].decode()
         except PointError:
             raise
         except (IndexError, TypeError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
@@ -136,16 +104,12 @@ def joined_converter() -> Converter:
     return convert
 
 
-def window_tag(kind: str, size_ms: int, slide_ms: int) -> str:
-    return f"{kind}-{size_ms}" if kind == "tumbling" or slide_ms == size_ms else f"{kind}-{size_ms}-{slide_ms}"
-
-
 def aggregate_converter() -> Converter:
     decode = _decoder("aggregate")
 
     def convert(message: Message) -> str:
         r = decode(message.value())
-        window = tag_value(window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
+        window = tag_value(window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
         fields = (f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
                   f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i")
         if r["stddev"] is not None:
@@ -173,22 +137,19 @@ def late_converter() -> Converter:
     return convert
 
 
-def header_map(message: Message) -> dict[str, str]:
-    return {key: (value or b"").decode("utf-8", "replace") for key, value in (message.headers() or [])}
-
-
 def dead_letter_converter() -> Converter:
     """Dead letters are counted, not decoded: their value is by definition unreadable."""
 
     def convert(message: Message) -> str:
-        headers = header_map(message)
-        source = headers.get("source") or ("mqtt" if "mqtt_topic" in headers else "unknown")
-        size = headers.get("payload_bytes", "")
+        headers = dead_letters.read_headers(message.headers())
+        source = dead_letters.source_of(headers)
+        size = headers.get(dead_letters.PAYLOAD_BYTES, "")
         size_value = int(size) if size.isdigit() else len(message.value() or b"")
         timestamp_ms = max(message.timestamp()[1], 0)
-        tags = (f"partition={message.partition()},reason={tag_value(headers.get('reason') or 'unknown')},"
+        tags = (f"partition={message.partition()},reason={tag_value(headers.get(dead_letters.REASON) or 'unknown')},"
                 f"source={tag_value(source)}")
-        fields = f"bytes={size_value}i,count=1i,detail={string_field(headers.get('detail', '')[:DLQ_DETAIL_CHARS])}"
+        detail = headers.get(dead_letters.DETAIL, "")[:dead_letters.DETAIL_CHARS]
+        fields = f"bytes={size_value}i,count=1i,detail={string_field(detail)}"
         return line("dead_letter", tags, fields, timestamp_ms * NS_PER_MS + message.offset() % NS_PER_MS)
 
     return convert

@@ -19,7 +19,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
-from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter, dlq_headers
+from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
@@ -27,6 +27,7 @@ from streamkit.kafka_clients import idempotent_producer, partition_count
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
+from streamkit.wire import dead_letters
 
 log = logging.getLogger("mqtt_bridge")
 
@@ -179,7 +180,7 @@ class Bridge:
         entry = self.acks.add(message.mid, message.qos, 1)
         self._produce(self.settings.dlq_topic, value, message.topic.encode("utf-8", "replace"),
                       lambda err, _m: self.acks.confirm(entry, err is None),
-                      dlq_headers(reason, detail, message.topic, len(message.payload)))
+                      dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)))
         DLQ.labels(reason).inc()
         MESSAGES.labels("dlq").inc()
         log.warning("dead-lettered a message", extra={"reason": reason, "detail": detail[:200], "topic": message.topic})

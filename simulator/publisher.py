@@ -52,11 +52,6 @@ class MqttPublisher:
         self._window.acquire()
         client.publish(topic, payload, qos=1)
 
-    def publish_raw(self, topic: str, payload: bytes) -> None:
-        """For tests and fuzzing: any topic, any bytes."""
-        self._window.acquire()
-        self.clients[0].publish(topic, payload, qos=1)
-
     def wait_all_acked(self, published: int, timeout_s: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout_s
         while self._acked < published and time.monotonic() < deadline:

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamkit.avro_codec import schema_text
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
+from streamkit.wire import aggregate_key_column, record_key_column, schema_text, thing_partition_column
 
 from spark_jobs import dead_letters
 from spark_jobs.config import AggregateSettings
@@ -160,7 +160,7 @@ def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: i
 
 
 def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitions: dict[str, int]) -> "DataFrame":
-    """Avro values, deterministic keys, partition by thing (crc32, as the bridge does)."""
+    """Avro values, deterministic keys, partition by thing (streamkit.wire.keys, as the bridge)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
@@ -170,15 +170,12 @@ def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitio
         "count", "mean", "min", "max", "stddev"), schema_text("aggregate"))
     late_value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
                                   F.lit(STAGE).alias("stage"), "watermark_ms"), schema_text("late"))
-    aggregate_key = F.concat_ws("|", "thing", "quantity", "window_label", F.col("window_start_ms").cast("string"))
-    late_key = F.concat_ws("|", "thing", "quantity", F.col("event_time_ms").cast("string"))
-    thing_hash = F.crc32(F.encode("thing", "UTF-8"))
     return records.select(*dead_letters.route({
         "topic": F.when(is_aggregate, F.lit(settings.aggregates_topic)).otherwise(F.lit(settings.late_topic)),
-        "key": F.when(is_aggregate, aggregate_key).otherwise(late_key).cast("binary"),
+        "key": F.when(is_aggregate, aggregate_key_column()).otherwise(record_key_column()).cast("binary"),
         "value": F.when(is_aggregate, aggregate_value).otherwise(late_value),
-        "partition": F.when(is_aggregate, F.pmod(thing_hash, F.lit(partitions[settings.aggregates_topic])))
-        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int"),
+        "partition": F.when(is_aggregate, thing_partition_column(partitions[settings.aggregates_topic]))
+        .otherwise(thing_partition_column(partitions[settings.late_topic])).cast("int"),
     }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic, stage=STAGE))
 

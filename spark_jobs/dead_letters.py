@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spark_jobs.output_columns import Fields, typed_columns
+from streamkit.wire import dead_letters as wire_dead_letters
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,16 +62,10 @@ def route(columns: dict[str, "Column"], *, dlq_topic: str, dlq_partitions: int, 
     the record was, as the bridge's and the connector's dead letters have them."""
     from pyspark.sql import functions as F
 
-    def header(name: str, value: "Column") -> "Column":
-        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
-
     is_dead = F.col("record_type") == RECORD_TYPE
     dead = {"topic": F.lit(dlq_topic), "key": F.col("undecodable_key"), "value": F.col("undecodable_value"),
             "partition": F.pmod(F.col("source_partition"), F.lit(dlq_partitions)).cast("int")}
-    headers = F.array(header("reason", F.lit(REASON)), header("stage", F.lit(stage)),
-                      header("source", F.lit(source_topic)),
-                      header("source_partition", F.col("source_partition").cast("string")),
-                      header("source_offset", F.col("source_offset").cast("string")),
-                      header("payload_bytes", F.length("undecodable_value").cast("string")))
+    headers = wire_dead_letters.record_header_column(REASON, stage, source_topic, F.col("source_partition"),
+                                                     F.col("source_offset"), F.col("undecodable_value"))
     return ([F.when(is_dead, dead[name]).otherwise(column).alias(name) for name, column in columns.items()]
             + [F.when(is_dead, headers).alias("headers")])

@@ -147,7 +147,7 @@ def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
-    from streamkit.avro_codec import schema_text
+    from streamkit.wire import record_key_column, schema_text, thing_partition_column
 
     is_joined = F.col("record_type") == "joined"
     joined_value = to_avro(F.struct("id", "thing", "left_quantity", "right_quantity", "left_time_ms", "right_time_ms",
@@ -156,14 +156,12 @@ def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict
     late_value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
                                   F.lit("join").alias("stage"), F.lit(None).cast("long").alias("watermark_ms")),
                          schema_text("late"))
-    late_key = F.concat_ws("|", "thing", "quantity", F.col("event_time_ms").cast("string"))
-    thing_hash = F.crc32(F.encode("thing", "UTF-8"))
     return rows.select(*dead_letters.route({
         "topic": F.when(is_joined, F.lit(settings.joined_topic)).otherwise(F.lit(settings.late_topic)),
-        "key": F.when(is_joined, F.col("id")).otherwise(late_key).cast("binary"),
+        "key": F.when(is_joined, F.col("id")).otherwise(record_key_column()).cast("binary"),
         "value": F.when(is_joined, joined_value).otherwise(late_value),
-        "partition": F.when(is_joined, F.pmod(thing_hash, F.lit(partitions[settings.joined_topic])))
-        .otherwise(F.pmod(thing_hash, F.lit(partitions[settings.late_topic]))).cast("int"),
+        "partition": F.when(is_joined, thing_partition_column(partitions[settings.joined_topic]))
+        .otherwise(thing_partition_column(partitions[settings.late_topic])).cast("int"),
     }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic], source_topic=settings.raw_topic,
         stage="join"))
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamkit.avro_codec import schema_text
+from streamkit.wire import schema_text
 from streamkit.kafka_clients import spark_kafka_options
 from streamkit.shutdown import ShutdownFlag
 

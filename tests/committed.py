@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 

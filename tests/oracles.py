@@ -12,7 +12,7 @@ from simulator.source import SourceStats, read_rows, sorted_rows
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_config
 from lsb import LocalStreamBuffer
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.events import Row, parse_row
 
 Record = tuple[str, str, int, float]  # thing, quantity, event time ms, value

@@ -2,8 +2,9 @@
 
 core (streamkit) < pure algorithms (lsb, windowing) < services < tools (stacktools) <
 benchmarks and tests. A service never imports another service, so each can be deployed,
-tested and read alone; the pure algorithms never import Spark, so they run without a JVM.
-Checked on the source with ``ast``, without importing anything.
+tested and read alone; the pure algorithms never import Spark, so they run without a JVM, and
+the core imports it only inside the functions that build Spark columns of the wire contract,
+so importing the core never needs pyspark. Checked on the source with ``ast``.
 """
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     **{service: CORE | PURE for service in SERVICES},
     "stacktools": CORE | PURE | SERVICES,
 }
-#: Third-party packages a floor must not import at all.
-FORBIDDEN_THIRD_PARTY = {"lsb": {"pyspark"}, "windowing": {"pyspark"}, "streamkit": {"pyspark"}}
+#: Third-party packages a floor must not import at all ...
+FORBIDDEN_THIRD_PARTY = {"lsb": {"pyspark"}, "windowing": {"pyspark"}}
+#: ... or not when a module is imported (only inside functions).
+FORBIDDEN_AT_IMPORT = {"streamkit": {"pyspark"}}
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -43,6 +46,27 @@ def imported_roots(path: Path) -> set[str]:
     return roots
 
 
+def imported_at_import_time(path: Path) -> set[str]:
+    """Top-level names imported when the module itself is imported: not inside functions,
+    not under ``if TYPE_CHECKING``."""
+    roots: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            return
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return roots
+
+
 def violations(package: str) -> list[str]:
     allowed = ALLOWED[package] | {package}
     found = []
@@ -52,6 +76,8 @@ def violations(package: str) -> list[str]:
             found.append(f"{path.relative_to(REPO_ROOT)} imports {root}")
         for root in sorted(roots & FORBIDDEN_THIRD_PARTY.get(package, set())):
             found.append(f"{path.relative_to(REPO_ROOT)} imports {root}")
+        for root in sorted(imported_at_import_time(path) & FORBIDDEN_AT_IMPORT.get(package, set())):
+            found.append(f"{path.relative_to(REPO_ROOT)} imports {root} at import time")
     return found
 
 
@@ -66,6 +92,9 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from mqtt_bridge.bridge import main\n    import stacktools.stack\n")
     assert imported_roots(bad) == {"mqtt_bridge", "stacktools"}
+    assert imported_at_import_time(bad) == set()
+    bad.write_text("import pyspark\nif TYPE_CHECKING:\n    import numpy\n")
+    assert imported_at_import_time(bad) == {"pyspark"}
 
 
 def test_every_package_has_a_floor() -> None:

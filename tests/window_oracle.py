@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from streamkit.wire.labels import window_label
+
 #: thing, quantity, event time ms, value, row id: one record as the job reads it
 Record = tuple[str, str, int, float, str]
 
@@ -21,7 +23,7 @@ class Spec:
 
     @property
     def label(self) -> str:
-        return f"{self.kind}-{self.size_ms}" + (f"-{self.slide_ms}" if self.kind == "sliding" else "")
+        return window_label(self.kind, self.size_ms, self.slide_ms)  # the wire contract, not a window rule
 
 
 @dataclass

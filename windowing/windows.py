@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from streamkit.durations import parse_duration_ms
+from streamkit.wire.labels import window_label
 
 LATE_REASON = "behind_watermark"
 CLOSED_REASON = "window_closed"
@@ -58,8 +59,8 @@ class WindowSpec:
 
     @property
     def label(self) -> str:
-        """Part of the output key: distinguishes specs of the same kind."""
-        return f"{self.kind}-{self.size_ms}" + (f"-{self.slide_ms}" if self.kind == "sliding" else "")
+        """Part of the output key and the InfluxDB tag: distinguishes specs of the same kind."""
+        return window_label(self.kind, self.size_ms, self.slide_ms)
 
     def starts(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row index, window start) for every window containing each time (not sessions)."""

@@ -21,7 +21,7 @@ from db_connector.lineprotocol import NS_PER_MS, PointError, string_field, tag_v
 from db_connector.points import KINDS, raw_converter
 from mqtt_bridge.records import RowSplitter
 from simulator.source import SourceStats, read_rows
-from streamkit.avro_codec import AvroCodec, parsed_schema
+from streamkit.wire import AvroCodec, parsed_schema
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from spark_jobs.config import JoinSettings
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from tests.support.harness import expected_records

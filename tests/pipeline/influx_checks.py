@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from db_connector.lineprotocol import NS_PER_MS
-from db_connector.points import window_tag
-from streamkit.avro_codec import AvroCodec
-from streamkit.config import Settings
 from stacktools.influx import InfluxClient
+from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
+from streamkit.wire import AvroCodec, window_label
 
 
 #: Key of the undecodable records a test writes into the late topic on purpose, so the
@@ -29,7 +28,7 @@ def committed_identities(settings: Settings, topics: dict[str, str]) -> dict[str
                            r["right_time_ms"]))
     for message in read_to_end(settings, topics["aggregates"]):
         r = decode["aggregates"](message.value())
-        window = window_tag(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
+        window = window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
         out["aggregate"].add((r["thing"], r["quantity"], window, r["window_start_ms"] * NS_PER_MS))
     for message in read_to_end(settings, topics["late"]):
         if message.key() == POISON_KEY:

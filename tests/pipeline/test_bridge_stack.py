@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from mqtt_bridge.records import thing_partition
-from simulator.publisher import MqttPublisher
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec, parse_record_key, thing_partition
 from streamkit.config import Settings
 from stacktools.services import service_process
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, group_by_key, start_bridge, wait_for_keys
+from tests.support.mqtt import RawPublisher
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -43,7 +42,7 @@ def assert_raw_topic_holds_exactly(settings: Settings, lane: Wiring, events: Pat
         record = codec.decode(values[0])
         assert record["value"] == expected[key]
     partitions = settings.topic_partitions
-    assert all(m.partition() == thing_partition(m.key().split(b"|", 1)[0].decode(), partitions) for m in messages)
+    assert all(m.partition() == thing_partition(parse_record_key(m.key()).thing, partitions) for m in messages)
     if check_order:  # each (thing, quantity) stream is in event-time order within its partition
         last: dict[tuple[bytes, bytes], int] = {}
         for message in sorted(messages, key=lambda m: (m.partition(), m.offset())):
@@ -114,7 +113,7 @@ def test_bridge_killed_repeatedly_loses_nothing(stack_settings: Settings, lane: 
 
 
 def _publish_all(settings: Settings, lane: Wiring, payloads: list[bytes]) -> float:
-    publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
+    publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=500, client_prefix=f"fuzz-{lane.prefix}")
     started = time.perf_counter()
     for payload in payloads:
         publisher.publish_raw(f"{lane.prefix}/fuzz", payload)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from simulator.generate import generate
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from stacktools.influx import InfluxClient
 from streamkit.kafka_io import read_to_end

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import joined_time_and_tags
 from mqtt_bridge.records import RowSplitter
-from streamkit.avro_codec import FlatRecordEncoder, MeasurementEncoder
+from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from stacktools.influx import InfluxClient
@@ -33,6 +33,7 @@ from streamkit.paths import REPO_ROOT
 from tests.support.harness import metric
 from streamkit.kafka_clients import client_config, idempotent_producer
 from stacktools.stack import Stack
+from tests.support.avro import FlatRecordEncoder
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -97,11 +98,11 @@ def add_derived_records(feed: Feed, thing: str) -> None:
         feed.joined_ids.add(pair_id)
     for start, stddev in ((base, 0.5), (base + 10_000, None)):
         for quantity in ("a", "b"):
-            feed.add("aggregates", f"{thing}|{quantity}|tumbling-10000|{start}".encode(), aggregate.encode(
+            feed.add("aggregates", aggregate_key(thing, quantity, "tumbling-10000", start), aggregate.encode(
                 (thing, quantity, "tumbling", 10_000, 10_000, start, start + 10_000, 3, 1.0, 0.5, 1.5, stddev)))
             feed.aggregate_keys.add((thing, quantity, "tumbling-10000", start * NS_PER_MS))
     for stage in ("join", "aggregate"):
-        feed.add("late", f"{thing}|a|{base}".encode(),
+        feed.add("late", record_key(thing, "a", base),
                  late.encode((thing, "a", base, 1.0, "row-1", "behind_watermark", stage, base + 5000)))
         feed.late_keys.add((thing, "a", stage, base * NS_PER_MS))
 

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
 from stacktools.scrape import metric_sum, scrape_metrics
+from streamkit.wire import record_key
 from tests.support.harness import group_by_key, start_bridge, wait_for_keys
 from stacktools.stack import Stack
+from tests.support.mqtt import RawPublisher
 
 pytestmark = pytest.mark.stack
 SECONDS = float(os.environ.get("FLOOD_SECONDS", "30"))
@@ -68,7 +69,7 @@ PUBLISHERS = 3
 def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "multiprocessing.Queue") -> None:
     """One publisher process: valid rows of its own five Things and every fourth message
     invalid, as fast as Mosquitto takes them, for ``seconds``."""
-    publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
+    publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
     published = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -87,7 +88,7 @@ def flood_payload(index: int, n: int) -> bytes:
 
 
 def expected_keys(index: int, published: int) -> set[bytes]:
-    return {f"F{index}-{n % 5}|{q}|{T0 + n}".encode() for n in range(published) if n % 4 != 3 for q in "ab"}
+    return {record_key(f"F{index}-{n % 5}", q, T0 + n) for n in range(published) if n % 4 != 3 for q in "ab"}
 
 
 @pytest.fixture

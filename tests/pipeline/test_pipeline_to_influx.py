@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from db_connector.lineprotocol import NS_PER_MS
-from simulator.publisher import MqttPublisher
 from streamkit.config import Settings
 from stacktools.dashboards import check_dashboards
 from stacktools.influx import InfluxClient
@@ -25,6 +24,7 @@ from tests.support.harness import expected_records, wait_for_keys
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
 from tests.pipeline.influx_checks import committed_identities, influx_identities, point_count
+from tests.support.mqtt import RawPublisher
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -80,7 +80,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
         pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
         assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
-        publisher = MqttPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
+        publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
         for payload in BAD_PAYLOADS:
             publisher.publish_raw(f"{wiring.prefix}/bad", payload)
         assert publisher.wait_all_acked(len(BAD_PAYLOADS))

@@ -11,14 +11,13 @@ import re
 import time
 import urllib.request
 import uuid
-import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from streamkit.avro_codec import AvroCodec
 from streamkit.config import Settings
+from streamkit.wire import AvroCodec, record_key, thing_partition
 from stacktools.wiring import Wiring
 from stacktools.topics import TopicSpec, provision
 from tests.oracles import distinct_records, event_time_rows, file_rows
@@ -43,12 +42,12 @@ def window_args(specs: list[Spec]) -> list[str]:
 
 
 def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
-    """Two things on partition 0 and two on partition 1 (crc32, as the bridge places them)."""
+    """Two things on partition 0 and two on partition 1 (as the bridge places them)."""
     found: dict[int, list[str]] = {0: [], 1: []}
     n = 0
     while min(len(v) for v in found.values()) < 2:
         name = f"Machine{n}"
-        found.setdefault(zlib.crc32(name.encode()) % partitions, []).append(name)
+        found.setdefault(thing_partition(name, partitions), []).append(name)
         n += 1
     return found[0][0], found[1][0], found[0][1], found[1][1]
 
@@ -56,9 +55,9 @@ def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
 def produce_measurements(settings: Settings, topic: str, records: list[Record], partitions: int) -> None:
     codec = AvroCodec("measurement")
     produce_committed(settings, [
-        (topic, f"{thing}|{quantity}|{t}".encode(),
+        (topic, record_key(thing, quantity, t),
          codec.encode({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value, "row_id": row_id}),
-         zlib.crc32(thing.encode()) % partitions) for thing, quantity, t, value, row_id in records])
+         thing_partition(thing, partitions)) for thing, quantity, t, value, row_id in records])
 
 
 def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, dict]]:

@@ -12,7 +12,7 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from spark_jobs.config import JoinSettings
-from streamkit.avro_codec import AvroCodec
+from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from tests.committed import committed_pairs
 from tests.oracles import event_time_rows, join_pairs

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from streamkit.avro_codec import AvroCodec, schema_text
+from streamkit.wire import AvroCodec, schema_text
 from streamkit.config import Settings
 from streamkit.kafka_clients import spark_kafka_options, transactional_producer
 from tests.stack.checks import create_topic

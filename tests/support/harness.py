@@ -15,6 +15,7 @@ from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import parse_row
 from streamkit.kafka_io import read_to_end
+from streamkit.wire import record_key
 
 
 def expected_records(events: Path) -> dict[bytes, float]:
@@ -25,7 +26,7 @@ def expected_records(events: Path) -> dict[bytes, float]:
             if line.strip():
                 row = parse_row(line)
                 for quantity, value in row.quantities.items():
-                    expected[f"{row.thing}|{quantity}|{row.timestamp_ms}".encode()] = value
+                    expected[record_key(row.thing, quantity, row.timestamp_ms)] = value
     return expected
 
 

@@ -10,10 +10,10 @@ from paho.mqtt.client import MQTTMessage
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.bridge import Bridge
 from mqtt_bridge.config import BridgeSettings
-from mqtt_bridge.records import RowSplitter, record_key, thing_partition
-from streamkit.avro_codec import AvroCodec
+from mqtt_bridge.records import RowSplitter
 from streamkit.events import Row
 from streamkit.shutdown import ShutdownFlag
+from streamkit.wire import AvroCodec, record_key, thing_partition
 
 
 @settings(max_examples=200, deadline=None)

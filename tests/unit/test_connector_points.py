@@ -13,7 +13,8 @@ from db_connector.influx_writer import InfluxWriter, Refused
 from db_connector.lineprotocol import PointError, string_field, tag_value
 from db_connector.points import (MAX_DISCRIMINATED_GAP_MS, aggregate_converter, dead_letter_converter,
                                  joined_converter, joined_time_and_tags, late_converter, raw_converter)
-from streamkit.avro_codec import AvroCodec, FlatRecordEncoder, MeasurementEncoder
+from streamkit.wire import AvroCodec, MeasurementEncoder
+from tests.support.avro import FlatRecordEncoder
 
 
 def message(value: bytes | None, *, topic: str = "t", offset: int = 0, headers: list | None = None,

@@ -11,7 +11,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from streamkit.avro_codec import AvroCodec, schema_text
+from streamkit.wire import AvroCodec, schema_text
 from streamkit.config import Settings
 from streamkit.logs import JsonFormatter
 from streamkit.shutdown import ShutdownFlag
@@ -66,7 +66,7 @@ def test_cli_overrides_env_file(tmp_path: Path) -> None:
 def test_fast_measurement_encoder_is_byte_identical_to_fastavro() -> None:
     from hypothesis import given, settings as hsettings, strategies as st
 
-    from streamkit.avro_codec import MeasurementEncoder
+    from streamkit.wire import MeasurementEncoder
 
     reference = AvroCodec("measurement")
     encoder = MeasurementEncoder()
@@ -92,7 +92,7 @@ def test_every_service_has_help(module: str) -> None:
 def test_flat_record_encoder_matches_fastavro_for_joined_pairs() -> None:
     from hypothesis import given, settings as hsettings, strategies as st
 
-    from streamkit.avro_codec import FlatRecordEncoder
+    from tests.support.avro import FlatRecordEncoder
 
     reference = AvroCodec("joined")
     encoder = FlatRecordEncoder("joined")
@@ -113,7 +113,7 @@ def test_flat_record_encoder_matches_fastavro_for_joined_pairs() -> None:
 
 
 def test_flat_record_encoder_handles_optional_fields() -> None:
-    from streamkit.avro_codec import FlatRecordEncoder
+    from tests.support.avro import FlatRecordEncoder
 
     reference, encoder = AvroCodec("late"), FlatRecordEncoder("late")
     for watermark in (None, 1_554_000_000_000):

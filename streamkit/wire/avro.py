@@ -1,10 +1,12 @@
-"""Avro encoding shared by the bridge (writer), the Spark jobs (spark-avro reads the same .avsc)
-and the connector. Plain Avro binary, no registry header: that is what ``from_avro`` expects."""
+"""Avro in both directions, shared by the bridge (writer), the Spark jobs (spark-avro reads the
+same .avsc), the connector (reader) and the tests. Plain Avro binary, no registry header: that
+is what ``from_avro`` expects. The hand-written encoder and reader of ``measurement`` sit next
+to each other so the two halves of the hot path cannot drift apart."""
 from __future__ import annotations
 
 import io
-import struct
 import json
+import struct
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +45,8 @@ class AvroCodec:
         return fastavro.schemaless_reader(io.BytesIO(payload), self._schema, None)
 
 
-def _zigzag_varint(number: int) -> bytes:
+def avro_long(number: int) -> bytes:
+    """An Avro int/long: zigzag varint."""
     number = (number << 1) ^ (number >> 63)
     out = bytearray()
     while number & ~0x7F:
@@ -54,11 +57,13 @@ def _zigzag_varint(number: int) -> bytes:
 
 
 def avro_string(text: str) -> bytes:
+    """An Avro string: length, then UTF-8."""
     raw = text.encode("utf-8")
-    return _zigzag_varint(len(raw)) + raw
+    return avro_long(len(raw)) + raw
 
 
-_DOUBLE = struct.Struct("<d").pack
+avro_double = struct.Struct("<d").pack
+_read_double = struct.Struct("<d").unpack_from
 
 
 class MeasurementEncoder:
@@ -77,45 +82,53 @@ class MeasurementEncoder:
         """(quantity, Avro bytes) for every quantity of one row."""
         thing_bytes = avro_string(thing)
         tail = avro_string(row_id)
-        time_bytes = _zigzag_varint(event_time_ms)
+        time_bytes = avro_long(event_time_ms)
         cache = self._quantity_cache
         out = []
         for quantity, value in quantities.items():
             quantity_bytes = cache.get(quantity)
             if quantity_bytes is None:
                 quantity_bytes = cache[quantity] = avro_string(quantity)
-            out.append((quantity, b"".join((thing_bytes, quantity_bytes, time_bytes, _DOUBLE(value), tail))))
+            out.append((quantity, b"".join((thing_bytes, quantity_bytes, time_bytes, avro_double(value), tail))))
         return out
 
 
-class FlatRecordEncoder:
-    """Encoder for any flat record schema of string, long, int, double and boolean fields,
-    several times faster than fastavro's per-record schema walk: tests and benchmarks use it
-    to write large fixtures of derived records. Byte-identical to fastavro (tested)."""
+def read_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """One zigzag varint (Avro int/long) at ``pos``: (value, position after it). More than ten
+    bytes cannot be a 64-bit long: refused (ValueError), as the Avro reference readers do."""
+    byte = buf[pos]
+    pos += 1
+    number = byte & 0x7F
+    shift = 7
+    while byte & 0x80:
+        if shift >= 70:
+            raise ValueError("varint longer than a long")
+        byte = buf[pos]
+        pos += 1
+        number |= (byte & 0x7F) << shift
+        shift += 7
+    if number >> 64:
+        raise ValueError("varint beyond 64 bits")
+    return (number >> 1) ^ -(number & 1), pos
 
-    _WRITERS = {
-        "string": avro_string,
-        "long": _zigzag_varint,
-        "int": _zigzag_varint,
-        "double": _DOUBLE,
-        "boolean": lambda flag: b"\x01" if flag else b"\x00",
-    }
 
-    def __init__(self, name: str) -> None:
-        fields = json.loads(schema_text(name))["fields"]
-        self.field_names = [f["name"] for f in fields]
-        self._writers = [self._writer(name, f) for f in fields]
-
-    @classmethod
-    def _writer(cls, schema: str, field: dict) -> Any:
-        kind = field["type"]
-        if isinstance(kind, str) and kind in cls._WRITERS:
-            return cls._WRITERS[kind]
-        if isinstance(kind, list) and len(kind) == 2 and kind[0] == "null" and kind[1] in cls._WRITERS:
-            inner = cls._WRITERS[kind[1]]  # optional value: branch 0 is null, branch 1 the value
-            return lambda value: b"\x00" if value is None else b"\x02" + inner(value)
-        raise ValueError(f"{schema}.avsc: field {field['name']} is not a flat primitive or [null, primitive]")
-
-    def encode(self, values: tuple | list) -> bytes:
-        """Values in schema field order."""
-        return b"".join(write(value) for write, value in zip(self._writers, values))
+def split_measurement(value: bytes) -> tuple[int, int, float]:
+    """The reading half of :class:`MeasurementEncoder`, for the connector's hot path:
+    (end of the (thing, quantity) prefix, event time ms, value) of a ``measurement`` datum.
+    The prefix decides everything a reader caches per stream, so it is returned as a position
+    and left undecoded. Strict like fastavro: the row id must be UTF-8 and end the bytes
+    exactly; anything else raises IndexError, TypeError, ValueError or struct.error."""
+    length, pos = read_long(value, 0)
+    if length < 0:
+        raise ValueError("negative length")
+    length, pos = read_long(value, pos + length)
+    if length < 0:
+        raise ValueError("negative length")
+    head_end = pos + length
+    time_ms, pos = read_long(value, head_end)
+    number = _read_double(value, pos)[0]
+    length, pos = read_long(value, pos + 8)
+    if length < 0 or pos + length != len(value):
+        raise ValueError("row id does not end the record")
+    value[pos:pos + length].decode()
+    return head_end, time_ms, number
