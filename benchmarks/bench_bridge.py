@@ -24,6 +24,7 @@ from pathlib import Path
 
 from streamkit.wire import AvroCodec, record_key
 from streamkit.config import Settings
+from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import parse_row
 from stacktools.services import service_process
 from stacktools.wiring import Wiring
@@ -45,6 +46,7 @@ def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
     """Poll until `topic` holds `records`, with a progress line every 5 s; `tick` runs on every
     poll. Returns when the first records were seen and how many there were then."""
     begun = last_print = time.perf_counter()
+    deadline = Deadline(timeout_s)
     first: tuple[float, int] | None = None
     while (count := wait_for_count(settings, topic, records, 0.2)) < records:
         tick()
@@ -54,8 +56,8 @@ def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
         if now - last_print > 5:
             print(f"  ... {count}/{records} records in Kafka after {now - begun:.0f} s", flush=True)
             last_print = now
-        if now - begun > timeout_s:
-            raise TimeoutError(f"{what} did not finish within {timeout_s:.0f} s")
+        if deadline.expired():
+            raise TimedOut(f"{what} did not finish within {timeout_s:.0f} s")
     tick()
     return first or (time.perf_counter(), records)
 

@@ -34,6 +34,7 @@ from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
 from streamkit.wire import AvroCodec
 from streamkit.config import Settings
+from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import validate
 from stacktools.influx import InfluxClient
 from stacktools.services import service_process
@@ -148,7 +149,8 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
                                     "--rate", "100", "--idle", "-o", str(out), "-p", str(service.process.pid)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         first = None  # (time, points, connector cpu, influxd cpu, batch sum, batch count)
-        last_print = last_change = time.perf_counter()
+        last_print = time.perf_counter()
+        stalled = Deadline(120)  # renewed on every progress
         previous = 0.0
         while True:
             if not service.alive():
@@ -159,7 +161,7 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
                 first = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
                          runqueue_seconds(service.process.pid), metrics["batch_count"])
             if metrics["points"] != previous:
-                previous, last_change = metrics["points"], now
+                previous, stalled = metrics["points"], Deadline(120)
             if metrics["points"] >= records:
                 end = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
                        runqueue_seconds(service.process.pid))
@@ -169,8 +171,8 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
                 print(f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
                       f" ({rate:,.0f} points/s)", flush=True)
                 last_print = now
-            if now - last_change > 120:
-                raise SystemExit(f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}")
+            if stalled.expired():
+                raise TimedOut(f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}")
             time.sleep(0.05)
     finally:
         if spy is not None:

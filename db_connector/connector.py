@@ -17,22 +17,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 
-from db_connector.batch import Batch, DeadLetter
+from db_connector.batch import Batch
+from db_connector.committer import Committer, FencedOut, RewindFailed, TransactionStuck
 from db_connector.config import ConnectorSettings
+from db_connector.dead_letters import count_committed, letters_for
 from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import Converter, converters_for
+from streamkit.deadline import Backoff, Deadline
 from streamkit.health import beat
 from streamkit.kafka_clients import committed_consumer, transactional_producer
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
-from streamkit.wire import dead_letters
 
 log = logging.getLogger("db_connector")
 
@@ -40,8 +41,6 @@ POINTS = Counter("connector_points_written_total", "points acknowledged by Influ
 BATCH_SECONDS = Histogram("connector_batch_seconds", "one batch: InfluxDB write(s) + Kafka commit",
                           buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 RETRIES = Counter("connector_write_retries_total", "InfluxDB writes retried, by cause", ["cause"])
-REJECTED = Counter("connector_rejected_points_total", "points InfluxDB refused (dead-lettered)", ["measurement"])
-DEAD_LETTERS = Counter("connector_dead_letters_total", "records sent to the dead-letter topic, by reason", ["reason"])
 LAG = Gauge("connector_consumer_lag_records", "records behind the end of the assigned partitions", ["topic"])
 PENDING = Gauge("connector_pending_points", "points waiting to be written")
 AVAILABLE = Gauge("connector_influx_available", "1 while InfluxDB takes writes, 0 while the connector waits for it")
@@ -55,11 +54,6 @@ INGEST_LATENCY = Histogram("connector_ingest_latency_seconds",
 #: Latencies are observed for a sample of each batch: enough for percentiles, cheap per point.
 LATENCY_SAMPLES_PER_BATCH = 500
 REBALANCES = Counter("connector_rebalances_total", "partition revocations (uncommitted work is re-read)")
-
-#: Errors of an offset commit that mean "not yours any more": the records are re-read by
-#: whoever owns the partitions now, so the batch is dropped, not retried.
-STALE_GROUP_CODES = {KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
-                     KafkaError.FENCED_INSTANCE_ID}
 LAG_EVERY_S = 2.0
 
 
@@ -75,6 +69,8 @@ class Connector:
         self.consumer: Consumer = committed_consumer(settings, settings.group_id, **{
             "group.instance.id": settings.instance_id, "queued.max.messages.kbytes": 65536})
         self.producer: Producer = transactional_producer(settings, settings.instance_id)
+        self.committer = Committer(settings, self.consumer, self.producer, shutdown, self._wait,
+                                   lambda: self.generation, lambda: self.carry.clear())
         self.generation = 0          # bumped on every revocation: older batches must not commit
         self.carry: list[Message] = []  # records polled while paused, first in the next batch
         self.paused = False
@@ -195,24 +191,12 @@ class Connector:
             refused = self._write_until_done(batch, exc)
         if refused is None:
             return False  # shutdown or rebalance while InfluxDB was away: nothing committed
-        dead = list(batch.dead)
-        written = batch.points_per_measurement(self.converters)
-        for item in refused:
-            message = batch.origins[item.index]
-            measurement = self.converters[message.topic()][1]
-            written[measurement] -= 1
-            REJECTED.labels(measurement).inc()
-            if message.topic() == self.settings.dlq_topic:
-                # never dead-letter a dead letter: that could loop; it is logged and counted
-                log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
-                continue
-            dead.append(DeadLetter(message, "influx_rejected", item.reason))
-        if not self._commit(batch, dead):
+        dead, written = letters_for(batch, refused, self.converters, self.settings.dlq_topic)
+        if not self.committer.commit(batch, dead):
             return False
         for measurement, count in written.items():
             POINTS.labels(measurement).inc(count)
-        for letter in dead:
-            DEAD_LETTERS.labels(letter.reason).inc()
+        count_committed(dead)
         BATCH_SECONDS.observe(time.monotonic() - batch.submitted)
         self._observe_latency(batch)
         return True
@@ -231,8 +215,9 @@ class Connector:
     def _write_until_done(self, batch: Batch, error: WriteUnavailable) -> list[Refused] | None:
         """Retry the batch until InfluxDB answers; None if we stopped waiting (shutdown,
         or the partitions went to another member meanwhile)."""
-        delay = self.settings.retry_initial_ms / 1000
+        backoff = Backoff(initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000)
         while True:
+            delay = backoff.next_delay()
             RETRIES.labels(error.cause).inc()
             AVAILABLE.set(0)
             log.warning("InfluxDB unavailable; pausing consumption and retrying",
@@ -241,7 +226,6 @@ class Connector:
             self._pause()
             if self._wait(delay) or batch.generation != self.generation:
                 return None
-            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
             try:
                 refused = self.writer.write(batch.lines)
             except WriteUnavailable as again:
@@ -253,12 +237,12 @@ class Connector:
 
     def _wait(self, seconds: float) -> bool:
         """Back-off that keeps serving the group (poll) and wakes on shutdown."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        deadline = Deadline(seconds)
+        while not deadline.expired():
             if self.shutdown.requested:
                 return True
             try:
-                message = self.consumer.poll(min(0.2, max(0.0, deadline - time.monotonic())))
+                message = self.consumer.poll(min(0.2, deadline.remaining()))
             except KafkaException as exc:  # a back-off must not fail what it is waiting for
                 if not exc.args[0].retriable():
                     raise ConsumerFailed(str(exc.args[0])) from exc
@@ -278,127 +262,6 @@ class Connector:
             self.consumer.resume(self.consumer.assignment())
             self.paused = False
             log.info("InfluxDB available again; consumption resumed")
-
-    # ------------------------------------------------------------------------- commit
-    def _commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
-        """Commit the batch's offsets, with its dead letters in one transaction when it has any.
-        False when the batch was dropped instead (it is then read and written again)."""
-        return self._commit_transaction(batch, dead) if dead else self._commit_offsets(batch)
-
-    def _commit_offsets(self, batch: Batch) -> bool:
-        delay = self.settings.retry_initial_ms / 1000
-        while batch.generation == self.generation:
-            try:
-                self.consumer.commit(offsets=batch.offsets(), asynchronous=False)
-                return True
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.code() in STALE_GROUP_CODES:
-                    log.info("commit refused after a rebalance; the batch will be re-read", extra={"error": str(error)})
-                    return False
-                if not error.retriable():
-                    log.error("offset commit failed; re-reading the batch", extra={"error": str(error)})
-                    self._rewind(batch)
-                    return False
-                log.warning("offset commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
-            if self._wait(delay):
-                return False
-            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
-        return False
-
-    def _commit_transaction(self, batch: Batch, dead: list[DeadLetter]) -> bool:
-        """Dead letters + offsets atomically. A retriable failure of one step retries that
-        step inside the same transaction (its outcome may be unknown, so it must not be
-        redone in a new one); an abortable one aborts and starts the transaction over."""
-        delay = self.settings.retry_initial_ms / 1000
-        while batch.generation == self.generation:
-            try:
-                self.producer.begin_transaction()
-                for letter in dead:
-                    self._produce_dead_letter(letter)
-                self._retrying(lambda: self.producer.send_offsets_to_transaction(
-                    batch.offsets(), self.consumer.consumer_group_metadata(), 30))
-                self._retrying(lambda: self.producer.commit_transaction(30))
-                return True
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.fatal():
-                    raise FencedOut(str(error)) from None
-                self._abort()
-                if self.shutdown.requested or error.code() in STALE_GROUP_CODES:
-                    return False
-                if not error.txn_requires_abort():
-                    log.error("transaction failed; re-reading the batch", extra={"error": str(error)})
-                    self._rewind(batch)
-                    return False
-                log.warning("transaction aborted, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
-            if self._wait(delay):
-                return False
-            delay = min(delay * 2, self.settings.retry_max_ms / 1000)
-        return False
-
-    def _retrying(self, step: Callable[[], None], attempts: int = 4) -> None:
-        """Retry a transactional step that failed transiently (its outcome may be unknown, so
-        it is retried, not redone). A step that keeps failing wedges the producer: after
-        ``attempts`` the process exits (TransactionStuck), and the restarted instance fences
-        this producer, which aborts the open transaction; nothing was committed."""
-        delay = self.settings.retry_initial_ms / 1000
-        for attempt in range(1, attempts + 1):
-            try:
-                step()
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or self.shutdown.requested:
-                    raise
-                if attempt == attempts:
-                    raise TransactionStuck(str(exc.args[0])) from exc
-                log.warning("transaction step failed, retrying", extra={"error": str(exc.args[0]), "attempt": attempt})
-                self._wait(delay)
-                delay = min(delay * 2, self.settings.retry_max_ms / 1000)
-
-    def _produce_dead_letter(self, letter: DeadLetter) -> None:
-        source = letter.message
-        headers = dead_letters.record_headers(letter.reason, letter.detail, source.topic(), source.partition(),
-                                              source.offset(), len(source.value() or b""))
-        self.producer.produce(self.settings.dlq_topic, source.value(), source.key(), headers=headers)
-        log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
-                                                    "topic": source.topic(), "offset": source.offset()})
-
-    def _abort(self, attempts: int = 5) -> None:
-        """Abort the open transaction; a retriable failure is retried (a transaction left open
-        would refuse the next begin_transaction)."""
-        for attempt in range(1, attempts + 1):
-            try:
-                self.producer.abort_transaction(30)
-                return
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.fatal():
-                    raise FencedOut(str(error)) from None
-                log.warning("abort failed", extra={"error": str(error), "attempt": attempt})
-                if not error.retriable() or self.shutdown.requested:
-                    return
-                time.sleep(0.1 * attempt)
-
-    def _rewind(self, batch: Batch) -> None:
-        """Make everything uncommitted be read again (its points are rewritten harmlessly): every
-        assigned partition goes back to its committed offset, not only the batch's partitions,
-        since records of others may already sit in the batch collected meanwhile, which the
-        caller drops."""
-        self.carry.clear()
-        try:
-            positions = self.consumer.committed(self.consumer.assignment(), timeout=30)
-        except KafkaException as exc:
-            raise RewindFailed(f"committed offsets not readable: {exc.args[0]}") from None
-        for position in positions:
-            offset = position.offset if position.offset >= 0 else batch.first_offsets.get(
-                (position.topic, position.partition), OFFSET_BEGINNING)
-            try:
-                self.consumer.seek(TopicPartition(position.topic, position.partition, offset))
-            except KafkaException as exc:
-                log.warning("seek failed (partition moved?)", extra={"topic": position.topic,
-                                                                     "partition": position.partition,
-                                                                     "error": str(exc.args[0])})
 
     # ------------------------------------------------------------------------- housekeeping
     def _update_lag(self) -> None:
@@ -428,20 +291,8 @@ class Connector:
         log.info("connector stopped")
 
 
-class RewindFailed(RuntimeError):
-    """Where to read again is unknown: exit non-zero; a restart reads from the committed offsets."""
-
-
-class TransactionStuck(RuntimeError):
-    """A transactional step kept failing: the producer is wedged; a restart fences it."""
-
-
 class ConsumerFailed(RuntimeError):
     """The consumer reported a fatal error: it delivers nothing more; a restart makes a new one."""
-
-
-class FencedOut(RuntimeError):
-    """The producer was fenced (another instance with our transactional id): stop, don't fight."""
 
 
 def main(argv: list[str] | None = None) -> int:

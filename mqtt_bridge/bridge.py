@@ -23,7 +23,8 @@ from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
-from streamkit.kafka_clients import idempotent_producer, partition_count
+from streamkit.deadline import Backoff, TimedOut, wait_until
+from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -150,7 +151,7 @@ class Bridge:
         """Queue every record: waits while the local queue is full and retries transient errors;
         False on an error that will not pass (the caller fails the message, the bridge exits
         and the broker redelivers it to the next run)."""
-        delay = 0.1
+        backoff = Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
                 queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=partition,
@@ -165,8 +166,7 @@ class Bridge:
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
                     return False
                 log.warning("Kafka produce failed, retrying", extra={"error": str(exc.args[0])})
-                self.producer.poll(delay)
-                delay = min(delay * 2, 2.0)
+                self.producer.poll(backoff.next_delay())
                 continue
             if queued == len(batch):
                 return True
@@ -187,21 +187,18 @@ class Bridge:
 
     def _produce(self, topic: str, value: bytes, key: bytes, callback: Callable[[KafkaError | None, Message], None],
                  headers: list[tuple[str, bytes]]) -> None:
-        delay = 0.1
+        backoff = Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
-                self.producer.produce(topic, value, key, on_delivery=callback, headers=headers)
+                produce_retrying(self.producer, topic, value, key, poll_s=0.1, on_delivery=callback, headers=headers)
                 return
-            except BufferError:  # local queue full: let Kafka drain it
-                self.producer.poll(0.1)
             except KafkaException as exc:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     DELIVERY_FAILURES.inc()
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
                     callback(exc.args[0], None)  # the message stays unacknowledged; the bridge exits
                     return
-                self.producer.poll(delay)
-                delay = min(delay * 2, 2.0)
+                self.producer.poll(backoff.next_delay())
 
     # ------------------------------------------------------------------------- lifecycle
     def run(self) -> int:
@@ -255,9 +252,10 @@ class Bridge:
                           extra={"records": remaining})
         # Let the network thread write the queued PUBACKs before DISCONNECT: one that stays
         # queued makes the broker redeliver an acknowledged message (an identical re-send).
-        deadline = time.monotonic() + 5
-        while self.client.want_write() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        try:
+            wait_until(lambda: not self.client.want_write(), 5, "queued PUBACKs written", interval_s=0.01)
+        except TimedOut:
+            pass  # disconnect all the same: those messages are redelivered, identical
         self.client.disconnect()
         self.client.loop_stop()
 

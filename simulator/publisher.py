@@ -13,6 +13,7 @@ import zlib
 import paho.mqtt.client as mqtt
 
 from streamkit.config import Settings
+from streamkit.deadline import TimedOut, wait_until
 from streamkit.mqtt_client import connect, make_client
 
 
@@ -53,9 +54,11 @@ class MqttPublisher:
         client.publish(topic, payload, qos=1)
 
     def wait_all_acked(self, published: int, timeout_s: float = 120.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while self._acked < published and time.monotonic() < deadline:
-            time.sleep(0.05)
+        """Whether the broker acknowledged all ``published`` in time: the caller reports it."""
+        try:
+            wait_until(lambda: self._acked >= published, timeout_s, f"{published} PUBACKs", interval_s=0.05)
+        except TimedOut:
+            pass
         return self._acked >= published
 
     def close(self) -> None:

@@ -48,16 +48,17 @@ import collections
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from prometheus_client import Counter, Gauge, Histogram
 
 from streamkit.config import Settings
-from streamkit.kafka_clients import client_config, transactional_producer
+from streamkit.deadline import Backoff, Deadline, TimedOut
+from streamkit.kafka_clients import produce_retrying, transactional_producer
+from streamkit.kafka_io import end_offsets, read_up_to
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -92,27 +93,22 @@ class Marker:
     query_id: str | None
 
 
-def _high_watermarks(base: dict[str, Any], topic: str, timeout_s: float) -> dict[int, int]:
+def _high_watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[int, int]:
     """End offset per partition (read_uncommitted), retrying transient broker errors until the
-    deadline: a restart must not fail because the broker was briefly slow."""
-    deadline = time.monotonic() + timeout_s
+    deadline: a restart must not fail because the broker was briefly slow. Unlike the tools'
+    ``high_watermarks``, a missing topic is an error here (retried, then SinkError): a sink
+    without its marker topic must not start as if nothing were committed."""
+    deadline = Deadline(timeout_s)
     while True:
-        probe = Consumer({**base, "isolation.level": "read_uncommitted"})
         try:
-            metadata = probe.list_topics(topic, timeout=30).topics[topic]
-            if metadata.error is not None:
-                raise KafkaException(metadata.error)
-            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                    for p in metadata.partitions}
+            return end_offsets(settings, topic, role="eos-marker", strict=True)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             fatal = isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-            if fatal or time.monotonic() > deadline:
+            if fatal or deadline.expired():
                 raise SinkError(f"marker topic {topic}: end offsets not readable: {exc}") from exc
             log.warning("marker topic end offsets not readable yet, retrying", extra={"error": str(exc)})
             time.sleep(1)
-        finally:
-            probe.close()
 
 
 def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
@@ -124,29 +120,16 @@ def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: floa
     later, already committed marker, and we would redo (duplicate) that batch. Waiting for
     the LSO to pass the high watermark costs at most another writer's transaction duration.
     """
-    base = {**client_config(settings, "eos-marker"), "group.id": f"eos-marker-{uuid.uuid4().hex}",
-            "enable.auto.commit": False, "enable.partition.eof": True}
-    ends = _high_watermarks(base, marker_topic, timeout_s)
-    pending = {p for p, end in ends.items() if end > 0}
-    if not pending:
-        return None
-    consumer = Consumer({**base, "isolation.level": "read_committed"})
+    ends = _high_watermarks(settings, marker_topic, timeout_s)
+    wanted = key.encode()
     found: tuple[int, int, bytes] | None = None  # (partition, offset, value) of the latest marker seen
     try:
-        consumer.assign([TopicPartition(marker_topic, p, 0) for p in pending])
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise SinkError(f"marker topic {marker_topic} not readable to its end within {timeout_s}s "
-                                f"(partitions {sorted(pending)}: a hanging transaction?)")
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None and message.key() == key.encode():
+        for message in read_up_to(settings, marker_topic, ends, timeout_s=timeout_s, role="eos-marker"):
+            if message.key() == wanted:
                 found = (message.partition(), message.offset(), message.value())
-            for position in consumer.position([TopicPartition(marker_topic, p) for p in list(pending)]):
-                if position.offset >= ends[position.partition]:
-                    pending.discard(position.partition)
-    finally:
-        consumer.close()
+    except TimedOut as exc:
+        raise SinkError(f"marker topic {marker_topic} not readable to its end within {timeout_s}s "
+                        f"({exc}: a hanging transaction?)") from exc
     if found is None or found[2] is None:  # None value: a tombstone (marker deleted on purpose)
         return None
     body = json.loads(found[2])
@@ -205,7 +188,7 @@ def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, col
     """Queue every row; the count, and the dead letters among them (a ``reason`` header) by reason."""
     count, dead_letters = 0, collections.Counter()
     for topic, key, value, partition, headers in rows:
-        kwargs: dict[str, Any] = {"key": key, "value": value}
+        kwargs: dict[str, Any] = {}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -213,12 +196,7 @@ def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, col
             reason = dict(headers).get("reason")
             if reason is not None:
                 dead_letters[reason.decode("utf-8", "replace")] += 1
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:  # local queue full: let librdkafka send, then retry
-                producer.poll(0.05)
+        produce_retrying(producer, topic, value, key, poll_s=0.05, **kwargs)
         count += 1
     return count, dead_letters
 
@@ -316,6 +294,7 @@ class ExactlyOnceSink:
             return "empty"
         self._fault("before_produce", batch_id)
         query_id, rows = self._query_id, Replayable(rows)
+        backoff = Backoff(initial_s=0.4, max_s=5)  # 0.4, 0.8, 1.6, ... s between attempts
         for attempt in range(1, self.attempts + 1):
             if self._producer is None:
                 self.open(query_id)  # fences the old producer, then reads the marker again
@@ -336,7 +315,7 @@ class ExactlyOnceSink:
                 log.warning("batch attempt failed; writing it again", extra={
                     "query": self.query_name, "batch_id": batch_id, "attempt": attempt, "error": str(exc),
                     "outcome": "aborted" if not_committed else "unknown: re-fence and read the marker"})
-                time.sleep(min(0.2 * 2 ** attempt, 5))
+                backoff.sleep()
             except Exception as exc:  # our own failure before the commit: certainly not committed
                 self._abort(producer, True, batch_id, exc)
                 raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
@@ -359,17 +338,20 @@ class ExactlyOnceSink:
         produced = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
         self._fault("after_produce", batch_id)
-        deadline = time.monotonic() + self.transaction_timeout_ms / 1000
+        # Past the transaction timeout the broker aborts it anyway: the Kafka error is then
+        # raised as it is, and write_batch treats it like any failed attempt.
+        deadline = Deadline(self.transaction_timeout_ms / 1000)
+        backoff = Backoff(initial_s=0.2, max_s=0.2)
         while True:
             try:
                 producer.commit_transaction()
                 break
             except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                if not exc.args[0].retriable() or deadline.expired():
                     raise
                 log.warning("commit failed, retrying the same commit", extra={
                     "query": self.query_name, "batch_id": batch_id, "error": str(exc.args[0])})
-                time.sleep(0.2)
+                backoff.sleep()
         PHASE_SECONDS.labels(self.query_name, "commit").observe(time.perf_counter() - produced)
         self._last_committed = batch_id
         self._committed.inc()

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from streamkit.config import Settings
+from streamkit.deadline import Deadline, TimedOut
 
 #: Large enough for the dead-letter topic's oversized payloads (topic max.message.bytes is 16 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -96,11 +97,28 @@ def partition_count(settings: Settings, topic: str, wait_s: float = 30) -> int:
     """A topic's partition count; waits a little, as a just-created topic or a just restarted
     broker may not report it yet. Raises LookupError when it does not exist after ``wait_s``."""
     admin = admin_client(settings)
-    deadline = time.monotonic() + wait_s
+    deadline = Deadline(wait_s)
     while True:
         metadata = admin.list_topics(topic, timeout=30)
         if topic in metadata.topics and metadata.topics[topic].error is None:
             return len(metadata.topics[topic].partitions)
-        if time.monotonic() > deadline:
-            raise LookupError(f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}")
+        if deadline.expired():
+            raise TopicMissing(f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}")
         time.sleep(1)
+
+
+class TopicMissing(LookupError, TimedOut):
+    """A topic still missing when the wait for it ran out: a timeout like every other, and a
+    LookupError for the callers that tell "no such topic" apart."""
+
+
+def produce_retrying(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None, *,
+                     poll_s: float = 0.1, **kwargs: Any) -> None:
+    """Queue one record, waiting while librdkafka's local queue is full (BufferError): polling
+    lets it send, which makes room. Any other error is the caller's to judge."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(poll_s)

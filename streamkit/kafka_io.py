@@ -3,6 +3,7 @@ tools, the benchmarks and the tests to see what a stage committed."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -26,22 +27,55 @@ def _reader_config(settings: Settings, role: str) -> dict:
             "enable.partition.eof": True}
 
 
+def end_offsets(settings: Settings, topic: str, *, role: str = "end-offsets", strict: bool = False) -> dict[int, int]:
+    """One look at every partition's end offset (read_uncommitted, the *high watermark*).
+    ``strict``: a topic the broker reports an error for (missing, not authorised) raises
+    instead of reading as a topic without partitions."""
+    probe = Consumer({**_reader_config(settings, role), "isolation.level": "read_uncommitted"})
+    try:
+        metadata = probe.list_topics(topic, timeout=30).topics[topic]
+        if strict and metadata.error is not None:
+            raise KafkaException(metadata.error)
+        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                for p in metadata.partitions}
+    finally:
+        probe.close()
+
+
 def high_watermarks(settings: Settings, topic: str, attempts: int = 5) -> dict[int, int]:
     """End offsets (read_uncommitted) of every partition, retried over transient errors."""
     backoff = Backoff(initial_s=1.0)
     for attempt in range(attempts):
-        probe = Consumer({**_reader_config(settings, "end-offsets"), "isolation.level": "read_uncommitted"})
         try:
-            partitions = probe.list_topics(topic, timeout=30).topics[topic].partitions
-            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                    for p in partitions}
+            return end_offsets(settings, topic)
         except KafkaException as exc:
             if attempt == attempts - 1 or not transient(exc):
                 raise
             backoff.sleep()
-        finally:
-            probe.close()
     raise AssertionError("unreachable")
+
+
+def read_up_to(settings: Settings, topic: str, ends: dict[int, int], *, isolation: str = "read_committed",
+               timeout_s: float = 60, role: str = "read-to-end") -> Iterator[Message]:
+    """Every record of each partition up to its offset in ``ends``, as it arrives (a caller
+    looking for one record need not hold them all); :class:`TimedOut` if a partition does not
+    get there within ``timeout_s`` (with read_committed: a transaction left open)."""
+    pending = {p for p, end in ends.items() if end > 0}
+    if not pending:
+        return
+    consumer = Consumer({**_reader_config(settings, role), "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+    deadline = Deadline(timeout_s)
+    try:
+        while pending and not deadline.expired():
+            yield from (m for m in consumer.consume(5000, 0.3) if m.error() is None)
+            for position in consumer.position([TopicPartition(topic, p) for p in list(pending)]):
+                if position.offset >= ends[position.partition]:
+                    pending.discard(position.partition)
+    finally:
+        consumer.close()
+    if pending:
+        raise TimedOut(f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s")
 
 
 def read_to_end(settings: Settings, topic: str, isolation: str = "read_committed",
@@ -52,23 +86,8 @@ def read_to_end(settings: Settings, topic: str, isolation: str = "read_committed
     not up to the last stable offset (an open transaction elsewhere hides committed records
     behind it): position >= high watermark is the only end that is certain.
     """
-    ends = high_watermarks(settings, topic)
-    pending = {p for p, end in ends.items() if end > 0}
-    consumer = Consumer({**_reader_config(settings, "read-to-end"), "isolation.level": isolation})
-    consumer.assign([TopicPartition(topic, p, 0) for p in pending])
-    messages: list[Message] = []
-    deadline = Deadline(timeout_s)
-    try:
-        while pending and not deadline.expired():
-            messages += [m for m in consumer.consume(5000, 0.3) if m.error() is None]
-            for position in consumer.position([TopicPartition(topic, p) for p in list(pending)]):
-                if position.offset >= ends[position.partition]:
-                    pending.discard(position.partition)
-    finally:
-        consumer.close()
-    if pending:
-        raise TimedOut(f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s")
-    return messages
+    return list(read_up_to(settings, topic, high_watermarks(settings, topic), isolation=isolation,
+                           timeout_s=timeout_s))
 
 
 def record_count(settings: Settings, topic: str) -> int:

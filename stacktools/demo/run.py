@@ -11,6 +11,7 @@ from stacktools.demo.sampler import Sampler, Samples
 from stacktools.scrape import metric_sum
 from stacktools.pipeline import Pipeline
 from stacktools.services import STAGES
+from streamkit.deadline import Deadline
 
 QUIET_S = 6.0
 
@@ -74,8 +75,9 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
     state: dict = {}
     done = False
     replayed: dict | None = None  # the simulator's summary, final once it has ended: read once
+    deadline = Deadline(timeout_s)
     try:
-        while time.monotonic() < started + timeout_s:
+        while not deadline.expired():
             for name in STAGES:
                 if not pipeline.services[name].alive():
                     raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")

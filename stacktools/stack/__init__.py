@@ -11,14 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from stacktools.access import USERS
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from stacktools.stack.components import ALL_COMPONENTS, Component
-from stacktools.stack.process import ManagedProcess, StackError, port_open, port_owner
+from stacktools.stack.process import ManagedProcess, StackError, StackTimedOut, port_open, port_owner
+from streamkit.deadline import TimedOut, wait_until
 
 __all__ = ["Stack", "StackError", "ComponentStatus", "ensure_credentials"]
 
@@ -107,11 +107,10 @@ class Stack:
         compose's one-shot ``provision`` job): waits until each is healthy, then bootstraps it as
         ``up`` does. Every password comes from the environment; none is generated here."""
         for component in self._components():
-            deadline = time.monotonic() + timeout_s
-            while not component.healthy():
-                if time.monotonic() > deadline:
-                    raise StackError(f"{component.name} at {component.address} is not healthy after {timeout_s:.0f} s")
-                time.sleep(2)
+            try:
+                wait_until(component.healthy, timeout_s, f"{component.name} healthy", interval_s=2)
+            except TimedOut:
+                raise StackTimedOut(f"{component.name} at {component.address} is not healthy after {timeout_s:.0f} s") from None
             component.after_healthy()
             print(f"[stack] provisioned {component.name} at {component.address}", flush=True)
 
@@ -151,9 +150,11 @@ class Stack:
             if self._process(component).stop():
                 stopped.append(component.name)
                 # A restart right after (tests restart the broker) must find the ports free.
-                deadline = time.monotonic() + 30
-                while any(port_open(port) for port in component.ports) and time.monotonic() < deadline:
-                    time.sleep(0.2)
+                try:
+                    wait_until(lambda: not any(port_open(port) for port in component.ports), 30,
+                               f"{component.name}'s ports free", interval_s=0.2)
+                except TimedOut:
+                    pass  # the next start reports the busy port and who holds it
         return stopped
 
     def status(self) -> list[ComponentStatus]:

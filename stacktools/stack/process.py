@@ -13,9 +13,16 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from streamkit.deadline import TimedOut, wait_until
+
 
 class StackError(RuntimeError):
     """A server could not be started or checked; the message says why and what to do."""
+
+
+class StackTimedOut(StackError, TimedOut):
+    """A server did not get there in time: a StackError to the launcher, a TimedOut like
+    every other wait that ran out."""
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
@@ -84,9 +91,11 @@ class ManagedProcess:
         self.pid_file.write_text(str(process.pid))
         # Until exec completes, /proc/<pid>/cmdline is empty and the process would not look like
         # ours yet; wait for that, so callers can rely on pid() right after start().
-        deadline = time.monotonic() + 5
-        while not _cmdline(process.pid) and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        try:
+            wait_until(lambda: _cmdline(process.pid) or process.poll() is not None, 5,
+                       f"{self.name} exec'd", interval_s=0.01)
+        except TimedOut:
+            pass  # pid() will tell
         return process.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
@@ -95,29 +104,31 @@ class ManagedProcess:
         if pid is None:
             return False
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.pid() is None or not _reap_or_alive(pid):
-                break
-            time.sleep(0.2)
-        else:
+        try:
+            wait_until(lambda: self.pid() is None or not _reap_or_alive(pid), timeout_s,
+                       f"{self.name} stopped on SIGTERM", interval_s=0.2)
+        except TimedOut:
             os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10  # a big JVM takes a moment to be torn down
-            while time.monotonic() < deadline and _reap_or_alive(pid):
-                time.sleep(0.1)
+            try:  # a big JVM takes a moment to be torn down
+                wait_until(lambda: not _reap_or_alive(pid), 10, f"{self.name} gone after SIGKILL", interval_s=0.1)
+            except TimedOut:
+                pass  # the pid file goes all the same: pid() checks the process is ours
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def wait_until(self, healthy: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Poll until healthy; fail fast with the log tail if the process died or time ran out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def started() -> bool:
             if healthy():
-                return
+                return True
             if self.pid() is None:
                 raise StackError(f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}")
-            time.sleep(0.3)
-        raise StackError(f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}")
+            return False
+
+        try:
+            wait_until(started, timeout_s, f"{self.name} healthy ({what})", interval_s=0.3)
+        except TimedOut:
+            raise StackTimedOut(f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}") from None
 
 
 def _cmdline(pid: int) -> str:

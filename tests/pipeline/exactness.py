@@ -12,6 +12,7 @@ from spark_jobs.config import JoinSettings
 from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
+from tests.support.waits import settle
 from tests.support.harness import expected_records
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
@@ -105,24 +106,28 @@ def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: Servi
     compare every output with its oracle; returns a one-line summary."""
     wiring = pipeline.wiring
     # Drain: the simulator finishes, every stage catches up; supervise meanwhile.
-    deadline = time.monotonic() + 900
-    while simulator.alive() and time.monotonic() < deadline:
+    def replayed() -> bool:
+        if not simulator.alive():
+            return True
         pipeline.supervise()
-        time.sleep(1)
+        return False
+
+    settle(replayed, 900, "the simulator's replay")  # a simulator still running fails the assertion below
     assert simulator.process.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
     want_raw = expected_records(events)
     got_pairs: Counter = Counter()
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
+
+    def caught_up() -> bool:
+        nonlocal got_pairs
         pipeline.supervise()
         got_pairs = committed_pairs(settings, wiring.joined)
         expected_windows = window_expectation(settings, wiring.raw)
         got_windows, _ = committed_windows(settings, wiring.aggregates)
         judged = sum(aggregate_late(settings, wiring.late).values())
-        if (sum(got_pairs.values()) >= sum(want_pairs.values()) and len(got_windows) >= len(expected_windows.windows)
-                and judged >= sum(expected_windows.late_topic().values())):
-            break
-        time.sleep(5)
+        return (sum(got_pairs.values()) >= sum(want_pairs.values()) and len(got_windows) >= len(expected_windows.windows)
+                and judged >= sum(expected_windows.late_topic().values()))
+
+    settle(caught_up, 600, "every stage caught up", interval_s=5)
 
     # Kafka: raw holds every record of the file (re-sends byte-identical), joined and aggregates
     # exactly the oracle's output, each once.
@@ -148,14 +153,15 @@ def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: Servi
 
     # InfluxDB: exactly the points of the committed records, raw values equal to the file.
     expected = committed_identities(settings, wiring.connector_topics)
-    deadline = time.monotonic() + 300
     got: dict[str, set] = {}
-    while time.monotonic() < deadline:
+
+    def landed() -> bool:
+        nonlocal got
         pipeline.supervise()
         got = influx_identities(settings, wiring.database)
-        if got == expected:
-            break
-        time.sleep(3)
+        return got == expected
+
+    settle(landed, 300, "the committed points in InfluxDB", interval_s=3)
     for measurement, identities in expected.items():
         assert got[measurement] == identities, (measurement, len(got[measurement]), len(identities))
     return (f"exact: {len(want_raw)} raw records, {sum(want_pairs.values())} pairs, {len(got_windows)} windows "

@@ -23,6 +23,7 @@ import pytest
 
 from simulator.generate import generate
 from streamkit.config import Settings
+from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.services import STAGES
@@ -99,8 +100,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
             restart_broker(kafka)
         elif fault == "aggregate-stopped":  # a long stop: it catches up with a skewed backlog
             pipeline.kill9("spark_aggregate")
-            until = time.monotonic() + AGGREGATE_PAUSE_S
-            while time.monotonic() < until:
+            pause = Deadline(AGGREGATE_PAUSE_S)
+            while not pause.expired():
                 pipeline.supervise(skip={"spark_aggregate"})
                 time.sleep(0.5)
             pipeline.restart("spark_aggregate")

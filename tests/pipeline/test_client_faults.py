@@ -26,6 +26,7 @@ import pytest
 from simulator.generate import generate
 from streamkit.wire import AvroCodec
 from streamkit.config import Settings
+from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer
@@ -54,8 +55,8 @@ def paused(settings: Settings, component: str, seconds: float, pipeline: Pipelin
         pytest.skip(f"{component} was not started by this stack launcher, so the test cannot pause it")
     os.kill(status.pid, signal.SIGSTOP)
     try:
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
+        pause = Deadline(seconds)
+        while not pause.expired():
             pipeline.supervise()
             time.sleep(0.5)
     finally:
@@ -72,8 +73,8 @@ class Poisoner:
 
     def write_for(self, seconds: float, pipeline: Pipeline) -> None:
         """One poison record a second for ``seconds``, supervising meanwhile."""
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
+        deadline = Deadline(seconds)
+        while not deadline.expired():
             value = b"poison-%04d" % len(self.values)
             with pytest.raises(Exception):  # it must really be undecodable
                 AvroCodec("late").decode(value)

@@ -34,6 +34,7 @@ from tests.support.harness import metric
 from streamkit.kafka_clients import client_config, idempotent_producer
 from stacktools.stack import Stack
 from tests.support.avro import FlatRecordEncoder
+from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -157,14 +158,17 @@ def count(settings: Settings, database: str, measurement: str) -> int:
 
 
 def wait_until_exact(settings: Settings, database: str, feed: Feed, service: ServiceProcess | None, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
     got: dict = {}
-    while time.monotonic() < deadline:
+
+    def landed() -> bool:
+        nonlocal got
         got = raw_points(settings, database)
         if len(got) >= len(feed.raw_points) and count(settings, database, "late") >= len(feed.late_keys):
-            break
+            return True
         assert service is None or service.alive(), "the connector died"
-        time.sleep(1)
+        return False
+
+    settle(landed, timeout_s, "the feed's points in InfluxDB")
     assert len(got) == len(feed.raw_points), f"{len(got)} raw points, expected {len(feed.raw_points)}"
 
 
@@ -274,14 +278,10 @@ def test_influxdb_outage_loses_nothing(lane, tmp_path: Path) -> None:
     port = int(service.args[service.args.index("--metrics-port") + 1])
     influx = Stack(settings, ["influxdb"])
     try:
-        deadline = time.monotonic() + 60
-        while not raw_points(settings, database) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        settle(lambda: raw_points(settings, database), 60, "the first points in InfluxDB", interval_s=0.5)
         influx.down()
         produce(settings, topics, records[half:])
-        deadline = time.monotonic() + 30
-        while metric(port, "connector_write_retries_total") < 3 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        settle(lambda: metric(port, "connector_write_retries_total") >= 3, 30, "three write retries", interval_s=0.5)
         assert metric(port, "connector_influx_available") == 0
         assert metric(port, "connector_write_retries_total") >= 3
         assert service.alive()

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from streamkit.config import Settings
+from streamkit.deadline import Deadline
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import read_to_end, wait_for_count
 from stacktools.scrape import metric_sum, scrape_metrics
@@ -71,8 +72,8 @@ def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "
     invalid, as fast as Mosquitto takes them, for ``seconds``."""
     publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
     published = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = Deadline(seconds)
+    while not deadline.expired():
         publisher.publish_raw(f"{prefix}/F{index}", flood_payload(index, published))
         published += 1
     publisher.wait_all_acked(published, 120)

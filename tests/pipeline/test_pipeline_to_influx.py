@@ -15,12 +15,14 @@ import pytest
 
 from db_connector.lineprotocol import NS_PER_MS
 from streamkit.config import Settings
+from streamkit.deadline import TimedOut, wait_until
 from stacktools.dashboards import check_dashboards
 from stacktools.influx import InfluxClient
 from stacktools.processes import ServiceProcess
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, wait_for_keys
+from tests.support.waits import settle
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
 from tests.pipeline.influx_checks import committed_identities, influx_identities, point_count
@@ -50,9 +52,10 @@ def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: fl
     the whole raw topic (and keeps running, so Prometheus sees its final counters). With
     `then_idle`, also until a batch without input ran after that: the no-data batch in which a
     windowed job's advanced watermark closes its windows."""
-    deadline = time.monotonic() + timeout_s
     seen, idle = 0, False
-    while time.monotonic() < deadline:
+
+    def caught_up() -> bool:
+        nonlocal seen, idle
         seen, idle = 0, False
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{") and '"batch progress"' in line:
@@ -60,10 +63,14 @@ def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: fl
                 idle = seen >= rows and input_rows == 0
                 seen += input_rows
         if seen >= rows and (idle or not then_idle):
-            return
+            return True
         assert job.alive(), log.read_text(errors="replace")[-3000:]
-        time.sleep(2)
-    raise AssertionError(f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s")
+        return False
+
+    try:
+        wait_until(caught_up, timeout_s, f"{log.name}: {rows} input rows", interval_s=2)
+    except TimedOut:
+        raise TimedOut(f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s") from None
 
 
 def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_settings: Settings, tmp_path: Path) -> None:
@@ -99,14 +106,17 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
                                     int(k.decode().rsplit("|", 2)[2]) * NS_PER_MS) for k in expected_raw}
         dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
-        deadline = time.monotonic() + 120
         got: dict[str, set] = {}
-        while time.monotonic() < deadline:
+
+        def landed() -> bool:
+            nonlocal got
             got = influx_identities(settings, wiring.database)
             if got == expected and point_count(settings, wiring.database, "dead_letter") == dead_letters:
-                break
+                return True
             assert pipeline.services["db_connector"].alive(), pipeline.log("db_connector").read_text()[-3000:]
-            time.sleep(2)
+            return False
+
+        settle(landed, 120, "the committed points in InfluxDB", interval_s=2)
         for measurement, identities in expected.items():
             assert got[measurement] == identities, (measurement, len(got[measurement]), len(identities))
         assert point_count(settings, wiring.database, "dead_letter") == dead_letters

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -15,6 +14,7 @@ from stacktools.wiring import private_topic
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT as REPO
 from streamkit.kafka_clients import transactional_producer
+from streamkit.deadline import wait_until
 
 
 def key_values(messages: list[Message]) -> Counter:
@@ -46,14 +46,14 @@ def wait_pid_gone(pid_file: Path, timeout_s: float = 60) -> None:
     if not pid_file.exists():
         return
     pid = int(pid_file.read_text().strip())
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"JVM {pid} still alive {timeout_s}s after its driver died")
+            return True
+        return False
+
+    wait_until(gone, timeout_s, f"JVM {pid} gone after its driver died", interval_s=0.2)
 
 
 def log_tail(path: Path, chars: int = 4000) -> str:

@@ -23,6 +23,8 @@ from stacktools.topics import TopicSpec, provision
 from tests.oracles import distinct_records, event_time_rows, file_rows
 from tests.spark.helpers import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
 from tests.window_oracle import Expected, Record, Spec, window_oracle
+from streamkit.deadline import TimedOut, wait_until
+from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -223,15 +225,18 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
 def wait_for(settings: Settings, topic: str, count: int, service, log: Path, timeout_s: float = 240, *,
              match=lambda record: True) -> None:
     schema = "late" if ".late." in topic else "aggregate"
-    deadline = time.monotonic() + timeout_s
     found = 0
-    while time.monotonic() < deadline:
+
+    def enough() -> bool:
+        nonlocal found
         assert service.alive(), f"job died: {log_tail(log)}"
         found = sum(1 for _, r in decoded(settings, topic, schema) if match(r))
-        if found >= count:
-            return
-        time.sleep(1)
-    raise AssertionError(f"{topic}: {found} of {count} records after {timeout_s}s: {log_tail(log)}")
+        return found >= count
+
+    try:
+        wait_until(enough, timeout_s, f"{count} records in {topic}", interval_s=1)
+    except TimedOut:
+        raise TimedOut(f"{topic}: {found} of {count} records after {timeout_s}s: {log_tail(log)}") from None
 
 
 def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
@@ -320,9 +325,14 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     provision(settings, [TopicSpec(raw, partitions, {**uncompacted, "cleanup.policy": "compact",
                                                      "min.compaction.lag.ms": "0",
                                                      "min.cleanable.dirty.ratio": "0.01"})], fix_config=True)
-    deadline = time.monotonic() + 120
-    while len(compacted := read_to_end(settings, raw)) > len(keys) and time.monotonic() < deadline:
-        time.sleep(2)
+    compacted: list = []
+
+    def compacted_to_keys() -> bool:
+        nonlocal compacted
+        compacted = read_to_end(settings, raw)
+        return len(compacted) <= len(keys)
+
+    settle(compacted_to_keys, 120, f"{raw} compacted", interval_s=2)
     assert len(compacted) == len(keys), f"the broker did not compact {raw} within 120 s"
 
     rerun = run("after-compaction")

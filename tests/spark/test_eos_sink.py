@@ -19,6 +19,7 @@ from streamkit.kafka_clients import transactional_producer
 from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from tests.spark.helpers import (key_values, log_tail, private_topic, produce_committed, read_to_end, spark_service,
                                  wait_pid_gone)
+from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
 FAULT_ROUNDS = int(os.environ.get("EOS_FAULT_ROUNDS", "1"))
@@ -183,12 +184,13 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(stack_settings: Se
     continuous = [a for a in args if a != "--available-now"]
     service = spark_service("tests.spark.eos_driver", [*continuous, "--jvm-pid-file", str(tmp_path / "sigterm.pid")],
                             log).start()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and service.alive():
+    def two_more_batches() -> bool:
+        if not service.alive():
+            return True  # the assertion below says why
         marker = read_marker(stack_settings, markers, query)
-        if marker is not None and marker.batch_id >= committed + 2:
-            break
-        time.sleep(0.3)
+        return marker is not None and marker.batch_id >= committed + 2
+
+    settle(two_more_batches, 180, "two more batches committed", interval_s=0.3)
     assert service.terminate(120) == 0, log_tail(log)
     wait_pid_gone(tmp_path / "sigterm.pid")
     stopped_at = read_marker(stack_settings, markers, query).batch_id

@@ -17,6 +17,7 @@ from streamkit.config import Settings
 from tests.committed import committed_pairs
 from tests.oracles import event_time_rows, join_pairs
 from tests.spark.helpers import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
+from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -150,24 +151,28 @@ def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join
     args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
     job = spark_service("spark_jobs.join", args, log).start()
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and '"msg": "batch committed"' not in log.read_text(errors="replace"):
+    def first_batch() -> bool:
+        if '"msg": "batch committed"' in log.read_text(errors="replace"):
+            return True
         assert job.alive(), log_tail(log)
-        time.sleep(1)
+        return False
+
+    settle(first_batch, 300, "the join's first batch")
     kafka.down()
     time.sleep(5)
     kafka.up()
     restarts = 0
     got: Counter = Counter()
-    deadline = time.monotonic() + 420
-    while time.monotonic() < deadline:
+
+    def recovered() -> bool:
+        nonlocal restarts, job, got
         if not job.alive():  # failed on the outage: restart it from its checkpoint
             restarts += 1
             job = spark_service("spark_jobs.join", args, log).start()
         got = committed_pairs(stack_settings, join_lane["joined"])
-        if sum(got.values()) >= sum(expected.values()):
-            break
-        time.sleep(3)
+        return sum(got.values()) >= sum(expected.values())
+
+    settle(recovered, 420, "every pair committed after the broker restart", interval_s=3)
     print(f"join job restarts after the broker restart: {restarts}")
     assert job.terminate(120) == 0, log_tail(log)
     assert committed_pairs(stack_settings, join_lane["joined"]) == expected

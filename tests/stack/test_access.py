@@ -22,6 +22,7 @@ from stacktools.kafka_access import SERVICE_USERS
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from stacktools.influx import InfluxClient
+from streamkit.deadline import Deadline, TimedOut
 
 pytestmark = pytest.mark.stack
 
@@ -51,8 +52,8 @@ def can_read(settings: Settings, topic: str) -> bool:
             assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
             return False
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        deadline = Deadline(20)
+        while not deadline.expired():
             message = consumer.poll(0.5)
             if message is None:
                 continue
@@ -64,7 +65,7 @@ def can_read(settings: Settings, topic: str) -> bool:
             # bridge has no group at all, every other user reads in a group of its own
             assert settings.kafka_username == "bridge", message.error()
             assert message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, message.error()
-        raise AssertionError(f"neither a record nor a refusal from {topic} within 20 s")
+        raise TimedOut(f"neither a record nor a refusal from {topic} within 20 s")
     finally:
         consumer.close()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from streamkit.config import Settings
 from streamkit.paths import find_program
 from tests.stack import checks
+from streamkit.deadline import wait_until
 
 pytestmark = pytest.mark.containers
 
@@ -93,14 +93,14 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
 
 
 def _wait_for_prometheus(settings: Settings, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         try:
             checks.prometheus_targets(settings)
-            return
+            return True
         except OSError:
-            time.sleep(1)
-    raise TimeoutError("prometheus container not ready")
+            return False
+
+    wait_until(ready, timeout_s, "prometheus container ready", interval_s=1)
 
 
 def test_transactions_in_containers(container_settings: Settings) -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
@@ -10,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from streamkit.config import Settings
 from stacktools.services import SERVICES
 from tests.stack import checks
+from streamkit.deadline import TimedOut, wait_until
 
 pytestmark = pytest.mark.stack
 
@@ -40,15 +40,18 @@ def test_prometheus_scrapes_every_service_and_extra_targets(stack_settings: Sett
     targets_file = stack_settings.run_dir / "prometheus" / "targets" / "pytest.json"
     targets_file.write_text(json.dumps([{"targets": [f"127.0.0.1:{free_port}"], "labels": {"service": "pytest"}}]))
     try:
-        deadline = time.monotonic() + 40
         health = None
-        while time.monotonic() < deadline:
+
+        def scraped() -> bool:
+            nonlocal health
             mine = [t for t in checks.prometheus_targets(stack_settings) if t["labels"].get("service") == "pytest"]
             health = mine[0]["health"] if mine else None
-            if health == "up":
-                break
-            time.sleep(1)
-        assert health == "up", f"extra target not scraped: {health}"
+            return health == "up"
+
+        try:
+            wait_until(scraped, 40, "the extra target scraped", interval_s=1)
+        except TimedOut:
+            raise TimedOut(f"extra target not scraped: {health}") from None
     finally:
         targets_file.unlink(missing_ok=True)
         server.shutdown()

@@ -23,17 +23,15 @@ def test_transient_consumer_errors_are_only_logged(caplog: pytest.LogCaptureFixt
 def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     """A wedged producer (every retry of send_offsets_to_transaction times out) must not keep
     the connector alive and idle: after a few attempts it exits, and the restart fences it."""
+    from db_connector.committer import Committer
     from db_connector.config import ConnectorSettings
     from db_connector.connector import TransactionStuck
     from streamkit.shutdown import ShutdownFlag
 
-    class IdleConsumer:
-        def poll(self, _timeout: float) -> None:
-            return None
-
-    connector = Connector.__new__(Connector)  # no servers: only the retry logic
-    connector.settings = ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2})
-    connector.shutdown, connector.consumer, connector.carry = ShutdownFlag(), IdleConsumer(), []
+    # no servers: only the retry logic
+    committer = Committer(ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2}),
+                          consumer=None, producer=None, shutdown=ShutdownFlag(), wait=lambda _s: False,
+                          generation=lambda: 0, forget_polled=lambda: None)
     calls = []
 
     def timing_out() -> None:
@@ -41,5 +39,5 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "add offsets timed out", retriable=True))
 
     with pytest.raises(TransactionStuck):
-        connector._retrying(timing_out)
+        committer._retrying(timing_out)
     assert len(calls) == 4
