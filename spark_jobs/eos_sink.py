@@ -40,7 +40,7 @@ Limits:
 
 Fault injection: the sink calls its ``fault_hook`` (none in production) with the point
 (before_produce, after_produce, after_commit) and the batch id; the tests install one that
-SIGKILLs the driver there (tests/spark/faults.py), so the service has no test switch.
+SIGKILLs the driver there (tests/support/sink_faults.py), so the service has no test switch.
 """
 from __future__ import annotations
 

@@ -199,7 +199,7 @@ def check(settings: JoinSettings) -> None:
 
 
 def run(settings: JoinSettings, shutdown: ShutdownFlag, *, fault_hook: "FaultHook | None" = None) -> int:
-    """The job once started; ``fault_hook`` lets the fault tests (tests/spark/faulty_join.py) kill it."""
+    """The job once started; ``fault_hook`` lets the fault tests (tests/support/faulty_join.py) kill it."""
     from spark_jobs.runner import run_query
 
     return run_query(settings, shutdown, "lsb-join", build_join(settings), available_now=settings.available_now,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
-from .oracle import certain_pairs, oracle_pairs
+from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 
 def accepted_times(events, late, key, q):

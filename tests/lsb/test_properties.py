@@ -10,7 +10,7 @@ from lsb import JoinConfig, KeyState, PairSpec, process_batch, process_record, t
 from lsb.results import product
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
-from .oracle import certain_pairs, oracle_pairs
+from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 KEYS = ["R0815", "H31415", "R27182"]
 

@@ -9,7 +9,7 @@ import pytest
 from lsb import JoinConfig
 
 from .helpers import run_batches, run_records
-from .oracle import oracle_pairs
+from tests.support.oracles.join import oracle_pairs
 
 CFG = JoinConfig.single("r", "s")
 

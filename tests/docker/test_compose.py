@@ -1,0 +1,584 @@
+"""Static checks of the Docker deployment: docker-compose.yml, Dockerfile, .env.example and the
+configuration files they mount. No Docker engine needed.
+
+`docker compose config` runs where the compose CLI plugin (or a v2 standalone docker-compose)
+exists; the YAML checks below always run and cover what compose itself does not enforce.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stacktools.access import USERS
+from streamkit.config import credential_env
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+ENV_EXAMPLE = REPO / ".env.example"
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+PROMETHEUS_CONFIG = REPO / "docker" / "prometheus" / "prometheus.yml"
+MOSQUITTO_CONFIG = REPO / "docker" / "mosquitto" / "mosquitto.conf"
+KAFKA_PROPERTIES = REPO / "docker" / "kafka" / "server.properties"
+KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
+DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
+DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
+
+SECRETS = (*(credential_env(system, user) for system, users in USERS.items() for user in users),
+           "GRAFANA_ADMIN_PASSWORD")
+#: The one config model every service reads (see streamkit.config); .env.example documents all.
+CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE", "METRICS_PORT",
+                "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", *SECRETS)
+#: Each service's own passwords: (compose variable, what the service reads it as).
+OWN_PASSWORDS = {
+    "simulator": {"MQTT_PASSWORD": "MQTT_MACHINE_PASSWORD"},
+    "mqtt-bridge": {"KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD", "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD"},
+    "spark-join": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "spark-aggregate": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "db-connector": {"KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD", "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD"},
+    "grafana": {"GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD", "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD"},
+}
+#: The services the product is made of; the compose file must declare every one.
+REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", "spark-master",
+                     "spark-worker", "simulator", "mqtt-bridge", "spark-join", "spark-aggregate", "db-connector")
+DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-join": 9203,
+                         "spark-aggregate": 9204, "db-connector": 9205}
+
+# ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ${NAME?err}, ${NAME:+x}, and bare $NAME.
+_INTERPOLATION = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?+])?(?P<arg>[^}]*)\}"
+                            r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+# ------------------------------------------------------------------------------------ helpers
+@cache
+def compose_text() -> str:
+    return COMPOSE_FILE.read_text()
+
+
+def _unescaped(text: str) -> str:
+    """Drop compose's `$$` escapes (a literal `$` for the container, not interpolation)."""
+    return text.replace("$$", "")
+
+
+def interpolations(text: str) -> list[tuple[str, str | None, str]]:
+    """(name, operator, argument) of every compose interpolation in `text`."""
+    found = []
+    for m in _INTERPOLATION.finditer(_unescaped(text)):
+        if m.group("braced"):
+            found.append((m.group("braced"), m.group("op"), m.group("arg") or ""))
+        else:
+            found.append((m.group("bare"), None, ""))
+    return found
+
+
+@cache
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(compose_text())
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict), "no services: mapping"
+    return data
+
+
+def services() -> dict[str, dict[str, Any]]:
+    return compose()["services"]
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            assert "=" in line, f".env.example: not KEY=VALUE: {line!r}"
+            key, _, value = line.partition("=")
+            assert key == key.strip() and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key), f"bad key {key!r}"
+            assert key not in values, f".env.example declares {key} twice"
+            values[key] = value
+    return values
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (None when it has none); a digest counts as a pin."""
+    if "@sha256:" in image:
+        return image.split("@", 1)[1]
+    last = image.rsplit("/", 1)[-1]  # a registry host may carry a :port
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def is_pinned(image: str) -> bool:
+    tag = image_tag(image)
+    return bool(tag) and tag != "latest" and "$" not in image
+
+
+def published_ports(service: dict[str, Any]) -> list[Any]:
+    return list(service.get("ports") or [])
+
+
+def healthcheck_is_real(service: dict[str, Any]) -> bool:
+    check = service.get("healthcheck")
+    if not isinstance(check, dict) or check.get("disable"):
+        return False
+    test = check.get("test")
+    if isinstance(test, str):
+        return bool(test.strip()) and test.strip() != "NONE"
+    return isinstance(test, list) and len(test) >= 2 and test[0] in {"CMD", "CMD-SHELL"}
+
+
+def bind_sources(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host path, container path) of every bind mount."""
+    binds = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, str):
+            source, _, rest = volume.partition(":")
+            if source.startswith((".", "/", "~")):
+                binds.append((source, rest.split(":")[0]))
+        elif volume.get("type") == "bind":
+            binds.append((volume["source"], volume["target"]))
+    return binds
+
+
+def named_volumes(service: dict[str, Any]) -> list[str]:
+    names = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, str):
+            source, sep, _ = volume.partition(":")
+            if sep and not source.startswith((".", "/", "~")):
+                names.append(source)
+        elif volume.get("type", "volume") == "volume" and volume.get("source"):
+            names.append(volume["source"])
+    return names
+
+
+# ------------------------------------------------------------------------------------ docker compose config
+def _compose_cli() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True, timeout=20)
+        if probe.returncode == 0:
+            return [docker, "compose"]
+    standalone = shutil.which("docker-compose")
+    if standalone:  # v1 (python) does not understand the compose spec fully: v2 only
+        probe = subprocess.run([standalone, "version"], capture_output=True, text=True, timeout=20)
+        if probe.returncode == 0 and not re.search(r"version 1\.", probe.stdout):
+            return [standalone]
+    return None
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("neither `docker compose` (CLI plugin) nor a v2 docker-compose is installed; "
+                    "the YAML checks in this file still run")
+    result = subprocess.run([*cli, "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE), "config", "--quiet"],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
+
+
+def test_docker_compose_config_refuses_missing_secrets(tmp_path: Path) -> None:
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip("no docker compose CLI")
+    for secret in SECRETS:
+        env_file = tmp_path / f"without-{secret}.env"
+        env_file.write_text("".join(f"{k}={v}\n" for k, v in env_example().items() if k != secret))
+        result = subprocess.run([*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--quiet"],
+                                cwd=REPO, capture_output=True, text=True, timeout=60,
+                                env={k: v for k, v in os.environ.items() if k not in env_example()})
+        assert result.returncode != 0 and secret in result.stderr, f"compose accepted a missing {secret}"
+
+
+# ------------------------------------------------------------------------------------ YAML checks
+def test_declares_every_service_of_the_stack() -> None:
+    missing = [name for name in REQUIRED_SERVICES if name not in services()]
+    assert not missing, f"docker-compose.yml lacks services: {missing}"
+
+
+def test_every_service_has_a_pinned_image_or_a_build() -> None:
+    bad = []
+    for name, service in services().items():
+        image = service.get("image")
+        if image is not None and not is_pinned(str(image)):
+            bad.append(f"{name}: image {image!r} is not pinned to a tag other than latest")
+        if image is None and "build" not in service:
+            bad.append(f"{name}: neither image nor build")
+    assert not bad, "\n".join(bad)
+
+
+def test_image_pin_detection_is_strict() -> None:
+    # The rule above must reject what it is meant to reject.
+    assert not is_pinned("apache/kafka") and not is_pinned("apache/kafka:latest")
+    assert not is_pinned("localhost:5000/kafka") and is_pinned("localhost:5000/kafka:4.3.1")
+    assert is_pinned("influxdb:1.8.10") and is_pinned("prom/prometheus@sha256:" + "0" * 64)
+
+
+def test_built_services_use_the_repo_dockerfile() -> None:
+    for name, service in services().items():
+        build = service.get("build")
+        if build is None:
+            continue
+        context = build if isinstance(build, str) else build.get("context", ".")
+        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        assert (REPO / context / dockerfile).resolve() == DOCKERFILE.resolve(), f"{name} builds {context}/{dockerfile}"
+
+
+def test_services_serving_a_port_have_a_healthcheck() -> None:
+    missing = [name for name, service in services().items()
+               if (service.get("ports") or service.get("expose")) and not healthcheck_is_real(service)]
+    assert not missing, f"services that serve a port without a healthcheck: {missing}"
+
+
+def test_depends_on_uses_conditions_on_existing_services() -> None:
+    problems = []
+    for name, service in services().items():
+        depends = service.get("depends_on")
+        if depends is None:
+            continue
+        if not isinstance(depends, dict):
+            problems.append(f"{name}: depends_on is a list (no conditions)")
+            continue
+        for target, spec in depends.items():
+            condition = (spec or {}).get("condition")
+            if target not in services():
+                problems.append(f"{name}: depends on unknown service {target}")
+            elif condition not in {"service_healthy", "service_completed_successfully", "service_started"}:
+                problems.append(f"{name} -> {target}: condition {condition!r}")
+            elif condition == "service_healthy" and not healthcheck_is_real(services()[target]):
+                problems.append(f"{name} -> {target}: waits for health but {target} has no healthcheck")
+            elif condition == "service_completed_successfully" and services()[target].get("restart", "no") != "no":
+                problems.append(f"{name} -> {target}: one-shot {target} must have restart: \"no\"")
+    assert not problems, "\n".join(problems)
+
+
+def test_provisioning_runs_once_after_kafka_and_influxdb_and_gates_the_pipeline() -> None:
+    provision = services()["provision"]
+    assert " ".join(map(str, provision.get("command") or [])).endswith("stacktools.stack provision kafka influxdb")
+    for server in ("kafka", "influxdb"):
+        assert provision["depends_on"][server]["condition"] == "service_healthy"
+    for consumer in ("mqtt-bridge", "spark-join", "spark-aggregate", "db-connector", "grafana"):
+        assert services()[consumer]["depends_on"]["provision"]["condition"] == "service_completed_successfully"
+
+
+def test_each_service_is_given_only_its_own_passwords() -> None:
+    """Least privilege: a service's environment holds its own users' passwords and no other;
+    only the one-shot provisioning job (the admin) sees the service users' passwords."""
+    for name, own in OWN_PASSWORDS.items():
+        env = environment(services()[name])
+        given = {key: interpolations(value)[0][0] for key, value in env.items() if "PASSWORD" in key}
+        assert given == own, f"{name}: {given}"
+    provision = {interpolations(v)[0][0] for k, v in environment(services()["provision"]).items() if "PASSWORD" in k}
+    assert provision == {credential_env(system, user) for system in ("kafka", "influx") for user in USERS[system]}
+    for name, service in services().items():
+        if name not in OWN_PASSWORDS and name not in ("provision", "kafka", "mosquitto", "influxdb"):
+            assert not [k for k in environment(service) if "PASSWORD" in k], f"{name} is given a password"
+
+
+def test_named_volumes_are_declared_and_bind_sources_exist() -> None:
+    declared = set((compose().get("volumes") or {}).keys())
+    problems = []
+    used: set[str] = set()
+    for name, service in services().items():
+        for volume in named_volumes(service):
+            used.add(volume)
+            if volume not in declared:
+                problems.append(f"{name}: volume {volume} is not declared under volumes:")
+        for source, _ in bind_sources(service):
+            if not (REPO / source).exists():
+                problems.append(f"{name}: bind source {source} does not exist in the repo")
+    unused = declared - used
+    assert not problems and not unused, "\n".join(problems + [f"declared but unused: {sorted(unused)}"])
+
+
+def test_stateful_servers_keep_data_in_named_volumes() -> None:
+    data_dirs = {"kafka": "/var/lib/kafka/data", "influxdb": "/var/lib/influxdb", "prometheus": "/prometheus",
+                 "grafana": "/var/lib/grafana", "mosquitto": "/mosquitto/data"}
+    for name, target in data_dirs.items():
+        targets = [v.split(":")[1] for v in services()[name].get("volumes", [])
+                   if isinstance(v, str) and not v.startswith((".", "/"))]
+        assert target in targets, f"{name}: {target} is not on a named volume"
+
+
+def test_published_ports_bind_loopback_only() -> None:
+    bad = []
+    for name, service in services().items():
+        for port in published_ports(service):
+            if isinstance(port, dict):
+                ok = port.get("host_ip") == "127.0.0.1" and port.get("published") is not None
+            else:
+                ok = str(port).startswith("127.0.0.1:") and str(port).count(":") >= 2
+            if not ok:
+                bad.append(f"{name}: {port!r}")
+    assert not bad, f"ports not bound to 127.0.0.1: {bad}"
+
+
+def test_secrets_have_no_default_in_compose() -> None:
+    bad = []
+    for name, op, arg in interpolations(compose_text()):
+        if name in SECRETS and op not in (None, ":?", "?"):
+            bad.append(f"${{{name}{op}{arg}}}")
+    assert not bad, f"secrets with a default or alternative value: {bad}"
+    # ...and every environment entry that carries a password takes it from a secret variable.
+    for service_name, service in services().items():
+        for key, value in environment(service).items():
+            if "PASSWORD" in key:
+                refs = interpolations(value)
+                assert len(refs) == 1 and refs[0][0] in SECRETS and refs[0][1] in (":?", "?") \
+                    and _unescaped(value).strip() == _INTERPOLATION.search(_unescaped(value)).group(0), \
+                    f"{service_name}: {key}={value!r} is not a bare secret reference"
+    for key in SECRETS:
+        assert any(name == key for name, _, _ in interpolations(compose_text())), f"{key} is never used"
+
+
+def test_secret_detection_catches_defaults() -> None:
+    ops = {name: op for name, op, _ in interpolations("a: ${MQTT_PASSWORD:-hunter2} b: $$NOT_A_VAR c: $LOG_LEVEL")}
+    assert ops == {"MQTT_PASSWORD": ":-", "LOG_LEVEL": None}
+
+
+def test_every_compose_variable_is_in_env_example() -> None:
+    documented = env_example()
+    used = {name for name, _, _ in interpolations(compose_text())}
+    missing = sorted(used - documented.keys())
+    assert not missing, f"variables used in docker-compose.yml but missing from .env.example: {missing}"
+
+
+def test_env_example_documents_the_config_model_with_placeholder_secrets() -> None:
+    documented = env_example()
+    missing = [name for name in CONFIG_MODEL if name not in documented]
+    assert not missing, f".env.example lacks {missing}"
+    for secret in SECRETS:
+        assert documented[secret] == "change-me", f"{secret} in .env.example must be the placeholder change-me"
+    text = ENV_EXAMPLE.read_text()
+    for key in documented:  # every variable has a comment right above it (or above its group)
+        block = text.split(f"\n{key}=", 1)[0].rstrip().splitlines()
+        assert block and (block[-1].startswith("#") or re.match(r"[A-Z_]+=", block[-1])), f"{key} has no comment"
+
+
+def test_services_read_the_config_model_with_in_network_addresses() -> None:
+    expected = {"KAFKA_BOOTSTRAP_SERVERS": "kafka:", "MQTT_HOST": "mosquitto", "INFLUX_URL": "http://influxdb:8086",
+                "SPARK_MASTER": "spark://spark-master:7077"}
+    for name, port in DEFAULT_METRICS_PORTS.items():
+        env = environment(services()[name])
+        assert env.get("METRICS_PORT") == str(port), f"{name}: METRICS_PORT {env.get('METRICS_PORT')!r} != {port}"
+        assert str(port) in [str(p) for p in services()[name].get("expose", [])], f"{name} does not expose {port}"
+        for key, prefix in expected.items():
+            assert env.get(key, "").startswith(prefix), f"{name}: {key}={env.get(key)!r}"
+        for key in ("INFLUX_DATABASE", "LOG_LEVEL", "TOPIC_PARTITIONS"):
+            assert key in env, f"{name} lacks {key}"
+    bootstrap = environment(services()["simulator"])["KAFKA_BOOTSTRAP_SERVERS"]
+    assert f"INTERNAL://{bootstrap}" in KAFKA_ENTRYPOINT.read_text(), f"{bootstrap} is not an advertised listener"
+
+
+def kafka_properties() -> dict[str, str]:
+    lines = KAFKA_PROPERTIES.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
+    kafka = services()["kafka"]
+    assert kafka["image"].startswith("apache/kafka:4.")
+    assert "/docker/kafka/entrypoint.sh" in kafka["entrypoint"]
+    assert ("./docker/kafka", "/docker/kafka") in bind_sources(kafka)
+    props = kafka_properties()
+    assert props["process.roles"] == "broker,controller"
+    for key in ("transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                "offsets.topic.replication.factor"):
+        assert props.get(key) == "1", f"{key}={props.get(key)!r}"
+    listeners = {part.split("://")[0] for part in props["listeners"].split(",")}
+    assert {"INTERNAL", "HOST", "CONTROLLER"} == listeners and props["inter.broker.listener.name"] == "INTERNAL"
+    protocol_map = dict(p.split(":") for p in props["listener.security.protocol.map"].split(","))
+    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_PLAINTEXT"}, "a listener without auth"
+
+
+def test_compose_kafka_has_the_local_stack_s_security() -> None:
+    """The same mechanisms, authorizer and super users as the launcher's broker; the password
+    lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
+    from streamkit.config import Settings
+    from stacktools.stack.components import Kafka
+
+    local = Kafka(Settings.from_sources(environ={}))._auth_properties()
+    props = kafka_properties()
+    static = {k: v for k, v in local.items() if "jaas" not in k and not k.startswith("listener.name.client.")}
+    assert {k: props.get(k) for k in static} == static
+    assert props["listener.name.internal.sasl.enabled.mechanisms"] == local["listener.name.client.sasl.enabled.mechanisms"]
+    script = KAFKA_ENTRYPOINT.read_text()
+    assert all(f"listener.name.{name}.scram-sha-512.sasl.jaas.config" in script for name in ("internal", "host"))
+    assert "listener.name.controller.plain.sasl.jaas.config" in script and 'user_controller=' in script
+    assert "--add-scram" in script and "name=admin" in script
+
+
+def test_mosquitto_requires_a_password() -> None:
+    conf = {line.split(None, 1)[0]: line.split(None, 1)[1].strip() for line in MOSQUITTO_CONFIG.read_text().splitlines()
+            if line.strip() and not line.startswith("#") and len(line.split(None, 1)) == 2}
+    assert conf.get("allow_anonymous") == "false"
+    assert conf.get("password_file"), "no password_file"
+    mosquitto = services()["mosquitto"]
+    script = " ".join(map(str, mosquitto.get("entrypoint") or [])) + " " + " ".join(map(str, mosquitto.get("command") or []))
+    script_files = [REPO / src / Path(p).relative_to(dst) for src, dst in bind_sources(mosquitto)
+                    for p in script.split() if p.startswith(dst + "/")]
+    body = script + "".join(f.read_text() for f in script_files if f.is_file())
+    assert "mosquitto_passwd" in body and all(credential_env("mqtt", user) in body for user in USERS["mqtt"])
+    assert "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
+
+
+def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
+    """docker/mosquitto/entrypoint.sh run for real (on the Debian mosquitto, its paths moved into
+    a temporary directory): machines publish only under the prefix, only the admin reads all."""
+    import dataclasses
+    import threading
+    import time
+
+    from streamkit.config import Settings
+    from streamkit.mqtt_client import connect, make_client
+    from tests.support.ports import free_ports
+
+    if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
+        pytest.skip("mosquitto is not installed (scripts/setup.sh installs it)")
+    port = free_ports(1)[0]
+    conf = MOSQUITTO_CONFIG.read_text().replace("/mosquitto/", f"{tmp_path}/").replace("listener 1883",
+                                                                                       f"listener {port} 127.0.0.1")
+    (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
+    (tmp_path / "data").mkdir()
+    passwords = {credential_env("mqtt", user): f"pw-{user}" for user in USERS["mqtt"]}
+    env = {**os.environ, **passwords, "MQTT_TOPIC_PREFIX": "plant", "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
+           "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"), "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
+           "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin"}
+    broker = subprocess.Popen(["sh", str(REPO / "docker" / "mosquitto" / "entrypoint.sh")], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    clients = []
+    try:
+        base = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port})
+
+        def client(user: str):  # noqa: ANN202
+            settings = dataclasses.replace(base, mqtt_username=user, mqtt_password=f"pw-{user}")
+            clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
+            for _ in range(50):  # the broker is starting
+                try:
+                    connect(clients[-1], settings, timeout_s=2)
+                    return clients[-1]
+                except Exception:  # noqa: BLE001
+                    time.sleep(0.1)
+            raise AssertionError(f"{user} could not connect")
+
+        received: list[str] = []
+        arrived = threading.Event()
+        watcher = client("admin")
+        watcher.on_message = lambda _c, _u, message: (received.append(message.topic), arrived.set())
+        watcher.subscribe("#", qos=1)
+        time.sleep(0.5)
+        client("machine").publish("elsewhere/R1", b"x", qos=1).wait_for_publish(5)
+        client("bridge").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
+        client("machine").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
+        assert arrived.wait(5)
+        time.sleep(0.5)
+        assert received == ["plant/R1"]
+        assert oct((tmp_path / "auth" / "passwd").stat().st_mode & 0o777) == "0o600"
+    finally:
+        for c in clients:
+            c.disconnect()
+            c.loop_stop()
+        broker.terminate()
+        broker.wait(10)
+
+
+def test_influxdb_has_auth_flux_and_the_database() -> None:
+    influx = services()["influxdb"]
+    assert influx["image"] == "influxdb:1.8.10"
+    env = environment(influx)
+    assert env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true" and env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
+    assert "INFLUX_DATABASE" in env["INFLUXDB_DB"] and env["INFLUXDB_ADMIN_USER"] == "admin"
+    assert "INFLUX_ADMIN_PASSWORD" in env["INFLUXDB_ADMIN_PASSWORD"]
+
+
+def test_prometheus_scrapes_every_service_with_metrics() -> None:
+    prometheus = services()["prometheus"]
+    mounted = {dst for src, dst in bind_sources(prometheus) if (REPO / src).resolve() == PROMETHEUS_CONFIG.resolve()}
+    assert mounted, "docker/prometheus/prometheus.yml is not mounted into prometheus"
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    targets = {target for job in config["scrape_configs"] for static in job.get("static_configs", [])
+               for target in static.get("targets", [])}
+    with_metrics = {name: environment(s)["METRICS_PORT"] for name, s in services().items()
+                    if "METRICS_PORT" in environment(s)}
+    assert set(DEFAULT_METRICS_PORTS) <= with_metrics.keys()
+    missing = [f"{name}:{port}" for name, port in with_metrics.items() if f"{name}:{port}" not in targets]
+    assert not missing, f"prometheus.yml does not scrape {missing}"
+    unknown = [t for t in targets if t.split(":")[0] not in services() and t.split(":")[0] != "localhost"]
+    assert not unknown, f"prometheus.yml scrapes hosts that are no compose service: {unknown}"
+
+
+def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> None:
+    grafana = services()["grafana"]
+    mounts = {dst: (REPO / src).resolve() for src, dst in bind_sources(grafana)}
+    assert mounts.get("/etc/grafana/provisioning") == (REPO / "grafana" / "provisioning").resolve()
+    providers = yaml.safe_load(DASHBOARD_PROVIDERS.read_text())["providers"]
+    for provider in providers:
+        assert provider["type"] == "file"
+        assert mounts.get(provider["options"]["path"]) == (REPO / "grafana" / "dashboards").resolve()
+    assert "GRAFANA_ADMIN_PASSWORD" in environment(grafana)["GF_SECURITY_ADMIN_PASSWORD"]
+
+    datasources = {d["uid"]: d for d in yaml.safe_load(DATASOURCES.read_text())["datasources"]}
+    assert {"influxdb", "prometheus"} <= datasources.keys()
+    influx, prom = datasources["influxdb"], datasources["prometheus"]
+    assert influx["type"] == "influxdb" and influx["jsonData"]["version"] == "InfluxQL"
+    assert prom["type"] == "prometheus"
+    for source, service in ((influx, "influxdb"), (prom, "prometheus")):
+        host = re.match(r"https?://([^:/]+)", source["url"]).group(1)
+        assert host == service and host in services(), f"{source['name']} points at {source['url']}"
+    # Credentials and database come from Grafana's environment, never literals.
+    env_ref = re.compile(r"^\$(__env\{(?P<a>\w+)\}|\{(?P<b>\w+)\}|(?P<c>\w+))$")
+    for value, expected in ((influx["user"], "INFLUX_USERNAME"), (influx["secureJsonData"]["password"], "INFLUX_PASSWORD"),
+                            (influx["jsonData"]["dbName"], "INFLUX_DATABASE")):
+        m = env_ref.match(str(value))
+        assert m and expected in m.groupdict().values(), f"{value!r} is not a reference to ${expected}"
+        assert expected in environment(grafana), f"grafana's environment lacks {expected}"
+
+
+def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
+    text = DOCKERFILE.read_text()
+    stages, bases = set(), []
+    for m in re.finditer(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE | re.IGNORECASE):
+        if m.group(1) not in stages:
+            bases.append(m.group(1))
+        if m.group(2):
+            stages.add(m.group(2))
+    assert len(bases) >= 2, f"expected a maven stage and a runtime stage, found {bases}"
+    unpinned = [b for b in bases if not is_pinned(b)]
+    assert not unpinned, f"unpinned base images: {unpinned}"
+    assert any(b.startswith("maven:3.9") and "temurin-17" in b for b in bases)
+    assert any(b.startswith("python:3.11") and "slim-bookworm" in b for b in bases)
+    assert "kafka/pom-spark.xml" in text and "dependency:copy-dependencies" in text
+    assert "openjdk-17-jre-headless" in text and re.search(r"pip install[^\n]*(/app|\s\.)", text)
+    assert re.search(r"^ENV\s+SPARK_EXTRA_JARS_DIR=", text, re.MULTILINE)
+    users = re.findall(r"^USER\s+(\S+)", text, re.MULTILINE)
+    assert users and users[-1] not in {"root", "0"}, f"final USER is {users[-1:] or 'root (unset)'}"
+
+
+def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
+    patterns = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text().splitlines()
+                if line.strip() and not line.startswith("#")}
+    for required in (".venv", "run", ".stack", ".git", ".env"):
+        assert required in patterns, f".dockerignore lacks {required}"
+    assert any("__pycache__" in p for p in patterns)
+
+
+def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> None:
+    # The same .env drives `python -m stacktools.stack`: every value must parse in its config model.
+    config = pytest.importorskip("streamkit.config")
+    values = config.read_env_file(ENV_EXAMPLE)
+    assert values == env_example(), "streamkit's .env parser reads .env.example differently"
+    settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
+    assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
+    assert settings.influx_base_url == f"http://127.0.0.1:{values['INFLUX_PORT']}"
+    assert (settings.mqtt_port, settings.mqtt_password) == (int(values["MQTT_PORT"]), "change-me")
+    assert settings.topic_partitions == int(values["TOPIC_PARTITIONS"]) and settings.metrics_port == 0

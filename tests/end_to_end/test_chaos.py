@@ -1,0 +1,116 @@
+"""End-to-end exactly-once under faults: one replay through the whole pipeline while the bridge,
+both Spark drivers and the connector are killed with SIGKILL at random points and the Kafka
+broker is restarted once. Every stage is supervised (restarted when it is not running), as
+systemd or compose would. At the end the committed Kafka outputs and InfluxDB must equal what
+an oracle computes offline from the same file: 0 lost, 0 duplicated. The windows and the
+aggregate job's late records must equal the window oracle over the raw topic in arrival order
+(re-sends included), whatever the faults did to the batches. One fault stops the aggregate job
+for a minute, so it catches up with large, skewed batches; one Thing is five times as dense as
+the others.
+
+Knobs: CHAOS_KILLS_PER_STAGE (2), CHAOS_SEED (random; printed), CHAOS_ROWS (12000),
+CHAOS_AGGREGATE_PAUSE_S (60).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from simulator.generate import generate
+from streamkit.config import Settings
+from streamkit.deadline import Deadline
+from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
+from stacktools.services import STAGES
+from stacktools.wiring import Wiring
+from stacktools.stack import Stack
+from tests.support.oracles.pipeline import distinct_records, file_rows
+from tests.support.exactness import assert_exactly_once, join_oracle, pipeline_args, restart_broker
+
+pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
+KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
+ROWS = int(os.environ.get("CHAOS_ROWS", "12000"))
+THINGS = 20
+RATE = 150  # rows/s: the replay lasts long enough for every fault to hit it mid-stream
+AGGREGATE_PAUSE_S = float(os.environ.get("CHAOS_AGGREGATE_PAUSE_S", "60"))
+
+
+DENSITY = 5  # one more Thing sends this many times as often as the others
+
+
+def write_events(path: Path) -> Path:
+    """THINGS machines at their normal rate, and one (DENSE) DENSITY times as often over the
+    same span of event time, merged in event-time order."""
+    rows = list(generate(ROWS, THINGS, seed=11))
+    dense = list(generate(ROWS // THINGS * DENSITY, 1, seed=12))
+    first = dense[0]["Timestamp"]
+    rows += [{**row, "Thing": "DENSE", "Timestamp": first + (row["Timestamp"] - first) // DENSITY} for row in dense]
+    rows.sort(key=lambda row: row["Timestamp"])
+    with path.open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.fixture
+def pipeline(stack_settings: Settings, tmp_path: Path):
+    wiring = Wiring.private(stack_settings)
+    run = Pipeline(stack_settings, wiring, tmp_path / "run", extra_args=pipeline_args())
+    yield run
+    run.stop()
+    InfluxClient(stack_settings).drop_database(wiring.database)
+
+
+def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_settings: Settings, pipeline: Pipeline,
+                                                                      tmp_path: Path) -> None:
+    settings = stack_settings
+    kafka = Stack(settings, ["kafka"])
+    if kafka.status()[0].state != "running":
+        pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
+    events = write_events(tmp_path / "events.json")
+    records = distinct_records(file_rows(events))
+    want_pairs = join_oracle(settings, records)
+    assert sum(want_pairs.values()) > 1000
+
+    pipeline.start_stages()
+    pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
+    simulator = pipeline.replay(events, "--rate", str(RATE))
+    seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
+    rng = random.Random(seed)
+    faults = [stage for stage in STAGES for _ in range(KILLS_PER_STAGE)] + ["kafka-restart", "aggregate-stopped"]
+    rng.shuffle(faults)
+    replay_s = ROWS * (1 + DENSITY / THINGS) / RATE
+    injected: list[str] = []
+    started = time.monotonic()
+    for index, fault in enumerate(faults):
+        # spread the faults over the replay: each at a random point of its own slice
+        slot = started + replay_s * (index + rng.random()) / len(faults)
+        while time.monotonic() < slot:
+            pipeline.supervise()
+            time.sleep(0.2)
+        at = f"{time.monotonic() - started:5.1f}s"
+        if fault == "kafka-restart":
+            kafka.down()
+            time.sleep(3)
+            restart_broker(kafka)
+        elif fault == "aggregate-stopped":  # a long stop: it catches up with a skewed backlog
+            pipeline.kill9("spark_aggregate")
+            pause = Deadline(AGGREGATE_PAUSE_S)
+            while not pause.expired():
+                pipeline.supervise(skip={"spark_aggregate"})
+                time.sleep(0.5)
+            pipeline.restart("spark_aggregate")
+        else:
+            pipeline.kill9(fault)
+            time.sleep(rng.uniform(0.5, 3))
+            pipeline.restart(fault)
+        injected.append(f"{at} {fault}")
+    print(f"chaos seed {seed}; faults injected (time since replay start, fault): {injected}")
+    print(f"restarts by the supervisor and the test: {pipeline.restarts}")
+
+    print("chaos:", assert_exactly_once(settings, pipeline, simulator, events, want_pairs), f"faults {injected}")

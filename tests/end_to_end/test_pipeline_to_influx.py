@@ -1,0 +1,134 @@
+"""The whole pipeline into InfluxDB, then the dashboards on what it wrote.
+
+simulator -> Mosquitto -> bridge -> Kafka -> Spark join + aggregates -> Kafka -> connector ->
+InfluxDB, every service a real process on the local stack, scraped by the real Prometheus.
+Afterwards InfluxDB must hold exactly what Kafka committed (per measurement, point by point),
+and every panel and variable query of every dashboard must return data.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from db_connector.lineprotocol import NS_PER_MS
+from streamkit.config import Settings
+from streamkit.deadline import TimedOut, wait_until
+from stacktools.dashboards import check_dashboards
+from stacktools.influx import InfluxClient
+from stacktools.processes import ServiceProcess
+from streamkit.kafka_io import read_to_end
+from streamkit.paths import REPO_ROOT
+from tests.support.harness import expected_records, wait_for_keys
+from tests.support.waits import settle
+from stacktools.pipeline import Pipeline
+from stacktools.wiring import Wiring
+from tests.support.influx_checks import committed_identities, influx_identities, point_count
+from tests.support.mqtt import RawPublisher
+
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
+SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
+ROW_SPACING_MS = 100
+BAD_PAYLOADS = [b"not json", b'{"Thing": "T", "Timestamp": 1}', b'{"Thing": "T", "Timestamp": 1554000000000, "x": "hi"}']
+
+
+def recent_events(path: Path, end_ms: int) -> Path:
+    """The sample in its own (unsorted) file order, re-timed into the minutes before `end_ms`:
+    rows keep their event-time order but are ROW_SPACING_MS apart, so the data, the late
+    records and the services' metrics all fall into one dashboard time range."""
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    ranked = sorted(range(len(rows)), key=lambda i: (rows[i]["Timestamp"], rows[i]["Thing"]))
+    first = end_ms - len(rows) * ROW_SPACING_MS
+    for rank, index in enumerate(ranked):
+        rows[index]["Timestamp"] = first + rank * ROW_SPACING_MS
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: float, *, then_idle: bool = False) -> None:
+    """Until a streaming job's progress lines account for `rows` input records: it has read
+    the whole raw topic (and keeps running, so Prometheus sees its final counters). With
+    `then_idle`, also until a batch without input ran after that: the no-data batch in which a
+    windowed job's advanced watermark closes its windows."""
+    seen, idle = 0, False
+
+    def caught_up() -> bool:
+        nonlocal seen, idle
+        seen, idle = 0, False
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("{") and '"batch progress"' in line:
+                input_rows = json.loads(line).get("input_rows", 0)
+                idle = seen >= rows and input_rows == 0
+                seen += input_rows
+        if seen >= rows and (idle or not then_idle):
+            return True
+        assert job.alive(), log.read_text(errors="replace")[-3000:]
+        return False
+
+    try:
+        wait_until(caught_up, timeout_s, f"{log.name}: {rows} input rows", interval_s=2)
+    except TimedOut:
+        raise TimedOut(f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s") from None
+
+
+def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_settings: Settings, tmp_path: Path) -> None:
+    settings = stack_settings
+    started_ms = int(time.time() * 1000)
+    events = recent_events(tmp_path / "events.json", started_ms)
+    wiring = Wiring.private(settings)
+    topics = wiring.connector_topics
+    pipeline = Pipeline(settings, wiring, tmp_path / "run", extra_args={
+        "spark_join": ["--shuffle-partitions", "2"], "spark_aggregate": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
+        "db_connector": ["--flush-interval-ms", "500"]})
+    try:
+        pipeline.start_stages()
+        pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
+        sim = pipeline.replay(events, "--order", "file", "--rate", "400")
+        assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
+        publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
+        for payload in BAD_PAYLOADS:
+            publisher.publish_raw(f"{wiring.prefix}/bad", payload)
+        assert publisher.wait_all_acked(len(BAD_PAYLOADS))
+        publisher.close()
+        expected_raw = expected_records(events)
+        assert set(expected_raw) <= wait_for_keys(settings, topics["raw"], set(expected_raw), 120)
+        raw_count = len(read_to_end(settings, topics["raw"]))
+        wait_for_input_rows(pipeline.log("spark_join"), raw_count, pipeline.services["spark_join"], 600)
+        wait_for_input_rows(pipeline.log("spark_aggregate"), raw_count, pipeline.services["spark_aggregate"], 600,
+                            then_idle=True)
+
+        expected = committed_identities(settings, topics)
+        assert {k: len(v) > 0 for k, v in expected.items()} == dict.fromkeys(expected, True), \
+            {k: len(v) for k, v in expected.items()}
+        assert expected["raw"] == {(k.decode().rsplit("|", 2)[0], k.decode().rsplit("|", 2)[1],
+                                    int(k.decode().rsplit("|", 2)[2]) * NS_PER_MS) for k in expected_raw}
+        dead_letters = len(read_to_end(settings, topics["dlq"]))
+        assert dead_letters == len(BAD_PAYLOADS)
+        got: dict[str, set] = {}
+
+        def landed() -> bool:
+            nonlocal got
+            got = influx_identities(settings, wiring.database)
+            if got == expected and point_count(settings, wiring.database, "dead_letter") == dead_letters:
+                return True
+            assert pipeline.services["db_connector"].alive(), pipeline.log("db_connector").read_text()[-3000:]
+            return False
+
+        settle(landed, 120, "the committed points in InfluxDB", interval_s=2)
+        for measurement, identities in expected.items():
+            assert got[measurement] == identities, (measurement, len(got[measurement]), len(identities))
+        assert point_count(settings, wiring.database, "dead_letter") == dead_letters
+
+        time.sleep(12)  # two more scrapes of the long-running services
+        thing = sorted(expected["joined"])[0][0]
+        results = check_dashboards(settings, started_ms - len(expected_raw) * ROW_SPACING_MS - 60_000,
+                                   int(time.time() * 1000) + 5_000, {"thing": thing}, database=wiring.database)
+        failed = [f"{r.dashboard} / {r.panel} / {r.ref_id}: {r.error or 'no data'} :: {r.query[:200]}"
+                  for r in results if r.error or not r.series]
+        assert results and not failed, "\n".join(failed)
+    finally:
+        codes = pipeline.stop()
+        InfluxClient(settings).drop_database(wiring.database)
+    assert all(code == 0 for code in codes.values()), codes

@@ -1,0 +1,154 @@
+"""Load past capacity: valid and invalid MQTT messages published as fast as the broker takes
+them for FLOOD_SECONDS (30), the bridge stopped for the middle third, so that when it is back
+the whole backlog is offered to it at once (on two cores publishers cannot outrun a running
+bridge by much: they share its CPU). The bridge's
+memory must stay bounded (it stops reading at BRIDGE_MAX_UNACKED and Mosquitto keeps the rest
+in its persistent session), backpressure must show in its metrics, and afterwards every valid
+row is in Kafka exactly and every invalid one in the dead-letter topic. Peak memory of the
+bridge and of Mosquitto is printed."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streamkit.config import Settings
+from streamkit.deadline import Deadline
+from stacktools.wiring import Wiring
+from streamkit.kafka_io import read_to_end, wait_for_count
+from stacktools.scrape import metric_sum, scrape_metrics
+from streamkit.wire import record_key
+from tests.support.harness import group_by_key, start_bridge, wait_for_keys
+from stacktools.stack import Stack
+from tests.support.mqtt import RawPublisher
+
+pytestmark = [pytest.mark.stack, pytest.mark.chaos]
+SECONDS = float(os.environ.get("FLOOD_SECONDS", "30"))
+MAX_UNACKED = 500
+BRIDGE_RSS_LIMIT_MB = 400
+T0 = 1_554_000_000_000
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of the bridge and Mosquitto, and the bridge's unacked gauge, once a second."""
+
+    def __init__(self, bridge_pid: int, mosquitto_pid: int | None, metrics_port: int) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.port = {"bridge": bridge_pid, "mosquitto": mosquitto_pid}, metrics_port
+        self.peak_mb = {name: 0.0 for name in self.pids}
+        self.peak_unacked = 0.0
+        self.stop = threading.Event()
+
+    def watch_bridge(self, pid: int, metrics_port: int) -> None:
+        self.pids["bridge"], self.port = pid, metrics_port
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                for name, pid in self.pids.items():
+                    if pid is not None:
+                        self.peak_mb[name] = max(self.peak_mb[name], rss_mb(pid))
+                self.peak_unacked = max(self.peak_unacked, metric_sum(scrape_metrics(self.port), "bridge_unacked_messages"))
+            except OSError:  # the bridge between its stop and its restart
+                continue
+
+
+PUBLISHERS = 3
+
+
+def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "multiprocessing.Queue") -> None:
+    """One publisher process: valid rows of its own five Things and every fourth message
+    invalid, as fast as Mosquitto takes them, for ``seconds``."""
+    publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
+    published = 0
+    deadline = Deadline(seconds)
+    while not deadline.expired():
+        publisher.publish_raw(f"{prefix}/F{index}", flood_payload(index, published))
+        published += 1
+    publisher.wait_all_acked(published, 120)
+    publisher.close()
+    counts.put((index, published))
+
+
+def flood_payload(index: int, n: int) -> bytes:
+    thing = f"F{index}-{n % 5}".encode()
+    if n % 4 == 3:
+        return b'{"Thing": "%s", "Timestamp": "not a time", "a": %d}' % (thing, n)
+    return b'{"Thing": "%s", "Timestamp": %d, "a": %d, "b": 0.5}' % (thing, T0 + n, n)
+
+
+def expected_keys(index: int, published: int) -> set[bytes]:
+    return {record_key(f"F{index}-{n % 5}", q, T0 + n) for n in range(published) if n % 4 != 3 for q in "ab"}
+
+
+@pytest.fixture
+def lane(stack_settings: Settings) -> Wiring:
+    return Wiring.private(stack_settings, bridge_only=True)
+
+
+def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_settings: Settings, lane: Wiring,
+                                                                    tmp_path: Path) -> None:
+    settings = stack_settings
+    service = start_bridge(lane, tmp_path / "bridge.log", "--max-unacked", str(MAX_UNACKED))
+    metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
+    (mosquitto,) = Stack(settings, ["mosquitto"]).status()
+    sampler = Sampler(service.process.pid, mosquitto.pid, metrics_port)
+    sampler.start()
+    context = multiprocessing.get_context("spawn")
+    counts = context.Queue()
+    started = time.monotonic()
+    try:
+        workers = [context.Process(target=flood, args=(settings, lane.prefix, i, SECONDS, counts))
+                   for i in range(PUBLISHERS)]
+        for worker in workers:
+            worker.start()
+        # The middle third of the flood with the bridge stopped: Mosquitto keeps it in the
+        # bridge's session, and the restarted bridge faces the whole backlog at once.
+        time.sleep(SECONDS / 3)
+        assert service.terminate() == 0
+        time.sleep(SECONDS / 3)
+        service = start_bridge(lane, tmp_path / "bridge-restarted.log", "--max-unacked", str(MAX_UNACKED))
+        metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
+        sampler.watch_bridge(service.process.pid, metrics_port)
+        published = dict(counts.get(timeout=SECONDS + 180) for _ in workers)
+        for worker in workers:
+            worker.join(30)
+        publish_s = time.monotonic() - started
+        valid = set().union(*(expected_keys(i, n) for i, n in published.items()))
+        invalid = sum(n // 4 for n in published.values())  # n % 4 == 3 for n < published
+        missing = valid - wait_for_keys(settings, lane.raw, valid, 600)  # re-sends inflate counts
+        assert not missing, f"{len(missing)} valid records lost, e.g. {sorted(missing)[:3]}"
+        drained_s = time.monotonic() - started
+        assert wait_for_count(settings, lane.dlq, invalid, 120) >= invalid
+        assert service.alive(), "the bridge died under load"
+    finally:
+        sampler.stop.set()
+        service.terminate()
+    raw = read_to_end(settings, lane.raw)
+    assert {m.key() for m in raw} == valid
+    assert all(len(set(values)) == 1 for values in group_by_key(raw).values()), "a re-send that is not identical"
+    dead = read_to_end(settings, lane.dlq)
+    letters = Counter(m.value() for m in dead)
+    assert {dict(m.headers())["reason"] for m in dead} == {b"bad_timestamp"}
+    assert len(letters) == invalid, (len(letters), invalid)  # each invalid payload is unique
+    total = sum(published.values())
+    print(f"re-sends after the restart: raw {len(raw) - len(valid)}, dead letters {len(dead) - invalid}")
+    print(f"flood: {total:,} messages from {PUBLISHERS} publishers in {publish_s:.1f} s "
+          f"({total / publish_s:,.0f}/s offered), bridge done after {drained_s:.1f} s "
+          f"({total / drained_s:,.0f}/s forwarded); {len(raw):,} raw records "
+          f"({len(raw) - len(valid)} identical re-sends), {invalid:,} dead letters; peak RSS bridge "
+          f"{sampler.peak_mb['bridge']:.0f} MB, mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; "
+          f"peak unacked {sampler.peak_unacked:.0f} (limit {MAX_UNACKED})")
+    assert sampler.peak_unacked >= MAX_UNACKED * 0.5, "no backpressure: the flood did not exceed the bridge"
+    assert sampler.peak_mb["bridge"] < BRIDGE_RSS_LIMIT_MB

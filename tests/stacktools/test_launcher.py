@@ -1,0 +1,121 @@
+"""The stack launcher's own behaviour: config precedence, clear errors for taken ports and
+missing installs, ownership of processes, the credentials in effect after a first ``up()``."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mqtt_bridge.config import BridgeSettings
+from streamkit.config import SYSTEMS, Settings, identity_fields
+from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack.process import ManagedProcess
+from tests.support.ports import free_ports
+
+
+def test_precedence_cli_over_env_over_credentials_file(tmp_path: Path) -> None:
+    (tmp_path / "credentials.env").write_text("MQTT_PASSWORD=from-file\nINFLUX_PASSWORD=file2\n")
+    env = {"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "from-env", "KAFKA_PORT": "19092"}
+    settings = Settings.from_sources(environ=env)
+    assert settings.mqtt_password == "from-env"
+    assert settings.influx_password == "file2"
+    assert settings.bootstrap_servers == "127.0.0.1:19092"
+    assert Settings.from_sources(environ=env, cli={"kafka_port": 29092}).bootstrap_servers == "127.0.0.1:29092"
+    assert "from-env" not in str(settings.redacted())
+
+
+def test_bad_env_value_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="KAFKA_PORT='x' is not a valid int"):
+        Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"})
+
+
+def test_generated_credentials_are_private_and_stable(tmp_path: Path) -> None:
+    settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
+    assert len(settings.mqtt_password) >= 20 and settings.mqtt_password != settings.influx_password
+    assert (tmp_path / "credentials.env").stat().st_mode & 0o077 == 0
+    again = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
+    assert again.mqtt_password == settings.mqtt_password
+
+
+def test_taken_port_gives_a_clear_message_quickly(tmp_path: Path, free_port: int) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", free_port))
+        squatter.listen()
+        settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "PROMETHEUS_PORT": str(free_port)})
+        started = time.monotonic()
+        with pytest.raises(StackError, match=f"port {free_port} is already in use"):
+            Stack(settings, ["prometheus"], allow_external=False).up()
+        assert time.monotonic() - started < 10
+
+
+def test_cli_reports_taken_port_with_exit_code_2(tmp_path: Path, free_port: int) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", free_port))
+        squatter.listen()
+        result = subprocess.run([sys.executable, "-m", "stacktools.stack", "up", "mosquitto", "--run-dir", str(tmp_path),
+                                 "--mqtt-port", str(free_port)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"port {free_port} is already in use" in result.stderr
+
+
+def test_unknown_component_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="unknown component"):
+        Stack(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}), ["zookeeper"])
+
+
+def test_only_processes_naming_our_run_dir_count_as_ours(tmp_path: Path) -> None:
+    ours = ManagedProcess("sleeper", tmp_path)
+    pid = ours.start([sys.executable, "-c", f"import time; time.sleep(60)  # {tmp_path}"])
+    assert ours.pid() == pid
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ours.pid_file.write_text(str(stranger.pid))  # a reused pid: not ours, must not be stopped
+        assert ours.pid() is None and not ours.pid_file.exists()
+        assert ours.stop() is False and stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+    ours.pid_file.write_text(str(pid))
+    assert ours.stop(timeout_s=10) is True
+    assert ours.pid() is None
+
+
+def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_path: Path) -> None:
+    """A child gets the caller's run dir, ports and topics, but logs in as its own user with
+    its own password: the launcher's admin password never reaches a service."""
+    (tmp_path / "credentials.env").write_text("KAFKA_ADMIN_PASSWORD=admin-pw\nKAFKA_BRIDGE_PASSWORD=bridge-pw\n")
+    settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
+                                     cli={"kafka_port": 19092, "influx_database": "db"})
+    assert (settings.kafka_username, settings.kafka_password, settings.mqtt_password) == ("admin", "admin-pw", "p w=1")
+    environment = settings.as_environment()
+    assert not {"KAFKA_PASSWORD", "MQTT_PASSWORD", "KAFKA_USERNAME"} & set(environment)
+    child = BridgeSettings.from_sources(environ=environment)
+    assert (child.kafka_username, child.kafka_password, child.mqtt_password) == ("bridge", "bridge-pw", "")
+    identities = {name for system in SYSTEMS for name in identity_fields(system)}
+    assert {k: v for k, v in vars(child).items() if k in vars(settings) and k not in identities} == \
+        {k: v for k, v in vars(settings).items() if k not in identities}
+
+
+@pytest.mark.stack
+def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path) -> None:
+    """A first run has no credentials until up() generates them: the settings from before it
+    are refused by InfluxDB, the ones it returns are accepted (the demo's first-run failure)."""
+    from stacktools.influx import InfluxClient
+
+    environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(free_ports(1)[0])}
+    before = Settings.from_sources(environ=environ)
+    assert not before.influx_password and not before.credentials_path.exists()
+    stack = Stack(before, ["influxdb"], allow_external=False)
+    try:
+        after = stack.up()
+        assert after.influx_password and after.credentials_path.exists()
+        assert InfluxClient(after).query("SHOW DATABASES")[0] == 200
+        assert InfluxClient(before).query("SHOW DATABASES")[0] in (401, 403)
+        assert Settings.from_sources(environ=environ) == after  # what every later process reads
+    finally:
+        stack.down()
+

@@ -1,0 +1,55 @@
+"""python -m tests.support.eos_driver: a minimal pass-through job through the real runner and sink.
+
+Copies every record of --raw-topic (key, value, partition) to --output-topic exactly once, so
+the fault-injection test can compare output and input as multisets. Runs with
+``--available-now`` (stop when caught up) or until SIGTERM. Writes its JVM's pid to
+--jvm-pid-file so the test can wait for a killed driver's JVM to be gone before restarting.
+With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there (tests/support/sink_faults.py).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamkit.config import setting
+from streamkit.kafka_clients import spark_kafka_options
+from streamkit.service import run_service
+from streamkit.shutdown import ShutdownFlag
+
+from spark_jobs.config import SparkJobSettings
+from spark_jobs.runner import run_query
+from tests.support.sink_faults import kill_hook_from_env
+
+
+@dataclass(frozen=True)
+class DriverSettings(SparkJobSettings):
+    output_topic: str = setting("", "EOS_TEST_OUTPUT_TOPIC", "where the copies go")
+    jvm_pid_file: str = setting("", "EOS_TEST_JVM_PID_FILE", "file to write the JVM pid to")
+    available_now: bool = setting(False, "EOS_TEST_AVAILABLE_NOW", "stop once caught up")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_service("eos_driver", DriverSettings, __doc__, argv, run, module="tests.support.eos_driver")
+
+
+def run(settings: DriverSettings, shutdown: ShutdownFlag) -> int:
+    """Copy the raw topic, with the fault hook EOS_FAULT_POINT / EOS_FAULT_BATCH ask for."""
+
+    def build(spark):  # type: ignore[no-untyped-def]
+        from pyspark.sql import functions as F
+
+        if settings.jvm_pid_file:
+            Path(settings.jvm_pid_file).write_text(str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        frame = (spark.readStream.format("kafka").options(**spark_kafka_options(settings))
+                 .option("subscribe", settings.raw_topic).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+                 .option("kafka.isolation.level", "read_committed").load())
+        return frame.select(F.lit(settings.output_topic).alias("topic"), "key", "value", "partition")
+
+    return run_query(settings, shutdown, "eos-driver", build, available_now=settings.available_now,
+                     fault_hook=kill_hook_from_env())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
