@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 
-from streamkit.config import Settings
+from streamkit.config import KafkaSettings
 from streamkit.kafka_clients import client_config, transactional_producer
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def _high_watermarks(base: dict[str, Any], topic: str, timeout_s: float) -> dict
             probe.close()
 
 
-def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
+def read_marker(settings: KafkaSettings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
     """The last committed marker for ``key``, or None.
 
     Reads every partition to its *high watermark* (taken read_uncommitted) with a
@@ -226,7 +226,7 @@ def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, col
 class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
-    def __init__(self, settings: Settings, query_name: str, marker_topic: str, *,
+    def __init__(self, settings: KafkaSettings, query_name: str, marker_topic: str, *,
                  transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5,
                  fault_hook: FaultHook | None = None) -> None:
         self.settings = settings

@@ -11,7 +11,7 @@ import pytest
 
 from stacktools import config_reference as ref
 from stacktools.access import USERS
-from streamkit.config import Settings, credential_env
+from streamkit.config import ServiceSettings, Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
@@ -54,7 +54,7 @@ def test_every_settings_class_in_the_code_is_documented() -> None:
     assert declared, "no Settings classes found: the scan is broken"
     assert declared <= documented, f"Settings classes without a section: {sorted(declared - documented)}"
     for cls in ref.all_settings_classes():
-        assert issubclass(cls, Settings)
+        assert issubclass(cls, ServiceSettings)
 
 
 def test_every_field_appears_with_its_option_and_env_variable() -> None:
