@@ -44,7 +44,7 @@ def identity_fields(system: str) -> tuple[str, str]:
 
 
 def login_as(system: str, user: str) -> Any:
-    """A service's own user on ``system``, in place of the shared model's ``admin``."""
+    """A service's own user on ``system``, in place of its concern's ``admin``."""
     server = {"kafka": "Kafka", "mqtt": "MQTT", "influx": "InfluxDB"}[system]
     return setting(user, f"{system.upper()}_USERNAME", f"{server} user this service logs in as (its rights: the "
                    "README's access matrix)")

@@ -180,3 +180,21 @@ def test_env_example_names_are_all_documented() -> None:
     documented |= {credential_env(system, user) for system, users in USERS.items() for user in users}
     assert names
     assert set(names) <= documented, f"undocumented in .env.example: {sorted(set(names) - documented)}"
+
+
+def test_each_section_says_which_concerns_its_class_has() -> None:
+    """The document shows a service has only what it uses: its concerns, named, and the others, named as absent."""
+    text = DOC.read_text()
+    concern_classes = [section.settings_class() for section in ref.CONCERNS]
+    assert {cls.__name__ for cls in concern_classes} == {"ServiceSettings", "KafkaSettings", "MqttSettings",
+                                                         "InfluxSettings", "StackSettings"}
+    for section in ref.SECTIONS:
+        if section.concern:
+            continue
+        body = text.split(f"## {section.title}\n", 1)[1].split("\n## ", 1)[0]
+        has_line = next(line for line in body.splitlines() if line.startswith("**Has:**"))
+        has, _, lacks = has_line.partition("(not: ")
+        for concern in ref.CONCERNS:
+            inherits = issubclass(section.settings_class(), concern.settings_class())
+            assert (concern.name in has) is inherits, f"{section.title}: {concern.name} in {has_line!r}"
+            assert (concern.name in lacks) is (not inherits), f"{section.title}: {concern.name} in {has_line!r}"
