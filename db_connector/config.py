@@ -1,13 +1,15 @@
-"""The connector's settings: the shared model plus batching, retry and identity knobs."""
+"""The connector's settings: the service base, Kafka and InfluxDB, plus batching, retry and identity knobs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, login_as, serves_metrics_on, setting
+from streamkit.config import InfluxSettings, KafkaSettings, login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)
-class ConnectorSettings(Settings):
+class ConnectorSettings(KafkaSettings, InfluxSettings):
+    """Kafka in, InfluxDB out: no MQTT or launcher settings."""
+
     kafka_username: str = login_as("kafka", "connector")
     influx_username: str = login_as("influx", "connector")
     metrics_port: int = serves_metrics_on(9205)

@@ -1,13 +1,15 @@
-"""The bridge's settings: the shared model plus what only the bridge needs."""
+"""The bridge's settings: the service base, Kafka and MQTT, plus what only the bridge needs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamkit.config import Settings, login_as, serves_metrics_on, setting
+from streamkit.config import KafkaSettings, MqttSettings, login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)
-class BridgeSettings(Settings):
+class BridgeSettings(KafkaSettings, MqttSettings):
+    """MQTT in, Kafka out: no InfluxDB or launcher settings."""
+
     kafka_username: str = login_as("kafka", "bridge")
     mqtt_username: str = login_as("mqtt", "bridge")
     metrics_port: int = serves_metrics_on(9202)

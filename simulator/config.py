@@ -1,17 +1,19 @@
-"""The simulator's settings: the shared model plus how it publishes."""
+"""The simulator's settings: the service base and MQTT, plus how it publishes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamkit.config import Settings, login_as, serves_metrics_on, setting
+from streamkit.config import MqttSettings, login_as, serves_metrics_on, setting
 
 #: How rows are replayed: sorted by event time, or as the file has them.
 ORDERS = ("event-time", "file")
 
 
 @dataclass(frozen=True)
-class SimulatorSettings(Settings):
+class SimulatorSettings(MqttSettings):
+    """Publishes to MQTT only: no Kafka, InfluxDB or launcher settings."""
+
     mqtt_username: str = login_as("mqtt", "machine")
     metrics_port: int = serves_metrics_on(9201)
     connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")

@@ -12,13 +12,13 @@ import zlib
 
 import paho.mqtt.client as mqtt
 
-from streamkit.config import Settings
+from streamkit.config import MqttSettings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.mqtt_client import connect, make_client
 
 
 class MqttPublisher:
-    def __init__(self, settings: Settings, connections: int = 1, max_inflight: int = 1000,
+    def __init__(self, settings: MqttSettings, connections: int = 1, max_inflight: int = 1000,
                  client_prefix: str = "simulator") -> None:
         self.prefix = settings.mqtt_topic_prefix
         self._window = threading.BoundedSemaphore(max_inflight)

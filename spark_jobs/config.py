@@ -9,14 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lsb.results import RESULT_FUNCTIONS
-from streamkit.config import Settings, login_as, serves_metrics_on, setting
+from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
 from streamkit.durations import parse_duration_ms
 from streamkit.paths import SPARK_JARS_DIR
 from windowing import WindowRules, parse_windows
 
 
 @dataclass(frozen=True)
-class SparkJobSettings(Settings):
+class SparkJobSettings(KafkaSettings):
+    """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings."""
+
     kafka_username: str = login_as("kafka", "spark")
     spark_master: str = setting("local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)")
     shuffle_partitions: int = setting(2, "SPARK_SHUFFLE_PARTITIONS",

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from prometheus_client import Counter, Gauge, Histogram
 
-from streamkit.config import Settings
+from streamkit.config import KafkaSettings
 from streamkit.deadline import Backoff, Deadline, TimedOut
 from streamkit.kafka_clients import produce_retrying, transactional_producer
 from streamkit.kafka_io import end_offsets, read_up_to
@@ -93,7 +93,7 @@ class Marker:
     query_id: str | None
 
 
-def _high_watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[int, int]:
+def _high_watermarks(settings: KafkaSettings, topic: str, timeout_s: float) -> dict[int, int]:
     """End offset per partition (read_uncommitted), retrying transient broker errors until the
     deadline: a restart must not fail because the broker was briefly slow. Unlike the tools'
     ``high_watermarks``, a missing topic is an error here (retried, then SinkError): a sink
@@ -111,7 +111,7 @@ def _high_watermarks(settings: Settings, topic: str, timeout_s: float) -> dict[i
             time.sleep(1)
 
 
-def read_marker(settings: Settings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
+def read_marker(settings: KafkaSettings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
     """The last committed marker for ``key``, or None.
 
     Reads every partition to its *high watermark* (taken read_uncommitted) with a
@@ -204,7 +204,7 @@ def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, col
 class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
-    def __init__(self, settings: Settings, query_name: str, marker_topic: str, *,
+    def __init__(self, settings: KafkaSettings, query_name: str, marker_topic: str, *,
                  transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5,
                  fault_hook: FaultHook | None = None) -> None:
         self.settings = settings

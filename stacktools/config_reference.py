@@ -27,7 +27,7 @@ from typing import Any, get_type_hints
 import yaml
 
 from stacktools.access import USERS
-from streamkit.config import CREDENTIALS_FILE, SYSTEMS, Settings, credential_env, identity_fields
+from streamkit.config import CREDENTIALS_FILE, SYSTEMS, ServiceSettings, credential_env, identity_fields
 from streamkit.paths import REPO_ROOT
 from stacktools.services import SERVICES
 
@@ -38,61 +38,96 @@ GENERATOR = "python -m stacktools.config_reference"
 
 @dataclass(frozen=True)
 class Section:
-    """One service (or shared group) of the reference."""
+    """One concern (a group of fields several classes share) or one service of the reference."""
 
     title: str
     settings: str                 #: "module:Class"
-    base: str | None              #: "module:Class" whose fields are documented elsewhere (not repeated)
     intro: str
     service: str | None = None    #: name in the service registry (stacktools.services)
+    concern: bool = False         #: a mixin of streamkit.config that services compose
+    short: str = ""               #: how other sections name it ("Kafka"); default the title up to " ("
 
-    def settings_class(self) -> type[Settings]:
+    def settings_class(self) -> type[ServiceSettings]:
         return load_class(self.settings)
 
+    def parents(self) -> list["Section"]:
+        """The other sections whose class this one's derives from: their fields are documented there."""
+        cls = self.settings_class()
+        return [s for s in SECTIONS if s is not self and issubclass(cls, s.settings_class())]
+
     def own_fields(self) -> list[dataclasses.Field]:
-        inherited = {f.name for f in dataclasses.fields(load_class(self.base))} if self.base else set()
+        inherited = {f.name for parent in self.parents() for f in dataclasses.fields(parent.settings_class())}
         return [f for f in dataclasses.fields(self.settings_class()) if f.name not in inherited]
+
+    def concerns(self) -> tuple[list["Section"], list["Section"], list["Section"]]:
+        """(the concerns this class has, the concerns it has not, the other sections whose fields it
+        inherits, such as the Spark jobs' common ones)."""
+        parents = self.parents()
+        has = [s for s in CONCERNS if s in parents]
+        return has, [s for s in CONCERNS if s not in has], [s for s in parents if not s.concern and s.own_fields()]
+
+    @property
+    def name(self) -> str:
+        return self.short or self.title.split(" (")[0]
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("Shared settings (every service)", "streamkit.config:Settings", None,
-            "`streamkit.config.Settings`: every service below accepts all of these (and the stack launcher, "
-            "`python -m stacktools.stack`, and `python -m stacktools.topics` use them too). "
-            "Each service has its own default `METRICS_PORT`, given in its section; 0 means any free port."),
-    Section("Simulator (`python -m simulator`)", "simulator.config:SimulatorSettings", "streamkit.config:Settings",
+    Section("Every service (`ServiceSettings`)", "streamkit.config:ServiceSettings",
+            "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
+            "default `METRICS_PORT`, given in its section; 0 means any free port.", concern=True,
+            short="service base"),
+    Section("Kafka (`KafkaSettings`)", "streamkit.config:KafkaSettings",
+            "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
+            "services that read or write Kafka.", concern=True),
+    Section("MQTT (`MqttSettings`)", "streamkit.config:MqttSettings",
+            "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
+            "publish or subscribe.", concern=True),
+    Section("InfluxDB (`InfluxSettings`)", "streamkit.config:InfluxSettings",
+            "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
+            "write or query InfluxDB.", concern=True),
+    Section("Stack launcher only (`StackSettings`)", "streamkit.config:StackSettings",
+            "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
+            "by the stack launcher and its tools only.", concern=True, short="stack launcher"),
+    Section("Stack launcher, tools and tests (`Settings`)", "streamkit.config:Settings",
+            "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
+            "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
+            "passes its values to the services it starts as environment variables; each service reads those of "
+            "its own concerns and ignores the rest."),
+    Section("Simulator (`python -m simulator`)", "simulator.config:SimulatorSettings",
             "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`.",
             service="simulator"),
-    Section("MQTT bridge (`python -m mqtt_bridge`)", "mqtt_bridge.config:BridgeSettings", "streamkit.config:Settings",
+    Section("MQTT bridge (`python -m mqtt_bridge`)", "mqtt_bridge.config:BridgeSettings",
             "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid payloads "
             "-> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
             service="mqtt_bridge"),
     Section("Spark jobs, common to both (`spark_jobs.join`, `spark_jobs.aggregate`)",
-            "spark_jobs.config:SparkJobSettings", "streamkit.config:Settings",
+            "spark_jobs.config:SparkJobSettings",
             "`spark_jobs.config.SparkJobSettings`: both Spark jobs accept these. The query name names the "
             "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
-            "instances of one job) must never share it."),
+            "instances of one job) must never share it.", short="Spark jobs' common"),
     Section("Spark join (`python -m spark_jobs.join`)", "spark_jobs.config:JoinSettings",
-            "spark_jobs.config:SparkJobSettings",
             "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default query name "
             "`lsb-join`).",
             service="spark_join"),
     Section("Spark aggregate (`python -m spark_jobs.aggregate`)", "spark_jobs.config:AggregateSettings",
-            "spark_jobs.config:SparkJobSettings",
             "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source joined`) -> "
             "`AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or `aggregate-joined`). A second "
             "instance for `--source joined` needs its own `METRICS_PORT` on the same host.",
             service="spark_aggregate"),
     Section("DB connector (`python -m db_connector`)", "db_connector.config:ConnectorSettings",
-            "streamkit.config:Settings",
             "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
             "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
             service="db_connector"),
     Section("Dashboards checker (`python -m stacktools.dashboards`)", "stacktools.dashboards.cli:GrafanaSettings",
-            "streamkit.config:Settings",
             "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
             "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
             "flags, listed by `python -m stacktools.dashboards --help`."),
 )
+
+
+#: The mixins of streamkit.config, in the order the document lists them.
+CONCERNS: tuple[Section, ...] = tuple(section for section in SECTIONS if section.concern)
+
 
 #: Environment variables read outside the Settings classes: (name, where, meaning). The unit
 #: test checks that each still occurs somewhere in the repository outside docs/.
@@ -202,8 +237,13 @@ HEADER = f"""# Configuration reference
      `{GENERATOR} --check` (run by tests/stacktools/test_config_reference.py) fails when this file is stale. -->
 
 Every service takes its configuration from one model (`streamkit/config.py`): each field of a
-service's `Settings` dataclass is a command-line option **and** an environment variable, and
+service's settings dataclass is a command-line option **and** an environment variable, and
 `python -m <service> --help` lists both. This page is rendered from those dataclasses.
+
+The fields are grouped by concern: what every service has, then one group per server (Kafka,
+MQTT, InfluxDB) and the stack launcher's own. Each service has only the concerns it uses (its
+section says which) plus its own fields; the launcher, the tools and the tests use the full
+model. A variable of a concern a service lacks is ignored by that service.
 
 ## Where a value comes from
 
@@ -227,6 +267,10 @@ show them as `***`.
 PER_SERVICE_FIELDS = {identity_fields(system)[0] for system in SYSTEMS} | {"metrics_port"}
 
 
+def defaults_of(section: Section) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(section.settings_class())}
+
+
 def users_and_passwords() -> list[str]:
     """Which password variable belongs to which user (stacktools/access.py)."""
     lines = ["## Users and passwords", "",
@@ -236,13 +280,18 @@ def users_and_passwords() -> list[str]:
              "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
              "the password of the one process they are given to.", ""]
     logins: dict[tuple[str, str], list[str]] = {}
-    for section in SECTIONS[1:]:
-        defaults = {f.name: f.default for f in dataclasses.fields(section.settings_class())}
-        inherited = {f.name: f.default for f in dataclasses.fields(load_class(section.base or ""))}
-        for system in SYSTEMS:
-            user = defaults[identity_fields(system)[0]]
-            if user != inherited[identity_fields(system)[0]]:
-                logins.setdefault((system, user), []).append(section.title.split(" (")[0])
+    for section in SECTIONS:
+        cls = section.settings_class()
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for system in cls.systems():
+            username = identity_fields(system)[0]
+            # listed where a class sets its own user, not again in classes that inherit it
+            inherited = [p for p in section.parents() if username in defaults_of(p)]
+            if not inherited:  # the concern that declares the field (and its shared default, admin)
+                continue
+            nearest = max(inherited, key=lambda p: len(p.settings_class().__mro__))
+            if defaults[username] != defaults_of(nearest)[username]:
+                logins.setdefault((system, defaults[username]), []).append(section.title.split(" (")[0])
     lines += table(["server", "user", "password variable", "default user of"],
                    ([system, code(user), code(credential_env(system, user)),
                      ", ".join(logins.get((system, user), ["the stack launcher, tools and tests"] if user == "admin"
@@ -260,6 +309,11 @@ def render() -> str:
     lines += ["- Users and passwords", "- Set by docker compose", "- Other environment variables", ""]
     for section in SECTIONS:
         lines += [f"## {section.title}", "", section.intro, ""]
+        if not section.concern:
+            has, lacks, also = section.concerns()
+            lines += [f"**Has:** {', '.join(c.name for c in [*has, *also])} settings"
+                      + (f" (not: {', '.join(c.name for c in lacks)})" if lacks else " (every concern)")
+                      + ", each in its section above, and the ones below.", ""]
         if section.service:
             lines += [(f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
                        f"service label `{section.service}`."), ""]
@@ -274,7 +328,8 @@ def render() -> str:
     if compose:
         lines += ["## Set by docker compose", "",
                   ("`docker-compose.yml` sets these for every container built from our `Dockerfile` "
-                   "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT`. "
+                   "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT` and "
+                   "ignores the variables of concerns it does not have. "
                    "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."), ""]
         lines += table(["environment", "value in compose"], ([code(k), code(v)] for k, v in compose.items()))
         lines.append("")
@@ -287,7 +342,7 @@ def render() -> str:
 
 
 # ----------------------------------------------------------------------------- checks used by the tests
-def all_settings_classes() -> list[type[Settings]]:
+def all_settings_classes() -> list[type[ServiceSettings]]:
     return [section.settings_class() for section in SECTIONS]
 
 

@@ -14,14 +14,14 @@ from simulator.config import SimulatorSettings
 from spark_jobs.config import AggregateSettings, JoinSettings
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.wiring import Wiring
-from streamkit.config import Settings
+from streamkit.config import ServiceSettings
 
 
 @dataclasses.dataclass(frozen=True)
 class ServiceSpec:
     name: str                  #: metrics, log and Prometheus job name
     module: str                #: ``python -m <module>``
-    settings: type[Settings]
+    settings: type[ServiceSettings]
     ready_line: str            #: logged once it takes input ('' for the simulator, which is the input)
     wiring_args: Callable[[Wiring, Path], list[str]]  #: its options for a wiring and a work directory
 

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from streamkit.config import Settings
+from streamkit.config import KafkaSettings
 from streamkit.deadline import Deadline, TimedOut
 
 #: Large enough for the dead-letter topic's oversized payloads (topic max.message.bytes is 16 MiB).
@@ -23,7 +23,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SASL_MECHANISM = "SCRAM-SHA-512"
 
 
-def client_config(settings: Settings, client_id: str) -> dict[str, Any]:
+def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
     """Where and as whom a librdkafka client connects: every client of every service starts here."""
     config = {"bootstrap.servers": settings.bootstrap_servers, "client.id": client_id,
               "security.protocol": settings.kafka_security_protocol}
@@ -41,7 +41,7 @@ def jaas_config(user: str, password: str) -> str:
     return f"org.apache.kafka.common.security.scram.ScramLoginModule required username={quoted(user)} password={quoted(password)};"
 
 
-def spark_kafka_options(settings: Settings) -> dict[str, str]:
+def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
     """The same connection for Spark's Kafka source (options prefixed ``kafka.``)."""
     options = {"kafka.bootstrap.servers": settings.bootstrap_servers,
                "kafka.security.protocol": settings.kafka_security_protocol}
@@ -51,12 +51,12 @@ def spark_kafka_options(settings: Settings) -> dict[str, str]:
     return options
 
 
-def admin_client(settings: Settings, client_id: str = "streamkit-admin") -> AdminClient:
+def admin_client(settings: KafkaSettings, client_id: str = "streamkit-admin") -> AdminClient:
     # log_level 4: librdkafka's info lines (e.g. "purging unserved events" at close) are noise here
     return AdminClient({**client_config(settings, client_id), "log_level": 4})
 
 
-def idempotent_producer(settings: Settings, client_id: str, **overrides: Any) -> Producer:
+def idempotent_producer(settings: KafkaSettings, client_id: str, **overrides: Any) -> Producer:
     """No loss, no reordering, no duplicates from retries; batching tuned for throughput."""
     config = {
         **client_config(settings, client_id),
@@ -71,14 +71,14 @@ def idempotent_producer(settings: Settings, client_id: str, **overrides: Any) ->
     return Producer(config)
 
 
-def transactional_producer(settings: Settings, transactional_id: str, **overrides: Any) -> Producer:
+def transactional_producer(settings: KafkaSettings, transactional_id: str, **overrides: Any) -> Producer:
     """A stable transactional.id per writer: a restarted writer fences its zombie predecessor."""
     producer = idempotent_producer(settings, transactional_id, **{"transactional.id": transactional_id, **overrides})
     producer.init_transactions(30)
     return producer
 
 
-def committed_consumer(settings: Settings, group_id: str, **overrides: Any) -> Consumer:
+def committed_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> Consumer:
     """read_committed, manual offset commits: a consumer sees only committed transactions and
     decides itself when its input counts as processed."""
     config = {
@@ -93,7 +93,7 @@ def committed_consumer(settings: Settings, group_id: str, **overrides: Any) -> C
     return Consumer(config)
 
 
-def partition_count(settings: Settings, topic: str, wait_s: float = 30) -> int:
+def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> int:
     """A topic's partition count; waits a little, as a just-created topic or a just restarted
     broker may not report it yet. Raises LookupError when it does not exist after ``wait_s``."""
     admin = admin_client(settings)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from streamkit.config import Settings
+from streamkit.config import KafkaSettings
 from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import client_config
 
@@ -22,12 +22,12 @@ def transient(exc: KafkaException) -> bool:
     return error.retriable() or error.code() in TRANSIENT_CODES
 
 
-def _reader_config(settings: Settings, role: str) -> dict:
+def _reader_config(settings: KafkaSettings, role: str) -> dict:
     return {**client_config(settings, role), "group.id": f"{role}-{uuid.uuid4().hex}", "enable.auto.commit": False,
             "enable.partition.eof": True}
 
 
-def end_offsets(settings: Settings, topic: str, *, role: str = "end-offsets", strict: bool = False) -> dict[int, int]:
+def end_offsets(settings: KafkaSettings, topic: str, *, role: str = "end-offsets", strict: bool = False) -> dict[int, int]:
     """One look at every partition's end offset (read_uncommitted, the *high watermark*).
     ``strict``: a topic the broker reports an error for (missing, not authorised) raises
     instead of reading as a topic without partitions."""
@@ -42,7 +42,7 @@ def end_offsets(settings: Settings, topic: str, *, role: str = "end-offsets", st
         probe.close()
 
 
-def high_watermarks(settings: Settings, topic: str, attempts: int = 5) -> dict[int, int]:
+def high_watermarks(settings: KafkaSettings, topic: str, attempts: int = 5) -> dict[int, int]:
     """End offsets (read_uncommitted) of every partition, retried over transient errors."""
     backoff = Backoff(initial_s=1.0)
     for attempt in range(attempts):
@@ -55,7 +55,7 @@ def high_watermarks(settings: Settings, topic: str, attempts: int = 5) -> dict[i
     raise AssertionError("unreachable")
 
 
-def read_up_to(settings: Settings, topic: str, ends: dict[int, int], *, isolation: str = "read_committed",
+def read_up_to(settings: KafkaSettings, topic: str, ends: dict[int, int], *, isolation: str = "read_committed",
                timeout_s: float = 60, role: str = "read-to-end") -> Iterator[Message]:
     """Every record of each partition up to its offset in ``ends``, as it arrives (a caller
     looking for one record need not hold them all); :class:`TimedOut` if a partition does not
@@ -78,7 +78,7 @@ def read_up_to(settings: Settings, topic: str, ends: dict[int, int], *, isolatio
         raise TimedOut(f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s")
 
 
-def read_to_end(settings: Settings, topic: str, isolation: str = "read_committed",
+def read_to_end(settings: KafkaSettings, topic: str, isolation: str = "read_committed",
                 timeout_s: float = 60) -> list[Message]:
     """Every record up to the *high watermark* of each partition at call time.
 
@@ -90,12 +90,12 @@ def read_to_end(settings: Settings, topic: str, isolation: str = "read_committed
                            timeout_s=timeout_s))
 
 
-def record_count(settings: Settings, topic: str) -> int:
+def record_count(settings: KafkaSettings, topic: str) -> int:
     """Records in the topic by end offsets (transaction markers included)."""
     return sum(high_watermarks(settings, topic).values())
 
 
-def wait_for_count(settings: Settings, topic: str, count: int, timeout_s: float) -> int:
+def wait_for_count(settings: KafkaSettings, topic: str, count: int, timeout_s: float) -> int:
     """Until the topic holds at least ``count`` records (by end offsets); the count reached."""
     reached = [0]
 

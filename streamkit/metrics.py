@@ -9,7 +9,7 @@ from http.server import ThreadingHTTPServer
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import MetricsHandler
 
-from streamkit.config import Settings
+from streamkit.config import ServiceSettings
 from streamkit.health import WATCHDOG
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class _Handler(MetricsHandler):
         self.wfile.write(payload)
 
 
-def serve_metrics(service: str, settings: Settings) -> int:
+def serve_metrics(service: str, settings: ServiceSettings) -> int:
     """Start /metrics and /healthz on the settings' port (0: any free one). Returns the port."""
     WATCHDOG.configure(service, settings.health_stall_s)
     server = ThreadingHTTPServer((settings.metrics_host, settings.metrics_port), _Handler)

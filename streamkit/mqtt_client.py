@@ -11,7 +11,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 from paho.mqtt.packettypes import PacketTypes
 
-from streamkit.config import Settings
+from streamkit.config import MqttSettings
 
 
 class MqttConnectError(RuntimeError):
@@ -130,7 +130,7 @@ class BufferedClient(mqtt.Client):
         return super().reconnect()
 
 
-def make_client(settings: Settings, client_id: str = "", *, persistent_session: bool = False,
+def make_client(settings: MqttSettings, client_id: str = "", *, persistent_session: bool = False,
                 session_expiry_s: int = 7 * 24 * 3600, mqtt5: bool = True) -> BufferedClient:
     """A client with credentials set; a persistent session keeps QoS 1 messages for us while
     we are down (fixed client id, clean start off, session expiry).
@@ -146,7 +146,7 @@ def make_client(settings: Settings, client_id: str = "", *, persistent_session: 
     return client
 
 
-def connect(client: mqtt.Client, settings: Settings, timeout_s: float = 10.0) -> None:
+def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0) -> None:
     """Connect and wait for CONNACK; raise with the broker's reason instead of retrying forever."""
     done = threading.Event()
     outcome: dict[str, object] = {}

@@ -6,12 +6,12 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from streamkit.config import Settings
+from streamkit.config import ServiceSettings
 from streamkit.logs import setup_logging
 from streamkit.metrics import serve_metrics
 from streamkit.shutdown import ShutdownFlag
 
-S = TypeVar("S", bound=Settings)
+S = TypeVar("S", bound=ServiceSettings)
 
 
 def run_service(service: str, settings_type: type[S], doc: str | None, argv: Sequence[str] | None,

@@ -11,7 +11,7 @@ import pytest
 
 from stacktools import config_reference as ref
 from stacktools.access import USERS
-from streamkit.config import Settings, credential_env
+from streamkit.config import ServiceSettings, Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
@@ -54,7 +54,7 @@ def test_every_settings_class_in_the_code_is_documented() -> None:
     assert declared, "no Settings classes found: the scan is broken"
     assert declared <= documented, f"Settings classes without a section: {sorted(declared - documented)}"
     for cls in ref.all_settings_classes():
-        assert issubclass(cls, Settings)
+        assert issubclass(cls, ServiceSettings)
 
 
 def test_every_field_appears_with_its_option_and_env_variable() -> None:
@@ -180,3 +180,21 @@ def test_env_example_names_are_all_documented() -> None:
     documented |= {credential_env(system, user) for system, users in USERS.items() for user in users}
     assert names
     assert set(names) <= documented, f"undocumented in .env.example: {sorted(set(names) - documented)}"
+
+
+def test_each_section_says_which_concerns_its_class_has() -> None:
+    """The document shows a service has only what it uses: its concerns, named, and the others, named as absent."""
+    text = DOC.read_text()
+    concern_classes = [section.settings_class() for section in ref.CONCERNS]
+    assert {cls.__name__ for cls in concern_classes} == {"ServiceSettings", "KafkaSettings", "MqttSettings",
+                                                         "InfluxSettings", "StackSettings"}
+    for section in ref.SECTIONS:
+        if section.concern:
+            continue
+        body = text.split(f"## {section.title}\n", 1)[1].split("\n## ", 1)[0]
+        has_line = next(line for line in body.splitlines() if line.startswith("**Has:**"))
+        has, _, lacks = has_line.partition("(not: ")
+        for concern in ref.CONCERNS:
+            inherits = issubclass(section.settings_class(), concern.settings_class())
+            assert (concern.name in has) is inherits, f"{section.title}: {concern.name} in {has_line!r}"
+            assert (concern.name in lacks) is (not inherits), f"{section.title}: {concern.name} in {has_line!r}"
