@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import importlib
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,10 @@ from typing import Any, get_type_hints
 import yaml
 
 from stacktools.access import USERS
-from streamkit.config import CREDENTIALS_FILE, SYSTEMS, ServiceSettings, credential_env, identity_fields
+from spark_jobs.config import SparkJobSettings
+from stacktools.dashboards.cli import GrafanaSettings
+from streamkit.config import (CREDENTIALS_FILE, SYSTEMS, InfluxSettings, KafkaSettings, MqttSettings, ServiceSettings,
+                              Settings, StackSettings, credential_env, identity_fields)
 from streamkit.paths import REPO_ROOT
 from stacktools.services import SERVICES
 
@@ -41,14 +43,20 @@ class Section:
     """One concern (a group of fields several classes share) or one service of the reference."""
 
     title: str
-    settings: str                 #: "module:Class"
+    settings: type[ServiceSettings]
     intro: str
     service: str | None = None    #: name in the service registry (stacktools.services)
     concern: bool = False         #: a mixin of streamkit.config that services compose
     short: str = ""               #: how other sections name it ("Kafka"); default the title up to " ("
 
+    @classmethod
+    def of_service(cls, name: str, intro: str) -> "Section":
+        """A service's section, named and typed by the service registry."""
+        spec = SERVICES[name]
+        return cls(f"{spec.title} (`python -m {spec.module}`)", spec.settings, intro, service=name)
+
     def settings_class(self) -> type[ServiceSettings]:
-        return load_class(self.settings)
+        return self.settings
 
     def parents(self) -> list["Section"]:
         """The other sections whose class this one's derives from: their fields are documented there."""
@@ -72,53 +80,48 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("Every service (`ServiceSettings`)", "streamkit.config:ServiceSettings",
+    Section("Every service (`ServiceSettings`)", ServiceSettings,
             "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
             "default `METRICS_PORT`, given in its section; 0 means any free port.", concern=True,
             short="service base"),
-    Section("Kafka (`KafkaSettings`)", "streamkit.config:KafkaSettings",
+    Section("Kafka (`KafkaSettings`)", KafkaSettings,
             "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
             "services that read or write Kafka.", concern=True),
-    Section("MQTT (`MqttSettings`)", "streamkit.config:MqttSettings",
+    Section("MQTT (`MqttSettings`)", MqttSettings,
             "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
             "publish or subscribe.", concern=True),
-    Section("InfluxDB (`InfluxSettings`)", "streamkit.config:InfluxSettings",
+    Section("InfluxDB (`InfluxSettings`)", InfluxSettings,
             "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
             "write or query InfluxDB.", concern=True),
-    Section("Stack launcher only (`StackSettings`)", "streamkit.config:StackSettings",
+    Section("Stack launcher only (`StackSettings`)", StackSettings,
             "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
             "by the stack launcher and its tools only.", concern=True, short="stack launcher"),
-    Section("Stack launcher, tools and tests (`Settings`)", "streamkit.config:Settings",
+    Section("Stack launcher, tools and tests (`Settings`)", Settings,
             "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
             "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
             "passes its values to the services it starts as environment variables; each service reads those of "
             "its own concerns and ignores the rest."),
-    Section("Simulator (`python -m simulator`)", "simulator.config:SimulatorSettings",
-            "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`.",
-            service="simulator"),
-    Section("MQTT bridge (`python -m mqtt_bridge`)", "mqtt_bridge.config:BridgeSettings",
-            "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid payloads "
-            "-> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
-            service="mqtt_bridge"),
-    Section("Spark jobs, common to both (`spark_jobs.join`, `spark_jobs.aggregate`)",
-            "spark_jobs.config:SparkJobSettings",
+    Section.of_service("simulator",
+                       "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`."),
+    Section.of_service("mqtt_bridge",
+                       "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
+                       "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session."),
+    Section("Spark jobs, common to both (`spark_jobs.join`, `spark_jobs.aggregate`)", SparkJobSettings,
             "`spark_jobs.config.SparkJobSettings`: both Spark jobs accept these. The query name names the "
             "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
             "instances of one job) must never share it.", short="Spark jobs' common"),
-    Section("Spark join (`python -m spark_jobs.join`)", "spark_jobs.config:JoinSettings",
-            "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default query name "
-            "`lsb-join`).",
-            service="spark_join"),
-    Section("Spark aggregate (`python -m spark_jobs.aggregate`)", "spark_jobs.config:AggregateSettings",
-            "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source joined`) -> "
-            "`AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or `aggregate-joined`). A second "
-            "instance for `--source joined` needs its own `METRICS_PORT` on the same host.",
-            service="spark_aggregate"),
-    Section("DB connector (`python -m db_connector`)", "db_connector.config:ConnectorSettings",
-            "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
-            "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
-            service="db_connector"),
-    Section("Dashboards checker (`python -m stacktools.dashboards`)", "stacktools.dashboards.cli:GrafanaSettings",
+    Section.of_service("spark_join",
+                       "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default "
+                       "query name `lsb-join`)."),
+    Section.of_service("spark_aggregate",
+                       "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
+                       "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
+                       "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
+                       "the same host."),
+    Section.of_service("db_connector",
+                       "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
+                       "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s."),
+    Section("Dashboards checker (`python -m stacktools.dashboards`)", GrafanaSettings,
             "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
             "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
             "flags, listed by `python -m stacktools.dashboards --help`."),
@@ -157,11 +160,6 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
 )
 
 _TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "string", Path: "path"}
-
-
-def load_class(spec: str) -> Any:
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def env_of(field: dataclasses.Field) -> str:

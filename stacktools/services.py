@@ -20,6 +20,7 @@ from streamkit.config import ServiceSettings
 @dataclasses.dataclass(frozen=True)
 class ServiceSpec:
     name: str                  #: metrics, log and Prometheus job name
+    title: str                 #: what people call it
     module: str                #: ``python -m <module>``
     settings: type[ServiceSettings]
     ready_line: str            #: logged once it takes input ('' for the simulator, which is the input)
@@ -39,19 +40,19 @@ def _spark_args(w: Wiring) -> list[str]:
 
 
 SERVICES: dict[str, ServiceSpec] = {spec.name: spec for spec in (
-    ServiceSpec("simulator", "simulator", SimulatorSettings, "",
+    ServiceSpec("simulator", "Simulator", "simulator", SimulatorSettings, "",
                 lambda w, _: ["--mqtt-topic-prefix", w.prefix, "--no-progress"]),
-    ServiceSpec("mqtt_bridge", "mqtt_bridge", BridgeSettings, '"bridge running"',
+    ServiceSpec("mqtt_bridge", "MQTT bridge", "mqtt_bridge", BridgeSettings, '"bridge running"',
                 lambda w, _: ["--raw-topic", w.raw, "--dlq-topic", w.dlq, "--mqtt-topic-prefix", w.prefix,
                               "--mqtt-client-id", w.bridge_client_id]),
-    ServiceSpec("spark_join", "spark_jobs.join", JoinSettings, '"query running"',
+    ServiceSpec("spark_join", "Spark join", "spark_jobs.join", JoinSettings, '"query running"',
                 lambda w, work: [*_spark_args(w), "--joined-topic", w.joined, "--query-name", f"lsb-join{w.query_suffix}",
                                  "--checkpoint-dir", str(work / "checkpoints" / "join")]),
-    ServiceSpec("spark_aggregate", "spark_jobs.aggregate", AggregateSettings, '"query running"',
+    ServiceSpec("spark_aggregate", "Spark aggregate", "spark_jobs.aggregate", AggregateSettings, '"query running"',
                 lambda w, work: [*_spark_args(w), "--aggregates-topic", w.aggregates,
                                  "--query-name", f"aggregate{w.query_suffix}",
                                  "--checkpoint-dir", str(work / "checkpoints" / "aggregate")]),
-    ServiceSpec("db_connector", "db_connector", ConnectorSettings, '"connector running"',
+    ServiceSpec("db_connector", "DB connector", "db_connector", ConnectorSettings, '"connector running"',
                 lambda w, _: ["--topics", ",".join(w.connector_topics), "--influx-database", w.database,
                               "--group-id", w.connector_group, "--instance-id", w.connector_group,
                               *[a for kind, topic in w.connector_topics.items() for a in (f"--{kind}-topic", topic)]]),

@@ -198,3 +198,12 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
             inherits = issubclass(section.settings_class(), concern.settings_class())
             assert (concern.name in has) is inherits, f"{section.title}: {concern.name} in {has_line!r}"
             assert (concern.name in lacks) is (not inherits), f"{section.title}: {concern.name} in {has_line!r}"
+
+
+def test_every_registered_service_has_its_section() -> None:
+    """The reference documents the services the registry runs, with the registry's settings class."""
+    from stacktools.services import SERVICES
+
+    sections = {s.service: s for s in ref.SECTIONS if s.service}
+    assert set(sections) == set(SERVICES)
+    assert all(sections[name].settings is spec.settings for name, spec in SERVICES.items())
