@@ -16,15 +16,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamkit.service import run_service
-from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import aggregate_key_column, record_key_column, schema_text, thing_partition_column
 
 from spark_jobs import dead_letters
 from spark_jobs.config import AggregateSettings
+from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import typed_columns
-from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, run_query, topic_partitions
-from spark_jobs.session import ROCKSDB_STATE_STORE
+from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
 from windowing import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process)
 
 if TYPE_CHECKING:
@@ -203,13 +201,8 @@ def check(settings: AggregateSettings) -> None:
     settings.idle_timeout_ms()
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_service(SERVICE, AggregateSettings, __doc__, argv, run, check=check, module="spark_jobs.aggregate")
-
-
-def run(settings: AggregateSettings, shutdown: ShutdownFlag) -> int:
-    return run_query(settings, shutdown, settings.default_query, build(settings),
-                     available_now=settings.available_now, session_conf=ROCKSDB_STATE_STORE)
+JOB = StreamingJob(SERVICE, "spark_jobs.aggregate", __doc__, AggregateSettings, lambda s: s.default_query, build, check)
+main = JOB.main
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ class SparkJobSettings(KafkaSettings):
     max_future: str = setting("1h", "SPARK_MAX_FUTURE",
                               "set aside (late topic, future_timestamp) a record this far ahead of the batch's "
                               "processing time, so a bad clock moves no event-time clock; as BRIDGE_MAX_FUTURE")
+    available_now: bool = setting(False, "SPARK_AVAILABLE_NOW",
+                                  "process what is in the input topic now, emit, and exit 0 (a backfill: a batch run "
+                                  "of the streaming job)")
     transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
                                           "Kafka transaction timeout; must stay below the broker's "
                                           "transaction.max.timeout.ms (15 min by default)")
@@ -73,8 +76,6 @@ class JoinSettings(SparkJobSettings):
                                        "reorder records up to this much event time per stream (0: strict, late)")
     partner_timeout_ms: int = setting(0, "JOIN_PARTNER_TIMEOUT_MS",
                                       "emit pairs once the other stream is this far ahead of a silent partner (0: off)")
-    available_now: bool = setting(False, "JOIN_AVAILABLE_NOW",
-                                  "process what is in the raw topic now, then stop (a batch run of the streaming job)")
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,6 @@ class AggregateSettings(SparkJobSettings):
     source: str = setting("raw", "AGGREGATE_SOURCE",
                           "raw: each measured quantity of the raw topic; joined: each join result of the joined "
                           "topic (e.g. mechanical_power) as a quantity")
-    available_now: bool = setting(False, "AGGREGATE_AVAILABLE_NOW",
-                                  "process what is in the topic now, emit, and exit 0 (backfills)")
 
     def window_rules(self) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)

@@ -21,21 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import dead_letters
 from spark_jobs.config import JoinSettings
+from spark_jobs.job import StreamingJob
 from lsb import JoinConfig, PairSpec, process_batch
 from lsb.results import RESULT_FUNCTIONS
 from spark_jobs.output_columns import typed_columns
-from spark_jobs.session import ROCKSDB_STATE_STORE
 from windowing import FUTURE_REASON
 
-from streamkit.service import run_service
-from streamkit.shutdown import ShutdownFlag
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from spark_jobs.eos_sink import FaultHook
 
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
@@ -189,21 +186,13 @@ def build_join(settings: JoinSettings):
     return build
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_service("spark_join", JoinSettings, __doc__, argv, run, check=check, module="spark_jobs.join")
-
-
 def check(settings: JoinSettings) -> None:
     """Fail fast on a bad JOIN_PAIRS, before Spark starts."""
     join_config(settings)
 
 
-def run(settings: JoinSettings, shutdown: ShutdownFlag, *, fault_hook: "FaultHook | None" = None) -> int:
-    """The job once started; ``fault_hook`` lets the fault tests (tests/support/faulty_join.py) kill it."""
-    from spark_jobs.runner import run_query
-
-    return run_query(settings, shutdown, "lsb-join", build_join(settings), available_now=settings.available_now,
-                     session_conf=ROCKSDB_STATE_STORE, fault_hook=fault_hook)
+JOB = StreamingJob("spark_join", "spark_jobs.join", __doc__, JoinSettings, lambda _: "lsb-join", build_join, check)
+main = JOB.main
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ from pathlib import Path
 
 from streamkit.config import setting
 from streamkit.kafka_clients import spark_kafka_options
-from streamkit.service import run_service
-from streamkit.shutdown import ShutdownFlag
 
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.runner import run_query
+from spark_jobs.job import StreamingJob
 from tests.support.sink_faults import kill_hook_from_env
 
 
@@ -26,17 +24,12 @@ from tests.support.sink_faults import kill_hook_from_env
 class DriverSettings(SparkJobSettings):
     output_topic: str = setting("", "EOS_TEST_OUTPUT_TOPIC", "where the copies go")
     jvm_pid_file: str = setting("", "EOS_TEST_JVM_PID_FILE", "file to write the JVM pid to")
-    available_now: bool = setting(False, "EOS_TEST_AVAILABLE_NOW", "stop once caught up")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_service("eos_driver", DriverSettings, __doc__, argv, run, module="tests.support.eos_driver")
+def build(settings: DriverSettings):  # type: ignore[no-untyped-def]
+    """Copy the raw topic as it is (key, value, partition) to the output topic."""
 
-
-def run(settings: DriverSettings, shutdown: ShutdownFlag) -> int:
-    """Copy the raw topic, with the fault hook EOS_FAULT_POINT / EOS_FAULT_BATCH ask for."""
-
-    def build(spark):  # type: ignore[no-untyped-def]
+    def query(spark):  # type: ignore[no-untyped-def]
         from pyspark.sql import functions as F
 
         if settings.jvm_pid_file:
@@ -47,8 +40,16 @@ def run(settings: DriverSettings, shutdown: ShutdownFlag) -> int:
                  .option("kafka.isolation.level", "read_committed").load())
         return frame.select(F.lit(settings.output_topic).alias("topic"), "key", "value", "partition")
 
-    return run_query(settings, shutdown, "eos-driver", build, available_now=settings.available_now,
-                     fault_hook=kill_hook_from_env())
+    return query
+
+
+JOB = StreamingJob("eos_driver", "tests.support.eos_driver", __doc__, DriverSettings, lambda _: "eos-driver", build,
+                   session_conf={})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """With the fault hook EOS_FAULT_POINT / EOS_FAULT_BATCH ask for."""
+    return JOB.main(argv, fault_hook=kill_hook_from_env())
 
 
 if __name__ == "__main__":

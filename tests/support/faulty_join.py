@@ -6,16 +6,11 @@ from __future__ import annotations
 import sys
 
 from spark_jobs import join
-from spark_jobs.config import JoinSettings
-from streamkit.service import run_service
 from tests.support.sink_faults import kill_hook_from_env
 
 
 def main(argv: list[str] | None = None) -> int:
-    hook = kill_hook_from_env()
-    return run_service("spark_join", JoinSettings, join.__doc__, argv,
-                       lambda settings, shutdown: join.run(settings, shutdown, fault_hook=hook),
-                       check=join.check, module="tests.support.faulty_join")
+    return join.JOB.main(argv, fault_hook=kill_hook_from_env(), module="tests.support.faulty_join")
 
 
 if __name__ == "__main__":
