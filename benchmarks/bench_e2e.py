@@ -11,8 +11,14 @@
    (each row stamped with the wall clock when published), so the connector's
    connector_event_latency_seconds histogram measures event -> InfluxDB acknowledgement for
    every raw point; reported: achieved rate, p50/p99 latency, and whether the pipeline kept up.
-Each run gets fresh topics, database and Spark checkpoints (stacktools.pipeline.Wiring.fresh).
-Targets (issue 7): full replay <= 5 min; p99 event -> InfluxDB <= 2 s at 10k rows/s.
+3. Steady state (--steady-rates): for each rate, a live replay started together with the
+   stages; reported separately: the start (stages started -> first joined point acknowledged
+   by InfluxDB, JVM warm-up included) and, after --warmup-s, the percentiles of what was
+   observed during the next --measure-s only (the connector's histogram, scraped at both ends)
+   and the CPU each stage and server spent per raw record in that window (from /proc).
+Each run gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
+Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
+first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 """
 from __future__ import annotations
 
@@ -22,17 +28,23 @@ import json
 import shlex
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
 from simulator.generate import DEFAULT_ROWS, generate
 from streamkit.config import Settings
-from stacktools.demo.report import histogram_buckets, percentile
+from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
+from stacktools.demo.report import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
+from stacktools.scrape import metric_sum
+from stacktools.services import SERVICES, STAGES
 from stacktools.stack import Stack
+from streamkit.deadline import TimedOut, wait_until
 
 CACHE = Path.home() / ".cache" / "machinedata-stack"
 
@@ -70,6 +82,87 @@ def run_once(settings: Settings, events: Path, replay_args: list[str], work: Pat
         InfluxClient(settings).drop_database(wiring.database)
 
 
+@dataclass
+class Steady:
+    rate: int
+    achieved_rows_per_s: float
+    first_joined_s: float | None            #: stages started -> first joined point in InfluxDB
+    latency: dict[str, tuple[float | None, float | None]]  #: measurement -> (p50, p99) over the window
+    cpu_us_per_record: dict[str, float]     #: stage or server -> CPU µs per raw record in the window
+
+
+def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of every stage's process group, the simulator's and each server's."""
+    cpu = {name: group_cpu_seconds(service.process.pid) for name, service in pipeline.services.items()
+           if service.process is not None}
+    cpu.update({name: process_cpu_seconds(pid) for name, pid in servers.items()})
+    return cpu
+
+
+def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, measure_s: float, work: Path) -> Steady:
+    """One live replay at ``rate``: the start, then the steady-state window."""
+    wiring = Wiring.fresh(settings, "steady")
+    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"))
+    servers = {s.name: s.pid for s in Stack(settings).status() if s.pid and s.name != "prometheus"}
+    try:
+        started = time.monotonic()
+        pipeline.start_stages()
+        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)  # a new session keeps nothing before
+        pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")  # until stopped
+        joined = 'measurement="joined"'
+        try:
+            wait_until(lambda: metric_sum(pipeline.metrics("db_connector"), "connector_points_written_total", joined),
+                       warmup_s, "the first joined point", interval_s=0.2)
+            first: float | None = time.monotonic() - started
+        except TimedOut:
+            first = None
+        time.sleep(max(0.0, warmup_s - (time.monotonic() - started)))
+        before = {name: pipeline.metrics(name) for name in ("simulator", *STAGES)}
+        cpu_before, window_started = cpu_snapshot(pipeline, servers), time.monotonic()
+        time.sleep(measure_s)
+        after = {name: pipeline.metrics(name) for name in ("simulator", *STAGES)}
+        cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
+        if not pipeline.services["simulator"].alive():
+            raise RuntimeError(f"the simulator stopped inside the window: {pipeline.log('simulator')}")
+    finally:
+        pipeline.stop()
+        InfluxClient(settings).drop_database(wiring.database)
+
+    def delta(service: str, metric: str) -> float:
+        return metric_sum(after[service], metric) - metric_sum(before[service], metric)
+
+    records = delta("mqtt_bridge", "bridge_records_total")
+    latency = {}
+    for measurement in ("raw", "joined"):
+        buckets = histogram_between(before["db_connector"], after["db_connector"], "connector_event_latency_seconds",
+                                    f'measurement="{measurement}"')
+        latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
+    cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6 for name in cpu_after} if records else {}
+    return Steady(rate, delta("simulator", "simulator_rows_published_total") / window_s, first, latency, cpu)
+
+
+def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    print(f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; start: stages "
+          "started -> first joined point acknowledged by InfluxDB.\n")
+    print("| rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
+        print(f"| {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} | {fmt(raw99)} "
+              f"| {fmt(joined50)} | {fmt(joined99)} |")
+    names = sorted({name for r in results for name in r.cpu_us_per_record})
+    print("\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
+          "workers included; servers: their process):\n")
+    print("| rows/s | " + " | ".join(names) + " | total |")
+    print("|---:|" + "---:|" * (len(names) + 1))
+    for r in results:
+        print(f"| {r.rate:,} | " + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
+              + f" | {sum(r.cpu_us_per_record.values()):.1f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
@@ -79,10 +172,13 @@ def main() -> int:
     parser.add_argument("--no-full", action="store_true", help="skip the full replay")
     parser.add_argument("--no-rates", action="store_true", help="skip the fixed-rate latency runs")
     parser.add_argument("--timeout-s", type=float, default=3600)
+    parser.add_argument("--steady-rates", default="", help="rates of steady-state runs, e.g. 1000,3000 (default: none)")
+    parser.add_argument("--warmup-s", type=float, default=90)
+    parser.add_argument("--measure-s", type=float, default=150)
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
     events = events_file(args.rows, args.things)
-    rows_table, rate_table = [], []
+    rows_table, rate_table, steady = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = Path(tmp)
         if not args.no_full:
@@ -103,6 +199,12 @@ def main() -> int:
             replay_s = float(run.simulator.get("seconds", run.elapsed_s))
             rate_table.append((rate, float(run.simulator.get("rows_per_s", 0)), *latencies, run.drained,
                                run.elapsed_s - replay_s))
+        for rate in [int(r) for r in args.steady_rates.split(",") if r]:
+            rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))  # looped: live stamps are new data
+            print(f"steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
+                  flush=True)
+            steady.append(steady_run(settings, head(events, rows, work), rate, args.warmup_s, args.measure_s, work))
+            print(steady[-1], flush=True)
     print("\nCommand: `" + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])]) + "`\n")
     if rows_table:
         print("| rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
@@ -121,6 +223,8 @@ def main() -> int:
                   f"| {drained} | {tail:.1f} |")
         print("\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
               "connector's connector_event_latency_seconds histogram (bucket-interpolated).")
+    if steady:
+        print_steady(steady, args.warmup_s, args.measure_s)
     return 0
 
 

@@ -39,6 +39,14 @@ def histogram_buckets(values: dict[str, float], name: str, contains: str = "") -
     return sorted(buckets.items())
 
 
+def histogram_between(before: dict[str, float], after: dict[str, float], name: str,
+                      contains: str = "") -> list[tuple[float, float]]:
+    """The histogram of what was observed between two scrapes of a process: percentiles over a
+    window (steady state after a warm-up) instead of since the start."""
+    earlier = dict(histogram_buckets(before, name, contains))
+    return [(upper, count - earlier.get(upper, 0.0)) for upper, count in histogram_buckets(after, name, contains)]
+
+
 def percentile(buckets: list[tuple[float, float]], q: float) -> float | None:
     """Linear interpolation inside the bucket that holds the q-th observation, like PromQL's
     histogram_quantile; None without observations, inf when it lies beyond the last bound."""

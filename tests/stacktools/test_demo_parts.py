@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from stacktools.demo.report import histogram_buckets, percentile
+from stacktools.demo.report import histogram_between, histogram_buckets, percentile
 from stacktools.demo.sampler import Samples
 from stacktools.scrape import metric_sum
 
@@ -47,3 +47,15 @@ def test_peak_rate_is_the_best_sustained_window() -> None:
     samples = Samples(times=[0, 1, 2, 3, 4, 5, 6, 7], counters={"x": [0, 10, 20, 30, 130, 230, 240, 250]})
     assert samples.peak_rate("x", window_s=2.0) == pytest.approx(100.0)
     assert samples.peak_rate("x", window_s=10.0) == pytest.approx(250 / 7)
+
+
+def test_a_window_holds_only_what_was_observed_between_the_two_scrapes() -> None:
+    """Warm-up (here: ten slow observations) does not count in the steady-state percentiles."""
+    name = "connector_event_latency_seconds"
+    before = {f'{name}_bucket{{le="0.5",measurement="raw"}}': 0.0, f'{name}_bucket{{le="8.0",measurement="raw"}}': 10.0,
+              f'{name}_bucket{{le="+Inf",measurement="raw"}}': 10.0}
+    after = {f'{name}_bucket{{le="0.5",measurement="raw"}}': 100.0, f'{name}_bucket{{le="8.0",measurement="raw"}}': 110.0,
+             f'{name}_bucket{{le="+Inf",measurement="raw"}}': 110.0}
+    window = histogram_between(before, after, name, 'measurement="raw"')
+    assert window == [(0.5, 100.0), (8.0, 100.0), (math.inf, 100.0)]
+    assert percentile(window, 0.99) <= 0.5 < percentile(histogram_buckets(after, name), 0.99)

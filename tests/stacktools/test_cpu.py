@@ -1,0 +1,29 @@
+"""CPU time from /proc, checked against the kernel's own account of a busy child process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
+
+
+def test_a_busy_group_is_charged_its_cpu_time() -> None:
+    busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\ntime.sleep(30)\n"
+    child = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while process_cpu_seconds(child.pid) < 0.6 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        own, group = process_cpu_seconds(child.pid), group_cpu_seconds(os.getpgid(child.pid))
+        assert 0.6 <= own < 3.0, own
+        assert group == own  # the only process of its group
+    finally:
+        child.kill()
+        child.wait()
+    assert process_cpu_seconds(child.pid) == 0.0  # gone
+
+
+def test_our_own_group_is_not_a_strangers() -> None:
+    assert group_cpu_seconds(os.getpgid(0)) >= process_cpu_seconds(os.getpid()) > 0
