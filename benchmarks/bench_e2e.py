@@ -1,11 +1,11 @@
 """End-to-end benchmark: the whole pipeline on this machine (a script, not a test).
 
     .venv/bin/python benchmarks/bench_e2e.py [--rows 1402232] [--rates 1000,5000,10000]
-        [--rate-seconds 30] [--no-full] [--no-rates]
+        [--rate-seconds 30] [--no-full] [--no-rates] [--shapes single-pass,two-jobs]
 
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
-   Spark join + aggregates -> connector -> InfluxDB; reported: the time until every stage has
+   Spark (the single pass, or the join and the aggregate: --shapes) -> connector -> InfluxDB; reported: the time until every stage has
    drained, rows/s overall and the peak rate of each stage.
 2. Fixed rates: for each rate, --rate-seconds worth of rows replayed at that rate in live mode
    (each row stamped with the wall clock when published), so the connector's
@@ -16,7 +16,8 @@
    by InfluxDB, JVM warm-up included) and, after --warmup-s, the percentiles of what was
    observed during the next --measure-s only (the connector's histogram, scraped at both ends)
    and the CPU each stage and server spent per raw record in that window (from /proc).
-Each run gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
+Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES), so the shapes
+are compared in one run of the script. Each run gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
 Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
 first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 """
@@ -42,7 +43,7 @@ from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
 from stacktools.scrape import metric_sum
-from stacktools.services import SERVICES, STAGES
+from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
 from streamkit.deadline import TimedOut, wait_until
 
@@ -70,9 +71,10 @@ def head(path: Path, rows: int, work: Path) -> Path:
     return out
 
 
-def run_once(settings: Settings, events: Path, replay_args: list[str], work: Path, timeout_s: float) -> Replay:
+def run_once(settings: Settings, events: Path, replay_args: list[str], work: Path, timeout_s: float,
+             shape: str) -> Replay:
     wiring = Wiring.fresh(settings, "bench")
-    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"))
+    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
     try:
         pipeline.start_stages()
         pipeline.wait_ready()  # JVM start-up is not part of the pipeline's speed
@@ -84,6 +86,7 @@ def run_once(settings: Settings, events: Path, replay_args: list[str], work: Pat
 
 @dataclass
 class Steady:
+    shape: str
     rate: int
     achieved_rows_per_s: float
     first_joined_s: float | None            #: stages started -> first joined point in InfluxDB
@@ -99,10 +102,11 @@ def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float
     return cpu
 
 
-def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, measure_s: float, work: Path) -> Steady:
+def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, measure_s: float, work: Path,
+               shape: str) -> Steady:
     """One live replay at ``rate``: the start, then the steady-state window."""
     wiring = Wiring.fresh(settings, "steady")
-    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"))
+    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
     servers = {s.name: s.pid for s in Stack(settings).status() if s.pid and s.name != "prometheus"}
     try:
         started = time.monotonic()
@@ -117,10 +121,10 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
         except TimedOut:
             first = None
         time.sleep(max(0.0, warmup_s - (time.monotonic() - started)))
-        before = {name: pipeline.metrics(name) for name in ("simulator", *STAGES)}
+        before = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
         cpu_before, window_started = cpu_snapshot(pipeline, servers), time.monotonic()
         time.sleep(measure_s)
-        after = {name: pipeline.metrics(name) for name in ("simulator", *STAGES)}
+        after = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
         cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
         if not pipeline.services["simulator"].alive():
             raise RuntimeError(f"the simulator stopped inside the window: {pipeline.log('simulator')}")
@@ -138,7 +142,7 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
                                     f'measurement="{measurement}"')
         latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
     cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6 for name in cpu_after} if records else {}
-    return Steady(rate, delta("simulator", "simulator_rows_published_total") / window_s, first, latency, cpu)
+    return Steady(shape, rate, delta("simulator", "simulator_rows_published_total") / window_s, first, latency, cpu)
 
 
 def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
@@ -147,19 +151,19 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> No
 
     print(f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; start: stages "
           "started -> first joined point acknowledged by InfluxDB.\n")
-    print("| rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| shape | rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
-        print(f"| {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} | {fmt(raw99)} "
-              f"| {fmt(joined50)} | {fmt(joined99)} |")
+        print(f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} "
+              f"| {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |")
     names = sorted({name for r in results for name in r.cpu_us_per_record})
     print("\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
           "workers included; servers: their process):\n")
-    print("| rows/s | " + " | ".join(names) + " | total |")
-    print("|---:|" + "---:|" * (len(names) + 1))
+    print("| shape | rows/s | " + " | ".join(names) + " | total |")
+    print("|---|---:|" + "---:|" * (len(names) + 1))
     for r in results:
-        print(f"| {r.rate:,} | " + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
+        print(f"| {r.shape} | {r.rate:,} | " + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
               + f" | {sum(r.cpu_us_per_record.values()):.1f} |")
 
 
@@ -175,51 +179,59 @@ def main() -> int:
     parser.add_argument("--steady-rates", default="", help="rates of steady-state runs, e.g. 1000,3000 (default: none)")
     parser.add_argument("--warmup-s", type=float, default=90)
     parser.add_argument("--measure-s", type=float, default=150)
+    parser.add_argument("--shapes", default=DEFAULT_SHAPE,
+                        help=f"comma list of pipeline shapes to run and compare, of: {', '.join(SHAPES)}")
     args = parser.parse_args()
+    shapes = [shape.strip() for shape in args.shapes.split(",") if shape.strip()]
+    unknown = set(shapes) - set(SHAPES)
+    if unknown:
+        parser.error(f"unknown shapes {sorted(unknown)}; known: {', '.join(SHAPES)}")
     settings = Stack(Settings.from_sources()).up()
     events = events_file(args.rows, args.things)
     rows_table, rate_table, steady = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = Path(tmp)
-        if not args.no_full:
-            print(f"full replay of {events.name} as fast as possible ...", flush=True)
-            run = run_once(settings, events, ["--order", "file"], work, args.timeout_s)  # generated: in order
-            peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
-            rows_table.append((args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks))
-        for rate in ([] if args.no_rates else [int(r) for r in args.rates.split(",")]):
-            rows = int(rate * args.rate_seconds)
-            print(f"{rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
-            run = run_once(settings, head(events, rows, work), ["--rate", str(rate), "--live", "--order", "file"], work,
-                           args.timeout_s)
-            latencies = []
-            for measurement in ("raw", "joined"):
-                buckets = histogram_buckets(run.metrics.get("db_connector", {}), "connector_event_latency_seconds",
-                                            f'measurement="{measurement}"')
-                latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
-            replay_s = float(run.simulator.get("seconds", run.elapsed_s))
-            rate_table.append((rate, float(run.simulator.get("rows_per_s", 0)), *latencies, run.drained,
-                               run.elapsed_s - replay_s))
-        for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-            rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))  # looped: live stamps are new data
-            print(f"steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
-                  flush=True)
-            steady.append(steady_run(settings, head(events, rows, work), rate, args.warmup_s, args.measure_s, work))
-            print(steady[-1], flush=True)
+        for shape in shapes:
+            if not args.no_full:
+                print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
+                run = run_once(settings, events, ["--order", "file"], work, args.timeout_s, shape)  # generated: in order
+                peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
+                rows_table.append((shape, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks))
+            for rate in ([] if args.no_rates else [int(r) for r in args.rates.split(",")]):
+                rows = int(rate * args.rate_seconds)
+                print(f"[{shape}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
+                run = run_once(settings, head(events, rows, work), ["--rate", str(rate), "--live", "--order", "file"],
+                               work, args.timeout_s, shape)
+                latencies = []
+                for measurement in ("raw", "joined"):
+                    buckets = histogram_buckets(run.metrics.get("db_connector", {}), "connector_event_latency_seconds",
+                                                f'measurement="{measurement}"')
+                    latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
+                replay_s = float(run.simulator.get("seconds", run.elapsed_s))
+                rate_table.append((shape, rate, float(run.simulator.get("rows_per_s", 0)), *latencies, run.drained,
+                                   run.elapsed_s - replay_s))
+            for rate in [int(r) for r in args.steady_rates.split(",") if r]:
+                rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))  # looped: live stamps are new
+                print(f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
+                      f"{args.measure_s:.0f} s measured ...", flush=True)
+                steady.append(steady_run(settings, head(events, rows, work), rate, args.warmup_s, args.measure_s, work,
+                                         shape))
+                print(steady[-1], flush=True)
     print("\nCommand: `" + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])]) + "`\n")
     if rows_table:
-        print("| rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
-        print("|---:|---:|---:|---|---|")
-        for rows, seconds, per_s, drained, peaks in rows_table:
-            print(f"| {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
+        print("| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
+        print("|---|---:|---:|---:|---|---|")
+        for shape, rows, seconds, per_s, drained, peaks in rows_table:
+            print(f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
                   + ", ".join(f"{k} {v:,}" for k, v in peaks.items()) + " |")
     if rate_table:
-        print("\n| target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s | drained "
-              "| drained s after the last row |")
-        print("|---:|---:|---:|---:|---:|---:|---|---:|")
-        for rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
+        print("\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s "
+              "| drained | drained s after the last row |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+        for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
             def fmt(value: float | None) -> str:
                 return "n/a" if value is None else f"{value:.2f}"
-            print(f"| {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} "
+            print(f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} "
                   f"| {drained} | {tail:.1f} |")
         print("\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
               "connector's connector_event_latency_seconds histogram (bucket-interpolated).")

@@ -16,12 +16,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamkit.wire import aggregate_key_column, record_key_column, schema_text, thing_partition_column
+from streamkit.wire import schema_text
 
-from spark_jobs import dead_letters
+from spark_jobs import dead_letters, outputs
 from spark_jobs.config import AggregateSettings
 from spark_jobs.job import StreamingJob
-from spark_jobs.output_columns import typed_columns
+from spark_jobs.key_records import KeyRecords
+from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
 from windowing import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process)
 
@@ -68,6 +69,8 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
+#: Long columns that may be null (a record compared with no horizon yet; windows have none).
+NULLABLE = frozenset({"watermark_ms"})
 #: KeyState.to_row() and the processing time of the key's last batch with data
 STATE_SCHEMA = "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
 
@@ -82,69 +85,77 @@ class WindowFunction:
     is armed again instead of closing its windows.
     """
 
-    def __init__(self, rules: WindowRules, idle_timeout_ms: int) -> None:
+    def __init__(self, rules: WindowRules, idle_timeout_ms: int, fields: Fields = OUTPUT_FIELDS) -> None:
         self.rules = rules
         self.idle_timeout_ms = idle_timeout_ms
+        self.fields = fields  #: the output columns: OUTPUT_FIELDS, or a wider job's (the single pass)
 
     def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
-        import pandas as pd
-
         thing, quantity = key
         if thing is None:  # records that did not decode: handed back, no state, no timer
-            yield dead_letters.rows(OUTPUT_FIELDS, pd.concat(list(frames), ignore_index=True))
+            yield dead_letters.rows(self.fields, frames)
             return
-        now = int(state.getCurrentProcessingTimeMs())
+        out = OutputRows(self.fields, NULLABLE)
         if state.hasTimedOut:
-            current, last_batch = KeyState.from_row(state.get[:5]), int(state.get[5])
-            if now - last_batch > 2 * self.idle_timeout_ms:
-                state.update((*current.to_row(), now))
-                state.setTimeoutDuration(self.idle_timeout_ms)
-                return
-            step = flush(self.rules, current)
-            state.update((*step.state.to_row(), now))
-            yield self.rows(thing, quantity, step, None)
+            self.expire(thing, quantity, state, out)
+        else:
+            self.step(thing, quantity, KeyRecords.arrival_order(frames), state, out)
+        if len(out):
+            yield out.frame()
+
+    def expire(self, thing: str, quantity: str, state: Any, out: OutputRows, **tags: Any) -> None:
+        """The key's idle timer fired: emit its open windows."""
+        now = int(state.getCurrentProcessingTimeMs())
+        current, last_batch = KeyState.from_row(state.get[:5]), int(state.get[5])
+        if now - last_batch > 2 * self.idle_timeout_ms:
+            state.update((*current.to_row(), now))
+            state.setTimeoutDuration(self.idle_timeout_ms)
             return
-        batch = pd.concat(list(frames), ignore_index=True).sort_values(["kafka_partition", "kafka_offset"],
-                                                                       kind="stable", ignore_index=True)
+        step = flush(self.rules, current)
+        state.update((*step.state.to_row(), now))
+        self.add_rows(out, thing, quantity, step, None, tags)
+
+    def step(self, thing: str, quantity: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any) -> None:
+        """The key's records of a batch, in arrival order, through the windows; final windows
+        and set-aside records (with the ``tags`` columns) added to ``out``."""
+        now = int(state.getCurrentProcessingTimeMs())
         current = KeyState.from_row(state.get[:5]) if state.exists else KeyState()
-        step = process(self.rules, current, batch["event_time_ms"].to_numpy(), batch["value"].to_numpy(),
-                       batch["row_id"].tolist(), now)
+        step = process(self.rules, current, records.event_time_ms, records.value, records.row_id.tolist(), now)
         state.update((*step.state.to_row(), now))
         if self.idle_timeout_ms and step.state.has_open_windows:
             state.setTimeoutDuration(self.idle_timeout_ms)
-        yield self.rows(thing, quantity, step, batch)
+        self.add_rows(out, thing, quantity, step, records, tags)
 
     @staticmethod
-    def rows(thing: str, quantity: str, step: Step, batch: "pd.DataFrame | None") -> "pd.DataFrame":
-        """Windows, then set-aside records, then superseded copies, in OUTPUT_FIELDS (each kind's
-        other columns are filler)."""
+    def add_rows(out: OutputRows, thing: str, quantity: str, step: Step, records: KeyRecords | None,
+                 tags: dict) -> None:
+        """Windows, set-aside records and superseded copies (each kind's other columns are filler)."""
         import numpy as np
-        import pandas as pd
 
-        windows, aside, superseded = step.windows, step.aside, step.superseded
-        n_w, n_a = len(windows), len(windows) + len(aside)
-        n = n_a + len(superseded)
-        columns = typed_columns(OUTPUT_FIELDS, n)
-        columns["record_type"][:n_w], columns["record_type"][n_w:] = "aggregate", "late"
-        columns["thing"][:], columns["quantity"][:] = thing, quantity
-        for i, w in enumerate(windows):
-            columns["window_kind"][i], columns["window_label"][i] = w.spec.kind, w.spec.label
-            columns["window_size_ms"][i], columns["window_slide_ms"][i] = w.spec.size_ms, w.spec.slide_ms
-            columns["window_start_ms"][i], columns["window_end_ms"][i], columns["count"][i] = w.start_ms, w.end_ms, w.count
-            columns["mean"][i], columns["min"][i], columns["max"][i] = w.mean, w.min, w.max
-            columns["stddev"][i] = np.nan if w.stddev is None else w.stddev  # NaN reaches Spark as null
-        horizons = [None if a.horizon_ms == NO_TIME else a.horizon_ms for a in aside]
-        if aside:
-            at = np.array([a.index for a in aside], dtype=np.int64)
-            columns["event_time_ms"][n_w:n_a] = batch["event_time_ms"].to_numpy()[at]
-            columns["value"][n_w:n_a] = batch["value"].to_numpy()[at]
-            columns["row_id"][n_w:n_a] = batch["row_id"].to_numpy()[at]
-            columns["reason"][n_w:n_a] = [a.reason for a in aside]
-        for i, s in enumerate(superseded, n_a):
-            columns["event_time_ms"][i], columns["value"][i], columns["row_id"][i] = s.time_ms, s.value, s.row_id
-            columns["reason"][i] = SUPERSEDED_REASON
-        horizons += [None if s.horizon_ms == NO_TIME else s.horizon_ms for s in superseded]
-        return pd.DataFrame({**columns, "watermark_ms": pd.array([None] * n_w + horizons, dtype="Int64")})
+        def nullable(times: list[int]) -> np.ndarray:
+            return np.array([np.nan if t == NO_TIME else t for t in times], dtype=np.float64)
+
+        if step.windows:
+            w = step.windows
+            out.add(len(w), record_type="aggregate", thing=thing, quantity=quantity,
+                    window_kind=[x.spec.kind for x in w], window_label=[x.spec.label for x in w],
+                    window_size_ms=[x.spec.size_ms for x in w], window_slide_ms=[x.spec.slide_ms for x in w],
+                    window_start_ms=[x.start_ms for x in w], window_end_ms=[x.end_ms for x in w],
+                    count=[x.count for x in w], mean=[x.mean for x in w], min=[x.min for x in w],
+                    max=[x.max for x in w],
+                    stddev=[np.nan if x.stddev is None else x.stddev for x in w],  # NaN reaches Spark as null
+                    **tags)
+        if step.aside:
+            at = np.array([a.index for a in step.aside], dtype=np.int64)
+            out.add(len(at), record_type="late", thing=thing, quantity=quantity,
+                    event_time_ms=records.event_time_ms[at], value=records.value[at], row_id=records.row_id[at],
+                    reason=[a.reason for a in step.aside], watermark_ms=nullable([a.horizon_ms for a in step.aside]),
+                    **tags)
+        if step.superseded:
+            s = step.superseded
+            out.add(len(s), record_type="late", thing=thing, quantity=quantity, reason=SUPERSEDED_REASON,
+                    event_time_ms=[x.time_ms for x in s], value=[x.value for x in s], row_id=[x.row_id for x in s],
+                    watermark_ms=nullable([x.horizon_ms for x in s]), **tags)
 
 
 def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: int) -> "DataFrame":
@@ -158,24 +169,15 @@ def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: i
 
 
 def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitions: dict[str, int]) -> "DataFrame":
-    """Avro values, deterministic keys, partition by thing (streamkit.wire.keys, as the bridge)."""
+    """Windows keyed thing|quantity|window|start and late records keyed as in the raw topic,
+    both partitioned by thing (streamkit.wire.keys, as the bridge)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import to_avro
 
-    is_aggregate = F.col("record_type") == "aggregate"
-    aggregate_value = to_avro(F.struct(
-        "thing", "quantity", "window_kind", "window_size_ms", "window_slide_ms", "window_start_ms", "window_end_ms",
-        "count", "mean", "min", "max", "stddev"), schema_text("aggregate"))
-    late_value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
-                                  F.lit(STAGE).alias("stage"), "watermark_ms"), schema_text("late"))
-    return records.select(*dead_letters.route({
-        "topic": F.when(is_aggregate, F.lit(settings.aggregates_topic)).otherwise(F.lit(settings.late_topic)),
-        "key": F.when(is_aggregate, aggregate_key_column()).otherwise(record_key_column()).cast("binary"),
-        "value": F.when(is_aggregate, aggregate_value).otherwise(late_value),
-        "partition": F.when(is_aggregate, thing_partition_column(partitions[settings.aggregates_topic]))
-        .otherwise(thing_partition_column(partitions[settings.late_topic])).cast("int"),
-    }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
-        source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic, stage=STAGE))
+    routes = [outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
+              outputs.late_route(settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.col("watermark_ms"))]
+    return outputs.to_kafka_records(
+        records, routes, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic, stage=STAGE)
 
 
 def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"]:

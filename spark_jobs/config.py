@@ -79,8 +79,9 @@ class JoinSettings(SparkJobSettings):
 
 
 @dataclass(frozen=True)
-class AggregateSettings(SparkJobSettings):
-    metrics_port: int = serves_metrics_on(9204)
+class WindowSettings(SparkJobSettings):
+    """The window rules, shared by the aggregate job and the single pass."""
+
     tumbling: str = setting("10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)")
     sliding: str = setting("", "AGGREGATE_SLIDING",
                            "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
@@ -93,19 +94,35 @@ class AggregateSettings(SparkJobSettings):
     idle_timeout: str = setting("5m", "AGGREGATE_IDLE_TIMEOUT",
                                 "processing time after a key's last record at which its open windows are emitted "
                                 "anyway ('off': never; always off with --available-now)")
-    source: str = setting("raw", "AGGREGATE_SOURCE",
-                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
-                          "topic (e.g. mechanical_power) as a quantity")
 
-    def window_rules(self) -> WindowRules:
+    def window_rules(self, same_by_row_id: bool = False) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
-                           self.max_future_ms(), same_by_row_id=self.source == "joined")
+                           self.max_future_ms(), same_by_row_id=same_by_row_id)
 
     def idle_timeout_ms(self) -> int:
         """0 when off: a backfill (--available-now) must not depend on how long it took."""
         return 0 if self.available_now else parse_duration_ms(self.idle_timeout, allow_zero=True)
 
+
+@dataclass(frozen=True)
+class AggregateSettings(WindowSettings):
+    metrics_port: int = serves_metrics_on(9204)
+    source: str = setting("raw", "AGGREGATE_SOURCE",
+                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
+                          "topic (e.g. mechanical_power) as a quantity")
+
+    def window_rules(self, same_by_row_id: bool | None = None) -> WindowRules:
+        """Joined input shares event times between pairs: there the row id tells records apart."""
+        return super().window_rules(self.source == "joined" if same_by_row_id is None else same_by_row_id)
+
     @property
     def default_query(self) -> str:
         return "aggregate" if self.source == "raw" else f"aggregate-{self.source}"
+
+
+@dataclass(frozen=True)
+class SinglePassSettings(JoinSettings, WindowSettings):
+    """The join's pairs and the aggregate's windows, in one query over the raw topic."""
+
+    metrics_port: int = serves_metrics_on(9206)

@@ -9,6 +9,7 @@ reader of the topic for the bad records alone would read every batch twice.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from spark_jobs.output_columns import Fields, typed_columns
@@ -42,10 +43,12 @@ def decode(frame: "DataFrame", schema: str) -> "DataFrame":
                           "kafka_partition", "kafka_offset")
 
 
-def rows(fields: Fields, batch: "pd.DataFrame") -> "pd.DataFrame":
-    """The batch's undecodable records as output rows of the job's schema."""
+def rows(fields: Fields, frames: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
+    """The undecodable records (Spark's frames of the null-thing group) as output rows of the
+    job's schema."""
     import pandas as pd
 
+    batch = pd.concat(list(frames), ignore_index=True)
     columns = typed_columns(fields, len(batch))
     columns["record_type"][:] = RECORD_TYPE
     columns["undecodable_key"][:] = batch["undecodable_key"].to_numpy()

@@ -19,12 +19,13 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import dead_letters
+from spark_jobs import dead_letters, outputs
 from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
 from lsb import JoinConfig, PairSpec, process_batch
 from lsb.results import RESULT_FUNCTIONS
-from spark_jobs.output_columns import typed_columns
+from spark_jobs.key_records import KeyRecords
+from spark_jobs.output_columns import Fields, OutputRows
 from windowing import FUTURE_REASON
 
 
@@ -65,102 +66,72 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 STATE_SCHEMA = "lsb binary"
+STAGE = "join"  #: the late records' stage
 
 
 class GroupJoiner:
     """The per-thing function Spark calls with the thing's rows of one micro-batch. Picklable."""
 
-    def __init__(self, config: JoinConfig, max_future_ms: int | None = None) -> None:
+    def __init__(self, config: JoinConfig, max_future_ms: int | None = None, fields: Fields = OUTPUT_FIELDS) -> None:
         self.config = config
         self.max_future_ms = max_future_ms
+        self.fields = fields  #: the output columns: OUTPUT_FIELDS, or a wider job's (the single pass)
 
     def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
-        import pandas as pd
-
         thing = key[0]
-        batch = pd.concat(list(frames), ignore_index=True)
         if thing is None:  # records that did not decode: handed back, no state
-            yield dead_letters.rows(OUTPUT_FIELDS, batch)
+            yield dead_letters.rows(self.fields, frames)
             return
-        # Arrival order: a thing lives in one Kafka partition, so its offsets order its records.
-        batch = batch.sort_values("kafka_offset", kind="stable")
+        out = OutputRows(self.fields)
+        self.step(thing, KeyRecords.arrival_order(frames), state, out)
+        yield out.frame()
+
+    def step(self, thing: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any) -> None:
+        """The thing's records of a batch, in arrival order, through the join; its pairs and
+        late records (with the ``tags`` columns) added to ``out``."""
         if self.max_future_ms is not None:  # a bad clock moves no stream's clock (docs/windows.md)
-            future = batch["event_time_ms"].to_numpy() > state.getCurrentProcessingTimeMs() + self.max_future_ms
+            future = records.event_time_ms > state.getCurrentProcessingTimeMs() + self.max_future_ms
             if future.any():
-                yield self.future_rows(thing, batch[future])
-                batch = batch[~future]
+                ahead = records.take(future)
+                out.add(len(ahead), record_type="late", thing=thing, reason=FUTURE_REASON, quantity=ahead.quantity,
+                        row_id=ahead.row_id, event_time_ms=ahead.event_time_ms, value=ahead.value, **tags)
+                records = records.take(~future)
         previous = state.get[0] if state.exists else None
-        result = process_batch(self.config, previous, batch["quantity"].to_numpy(),
-                               batch["event_time_ms"].to_numpy(), batch["value"].to_numpy())
+        result = process_batch(self.config, previous, records.quantity, records.event_time_ms, records.value)
         state.update((result.state_bytes(self.config),))
-        yield self.rows(thing, result, batch["row_id"].to_numpy())
+        self.add_rows(out, thing, result, records.row_id, tags)
 
-    @staticmethod
-    def future_rows(thing: str, records: "pd.DataFrame") -> "pd.DataFrame":
-        """Records stamped too far ahead of the processing time, as late rows."""
-        import pandas as pd
-
-        frame = typed_columns(OUTPUT_FIELDS, len(records))
-        frame["record_type"][:], frame["thing"][:], frame["reason"][:] = "late", thing, FUTURE_REASON
-        frame["quantity"][:], frame["row_id"][:] = records["quantity"].to_numpy(), records["row_id"].to_numpy()
-        frame["event_time_ms"][:], frame["value"][:] = records["event_time_ms"].to_numpy(), records["value"].to_numpy()
-        return pd.DataFrame(frame)
-
-    def rows(self, thing: str, result: Any, row_ids: "np.ndarray") -> "pd.DataFrame":
-        """Joined pairs then late records, in OUTPUT_FIELDS (the other kind's columns are
-        filler: ``to_kafka_records`` reads only its own kind's)."""
+    def add_rows(self, out: OutputRows, thing: str, result: Any, row_ids: "np.ndarray", tags: dict) -> None:
+        """Joined pairs and late records (each kind's other columns are filler:
+        ``to_kafka_records`` reads only its own kind's)."""
         import numpy as np
-        import pandas as pd
 
         pairs, late = result.pairs, result.late
-        n_pairs, n_late = len(pairs), len(late)
-        frame = typed_columns(OUTPUT_FIELDS, n_pairs + n_late)
-        frame["record_type"][:n_pairs], frame["record_type"][n_pairs:], frame["thing"][:] = "joined", "late", thing
-        if n_pairs:
+        if len(pairs):
             columns = pairs.to_columns(thing, self.config)
             names = np.array([spec.result_name for spec in self.config.pairs], dtype=object)
-            for target, source in (("id", "id"), ("left_quantity", "left_quantity"),
-                                   ("right_quantity", "right_quantity"), ("left_time_ms", "left_time"),
-                                   ("right_time_ms", "right_time"), ("left_value", "left_value"),
-                                   ("right_value", "right_value"), ("result", "result"),
-                                   ("event_time_ms", "event_time")):
-                frame[target][:n_pairs] = columns[source]
-            frame["result_name"][:n_pairs] = names[pairs.pair]
-        if n_late:
+            out.add(len(pairs), record_type="joined", thing=thing, id=columns["id"],
+                    left_quantity=columns["left_quantity"], right_quantity=columns["right_quantity"],
+                    left_time_ms=columns["left_time"], right_time_ms=columns["right_time"],
+                    left_value=columns["left_value"], right_value=columns["right_value"], result=columns["result"],
+                    event_time_ms=columns["event_time"], result_name=names[pairs.pair], **tags)
+        if len(late):
             columns = late.to_columns(thing, self.config)
-            frame["quantity"][n_pairs:] = columns["quantity"]
-            frame["event_time_ms"][n_pairs:] = columns["time"]
-            frame["value"][n_pairs:] = columns["value"]
-            frame["reason"][n_pairs:] = columns["reason"]
             index = late.index
-            frame["row_id"][n_pairs:] = np.where(index >= 0, row_ids[np.maximum(index, 0)], "")
-        return pd.DataFrame(frame)
+            out.add(len(late), record_type="late", thing=thing, quantity=columns["quantity"],
+                    event_time_ms=columns["time"], value=columns["value"], reason=columns["reason"],
+                    row_id=np.where(index >= 0, row_ids[np.maximum(index, 0)], ""), **tags)
 
 
 def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict[str, int]) -> "DataFrame":
-    """Avro values and deterministic keys: pair id for joined pairs, thing|quantity|time for
-    late records (as in the raw topic); partition crc32(thing), so a thing's results keep the
-    join's order for the aggregates over them."""
+    """Joined pairs keyed by their id, late records keyed as in the raw topic, both partitioned by
+    thing, so a thing's results keep the join's order for the aggregates over them."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import to_avro
 
-    from streamkit.wire import record_key_column, schema_text, thing_partition_column
-
-    is_joined = F.col("record_type") == "joined"
-    joined_value = to_avro(F.struct("id", "thing", "left_quantity", "right_quantity", "left_time_ms", "right_time_ms",
-                                    "left_value", "right_value", "result_name", "result", "event_time_ms"),
-                           schema_text("joined"))
-    late_value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
-                                  F.lit("join").alias("stage"), F.lit(None).cast("long").alias("watermark_ms")),
-                         schema_text("late"))
-    return rows.select(*dead_letters.route({
-        "topic": F.when(is_joined, F.lit(settings.joined_topic)).otherwise(F.lit(settings.late_topic)),
-        "key": F.when(is_joined, F.col("id")).otherwise(record_key_column()).cast("binary"),
-        "value": F.when(is_joined, joined_value).otherwise(late_value),
-        "partition": F.when(is_joined, thing_partition_column(partitions[settings.joined_topic]))
-        .otherwise(thing_partition_column(partitions[settings.late_topic])).cast("int"),
-    }, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic], source_topic=settings.raw_topic,
-        stage="join"))
+    routes = [outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
+              outputs.late_route(settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.lit(None))]
+    return outputs.to_kafka_records(rows, routes, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
+                                    source_topic=settings.raw_topic, stage=STAGE)
 
 
 def build_join(settings: JoinSettings):

@@ -1,19 +1,69 @@
-"""Typed, empty output columns for the jobs' state functions.
+"""Typed output columns for the jobs' state functions, gathered in chunks and made a frame once.
 
 A state function's frame must give every column the type Spark declares for it: a string
 column holding nothing but NaN reaches Arrow as float and fails the batch. Unused cells are
 filler (null strings, 0 longs, NaN doubles, which Spark reads as null).
+
+Building a pandas frame costs far more than the numpy work behind a key's rows, and a state
+function emits several kinds of rows per key (pairs, windows, late records) for several keys
+(the single pass: every quantity of a thing). So the kinds add numpy chunks to one
+:class:`OutputRows`, and the frame is built once per call.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: (name, Spark type) of every output column, as in the job's DDL schema
 Fields = list[tuple[str, str]]
 
+_DTYPES = {"string": object, "binary": object, "long": np.int64, "double": np.float64}
+_FILLERS = {"string": None, "binary": None, "long": 0, "double": np.nan}
+
 
 def typed_columns(fields: Fields, rows: int) -> dict[str, np.ndarray]:
     """One filler array per field, of its Spark type ("string", "long", "double" or "binary")."""
-    filler = {"string": lambda: np.full(rows, None, dtype=object), "long": lambda: np.zeros(rows, dtype=np.int64),
-              "double": lambda: np.full(rows, np.nan), "binary": lambda: np.full(rows, None, dtype=object)}
-    return {name: filler[kind]() for name, kind in fields}
+    return {name: np.full(rows, _FILLERS[kind], dtype=_DTYPES[kind]) for name, kind in fields}
+
+
+class OutputRows:
+    """Rows of one state function call, as chunks of columns (arrays of the chunk's length, or
+    one value for the whole chunk; missing columns are filler). ``nullable`` long columns take
+    floats with NaN for null (exact for millisecond times) and reach Spark as nullable longs."""
+
+    def __init__(self, fields: Fields, nullable: frozenset[str] = frozenset()) -> None:
+        self.fields = fields
+        self.nullable = nullable
+        self.chunks: list[tuple[int, dict[str, Any]]] = []
+
+    def add(self, rows: int, **columns: Any) -> None:
+        if rows:
+            self.chunks.append((rows, columns))
+
+    def __len__(self) -> int:
+        return sum(rows for rows, _ in self.chunks)
+
+    def frame(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        data = {}
+        for name, kind in self.fields:
+            if name in self.nullable:
+                values = np.concatenate([self._part(rows, columns.get(name, np.nan), np.float64)
+                                         for rows, columns in self.chunks] or [np.empty(0)])
+                missing = np.isnan(values)
+                data[name] = pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+                continue
+            data[name] = np.concatenate([self._part(rows, columns.get(name, _FILLERS[kind]), _DTYPES[kind])
+                                         for rows, columns in self.chunks] or [np.empty(0, _DTYPES[kind])])
+        return pd.DataFrame(data)
+
+    @staticmethod
+    def _part(rows: int, value: Any, dtype: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray) or isinstance(value, list):
+            return np.asarray(value, dtype=dtype)
+        return np.full(rows, value, dtype=dtype)

@@ -26,7 +26,7 @@ from typing import Any, get_type_hints
 import yaml
 
 from stacktools.access import USERS
-from spark_jobs.config import SparkJobSettings
+from spark_jobs.config import SparkJobSettings, WindowSettings
 from stacktools.dashboards.cli import GrafanaSettings
 from streamkit.config import (CREDENTIALS_FILE, SYSTEMS, InfluxSettings, KafkaSettings, MqttSettings, ServiceSettings,
                               Settings, StackSettings, credential_env, identity_fields)
@@ -106,18 +106,26 @@ SECTIONS: tuple[Section, ...] = (
     Section.of_service("mqtt_bridge",
                        "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
                        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session."),
-    Section("Spark jobs, common to both (`spark_jobs.join`, `spark_jobs.aggregate`)", SparkJobSettings,
-            "`spark_jobs.config.SparkJobSettings`: both Spark jobs accept these. The query name names the "
+    Section("Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+            SparkJobSettings,
+            "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names the "
             "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
             "instances of one job) must never share it.", short="Spark jobs' common"),
     Section.of_service("spark_join",
                        "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default "
                        "query name `lsb-join`)."),
+    Section("Window rules (`spark_jobs.aggregate`, `spark_jobs.single_pass`)", WindowSettings,
+            "`spark_jobs.config.WindowSettings`: the windows and their lateness, idle and future rules "
+            "(`docs/windows.md`), for the jobs that aggregate.", short="window rules"),
     Section.of_service("spark_aggregate",
                        "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
                        "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
                        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
                        "the same host."),
+    Section.of_service("spark_single_pass",
+                       "The join and the windows in one stateful pass per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + "
+                       "`AGGREGATES_TOPIC` + `LATE_TOPIC`, one transaction per batch (default query name "
+                       "`single-pass`); writes what `spark_jobs.join` and `spark_jobs.aggregate` write together."),
     Section.of_service("db_connector",
                        "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
                        "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s."),
@@ -148,7 +156,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
     ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
     ("EOS_FAULT_POINT", "tests (fault injection)",
-     "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_join.py) give the "
+     "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_job.py) give the "
      "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it"),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
     ("CLIENT_FAULT_SCALE", "tests", "multiplies every fault rate of the client-level fault injection test (1.0)"),

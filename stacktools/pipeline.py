@@ -1,6 +1,6 @@
 """The whole pipeline as processes: start, supervise, kill, stop.
 
-simulator -> bridge -> Spark join + aggregates -> connector, each ``python -m <service>`` in its
+simulator -> bridge -> Spark (one pass, or the join and the aggregate) -> connector, each ``python -m <service>`` in its
 own process group (processes.ServiceProcess), on one set of topics and one InfluxDB database. Used by
 the demo (default topics, default metrics ports scraped by the local Prometheus) and by the
 end-to-end tests and benchmark (private topics, free ports registered with Prometheus as file
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.scrape import scrape_metrics
-from stacktools.services import SERVICES, STAGES
+from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
@@ -27,14 +27,16 @@ class Pipeline:
     targets, removed again by ``stop``."""
 
     def __init__(self, settings: Settings, wiring: Wiring, work_dir: Path, *, default_ports: bool = False,
-                 extra_args: dict[str, list[str]] | None = None, env: dict[str, str] | None = None) -> None:
+                 extra_args: dict[str, list[str]] | None = None, env: dict[str, str] | None = None,
+                 shape: str = DEFAULT_SHAPE) -> None:
         self.settings, self.wiring, self.work_dir = settings, wiring, work_dir
+        self.stages = SHAPES[shape]
         self.default_ports = default_ports
         self.extra_args = extra_args or {}
         self.env = env or {}
         self.services: dict[str, ServiceProcess] = {}
         self.ports: dict[str, int] = {}
-        self.restarts: dict[str, int] = dict.fromkeys(STAGES, 0)
+        self.restarts: dict[str, int] = dict.fromkeys(self.stages, 0)
         self._run_tag = uuid.uuid4().hex[:8]
         work_dir.mkdir(parents=True, exist_ok=True)
 
@@ -69,7 +71,7 @@ class Pipeline:
         return service
 
     def start_stages(self, wait_for: Callable[[str, ServiceProcess], None] | None = None) -> None:
-        for name in STAGES:
+        for name in self.stages:
             service = self.start(name)
             if wait_for is not None:
                 wait_for(name, service)
@@ -78,7 +80,7 @@ class Pipeline:
         """Until every stage is ready (Spark's JVM start-up takes tens of seconds): a replay
         started after this measures the pipeline, not its start-up."""
         deadline = Deadline(timeout_s)
-        for name in STAGES:
+        for name in self.stages:
             self.services[name].wait_logged(SERVICES[name].ready_line, max(1.0, deadline.remaining()))
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:
@@ -94,7 +96,7 @@ class Pipeline:
     def supervise(self, skip: Collection[str] = ()) -> list[str]:
         """Restart every stage that is not running (as systemd or compose would), but those in
         ``skip`` (held down on purpose); the names."""
-        restarted = [name for name in STAGES
+        restarted = [name for name in self.stages
                      if name in self.services and name not in skip and not self.services[name].alive()]
         for name in restarted:
             self.restart(name)
@@ -103,7 +105,7 @@ class Pipeline:
     def stop(self, timeout_s: float = 120) -> dict[str, int | None]:
         """SIGTERM from the input on, so each stage can drain into the next before it stops."""
         codes: dict[str, int | None] = {}
-        for name in ("simulator", *STAGES):
+        for name in ("simulator", *self.stages):
             service = self.services.get(name)
             if service is not None and service.alive():
                 codes[name] = service.terminate(timeout_s)

@@ -11,7 +11,7 @@ from pathlib import Path
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
-from spark_jobs.config import AggregateSettings, JoinSettings
+from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.wiring import Wiring
 from streamkit.config import ServiceSettings
@@ -52,14 +52,35 @@ SERVICES: dict[str, ServiceSpec] = {spec.name: spec for spec in (
                 lambda w, work: [*_spark_args(w), "--aggregates-topic", w.aggregates,
                                  "--query-name", f"aggregate{w.query_suffix}",
                                  "--checkpoint-dir", str(work / "checkpoints" / "aggregate")]),
+    ServiceSpec("spark_single_pass", "Spark single pass", "spark_jobs.single_pass", SinglePassSettings,
+                '"query running"',
+                lambda w, work: [*_spark_args(w), "--joined-topic", w.joined, "--aggregates-topic", w.aggregates,
+                                 "--query-name", f"single-pass{w.query_suffix}",
+                                 "--checkpoint-dir", str(work / "checkpoints" / "single-pass")]),
     ServiceSpec("db_connector", "DB connector", "db_connector", ConnectorSettings, '"connector running"',
                 lambda w, _: ["--topics", ",".join(w.connector_topics), "--influx-database", w.database,
                               "--group-id", w.connector_group, "--instance-id", w.connector_group,
                               *[a for kind, topic in w.connector_topics.items() for a in (f"--{kind}-topic", topic)]]),
 )}
 
-#: The stages in start order; the simulator is started separately (it is the input, not a stage).
-STAGES = ("mqtt_bridge", "spark_join", "spark_aggregate", "db_connector")
+#: The stages in start order, per shape of the Spark part; the simulator is started separately (it
+#: is the input, not a stage). One pass per thing is the default: one read, one decode, one state
+#: function call and one transaction per batch for the pairs and the windows together; the two
+#: jobs remain for comparison and for an aggregate of the joined topic.
+SHAPES: dict[str, tuple[str, ...]] = {
+    "single-pass": ("mqtt_bridge", "spark_single_pass", "db_connector"),
+    "two-jobs": ("mqtt_bridge", "spark_join", "spark_aggregate", "db_connector"),
+}
+DEFAULT_SHAPE = "single-pass"
+STAGES = SHAPES[DEFAULT_SHAPE]
+#: The Spark stages with windows: their batches run without data too (the idle timeout's timer),
+#: and the batch after their input is complete closes the last windows.
+WINDOWED = ("spark_aggregate", "spark_single_pass")
+
+
+def spark_stages(stages: tuple[str, ...]) -> tuple[str, ...]:
+    """The Spark jobs among ``stages``: they report ``spark_input_rows_total`` and batches."""
+    return tuple(name for name in stages if SERVICES[name].module.startswith("spark_jobs."))
 
 
 def service_process(name: str, wiring: Wiring, log: Path, *extra: str, work_dir: Path | None = None,

@@ -26,7 +26,7 @@ from stacktools.demo.report import render, summary
 from stacktools.demo.run import replay_until_drained
 from streamkit.logs import setup_logging
 from stacktools.pipeline import Pipeline
-from stacktools.services import SERVICES
+from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack, StackError
 from stacktools.stack.process import port_open
@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="folder for the summary and plots")
     parser.add_argument("--keep-running", action="store_true", help="leave the stack and services up to explore")
     parser.add_argument("--timeout-s", type=float, default=3600, help="give up waiting for the drain after this")
+    parser.add_argument("--shape", choices=list(SHAPES), default=DEFAULT_SHAPE,
+                        help="the Spark part: one stateful pass per thing (default), or the join and the aggregate "
+                             "as two jobs")
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging("WARNING", service="demo")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +97,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     wiring = Wiring.fresh(settings, "demo")
     default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
     work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
-    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports)
+    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape)
     print(f"replaying {events} ({rows:,} rows) through topics *.{wiring.query_suffix[1:]}, "
           f"InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
     started = time.monotonic()

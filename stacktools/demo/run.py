@@ -10,7 +10,7 @@ from pathlib import Path
 from stacktools.demo.sampler import Sampler, Samples
 from stacktools.scrape import metric_sum
 from stacktools.pipeline import Pipeline
-from stacktools.services import STAGES
+from stacktools.services import WINDOWED, spark_stages
 from streamkit.deadline import Deadline
 
 QUIET_S = 6.0
@@ -39,22 +39,20 @@ def simulator_summary(pipeline: Pipeline) -> dict:
 
 
 def drained(sampler: Sampler, state: dict, published: int) -> bool:
-    """Every stage has taken in everything upstream of it, the aggregate job ran a batch after
-    its input was complete (the one whose watermark closes the last windows), and nothing has
-    moved for QUIET_S seconds."""
+    """Every stage has taken in everything upstream of it, each Spark stage with windows ran a
+    batch after its input was complete (the one whose clock closes the last windows), and
+    nothing has moved for QUIET_S seconds."""
     m = sampler.metrics
     bridge = m.get("mqtt_bridge", {})
     raw = metric_sum(bridge, "bridge_records_total")
     taken = metric_sum(bridge, "bridge_messages_total")
-    join_in = metric_sum(m.get("spark_join", {}), "spark_input_rows_total")
-    aggregate = m.get("spark_aggregate", {})
-    aggregate_in = metric_sum(aggregate, "spark_input_rows_total")
-    last_batch = metric_sum(aggregate, "spark_last_batch_id")
+    spark = spark_stages(sampler.pipeline.stages)
     if not (published and taken >= published and metric_sum(bridge, "bridge_unacked_messages") == 0
-            and join_in >= raw and aggregate_in >= raw):
+            and all(metric_sum(m.get(name, {}), "spark_input_rows_total") >= raw for name in spark)):
         return False
-    state.setdefault("input_complete_batch", last_batch)
-    if last_batch <= state["input_complete_batch"]:
+    last_batches = tuple(metric_sum(m.get(name, {}), "spark_last_batch_id") for name in spark if name in WINDOWED)
+    state.setdefault("input_complete_batches", last_batches)
+    if any(now <= then for now, then in zip(last_batches, state["input_complete_batches"])):
         return False
     snapshot = tuple(sampler.samples.latest(name) for name in sampler.samples.counters)
     if snapshot != state.get("snapshot"):
@@ -78,7 +76,7 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
     deadline = Deadline(timeout_s)
     try:
         while not deadline.expired():
-            for name in STAGES:
+            for name in pipeline.stages:
                 if not pipeline.services[name].alive():
                     raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
             if replayed is None and not simulator.alive():

@@ -10,23 +10,27 @@ from dataclasses import dataclass, field
 
 from stacktools.pipeline import Pipeline
 from stacktools.scrape import metric_sum
+from stacktools.services import SERVICES, spark_stages
 
 log = logging.getLogger("demo")
 
-#: What each stage has done so far, read from its /metrics: (service, metric name prefix, label filter).
-STAGE_COUNTERS: dict[str, tuple[str, str, str]] = {
-    "simulator rows": ("simulator", "simulator_rows_published_total", ""),
-    "bridge records": ("mqtt_bridge", "bridge_records_total", ""),
-    "join input": ("spark_join", "spark_input_rows_total", ""),
-    "aggregate input": ("spark_aggregate", "spark_input_rows_total", ""),
-    "points written": ("db_connector", "connector_points_written_total", ""),
-}
+#: (service, metric name prefix, label filter) of what a stage has done so far, from its /metrics
+Counter = tuple[str, str, str]
+
+
+def stage_counters(stages: tuple[str, ...]) -> dict[str, Counter]:
+    """What each stage of the pipeline has done so far, by name ('join input', ...)."""
+    spark = {f"{SERVICES[name].title.removeprefix('Spark ')} input": (name, "spark_input_rows_total", "")
+             for name in spark_stages(stages)}
+    return {"simulator rows": ("simulator", "simulator_rows_published_total", ""),
+            "bridge records": ("mqtt_bridge", "bridge_records_total", ""), **spark,
+            "points written": ("db_connector", "connector_points_written_total", "")}
 
 
 @dataclass
 class Samples:
     times: list[float] = field(default_factory=list)
-    counters: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in STAGE_COUNTERS})
+    counters: dict[str, list[float]] = field(default_factory=dict)
 
     def latest(self, name: str) -> float:
         series = self.counters[name]
@@ -53,7 +57,8 @@ class Sampler(threading.Thread):
     def __init__(self, pipeline: Pipeline, every_s: float = 1.0, status_every_s: float = 5.0) -> None:
         super().__init__(daemon=True, name="demo-sampler")
         self.pipeline, self.every_s, self.status_every_s = pipeline, every_s, status_every_s
-        self.samples = Samples()
+        self.counters = stage_counters(pipeline.stages)
+        self.samples = Samples(counters={name: [] for name in self.counters})
         self.metrics: dict[str, dict[str, float]] = {}
         self._stopping = threading.Event()
         self._last: dict[str, float] = {}  # a restarted service starts its counters at 0 again
@@ -74,19 +79,19 @@ class Sampler(threading.Thread):
                 self.print_status()
 
     def sample(self, at_s: float) -> None:
-        for service in {service for service, _, _ in STAGE_COUNTERS.values()}:
+        for service in {service for service, _, _ in self.counters.values()}:
             values = self.pipeline.metrics(service)
             if values:
                 self.metrics[service] = values
         self.samples.times.append(at_s)
-        for name, (service, metric, contains) in STAGE_COUNTERS.items():
+        for name, (service, metric, contains) in self.counters.items():
             value = metric_sum(self.metrics.get(service, {}), metric, contains)
             self._last[name] = max(self._last.get(name, 0.0), value)
             self.samples.counters[name].append(self._last[name])
 
     def print_status(self) -> None:
         s = self.samples
-        parts = [f"{name} {s.latest(name):,.0f}" for name in STAGE_COUNTERS]
+        parts = [f"{name} {s.latest(name):,.0f}" for name in self.counters]
         print(f"[{s.times[-1]:6.0f}s] " + " | ".join(parts), flush=True)
 
     def stop(self) -> None:

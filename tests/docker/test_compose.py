@@ -41,16 +41,14 @@ CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL
 OWN_PASSWORDS = {
     "simulator": {"MQTT_PASSWORD": "MQTT_MACHINE_PASSWORD"},
     "mqtt-bridge": {"KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD", "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD"},
-    "spark-join": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
-    "spark-aggregate": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "spark-single-pass": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
     "db-connector": {"KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD", "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD"},
     "grafana": {"GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD", "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD"},
 }
 #: The services the product is made of; the compose file must declare every one.
 REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", "spark-master",
-                     "spark-worker", "simulator", "mqtt-bridge", "spark-join", "spark-aggregate", "db-connector")
-DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-join": 9203,
-                         "spark-aggregate": 9204, "db-connector": 9205}
+                     "spark-worker", "simulator", "mqtt-bridge", "spark-single-pass", "db-connector")
+DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-single-pass": 9206, "db-connector": 9205}
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ${NAME?err}, ${NAME:+x}, and bare $NAME.
 _INTERPOLATION = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?+])?(?P<arg>[^}]*)\}"
@@ -267,7 +265,7 @@ def test_provisioning_runs_once_after_kafka_and_influxdb_and_gates_the_pipeline(
     assert " ".join(map(str, provision.get("command") or [])).endswith("stacktools.stack provision kafka influxdb")
     for server in ("kafka", "influxdb"):
         assert provision["depends_on"][server]["condition"] == "service_healthy"
-    for consumer in ("mqtt-bridge", "spark-join", "spark-aggregate", "db-connector", "grafana"):
+    for consumer in ("mqtt-bridge", "spark-single-pass", "db-connector", "grafana"):
         assert services()[consumer]["depends_on"]["provision"]["condition"] == "service_completed_successfully"
 
 

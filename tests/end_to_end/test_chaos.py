@@ -1,11 +1,11 @@
 """End-to-end exactly-once under faults: one replay through the whole pipeline while the bridge,
-both Spark drivers and the connector are killed with SIGKILL at random points and the Kafka
+the Spark driver (the single pass: the pipeline's default shape) and the connector are killed with SIGKILL at random points and the Kafka
 broker is restarted once. Every stage is supervised (restarted when it is not running), as
 systemd or compose would. At the end the committed Kafka outputs and InfluxDB must equal what
 an oracle computes offline from the same file: 0 lost, 0 duplicated. The windows and the
-aggregate job's late records must equal the window oracle over the raw topic in arrival order
-(re-sends included), whatever the faults did to the batches. One fault stops the aggregate job
-for a minute, so it catches up with large, skewed batches; one Thing is five times as dense as
+late records of the windows must equal the window oracle over the raw topic in arrival order
+(re-sends included), whatever the faults did to the batches. One fault stops the Spark stage
+with the windows for a minute, so it catches up with large, skewed batches; one Thing is five times as dense as
 the others.
 
 Knobs: CHAOS_KILLS_PER_STAGE (2), CHAOS_SEED (random; printed), CHAOS_ROWS (12000),
@@ -26,7 +26,7 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import STAGES
+from stacktools.services import WINDOWED
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from tests.support.oracles.pipeline import distinct_records, file_rows
@@ -82,7 +82,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
     simulator = pipeline.replay(events, "--rate", str(RATE))
     seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)
-    faults = [stage for stage in STAGES for _ in range(KILLS_PER_STAGE)] + ["kafka-restart", "aggregate-stopped"]
+    faults = [stage for stage in pipeline.stages for _ in range(KILLS_PER_STAGE)] + ["kafka-restart", "windows-stopped"]
+    windowed = next(stage for stage in pipeline.stages if stage in WINDOWED)
     rng.shuffle(faults)
     replay_s = ROWS * (1 + DENSITY / THINGS) / RATE
     injected: list[str] = []
@@ -98,13 +99,13 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
             kafka.down()
             time.sleep(3)
             restart_broker(kafka)
-        elif fault == "aggregate-stopped":  # a long stop: it catches up with a skewed backlog
-            pipeline.kill9("spark_aggregate")
+        elif fault == "windows-stopped":  # a long stop: it catches up with a skewed backlog
+            pipeline.kill9(windowed)
             pause = Deadline(AGGREGATE_PAUSE_S)
             while not pause.expired():
-                pipeline.supervise(skip={"spark_aggregate"})
+                pipeline.supervise(skip={windowed})
                 time.sleep(0.5)
-            pipeline.restart("spark_aggregate")
+            pipeline.restart(windowed)
         else:
             pipeline.kill9(fault)
             time.sleep(rng.uniform(0.5, 3))

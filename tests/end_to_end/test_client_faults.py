@@ -31,7 +31,6 @@ from stacktools.influx import InfluxClient
 from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer
 from stacktools.pipeline import Pipeline
-from stacktools.services import STAGES
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from tests.support.oracles.pipeline import distinct_records, file_rows
@@ -98,7 +97,7 @@ def connector_dead_letters(settings: Settings, dlq_topic: str, source_topic: str
 def injected_faults(pipeline: Pipeline) -> Counter:
     """(call, kind) of every fault the stages' processes logged."""
     seen: Counter = Counter()
-    for name in STAGES:
+    for name in pipeline.stages:
         for line in pipeline.log(name).read_text(errors="replace").splitlines():
             if line.startswith('{"message": "fault injected"'):
                 fault = json.loads(line)

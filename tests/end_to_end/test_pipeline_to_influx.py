@@ -80,7 +80,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
     wiring = Wiring.private(settings)
     topics = wiring.connector_topics
     pipeline = Pipeline(settings, wiring, tmp_path / "run", extra_args={
-        "spark_join": ["--shuffle-partitions", "2"], "spark_aggregate": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
+        "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
         "db_connector": ["--flush-interval-ms", "500"]})
     try:
         pipeline.start_stages()
@@ -95,8 +95,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_setti
         expected_raw = expected_records(events)
         assert set(expected_raw) <= wait_for_keys(settings, topics["raw"], set(expected_raw), 120)
         raw_count = len(read_to_end(settings, topics["raw"]))
-        wait_for_input_rows(pipeline.log("spark_join"), raw_count, pipeline.services["spark_join"], 600)
-        wait_for_input_rows(pipeline.log("spark_aggregate"), raw_count, pipeline.services["spark_aggregate"], 600,
+        wait_for_input_rows(pipeline.log("spark_single_pass"), raw_count, pipeline.services["spark_single_pass"], 600,
                             then_idle=True)
 
         expected = committed_identities(settings, topics)

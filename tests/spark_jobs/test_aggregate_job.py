@@ -6,7 +6,6 @@ whatever trigger size cut the input into batches.
 """
 from __future__ import annotations
 
-import math
 import re
 import time
 import urllib.request
@@ -17,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from streamkit.config import Settings
-from streamkit.wire import AvroCodec, record_key, thing_partition
+from streamkit.wire import AvroCodec, thing_partition
 from stacktools.wiring import Wiring
 from stacktools.topics import TopicSpec, provision
 from tests.support.oracles.pipeline import distinct_records, event_time_rows, file_rows
 from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
-from tests.support.oracles.windows import Expected, Record, Spec, window_oracle
+from tests.support.aggregates import assert_windows_equal, decoded, produce_measurements, window_args
+from tests.support.oracles.windows import Record, Spec, window_oracle
 from streamkit.deadline import TimedOut, wait_until
 from tests.support.waits import settle
 
@@ -35,14 +35,6 @@ SESSION = Spec("session", 5_000, 5_000)
 T0 = 1_554_000_000_000  # 2019-03-31, as the sample
 
 
-def window_args(specs: list[Spec]) -> list[str]:
-    args = {"tumbling": [], "sliding": [], "session": []}
-    for s in specs:
-        args[s.kind].append(f"{s.size_ms}ms" if s.kind != "sliding" else f"{s.size_ms}ms/{s.slide_ms}ms")
-    return ["--tumbling", ",".join(args["tumbling"]) or "off", "--sliding", ",".join(args["sliding"]) or "off",
-            "--session-gap", ",".join(args["session"]) or "off", "--allowed-lateness", f"{LATENESS_MS}ms"]
-
-
 def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
     """Two things on partition 0 and two on partition 1 (as the bridge places them)."""
     found: dict[int, list[str]] = {0: [], 1: []}
@@ -52,35 +44,6 @@ def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
         found.setdefault(thing_partition(name, partitions), []).append(name)
         n += 1
     return found[0][0], found[1][0], found[0][1], found[1][1]
-
-
-def produce_measurements(settings: Settings, topic: str, records: list[Record], partitions: int) -> None:
-    codec = AvroCodec("measurement")
-    produce_committed(settings, [
-        (topic, record_key(thing, quantity, t),
-         codec.encode({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value, "row_id": row_id}),
-         thing_partition(thing, partitions)) for thing, quantity, t, value, row_id in records])
-
-
-def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, dict]]:
-    codec = AvroCodec(schema)
-    return [(m.key(), codec.decode(m.value())) for m in read_to_end(settings, topic)]
-
-
-def assert_windows_equal(got: list[tuple[bytes, dict]], expected: Expected) -> None:
-    keys = Counter(key for key, _ in got)
-    assert max(keys.values(), default=1) == 1, f"windows emitted twice: {[k for k, n in keys.items() if n > 1][:3]}"
-    have = {key: value for key, value in got}
-    want = {"|".join(map(str, k)).encode(): v for k, v in expected.windows.items()}
-    assert have.keys() == want.keys(), (sorted(want.keys() - have.keys())[:3], sorted(have.keys() - want.keys())[:3])
-    for key, w in want.items():
-        h = have[key]
-        for field in ("window_start_ms", "window_end_ms", "count", "min", "max"):
-            assert h[field] == w[field], (key, field, h[field], w[field])
-        assert math.isclose(h["mean"], w["mean"], rel_tol=1e-12, abs_tol=1e-12), key
-        assert (h["stddev"] is None) == (w["stddev"] is None), key
-        if w["stddev"] is not None:
-            assert math.isclose(h["stddev"], w["stddev"], rel_tol=1e-9, abs_tol=1e-12), key
 
 
 def aside_of(got: list[tuple[bytes, dict]]) -> Counter:
@@ -138,7 +101,7 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     for trigger in (400, 1300, 100_000):
         out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
         service = spark_service("spark_jobs.aggregate", [
-            "--raw-topic", lane.raw, "--dlq-topic", lane.dlq, *out.args(), *window_args(specs),
+            "--raw-topic", lane.raw, "--dlq-topic", lane.dlq, *out.args(), *window_args(specs, LATENESS_MS),
             "--available-now", "--max-offsets-per-trigger", str(trigger)], out.log).start()
         assert service.process.wait(600) == 0, log_tail(out.log)
         letters = [(m.key(), m.value(), dict(m.headers())["reason"]) for m in read_to_end(stack_settings, lane.dlq)]
@@ -171,7 +134,7 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     out = Outputs(stack_settings, tmp_path, "agglive")
     produce_measurements(stack_settings, lane.raw, phase1, partitions)
     service = spark_service("spark_jobs.aggregate", [
-        "--raw-topic", lane.raw, *out.args(), *window_args(specs), "--idle-timeout", f"{idle_s}s",
+        "--raw-topic", lane.raw, *out.args(), *window_args(specs, LATENESS_MS), "--idle-timeout", f"{idle_s}s",
         "--trigger-seconds", "0.5"], out.log).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
     silent, talking = ("Silent", "q"), ("Talking", "q")
@@ -265,7 +228,7 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
         for thing, quantity, t, value, row_id in as_records])
     out = Outputs(stack_settings, tmp_path, "aggjoined")
     service = spark_service("spark_jobs.aggregate", [
-        "--source", "joined", "--joined-topic", joined, *out.args(), *window_args(specs),
+        "--source", "joined", "--joined-topic", joined, *out.args(), *window_args(specs, LATENESS_MS),
         "--max-offsets-per-trigger", "700", "--available-now"], out.log).start()
     assert service.process.wait(600) == 0, log_tail(out.log)
     assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
@@ -312,7 +275,7 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
 
     def run(name: str) -> list[tuple[bytes, dict]]:
         out = Outputs(settings, tmp_path, name)
-        service = spark_service("spark_jobs.aggregate", ["--raw-topic", raw, *out.args(), *window_args([TUMBLING]),
+        service = spark_service("spark_jobs.aggregate", ["--raw-topic", raw, *out.args(), *window_args([TUMBLING], LATENESS_MS),
                                                          "--available-now", "--max-offsets-per-trigger", "50"], out.log)
         assert service.start().process.wait(600) == 0, log_tail(out.log)
         return decoded(settings, out.aggregates, "aggregate")

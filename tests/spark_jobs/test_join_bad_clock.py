@@ -32,7 +32,7 @@ class FakeState:
 def joined(rows: list[tuple[str, int, float, str]]) -> pd.DataFrame:
     config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     frame = pd.DataFrame(rows, columns=["quantity", "event_time_ms", "value", "row_id"]).assign(
-        kafka_offset=range(len(rows)))
+        kafka_partition=0, kafka_offset=range(len(rows)))
     out = list(GroupJoiner(config, max_future_ms=3_600_000)(("T1",), iter([frame]), FakeState()))
     return pd.concat(out, ignore_index=True)
 

@@ -118,7 +118,7 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
     for round_no in range(KILL_ROUNDS):
         if round_no < len(fault_points):
             env = {"EOS_FAULT_POINT": fault_points[round_no], "EOS_FAULT_BATCH": str(round_no + 1)}
-            job = spark_service("tests.support.faulty_join", args, log, env).start()
+            job = spark_service("tests.support.faulty_job", ["spark_jobs.join", *args], log, env).start()
             code = job.process.wait(600)
             injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")
         else:

@@ -81,7 +81,8 @@ def test_services_keep_their_own_users_and_metrics_ports() -> None:
     assert users[JoinSettings] == users[AggregateSettings] == {"kafka": "spark"}
     assert users[ConnectorSettings] == {"kafka": "connector", "influx": "connector"}
     assert {spec.name: spec.metrics_port for spec in SERVICES.values()} == {
-        "simulator": 9201, "mqtt_bridge": 9202, "spark_join": 9203, "spark_aggregate": 9204, "db_connector": 9205}
+        "simulator": 9201, "mqtt_bridge": 9202, "spark_join": 9203, "spark_aggregate": 9204, "db_connector": 9205,
+        "spark_single_pass": 9206}
 
 
 def test_each_service_parses_its_own_cli_and_environment(tmp_path: Path) -> None:

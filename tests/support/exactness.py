@@ -31,12 +31,12 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
     """The stages' options in these tests. No idle timeout: the windows are then a function of
     the raw topic alone, whatever the faults did to the timing (the idle timeout has its own
     test in tests/spark_jobs)."""
-    return {
-        "spark_join": ["--pairs", PAIRS, "--shuffle-partitions", "2", "--trigger-seconds", str(trigger_s)],
-        "spark_aggregate": ["--tumbling", f"{WINDOW_MS}ms", "--sliding", "off", "--session-gap", "off",
-                            "--allowed-lateness", f"{LATENESS_MS // 1000}s", "--idle-timeout", "off",
-                            "--shuffle-partitions", "2", "--trigger-seconds", str(trigger_s)],
-        "db_connector": ["--flush-interval-ms", "200"]}
+    spark = ["--shuffle-partitions", "2", "--trigger-seconds", str(trigger_s)]
+    join = ["--pairs", PAIRS]
+    windows = ["--tumbling", f"{WINDOW_MS}ms", "--sliding", "off", "--session-gap", "off",
+               "--allowed-lateness", f"{LATENESS_MS // 1000}s", "--idle-timeout", "off"]
+    return {"spark_join": [*join, *spark], "spark_aggregate": [*windows, *spark],
+            "spark_single_pass": [*join, *windows, *spark], "db_connector": ["--flush-interval-ms", "200"]}
 
 
 def join_oracle(settings: Settings, records: list[tuple[str, str, int, float]]) -> Counter:

@@ -1,0 +1,92 @@
+"""The Kafka records of the jobs' outputs, built by Spark from the state functions' plain rows.
+
+Each output kind (joined pair, window aggregate, late record) is a route: the ``record_type``
+that marks its rows, its topic, its deterministic key, its Avro value and its partition (by
+thing, so a thing's results keep their order for whoever reads them). The join, the aggregate
+and the single pass pick the routes they emit; undecodable input goes to the dead-letter topic
+(``spark_jobs.dead_letters``). Encoding in the JVM (``to_avro``) instead of the Python worker
+keeps the worker's time for the state functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spark_jobs import dead_letters
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+JOINED, AGGREGATE, LATE = "joined", "aggregate", "late"
+
+
+@dataclass(frozen=True)
+class Route:
+    record_type: str
+    topic: str
+    partitions: int
+    key: "Column"
+    value: "Column"
+
+
+def joined_route(topic: str, partitions: int) -> Route:
+    """A pair: keyed by its deterministic id."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    from streamkit.wire import schema_text
+
+    value = to_avro(F.struct("id", "thing", "left_quantity", "right_quantity", "left_time_ms", "right_time_ms",
+                             "left_value", "right_value", "result_name", "result", "event_time_ms"),
+                    schema_text("joined"))
+    return Route(JOINED, topic, partitions, F.col("id"), value)
+
+
+def aggregate_route(topic: str, partitions: int) -> Route:
+    """A final window: keyed thing|quantity|window|start."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    from streamkit.wire import aggregate_key_column, schema_text
+
+    value = to_avro(F.struct("thing", "quantity", "window_kind", "window_size_ms", "window_slide_ms",
+                             "window_start_ms", "window_end_ms", "count", "mean", "min", "max", "stddev"),
+                    schema_text("aggregate"))
+    return Route(AGGREGATE, topic, partitions, aggregate_key_column(), value)
+
+
+def late_route(topic: str, partitions: int, stage: "Column", watermark: "Column") -> Route:
+    """A record set aside, keyed as in the raw topic; ``stage`` and ``watermark`` say which
+    stage set it aside and what it was compared with."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    from streamkit.wire import record_key_column, schema_text
+
+    value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
+                             stage.alias("stage"), watermark.cast("long").alias("watermark_ms")),
+                    schema_text("late"))
+    return Route(LATE, topic, partitions, record_key_column(), value)
+
+
+def to_kafka_records(rows: "DataFrame", routes: list[Route], *, dlq_topic: str, dlq_partitions: int,
+                     source_topic: str, stage: str) -> "DataFrame":
+    """The sink's columns (topic, key, value, partition, headers) for rows of the given routes
+    and dead letters."""
+    from pyspark.sql import functions as F
+
+    from streamkit.wire import thing_partition_column
+
+    def choose(pick) -> "Column":
+        first, *others = routes
+        column = F.when(F.col("record_type") == first.record_type, pick(first))
+        for route in others:
+            column = column.when(F.col("record_type") == route.record_type, pick(route))
+        return column
+
+    return rows.select(*dead_letters.route({
+        "topic": choose(lambda r: F.lit(r.topic)),
+        "key": choose(lambda r: r.key).cast("binary"),
+        "value": choose(lambda r: r.value),
+        "partition": choose(lambda r: thing_partition_column(r.partitions)).cast("int"),
+    }, dlq_topic=dlq_topic, dlq_partitions=dlq_partitions, source_topic=source_topic, stage=stage))

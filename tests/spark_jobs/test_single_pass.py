@@ -1,0 +1,190 @@
+"""The single pass's per-thing function against the two jobs' functions it replaces (no Spark:
+the GroupState is a stand-in with Spark's timeout rules).
+
+The join's and the windows' functions are each proven against their brute-force oracles; the
+single pass must write, record for record, what they write together, however the input is cut
+into batches, and flush a quantity that fell idle while its thing's other quantities go on.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pandas as pd
+from hypothesis import given, settings, strategies as st
+
+from spark_jobs import aggregate, join, single_pass
+from spark_jobs.config import SinglePassSettings
+
+NOW_MS = 1_700_000_000_000
+T0 = NOW_MS - 3_600_000
+PAIRS = "speed:torque:mechanical_power"
+
+
+class SparkLikeState:
+    """GroupState as Spark keeps it between calls: the value, and a processing-time timer that
+    every call clears unless it sets one again."""
+
+    def __init__(self) -> None:
+        self.value: tuple | None = None
+        self.timer_ms: int | None = None
+        self.now_ms = NOW_MS
+        self.hasTimedOut = False
+
+    def call(self, now_ms: int, timed_out: bool) -> SparkLikeState:
+        self.now_ms, self.hasTimedOut, self.timer_ms = now_ms, timed_out, None
+        return self
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple:
+        return self.value
+
+    def update(self, value: tuple) -> None:
+        self.value = value
+
+    def getCurrentProcessingTimeMs(self) -> int:
+        return self.now_ms
+
+    def setTimeoutDuration(self, duration_ms: int) -> None:
+        assert duration_ms > 0
+        self.timer_ms = self.now_ms + duration_ms
+
+
+class Keyed:
+    """A stateful function run as Spark runs it: per key, data calls and timer calls."""
+
+    def __init__(self, function) -> None:
+        self.function = function
+        self.states: dict[tuple, SparkLikeState] = {}
+
+    def batch(self, groups: dict[tuple, pd.DataFrame], now_ms: int) -> list[pd.DataFrame]:
+        out = []
+        for key, frame in groups.items():
+            state = self.states.setdefault(key, SparkLikeState()).call(now_ms, False)
+            out += list(self.function(key, iter([frame]), state))
+        for key, state in self.states.items():  # Spark: timers fire in a batch without data for the key
+            if key not in groups and state.timer_ms is not None and state.timer_ms <= now_ms:
+                out += list(self.function(key, iter([]), state.call(now_ms, True)))
+        return out
+
+
+def frame(records: list[tuple], offset: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "thing": [r[0] for r in records], "quantity": [r[1] for r in records],
+        "event_time_ms": pd.array([r[2] for r in records], dtype="int64"),
+        "value": pd.array([r[3] for r in records], dtype="float64"), "row_id": [r[4] for r in records],
+        "kafka_partition": 0, "kafka_offset": range(offset, offset + len(records)),
+        "undecodable_key": None, "undecodable_value": None})
+
+
+def two_jobs(settings: SinglePassSettings):
+    joiner = Keyed(join.GroupJoiner(join.join_config(settings), settings.max_future_ms()))
+    windows = Keyed(aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms()))
+    quantities = set(join.join_config(settings).quantities)
+
+    def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
+        joined = batch[batch["quantity"].isin(quantities)]
+        return {"join": joiner.batch({(t,): g for t, g in joined.groupby("thing")}, now_ms),
+                "aggregate": windows.batch({k: g for k, g in batch.groupby(["thing", "quantity"])}, now_ms)}
+    return run
+
+
+def one_pass(settings: SinglePassSettings):
+    keyed = Keyed(single_pass.thing_pass(settings))
+
+    def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
+        out = pd.concat(keyed.batch({(t,): g for t, g in batch.groupby("thing")}, now_ms) or [pd.DataFrame()])
+        return {stage: [out[out.get("stage") == stage]] if len(out) else [] for stage in ("join", "aggregate")}
+    return run
+
+
+def rows(frames: list[pd.DataFrame], fields: list[tuple[str, str]]) -> Counter:
+    """The output records as comparable tuples (only the job's own columns; NaN equal to NaN)."""
+    names = [name for name, _ in fields]
+
+    def plain(value):
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+            return None
+        return value.item() if hasattr(value, "item") else value
+
+    return Counter(tuple(plain(v) for v in row) for f in frames if len(f) for row in f[names].itertuples(index=False))
+
+
+def compare(records: list[tuple], cuts: list[int], clock_steps: list[int], settings: SinglePassSettings) -> None:
+    jobs, passed = two_jobs(settings), one_pass(settings)
+    want = {"join": [], "aggregate": []}
+    got = {"join": [], "aggregate": []}
+    bounds = [0, *sorted(set(c % (len(records) + 1) for c in cuts)), len(records)]
+    now = NOW_MS
+    for (start, end), step in zip(zip(bounds, bounds[1:]), clock_steps + [0] * len(bounds)):
+        batch = frame(records[start:end], start)
+        now += step
+        for target, run in ((want, jobs), (got, passed)):
+            for stage, frames in run(batch, now).items():
+                target[stage] += frames
+    assert rows(got["join"], join.OUTPUT_FIELDS) == rows(want["join"], join.OUTPUT_FIELDS)
+    assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(want["aggregate"], aggregate.OUTPUT_FIELDS)
+
+
+record = st.tuples(st.sampled_from(["T1", "T2"]), st.sampled_from(["speed", "torque", "temp"]),
+                   st.integers(0, 40).map(lambda s: T0 + s * 500), st.integers(0, 5).map(float),
+                   st.sampled_from(["a", "b"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(record, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
+def test_the_pass_writes_what_the_join_and_the_aggregate_write(records: list[tuple], cuts: list[int]) -> None:
+    """Random things, quantities, repeats and disorder, random batch cuts: pairs, windows and
+    late records equal the two jobs' (tumbling, sliding and session windows)."""
+    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "2s", "sliding": "4s/2s",
+                                                     "session_gap": "3s", "allowed_lateness": "1s",
+                                                     "idle_timeout": "off"})
+    compare([(*r[:4], f"{r[4]}{i}") for i, r in enumerate(records)], cuts, [], settings_)
+
+
+def test_a_far_future_record_is_set_aside_by_each_stage_as_before() -> None:
+    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "idle_timeout": "off"})
+    records = [("T1", "speed", T0, 1.0, "a"), ("T1", "torque", T0 + 500, 2.0, "b"),
+               ("T1", "torque", NOW_MS + 3_600_001, 9.0, "bad"), ("T1", "speed", T0 + 1000, 3.0, "c")]
+    compare(records, [2], [], settings_)
+    out = one_pass(settings_)(frame(records, 0), NOW_MS)
+    late = {stage: f[0][f[0]["reason"] == "future_timestamp"]["row_id"].tolist() for stage, f in out.items()}
+    assert late == {"join": ["bad"], "aggregate": ["bad"]}
+
+
+def idle_run(batches: list[tuple[int, list[tuple]]], idle: str) -> list[tuple[int, str]]:
+    """(ms after NOW_MS, quantity) of every window the pass emits; each batch's windows and
+    late records equal the two jobs' on the way."""
+    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "10s", "idle_timeout": idle})
+    jobs, passed = two_jobs(settings_), one_pass(settings_)
+    emitted = []
+    for k, (at_ms, batch) in enumerate(batches):
+        want, got = jobs(frame(batch, 10 * k), NOW_MS + at_ms), passed(frame(batch, 10 * k), NOW_MS + at_ms)
+        assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(want["aggregate"], aggregate.OUTPUT_FIELDS)
+        emitted += [(at_ms, q) for f in got["aggregate"] for q in f[f["record_type"] == "aggregate"]["quantity"]]
+    return emitted
+
+
+def speed(k: int) -> tuple:
+    return ("T1", "speed", T0 + k * 1000, float(k), f"s{k}")
+
+
+def test_a_quantity_falls_idle_while_its_things_other_quantities_go_on() -> None:
+    """Two jobs: (T1, temp)'s own timer flushes its windows. One pass: the thing has data in
+    every batch (speed), yet temp's windows are emitted after its idle timeout, as before."""
+    temp = ("T1", "temp", T0, 20.0, "t0")
+    batches = [(0, [temp, speed(0)])] + [(k * 1000, [speed(k)]) for k in range(1, 8)]
+    assert idle_run(batches, "5s") == [(5000, "temp")]
+
+
+def test_a_timer_long_overdue_is_armed_again_not_fired() -> None:
+    """A timer found more than two idle periods late means the query was not running: the key
+    had no chance to speak, so its windows stay open one more idle period (both shapes)."""
+    temp = ("T1", "temp", T0, 20.0, "t0")
+    batches = [(0, [temp, speed(0)]), (11_000, [speed(1)]), (13_000, [speed(2)]), (16_000, [speed(3)])]
+    assert idle_run(batches, "5s") == [(16_000, "temp")]
+    assert idle_run([(0, [temp]), (11_000, []), (16_000, [])], "5s") == [(16_000, "temp")]

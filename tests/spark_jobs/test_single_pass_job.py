@@ -1,0 +1,86 @@
+"""python -m spark_jobs.single_pass on the real stack against both brute-force oracles at once:
+its joined pairs equal the join oracle's, its windows and late records the window oracle's,
+exactly once, also when the driver is SIGKILLed at the sink's fault points and restarted."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mqtt_bridge.records import RowSplitter
+from spark_jobs.config import JoinSettings
+from streamkit.config import Settings
+from streamkit.wire import AvroCodec
+from stacktools.wiring import Wiring
+from tests.support.aggregates import assert_windows_equal, decoded, produce_measurements, window_args
+from tests.support.committed import committed_pairs
+from tests.support.oracles.pipeline import event_time_rows, join_pairs
+from tests.support.oracles.windows import Record, Spec, window_oracle
+from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
+
+pytestmark = [pytest.mark.stack, pytest.mark.spark]
+SAMPLE = REPO / "tests" / "data" / "test_events.json"
+PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power,vaCurr_C11:vaLoad_C11:product"
+LATENESS_MS = 10_000
+SPECS = [Spec("tumbling", 10_000, 10_000), Spec("sliding", 60_000, 20_000), Spec("session", 5_000, 5_000)]
+POISON = [b"\xff\xfe not avro", b""]
+
+
+def sample_records(partitions: int) -> list[Record]:
+    """The sample as the bridge writes it (event-time order, its row ids), the last rows re-sent
+    (duplicates for both stages) and one reading of a join quantity two hours ahead of now."""
+    splitter, codec, records = RowSplitter(partitions), AvroCodec("measurement"), []
+    for row in event_time_rows(SAMPLE):
+        for record in splitter.split(row):
+            d = codec.decode(record.value)
+            records.append((d["thing"], d["quantity"], d["event_time_ms"], d["value"], d["row_id"]))
+    thing = records[-1][0]
+    return [*records, *records[-60:], (thing, "actSpeed_C11", int(time.time() * 1000) + 7_200_000, 1.0, "bad-clock")]
+
+
+def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(stack_settings: Settings,
+                                                                               tmp_path: Path) -> None:
+    partitions = stack_settings.topic_partitions
+    records = sample_records(partitions)
+    lane = Wiring.private(stack_settings, bridge_only=True)
+    produce_measurements(stack_settings, lane.raw, records, partitions)
+    produce_committed(stack_settings, [(lane.raw, b"poison-%d" % i, value, i % 2) for i, value in enumerate(POISON)])
+    out = {kind: private_topic(stack_settings, kind, 2) for kind in ("joined", "aggregates", "late")}
+    markers = private_topic(stack_settings, "markers", 1, compact=True)
+    log = tmp_path / "single-pass.log"
+    args = ["--raw-topic", lane.raw, "--dlq-topic", lane.dlq, "--joined-topic", out["joined"],
+            "--aggregates-topic", out["aggregates"], "--late-topic", out["late"], "--marker-topic", markers,
+            "--query-name", f"single-pass-{uuid.uuid4().hex[:8]}", "--checkpoint-dir", str(tmp_path / "checkpoint"),
+            "--pairs", PAIRS, *window_args(SPECS, LATENESS_MS), "--available-now",
+            "--max-offsets-per-trigger", "4000"]
+    for point, batch in (("after_produce", 1), ("after_commit", 3)):  # killed inside the sink, then restarted
+        env = {"EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
+        code = spark_service("tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env).start() \
+            .process.wait(600)
+        assert code == -9, (point, code, log_tail(log))
+        time.sleep(2)  # its JVM exits on stdin EOF: never two drivers on one checkpoint
+    assert spark_service("spark_jobs.single_pass", args, log).start().process.wait(600) == 0, log_tail(log)
+
+    now_ms = int(time.time() * 1000)
+    on_time = [r for r in records if r[2] <= now_ms + 3_600_000]
+    pairs, join_late = join_pairs(JoinSettings.from_sources(cli={"pairs": PAIRS}), [r[:4] for r in on_time])
+    assert sum(pairs.values()) > 1000 and max(pairs.values()) == 1
+    assert committed_pairs(stack_settings, out["joined"]) == pairs
+
+    windows = window_oracle(records, SPECS, LATENESS_MS, now_ms=now_ms, max_future_ms=3_600_000)
+    assert len(windows.windows) > 1000
+    assert_windows_equal(decoded(stack_settings, out["aggregates"], "aggregate"), windows)
+
+    late = [r for _, r in decoded(stack_settings, out["late"], "late")]
+    by_stage = Counter(r["stage"] for r in late)
+    assert by_stage["join"] == join_late + 1 and set(by_stage) == {"join", "aggregate"}, by_stage
+    assert Counter((r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"]) for r in late
+                   if r["stage"] == "aggregate") == windows.late_topic()
+    assert [r["row_id"] for r in late if r["stage"] == "join" and r["reason"] == "future_timestamp"] == ["bad-clock"]
+
+    letters = [(m.key(), m.value(), dict(m.headers())) for m in read_to_end(stack_settings, lane.dlq)]
+    assert sorted((k, v) for k, v, _ in letters) == sorted((b"poison-%d" % i, v) for i, v in enumerate(POISON))
+    assert {(h["reason"], h["stage"]) for _, _, h in letters} == {(b"undecodable", b"single_pass")}
