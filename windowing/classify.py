@@ -1,0 +1,156 @@
+"""Which records of one key's batch count, and why the others do not (rules 1-3 of
+:mod:`windowing.windows`): future, late, duplicate, a copy that supersedes the held one, or counted.
+
+Future and late are prefix maxima over the batch, so numpy decides them for all records at
+once. Copies are the only per-record part: a copy is judged against the copy held *before* it,
+so in general they are walked in arrival order (:func:`classify_each`, also the reference).
+But copies are rare (re-sends after a restart, corrections), and when no record that would
+count meets another copy of itself, in the batch or in the state, nothing depends on the order
+any more: every record neither future nor late counts. :func:`classify` decides that case
+with numpy and walks every other batch, so both give the same verdicts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # windows.py imports this module: the types only, for the hints
+    from windowing.windows import KeyState, WindowRules
+
+LATE_REASON = "behind_watermark"
+CLOSED_REASON = "window_closed"
+DUPLICATE_REASON = "duplicate"
+SUPERSEDED_REASON = "superseded"
+FUTURE_REASON = "future_timestamp"
+NO_TIME = -(2**63)  # "never": below every event time
+
+
+@dataclass
+class Verdicts:
+    """One batch judged; indices are positions in the batch as given."""
+
+    clock_ms: int  # the key's clock after the batch
+    horizon_ms: int  # and its horizon
+    counted: np.ndarray  # records that count, ascending
+    aside: list[tuple[int, str, int]]  # (index, reason, horizon it was compared with), in index order
+    superseded: list[tuple[int, float, str, int]] = field(default_factory=list)  # held copies replaced:
+    # (time, value, row id, horizon the replacing copy was compared with), in the order replaced
+    dropped: list[int] = field(default_factory=list)  # positions in the state of the replaced held copies
+    at_once: bool = False  # decided by numpy for the whole batch (no copies met)
+
+
+@dataclass
+class _Judged:
+    """What numpy decides for every record at once: the clocks and who is future or late."""
+
+    future: np.ndarray
+    late: np.ndarray
+    behind_clock: np.ndarray  # of the late: behind clock - lateness (else only behind a flushed window)
+    before: np.ndarray  # the horizon before each record
+    clock_ms: int
+    horizon_ms: int
+
+    def aside(self, at: np.ndarray) -> list[tuple[int, str, int]]:
+        """(index, reason, horizon) of future or late records ``at``."""
+        reasons = [FUTURE_REASON if f else LATE_REASON if b else CLOSED_REASON
+                   for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist())]
+        return list(zip(at.tolist(), reasons, self.before[at].tolist()))
+
+
+def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
+             now_ms: int | None) -> Verdicts:
+    """At once when no copies meet, else record by record."""
+    judged = _judge(rules, state, times, now_ms)
+    return _at_once(rules, state, times, row_ids, judged) or _each(rules, state, times, values, row_ids, judged)
+
+
+def classify_each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
+                  now_ms: int | None) -> Verdicts:
+    """Every record in arrival order: the general path, and the reference for the other."""
+    return _each(rules, state, times, values, row_ids, _judge(rules, state, times, now_ms))
+
+
+def _at_once(rules: WindowRules, state: KeyState, times: np.ndarray, row_ids: list[str],
+             judged: _Judged) -> Verdicts | None:
+    """None when a record that would count meets another copy of itself (in the batch or held)."""
+    aside = judged.future | judged.late
+    counted = np.flatnonzero(~aside)
+    if _copies_meet(rules.same_by_row_id, state, times, row_ids, counted):
+        return None
+    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, judged.aside(np.flatnonzero(aside)), at_once=True)
+
+
+def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int | None) -> _Judged:
+    n = len(times)
+    future = np.zeros(n, bool)
+    if rules.max_future_ms is not None and now_ms is not None:
+        future = times > now_ms + rules.max_future_ms
+    clocks = np.maximum.accumulate(np.concatenate([[state.clock_ms], np.where(future, NO_TIME, times)]))
+    pushes = np.where(future, NO_TIME, _minus(times, rules.allowed_lateness_ms))
+    horizons = np.maximum.accumulate(np.concatenate([[state.horizon_ms], pushes]))
+    before = horizons[:-1]
+    late = ~future & (times < before)
+    behind_clock = times < _minus(clocks[:-1], rules.allowed_lateness_ms)
+    return _Judged(future, late, behind_clock, before, int(clocks[-1]), int(horizons[-1]))
+
+
+def _minus(times: np.ndarray, amount: int) -> np.ndarray:
+    """times - amount, with "never" staying "never" (no wrap-around)."""
+    return np.where(times == NO_TIME, NO_TIME, times - amount)
+
+
+def _copies_meet(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray) -> bool:
+    """Whether two of the records ``at``, or one of them and a held one, are the same record.
+    Equal times decide it, except by row id: then only the records of shared times are compared."""
+    mine = times[at]
+    order = np.argsort(mine, kind="stable")
+    ordered = mine[order]
+    equal = ordered[1:] == ordered[:-1]
+    shared = np.zeros(len(mine), bool)
+    shared[order] = np.concatenate([[False], equal]) | np.concatenate([equal, [False]])
+    shared |= np.isin(mine, state.times)
+    if not by_row_id or not shared.any():
+        return bool(shared.any())
+    meeting = list(zip(mine[shared].tolist(), [row_ids[i] for i in at[shared].tolist()]))
+    if len(set(meeting)) < len(meeting):
+        return True
+    held = np.flatnonzero(np.isin(state.times, mine[shared])).tolist()
+    return not set(meeting).isdisjoint(zip(state.times[held].tolist(), [state.row_ids[k] for k in held]))
+
+
+def _each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
+          judged: _Judged) -> Verdicts:
+    future, late, behind_clock, before = judged.future, judged.late, judged.behind_clock, judged.before
+    identity = (lambda t, row_id: (t, row_id)) if rules.same_by_row_id else (lambda t, row_id: t)
+    held_before = {identity(t, r): k for k, (t, r) in enumerate(zip(state.times.tolist(), state.row_ids))}
+    dropped: list[int] = []  # state records replaced by a copy in this batch
+    held: dict[object, int] = {}  # same record -> batch index of its current copy
+    aside: list[tuple[int, str, int]] = []
+    superseded: list[tuple[int, float, str, int]] = []
+    for i in range(len(times)):
+        if future[i]:
+            aside.append((i, FUTURE_REASON, int(before[i])))
+        elif late[i]:
+            aside.append((i, LATE_REASON if behind_clock[i] else CLOSED_REASON, int(before[i])))
+        else:
+            same = identity(int(times[i]), row_ids[i])
+            if same in held:
+                j, from_state = held[same], False
+                old = (int(times[j]), float(values[j]), row_ids[j])
+            elif same in held_before:
+                j, from_state = held_before[same], True
+                old = (int(state.times[j]), float(state.values[j]), state.row_ids[j])
+            else:
+                held[same] = i
+                continue
+            if old[1:] == (float(values[i]), row_ids[i]):
+                aside.append((i, DUPLICATE_REASON, int(before[i])))
+                continue
+            superseded.append((*old, int(before[i])))
+            if from_state:
+                dropped.append(held_before.pop(same))
+            held[same] = i
+    counted = np.array(sorted(held.values()), dtype=np.intp)
+    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, aside, superseded, dropped)
