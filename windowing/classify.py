@@ -3,16 +3,17 @@
 
 Future and late are prefix maxima over the batch, so numpy decides them for all records at
 once. Copies are the only per-record part: a copy is judged against the copy held *before* it,
-so in general they are walked in arrival order (:func:`classify_each`, also the reference).
-But copies are rare (re-sends after a restart, corrections), and when no record that would
-count meets another copy of itself, in the batch or in the state, nothing depends on the order
-any more: every record neither future nor late counts. :func:`classify` decides that case
-with numpy and walks every other batch, so both give the same verdicts.
+so they are walked in arrival order. But a record's verdict depends only on the other copies
+of the same record, and copies are rare (re-sends after a restart, corrections): a record that
+meets no other copy of itself, in the batch or in the state, counts iff it is neither future
+nor late. :func:`classify` decides those with numpy and walks only the records that meet a
+copy; :func:`classify_each` walks every record, the rule as written and the reference.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class Verdicts:
     superseded: list[tuple[int, float, str, int]] = field(default_factory=list)  # held copies replaced:
     # (time, value, row id, horizon the replacing copy was compared with), in the order replaced
     dropped: list[int] = field(default_factory=list)  # positions in the state of the replaced held copies
-    at_once: bool = False  # decided by numpy for the whole batch (no copies met)
+    walked: int = 0  # records classified one by one (the others by numpy)
 
 
 @dataclass
@@ -61,25 +62,26 @@ class _Judged:
 
 def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
              now_ms: int | None) -> Verdicts:
-    """At once when no copies meet, else record by record."""
+    """Numpy for the records that meet no copy of themselves, one by one for the others."""
     judged = _judge(rules, state, times, now_ms)
-    return _at_once(rules, state, times, row_ids, judged) or _each(rules, state, times, values, row_ids, judged)
+    set_aside = judged.future | judged.late
+    candidates = np.flatnonzero(~set_aside)
+    meets = _meeting(rules.same_by_row_id, state, times, row_ids, candidates)
+    aside = judged.aside(np.flatnonzero(set_aside))
+    if not meets.any():
+        return Verdicts(judged.clock_ms, judged.horizon_ms, candidates, aside)
+    walk = candidates[meets]
+    held_at = np.flatnonzero(np.isin(state.times, times[walk])).tolist()
+    walked = _walk(rules, state, times, values, row_ids, judged, walk.tolist(), held_at)
+    return Verdicts(judged.clock_ms, judged.horizon_ms, np.union1d(candidates[~meets], walked.counted),
+                    sorted(aside + walked.aside), walked.superseded, walked.dropped, walked.walked)
 
 
 def classify_each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
                   now_ms: int | None) -> Verdicts:
-    """Every record in arrival order: the general path, and the reference for the other."""
-    return _each(rules, state, times, values, row_ids, _judge(rules, state, times, now_ms))
-
-
-def _at_once(rules: WindowRules, state: KeyState, times: np.ndarray, row_ids: list[str],
-             judged: _Judged) -> Verdicts | None:
-    """None when a record that would count meets another copy of itself (in the batch or held)."""
-    aside = judged.future | judged.late
-    counted = np.flatnonzero(~aside)
-    if _copies_meet(rules.same_by_row_id, state, times, row_ids, counted):
-        return None
-    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, judged.aside(np.flatnonzero(aside)), at_once=True)
+    """Every record in arrival order: the rule as written, the reference for :func:`classify`."""
+    return _walk(rules, state, times, values, row_ids, _judge(rules, state, times, now_ms), range(len(times)),
+                 range(len(state.times)))
 
 
 def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int | None) -> _Judged:
@@ -101,9 +103,10 @@ def _minus(times: np.ndarray, amount: int) -> np.ndarray:
     return np.where(times == NO_TIME, NO_TIME, times - amount)
 
 
-def _copies_meet(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray) -> bool:
-    """Whether two of the records ``at``, or one of them and a held one, are the same record.
-    Equal times decide it, except by row id: then only the records of shared times are compared."""
+def _meeting(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray
+             ) -> np.ndarray:
+    """Which of the records ``at`` are the same record as another of them or a held one. Equal
+    times decide it, except by row id: then the (time, row id) of the records of shared times."""
     mine = times[at]
     order = np.argsort(mine, kind="stable")
     ordered = mine[order]
@@ -112,24 +115,28 @@ def _copies_meet(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: l
     shared[order] = np.concatenate([[False], equal]) | np.concatenate([equal, [False]])
     shared |= np.isin(mine, state.times)
     if not by_row_id or not shared.any():
-        return bool(shared.any())
-    meeting = list(zip(mine[shared].tolist(), [row_ids[i] for i in at[shared].tolist()]))
-    if len(set(meeting)) < len(meeting):
-        return True
-    held = np.flatnonzero(np.isin(state.times, mine[shared])).tolist()
-    return not set(meeting).isdisjoint(zip(state.times[held].tolist(), [state.row_ids[k] for k in held]))
+        return shared
+    some = np.flatnonzero(shared)
+    keys = list(zip(mine[some].tolist(), [row_ids[i] for i in at[some].tolist()]))
+    held = np.flatnonzero(np.isin(state.times, mine[some])).tolist()
+    copies = Counter(keys)
+    copies.update(zip(state.times[held].tolist(), [state.row_ids[k] for k in held]))  # one copy each at most
+    shared[some] = [copies[key] > 1 for key in keys]
+    return shared
 
 
-def _each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
-          judged: _Judged) -> Verdicts:
+def _walk(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
+          judged: _Judged, batch_at: Sequence[int], held_at: Sequence[int]) -> Verdicts:
+    """The records ``batch_at`` one by one in arrival order, against the held records ``held_at``
+    and each other (all of them, or at least every copy of each record walked)."""
     future, late, behind_clock, before = judged.future, judged.late, judged.behind_clock, judged.before
     identity = (lambda t, row_id: (t, row_id)) if rules.same_by_row_id else (lambda t, row_id: t)
-    held_before = {identity(t, r): k for k, (t, r) in enumerate(zip(state.times.tolist(), state.row_ids))}
+    held_before = {identity(int(state.times[k]), state.row_ids[k]): k for k in held_at}
     dropped: list[int] = []  # state records replaced by a copy in this batch
     held: dict[object, int] = {}  # same record -> batch index of its current copy
     aside: list[tuple[int, str, int]] = []
     superseded: list[tuple[int, float, str, int]] = []
-    for i in range(len(times)):
+    for i in batch_at:
         if future[i]:
             aside.append((i, FUTURE_REASON, int(before[i])))
         elif late[i]:
@@ -153,4 +160,4 @@ def _each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.nda
                 dropped.append(held_before.pop(same))
             held[same] = i
     counted = np.array(sorted(held.values()), dtype=np.intp)
-    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, aside, superseded, dropped)
+    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, aside, superseded, dropped, len(batch_at))

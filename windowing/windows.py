@@ -186,8 +186,8 @@ def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.n
 
 def process_reference(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray,
                       row_ids: list[str], now_ms: int | None = None) -> Step:
-    """:func:`process` with every record classified one by one, even when numpy could decide
-    the batch at once: the rule as written, which :func:`process` must equal (tests, benchmarks)."""
+    """:func:`process` with every record classified one by one, also those numpy can decide at
+    once: the rule as written, which :func:`process` must equal (tests, benchmarks)."""
     return _step(classify_each, rules, state, times, values, row_ids, now_ms)
 
 
@@ -220,11 +220,18 @@ def flush(rules: WindowRules, state: KeyState) -> Step:
 
 
 def _take(items: list[str], at: np.ndarray) -> list[str]:
-    """``items[at]`` for a list: a slice when ``at`` is a run of positions (the usual case:
-    every record counts, the records still needed are the newest)."""
-    if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool(np.all(np.diff(at) == 1)):
-        return list(items[int(at[0]):int(at[-1]) + 1])
-    return [items[i] for i in at.tolist()]
+    """``items[at]`` for a list, a slice per run of consecutive positions: the positions taken
+    are mostly runs (the records that count but a few late ones, the records in time order but
+    a few that came late, the newest records still needed)."""
+    if not len(at):
+        return []
+    breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
+    if len(breaks) > len(at) // 4:  # scattered: one by one is cheaper
+        return [items[i] for i in at.tolist()]
+    out: list[str] = []
+    for first, a, b in zip(at[[0, *breaks]].tolist(), [0, *breaks], [*breaks, len(at)]):
+        out += items[first:first + b - a]
+    return out
 
 
 def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]

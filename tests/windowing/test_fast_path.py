@@ -1,6 +1,6 @@
-"""``process`` (numpy classifies a batch at once when no two copies of a record meet) against
-``process_reference`` (every record walked in arrival order, the rule as written): the same
-Step to the bit, for any batch cuts, copies, equal times, future and late records, idle
+"""``process`` (numpy classifies the records that meet no other copy of themselves, only the
+others are walked) against ``process_reference`` (every record walked in arrival order, the
+rule as written): the same Step to the bit, for any batch cuts, copies, equal times, future and late records, idle
 flushes and restarts; and the statistics of many windows at once against one window's formula."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from windowing import KeyState, Step, WindowRules, WindowSpec, flush, process, process_reference
 from windowing.classify import classify, classify_each
 from windowing.statistics import run_statistics
+from windowing.windows import _sorted_records, _take
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "150"))
 NOW_MS = 1_000_000
@@ -96,11 +97,11 @@ def test_process_equals_the_record_by_record_reference(rules, stream, cuts, rest
         times, values, row_ids = arrays(batch)
         fast = process(rules, state, times, values, row_ids, now_ms)
         assert exactly(fast) == exactly(process_reference(rules, state, times, values, row_ids, now_ms))
-        verdicts = classify(rules, state, times, values, row_ids, now_ms)
-        if verdicts.at_once:  # the numpy verdicts themselves, not only what they lead to
-            reference = classify_each(rules, state, times, values, row_ids, now_ms)
-            assert not reference.superseded and not reference.dropped
-            assert verdicts.counted.tolist() == reference.counted.tolist() and verdicts.aside == reference.aside
+        verdicts = classify(rules, state, times, values, row_ids, now_ms)  # themselves, not only their Step
+        reference = classify_each(rules, state, times, values, row_ids, now_ms)
+        assert (verdicts.counted.tolist(), verdicts.aside, verdicts.superseded, verdicts.dropped) == (
+            reference.counted.tolist(), reference.aside, reference.superseded, reference.dropped)
+        assert verdicts.walked <= reference.walked == len(batch)
         held = list(zip(fast.state.times.tolist(), fast.state.row_ids))
         assert held == sorted(held)  # the state's order, which the windows' statistics are summed in
         state = fast.state
@@ -116,21 +117,23 @@ RULES = WindowRules((WindowSpec("tumbling", 10, 10), WindowSpec("sliding", 20, 5
 
 
 @pytest.mark.parametrize("by_row_id", [False, True])
-def test_a_batch_without_copies_is_decided_at_once_and_one_with_copies_record_by_record(by_row_id: bool) -> None:
+def test_only_the_copies_of_a_record_are_walked(by_row_id: bool) -> None:
     rules = replace(RULES, same_by_row_id=by_row_id)
     held = process(rules, KeyState(), np.array([1, 4, 30]), np.array([1.0, 2.0, 3.0]), ["a", "b", "c"], NOW_MS).state
-    plain = ([31, 20, NOW_MS + 500, 27, 32], [4.0, 5.0, 6.0, 7.0, 8.0], ["d", "e", "f", "g", "h"])
-    # 20 is behind 31 - 5, NOW_MS + 500 from the future: set aside at once, with the reference's reasons
-    verdicts = classify(rules, held, np.array(plain[0]), np.array(plain[1]), plain[2], NOW_MS)
-    assert verdicts.at_once and verdicts.counted.tolist() == [0, 3, 4]
+    assert held.times.tolist() == [30]  # the rest closed: 30 - 5 is past every window of 1 and 4
+    # 20 is behind 31 - 5, NOW_MS + 500 from the future: set aside by numpy, with the reference's reasons
+    verdicts = classify(rules, held, np.array([31, 20, NOW_MS + 500, 27, 32]), np.arange(5.0), list("defgh"), NOW_MS)
+    assert verdicts.walked == 0 and verdicts.counted.tolist() == [0, 3, 4]
     assert verdicts.aside == [(1, "behind_watermark", 26), (2, "future_timestamp", 26)]
-    copies = {"in the batch": ([31, 32, 31], ["d", "e", "d"]), "held": ([31, 30], ["d", "c"])}
-    for times, row_ids in copies.values():
-        verdicts = classify(rules, held, np.array(times), np.arange(len(times), dtype=float), row_ids, NOW_MS)
-        assert not verdicts.at_once and verdicts.superseded
+    # a changed copy of 31 in the batch, of 30 held: only those are walked
+    verdicts = classify(rules, held, np.array([31, 32, 30, 33, 31]), np.arange(5.0), list("dexfd"), NOW_MS)
+    # (by row id, the held (30, c) and (30, x) are different records)
+    assert verdicts.superseded == ([(31, 0.0, "d", 28)] if by_row_id else [(30, 3.0, "c", 27), (31, 0.0, "d", 28)])
+    assert verdicts.walked == (2 if by_row_id else 3) and verdicts.dropped == ([] if by_row_id else [0])
+    assert verdicts.counted.tolist() == [1, 2, 3, 4]
     # the same time with other row ids: the same record by time, different records by (time, row id)
     verdicts = classify(rules, held, np.array([31, 31, 30]), np.array([1.0, 1.0, 3.0]), ["d", "e", "x"], NOW_MS)
-    assert verdicts.at_once == by_row_id
+    assert verdicts.walked == (0 if by_row_id else 3)
     assert verdicts.counted.tolist() == ([0, 1, 2] if by_row_id else [1, 2])
 
 
@@ -174,3 +177,26 @@ def test_statistics_of_long_windows_and_many_of_one_size() -> None:
     rng = np.random.default_rng(7)
     counts = [1, 7, 8, 9, 127, 128, 129, 1000, 8191, 8192, 8193, 70_001] + [10] * 5000
     assert_bulk_equals_one_by_one(rng.normal(size=sum(counts)) * 1e3, rng.permutation(counts).tolist())
+
+
+positions = st.lists(st.integers(0, 40), max_size=60).map(lambda p: np.array(p, np.intp))
+runs = st.lists(st.tuples(st.integers(0, 35), st.integers(1, 12)), max_size=6).map(
+    lambda r: np.array([i for first, n in r for i in range(first, first + n)] or [], np.intp))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(positions | runs)
+def test_take_is_a_list_gather(at: np.ndarray) -> None:
+    items = [f"id{i}" for i in range(50)]
+    assert _take(items, at) == [items[i] for i in at.tolist()]
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 30), st.sampled_from("abcdefg")), max_size=40))
+def test_records_are_sorted_by_time_then_row_id(records: list[tuple[int, str]]) -> None:
+    times, row_ids = np.array([t for t, _ in records], np.int64), [r for _, r in records]
+    values = np.arange(len(records), dtype=np.float64)  # which record went where
+    got = _sorted_records(times, values, row_ids)
+    order = sorted(range(len(records)), key=lambda i: records[i])  # stable: equal records keep their order
+    assert (got[0].tolist(), got[1].tolist(), got[2]) == ([records[i][0] for i in order], [float(i) for i in order],
+                                                           [records[i][1] for i in order])
