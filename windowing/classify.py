@@ -73,8 +73,10 @@ def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.
     walk = candidates[meets]
     held_at = np.flatnonzero(np.isin(state.times, times[walk])).tolist()
     walked = _walk(rules, state, times, values, row_ids, judged, walk.tolist(), held_at)
-    return Verdicts(judged.clock_ms, judged.horizon_ms, np.union1d(candidates[~meets], walked.counted),
-                    sorted(aside + walked.aside), walked.superseded, walked.dropped, walked.walked)
+    counts = np.zeros(len(times), bool)
+    counts[candidates[~meets]] = counts[walked.counted] = True
+    return Verdicts(judged.clock_ms, judged.horizon_ms, np.flatnonzero(counts), sorted(aside + walked.aside),
+                    walked.superseded, walked.dropped, walked.walked)
 
 
 def classify_each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
