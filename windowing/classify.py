@@ -71,7 +71,7 @@ def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.
     if not meets.any():
         return Verdicts(judged.clock_ms, judged.horizon_ms, candidates, aside)
     walk = candidates[meets]
-    held_at = np.flatnonzero(np.isin(state.times, times[walk])).tolist()
+    held_at = _held_at(state.times, times[walk])
     walked = _walk(rules, state, times, values, row_ids, judged, walk.tolist(), held_at)
     counts = np.zeros(len(times), bool)
     counts[candidates[~meets]] = counts[walked.counted] = True
@@ -115,16 +115,30 @@ def _meeting(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[
     equal = ordered[1:] == ordered[:-1]
     shared = np.zeros(len(mine), bool)
     shared[order] = np.concatenate([[False], equal]) | np.concatenate([equal, [False]])
-    shared |= np.isin(mine, state.times)
+    shared |= _held_at_all(state.times, mine)
     if not by_row_id or not shared.any():
         return shared
     some = np.flatnonzero(shared)
     keys = list(zip(mine[some].tolist(), [row_ids[i] for i in at[some].tolist()]))
-    held = np.flatnonzero(np.isin(state.times, mine[some])).tolist()
+    held = _held_at(state.times, mine[some])
     copies = Counter(keys)
     copies.update(zip(state.times[held].tolist(), [state.row_ids[k] for k in held]))  # one copy each at most
     shared[some] = [copies[key] > 1 for key in keys]
     return shared
+
+
+def _held_at_all(held: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Which ``times`` a held record has. The held times are sorted (KeyState keeps its records
+    by time), so a binary search each: the state may be far larger than the batch."""
+    at = np.searchsorted(held, times)
+    return held[np.minimum(at, len(held) - 1)] == times if len(held) else np.zeros(len(times), bool)
+
+
+def _held_at(held: np.ndarray, times: np.ndarray) -> list[int]:
+    """Positions of the held records at any of ``times``."""
+    wanted = np.unique(times)
+    lows, highs = np.searchsorted(held, wanted, "left"), np.searchsorted(held, wanted, "right")
+    return [k for low, high in zip(lows.tolist(), highs.tolist()) for k in range(low, high)]
 
 
 def _walk(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],

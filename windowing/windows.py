@@ -198,6 +198,7 @@ def _step(classifier: _Classifier, rules: WindowRules, state: KeyState, times: n
           row_ids: list[str], now_ms: int | None) -> Step:
     times = np.asarray(times, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
+    row_ids = row_ids if isinstance(row_ids, list) else list(row_ids)  # slices of it are lists too
     verdicts = classifier(rules, state, times, values, row_ids, now_ms)
     held_times, held_values, held_ids = state.times, state.values, state.row_ids
     if verdicts.dropped:
@@ -226,6 +227,8 @@ def _take(items: list[str], at: np.ndarray) -> list[str]:
     if not len(at):
         return []
     breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
+    if not breaks:
+        return items[int(at[0]):int(at[0]) + len(at)]
     if len(breaks) > len(at) // 4:  # scattered: one by one is cheaper
         return [items[i] for i in at.tolist()]
     out: list[str] = []
@@ -270,7 +273,12 @@ def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) ->
 
 def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
                    until_ms: int) -> list[Window]:
-    rows, starts = spec.starts(times)
+    """The windows ending in (after_ms, until_ms]: only records in (after_ms - size, until_ms)
+    can be in one (the state may hold far more, e.g. a long window at a high rate)."""
+    low = 0 if after_ms - spec.size_ms < NO_TIME else int(np.searchsorted(times, after_ms - spec.size_ms, "right"))
+    high = int(np.searchsorted(times, until_ms, "left"))
+    rows, starts = spec.starts(times[low:high])
+    rows += low
     ends = starts + spec.size_ms
     closing = (ends > after_ms) & (ends <= until_ms)
     rows, starts = rows[closing], starts[closing]
