@@ -6,7 +6,7 @@ and a flat segmented sum (``np.add.reduceat``) groups them otherwise and gives o
 numpy reduces each row of a C-ordered matrix as it reduces the same values as a 1-D array,
 so the windows are reduced one matrix per window size: few sizes occur (a window holds about
 its length times the key's rate), so a batch takes a few numpy calls per size instead of
-several per window. tests/windowing/test_statistics.py holds this against the one-window
+several per window. tests/windowing/test_fast_path.py holds this against the one-window
 formula.
 """
 from __future__ import annotations
