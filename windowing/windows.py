@@ -32,20 +32,22 @@ The rules, for each key's records in arrival order (exactly; ``docs/windows.md``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from streamkit.durations import parse_duration_ms
 from streamkit.wire.labels import window_label
+from windowing.classify import (CLOSED_REASON, DUPLICATE_REASON, FUTURE_REASON, LATE_REASON, NO_TIME,
+                                SUPERSEDED_REASON, Verdicts, classify, classify_each)
+from windowing.statistics import run_statistics
 
-LATE_REASON = "behind_watermark"
-CLOSED_REASON = "window_closed"
-DUPLICATE_REASON = "duplicate"
-SUPERSEDED_REASON = "superseded"
-FUTURE_REASON = "future_timestamp"
+__all__ = ["CLOSED_REASON", "DUPLICATE_REASON", "END_OF_TIME", "FUTURE_REASON", "LATE_REASON", "NO_TIME", "STAGE",
+           "SUPERSEDED_REASON", "KeyState", "SetAside", "Step", "Superseded", "Window", "WindowRules", "WindowSpec",
+           "flush", "parse_windows", "process", "process_reference"]
+
 STAGE = "aggregate"
-NO_TIME = -(2**63)  # "never": below every event time
 END_OF_TIME = 2**63 - 1
 
 
@@ -179,59 +181,36 @@ class Step:
 def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
             now_ms: int | None = None) -> Step:
     """One key's records of one batch, in arrival order: classify, count, emit what closed."""
+    return _step(classify, rules, state, times, values, row_ids, now_ms)
+
+
+def process_reference(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray,
+                      row_ids: list[str], now_ms: int | None = None) -> Step:
+    """:func:`process` with every record classified one by one, also those numpy can decide at
+    once: the rule as written, which :func:`process` must equal (tests, benchmarks)."""
+    return _step(classify_each, rules, state, times, values, row_ids, now_ms)
+
+
+_Classifier = Callable[[WindowRules, KeyState, np.ndarray, np.ndarray, list, "int | None"], Verdicts]
+
+
+def _step(classifier: _Classifier, rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray,
+          row_ids: list[str], now_ms: int | None) -> Step:
     times = np.asarray(times, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
-    n = len(times)
-    future = np.zeros(n, bool)
-    if rules.max_future_ms is not None and now_ms is not None:
-        future = times > now_ms + rules.max_future_ms
-    clocks = np.maximum.accumulate(np.concatenate([[state.clock_ms], np.where(future, NO_TIME, times)]))
-    pushes = np.where(future, NO_TIME, _minus(times, rules.allowed_lateness_ms))
-    horizons = np.maximum.accumulate(np.concatenate([[state.horizon_ms], pushes]))
-    before = horizons[:-1]
-    late = ~future & (times < before)
-    behind_clock = times < _minus(clocks[:-1], rules.allowed_lateness_ms)
-
-    identity = (lambda t, row_id: (t, row_id)) if rules.same_by_row_id else (lambda t, row_id: t)
-    held_before = {identity(t, r): k for k, (t, r) in enumerate(zip(state.times.tolist(), state.row_ids))}
-    dropped: list[int] = []  # state records replaced by a copy in this batch
-    held: dict[object, int] = {}  # same record -> batch index of its current copy
-    aside: list[SetAside] = []
-    superseded: list[Superseded] = []
-    for i in range(n):
-        if future[i]:
-            aside.append(SetAside(i, FUTURE_REASON, int(before[i])))
-        elif late[i]:
-            aside.append(SetAside(i, LATE_REASON if behind_clock[i] else CLOSED_REASON, int(before[i])))
-        else:
-            same = identity(int(times[i]), row_ids[i])
-            if same in held:
-                j, from_state = held[same], False
-                old = (int(times[j]), float(values[j]), row_ids[j])
-            elif same in held_before:
-                j, from_state = held_before[same], True
-                old = (int(state.times[j]), float(state.values[j]), state.row_ids[j])
-            else:
-                held[same] = i
-                continue
-            if old[1:] == (float(values[i]), row_ids[i]):
-                aside.append(SetAside(i, DUPLICATE_REASON, int(before[i])))
-                continue
-            superseded.append(Superseded(*old, int(before[i])))
-            if from_state:
-                dropped.append(held_before.pop(same))
-            held[same] = i
-    counted = sorted(held.values())
-    if dropped:
-        keep = np.setdiff1d(np.arange(len(state.times)), dropped)
-        state = replace(state, times=state.times[keep], values=state.values[keep],
-                        row_ids=[state.row_ids[k] for k in keep])
-    kept = _sorted_records(np.concatenate([state.times, times[counted]]),
-                           np.concatenate([state.values, values[counted]]),
-                           state.row_ids + [row_ids[i] for i in counted])
-    grown = KeyState(int(clocks[-1]), int(horizons[-1]), *kept)
+    row_ids = row_ids if isinstance(row_ids, list) else list(row_ids)  # slices of it are lists too
+    verdicts = classifier(rules, state, times, values, row_ids, now_ms)
+    held_times, held_values, held_ids = state.times, state.values, state.row_ids
+    if verdicts.dropped:
+        keep = np.setdiff1d(np.arange(len(held_times)), verdicts.dropped)
+        held_times, held_values, held_ids = held_times[keep], held_values[keep], _take(held_ids, keep)
+    counted = verdicts.counted
+    kept = _sorted_records(np.concatenate([held_times, times[counted]]),
+                           np.concatenate([held_values, values[counted]]), held_ids + _take(row_ids, counted))
+    grown = KeyState(verdicts.clock_ms, verdicts.horizon_ms, *kept)
     windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms)
-    return Step(windows, aside, remaining, superseded)
+    return Step(windows, [SetAside(*a) for a in verdicts.aside], remaining,
+                [Superseded(*s) for s in verdicts.superseded])
 
 
 def flush(rules: WindowRules, state: KeyState) -> Step:
@@ -241,20 +220,36 @@ def flush(rules: WindowRules, state: KeyState) -> Step:
     return Step(windows, [], replace(remaining, horizon_ms=max(ends)))
 
 
-def _minus(times: np.ndarray, amount: int) -> np.ndarray:
-    """times - amount, with "never" staying "never" (no wrap-around)."""
-    return np.where(times == NO_TIME, NO_TIME, times - amount)
+def _take(items: list[str], at: np.ndarray) -> list[str]:
+    """``items[at]`` for a list, a slice per run of consecutive positions: the positions taken
+    are mostly runs (the records that count but a few late ones, the records in time order but
+    a few that came late, the newest records still needed)."""
+    if not len(at):
+        return []
+    breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
+    if not breaks:
+        return items[int(at[0]):int(at[0]) + len(at)]
+    if len(breaks) > len(at) // 4:  # scattered: one by one is cheaper
+        return [items[i] for i in at.tolist()]
+    out: list[str] = []
+    for first, a, b in zip(at[[0, *breaks]].tolist(), [0, *breaks], [*breaks, len(at)]):
+        out += items[first:first + b - a]
+    return out
 
 
 def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]
                     ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """By (event time, row id): numpy for the times, Python only when some times are equal."""
+    """By (event time, row id): numpy for the times, Python only for the row ids of equal times."""
+    if len(times) < 2 or bool(np.all(times[1:] > times[:-1])):
+        return times, values, row_ids
     order = np.argsort(times, kind="stable")
     ordered = times[order]
-    if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+    equal = ordered[1:] == ordered[:-1]
+    if equal.any():  # within each run of equal times, by row id (the runs stay in place)
+        at = np.flatnonzero(np.concatenate([[False], equal]) | np.concatenate([equal, [False]]))
         plain = times.tolist()
-        order = np.array(sorted(range(len(plain)), key=lambda i: (plain[i], row_ids[i])), dtype=np.int64)
-    return times[order], values[order], [row_ids[i] for i in order]
+        order[at] = sorted(order[at].tolist(), key=lambda i: (plain[i], row_ids[i]))
+    return times[order], values[order], _take(row_ids, order)
 
 
 def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) -> tuple[list[Window], KeyState]:
@@ -272,14 +267,18 @@ def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) ->
         windows.extend(found)
         needed |= still_open
     keep = np.flatnonzero(needed)
-    remaining = KeyState(state.clock_ms, state.horizon_ms, times[keep], values[keep],
-                         [state.row_ids[i] for i in keep])
+    remaining = KeyState(state.clock_ms, state.horizon_ms, times[keep], values[keep], _take(state.row_ids, keep))
     return windows, remaining
 
 
 def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
                    until_ms: int) -> list[Window]:
-    rows, starts = spec.starts(times)
+    """The windows ending in (after_ms, until_ms]: only records in (after_ms - size, until_ms)
+    can be in one (the state may hold far more, e.g. a long window at a high rate)."""
+    low = 0 if after_ms - spec.size_ms < NO_TIME else int(np.searchsorted(times, after_ms - spec.size_ms, "right"))
+    high = int(np.searchsorted(times, until_ms, "left"))
+    rows, starts = spec.starts(times[low:high])
+    rows += low
     ends = starts + spec.size_ms
     closing = (ends > after_ms) & (ends <= until_ms)
     rows, starts = rows[closing], starts[closing]
@@ -288,8 +287,8 @@ def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, afte
     if not len(rows):
         return []
     firsts = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
-    return [_window(spec, int(starts[a]), int(starts[a]) + spec.size_ms, values[rows[a:b]])
-            for a, b in zip(firsts, [*firsts[1:], len(rows)])]
+    counts = np.diff(np.append(firsts, len(rows)))
+    return _windows(spec, starts[firsts], starts[firsts] + spec.size_ms, values[rows], firsts, counts)
 
 
 def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
@@ -299,19 +298,18 @@ def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms:
     if not len(times):
         return [], np.zeros(0, bool)
     firsts = np.flatnonzero(np.concatenate([[True], np.diff(times) >= spec.size_ms]))
-    lasts = [*firsts[1:], len(times)]
-    windows, still_open = [], np.zeros(len(times), bool)
-    for a, b in zip(firsts, lasts):
-        closes_at = int(times[b - 1]) + spec.size_ms
-        if closes_at > until_ms:
-            still_open[a:b] = True
-        elif closes_at > after_ms:
-            windows.append(_window(spec, int(times[a]), int(times[b - 1]), values[a:b]))
-    return windows, still_open
+    counts = np.diff(np.append(firsts, len(times)))
+    lasts = firsts + counts - 1
+    closes_at = times[lasts] + spec.size_ms
+    still_open = closes_at > until_ms
+    emit = ~still_open & (closes_at > after_ms)
+    found = _windows(spec, times[firsts[emit]], times[lasts[emit]], values, firsts[emit], counts[emit])
+    return found, np.repeat(still_open, counts)
 
 
-def _window(spec: WindowSpec, start: int, end: int, values: np.ndarray) -> Window:
-    n = len(values)
-    mean = float(np.sum(values) / n)
-    stddev = float(np.sqrt(np.sum((values - mean) ** 2) / (n - 1))) if n > 1 else None
-    return Window(spec, start, end, n, mean, float(values.min()), float(values.max()), stddev)
+def _windows(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, values: np.ndarray, firsts: np.ndarray,
+             counts: np.ndarray) -> list[Window]:
+    """One window per run ``values[first:first + count]``, in the order given."""
+    stats = (column.tolist() for column in run_statistics(values, firsts, counts))
+    return [Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None)
+            for start, end, n, mean, low, high, stddev in zip(starts.tolist(), ends.tolist(), counts.tolist(), *stats)]
