@@ -36,7 +36,7 @@ from pathlib import Path
 from simulator.generate import DEFAULT_ROWS, generate
 from streamkit.config import Settings
 from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
-from stacktools.demo.report import histogram_between, histogram_buckets, percentile
+from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
