@@ -22,6 +22,8 @@ from streamkit.wire import AvroCodec, dead_letters, split_measurement, window_la
 MAX_DISCRIMINATED_GAP_MS = 499_999
 
 Converter = Callable[[Message], str]
+#: A written line -> the time (ms) its end-to-end latency counts from.
+LatencyReference = Callable[[str], int]
 
 
 def _decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
@@ -122,6 +124,23 @@ def aggregate_converter() -> Converter:
     return convert
 
 
+def point_time_ms(line_text: str) -> int:
+    """The point's own time: the event time of a raw point, max(left, right) of a pair (its
+    sub-millisecond discriminator stays below one millisecond)."""
+    return int(line_text.rsplit(" ", 1)[1]) // NS_PER_MS
+
+
+_WINDOW_END = ",window_end_ms="
+
+
+def window_end_ms(line_text: str) -> int:
+    """An aggregate's window end (a session's last record), read back from its line: only the
+    sampled points pay for it, and nothing is decoded twice. Unambiguous: tag values have their
+    commas and equal signs escaped, so only the field can hold this text."""
+    start = line_text.rindex(_WINDOW_END) + len(_WINDOW_END)
+    return int(line_text[start:line_text.index("i", start)])
+
+
 def late_converter() -> Converter:
     decode = _decoder("late")
 
@@ -157,17 +176,19 @@ def dead_letter_converter() -> Converter:
 
 @dataclass(frozen=True)
 class Kind:
-    """A record kind as named in CONNECTOR_TOPICS: its topic setting, measurement, converter."""
+    """A record kind as named in CONNECTOR_TOPICS: its topic setting, measurement, converter,
+    and where its end-to-end latency counts from (None: no event time worth measuring from)."""
 
     topic_setting: str
     measurement: str
     converter: Callable[[], Converter]
+    latency_reference: LatencyReference | None = None
 
 
 KINDS: dict[str, Kind] = {
-    "raw": Kind("raw_topic", "raw", raw_converter),
-    "joined": Kind("joined_topic", "joined", joined_converter),
-    "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter),
+    "raw": Kind("raw_topic", "raw", raw_converter, point_time_ms),
+    "joined": Kind("joined_topic", "joined", joined_converter, point_time_ms),
+    "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter, window_end_ms),
     "late": Kind("late_topic", "late", late_converter),
     "dlq": Kind("dlq_topic", "dead_letter", dead_letter_converter),
 }
@@ -179,3 +200,8 @@ def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter
     if unknown:
         raise SystemExit(f"CONNECTOR_TOPICS: unknown kind(s) {unknown} (known: {sorted(KINDS)})")
     return {getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement) for k in kinds}
+
+
+def latency_references() -> dict[str, LatencyReference]:
+    """Measurement -> where its end-to-end latency counts from, for the kinds that have one."""
+    return {kind.measurement: kind.latency_reference for kind in KINDS.values() if kind.latency_reference}

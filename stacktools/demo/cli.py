@@ -116,6 +116,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
         written = [plots.throughput(replay.samples, args.out / "throughput.png"),
+                   plots.latency(replay.samples, args.live, args.out / "latency.png"),
                    plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
                    plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png")]
         print("plots: " + ", ".join(str(p) for p in written if p))

@@ -1,8 +1,9 @@
-"""The demo's PNGs: throughput per stage over the run, a joined power series with its inputs,
-and window aggregates (mean with its min/max band), the last two read back from InfluxDB so
-they show what a dashboard would."""
+"""The demo's PNGs: throughput per stage and latency per measurement over the run (from the
+sampled /metrics), a joined power series with its inputs, and window aggregates (mean with its
+min/max band), the last two read back from InfluxDB so they show what a dashboard would."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from streamkit.config import Settings  # noqa: E402
+from stacktools.demo.latency import QUANTILES, latency_view  # noqa: E402
 from stacktools.demo.sampler import Samples  # noqa: E402
 from stacktools.influx import InfluxClient  # noqa: E402
 
@@ -52,6 +54,29 @@ def throughput(samples: Samples, path: Path) -> Path:
     ax.set(title="Throughput per stage", xlabel="seconds since start", ylabel="per second (3 s mean)")
     ax.grid(alpha=0.3)
     ax.legend()
+    return _save(fig, path)
+
+
+def latency(samples: Samples, live: bool, path: Path) -> Path | None:
+    """p50 (solid) and p99 (dashed) per measurement over the run, on a log axis (raw points take
+    a fraction of a second, aggregates wait for their window to close). None without any
+    observation."""
+    view = latency_view(samples, live)
+    if not view.series:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    clipped = False
+    for index, (measurement, quantiles) in enumerate(view.series.items()):
+        for q, style in zip(QUANTILES, ("-", "--")):
+            values = [math.nan if v is None else min(v, view.top_bound_s) for v in quantiles[q]]
+            clipped |= any(v is not None and v > view.top_bound_s for v in quantiles[q])
+            ax.plot(samples.times, values, style, color=f"C{index}", label=f"{measurement} p{q * 100:g}")
+    ax.set_yscale("log")
+    ax.set(title=view.title, xlabel="seconds since start",
+           ylabel="seconds" + (f" (beyond {view.top_bound_s:g} s: drawn at it)" if clipped else ""))
+    ax.title.set_fontsize(10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(ncol=2, fontsize=8)
     return _save(fig, path)
 
 

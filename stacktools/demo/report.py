@@ -3,17 +3,16 @@ took to reach InfluxDB (from the connector's latency histograms)."""
 from __future__ import annotations
 
 import math
-import re
 
 from streamkit.config import Settings
+from stacktools.demo.histograms import histogram_buckets, percentile
+from stacktools.demo.latency import latency_metric
 from stacktools.demo.sampler import Samples
 from stacktools.scrape import metric_sum
 from stacktools.influx import InfluxClient
 
 #: One field every point of the measurement has: counting it counts the points.
 COUNTED_FIELD = {"raw": "value", "joined": "result", "aggregate": "mean", "late": "value", "dead_letter": "bytes"}
-_BUCKET = re.compile(r'^(?P<name>\w+)_bucket\{(?P<labels>[^}]*)\}$')
-_LE = re.compile(r'le="([^"]+)"')
 
 
 def influx_counts(settings: Settings, database: str) -> dict[str, int]:
@@ -26,48 +25,10 @@ def influx_counts(settings: Settings, database: str) -> dict[str, int]:
     return counts
 
 
-def histogram_buckets(values: dict[str, float], name: str, contains: str = "") -> list[tuple[float, float]]:
-    """(upper bound, cumulative count) of a Prometheus histogram, summed over its label sets."""
-    buckets: dict[float, float] = {}
-    for key, value in values.items():
-        match = _BUCKET.match(key)
-        if match and match["name"] == name and contains in match["labels"]:
-            bound = _LE.search(match["labels"])
-            if bound:
-                upper = math.inf if bound.group(1) == "+Inf" else float(bound.group(1))
-                buckets[upper] = buckets.get(upper, 0.0) + value
-    return sorted(buckets.items())
-
-
-def histogram_between(before: dict[str, float], after: dict[str, float], name: str,
-                      contains: str = "") -> list[tuple[float, float]]:
-    """The histogram of what was observed between two scrapes of a process: percentiles over a
-    window (steady state after a warm-up) instead of since the start."""
-    earlier = dict(histogram_buckets(before, name, contains))
-    return [(upper, count - earlier.get(upper, 0.0)) for upper, count in histogram_buckets(after, name, contains)]
-
-
-def percentile(buckets: list[tuple[float, float]], q: float) -> float | None:
-    """Linear interpolation inside the bucket that holds the q-th observation, like PromQL's
-    histogram_quantile; None without observations, inf when it lies beyond the last bound."""
-    if not buckets or buckets[-1][1] <= 0:
-        return None
-    rank = q * buckets[-1][1]
-    lower, below = 0.0, 0.0
-    for upper, cumulative in buckets:
-        if cumulative >= rank:
-            if math.isinf(upper):
-                return math.inf
-            return lower + (upper - lower) * ((rank - below) / (cumulative - below) if cumulative > below else 1.0)
-        lower, below = upper, cumulative
-    return math.inf
-
-
 def latency(connector_metrics: dict[str, float], live: bool) -> dict[str, float | None | str]:
     """Event -> InfluxDB for live replays (event time = publish time); otherwise the part that
     does not depend on the file's timestamps: bridge's Kafka write -> InfluxDB."""
-    name = "connector_event_latency_seconds" if live else "connector_ingest_latency_seconds"
-    buckets = histogram_buckets(connector_metrics, name, 'measurement="raw"')
+    buckets = histogram_buckets(connector_metrics, latency_metric(live), 'measurement="raw"')
     return {"measured": "event time -> InfluxDB ack (raw points)" if live else
             "bridge's Kafka write -> InfluxDB ack (raw points)",
             "p50_s": percentile(buckets, 0.5), "p99_s": percentile(buckets, 0.99)}

@@ -1,6 +1,7 @@
-"""Watching the pipeline while it runs: each stage's counters, sampled once a second from the
-services' own /metrics, kept as time series (for the throughput plot and the rates in the
-summary) and printed as periodic status lines (the demo's progress)."""
+"""Watching the pipeline while it runs: each stage's counters and the connector's latency
+histograms, sampled once a second from the services' own /metrics, kept as time series (for the
+throughput and latency plots and the rates in the summary) and printed as periodic status lines
+(the demo's progress)."""
 from __future__ import annotations
 
 import logging
@@ -8,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from stacktools.demo.histograms import histograms_by_label
 from stacktools.pipeline import Pipeline
 from stacktools.scrape import metric_sum
 from stacktools.services import SERVICES, spark_stages
@@ -26,11 +28,39 @@ def stage_counters(stages: tuple[str, ...]) -> dict[str, Counter]:
             "bridge records": ("mqtt_bridge", "bridge_records_total", ""), **spark,
             "points written": ("db_connector", "connector_points_written_total", "")}
 
+#: The connector's histograms kept at every sample, per measurement: event time -> InfluxDB and
+#: Kafka write -> InfluxDB (which one means something depends on the replay: stacktools.demo.latency).
+LATENCY_HISTOGRAMS = ("connector_event_latency_seconds", "connector_ingest_latency_seconds")
+
+
+@dataclass
+class HistogramSamples:
+    """One histogram over the run: its bucket bounds once, its cumulative counts at each sample
+    (zeros before its first observation), so an hour of samples stays a few MB."""
+
+    bounds: tuple[float, ...]
+    counts: list[tuple[float, ...]] = field(default_factory=list)
+
 
 @dataclass
 class Samples:
     times: list[float] = field(default_factory=list)
     counters: dict[str, list[float]] = field(default_factory=dict)
+    #: (histogram, measurement) -> its samples, aligned with ``times``
+    histograms: dict[tuple[str, str], HistogramSamples] = field(default_factory=dict)
+
+    def add_histograms(self, values: dict[str, float]) -> None:
+        """Keep this sample's latency histograms (after its time was appended); one missing from
+        the scrape has not changed."""
+        for name in LATENCY_HISTOGRAMS:
+            for measurement, buckets in histograms_by_label(values, name, "measurement").items():
+                kept = self.histograms.setdefault((name, measurement), HistogramSamples(tuple(b for b, _ in buckets)))
+                if len(kept.counts) < len(self.times) - 1:
+                    kept.counts += [(0.0,) * len(buckets)] * (len(self.times) - 1 - len(kept.counts))
+                kept.counts.append(tuple(count for _, count in buckets))
+        for kept in self.histograms.values():
+            if len(kept.counts) < len(self.times):
+                kept.counts.append(kept.counts[-1])
 
     def latest(self, name: str) -> float:
         series = self.counters[name]
@@ -88,6 +118,7 @@ class Sampler(threading.Thread):
             value = metric_sum(self.metrics.get(service, {}), metric, contains)
             self._last[name] = max(self._last.get(name, 0.0), value)
             self.samples.counters[name].append(self._last[name])
+        self.samples.add_histograms(self.metrics.get("db_connector", {}))
 
     def print_status(self) -> None:
         s = self.samples

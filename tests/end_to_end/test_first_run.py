@@ -23,7 +23,7 @@ from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = Path("tests/data/test_events.json")  # as the README spells it: relative to the clone
-PLOTS = ("throughput.png", "joined_power.png", "window_aggregates.png")
+PLOTS = ("throughput.png", "latency.png", "joined_power.png", "window_aggregates.png")
 
 
 def user_environment(run_dir: Path) -> dict[str, str]:

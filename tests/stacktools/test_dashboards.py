@@ -397,3 +397,18 @@ def test_fault_only_counters_fall_back_to_an_explicit_zero() -> None:
         assert match and match.group(1) == match.group(3), f"{where}: no zero fallback in {target['expr']!r}"
         assert "{{" + match.group(1) + "}}" in target["legendFormat"], where
     assert checked == FAULT_ONLY_METRICS
+
+
+def test_every_histogram_quantile_keeps_the_le_label() -> None:
+    """histogram_quantile needs the buckets' `le` after the sum: without it a panel shows
+    nothing at all, and the query still runs (so the stack check alone would not notice)."""
+    checked = 0
+    for where, target in prometheus_targets():
+        for match in re.finditer(r"histogram_quantile\(\s*[\d.]+\s*,\s*sum by \(([^)]*)\) \(rate\((\w+)\[",
+                                 target["expr"]):
+            checked += 1
+            assert "le" in re.findall(r"\w+", match.group(1)), f"{where}: {target['expr']}"
+            assert match.group(2).endswith("_bucket"), f"{where}: {target['expr']}"
+        assert target["expr"].count("histogram_quantile(") == len(re.findall(
+            r"histogram_quantile\(\s*[\d.]+\s*,\s*sum by \(", target["expr"])), f"{where}: not a sum by (...)"
+    assert checked >= 8  # batch durations, sink phases, bridge latency, end-to-end latency

@@ -1,0 +1,101 @@
+"""Where each measurement's end-to-end latency counts from, read back from the very lines the
+converters write for real Avro records: raw the event time, joined the later input, aggregates
+the window's end (a session's last record); and the connector observing it for a batch."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import Message
+from prometheus_client import REGISTRY
+
+from db_connector.batch import Batch
+from db_connector.connector import Connector
+from db_connector.points import (KINDS, aggregate_converter, joined_converter, latency_references,
+                                 point_time_ms, raw_converter, window_end_ms)
+from streamkit.wire import AvroCodec
+
+
+def message(value: bytes, topic: str = "t") -> Message:
+    return Message(topic=topic, partition=0, offset=0, key=b"k", value=value, timestamp=(1, 1_700_000_000_000))
+
+
+def raw_record(time_ms: int, thing: str = "Thing 1") -> bytes:
+    return AvroCodec("measurement").encode({"thing": thing, "quantity": "actSpeed_C11", "event_time_ms": time_ms,
+                                            "value": 12.5, "row_id": "r1"})
+
+
+def joined_record(left_ms: int, right_ms: int) -> bytes:
+    return AvroCodec("joined").encode({
+        "id": "r1", "thing": "T1", "left_quantity": "speed", "right_quantity": "torque", "left_time_ms": left_ms,
+        "right_time_ms": right_ms, "left_value": 2.0, "right_value": 3.0, "result_name": "mechanical_power",
+        "result": 6.0, "event_time_ms": max(left_ms, right_ms)})
+
+
+def aggregate_record(kind: str, size_ms: int, slide_ms: int, start_ms: int, end_ms: int, *,
+                     thing: str = "T1", stddev: float | None = 1.0) -> bytes:
+    return AvroCodec("aggregate").encode({
+        "thing": thing, "quantity": "q", "window_kind": kind, "window_size_ms": size_ms, "window_slide_ms": slide_ms,
+        "window_start_ms": start_ms, "window_end_ms": end_ms, "count": 3, "mean": 2.0, "min": 1.0, "max": 3.0,
+        "stddev": stddev})
+
+
+@pytest.mark.parametrize("time_ms", [1_600_000_000_123, 0, 999, -1_001])
+def test_raw_latency_counts_from_the_event_time(time_ms: int) -> None:
+    assert point_time_ms(raw_converter()(message(raw_record(time_ms)))) == time_ms
+
+
+@pytest.mark.parametrize("left_ms,right_ms", [(5_000, 3_000), (3_000, 5_000), (4_000, 4_000),
+                                              (1_700_000_000_000, 1_700_000_600_000)])  # the last: a long gap
+def test_joined_latency_counts_from_the_later_input(left_ms: int, right_ms: int) -> None:
+    line = joined_converter()(message(joined_record(left_ms, right_ms)))
+    assert point_time_ms(line) == max(left_ms, right_ms)
+
+
+@pytest.mark.parametrize("kind,size_ms,slide_ms,start_ms,end_ms,stddev", [
+    ("tumbling", 10_000, 10_000, 1_700_000_000_000, 1_700_000_010_000, 1.0),
+    ("sliding", 60_000, 10_000, 1_700_000_000_000, 1_700_000_060_000, None),
+    ("session", 30_000, 30_000, 1_700_000_005_000, 1_700_000_065_000, 0.5),  # end: the session's last record
+])
+def test_aggregate_latency_counts_from_the_window_end(kind: str, size_ms: int, slide_ms: int, start_ms: int,
+                                                      end_ms: int, stddev: float | None) -> None:
+    line = aggregate_converter()(message(aggregate_record(kind, size_ms, slide_ms, start_ms, end_ms, stddev=stddev)))
+    assert window_end_ms(line) == end_ms
+    assert point_time_ms(line) == start_ms  # the point's own time is the start: not what latency counts from
+
+
+def test_a_tag_cannot_pass_for_the_window_end() -> None:
+    thing = "x,window_end_ms=5i y"
+    line = aggregate_converter()(message(aggregate_record("tumbling", 10_000, 10_000, 0, 10_000, thing=thing)))
+    assert window_end_ms(line) == 10_000
+
+
+def test_only_raw_joined_and_aggregate_have_a_reference() -> None:
+    references = latency_references()
+    assert references == {"raw": point_time_ms, "joined": point_time_ms, "aggregate": window_end_ms}
+    assert {kind.measurement for kind in KINDS.values()} - set(references) == {"late", "dead_letter"}
+
+
+def bucket(measurement: str, le: str) -> float:
+    return REGISTRY.get_sample_value("connector_event_latency_seconds_bucket",
+                                     {"measurement": measurement, "le": le}) or 0.0
+
+
+def test_the_connector_observes_aggregates_from_their_window_end() -> None:
+    """A window that ended 20 s ago, from records a minute old: 20 s, not a minute (nor the
+    hour since the window started)."""
+    now_ms = int(time.time() * 1000)
+    converters = {"raw-topic": (raw_converter(), "raw"), "agg-topic": (aggregate_converter(), "aggregate"),
+                  "late-topic": (lambda _m: "late,thing=T1 count=1i 0", "late")}
+    batch = Batch(generation=0)
+    batch.add_chunk([message(raw_record(now_ms - 2_000), "raw-topic"),
+                     message(aggregate_record("tumbling", 3_600_000, 3_600_000, now_ms - 3_620_000, now_ms - 20_000),
+                             "agg-topic"),
+                     message(b"", "late-topic")], converters)
+    before = {(m, le): bucket(m, le) for m in ("raw", "aggregate", "late") for le in ("1.0", "3.0", "10.0", "30.0")}
+    Connector._observe_latency(SimpleNamespace(converters=converters), batch)
+    after = {key: bucket(*key) - count for key, count in before.items()}
+    assert after[("aggregate", "10.0")] == 0 and after[("aggregate", "30.0")] == 1
+    assert after[("raw", "1.0")] == 0 and after[("raw", "3.0")] == 1
+    assert all(after[("late", le)] == 0 for le in ("1.0", "3.0", "10.0", "30.0"))
