@@ -1,0 +1,111 @@
+"""One ``--available-now`` run of our Spark join job (or a job with the same flags, e.g. a
+single-pass job) over a raw topic, measured from its own per-batch progress log and /proc.
+
+Rates are over the batches' processing time, so Spark's start-up (JVM, session, source) is
+left out; "warm" also leaves out the first batch, which pays the Python workers' warm-up once
+per start. CPU and peak RSS are the whole process group's (driver, JVM, Python workers)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from benchmarks.process_group import Classifier, GroupSampler
+from stacktools.processes import ServiceProcess, free_port
+from stacktools.wiring import private_topic
+from streamkit.config import Settings
+from streamkit.kafka_io import read_to_end
+
+#: The pair every join benchmark joins (JOIN_PAIRS syntax).
+PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
+DEFAULT_JOB = "spark_jobs.join"
+
+
+def role_of(module: str) -> Classifier:
+    """RSS roles of a Spark job's process group: its JVM, its driver, its Python workers."""
+    def classify(cmd: bytes) -> str:
+        if cmd.split(b" ", 1)[0].endswith(b"java"):
+            return "jvm"
+        return "driver" if module.encode() in cmd else "python workers"
+    return classify
+
+
+def log_time(ts: str) -> float:
+    """Wall time (epoch s) of a streamkit.logs ``ts`` (UTC, ms)."""
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRun:
+    module: str
+    batch: int
+    progress: list[dict]            #: the job's "batch progress" events with input, in order
+    cpu_s: float                    #: group CPU from the first batch's start to the last one's end
+    warm_cpu_s: float               #: the same from the first batch's end
+    span_s: float                   #: wall time from the first batch's start to the last one's end
+    warm_span_s: float
+    rss_mb: dict[str, float]        #: peak RSS per role
+    rss_total_mb: float             #: peak RSS of the whole group at one instant
+    joins: int                      #: committed records in the joined topic
+
+    @property
+    def input_records(self) -> int:
+        return sum(e["input_rows"] for e in self.progress)
+
+    @property
+    def warm_records(self) -> int:
+        return sum(e["input_rows"] for e in self.progress[1:])
+
+    @property
+    def processing_s(self) -> float:
+        return sum(e["duration_ms"] for e in self.progress) / 1000
+
+    @property
+    def records_per_s(self) -> float:
+        return self.input_records / self.processing_s
+
+    @property
+    def warm_records_per_s(self) -> float:
+        warm = self.progress[1:] or self.progress
+        return sum(e["input_rows"] for e in warm) / (sum(e["duration_ms"] for e in warm) / 1000)
+
+    @property
+    def joins_per_s(self) -> float:
+        return self.joins / self.processing_s
+
+    def batch_percentile_s(self, q: float) -> float:
+        durations = sorted(e["duration_ms"] / 1000 for e in self.progress)
+        return statistics.median(durations) if q == 0.5 else durations[min(len(durations) - 1, int(len(durations) * q))]
+
+
+def run_job(settings: Settings, raw: str, batch: int, work: Path, module: str = DEFAULT_JOB,
+            extra_args: list[str] | None = None) -> JobRun:
+    """Run ``python -m <module> --available-now`` over ``raw`` with a fresh checkpoint and
+    private output topics; fails when the job fails."""
+    outputs = {role: private_topic(settings, role, 4) for role in ("joined", "late", "aggregates")}
+    markers = private_topic(settings, "markers", 1, compact=True)
+    log = work / f"{module.rsplit('.', 1)[-1]}-{batch}.log"
+    args = ["--raw-topic", raw, "--joined-topic", outputs["joined"], "--late-topic", outputs["late"],
+            "--aggregates-topic", outputs["aggregates"], "--marker-topic", markers,
+            "--checkpoint-dir", str(work / f"checkpoint-{module}-{batch}"),
+            "--query-name", f"bench-{uuid.uuid4().hex[:6]}", "--pairs", PAIRS,
+            "--max-offsets-per-trigger", str(batch), "--available-now", "--metrics-port", str(free_port()),
+            *(extra_args or [])]
+    job = ServiceProcess(module, args, log).start()
+    assert job.process is not None
+    with GroupSampler(job.process.pid, role_of(module)) as sampler:
+        sampler.wait(job.process)
+    if job.process.returncode != 0:
+        raise SystemExit(f"{module} failed, see {log}")
+    events = [json.loads(line) for line in job.logged_since_start().splitlines() if line.startswith("{")]
+    progress = [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+    if not progress:
+        raise SystemExit(f"{module} logged no batch with input, see {log}")
+    first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
+    start = first_end - progress[0]["duration_ms"] / 1000
+    return JobRun(module, batch, progress, sampler.cpu_between(start, last_end), sampler.cpu_between(first_end, last_end),
+                  last_end - start, last_end - first_end, sampler.peak_mb, sampler.peak_total_mb,
+                  len(read_to_end(settings, outputs["joined"])))  # not end offsets: those count commit markers too
