@@ -117,7 +117,7 @@ class Bridge:
         try:
             row = parse_row(payload)
             check_event_time(row.timestamp_ms, int(time.time() * 1000), self.max_future_ms)
-            records = self.splitter.split(row)
+            partition, batch = self.splitter.batch(row)
         except RowError as exc:
             self._dead_letter(message, exc.reason, str(exc), payload)
             return
@@ -125,7 +125,7 @@ class Bridge:
             log.exception("unexpected failure on one message; dead-lettered")
             self._dead_letter(message, "unprocessable", f"{type(exc).__name__}: {exc}", payload)
             return
-        entry = self.acks.add(message.mid, message.qos, len(records))
+        entry = self.acks.add(message.mid, message.qos, len(batch))
         confirm = self.acks.confirm
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
@@ -136,13 +136,12 @@ class Bridge:
             confirm(entry, err is None)
 
         # One call for the whole row (all its records share the thing's partition).
-        batch = [{"key": record.key, "value": record.value} for record in records]
-        if not self._produce_batch(batch, records[0].partition, delivered):
+        if not self._produce_batch(batch, partition, delivered):
             self.produce_failed = True
             for _ in batch:  # never queued: the message stays unacknowledged, the bridge exits
                 confirm(entry, False)
             return
-        RECORDS.inc(len(records))
+        RECORDS.inc(len(batch))
         MESSAGES_OK.inc()
         self.producer.poll(0)
 

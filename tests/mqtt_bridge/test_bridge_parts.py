@@ -99,7 +99,7 @@ def _bridge_without_servers(splitter: object) -> Bridge:
 
 def test_an_unforeseen_failure_on_one_message_is_a_dead_letter_not_a_dead_callback() -> None:
     class Exploding:
-        def split(self, _row: Row) -> list:
+        def batch(self, _row: Row) -> tuple[int, list]:
             raise KeyError("a bug nobody foresaw")
 
     bridge = _bridge_without_servers(Exploding())
