@@ -1,11 +1,13 @@
 """Benchmark: simulator -> MQTT -> bridge -> Kafka on this machine (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1] [--baseline-rows 10000]
+    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1] [--baseline-rows 10000] [--no-baseline]
 
 Starts (or reuses) the local stack, generates a file, runs the real bridge and simulator as
 processes on private topics, and measures from the first row sent until Kafka holds every
 record. Then the bridge alone: the same rows drained from its persistent MQTT session with no
 simulator running (what the bridge does when it does not share the cores with the simulator).
+Both report the bridge process's CPU per row and per record (from /proc, all its threads:
+paho, librdkafka and ours), which a busy machine disturbs less than the rates.
 Then runs a naive bridge in this process over the same path for comparison: auto-ack
 on receipt, fastavro per record and a synchronous flush per message (the shape of the
 original design, ~1,000 rows/s).
@@ -26,6 +28,7 @@ from streamkit.wire import AvroCodec, record_key
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import parse_row
+from stacktools.cpu import process_cpu_seconds
 from stacktools.services import service_process
 from stacktools.wiring import Wiring
 from streamkit.kafka_io import wait_for_count
@@ -42,9 +45,11 @@ def generate(path: Path, rows: int) -> None:
 
 
 def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
-                  tick: Callable[[], None] = lambda: None, timeout_s: float = 1800) -> tuple[float, int]:
+                  tick: Callable[[], None] = lambda: None, timeout_s: float = 1800,
+                  on_first: Callable[[], None] = lambda: None) -> tuple[float, int]:
     """Poll until `topic` holds `records`, with a progress line every 5 s; `tick` runs on every
-    poll. Returns when the first records were seen and how many there were then."""
+    poll, `on_first` once when the first records are seen. Returns when that was and how many
+    there were then."""
     begun = last_print = time.perf_counter()
     deadline = Deadline(timeout_s)
     first: tuple[float, int] | None = None
@@ -53,6 +58,7 @@ def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
         now = time.perf_counter()
         if first is None and count > 0:
             first = (now, count)
+            on_first()
         if now - last_print > 5:
             print(f"  ... {count}/{records} records in Kafka after {now - begun:.0f} s", flush=True)
             last_print = now
@@ -68,6 +74,7 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
     rows = sum(1 for _ in events.open("rb"))
     service = service_process("mqtt_bridge", lane, work / "bridge.log").start()
     service.wait_logged('"bridge running"', 60)
+    cpu_started = process_cpu_seconds(service.process.pid)
     started = time.perf_counter()
     sim = service_process("simulator", lane, work / "simulator.log", "--input", str(events), "--connections", str(connections)).start()
     sim_done: float | None = None
@@ -79,9 +86,11 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
 
     wait_in_kafka(settings, lane.raw, records, "pipeline", note_simulator_exit)
     elapsed = time.perf_counter() - started
+    cpu = process_cpu_seconds(service.process.pid) - cpu_started
     service.terminate()
     return {"rows": rows, "records": records, "seconds": elapsed, "rows_per_s": rows / elapsed,
-            "records_per_s": records / elapsed, "simulator_seconds": (sim_done or elapsed) - started}
+            "records_per_s": records / elapsed, "simulator_seconds": (sim_done or elapsed) - started,
+            "cpu_us_per_row": cpu / rows * 1e6, "cpu_us_per_record": cpu / records * 1e6}
 
 
 def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[str, float]:
@@ -98,14 +107,18 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     if sim.process.wait(1800) != 0:
         raise RuntimeError("simulator failed while filling the backlog")
     service = service_process("mqtt_bridge", lane, work / "bridge-alone.log").start()
+    cpu_at_first: list[float] = []
     # Timed from the first record in Kafka, so the bridge's start-up (imports, connections)
-    # does not count; the records of that first poll are left out of the rate.
-    started, first_count = wait_in_kafka(settings, lane.raw, records, "bridge draining its backlog")
+    # does not count; the records of that first poll are left out of the rate and the CPU.
+    started, first_count = wait_in_kafka(settings, lane.raw, records, "bridge draining its backlog",
+                                         on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.process.pid)))
     elapsed = time.perf_counter() - started
+    cpu = process_cpu_seconds(service.process.pid) - cpu_at_first[0]
     service.terminate()
     drained = records - first_count
     return {"rows": rows, "seconds": elapsed, "records_per_s": drained / elapsed,
-            "rows_per_s": drained / elapsed * rows / records}
+            "rows_per_s": drained / elapsed * rows / records,
+            "cpu_us_per_record": cpu / drained * 1e6, "cpu_us_per_row": cpu / drained * records / rows * 1e6}
 
 
 def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]:
@@ -148,6 +161,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--baseline-rows", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=1)
+    parser.add_argument("--no-baseline", action="store_true", help="skip the naive bridge (comparing two versions)")
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
     with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
@@ -160,18 +174,23 @@ def main() -> int:
         result = measure_pipeline(settings, events, args.connections, work)
         print("bridge alone: draining the same rows from its MQTT session (no simulator running)", flush=True)
         alone = measure_bridge_alone(settings, events, work)
-        print("baseline: naive bridge (auto-ack, fastavro, flush per message)", flush=True)
-        baseline = measure_naive_baseline(settings, baseline_events)
+        baseline = None
+        if not args.no_baseline:
+            print("baseline: naive bridge (auto-ack, fastavro, flush per message)", flush=True)
+            baseline = measure_naive_baseline(settings, baseline_events)
     print()
     print(f"rows                       {result['rows']:>12,}")
     print(f"Kafka records              {result['records']:>12,}")
     print(f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})")
     print(f"rows/s                     {result['rows_per_s']:>12,.0f}")
     print(f"records/s                  {result['records_per_s']:>12,.0f}")
+    print(f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  ({result['cpu_us_per_record']:.1f} per record)")
     print(f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} records/s, "
           f"after start-up)")
-    print(f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)")
-    print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
+    print(f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  ({alone['cpu_us_per_record']:.1f} per record)")
+    if baseline is not None:
+        print(f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)")
+        print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
     return 0
 
 

@@ -13,29 +13,44 @@ from collections.abc import Callable
 
 
 class _Pending:
-    __slots__ = ("mid", "qos", "outstanding", "failed", "started")
+    """One message waiting for Kafka, and the ``on_delivery`` callback of all its records
+    (confluent_kafka calls it once per record): the bridge makes nothing else per message to
+    count its records down, and a report costs one frame on top of ``confirm``."""
 
-    def __init__(self, mid: int, qos: int, outstanding: int) -> None:
+    __slots__ = ("mid", "qos", "outstanding", "failed", "started", "_acks")
+
+    def __init__(self, acks: InOrderAcks, mid: int, qos: int, outstanding: int) -> None:
+        self._acks = acks
         self.mid = mid
         self.qos = qos
         self.outstanding = outstanding
         self.failed = False
         self.started = time.perf_counter()
 
+    def __call__(self, err: object | None, _msg: object = None) -> None:
+        """confluent_kafka's delivery report of one of this message's records (err None: stored)."""
+        if err is not None:
+            self._acks.on_delivery_failure(err)
+        self._acks.confirm(self, err is None)
+
 
 class InOrderAcks:
-    """Thread-safe: messages are added by the MQTT thread, confirmed from Kafka callbacks."""
+    """Thread-safe: messages are added by the MQTT thread, confirmed from Kafka callbacks
+    (served by whichever thread polls the producer)."""
 
     def __init__(self, send_ack: Callable[[int, int], object],
-                 on_complete: Callable[[float], object] = lambda _seconds: None) -> None:
+                 on_complete: Callable[[float], object] = lambda _seconds: None,
+                 on_delivery_failure: Callable[[object], object] = lambda _err: None) -> None:
         self._send_ack = send_ack
         self._on_complete = on_complete
+        self.on_delivery_failure = on_delivery_failure
         self._queue: deque[_Pending] = deque()
         self._lock = threading.Lock()
         self.failures = 0
 
     def add(self, mid: int, qos: int, records: int) -> _Pending:
-        entry = _Pending(mid, qos, records)
+        """Queue a message of ``records`` records; the entry returned is their delivery callback."""
+        entry = _Pending(self, mid, qos, records)
         with self._lock:
             self._queue.append(entry)
         if records == 0:
@@ -43,13 +58,17 @@ class InOrderAcks:
         return entry
 
     def confirm(self, entry: _Pending, ok: bool) -> None:
+        """One record of ``entry`` is settled. Only the last confirmation of a message can let
+        acks leave (every earlier one leaves the head as it was), so only that one looks."""
         with self._lock:
             entry.outstanding -= 1
             if not ok:
                 entry.failed = True
                 self.failures += 1
-        if entry.outstanding == 0 and ok:
-            self._on_complete(time.perf_counter() - entry.started)
+                return
+            if entry.outstanding > 0 or entry.failed:
+                return
+        self._on_complete(time.perf_counter() - entry.started)
         self._release()
 
     def reset(self) -> int:

@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 import paho.mqtt.client as mqtt
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
+from mqtt_bridge.counts import Counts
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
@@ -32,15 +33,14 @@ from streamkit.wire import dead_letters
 
 log = logging.getLogger("mqtt_bridge")
 
-MESSAGES = Counter("bridge_messages_total", "MQTT messages taken in, by outcome", ["outcome"])
-RECORDS = Counter("bridge_records_total", "Kafka records produced to the raw topic")
 DLQ = Counter("bridge_dlq_total", "messages dead-lettered, by reason", ["reason"])
 PRODUCE_LATENCY = Histogram("bridge_produce_latency_seconds", "MQTT message in -> all its Kafka records confirmed",
                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 PRODUCER_QUEUE = Gauge("bridge_producer_queue_length", "records waiting in the Kafka producer")
 UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka before their PUBACK")
 DELIVERY_FAILURES = Counter("bridge_delivery_failures_total", "Kafka records that could not be delivered")
-MESSAGES_OK = MESSAGES.labels("ok")  # bound once: labels() costs a lookup per call on the hot path
+COUNTS = Counts()  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+REGISTRY.register(COUNTS)
 
 
 class Bridge:
@@ -58,7 +58,7 @@ class Bridge:
                                   session_expiry_s=settings.session_expiry_s, mqtt5=settings.mqtt5)
         self.client.manual_ack_set(True)
         self.client.max_inflight_messages_set(1000)
-        self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe)
+        self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe, self._delivery_failed)
         self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
         self.produce_failed = False  # a message could not be queued: take no more, exit
         self.client.on_message = self._on_message
@@ -104,7 +104,7 @@ class Bridge:
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
             # partition): they all wait for the restart, which gets them again in order.
-            MESSAGES.labels("deferred").inc()
+            COUNTS.deferred += 1
             return
         while len(self.acks) >= self.settings.max_unacked and not self.shutdown.requested:
             self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
@@ -117,7 +117,7 @@ class Bridge:
         try:
             row = parse_row(payload)
             check_event_time(row.timestamp_ms, int(time.time() * 1000), self.max_future_ms)
-            records = self.splitter.split(row)
+            partition, batch = self.splitter.batch(row)
         except RowError as exc:
             self._dead_letter(message, exc.reason, str(exc), payload)
             return
@@ -125,33 +125,32 @@ class Bridge:
             log.exception("unexpected failure on one message; dead-lettered")
             self._dead_letter(message, "unprocessable", f"{type(exc).__name__}: {exc}", payload)
             return
-        entry = self.acks.add(message.mid, message.qos, len(records))
-        confirm = self.acks.confirm
-
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                self.produce_failed = True
-                DELIVERY_FAILURES.inc()
-                log.error("Kafka delivery failed", extra={"error": str(err)})
-            confirm(entry, err is None)
-
-        # One call for the whole row (all its records share the thing's partition).
-        batch = [{"key": record.key, "value": record.value} for record in records]
-        if not self._produce_batch(batch, records[0].partition, delivered):
+        records = len(batch)
+        # The entry is the delivery callback of every record of the message (_delivery_failed
+        # on a failure). One call for the whole row: its records share the thing's partition.
+        entry = self.acks.add(message.mid, message.qos, records)
+        if not self._produce_batch(batch, partition, entry):
             self.produce_failed = True
-            for _ in batch:  # never queued: the message stays unacknowledged, the bridge exits
-                confirm(entry, False)
+            for _ in range(records):  # never queued: the message stays unacknowledged, the bridge exits
+                self.acks.confirm(entry, False)
             return
-        RECORDS.inc(len(records))
-        MESSAGES_OK.inc()
+        COUNTS.records += records
+        COUNTS.ok += 1
         self.producer.poll(0)
 
+    def _delivery_failed(self, err: object) -> None:
+        """Kafka reported a record of the raw topic undelivered: its message stays unacked and no
+        later message may overtake it (see ``_take``); the main loop ends the run."""
+        self.produce_failed = True
+        DELIVERY_FAILURES.inc()
+        log.error("Kafka delivery failed", extra={"error": str(err)})
+
     def _produce_batch(self, batch: list[dict], partition: int,
-                       delivered: Callable[[KafkaError | None, Message], None]) -> bool:
+                       delivered: Callable[[KafkaError | None, Message | None], None]) -> bool:
         """Queue every record: waits while the local queue is full and retries transient errors;
         False on an error that will not pass (the caller fails the message, the bridge exits
         and the broker redelivers it to the next run)."""
-        backoff = Backoff(initial_s=0.1, max_s=2.0)
+        backoff: Backoff | None = None  # made on the first retry only: this runs once per message
         while True:
             try:
                 queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=partition,
@@ -166,6 +165,7 @@ class Bridge:
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
                     return False
                 log.warning("Kafka produce failed, retrying", extra={"error": str(exc.args[0])})
+                backoff = backoff or Backoff(initial_s=0.1, max_s=2.0)
                 self.producer.poll(backoff.next_delay())
                 continue
             if queued == len(batch):
@@ -182,7 +182,7 @@ class Bridge:
                       lambda err, _m: self.acks.confirm(entry, err is None),
                       dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)))
         DLQ.labels(reason).inc()
-        MESSAGES.labels("dlq").inc()
+        COUNTS.dlq += 1
         log.warning("dead-lettered a message", extra={"reason": reason, "detail": detail[:200], "topic": message.topic})
 
     def _produce(self, topic: str, value: bytes, key: bytes, callback: Callable[[KafkaError | None, Message], None],

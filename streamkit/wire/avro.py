@@ -45,9 +45,15 @@ class AvroCodec:
         return fastavro.schemaless_reader(io.BytesIO(payload), self._schema, None)
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+
+
 def avro_long(number: int) -> bytes:
-    """An Avro int/long: zigzag varint."""
+    """An Avro int/long: zigzag varint. One byte from a table when it fits (the length of every
+    short string: the bridge encodes two per row)."""
     number = (number << 1) ^ (number >> 63)
+    if 0 <= number < 0x80:
+        return _ONE_BYTE[number]
     out = bytearray()
     while number & ~0x7F:
         out.append((number & 0x7F) | 0x80)

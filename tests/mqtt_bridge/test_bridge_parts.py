@@ -1,19 +1,23 @@
 """The bridge's pure parts: in-order MQTT acks after Kafka, keys and partitions."""
 from __future__ import annotations
 
+import itertools
 import random
 
 from hypothesis import given, settings, strategies as st
 from confluent_kafka import KafkaError, KafkaException
 from paho.mqtt.client import MQTTMessage
 
+from prometheus_client import REGISTRY
+
 from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.bridge import Bridge
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import RowSplitter
-from streamkit.events import Row
+from streamkit.events import Row, parse_row
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import AvroCodec, record_key, thing_partition
+from tests.mqtt_bridge.test_records import SAMPLE
 
 
 @settings(max_examples=200, deadline=None)
@@ -88,18 +92,101 @@ class _RecordingProducer:
         return 0
 
 
-def _bridge_without_servers(splitter: object) -> Bridge:
+def _bridge_without_servers(splitter: object, producer: object = None, acked: list[int] | None = None) -> Bridge:
     bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
     bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
     bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = ShutdownFlag(), 3_600_000, None, False
-    bridge.producer, bridge.splitter = _RecordingProducer(), splitter
-    bridge.acks = InOrderAcks(lambda _mid, _qos: None)
+    bridge.producer, bridge.splitter = producer or _RecordingProducer(), splitter
+    sent = acked if acked is not None else []
+    bridge.acks = InOrderAcks(lambda mid, _qos: sent.append(mid), on_delivery_failure=bridge._delivery_failed)
     return bridge
+
+
+class _LateReportsProducer:
+    """Stands in for Kafka as librdkafka behaves: each record's delivery report comes later,
+    one call per record, in whatever order the test serves them."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[bytes, bytes, int]] = []
+        self.reports: list = []  # the on_delivery of each produced record, in produce order
+
+    def produce_batch(self, topic: str, batch: list[dict], partition: int, on_delivery) -> int:
+        assert topic == "raw"
+        self.produced.extend((m["key"], m["value"], partition) for m in batch)
+        self.reports.extend(on_delivery for _ in batch)
+        return len(batch)
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def _sample_messages(count: int) -> list[MQTTMessage]:
+    lines = [line for line in SAMPLE.read_bytes().splitlines() if line.count(b"_C11") >= 2][:count]
+    messages = []
+    for mid, line in enumerate(lines, 1):
+        message = MQTTMessage(mid=mid, topic=b"machines/R0815")
+        message.payload, message.qos = line, 1
+        messages.append(message)
+    return messages
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_each_message_is_acked_after_kafka_confirmed_all_its_records_and_in_arrival_order() -> None:
+    acked: list[int] = []
+    producer = _LateReportsProducer()
+    bridge = _bridge_without_servers(RowSplitter(4), producer, acked)
+    messages = _sample_messages(20)
+    ok, records = _metric("bridge_messages_total", outcome="ok"), _metric("bridge_records_total")
+    for message in messages:
+        bridge._on_message(None, None, message)
+    codec = AvroCodec("measurement")
+    expected = []
+    for message in messages:  # the bytes from the definitions: the codec, the key format, the partitioner
+        row = parse_row(message.payload)
+        expected += [(record_key(row.thing, q, row.timestamp_ms),
+                      codec.encode({"thing": row.thing, "quantity": q, "event_time_ms": row.timestamp_ms, "value": v,
+                                    "row_id": row.row_id}), thing_partition(row.thing, 4))
+                     for q, v in row.quantities.items()]
+    assert producer.produced == expected and acked == []
+    assert _metric("bridge_messages_total", outcome="ok") - ok == len(messages)
+    assert _metric("bridge_records_total") - records == len(expected)
+    outstanding = {m.mid: len(parse_row(m.payload).quantities) for m in messages}
+    owner = [mid for mid, n in outstanding.items() for _ in range(n)]  # the message of each report
+    order = list(range(len(owner)))
+    random.Random(7).shuffle(order)
+    for index in order:
+        producer.reports[index](None, None)
+        outstanding[owner[index]] -= 1
+        complete_prefix = list(itertools.takewhile(lambda mid: outstanding[mid] == 0, outstanding))
+        assert acked == complete_prefix
+    assert acked == [m.mid for m in messages] and len(bridge.acks) == 0 and bridge.failure is None
+
+
+def test_a_failed_delivery_keeps_its_message_unacked_and_defers_every_later_one() -> None:
+    acked: list[int] = []
+    producer = _LateReportsProducer()
+    bridge = _bridge_without_servers(RowSplitter(4), producer, acked)
+    first, second, third = _sample_messages(3)
+    failures, deferred = _metric("bridge_delivery_failures_total"), _metric("bridge_messages_total", outcome="deferred")
+    bridge._on_message(None, None, first)
+    bridge._on_message(None, None, second)
+    reports = list(producer.reports)
+    for report in reports[1:]:
+        report(None, None)
+    reports[0](KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)  # the first message's first record
+    assert acked == [] and bridge.acks.blocked_by_failure and bridge.produce_failed
+    assert _metric("bridge_delivery_failures_total") - failures == 1
+    bridge._on_message(None, None, third)  # must not overtake the failed one in its partition
+    assert len(producer.produced) == len(reports) and bridge.failure is None
+    assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1
 
 
 def test_an_unforeseen_failure_on_one_message_is_a_dead_letter_not_a_dead_callback() -> None:
     class Exploding:
-        def split(self, _row: Row) -> list:
+        def batch(self, _row: Row) -> tuple[int, list]:
             raise KeyError("a bug nobody foresaw")
 
     bridge = _bridge_without_servers(Exploding())
