@@ -15,76 +15,38 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqtt_bridge.records import RowSplitter
-from simulator.generate import generate
-from stacktools.cpu import group_cpu_seconds
+from benchmarks.process_group import GroupSampler
+from benchmarks.raw_feed import feed
+from benchmarks.spark_run import PAIRS, log_time, role_of
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
-from streamkit.events import validate
-from streamkit.kafka_clients import idempotent_producer
 from streamkit.kafka_io import read_to_end
 
-PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
 WINDOWS = ["--tumbling", "10s", "--sliding", "off", "--session-gap", "off", "--allowed-lateness", "10s"]
-FIRST_BATCH = '"msg": "batch committed"'
-
-
-def feed(settings: Settings, raw: str, rows: int, partitions: int) -> int:
-    """Generated rows -> the raw topic, encoded and partitioned as the bridge does."""
-    splitter = RowSplitter(partitions)
-    producer = idempotent_producer(settings, "bench-feed", **{"queue.buffering.max.messages": 2_000_000})
-    count = 0
-    for obj in generate(rows, 8, seed=3):
-        for record in splitter.split(validate(obj)):
-            producer.produce(raw, record.value, record.key, partition=record.partition)
-            count += 1
-        producer.poll(0)
-    producer.flush(120)
-    return count
 
 
 @dataclass
 class Run:
     shape: str
     batch: int
-    wall_s: float
-    cpu_s: float
-    warm_cpu_s: float          #: CPU after every job logged its first committed batch
-    warm_records: int          #: input records after that point (estimated from the batch log)
-    rss_mb: float
+    wall_s: float      #: from the start to the last exit
+    cpu_s: float       #: every job's whole process group, start-up included
+    batches_cpu_s: float  #: each job's group from its first batch's start to its last batch's end
+    warm_cpu_s: float  #: the same from each job's first batch's end
+    warm_records: int  #: input records of each job's batches after the first, summed over the jobs
+    rss_mb: float      #: the jobs' peak RSS, summed
     outputs: Counter
-
-
-def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process in the group (driver, JVM, Python workers)."""
-    total = 0.0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            if os.getpgid(int(status.parent.name)) != pgid:
-                continue
-            total += next(int(line.split()[1]) for line in status.read_text().splitlines()
-                          if line.startswith("VmRSS:")) / 1024
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total
-
-
-def input_after_first_batch(log: Path) -> int:
-    """Input records of the batches after the first committed one (from the progress log)."""
-    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    progress = [e.get("input_rows", 0) for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
-    return sum(progress[1:])
 
 
 def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) -> Run:
@@ -92,40 +54,40 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
     common = ["--raw-topic", raw, "--late-topic", outputs["late"], "--dlq-topic", outputs["dlq"],
               "--max-offsets-per-trigger", str(batch), "--available-now"]
 
-    def job(module: str, *args: str) -> ServiceProcess:
+    def job(module: str, *args: str) -> tuple[str, ServiceProcess]:
         tag = f"{module.rsplit('.', 1)[1]}-{uuid.uuid4().hex[:6]}"
-        return ServiceProcess(module, [
+        return module, ServiceProcess(module, [
             *common, *args, "--marker-topic", private_topic(settings, "markers", 1, compact=True),
             "--query-name", f"bench-{tag}", "--checkpoint-dir", str(work / tag),
             "--metrics-port", str(free_port())], work / f"{tag}.log")
 
-    join_args, window_args = ["--joined-topic", outputs["joined"], "--pairs", PAIRS], ["--aggregates-topic",
-                                                                                       outputs["aggregates"], *WINDOWS]
+    join_args = ["--joined-topic", outputs["joined"], "--pairs", PAIRS]
+    window_args = ["--aggregates-topic", outputs["aggregates"], *WINDOWS]
     jobs = ([job("spark_jobs.join", *join_args), job("spark_jobs.aggregate", *window_args)] if shape == "two-jobs"
             else [job("spark_jobs.single_pass", *join_args, *window_args)])
     started = time.monotonic()
-    for j in jobs:
-        j.start()
-    cpu: dict[int, float] = {}
-    warm_at: float | None = None
-    rss = 0.0
-    while any(j.process.poll() is None for j in jobs):
-        for j in jobs:
-            if j.process.poll() is None:
-                cpu[j.process.pid] = max(cpu.get(j.process.pid, 0.0), group_cpu_seconds(j.process.pid))
-        rss = max(rss, sum(group_rss_mb(j.process.pid) for j in jobs if j.process.poll() is None))
-        if warm_at is None and all(FIRST_BATCH in j.log.read_text(errors="replace") for j in jobs):
-            warm_at = sum(cpu.values())
-        time.sleep(0.2)
+    with ExitStack() as stack:
+        samplers = [stack.enter_context(GroupSampler(process.start().process.pid, role_of(module)))
+                    for module, process in jobs]
+        for (_, process), sampler in zip(jobs, samplers):
+            sampler.wait(process.process)
     wall = time.monotonic() - started
-    failed = [j.log for j in jobs if j.process.returncode != 0]
+    failed = [process.log for _, process in jobs if process.process.returncode != 0]
     if failed:
         raise SystemExit(f"{shape} failed, see {failed}")
-    total = sum(cpu.values())
-    produced = Counter((topic_kind, m.key(), m.value()) for topic_kind in ("joined", "aggregates", "late")
-                       for m in read_to_end(settings, outputs[topic_kind]))
-    return Run(shape, batch, wall, total, total - (warm_at or 0.0), sum(input_after_first_batch(j.log) for j in jobs)
-               // len(jobs), rss, produced)
+    batches_cpu = warm_cpu = 0.0
+    warm_records = 0
+    for (_, process), sampler in zip(jobs, samplers):
+        events = [json.loads(line) for line in process.logged_since_start().splitlines() if line.startswith("{")]
+        progress = [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+        first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
+        batches_cpu += sampler.cpu_between(first_end - progress[0]["duration_ms"] / 1000, last_end)
+        warm_cpu += sampler.cpu_between(first_end, last_end)
+        warm_records += sum(e["input_rows"] for e in progress[1:])
+    produced = Counter((kind, m.key(), m.value()) for kind in ("joined", "aggregates", "late")
+                       for m in read_to_end(settings, outputs[kind]))
+    return Run(shape, batch, wall, sum(s.cpu[-1] for s in samplers), batches_cpu, warm_cpu, warm_records,
+               sum(s.peak_total_mb for s in samplers), produced)
 
 
 def main() -> int:
@@ -137,7 +99,7 @@ def main() -> int:
     settings = Stack(Settings.from_sources()).up()
     raw = private_topic(settings, "raw", args.partitions)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
-    records = feed(settings, raw, args.rows, args.partitions)
+    records, _ = feed(settings, raw, args.rows)
     print(f"{records:,} raw records", flush=True)
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="bench-single-pass-") as tmp:
@@ -153,16 +115,20 @@ def main() -> int:
                                  f", only single pass {sum((one.outputs - two.outputs).values())}")
     print("\nCommand: `python benchmarks/bench_single_pass.py " + " ".join(sys.argv[1:]) + "`\n")
     print(f"{records:,} raw records; outputs equal in every pair of runs.\n")
-    print("| batch | shape | wall s | CPU s | CPU µs/record | CPU µs/record after the first batch | peak RSS MB |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("CPU per record: of the whole run (start-up included), of the batches, and of the batches after each "
+          "job's first (per record each job read: the two jobs read every record twice, so their warm figure "
+          "is per read; per raw record it is twice that).\n")
+    print("| batch | shape | wall s | CPU s | CPU µs/raw record | batches µs/raw record | after first batch µs/read "
+          "| peak RSS MB |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         warm = f"{r.warm_cpu_s / r.warm_records * 1e6:.1f}" if r.warm_records else "n/a"
-        print(f"| {r.batch:,} | {r.shape} | {r.wall_s:.1f} | {r.cpu_s:.1f} | {r.cpu_s / records * 1e6:.1f} | {warm} "
-              f"| {r.rss_mb:,.0f} |")
+        print(f"| {r.batch:,} | {r.shape} | {r.wall_s:.1f} | {r.cpu_s:.1f} | {r.cpu_s / records * 1e6:.1f} "
+              f"| {r.batches_cpu_s / records * 1e6:.1f} | {warm} | {r.rss_mb:,.0f} |")
     print()
     for two, one in zip(runs[::2], runs[1::2]):
         print(f"batch {two.batch:,}: single pass / two jobs: wall {one.wall_s / two.wall_s:.2f}x, "
-              f"CPU {one.cpu_s / two.cpu_s:.2f}x")
+              f"CPU {one.cpu_s / two.cpu_s:.2f}x, CPU of the batches {one.batches_cpu_s / two.batches_cpu_s:.2f}x")
     return 0
 
 
