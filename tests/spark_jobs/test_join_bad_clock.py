@@ -1,39 +1,21 @@
 """The join's state function sets a far-future record aside and joins the rest as if it had
-never come (no Spark: the GroupState is a stand-in with the same few methods)."""
+never come (no Spark: the GroupState is the single pass's stand-in, ``Slot``)."""
 from __future__ import annotations
 
 import pandas as pd
 
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import GroupJoiner, join_config
+from spark_jobs.single_pass import Slot
 
 NOW_MS = 1_700_000_000_000
-
-
-class FakeState:
-    def __init__(self) -> None:
-        self.value: tuple | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple:
-        return self.value
-
-    def update(self, value: tuple) -> None:
-        self.value = value
-
-    def getCurrentProcessingTimeMs(self) -> int:
-        return NOW_MS
 
 
 def joined(rows: list[tuple[str, int, float, str]]) -> pd.DataFrame:
     config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     frame = pd.DataFrame(rows, columns=["quantity", "event_time_ms", "value", "row_id"]).assign(
         kafka_partition=0, kafka_offset=range(len(rows)))
-    out = list(GroupJoiner(config, max_future_ms=3_600_000)(("T1",), iter([frame]), FakeState()))
+    out = list(GroupJoiner(config, max_future_ms=3_600_000)(("T1",), iter([frame]), Slot(None, NOW_MS)))
     return pd.concat(out, ignore_index=True)
 
 

@@ -15,61 +15,35 @@ from hypothesis import given, settings, strategies as st
 
 from spark_jobs import aggregate, join, single_pass
 from spark_jobs.config import SinglePassSettings
+from spark_jobs.single_pass import NO_DEADLINE, Slot
 
 NOW_MS = 1_700_000_000_000
 T0 = NOW_MS - 3_600_000
 PAIRS = "speed:torque:mechanical_power"
 
 
-class SparkLikeState:
-    """GroupState as Spark keeps it between calls: the value, and a processing-time timer that
-    every call clears unless it sets one again."""
-
-    def __init__(self) -> None:
-        self.value: tuple | None = None
-        self.timer_ms: int | None = None
-        self.now_ms = NOW_MS
-        self.hasTimedOut = False
-
-    def call(self, now_ms: int, timed_out: bool) -> SparkLikeState:
-        self.now_ms, self.hasTimedOut, self.timer_ms = now_ms, timed_out, None
-        return self
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple:
-        return self.value
-
-    def update(self, value: tuple) -> None:
-        self.value = value
-
-    def getCurrentProcessingTimeMs(self) -> int:
-        return self.now_ms
-
-    def setTimeoutDuration(self, duration_ms: int) -> None:
-        assert duration_ms > 0
-        self.timer_ms = self.now_ms + duration_ms
-
-
 class Keyed:
-    """A stateful function run as Spark runs it: per key, data calls and timer calls."""
+    """A stateful function run as Spark runs it: per key, data calls, and timer calls in a batch
+    without data for the key once its timer is due. The state is the pass's own GroupState
+    stand-in (``Slot``), which clears the timer at every call unless the function sets it again."""
 
     def __init__(self, function) -> None:
         self.function = function
-        self.states: dict[tuple, SparkLikeState] = {}
+        self.states: dict[tuple, Slot] = {}
 
     def batch(self, groups: dict[tuple, pd.DataFrame], now_ms: int) -> list[pd.DataFrame]:
         out = []
         for key, frame in groups.items():
-            state = self.states.setdefault(key, SparkLikeState()).call(now_ms, False)
-            out += list(self.function(key, iter([frame]), state))
-        for key, state in self.states.items():  # Spark: timers fire in a batch without data for the key
-            if key not in groups and state.timer_ms is not None and state.timer_ms <= now_ms:
-                out += list(self.function(key, iter([]), state.call(now_ms, True)))
+            out += list(self.function(key, iter([frame]), self.call(key, now_ms, False)))
+        for key, state in list(self.states.items()):
+            if key not in groups and state.deadline_ms != NO_DEADLINE and state.deadline_ms <= now_ms:
+                out += list(self.function(key, iter([]), self.call(key, now_ms, True)))
         return out
+
+    def call(self, key: tuple, now_ms: int, timed_out: bool) -> Slot:
+        previous = self.states.get(key)
+        self.states[key] = Slot(None if previous is None else previous.value, now_ms, timed_out)
+        return self.states[key]
 
 
 def frame(records: list[tuple], offset: int) -> pd.DataFrame:
