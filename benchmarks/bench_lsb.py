@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -34,15 +33,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+from benchmarks.timing import best_of, status
 from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
 from lsb.results import mechanical_power
 
 SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
 KEYS = ("R0815", "H31415", "R27182", "M4711")
-
-
-def status(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def generate(path: Path, rows: int, seed: int) -> None:
@@ -174,28 +170,6 @@ def bench_record(cfg: JoinConfig, arrays, limit: int) -> tuple[int, int, float]:
     return pairs, records, time.perf_counter() - started
 
 
-def timed(fn, repeat: int, label: str):
-    """Best of ``repeat`` runs by wall time; returns (result, wall s, cpu s) of that run.
-
-    CPU time (this process + waited-for children) is reported too: on a shared
-    machine it moves much less than wall time.
-    """
-    best = None
-    for n in range(repeat):
-        w0, c0 = time.perf_counter(), _cpu()
-        out = fn()
-        wall, cpu = time.perf_counter() - w0, _cpu() - c0
-        status(f"{label} run {n + 1}/{repeat}: {wall:.2f}s wall, {cpu:.2f}s cpu")
-        if best is None or wall < best[1]:
-            best = (out, wall, cpu)
-    return best
-
-
-def _cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def run_cli(events: Path, out: Path) -> tuple[int, str]:
     r = subprocess.run(
         [
@@ -237,15 +211,15 @@ def main() -> int:
     generate(events, args.rows, args.seed)
     size_mb = events.stat().st_size / 1e6
 
-    base_pairs, base_s, base_cpu = timed(lambda: baseline(events, work / "baseline.jsonl"), args.repeat, "baseline")
-    (cli_pairs, cli_line), cli_s, cli_cpu = timed(lambda: run_cli(events, work / "cli.jsonl"), args.repeat, "cli")
+    base_pairs, base_s, base_cpu = best_of(lambda: baseline(events, work / "baseline.jsonl"), args.repeat, "baseline")
+    (cli_pairs, cli_line), cli_s, cli_cpu = best_of(lambda: run_cli(events, work / "cli.jsonl"), args.repeat, "cli")
     status(f"cli summary: {cli_line}")
 
     cfg = JoinConfig.single(SPEED, TORQUE)
     status("loading arrays for the in-memory paths ...")
     arrays = load_arrays(events)
-    batch_pairs, batch_s, batch_cpu = timed(lambda: bench_batch(cfg, arrays, args.batch)[0], args.repeat, "batch")
-    (rec_pairs, rec_records), rec_s, rec_cpu = timed(
+    batch_pairs, batch_s, batch_cpu = best_of(lambda: bench_batch(cfg, arrays, args.batch)[0], args.repeat, "batch")
+    (rec_pairs, rec_records), rec_s, rec_cpu = best_of(
         lambda: bench_record(cfg, arrays, args.record_limit)[:2], 1, "per-record"
     )
 

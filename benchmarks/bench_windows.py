@@ -20,21 +20,16 @@ superseded records, state bytes) and the script exits 1 if they differ.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import time
 from typing import Callable
 
 import numpy as np
 
+from benchmarks.timing import best_of, status
 from windowing import KeyState, Step, WindowRules, parse_windows, process, process_reference
 
 START_MS = 1_554_096_380_468
 Input = tuple[np.ndarray, np.ndarray, list[str]]
-
-
-def status(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def generate(records: int, seed: int) -> Input:
@@ -80,24 +75,6 @@ def exactly(steps: list[Step]) -> list[str]:
     return [repr((step.windows, step.aside, step.superseded, step.state.to_row())) for step in steps]
 
 
-def timed(fn: Callable[[], list[Step]], repeat: int, label: str) -> tuple[list[Step], float, float]:
-    """Best of ``repeat`` runs by wall time: (result, wall s, cpu s) of that run."""
-    best = None
-    for n in range(repeat):
-        w0, c0 = time.perf_counter(), _cpu()
-        out = fn()
-        wall, cpu = time.perf_counter() - w0, _cpu() - c0
-        status(f"{label} run {n + 1}/{repeat}: {wall:.3f}s wall, {cpu:.3f}s cpu")
-        if best is None or wall < best[1]:
-            best = (out, wall, cpu)
-    return best
-
-
-def _cpu() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    return me.ru_utime + me.ru_stime
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -124,9 +101,9 @@ def main() -> int:
     same_everywhere = True
     for name, data in inputs.items():
         for batch in (int(b) for b in args.batches.split(",")):
-            ref, ref_s, ref_cpu = timed(lambda: run(process_reference, rules, data, batch), args.repeat,
+            ref, ref_s, ref_cpu = best_of(lambda: run(process_reference, rules, data, batch), args.repeat,
                                         f"{name} {batch} reference")
-            new, new_s, new_cpu = timed(lambda: run(process, rules, data, batch), args.repeat,
+            new, new_s, new_cpu = best_of(lambda: run(process, rules, data, batch), args.repeat,
                                         f"{name} {batch} process")
             same = exactly(ref) == exactly(new)
             same_everywhere &= same
