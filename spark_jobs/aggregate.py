@@ -22,7 +22,7 @@ from spark_jobs import dead_letters, outputs
 from spark_jobs.config import AggregateSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.key_records import KeyRecords
-from spark_jobs.output_columns import Fields, OutputRows
+from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
 from windowing import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process)
 
@@ -85,17 +85,16 @@ class WindowFunction:
     is armed again instead of closing its windows.
     """
 
-    def __init__(self, rules: WindowRules, idle_timeout_ms: int, fields: Fields = OUTPUT_FIELDS) -> None:
+    def __init__(self, rules: WindowRules, idle_timeout_ms: int) -> None:
         self.rules = rules
         self.idle_timeout_ms = idle_timeout_ms
-        self.fields = fields  #: the output columns: OUTPUT_FIELDS, or a wider job's (the single pass)
 
     def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
         thing, quantity = key
         if thing is None:  # records that did not decode: handed back, no state, no timer
-            yield dead_letters.rows(self.fields, frames)
+            yield dead_letters.rows(OUTPUT_FIELDS, frames)
             return
-        out = OutputRows(self.fields, NULLABLE)
+        out = OutputRows(OUTPUT_FIELDS, NULLABLE)
         if state.hasTimedOut:
             self.expire(thing, quantity, state, out)
         else:

@@ -25,7 +25,7 @@ from spark_jobs.job import StreamingJob
 from lsb import JoinConfig, PairSpec, process_batch
 from lsb.results import RESULT_FUNCTIONS
 from spark_jobs.key_records import KeyRecords
-from spark_jobs.output_columns import Fields, OutputRows
+from spark_jobs.output_columns import OutputRows
 from windowing import FUTURE_REASON
 
 
@@ -72,17 +72,16 @@ STAGE = "join"  #: the late records' stage
 class GroupJoiner:
     """The per-thing function Spark calls with the thing's rows of one micro-batch. Picklable."""
 
-    def __init__(self, config: JoinConfig, max_future_ms: int | None = None, fields: Fields = OUTPUT_FIELDS) -> None:
+    def __init__(self, config: JoinConfig, max_future_ms: int | None = None) -> None:
         self.config = config
         self.max_future_ms = max_future_ms
-        self.fields = fields  #: the output columns: OUTPUT_FIELDS, or a wider job's (the single pass)
 
     def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
         thing = key[0]
         if thing is None:  # records that did not decode: handed back, no state
-            yield dead_letters.rows(self.fields, frames)
+            yield dead_letters.rows(OUTPUT_FIELDS, frames)
             return
-        out = OutputRows(self.fields)
+        out = OutputRows(OUTPUT_FIELDS)
         self.step(thing, KeyRecords.arrival_order(frames), state, out)
         yield out.frame()
 

@@ -153,8 +153,8 @@ class ThingPass:
 
 
 def thing_pass(settings: SinglePassSettings) -> ThingPass:
-    return ThingPass(join.GroupJoiner(join.join_config(settings), settings.max_future_ms(), OUTPUT_FIELDS),
-                     aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms(), OUTPUT_FIELDS))
+    return ThingPass(join.GroupJoiner(join.join_config(settings), settings.max_future_ms()),
+                     aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms()))
 
 
 def to_kafka_records(rows: "DataFrame", settings: SinglePassSettings, partitions: dict[str, int]) -> "DataFrame":
