@@ -14,7 +14,6 @@ script fails: the comparison is only fair if both did the same work.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.process_group import GroupSampler
 from benchmarks.raw_feed import feed
-from benchmarks.spark_run import PAIRS, log_time, role_of
+from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
@@ -78,8 +77,7 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
     batches_cpu = warm_cpu = 0.0
     warm_records = 0
     for (_, process), sampler in zip(jobs, samplers):
-        events = [json.loads(line) for line in process.logged_since_start().splitlines() if line.startswith("{")]
-        progress = [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+        progress = batch_progress(process.logged_since_start())
         first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
         batches_cpu += sampler.cpu_between(first_end - progress[0]["duration_ms"] / 1000, last_end)
         warm_cpu += sampler.cpu_between(first_end, last_end)

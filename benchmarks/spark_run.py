@@ -33,6 +33,12 @@ def role_of(module: str) -> Classifier:
     return classify
 
 
+def batch_progress(log_text: str) -> list[dict]:
+    """The job's "batch progress" events of batches with input, in order."""
+    events = [json.loads(line) for line in log_text.splitlines() if line.startswith("{")]
+    return [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+
+
 def log_time(ts: str) -> float:
     """Wall time (epoch s) of a streamkit.logs ``ts`` (UTC, ms)."""
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
@@ -100,8 +106,7 @@ def run_job(settings: Settings, raw: str, batch: int, work: Path, module: str = 
         sampler.wait(job.process)
     if job.process.returncode != 0:
         raise SystemExit(f"{module} failed, see {log}")
-    events = [json.loads(line) for line in job.logged_since_start().splitlines() if line.startswith("{")]
-    progress = [e for e in events if e.get("msg") == "batch progress" and e.get("input_rows")]
+    progress = batch_progress(job.logged_since_start())
     if not progress:
         raise SystemExit(f"{module} logged no batch with input, see {log}")
     first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from spark_jobs.output_columns import Fields, typed_columns
+from spark_jobs.output_columns import Fields, OutputRows
 from streamkit.wire import dead_letters as wire_dead_letters
 
 if TYPE_CHECKING:
@@ -49,13 +49,11 @@ def rows(fields: Fields, frames: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
     import pandas as pd
 
     batch = pd.concat(list(frames), ignore_index=True)
-    columns = typed_columns(fields, len(batch))
-    columns["record_type"][:] = RECORD_TYPE
-    columns["undecodable_key"][:] = batch["undecodable_key"].to_numpy()
-    columns["undecodable_value"][:] = batch["undecodable_value"].to_numpy()
-    columns["source_partition"][:] = batch["kafka_partition"].to_numpy()
-    columns["source_offset"][:] = batch["kafka_offset"].to_numpy()
-    return pd.DataFrame(columns)
+    out = OutputRows(fields)
+    out.add(len(batch), record_type=RECORD_TYPE, undecodable_key=batch["undecodable_key"].to_numpy(),
+            undecodable_value=batch["undecodable_value"].to_numpy(),
+            source_partition=batch["kafka_partition"].to_numpy(), source_offset=batch["kafka_offset"].to_numpy())
+    return out.frame()
 
 
 def route(columns: dict[str, "Column"], *, dlq_topic: str, dlq_partitions: int, source_topic: str,

@@ -25,11 +25,6 @@ _DTYPES = {"string": object, "binary": object, "long": np.int64, "double": np.fl
 _FILLERS = {"string": None, "binary": None, "long": 0, "double": np.nan}
 
 
-def typed_columns(fields: Fields, rows: int) -> dict[str, np.ndarray]:
-    """One filler array per field, of its Spark type ("string", "long", "double" or "binary")."""
-    return {name: np.full(rows, _FILLERS[kind], dtype=_DTYPES[kind]) for name, kind in fields}
-
-
 class OutputRows:
     """Rows of one state function call, as chunks of columns (arrays of the chunk's length, or
     one value for the whole chunk; missing columns are filler). ``nullable`` long columns take
@@ -64,6 +59,6 @@ class OutputRows:
 
     @staticmethod
     def _part(rows: int, value: Any, dtype: Any) -> np.ndarray:
-        if isinstance(value, np.ndarray) or isinstance(value, list):
+        if isinstance(value, (np.ndarray, list)):
             return np.asarray(value, dtype=dtype)
         return np.full(rows, value, dtype=dtype)

@@ -54,6 +54,8 @@ STATE_SCHEMA = ("lsb binary, quantities array<string>, clocks array<long>, horiz
                 "times array<binary>, vals array<binary>, row_ids array<string>, last_batches array<long>, "
                 "deadlines array<long>")
 NO_DEADLINE = 0
+#: Columns of one quantity's windows' state (aggregate.STATE_SCHEMA).
+WINDOW_COLUMNS = len(aggregate.STATE_SCHEMA.split(","))
 
 
 class Slot:
@@ -100,9 +102,13 @@ class ThingState:
 
     def to_row(self) -> tuple:
         quantities = sorted(self.windows)
-        columns = [list(column) for column in zip(*(self.windows[q] for q in quantities))] or [[]] * 6
+        columns = [list(column) for column in zip(*(self.windows[q] for q in quantities))] or [[]] * WINDOW_COLUMNS
         return (None if self.lsb is None else self.lsb[0], quantities, *columns,
                 [self.deadlines.get(q, NO_DEADLINE) for q in quantities])
+
+    def keep(self, quantity: str, slot: Slot) -> None:
+        """A quantity's windows' state and deadline after its function ran on ``slot``."""
+        self.windows[quantity], self.deadlines[quantity] = slot.value, slot.deadline_ms
 
     def due(self, now_ms: int) -> list[str]:
         """Quantities whose idle deadline has passed (those with data in the batch have just
@@ -139,11 +145,11 @@ class ThingPass:
             for quantity, mine in records.by_quantity():
                 slot = Slot(held.windows.get(quantity), now)
                 self.windows.step(thing, quantity, mine, slot, out, stage=aggregate.STAGE)
-                held.windows[quantity], held.deadlines[quantity] = slot.value, slot.deadline_ms
+                held.keep(quantity, slot)
         for quantity in held.due(now):
             slot = Slot(held.windows[quantity], now, timed_out=True)
             self.windows.expire(thing, quantity, slot, out, stage=aggregate.STAGE)
-            held.windows[quantity], held.deadlines[quantity] = slot.value, slot.deadline_ms
+            held.keep(quantity, slot)
         state.update(held.to_row())
         deadline = held.next_deadline()
         if deadline != NO_DEADLINE:
