@@ -28,18 +28,50 @@ FUTURE_REASON = "future_timestamp"
 NO_TIME = -(2**63)  # "never": below every event time
 
 
+@dataclass(frozen=True)
+class Running:
+    """The key's clock and horizon before a batch (position 0) and after each of its records (position
+    i + 1), in arrival order. Both never decrease; kept so that a window closed in the batch can
+    name the record that made it closable, whatever the batch cuts were."""
+
+    clocks: np.ndarray
+    horizons: np.ndarray
+
+    @property
+    def clock_ms(self) -> int:
+        return int(self.clocks[-1])
+
+    @property
+    def horizon_ms(self) -> int:
+        return int(self.horizons[-1])
+
+    def clock_reaching(self, closes: np.ndarray) -> list[int]:
+        """For closing times in (first horizon, last horizon]: the clock at the first record whose
+        horizon reached each. One binary search, since the horizons never decrease."""
+        return self.clocks[np.searchsorted(self.horizons, closes, "left")].tolist()
+
+
 @dataclass
 class Verdicts:
     """One batch judged; indices are positions in the batch as given."""
 
-    clock_ms: int  # the key's clock after the batch
-    horizon_ms: int  # and its horizon
+    running: Running  # the key's clocks and horizons through the batch
     counted: np.ndarray  # records that count, ascending
     aside: list[tuple[int, str, int]]  # (index, reason, horizon it was compared with), in index order
     superseded: list[tuple[int, float, str, int]] = field(default_factory=list)  # held copies replaced:
     # (time, value, row id, horizon the replacing copy was compared with), in the order replaced
     dropped: list[int] = field(default_factory=list)  # positions in the state of the replaced held copies
     walked: int = 0  # records classified one by one (the others by numpy)
+
+    @property
+    def clock_ms(self) -> int:
+        """The key's clock after the batch."""
+        return self.running.clock_ms
+
+    @property
+    def horizon_ms(self) -> int:
+        """And its horizon."""
+        return self.running.horizon_ms
 
 
 @dataclass
@@ -50,8 +82,7 @@ class _Judged:
     late: np.ndarray
     behind_clock: np.ndarray  # of the late: behind clock - lateness (else only behind a flushed window)
     before: np.ndarray  # the horizon before each record
-    clock_ms: int
-    horizon_ms: int
+    running: Running
 
     def aside(self, at: np.ndarray) -> list[tuple[int, str, int]]:
         """(index, reason, horizon) of future or late records ``at``."""
@@ -69,13 +100,13 @@ def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.
     meets = _meeting(rules.same_by_row_id, state, times, row_ids, candidates)
     aside = judged.aside(np.flatnonzero(set_aside))
     if not meets.any():
-        return Verdicts(judged.clock_ms, judged.horizon_ms, candidates, aside)
+        return Verdicts(judged.running, candidates, aside)
     walk = candidates[meets]
     held_at = _held_at(state.times, times[walk])
     walked = _walk(rules, state, times, values, row_ids, judged, walk.tolist(), held_at)
     counts = np.zeros(len(times), bool)
     counts[candidates[~meets]] = counts[walked.counted] = True
-    return Verdicts(judged.clock_ms, judged.horizon_ms, np.flatnonzero(counts), sorted(aside + walked.aside),
+    return Verdicts(judged.running, np.flatnonzero(counts), sorted(aside + walked.aside),
                     walked.superseded, walked.dropped, walked.walked)
 
 
@@ -97,7 +128,7 @@ def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int |
     before = horizons[:-1]
     late = ~future & (times < before)
     behind_clock = times < _minus(clocks[:-1], rules.allowed_lateness_ms)
-    return _Judged(future, late, behind_clock, before, int(clocks[-1]), int(horizons[-1]))
+    return _Judged(future, late, behind_clock, before, Running(clocks, horizons))
 
 
 def _minus(times: np.ndarray, amount: int) -> np.ndarray:
@@ -176,4 +207,4 @@ def _walk(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.nda
                 dropped.append(held_before.pop(same))
             held[same] = i
     counted = np.array(sorted(held.values()), dtype=np.intp)
-    return Verdicts(judged.clock_ms, judged.horizon_ms, counted, aside, superseded, dropped, len(batch_at))
+    return Verdicts(judged.running, counted, aside, superseded, dropped, len(batch_at))

@@ -28,6 +28,9 @@ The rules, for each key's records in arrival order (exactly; ``docs/windows.md``
   when the horizon reaches its end (session: last record + gap). Its statistics are computed
   at that moment from its records ordered by (event time, row id), so they are bit-identical
   however the input was cut into batches or where a restart happened.
+* A window closed by the horizon carries ``closed_at_ms``: the clock at the record whose horizon
+  first reached its closing time, the event time that made it closable (latency is measured from
+  it). A function of the records, not of the batch they came in; None when an idle flush closed it.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ import numpy as np
 from streamkit.durations import parse_duration_ms
 from streamkit.wire.labels import window_label
 from windowing.classify import (CLOSED_REASON, DUPLICATE_REASON, FUTURE_REASON, LATE_REASON, NO_TIME,
-                                SUPERSEDED_REASON, Verdicts, classify, classify_each)
+                                SUPERSEDED_REASON, Running, Verdicts, classify, classify_each)
 from windowing.statistics import run_statistics
 
 __all__ = ["CLOSED_REASON", "DUPLICATE_REASON", "END_OF_TIME", "FUTURE_REASON", "LATE_REASON", "NO_TIME", "STAGE",
@@ -141,7 +144,10 @@ class KeyState:
 
 @dataclass(frozen=True)
 class Window:
-    """One emitted window. Sessions: start and end are the first and the last record's time."""
+    """One emitted window. Sessions: start and end are the first and the last record's time.
+    ``closed_at_ms``: the key's clock at the record whose horizon first reached the window's
+    closing time (a function of the data, for latency "since it could close"); None when an idle
+    flush closed it (processing time)."""
 
     spec: WindowSpec
     start_ms: int
@@ -151,6 +157,7 @@ class Window:
     min: float
     max: float
     stddev: float | None
+    closed_at_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -208,13 +215,14 @@ def _step(classifier: _Classifier, rules: WindowRules, state: KeyState, times: n
     kept = _sorted_records(np.concatenate([held_times, times[counted]]),
                            np.concatenate([held_values, values[counted]]), held_ids + _take(row_ids, counted))
     grown = KeyState(verdicts.clock_ms, verdicts.horizon_ms, *kept)
-    windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms)
+    windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms, verdicts.running)
     return Step(windows, [SetAside(*a) for a in verdicts.aside], remaining,
                 [Superseded(*s) for s in verdicts.superseded])
 
 
 def flush(rules: WindowRules, state: KeyState) -> Step:
-    """Emit every open window of an idle key now; later records in them are ``window_closed``."""
+    """Emit every open window of an idle key now; later records in them are ``window_closed``.
+    No record closed them, so their ``closed_at_ms`` is None."""
     windows, remaining = _close(rules, state, state.horizon_ms, END_OF_TIME)
     ends = [state.horizon_ms] + [w.end_ms + (w.spec.size_ms if w.spec.kind == "session" else 0) for w in windows]
     return Step(windows, [], replace(remaining, horizon_ms=max(ends)))
@@ -252,17 +260,19 @@ def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]
     return times[order], values[order], _take(row_ids, order)
 
 
-def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) -> tuple[list[Window], KeyState]:
+def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int, running: Running | None = None
+           ) -> tuple[list[Window], KeyState]:
     """Windows whose closing time is in (after_ms, until_ms], and the state without the records
-    that no open window needs any more."""
+    that no open window needs any more. ``running``: the batch whose records moved the horizon
+    from after_ms to until_ms (None: an idle flush, no record closed them)."""
     times, values = state.times, state.values
     windows: list[Window] = []
     needed = np.zeros(len(times), bool)
     for spec in rules.specs:
         if spec.kind == "session":
-            found, still_open = _sessions(spec, times, values, after_ms, until_ms)
+            found, still_open = _sessions(spec, times, values, after_ms, until_ms, running)
         else:
-            found = _fixed_windows(spec, times, values, after_ms, until_ms)
+            found = _fixed_windows(spec, times, values, after_ms, until_ms, running)
             still_open = spec.last_end(times) > until_ms
         windows.extend(found)
         needed |= still_open
@@ -271,8 +281,8 @@ def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int) ->
     return windows, remaining
 
 
-def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
-                   until_ms: int) -> list[Window]:
+def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int, until_ms: int,
+                   running: Running | None) -> list[Window]:
     """The windows ending in (after_ms, until_ms]: only records in (after_ms - size, until_ms)
     can be in one (the state may hold far more, e.g. a long window at a high rate)."""
     low = 0 if after_ms - spec.size_ms < NO_TIME else int(np.searchsorted(times, after_ms - spec.size_ms, "right"))
@@ -288,11 +298,12 @@ def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, afte
         return []
     firsts = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
     counts = np.diff(np.append(firsts, len(rows)))
-    return _windows(spec, starts[firsts], starts[firsts] + spec.size_ms, values[rows], firsts, counts)
+    ends = starts[firsts] + spec.size_ms
+    return _windows(spec, starts[firsts], ends, values[rows], firsts, counts, _closed_at(running, ends))
 
 
-def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int,
-              until_ms: int) -> tuple[list[Window], np.ndarray]:
+def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int, until_ms: int,
+              running: Running | None) -> tuple[list[Window], np.ndarray]:
     """Sessions (records less than a gap apart) closing in the range; and which records belong
     to a session still open."""
     if not len(times):
@@ -303,13 +314,21 @@ def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms:
     closes_at = times[lasts] + spec.size_ms
     still_open = closes_at > until_ms
     emit = ~still_open & (closes_at > after_ms)
-    found = _windows(spec, times[firsts[emit]], times[lasts[emit]], values, firsts[emit], counts[emit])
+    found = _windows(spec, times[firsts[emit]], times[lasts[emit]], values, firsts[emit], counts[emit],
+                     _closed_at(running, closes_at[emit]))
     return found, np.repeat(still_open, counts)
 
 
+def _closed_at(running: Running | None, closes: np.ndarray) -> list[int | None]:
+    """Each window's ``closed_at_ms`` from its closing time: the clock at the record that made
+    it closable, or None for all when no record did (an idle flush)."""
+    return [None] * len(closes) if running is None else running.clock_reaching(closes)
+
+
 def _windows(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, values: np.ndarray, firsts: np.ndarray,
-             counts: np.ndarray) -> list[Window]:
+             counts: np.ndarray, closed_at: list[int | None]) -> list[Window]:
     """One window per run ``values[first:first + count]``, in the order given."""
     stats = (column.tolist() for column in run_statistics(values, firsts, counts))
-    return [Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None)
-            for start, end, n, mean, low, high, stddev in zip(starts.tolist(), ends.tolist(), counts.tolist(), *stats)]
+    return [Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None, closed)
+            for start, end, n, mean, low, high, stddev, closed
+            in zip(starts.tolist(), ends.tolist(), counts.tolist(), *stats, closed_at)]

@@ -40,7 +40,7 @@ def assert_windows_equal(got: list[tuple[bytes, dict]], expected: Expected) -> N
     assert have.keys() == want.keys(), (sorted(want.keys() - have.keys())[:3], sorted(have.keys() - want.keys())[:3])
     for key, w in want.items():
         h = have[key]
-        for field in ("window_start_ms", "window_end_ms", "count", "min", "max"):
+        for field in ("window_start_ms", "window_end_ms", "count", "min", "max", "closed_at_ms"):
             assert h[field] == w[field], (key, field, h[field], w[field])
         assert math.isclose(h["mean"], w["mean"], rel_tol=1e-12, abs_tol=1e-12), key
         assert (h["stddev"] is None) == (w["stddev"] is None), key

@@ -33,7 +33,8 @@ def exactly(step: Step) -> tuple:
     state = step.state
     return (
         [(w.spec, type(w.start_ms), w.start_ms, type(w.end_ms), w.end_ms, type(w.count), w.count,
-          *(bits(x) for x in (w.mean, w.min, w.max)), None if w.stddev is None else bits(w.stddev))
+          *(bits(x) for x in (w.mean, w.min, w.max)), None if w.stddev is None else bits(w.stddev),
+          type(w.closed_at_ms), w.closed_at_ms)
          for w in step.windows],
         [(type(a.index), a.index, a.reason, type(a.horizon_ms), a.horizon_ms) for a in step.aside],
         [(type(s.time_ms), s.time_ms, bits(s.value), s.row_id, type(s.horizon_ms), s.horizon_ms)

@@ -110,6 +110,26 @@ def test_an_idle_flush_closes_every_open_window_and_what_follows_in_them_is_wind
     assert flush(RULES, KeyState()).windows == []
 
 
+def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> None:
+    """Each window gets the clock at the record whose horizon first reached its closing time, not
+    the clock at the end of its batch: the same in one batch as in one batch per record. What an
+    idle flush closes has no such record: None."""
+    rules = WindowRules((WindowSpec("tumbling", 10, 10), WindowSpec("session", 5, 5)), allowed_lateness_ms=5)
+    times = [1, 16, 12, 27, 40]  # horizons -4, 11, 11, 22, 35
+    want = {("tumbling-10", 0): 16, ("tumbling-10", 10): 27, ("tumbling-10", 20): 40,  # closing at 10, 20, 30
+            ("session-5", 1): 16, ("session-5", 12): 27, ("session-5", 27): 40}  # at 6, 21, 32
+    for cut in (len(times), 1, 2, 3):
+        state, closed = KeyState(), {}
+        for first in range(0, len(times), cut):
+            batch = times[first:first + cut]
+            step = process(rules, state, np.array(batch), np.zeros(len(batch)), [f"r{t}" for t in batch])
+            closed |= {(w.spec.label, w.start_ms): w.closed_at_ms for w in step.windows}
+            state = step.state
+        assert closed == want, cut
+    assert {(w.spec.label, w.start_ms): w.closed_at_ms for w in flush(rules, state).windows} == {
+        ("tumbling-10", 40): None, ("session-5", 40): None}
+
+
 def test_statistics_and_state_round_trip() -> None:
     values = [3.0, 1.0, 4.0, 1.5]
     rules = WindowRules((WindowSpec("tumbling", 100, 100),), 0)
@@ -204,7 +224,8 @@ def collect(step, key: tuple, records: list[Record], base: int, windows: dict, a
         window_key = (*key, w.spec.label, w.start_ms)
         assert window_key not in windows, f"window emitted twice: {window_key}"
         windows[window_key] = {"window_start_ms": w.start_ms, "window_end_ms": w.end_ms, "count": w.count,
-                               "mean": w.mean, "min": w.min, "max": w.max, "stddev": w.stddev}
+                               "mean": w.mean, "min": w.min, "max": w.max, "stddev": w.stddev,
+                               "closed_at_ms": w.closed_at_ms}
     for a in step.aside:
         r = records[a.index]
         aside[(r[0], r[1], r[2], r[4], base + a.index + 1)] = a.reason
@@ -215,8 +236,8 @@ def assert_matches_oracle(windows: dict, expected: dict) -> None:
                                                sorted(set(windows) - set(expected))[:3])
     for key, want in expected.items():
         got = windows[key]
-        for name in ("window_start_ms", "window_end_ms", "count", "min", "max"):
-            assert got[name] == want[name], (key, name)
+        for name in ("window_start_ms", "window_end_ms", "count", "min", "max", "closed_at_ms"):
+            assert got[name] == want[name], (key, name, got[name], want[name])
         assert math.isclose(got["mean"], want["mean"], rel_tol=1e-12, abs_tol=1e-12), key
         assert (got["stddev"] is None) == (want["stddev"] is None), key
         if want["stddev"] is not None:
@@ -248,6 +269,43 @@ def test_same_output_for_any_processing(partitions, cuts, other_cuts, restarts, 
                              max_future_ms=500, same_by_row_id=by_row_id)
     assert_matches_oracle(flushed_windows, expected.windows)
     assert flushed_aside == expected.aside and flushed_superseded == expected.superseded
+
+
+def closed_at_of(windows: dict[tuple, dict]) -> dict[tuple, int | None]:
+    return {key: w["closed_at_ms"] for key, w in windows.items()}
+
+
+ONE_BATCH, ONE_RECORD_EACH = [(10**6, 10**6)], [(1, 1)]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key_streams(), cut_lists, st.sets(st.integers(0, 30)), st.booleans())
+def test_closed_at_is_the_same_whatever_the_batch_cuts(partitions, cuts, restarts, by_row_id) -> None:
+    """The record that made a window closable is a fact of the data: any cuts and restarts give
+    the clocks of one batch per record, and of all records in one batch."""
+    rules = replace(LIB_RULES, same_by_row_id=by_row_id)
+    closed = closed_at_of(run_batches(partitions, cuts, restarts, set(), rules)[0])
+    assert closed == closed_at_of(run_batches(partitions, ONE_RECORD_EACH, set(), set(), rules)[0])
+    assert closed == closed_at_of(run_batches(partitions, ONE_BATCH, set(), set(), rules)[0])
+    assert None not in closed.values()  # no idle flush: every window was closed by a record
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key_streams(), cut_lists, st.sets(st.integers(0, 30), max_size=3))
+def test_closed_at_is_the_oracles_record_that_made_the_window_closable(partitions, cuts, flushes) -> None:
+    """Against the oracle's own walk (with idle flushes: None for what they closed), and what it
+    means: an accepted event time of the key at least the allowed lateness past the closing time."""
+    windows, _, flushed, _ = run_batches(partitions, cuts, set(), flushes)
+    expected = window_oracle(partitions[0] + partitions[1], SPECS, LIB_RULES.allowed_lateness_ms,
+                             flush_after=flushed, now_ms=NOW_MS, max_future_ms=500)
+    assert closed_at_of(windows) == closed_at_of(expected.windows)
+    accepted = {(r[0], r[1], r[2]) for p in partitions for r in p if r[2] <= NOW_MS + 500}
+    specs = {s.label: s for s in SPECS}
+    for (thing, quantity, label, _), w in windows.items():
+        if w["closed_at_ms"] is not None:
+            closes = w["window_end_ms"] + (specs[label].size_ms if specs[label].kind == "session" else 0)
+            assert (thing, quantity, w["closed_at_ms"]) in accepted
+            assert w["closed_at_ms"] - LIB_RULES.allowed_lateness_ms >= closes
 
 
 def compacted(partition: list[Record]) -> list[Record]:
@@ -287,8 +345,15 @@ def streams_with_prompt_copies(draw: st.DrawFn) -> list[list[Record]]:
 @given(streams_with_prompt_copies(), cut_lists, cut_lists)
 def test_a_rerun_after_compaction_gives_the_same_windows(partitions, cuts, other_cuts) -> None:
     """Copies within the allowed lateness: the first run (which sees every copy) and a rerun
-    from scratch over what compaction left give the same windows: the last copy counted in both."""
+    from scratch over what compaction left give the same windows: the last copy counted in both.
+    Not the same ``closed_at_ms``: compaction removes records, and the one that made a window
+    closable may be among them (an earlier copy of a record), so only the contents are compared."""
     windows, aside, _, _ = run_batches(partitions, cuts, set(), set())
     assert set(aside.values()) <= {"duplicate"}
     rerun, rerun_aside, _, rerun_superseded = run_batches([compacted(p) for p in partitions], other_cuts, set(), set())
-    assert rerun == windows and not rerun_aside and not rerun_superseded
+    assert contents(rerun) == contents(windows) and not rerun_aside and not rerun_superseded
+
+
+def contents(windows: dict[tuple, dict]) -> dict[tuple, dict]:
+    """The windows without when they became closable."""
+    return {key: {name: x for name, x in w.items() if name != "closed_at_ms"} for key, w in windows.items()}

@@ -28,7 +28,7 @@ class Spec:
 
 @dataclass
 class Expected:
-    windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics
+    windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics and closed_at_ms
     aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
     #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id, value)
     superseded: Counter = field(default_factory=Counter)
@@ -63,7 +63,9 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
                   max_future_ms: int | None = None, same_by_row_id: bool = False) -> Expected:
     """``records`` in arrival order (only each key's order matters); ``flush_after``: (thing,
     quantity, n): the key went idle after its n-th record (1-based). The same record: equal
-    event time (and row id with ``same_by_row_id``); its last copy on time wins."""
+    event time (and row id with ``same_by_row_id``); its last copy on time wins. A window's
+    ``closed_at_ms``: the clock at the first record whose horizon reached its closing time; None
+    when a flush emitted it before any record did."""
     flushes = set(flush_after)
     by_key: dict[tuple[str, str], list[Record]] = {}
     for record in records:
@@ -71,6 +73,7 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
     expected = Expected({}, {})
     for (thing, quantity), mine in by_key.items():
         clock = horizon = None
+        reached: list[tuple[int, int]] = []  # (horizon, clock) after each record that moved the clocks
         segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
@@ -91,17 +94,24 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
             if expected.aside.get(ident) != "future_timestamp":
                 clock = t if clock is None else max(clock, t)
                 horizon = clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
+                reached.append((horizon, clock))
             if (thing, quantity, position) in flushes:
-                closed_until = _emit(expected, list(segment.values()), specs, None)
+                closed_until = _emit(expected, list(segment.values()), specs, None, reached)
                 horizon = max(horizon, closed_until) if closed_until is not None else horizon
                 segment = {}
-        _emit(expected, list(segment.values()), specs, horizon)
+        _emit(expected, list(segment.values()), specs, horizon, reached)
     return expected
 
 
-def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon: int | None) -> int | None:
+def closed_at(reached: list[tuple[int, int]], closes: int) -> int | None:
+    """The clock at the first record whose horizon reached ``closes``; None if none has yet."""
+    return next((clock for horizon, clock in reached if horizon >= closes), None)
+
+
+def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon: int | None,
+          reached: list[tuple[int, int]]) -> int | None:
     """Windows of the segment that close by ``horizon`` (None: all of them); returns the latest
-    closing time emitted."""
+    closing time emitted. ``reached``: the key's (horizon, clock) after each record so far."""
     latest = None
     for spec in specs:
         groups: dict[int, list[Record]] = {}
@@ -127,6 +137,7 @@ def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon:
             if horizon is None or closes <= horizon:
                 thing, quantity = members[0][0], members[0][1]
                 expected.windows[(thing, quantity, spec.label, start)] = {
-                    "window_start_ms": start, "window_end_ms": end, **statistics_of([r[3] for r in members])}
+                    "window_start_ms": start, "window_end_ms": end, **statistics_of([r[3] for r in members]),
+                    "closed_at_ms": closed_at(reached, closes)}
                 latest = closes if latest is None else max(latest, closes)
     return latest
