@@ -48,8 +48,9 @@ AVAILABLE = Gauge("connector_influx_available", "1 while InfluxDB takes writes, 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 12.5, 15, 20, 30, 60, 300)
 EVENT_LATENCY = Histogram("connector_event_latency_seconds",
                           "event time -> acknowledged by InfluxDB: raw and joined points from their event time, "
-                          "aggregates from their window's end (a session's last record), so theirs includes the "
-                          "allowed lateness the aggregate job waits (meaningful for live data, e.g. simulator --live)",
+                          "aggregates from when their window became closable (closed_at_ms: the key's event time "
+                          "that moved its horizon past the window's end), else their window's end (a session's last "
+                          "record; windows the idle timeout closed) (meaningful for live data, e.g. simulator --live)",
                           ["measurement"], buckets=LATENCY_BUCKETS)
 INGEST_LATENCY = Histogram("connector_ingest_latency_seconds",
                            "Kafka record timestamp (when its producer wrote it) -> acknowledged by InfluxDB",

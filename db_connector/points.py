@@ -6,6 +6,8 @@ after a crash cannot double anything in InfluxDB.
 """
 from __future__ import annotations
 
+import io
+import json
 import math
 import struct
 from collections.abc import Callable
@@ -15,7 +17,9 @@ from typing import Any
 from confluent_kafka import Message
 
 from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
-from streamkit.wire import AvroCodec, dead_letters, split_measurement, window_label
+import fastavro
+
+from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
 #: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
@@ -106,8 +110,31 @@ def joined_converter() -> Converter:
     return convert
 
 
-def aggregate_converter() -> Converter:
+def _aggregate_decoder() -> Callable[[bytes | None], dict[str, Any]]:
+    """The aggregate decoder, which also reads records written before ``closed_at_ms`` was added
+    (the topic keeps them for its retention): those end one field early, and Avro's schema
+    resolution from the older schema gives them null, as the field's default says."""
     decode = _decoder("aggregate")
+    current = json.loads(schema_text("aggregate"))
+    older = fastavro.parse_schema({**current, "fields": [f for f in current["fields"] if f["name"] != "closed_at_ms"]})
+    reader = fastavro.parse_schema(current)
+
+    def decode_any(value: bytes | None) -> dict[str, Any]:
+        try:
+            return decode(value)
+        except PointError as refused:
+            if value is None:
+                raise
+            try:
+                return fastavro.schemaless_reader(io.BytesIO(value), older, reader)
+            except Exception:  # not an older record either: the current schema's reason
+                raise refused from None
+
+    return decode_any
+
+
+def aggregate_converter() -> Converter:
+    decode = _aggregate_decoder()
 
     def convert(message: Message) -> str:
         r = decode(message.value())
@@ -118,6 +145,8 @@ def aggregate_converter() -> Converter:
             fields += f",stddev={float_field('stddev', r['stddev'])}"
         if r["window_kind"] == "session":  # start and end are its first and last record
             fields += f",duration_ms={r['window_end_ms'] - r['window_start_ms']}i"
+        if r["closed_at_ms"] is not None:
+            fields += f",closed_at_ms={r['closed_at_ms']}i"
         return line("aggregate", f"quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])},window={window}",
                     fields, r["window_start_ms"] * NS_PER_MS)
 
@@ -131,13 +160,26 @@ def point_time_ms(line_text: str) -> int:
 
 
 _WINDOW_END = ",window_end_ms="
+_CLOSED_AT = ",closed_at_ms="
 
 
 def window_end_ms(line_text: str) -> int:
     """An aggregate's window end (a session's last record), read back from its line: only the
     sampled points pay for it, and nothing is decoded twice. Unambiguous: tag values have their
     commas and equal signs escaped, so only the field can hold this text."""
-    start = line_text.rindex(_WINDOW_END) + len(_WINDOW_END)
+    return _integer_field(line_text, line_text.rindex(_WINDOW_END) + len(_WINDOW_END))
+
+
+def window_closable_ms(line_text: str) -> int:
+    """Where an aggregate's latency counts from: when the data made its window closable
+    (``closed_at_ms``), so the allowed lateness and a sparse key's wait are not counted; else
+    (an idle flush, an older record) its window's end. Read back like :func:`window_end_ms`."""
+    at = line_text.rfind(_CLOSED_AT)
+    return window_end_ms(line_text) if at < 0 else _integer_field(line_text, at + len(_CLOSED_AT))
+
+
+def _integer_field(line_text: str, start: int) -> int:
+    """The integer field value starting at ``start`` (up to its ``i`` suffix)."""
     return int(line_text[start:line_text.index("i", start)])
 
 
@@ -188,7 +230,7 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "raw": Kind("raw_topic", "raw", raw_converter, point_time_ms),
     "joined": Kind("joined_topic", "joined", joined_converter, point_time_ms),
-    "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter, window_end_ms),
+    "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter, window_closable_ms),
     "late": Kind("late_topic", "late", late_converter),
     "dlq": Kind("dlq_topic", "dead_letter", dead_letter_converter),
 }

@@ -65,12 +65,14 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("window_kind", "string"), ("window_size_ms", "long"), ("window_slide_ms", "long"), ("window_label", "string"),
     ("window_start_ms", "long"), ("window_end_ms", "long"),
     ("count", "long"), ("mean", "double"), ("min", "double"), ("max", "double"), ("stddev", "double"),
+    ("closed_at_ms", "long"),
     ("event_time_ms", "long"), ("value", "double"), ("row_id", "string"), ("reason", "string"), ("watermark_ms", "long"),
     *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
-#: Long columns that may be null (a record compared with no horizon yet; windows have none).
-NULLABLE = frozenset({"watermark_ms"})
+#: Long columns that may be null (a record compared with no horizon yet; windows have none; a
+#: window an idle flush closed has no record that closed it).
+NULLABLE = frozenset({"watermark_ms", "closed_at_ms"})
 #: KeyState.to_row() and the processing time of the key's last batch with data
 STATE_SCHEMA = "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
 
@@ -143,6 +145,7 @@ class WindowFunction:
                     count=[x.count for x in w], mean=[x.mean for x in w], min=[x.min for x in w],
                     max=[x.max for x in w],
                     stddev=[np.nan if x.stddev is None else x.stddev for x in w],  # NaN reaches Spark as null
+                    closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
                     **tags)
         if step.aside:
             at = np.array([a.index for a in step.aside], dtype=np.int64)

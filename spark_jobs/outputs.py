@@ -9,6 +9,7 @@ keeps the worker's time for the state functions.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,14 @@ def joined_route(topic: str, partitions: int) -> Route:
     return Route(JOINED, topic, partitions, F.col("id"), value)
 
 
+def schema_fields(schema: str) -> list[str]:
+    """The fields of an Avro schema in order: the columns its value is built from, by the same
+    names, so a field added to the schema cannot be left out of the record."""
+    from streamkit.wire import schema_text
+
+    return [f["name"] for f in json.loads(schema_text(schema))["fields"]]
+
+
 def aggregate_route(topic: str, partitions: int) -> Route:
     """A final window: keyed thing|quantity|window|start."""
     from pyspark.sql import functions as F
@@ -49,9 +58,7 @@ def aggregate_route(topic: str, partitions: int) -> Route:
 
     from streamkit.wire import aggregate_key_column, schema_text
 
-    value = to_avro(F.struct("thing", "quantity", "window_kind", "window_size_ms", "window_slide_ms",
-                             "window_start_ms", "window_end_ms", "count", "mean", "min", "max", "stddev"),
-                    schema_text("aggregate"))
+    value = to_avro(F.struct(*schema_fields("aggregate")), schema_text("aggregate"))
     return Route(AGGREGATE, topic, partitions, aggregate_key_column(), value)
 
 

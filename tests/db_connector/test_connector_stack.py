@@ -100,7 +100,8 @@ def add_derived_records(feed: Feed, thing: str) -> None:
     for start, stddev in ((base, 0.5), (base + 10_000, None)):
         for quantity in ("a", "b"):
             feed.add("aggregates", aggregate_key(thing, quantity, "tumbling-10000", start), aggregate.encode(
-                (thing, quantity, "tumbling", 10_000, 10_000, start, start + 10_000, 3, 1.0, 0.5, 1.5, stddev)))
+                (thing, quantity, "tumbling", 10_000, 10_000, start, start + 10_000, 3, 1.0, 0.5, 1.5, stddev,
+                 start + 25_000 if stddev is None else None)))
             feed.aggregate_keys.add((thing, quantity, "tumbling-10000", start * NS_PER_MS))
     for stage in ("join", "aggregate"):
         feed.add("late", record_key(thing, "a", base),
@@ -186,6 +187,7 @@ def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, d
     assert {(r["thing"], r["quantity"], r["window"], r["time"]) for r in aggregates} == feed.aggregate_keys
     assert len(aggregates) == len(feed.aggregate_keys)
     assert sorted(r["stddev"] is None for r in aggregates) == [False, False, True, True]
+    assert sorted(r["closed_at_ms"] is None for r in aggregates) == [False, False, True, True]
     late = InfluxClient(settings).rows(database, 'SELECT * FROM "late"')
     assert {(r["thing"], r["quantity"], r["stage"], r["time"]) for r in late} == feed.late_keys
     # dead letters: each bad record exactly once in Kafka, with its reason, and as a point

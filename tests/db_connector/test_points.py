@@ -90,17 +90,29 @@ def test_joined_point_identity_is_unique_per_pair(pairs: set[tuple[int, int]]) -
 
 def test_aggregate_line_omits_a_missing_stddev() -> None:
     encoder = FlatRecordEncoder("aggregate")
-    single = encoder.encode(("T1", "q", "sliding", 60_000, 10_000, 120_000, 180_000, 1, 2.0, 2.0, 2.0, None))
+    single = encoder.encode(("T1", "q", "sliding", 60_000, 10_000, 120_000, 180_000, 1, 2.0, 2.0, 2.0, None, None))
     line = aggregate_converter()(message(single))
     assert line == ("aggregate,quantity=q,thing=T1,window=sliding-60000-10000 count=1i,mean=2.0,min=2.0,max=2.0,"
                     "window_end_ms=180000i 120000000000")
-    several = encoder.encode(("T1", "q", "tumbling", 10_000, 10_000, 0, 10_000, 3, 2.0, 1.0, 3.0, 1.0))
+    several = encoder.encode(("T1", "q", "tumbling", 10_000, 10_000, 0, 10_000, 3, 2.0, 1.0, 3.0, 1.0, None))
     assert "window=tumbling-10000 " in aggregate_converter()(message(several))
     assert aggregate_converter()(message(several)).split(" ")[1].endswith(",stddev=1.0")
-    session = encoder.encode(("T1", "q", "session", 30_000, 30_000, 5_000, 65_000, 2, 2.0, 1.0, 3.0, None))
+    session = encoder.encode(("T1", "q", "session", 30_000, 30_000, 5_000, 65_000, 2, 2.0, 1.0, 3.0, None, 105_000))
     assert aggregate_converter()(message(session)) == (
         "aggregate,quantity=q,thing=T1,window=session-30000 count=2i,mean=2.0,min=1.0,max=3.0,"
-        "window_end_ms=65000i,duration_ms=60000i 5000000000")
+        "window_end_ms=65000i,duration_ms=60000i,closed_at_ms=105000i 5000000000")
+
+
+def test_an_aggregate_written_before_closed_at_ms_reads_as_without_it() -> None:
+    """Records of the older schema (no closed_at_ms) stay in the topic for its retention: they
+    convert as before; a record too short even for that is still refused."""
+    older = FlatRecordEncoder("aggregate").encode(("T1", "q", "tumbling", 10_000, 10_000, 0, 10_000, 1, 2.0, 2.0,
+                                                   2.0, None, None))[:-1]  # without the field's null branch
+    assert aggregate_converter()(message(older)) == (
+        "aggregate,quantity=q,thing=T1,window=tumbling-10000 count=1i,mean=2.0,min=2.0,max=2.0,"
+        "window_end_ms=10000i 0")
+    with pytest.raises(PointError, match="not an Avro aggregate"):
+        aggregate_converter()(message(older[:-1]))
 
 
 def test_late_line_is_exact() -> None:

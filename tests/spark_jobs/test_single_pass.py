@@ -162,3 +162,20 @@ def test_a_timer_long_overdue_is_armed_again_not_fired() -> None:
     batches = [(0, [temp, speed(0)]), (11_000, [speed(1)]), (13_000, [speed(2)]), (16_000, [speed(3)])]
     assert idle_run(batches, "5s") == [(16_000, "temp")]
     assert idle_run([(0, [temp]), (11_000, []), (16_000, [])], "5s") == [(16_000, "temp")]
+
+
+def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_flush() -> None:
+    """closed_at_ms reaches the output columns in both shapes: speed's first window closes at the
+    record 1 s (the allowed lateness) past its end; temp's window, flushed idle, has none."""
+    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "10s", "allowed_lateness": "1s",
+                                                     "idle_timeout": "5s"})
+    jobs, passed = two_jobs(settings_), one_pass(settings_)
+    temp = ("T1", "temp", T0, 20.0, "t0")
+    closed = {"jobs": {}, "pass": {}}
+    for k, batch in enumerate([[temp, speed(0)]] + [[speed(k)] for k in range(1, 13)]):
+        for shape, run in (("jobs", jobs), ("pass", passed)):
+            for f in run(frame(batch, 10 * k), NOW_MS + k * 1000)["aggregate"]:
+                windows = f[f["record_type"] == "aggregate"]
+                closed[shape] |= {(q, start): None if pd.isna(at) else int(at) for q, start, at
+                                  in zip(windows["quantity"], windows["window_start_ms"], windows["closed_at_ms"])}
+    assert closed["pass"] == closed["jobs"] == {("temp", T0): None, ("speed", T0): T0 + 11_000}

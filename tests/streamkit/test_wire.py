@@ -74,7 +74,7 @@ def test_the_connectors_window_tag_is_the_jobs_label(tumbling: str, sliding: str
     (the connector wrote sliding-60000 there, against docs/influxdb-schema.md)."""
     spec, = parse_windows(tumbling, sliding)
     value = FlatRecordEncoder("aggregate").encode(
-        ("T1", "q", spec.kind, spec.size_ms, spec.slide_ms, 0, spec.size_ms, 1, 2.0, 2.0, 2.0, None))
+        ("T1", "q", spec.kind, spec.size_ms, spec.slide_ms, 0, spec.size_ms, 1, 2.0, 2.0, 2.0, None, None))
     assert f",window={spec.label} " in aggregate_converter()(_message(value))
 
 
