@@ -15,8 +15,9 @@
    stages; reported separately: the start (stages started -> first joined point acknowledged
    by InfluxDB, JVM warm-up included) and, after --warmup-s, the percentiles of what was
    observed during the next --measure-s only (the connector's histogram, scraped at both ends:
-   raw and joined from their event time, aggregates from their window's end, and that minus
-   AGGREGATE_ALLOWED_LATENESS: after the window closed) and the CPU each stage and server spent
+   raw and joined from their event time, aggregates from when the data made their window
+   closable, closed_at_ms, so after the allowed lateness and a sparse key's wait; windows the
+   idle timeout closed from their end) and the CPU each stage and server spent
    per raw record in that window (from /proc).
 Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES), so the shapes
 are compared in one run of the script. Each run gets fresh topics, database and Spark
@@ -38,7 +39,6 @@ from pathlib import Path
 
 
 from simulator.generate import DEFAULT_ROWS, generate
-from spark_jobs.config import AggregateSettings
 from streamkit.config import Settings
 from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
@@ -50,7 +50,6 @@ from stacktools.scrape import metric_sum
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.durations import parse_duration_ms
 
 CACHE = Path.home() / ".cache" / "machinedata-stack"
 
@@ -150,13 +149,7 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
     return Steady(shape, rate, delta("simulator", "simulator_rows_published_total") / window_s, first, latency, cpu)
 
 
-def after_close(latency_s: float | None, allowed_lateness_s: float) -> float | None:
-    """An aggregate's latency from its window's end, minus the allowed lateness the job waits
-    before it may close the window: what the pipeline itself adds (a session also waits its gap)."""
-    return None if latency_s is None else latency_s - allowed_lateness_s
-
-
-def print_steady(results: list[Steady], warmup_s: float, measure_s: float, allowed_lateness_s: float) -> None:
+def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
     def fmt(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
 
@@ -168,14 +161,14 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float, allow
         (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
         print(f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} "
               f"| {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |")
-    print(f"\nAggregates: after window end = window end -> InfluxDB ack; after the window closed = that minus "
-          f"AGGREGATE_ALLOWED_LATENESS ({allowed_lateness_s:g} s), which the job waits before it may close a window.\n")
-    print("| shape | rows/s | aggregate (after window end) p50 s | p99 s | after the window closed p50 s | p99 s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("\nAggregates: from when the data made the window closable (closed_at_ms: the event time of the record "
+          "that moved its key's horizon past the window's end) -> InfluxDB ack; a window the idle timeout closed "
+          "from its end.\n")
+    print("| shape | rows/s | aggregate (after the window could close) p50 s | p99 s |")
+    print("|---|---:|---:|---:|")
     for r in results:
         agg50, agg99 = r.latency["aggregate"]
-        print(f"| {r.shape} | {r.rate:,} | {fmt(agg50)} | {fmt(agg99)} | {fmt(after_close(agg50, allowed_lateness_s))} "
-              f"| {fmt(after_close(agg99, allowed_lateness_s))} |")
+        print(f"| {r.shape} | {r.rate:,} | {fmt(agg50)} | {fmt(agg99)} |")
     names = sorted({name for r in results for name in r.cpu_us_per_record})
     print("\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
           "workers included; servers: their process):\n")
@@ -255,8 +248,7 @@ def main() -> int:
         print("\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
               "connector's connector_event_latency_seconds histogram (bucket-interpolated).")
     if steady:
-        lateness_s = parse_duration_ms(AggregateSettings.from_sources().allowed_lateness, allow_zero=True) / 1000
-        print_steady(steady, args.warmup_s, args.measure_s, lateness_s)
+        print_steady(steady, args.warmup_s, args.measure_s)
     return 0
 
 

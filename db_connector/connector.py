@@ -43,14 +43,15 @@ RETRIES = Counter("connector_write_retries_total", "InfluxDB writes retried, by 
 LAG = Gauge("connector_consumer_lag_records", "records behind the end of the assigned partitions", ["topic"])
 PENDING = Gauge("connector_pending_points", "points waiting to be written")
 AVAILABLE = Gauge("connector_influx_available", "1 while InfluxDB takes writes, 0 while the connector waits for it")
-#: Finer from 10 s to 30 s too: an aggregate waits its allowed lateness (10 s by default) after its
-#: window's end, so its latency lands there.
+#: Finer from 10 s to 30 s too: an aggregate counted from its window's end (no closed_at_ms: a record
+#: written before that field) waited its allowed lateness (10 s by default), so its latency lands there.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 12.5, 15, 20, 30, 60, 300)
 EVENT_LATENCY = Histogram("connector_event_latency_seconds",
                           "event time -> acknowledged by InfluxDB: raw and joined points from their event time, "
                           "aggregates from when their window became closable (closed_at_ms: the key's event time "
-                          "that moved its horizon past the window's end), else their window's end (a session's last "
-                          "record; windows the idle timeout closed) (meaningful for live data, e.g. simulator --live)",
+                          "that moved its horizon past the window's end), else (closed by the idle timeout) from "
+                          "their window's end, a session's last record (meaningful for live data, e.g. simulator "
+                          "--live)",
                           ["measurement"], buckets=LATENCY_BUCKETS)
 INGEST_LATENCY = Histogram("connector_ingest_latency_seconds",
                            "Kafka record timestamp (when its producer wrote it) -> acknowledged by InfluxDB",

@@ -39,8 +39,8 @@ def latency_view(samples: Samples, live: bool, window_s: float = WINDOW_S) -> La
     """p50 and p99 per measurement at each sample, from the differences of consecutive samples
     of the connector's histogram."""
     metric = latency_metric(live)
-    title = ("End-to-end latency: event time → InfluxDB ack (aggregates: from the window's end, "
-             "the allowed lateness included)" if live else
+    title = ("End-to-end latency: event time → InfluxDB ack (aggregates: from when the data made "
+             "their window closable)" if live else
              "Ingest latency: Kafka write → InfluxDB ack (a file replay: its event times are the "
              "file's, so event time → InfluxDB means nothing here)")
     kept = {measurement: histogram for (name, measurement), histogram in samples.histograms.items() if name == metric}
