@@ -322,7 +322,9 @@ def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms:
 def _closed_at(running: Running | None, closes: np.ndarray) -> list[int | None]:
     """Each window's ``closed_at_ms`` from its closing time: the clock at the record that made
     it closable, or None for all when no record did (an idle flush)."""
-    return [None] * len(closes) if running is None else running.clock_reaching(closes)
+    if running is None or not len(closes):
+        return [None] * len(closes)
+    return running.clock_reaching(closes)
 
 
 def _windows(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, values: np.ndarray, firsts: np.ndarray,
