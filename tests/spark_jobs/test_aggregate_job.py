@@ -299,5 +299,11 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     assert len(compacted) == len(keys), f"the broker did not compact {raw} within 120 s"
 
     rerun = run("after-compaction")
-    assert_windows_equal(rerun, expected)
-    assert sorted(k for k, _ in rerun) == sorted(k for k, _ in first)
+    # The same windows; only closed_at_ms may move (the copy that closed a window may be gone), so
+    # it is checked against the oracle of the records the topic holds now.
+    codec = AvroCodec("measurement")
+    survivors = [(r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"])
+                 for r in (codec.decode(m.value()) for m in compacted)]
+    assert_windows_equal(rerun, window_oracle(survivors, [TUMBLING], LATENESS_MS))
+    without_closing = {key: {**value, "closed_at_ms": None} for key, value in first}
+    assert {key: {**value, "closed_at_ms": None} for key, value in rerun} == without_closing
