@@ -33,6 +33,11 @@ class SparkJobSettings(KafkaSettings):
                                    "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
                                    "the default; the container image sets its own)")
     trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
+    warm_python_workers: bool = setting(True, "SPARK_WARM_PYTHON_WORKERS",
+                                        "start the Python workers and import the job in them while the first batch "
+                                        "is planned, instead of inside it")
+    spark_conf: str = setting("", "SPARK_CONF",
+                              "more Spark settings, key=value separated by commas (they win over the job's own)")
     starting_offsets: str = setting("earliest", "SPARK_STARTING_OFFSETS",
                                     "where a query without checkpoint starts (earliest/latest); a checkpoint always wins")
     fail_on_data_loss: bool = setting(True, "SPARK_FAIL_ON_DATA_LOSS",
@@ -52,6 +57,14 @@ class SparkJobSettings(KafkaSettings):
     transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
                                           "Kafka transaction timeout; must stay below the broker's "
                                           "transaction.max.timeout.ms (15 min by default)")
+
+    def extra_spark_conf(self) -> dict[str, str]:
+        """SPARK_CONF as a dict; a pair without '=' is a usage error."""
+        pairs = [p.strip() for p in self.spark_conf.split(",") if p.strip()]
+        bad = [p for p in pairs if "=" not in p]
+        if bad:
+            raise ValueError(f"SPARK_CONF: {', '.join(bad)} not key=value")
+        return {key.strip(): value.strip() for key, value in (p.split("=", 1) for p in pairs)}
 
     def max_future_ms(self) -> int:
         return parse_duration_ms(self.max_future)

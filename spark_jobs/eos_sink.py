@@ -47,6 +47,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -218,6 +219,9 @@ class ExactlyOnceSink:
         self._producer: Producer | None = None
         self._last_committed: int = -1
         self._query_id: str | None = None
+        self._marker: Marker | None = None
+        self._prepared = False  # fenced and read by prepare(), no query id adopted yet
+        self._opening = threading.Lock()
         self._committed = TRANSACTIONS.labels(query_name, "committed")
         self._aborted = TRANSACTIONS.labels(query_name, "aborted")
         self._skipped = SKIPPED.labels(query_name)
@@ -231,15 +235,42 @@ class ExactlyOnceSink:
     def last_committed(self) -> int:
         return self._last_committed
 
+    def prepare(self) -> None:
+        """Fence and read the marker ahead of the first batch, while Spark starts (the runner
+        calls it in a thread), so the first batch only compares query ids. Never raises: on
+        failure the first batch's :meth:`open` does it all again."""
+        try:
+            with self._opening:
+                self._fence_and_read()
+                self._adopt(None)
+                self._prepared = True
+        except Exception as exc:
+            self._reset()
+            log.warning("exactly-once sink not prepared ahead; the first batch opens it",
+                        extra={"query": self.query_name, "error": str(exc)})
+
     def open(self, query_id: str | None = None) -> None:
         """Fence zombies, then learn the last committed batch. Order matters: reading the
-        marker before ``init_transactions`` could miss a zombie's commit in flight."""
-        if self._producer is not None and query_id == self._query_id:
-            return
+        marker before ``init_transactions`` could miss a zombie's commit in flight. After
+        :meth:`prepare` the fencing and the marker stand (nothing can commit for our
+        transactional id since), so only the query id is compared."""
+        with self._opening:
+            if self._producer is not None and query_id == self._query_id:
+                return
+            if not (self._prepared and self._producer is not None):
+                self._fence_and_read()
+            self._prepared = False
+            self._adopt(query_id)
+
+    def _fence_and_read(self) -> None:
         self.close()
         self._producer = transactional_producer(self.settings, self.transactional_id,
                                                 **{"transaction.timeout.ms": self.transaction_timeout_ms})
-        marker = read_marker(self.settings, self.marker_topic, self.query_name, self.marker_timeout_s)
+        self._marker = read_marker(self.settings, self.marker_topic, self.query_name, self.marker_timeout_s)
+
+    def _adopt(self, query_id: str | None) -> None:
+        """The last committed batch of ``query_id`` by the marker last read."""
+        marker = self._marker
         self._query_id = query_id
         if marker is None:
             self._last_committed = -1
@@ -263,6 +294,7 @@ class ExactlyOnceSink:
         """After a failed batch nothing in memory is trusted: the next batch re-fences and re-reads."""
         self._producer = None
         self._query_id = None
+        self._prepared = False
 
     # ------------------------------------------------------------------ foreachBatch
     def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:

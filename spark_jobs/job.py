@@ -42,10 +42,16 @@ class StreamingJob(Generic[S]):
         """``python -m <module>``; the tests' drivers pass a ``fault_hook`` and their own module."""
         return run_service(self.service, self.settings_type, self.doc, argv,
                            lambda settings, shutdown: self.run(settings, shutdown, fault_hook),
-                           check=self.check, module=module or self.module)
+                           check=self.check_all, module=module or self.module)
+
+    def check_all(self, settings: S) -> None:
+        """The settings every job shares, then the job's own."""
+        settings.extra_spark_conf()
+        self.check(settings)
 
     def run(self, settings: S, shutdown: ShutdownFlag, fault_hook: FaultHook | None = None) -> int:
         from spark_jobs.runner import run_query
 
         return run_query(settings, shutdown, self.default_query(settings), self.build(settings),
-                         available_now=settings.available_now, session_conf=self.session_conf, fault_hook=fault_hook)
+                         available_now=settings.available_now, session_conf=self.session_conf, fault_hook=fault_hook,
+                         warm_module=self.module)

@@ -139,28 +139,34 @@ def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
 def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query: str,
               build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
               session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0,
-              fault_hook: FaultHook | None = None) -> int:
+              fault_hook: FaultHook | None = None, warm_module: str | None = None) -> int:
     """Run one exactly-once streaming query until ``shutdown`` (or until caught up with
     ``available_now``). Logs, SIGTERM and /metrics are the caller's: a job's ``main`` starts
-    through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests."""
+    through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests;
+    ``warm_module``: the module the Python workers import ahead of the first batch."""
     from pyspark.errors import StreamingQueryException
 
     from spark_jobs.listener import PrometheusListener
     from spark_jobs.session import build_session
+    from spark_jobs.warmup import warm_python_workers
 
     query_name = settings.query(default_query)
     checkpoint = settings.checkpoint_for(query_name)
     started = time.monotonic()
-    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions, session_conf,
-                          jars_dir=settings.spark_jars_dir)
-    spark.streams.addListener(PrometheusListener())
     sink = ExactlyOnceSink(settings, query_name, settings.marker_topic,
                            transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+    threading.Thread(target=sink.prepare, name="eos-sink-prepare", daemon=True).start()  # while the JVM starts
+    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
+                          {**(session_conf or {}), **settings.extra_spark_conf()},
+                          jars_dir=settings.spark_jars_dir)
+    spark.streams.addListener(PrometheusListener())
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
               .foreachBatch(gate))
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds"))
+    if warm_module and settings.warm_python_workers:
+        warm_python_workers(spark, warm_module, settings.shuffle_partitions)
     try:
         for attempt in range(1 + RECOVERY_RESTARTS):
             query = writer.start()

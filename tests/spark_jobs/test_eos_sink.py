@@ -69,6 +69,42 @@ def test_committed_output_visible_and_replayed_batch_skipped(stack_settings: Set
     fresh.close()
 
 
+def test_sink_prepared_ahead_keeps_the_marker_rules(stack_settings: Settings, topics: tuple[str, str]) -> None:
+    """prepare() fences and reads the marker before the query id is known; the first batch
+    then adopts it: its own query's marker skips the replay, another query id's is ignored,
+    and a zombie is fenced by the preparation alone."""
+    out, markers = topics
+    query = f"q-{uuid.uuid4().hex[:8]}"
+    zombie = new_sink(stack_settings, markers, query)
+    assert zombie.write_batch(0, rows(out, 0), query_id="id-1") == "committed"
+
+    restarted = new_sink(stack_settings, markers, query)
+    restarted.prepare()
+    with pytest.raises(SinkError):  # fenced by the preparation, before any batch of the successor
+        zombie.write_batch(1, rows(out, 1, 50), query_id="id-1")
+    assert restarted.write_batch(0, rows(out, 0), query_id="id-1") == "skipped"
+    assert restarted.write_batch(1, rows(out, 1), query_id="id-1") == "committed"
+    restarted.close()
+
+    replaced = new_sink(stack_settings, markers, query)  # a replaced checkpoint: batch ids restart
+    replaced.prepare()
+    assert replaced.write_batch(0, rows(out, 7, 2), query_id="id-2") == "committed"
+    replaced.close()
+    assert key_values(read_to_end(stack_settings, out)) == expected(rows(out, 0), rows(out, 1), rows(out, 7, 2))
+
+
+def test_sink_not_prepared_opens_at_the_first_batch(stack_settings: Settings, topics: tuple[str, str]) -> None:
+    """A preparation that fails (here: no marker topic yet) is only logged; the first batch opens the sink."""
+    out, _ = topics
+    markers = f"test.markers.{uuid.uuid4().hex[:10]}"  # does not exist while preparing
+    sink = ExactlyOnceSink(stack_settings, f"q-{uuid.uuid4().hex[:8]}", markers, transaction_timeout_ms=20000,
+                           marker_timeout_s=2)
+    sink.prepare()
+    assert not sink._prepared
+    with pytest.raises(SinkError):  # still no marker topic: the batch fails, as without preparation
+        sink.write_batch(0, rows(out, 0), query_id="id-1")
+
+
 def test_zombie_with_same_transactional_id_is_fenced(stack_settings: Settings, topics: tuple[str, str]) -> None:
     out, markers = topics
     query = f"q-{uuid.uuid4().hex[:8]}"

@@ -46,3 +46,13 @@ def test_listener_exports_progress() -> None:
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
     listener.record(SimpleNamespace(**{**vars(progress), "observedMetrics": {}}))
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
+
+
+def test_spark_conf_setting_becomes_session_settings_and_rejects_a_bare_word() -> None:
+    from spark_jobs.config import SparkJobSettings
+
+    settings = SparkJobSettings(spark_conf=" spark.a=1 , spark.b.c = x=y ,")
+    assert settings.extra_spark_conf() == {"spark.a": "1", "spark.b.c": "x=y"}
+    assert SparkJobSettings().extra_spark_conf() == {}
+    with pytest.raises(ValueError, match="not key=value"):
+        SparkJobSettings(spark_conf="spark.a=1,oops").extra_spark_conf()
