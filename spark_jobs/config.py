@@ -21,9 +21,11 @@ class SparkJobSettings(KafkaSettings):
 
     kafka_username: str = login_as("kafka", "spark")
     spark_master: str = setting("local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)")
-    shuffle_partitions: int = setting(2, "SPARK_SHUFFLE_PARTITIONS",
-                                      "state store partitions; fixed in the checkpoint at the first start "
-                                      "(200, Spark's default, made stateful batches ~23x slower here)")
+    shuffle_partitions: int = setting(1, "SPARK_SHUFFLE_PARTITIONS",
+                                      "state store partitions; fixed in the checkpoint at the first start. 1 was "
+                                      "fastest on 2 cores, live and catching up (the JVM's reading uses the other "
+                                      "core); on a cluster, the executors' cores (200, Spark's default, made "
+                                      "stateful batches ~23x slower here)")
     checkpoint_dir: str = setting("", "SPARK_CHECKPOINT_DIR",
                                           "checkpoint directory of the query (default <run dir>/checkpoints/<query name>)")
     max_offsets_per_trigger: int = setting(200000, "SPARK_MAX_OFFSETS_PER_TRIGGER",
@@ -33,9 +35,10 @@ class SparkJobSettings(KafkaSettings):
                                    "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
                                    "the default; the container image sets its own)")
     trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
-    warm_python_workers: bool = setting(True, "SPARK_WARM_PYTHON_WORKERS",
+    warm_python_workers: bool = setting(False, "SPARK_WARM_PYTHON_WORKERS",
                                         "start the Python workers and import the job in them while the first batch "
-                                        "is planned, instead of inside it")
+                                        "is planned, instead of inside it (off: on 2 cores it competed with the "
+                                        "first batch and did not start it sooner)")
     spark_conf: str = setting("", "SPARK_CONF",
                               "more Spark settings, key=value separated by commas (they win over the job's own)")
     starting_offsets: str = setting("earliest", "SPARK_STARTING_OFFSETS",

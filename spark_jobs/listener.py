@@ -72,7 +72,8 @@ class PrometheusListener(StreamingQueryListener):
         log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
                                            "input_rows": progress.numInputRows,
                                            "duration_ms": progress.batchDuration,
-                                           "phases_ms": dict(getattr(progress, "durationMs", None) or {})})
+                                           "phases_ms": dict(getattr(progress, "durationMs", None) or {}),
+                                           "state_ms": _state_times(operators)})
 
     def onQueryIdle(self, event: Any) -> None:
         beat()  # no new data: idle, not stalled
@@ -82,6 +83,20 @@ class PrometheusListener(StreamingQueryListener):
             if str(progress.id) == str(event.id):
                 QUERIES_ACTIVE.labels(name).set(0)
         log.info("query terminated", extra={"query_id": str(event.id), "exception": event.exception})
+
+
+def _state_times(operators: list[Any]) -> dict[str, int]:
+    """Where a batch's stateful time went (ms, summed over operators): updates, removals, the
+    commit, and the state store's own latencies (RocksDB's flush, checkpoint, file sync...)."""
+    times: dict[str, int] = {}
+    for op in operators:
+        for name, value in (("updates", op.allUpdatesTimeMs), ("removals", op.allRemovalsTimeMs),
+                            ("commit", op.commitTimeMs)):
+            times[name] = times.get(name, 0) + int(value or 0)
+        for name, value in (op.customMetrics or {}).items():
+            if "Latency" in name or name.endswith("Ms"):
+                times[name] = times.get(name, 0) + int(value or 0)
+    return times
 
 
 def _observed(progress: Any, metric: str, field: str) -> Any:

@@ -34,7 +34,8 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
 
 
 def test_listener_exports_progress() -> None:
-    operator = SimpleNamespace(numRowsTotal=24, memoryUsedBytes=4096, numRowsDroppedByWatermark=0)
+    operator = SimpleNamespace(numRowsTotal=24, memoryUsedBytes=4096, numRowsDroppedByWatermark=0,
+                               allUpdatesTimeMs=5, allRemovalsTimeMs=0, commitTimeMs=2, customMetrics={})
     progress = SimpleNamespace(name="unit-q", id="x", batchId=3, batchDuration=1500, inputRowsPerSecond=float("nan"),
                                processedRowsPerSecond=1200.0, numInputRows=50, stateOperators=[operator],
                                observedMetrics={"event_time": {"newest_ms": 1_554_096_380_000}})
@@ -46,6 +47,21 @@ def test_listener_exports_progress() -> None:
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
     listener.record(SimpleNamespace(**{**vars(progress), "observedMetrics": {}}))
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
+
+
+def state_operator(updates: int, commit: int, custom: dict[str, int]) -> SimpleNamespace:
+    return SimpleNamespace(allUpdatesTimeMs=updates, allRemovalsTimeMs=0, commitTimeMs=commit, customMetrics=custom)
+
+
+def test_state_times_sum_the_operators_and_keep_only_latencies() -> None:
+    from spark_jobs.listener import _state_times
+
+    operators = [state_operator(120, 30, {"rocksdbCommitFlushLatency": 7, "rocksdbSstFileSize": 10_000,
+                                          "timerProcessingTimeMs": 4}),
+                 state_operator(80, 10, {"rocksdbCommitFlushLatency": 3})]
+    assert _state_times(operators) == {"updates": 200, "removals": 0, "commit": 40,
+                                       "rocksdbCommitFlushLatency": 10, "timerProcessingTimeMs": 4}
+    assert _state_times([]) == {}
 
 
 def test_spark_conf_setting_becomes_session_settings_and_rejects_a_bare_word() -> None:
