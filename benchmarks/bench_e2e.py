@@ -6,7 +6,8 @@
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
    Spark (the single pass, or the join and the aggregate: --shapes) -> connector -> InfluxDB; reported: the time until every stage has
-   drained, rows/s overall and the peak rate of each stage.
+   drained, rows/s overall, the peak rate of each stage and the CPU per raw record of each stage
+   and server over the replay.
 2. Fixed rates: for each rate, --rate-seconds worth of rows replayed at that rate in live mode
    (each row stamped with the wall clock when published), so the connector's
    connector_event_latency_seconds histogram measures event -> InfluxDB acknowledgement for
@@ -76,13 +77,22 @@ def head(path: Path, rows: int, work: Path) -> Path:
 
 
 def run_once(settings: Settings, events: Path, replay_args: list[str], work: Path, timeout_s: float,
-             shape: str) -> Replay:
+             shape: str) -> tuple[Replay, dict[str, float]]:
+    """The replay, and the CPU µs per raw record of each stage and server from the replay's start
+    to drained (the simulator's is missing: it has exited by then)."""
     wiring = Wiring.fresh(settings, "bench")
     pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
+    servers = server_pids(settings)
     try:
         pipeline.start_stages()
         pipeline.wait_ready()  # JVM start-up is not part of the pipeline's speed
-        return replay_until_drained(pipeline, events, replay_args, timeout_s)
+        cpu_before = cpu_snapshot(pipeline, servers)
+        replay = replay_until_drained(pipeline, events, replay_args, timeout_s)
+        cpu_after = cpu_snapshot(pipeline, servers)
+        records = metric_sum(pipeline.metrics("mqtt_bridge"), "bridge_records_total")
+        cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6
+               for name in cpu_after if name != "simulator"} if records else {}
+        return replay, cpu
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
@@ -98,6 +108,11 @@ class Steady:
     cpu_us_per_record: dict[str, float]     #: stage or server -> CPU µs per raw record in the window
 
 
+def server_pids(settings: Settings) -> dict[str, int]:
+    """The stack's servers the pipeline uses (Prometheus only watches)."""
+    return {s.name: s.pid for s in Stack(settings).status() if s.pid and s.name != "prometheus"}
+
+
 def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float]:
     """CPU seconds so far of every stage's process group, the simulator's and each server's."""
     cpu = {name: group_cpu_seconds(service.process.pid) for name, service in pipeline.services.items()
@@ -111,7 +126,7 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
     """One live replay at ``rate``: the start, then the steady-state window."""
     wiring = Wiring.fresh(settings, "steady")
     pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
-    servers = {s.name: s.pid for s in Stack(settings).status() if s.pid and s.name != "prometheus"}
+    servers = server_pids(settings)
     try:
         started = time.monotonic()
         pipeline.start_stages()
@@ -206,14 +221,14 @@ def main() -> int:
         for shape in shapes:
             if not args.no_full:
                 print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
-                run = run_once(settings, events, ["--order", "file"], work, args.timeout_s, shape)  # generated: in order
+                run, cpu = run_once(settings, events, ["--order", "file"], work, args.timeout_s, shape)  # generated: in order
                 peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
-                rows_table.append((shape, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks))
+                rows_table.append((shape, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks, cpu))
             for rate in ([] if args.no_rates else [int(r) for r in args.rates.split(",")]):
                 rows = int(rate * args.rate_seconds)
                 print(f"[{shape}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
-                run = run_once(settings, head(events, rows, work), ["--rate", str(rate), "--live", "--order", "file"],
-                               work, args.timeout_s, shape)
+                run, _ = run_once(settings, head(events, rows, work), ["--rate", str(rate), "--live", "--order", "file"],
+                                  work, args.timeout_s, shape)
                 latencies = []
                 for measurement in ("raw", "joined"):
                     buckets = histogram_buckets(run.metrics.get("db_connector", {}), "connector_event_latency_seconds",
@@ -233,9 +248,15 @@ def main() -> int:
     if rows_table:
         print("| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
         print("|---|---:|---:|---:|---|---|")
-        for shape, rows, seconds, per_s, drained, peaks in rows_table:
+        for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
             print(f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
                   + ", ".join(f"{k} {v:,}" for k, v in peaks.items()) + " |")
+        names = sorted({name for *_, cpu in rows_table for name in cpu})
+        print("\nCPU per raw record from the replay's start to drained (µs; the simulator left out: it has exited):")
+        print("\n| shape | " + " | ".join(names) + " | total |")
+        print("|---|" + "---:|" * (len(names) + 1))
+        for shape, *_, cpu in rows_table:
+            print(f"| {shape} | " + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names) + f" | {sum(cpu.values()):.1f} |")
     if rate_table:
         print("\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s "
               "| drained | drained s after the last row |")
