@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import fastavro
 from confluent_kafka import Message
 
 from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
-import fastavro
-
 from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
