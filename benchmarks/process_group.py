@@ -16,19 +16,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stacktools.cpu import group_cpu_seconds
+from stacktools.cpu import group_cpu_seconds, group_pids
 
 #: cmdline (arguments joined by spaces) -> role, for the RSS breakdown
 Classifier = Callable[[bytes], str]
 
 
 def group_rss_mb(pgid: int, classify: Classifier) -> dict[str, float]:
-    """Current RSS per role of every process in the group."""
+    """Current RSS per role of the group's processes and their descendants (stacktools.cpu)."""
     out: dict[str, float] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in group_pids(pgid):
         try:
-            if os.getpgid(int(pid)) != pgid:
-                continue
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
             rss_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                           if line.startswith("VmRSS:"))

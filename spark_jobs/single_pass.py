@@ -15,6 +15,8 @@ quantity falls idle as before even while the thing's other quantities keep comin
 """
 from __future__ import annotations
 
+import json
+import struct
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,14 +50,13 @@ def _wider(*field_lists: Fields) -> Fields:
 #: The join's and the aggregate's columns, plus which stage set a late record aside.
 OUTPUT_FIELDS: Fields = _wider(join.OUTPUT_FIELDS, aggregate.OUTPUT_FIELDS, [("stage", "string")])
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
-#: The join's state; per quantity the windows' state (aggregate.STATE_SCHEMA, column by column)
-#: and its idle deadline (0: none).
-STATE_SCHEMA = ("lsb binary, quantities array<string>, clocks array<long>, horizons array<long>, "
-                "times array<binary>, vals array<binary>, row_ids array<string>, last_batches array<long>, "
-                "deadlines array<long>")
+#: The join's state, and every quantity's windows' state with its idle deadline packed into one
+#: binary (``ThingState.pack_windows``). Binary columns only: for a state with array columns Spark
+#: generates and compiles its state (de)serializers anew in every batch (new classes for the JIT,
+#: every batch; README, "A live micro-batch and where its time goes").
+STATE_SCHEMA = "lsb binary, windows binary"
 NO_DEADLINE = 0
-#: Columns of one quantity's windows' state (aggregate.STATE_SCHEMA).
-WINDOW_COLUMNS = len(aggregate.STATE_SCHEMA.split(","))
+_HEADER = "<I"  #: the JSON header's size (a format, not a Struct: the job's classes are pickled)
 
 
 class Slot:
@@ -96,15 +97,36 @@ class ThingState:
 
     @classmethod
     def from_row(cls, row: tuple) -> ThingState:
-        lsb, quantities, *columns, deadlines = row
-        windows = {q: tuple(column[i] for column in columns) for i, q in enumerate(quantities)}
-        return cls(None if lsb is None else (lsb,), windows, dict(zip(quantities, deadlines)))
+        lsb, packed = row
+        state = cls(None if lsb is None else (lsb,))
+        if packed:
+            state.unpack_windows(bytes(packed))
+        return state
 
     def to_row(self) -> tuple:
-        quantities = sorted(self.windows)
-        columns = [list(column) for column in zip(*(self.windows[q] for q in quantities))] or [[]] * WINDOW_COLUMNS
-        return (None if self.lsb is None else self.lsb[0], quantities, *columns,
-                [self.deadlines.get(q, NO_DEADLINE) for q in quantities])
+        return None if self.lsb is None else self.lsb[0], self.pack_windows()
+
+    def pack_windows(self) -> bytes:
+        """Per quantity (sorted) its windows' state (aggregate.STATE_SCHEMA's columns) and its
+        deadline: a JSON header of the numbers, strings and blob sizes, then the blobs."""
+        header, blobs = [], []
+        for quantity in sorted(self.windows):
+            clock, horizon, times, values, row_ids, last_batch = self.windows[quantity]
+            header.append([quantity, int(clock), int(horizon), len(times), len(values), row_ids, int(last_batch),
+                           int(self.deadlines.get(quantity, NO_DEADLINE))])
+            blobs += (times, values)
+        head = json.dumps(header, separators=(",", ":")).encode()
+        return b"".join([struct.pack(_HEADER, len(head)), head, *blobs])
+
+    def unpack_windows(self, packed: bytes) -> None:
+        (size,) = struct.unpack_from(_HEADER, packed)
+        start = struct.calcsize(_HEADER)
+        at = start + size
+        for quantity, clock, horizon, n_times, n_values, row_ids, last_batch, deadline in json.loads(packed[start:at]):
+            times, values = packed[at:at + n_times], packed[at + n_times:at + n_times + n_values]
+            at += n_times + n_values
+            self.windows[quantity] = (clock, horizon, times, values, row_ids, last_batch)
+            self.deadlines[quantity] = deadline
 
     def keep(self, quantity: str, slot: Slot) -> None:
         """A quantity's windows' state and deadline after its function ran on ``slot``."""

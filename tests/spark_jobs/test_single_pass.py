@@ -179,3 +179,18 @@ def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_
                 closed[shape] |= {(q, start): None if pd.isna(at) else int(at) for q, start, at
                                   in zip(windows["quantity"], windows["window_start_ms"], windows["closed_at_ms"])}
     assert closed["pass"] == closed["jobs"] == {("temp", T0): None, ("speed", T0): T0 + 11_000}
+
+
+window_states = st.tuples(st.integers(-2**62, 2**62), st.integers(-2**62, 2**62), st.binary(max_size=64),
+                          st.binary(max_size=64), st.text(max_size=40), st.integers(0, 2**62))
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=12), st.tuples(window_states, st.integers(0, 2**62)), max_size=6),
+       st.one_of(st.none(), st.binary(max_size=32)))
+def test_a_things_state_comes_back_from_its_row_as_it_was(quantities: dict, lsb: bytes | None) -> None:
+    held = single_pass.ThingState(None if lsb is None else (lsb,), {q: w for q, (w, _) in quantities.items()},
+                                  {q: d for q, (_, d) in quantities.items()})
+    row = held.to_row()
+    assert all(value is None or isinstance(value, bytes) for value in row)  # binary columns only
+    back = single_pass.ThingState.from_row((row[0], bytearray(row[1])))  # Spark may hand back a bytearray
+    assert back == held
