@@ -72,3 +72,14 @@ class Batch:
 
     def age_s(self) -> float:
         return time.monotonic() - self.started
+
+
+def write_now(batch: Batch, *, writing: bool, caught_up: bool, batch_points: int, flush_s: float) -> bool:
+    """Whether to write the points collected so far: a full batch, one that has waited the flush
+    interval, or, when no write is in flight, any batch as soon as the consumer has caught up.
+    A burst (a Spark batch's transaction becoming readable at once) is then written when it has
+    been read, not one flush interval after its first record; under load a write is in flight
+    most of the time and points keep gathering into bigger batches."""
+    if not len(batch):
+        return False
+    return len(batch) >= batch_points or batch.age_s() >= flush_s or (caught_up and not writing)

@@ -24,7 +24,8 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
                           "late, dlq); the topic names themselves are RAW_TOPIC etc.")
     batch_points: int = setting(20000, "CONNECTOR_BATCH_POINTS", "write to InfluxDB when this many points are pending")
     flush_interval_ms: int = setting(250, "CONNECTOR_FLUSH_INTERVAL_MS",
-                                     "write pending points at least this often (latency bound at low rates)")
+                                     "longest a point waits while another write is in flight (with none in flight, "
+                                     "points are written as soon as the consumer has caught up)")
     write_timeout_ms: int = setting(30000, "CONNECTOR_WRITE_TIMEOUT_MS", "timeout of one InfluxDB write request")
     retry_initial_ms: int = setting(200, "CONNECTOR_RETRY_INITIAL_MS", "first back-off after a failed write")
     retry_max_ms: int = setting(10000, "CONNECTOR_RETRY_MAX_MS", "longest back-off between write attempts")

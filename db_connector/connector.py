@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 
-from db_connector.batch import Batch
+from db_connector.batch import Batch, write_now
 from db_connector.committer import Committer, FencedOut, RewindFailed, TransactionStuck
 from db_connector.config import ConnectorSettings
 from db_connector.dead_letters import count_committed, letters_for
@@ -111,13 +111,15 @@ class Connector:
         flush_s = self.settings.flush_interval_ms / 1000
         try:
             while not self.shutdown.requested:
-                messages = self._take()
+                messages, caught_up = self._take()
                 beat()
                 if batch.generation != self.generation:
                     batch = Batch(self.generation)
                 self._check_errors(batch.add_chunk(messages, self.converters))
                 PENDING.set(len(batch.lines))
-                ready = len(batch) >= self.settings.batch_points or (len(batch) and batch.age_s() >= flush_s)
+                writing = self.inflight is not None and not self.inflight[1].done()
+                ready = write_now(batch, writing=writing, caught_up=caught_up,
+                                  batch_points=self.settings.batch_points, flush_s=flush_s)
                 # settle when the next batch is ready, or as soon as the write is done (latency)
                 if ready or (self.inflight is not None and self.inflight[1].done()):
                     if not self._settle():
@@ -151,18 +153,21 @@ class Connector:
             self._close()
         return 0
 
-    def _take(self) -> list[Message]:
+    def _take(self) -> tuple[list[Message], bool]:
+        """The next records, and whether the consumer has caught up (fewer came than asked for
+        within the poll's wait)."""
         if self.carry:
             taken, self.carry = self.carry, []
-            return taken
+            return taken, False
         wanted = max(1, min(10000, self.settings.batch_points))
         try:
-            return self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
+            messages = self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise ConsumerFailed(str(exc.args[0])) from exc  # exit non-zero: a restart rejoins
             log.warning("consume failed, retrying", extra={"error": str(exc.args[0])})
-            return []
+            return [], False
+        return messages, len(messages) < wanted
 
     @staticmethod
     def _check_errors(errors: list[KafkaError]) -> None:

@@ -146,7 +146,7 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     ``warm_module``: the module the Python workers import ahead of the first batch."""
     from pyspark.errors import StreamingQueryException
 
-    from spark_jobs.listener import PrometheusListener
+    from spark_jobs import listener
     from spark_jobs.session import build_session
     from spark_jobs.warmup import warm_python_workers
 
@@ -159,7 +159,7 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
                           {**(session_conf or {}), **settings.extra_spark_conf()},
                           jars_dir=settings.spark_jars_dir)
-    spark.streams.addListener(PrometheusListener())
+    listener.attach(spark)
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
               .foreachBatch(gate))

@@ -30,3 +30,29 @@ def test_python_workers_do_not_reread_archives_per_task() -> None:
         spark.stop()
     assert importers >= 1, "no zip archive on the workers' path: the check would prove nothing"
     assert reread == 0, f"{reread} of {importers} archives re-read at every task"
+
+
+def test_progress_events_do_not_make_py4j_resolve_class_names() -> None:
+    """PySpark converts each progress event's observed metrics through the JVM view's
+    ``PythonSQLUtils``; after ``attach`` that name is found without asking the JVM."""
+    from pyspark import SparkContext
+
+    from spark_jobs.listener import attach
+    from spark_jobs.session import build_session
+
+    spark = build_session("listener-lookups")
+    try:
+        attach(spark)
+        client = SparkContext._jvm._gateway_client
+        sent: list[str] = []
+        original = client.send_command
+        client.send_command = lambda command, *args, **kwargs: sent.append(command) or original(command, *args, **kwargs)
+        try:
+            utils = SparkContext._jvm.PythonSQLUtils
+            SparkContext._jvm.SparkConf  # any other name still goes to the JVM: the counter can see it
+        finally:
+            client.send_command = original
+        assert utils._fqn == "org.apache.spark.sql.api.python.PythonSQLUtils"
+        assert len(sent) == 1 and "SparkConf" in sent[0], sent
+    finally:
+        spark.stop()
