@@ -51,8 +51,9 @@ from stacktools.scrape import metric_sum
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
 from streamkit.deadline import TimedOut, wait_until
+from streamkit.paths import CACHE_DIR
 
-CACHE = Path.home() / ".cache" / "machinedata-stack"
+CACHE = CACHE_DIR
 
 
 def events_file(rows: int, things: int) -> Path:

@@ -17,13 +17,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamkit.wire import schema_text
 from streamkit.kafka_clients import spark_kafka_options
 from streamkit.shutdown import ShutdownFlag
 
-from spark_jobs import dead_letters
+from spark_jobs import class_archive, dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook
 
@@ -144,7 +145,9 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     ``available_now``). Logs, SIGTERM and /metrics are the caller's: a job's ``main`` starts
     through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests;
     ``warm_module``: the module the Python workers import ahead of the first batch."""
+    from pyspark import SparkContext
     from pyspark.errors import StreamingQueryException
+
 
     from spark_jobs import listener
     from spark_jobs.session import build_session
@@ -156,9 +159,10 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     sink = ExactlyOnceSink(settings, query_name, settings.marker_topic,
                            transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
     threading.Thread(target=sink.prepare, name="eos-sink-prepare", daemon=True).start()  # while the JVM starts
+    archive = class_archive.prepare(Path(settings.class_archive_dir)) if settings.class_archive_dir else None
     spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
                           {**(session_conf or {}), **settings.extra_spark_conf()},
-                          jars_dir=settings.spark_jars_dir)
+                          jars_dir=settings.spark_jars_dir, driver_java_options=archive.java_options() if archive else "")
     listener.attach(spark)
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
@@ -187,6 +191,8 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     finally:
         sink.close()
         spark.stop()
+        if archive is not None:
+            class_archive.finish(archive, getattr(SparkContext._gateway, "proc", None))
     if failure:
         log.error("query failed", extra={"query": query_name, "error": failure[-2000:]})
         return 1

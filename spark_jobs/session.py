@@ -37,7 +37,8 @@ def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
 
 
 def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: int | None = None,
-                  extra: dict[str, str] | None = None, jars_dir: Path = SPARK_JARS_DIR) -> "SparkSession":
+                  extra: dict[str, str] | None = None, jars_dir: Path = SPARK_JARS_DIR,
+                  driver_java_options: str = "") -> "SparkSession":
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
@@ -53,6 +54,8 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
                .config("spark.python.daemon.module", "spark_jobs.python_daemon")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
+    if driver_java_options:  # before the JVM starts: PySpark hands the builder's settings to spark-submit
+        builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

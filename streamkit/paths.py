@@ -15,6 +15,8 @@ KAFKA_JARS_DIR = STACK_DIR / "jars" / "kafka"
 SPARK_JARS_DIR = STACK_DIR / "jars" / "spark"
 TOPICS_FILE = REPO_ROOT / "kafka" / "topics.yaml"
 SCHEMA_DIR = REPO_ROOT / "schemas"
+#: Downloads and built tools (scripts/setup.sh), generated benchmark input, the JVM's class archive.
+CACHE_DIR = Path.home() / ".cache" / "machinedata-stack"
 
 
 def default_run_dir() -> Path:
@@ -24,7 +26,7 @@ def default_run_dir() -> Path:
 def find_influxd() -> Path | None:
     """influxd 1.8.10 is built by scripts/setup.sh; users may also point INFLUXD_BIN at one."""
     candidates = [os.environ.get("INFLUXD_BIN", ""), str(STACK_DIR / "influxd"),
-                  str(Path.home() / ".cache" / "machinedata-stack" / "bin" / "influxd"),
+                  str(CACHE_DIR / "bin" / "influxd"),
                   shutil.which("influxd") or ""]
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
