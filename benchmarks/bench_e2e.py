@@ -53,13 +53,12 @@ from stacktools.stack import Stack
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import CACHE_DIR
 
-CACHE = CACHE_DIR
 
 
 def events_file(rows: int, things: int) -> Path:
-    path = CACHE / f"events-{rows}-{things}.json"
+    path = CACHE_DIR / f"events-{rows}-{things}.json"
     if not path.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         with partial.open("w") as handle:
             for index, row in enumerate(generate(rows, things, seed=1)):

@@ -148,7 +148,6 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     from pyspark import SparkContext
     from pyspark.errors import StreamingQueryException
 
-
     from spark_jobs import listener
     from spark_jobs.session import build_session
     from spark_jobs.warmup import warm_python_workers
