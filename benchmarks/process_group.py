@@ -16,16 +16,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stacktools.cpu import group_cpu_seconds, group_pids
+from stacktools.cpu import group_pids, processes_cpu_seconds
 
 #: cmdline (arguments joined by spaces) -> role, for the RSS breakdown
 Classifier = Callable[[bytes], str]
 
 
-def group_rss_mb(pgid: int, classify: Classifier) -> dict[str, float]:
-    """Current RSS per role of the group's processes and their descendants (stacktools.cpu)."""
+def rss_mb(pids: list[int], classify: Classifier) -> dict[str, float]:
+    """Current RSS per role of these processes."""
     out: dict[str, float] = {}
-    for pid in group_pids(pgid):
+    for pid in pids:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
             rss_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -70,8 +70,9 @@ class GroupSampler:
                 os.killpg(self.pgid, 0)
             except ProcessLookupError:  # the group is gone: a read now would say 0 CPU
                 return
-            rss = group_rss_mb(self.pgid, self.classify)
-            now, cpu = time.time(), group_cpu_seconds(self.pgid)
+            pids = group_pids(self.pgid)  # the group and its descendants (stacktools.cpu), found once a sample
+            rss = rss_mb(pids, self.classify)
+            now, cpu = time.time(), processes_cpu_seconds(pids)
             self.times.append(now)
             self.cpu.append(max(cpu, self.cpu[-1]) if self.cpu else cpu)  # an orphan leaving must not go back
             for role, mb in rss.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -62,8 +63,12 @@ def group_pids(pgid: int) -> list[int]:
 def group_cpu_seconds(pgid: int) -> float:
     """CPU seconds of a service's live processes (:func:`group_pids`), with the children each
     has waited for."""
-    table = _live_processes()
-    return sum(_cpu_s(table[pid]) for pid in _group_and_descendants(table, pgid))
+    return processes_cpu_seconds(group_pids(pgid))
+
+
+def processes_cpu_seconds(pids: Iterable[int]) -> float:
+    """CPU seconds of these processes, with the children each has waited for (0 for one gone)."""
+    return sum(process_cpu_seconds(pid) for pid in pids)
 
 
 def process_cpu_seconds(pid: int) -> float:
