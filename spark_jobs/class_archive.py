@@ -55,12 +55,21 @@ def _classpath_key() -> str:
 
 def prepare(directory: Path) -> ClassArchive:
     """Use the archive of this classpath if there is one, else have this JVM dump one (unless
-    another job's JVM is dumping it right now)."""
+    another job's JVM is dumping it right now). The archive only saves time: a directory that
+    cannot be written (a read-only home in a container) means a start without it, never a failure."""
     key = _classpath_key()
     archive = directory / f"{key}.jsa"
     if archive.exists():
         return ClassArchive(archive, use=True)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return _dump_unless_being_written(directory, key, archive)
+    except OSError as exc:
+        log.warning("no class archive: its directory is not usable", extra={"dir": str(directory), "error": str(exc)})
+        return ClassArchive(archive)
+
+
+def _dump_unless_being_written(directory: Path, key: str, archive: Path) -> ClassArchive:
     for dump in directory.glob(f"{key}.*.dump"):
         try:
             if time.time() - dump.stat().st_mtime < ABANDONED_S:
@@ -83,7 +92,10 @@ def finish(plan: ClassArchive, jvm: subprocess.Popen | None, timeout_s: float = 
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("the JVM did not exit: its class archive is not used", extra={"error": str(exc)})
         return
-    if plan.dump.exists() and plan.dump.stat().st_size > 0:
-        os.replace(plan.dump, plan.archive)
-        log.info("class archive written", extra={"archive": str(plan.archive),
-                                                 "mb": round(plan.archive.stat().st_size / 2**20)})
+    try:
+        if plan.dump.stat().st_size > 0:
+            os.replace(plan.dump, plan.archive)
+            log.info("class archive written", extra={"archive": str(plan.archive),
+                                                     "mb": round(plan.archive.stat().st_size / 2**20)})
+    except OSError as exc:  # no dump (e.g. the JVM could not write it): the next job tries again
+        log.warning("class archive not written", extra={"dump": str(plan.dump), "error": str(exc)})

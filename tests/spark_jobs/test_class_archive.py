@@ -44,3 +44,10 @@ def test_a_jvm_that_left_no_dump_publishes_nothing(tmp_path: Path) -> None:
     class_archive.finish(plan, fake_jvm(None))
     assert not plan.archive.exists()
     assert class_archive.prepare(tmp_path).dump is not None  # the next job tries again
+
+
+def test_a_directory_that_cannot_be_made_means_a_start_without_an_archive(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    plan = class_archive.prepare(blocked / "jvm-classes")
+    assert not plan.use and plan.dump is None and plan.java_options() == ""
