@@ -208,6 +208,8 @@ def main() -> int:
     parser.add_argument("--measure-s", type=float, default=150)
     parser.add_argument("--shapes", default=DEFAULT_SHAPE,
                         help=f"comma list of pipeline shapes to run and compare, of: {', '.join(SHAPES)}")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="keep the stages' logs and checkpoints here (default: a temporary directory, removed)")
     args = parser.parse_args()
     shapes = [shape.strip() for shape in args.shapes.split(",") if shape.strip()]
     unknown = set(shapes) - set(SHAPES)
@@ -217,7 +219,8 @@ def main() -> int:
     events = events_file(args.rows, args.things)
     rows_table, rate_table, steady = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
-        work = Path(tmp)
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for shape in shapes:
             if not args.no_full:
                 print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)

@@ -137,6 +137,12 @@ def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
     return partition_count(settings, topic)
 
 
+def driver_java_options(settings: SparkJobSettings, archive: class_archive.ClassArchive | None) -> str:
+    """The configured options, then the class archive's (the archive's own, never overridden)."""
+    return " ".join(part for part in (settings.driver_java_options.strip(), archive.java_options() if archive else "")
+                    if part)
+
+
 def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query: str,
               build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
               session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0,
@@ -161,7 +167,7 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     archive = class_archive.prepare(Path(settings.class_archive_dir)) if settings.class_archive_dir else None
     spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
                           {**(session_conf or {}), **settings.extra_spark_conf()},
-                          jars_dir=settings.spark_jars_dir, driver_java_options=archive.java_options() if archive else "")
+                          jars_dir=settings.spark_jars_dir, driver_java_options=driver_java_options(settings, archive))
     listener.attach(spark)
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))

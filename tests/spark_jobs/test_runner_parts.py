@@ -72,3 +72,16 @@ def test_spark_conf_setting_becomes_session_settings_and_rejects_a_bare_word() -
     assert SparkJobSettings().extra_spark_conf() == {}
     with pytest.raises(ValueError, match="not key=value"):
         SparkJobSettings(spark_conf="spark.a=1,oops").extra_spark_conf()
+
+
+def test_driver_java_options_keep_the_configured_ones_and_add_the_class_archive(tmp_path) -> None:
+    from spark_jobs import class_archive
+    from spark_jobs.config import SparkJobSettings
+    from spark_jobs.runner import driver_java_options
+
+    archive = class_archive.prepare(tmp_path)
+    quick = SparkJobSettings(driver_java_options="-XX:TieredStopAtLevel=1")
+    assert driver_java_options(quick, archive) == f"-XX:TieredStopAtLevel=1 {archive.java_options()}"
+    assert driver_java_options(quick, None) == "-XX:TieredStopAtLevel=1"
+    assert driver_java_options(SparkJobSettings(driver_java_options=" "), archive) == archive.java_options()
+    assert SparkJobSettings().driver_java_options == "-XX:TieredStopAtLevel=1", "the default is the quick JIT"
