@@ -167,7 +167,8 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     archive = class_archive.prepare(Path(settings.class_archive_dir)) if settings.class_archive_dir else None
     spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
                           {**(session_conf or {}), **settings.extra_spark_conf()},
-                          jars_dir=settings.spark_jars_dir, driver_java_options=driver_java_options(settings, archive))
+                          jars_dir=settings.spark_jars_dir, driver_java_options=driver_java_options(settings, archive),
+                          cluster_secret=settings.credential("spark", "cluster"))
     listener.attach(spark)
     gate = BatchGate(sink)
     writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamkit.paths import SPARK_JARS_DIR
+from streamkit.paths import REPO_ROOT, SPARK_JARS_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,9 +37,20 @@ def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     return jars
 
 
+def _private_properties(properties: dict[str, str]) -> Path:
+    """A properties file only this user can read (mkstemp creates it 0600)."""
+    fd, name = tempfile.mkstemp(prefix="spark-", suffix=".conf")
+    with os.fdopen(fd, "w") as handle:
+        handle.writelines(f"{key} {value}\n" for key, value in properties.items())
+    return Path(name)
+
+
 def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: int | None = None,
                   extra: dict[str, str] | None = None, jars_dir: Path = SPARK_JARS_DIR,
-                  driver_java_options: str = "") -> "SparkSession":
+                  driver_java_options: str = "", cluster_secret: str = "") -> "SparkSession":
+    """``cluster_secret``: a standalone cluster's shared secret (``spark.authenticate``); Spark
+    takes it only from its configuration, so it reaches the JVM in a private properties file,
+    never on a command line (the worker hands it to executors in their environment)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
@@ -54,10 +66,22 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
                .config("spark.python.daemon.module", "spark_jobs.python_daemon")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
+    secret_file: Path | None = None
+    if master.startswith("spark://"):
+        # executors' Python workers import the jobs (and the daemon module above) from this checkout
+        builder = builder.config("spark.executorEnv.PYTHONPATH", str(REPO_ROOT))
+        if cluster_secret:
+            secret_file = _private_properties({"spark.authenticate": "true", "spark.authenticate.secret": cluster_secret})
+            os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {secret_file} pyspark-shell"
     if driver_java_options:  # before the JVM starts: PySpark hands the builder's settings to spark-submit
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    finally:
+        if secret_file is not None:  # read once, at the JVM's start
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+            secret_file.unlink(missing_ok=True)
     session.sparkContext.setLogLevel("WARN")
     return session

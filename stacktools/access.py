@@ -15,6 +15,7 @@ USERS: dict[str, tuple[str, ...]] = {
     "kafka": ("admin", "controller", "bridge", "spark", "connector"),
     "mqtt": ("admin", "machine", "bridge"),
     "influx": ("admin", "connector", "grafana"),
+    "spark": ("cluster",),  #: the standalone cluster's shared secret (spark.authenticate): master, workers, jobs
 }
 
 #: Kafka rights per topic role: user -> "read" (Read, Describe) or "write" (Write, Describe).

@@ -148,7 +148,6 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("KAFKA_CLUSTER_ID", "docker compose", "KRaft cluster id of the compose broker"),
     ("GRAFANA_ADMIN_PASSWORD", "docker compose", "password of Grafana's admin user (required, no default)"),
     ("GRAFANA_PORT", "docker compose", "host port of Grafana (3000)"),
-    ("SPARK_MASTER_UI_PORT", "docker compose", "host port of the Spark master web UI (8080)"),
     ("EVENTS_FILE", "docker compose", "file in ./data the compose `simulator` (profile replay) replays (events.json)"),
     ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
     ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),

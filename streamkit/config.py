@@ -276,6 +276,14 @@ class StackSettings(ServiceSettings):
     kafka_controller_port: int = setting(9093, "KAFKA_CONTROLLER_PORT", "port of the local KRaft controller")
     topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
+    spark_master_port: int = setting(7077, "SPARK_MASTER_PORT",
+                                     "port of the local Spark standalone master (stack component spark; worker N "
+                                     "listens on this port + N)")
+    spark_master_ui_port: int = setting(8080, "SPARK_MASTER_UI_PORT",
+                                        "port of the local Spark master's web UI and JSON status (worker N's UI: + N)")
+    spark_workers: int = setting(2, "SPARK_WORKERS", "workers of the local Spark cluster")
+    spark_worker_cores: int = setting(1, "SPARK_WORKER_CORES", "cores each local Spark worker offers")
+    spark_worker_memory: str = setting("2g", "SPARK_WORKER_MEMORY", "memory each local Spark worker offers its executors")
 
 
 @dataclasses.dataclass(frozen=True)

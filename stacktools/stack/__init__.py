@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stacktools.access import USERS
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
-from stacktools.stack.components import ALL_COMPONENTS, Component
+from stacktools.stack.components import ALL_COMPONENTS, OPTIONAL_GROUPS, Component
 from stacktools.stack.process import ManagedProcess, StackError, StackTimedOut, port_open, port_owner
 from streamkit.deadline import TimedOut, wait_until
 
@@ -71,19 +71,35 @@ class ComponentStatus:
 
 class Stack:
     def __init__(self, settings: Settings, names: list[str] | None = None, *, allow_external: bool | None = None) -> None:
+        """``names``: default servers and optional groups (``spark``); none: the default servers for
+        ``up``, and everything this run directory runs for ``down`` and ``status``."""
         self.settings = settings
+        self.explicit = bool(names)
         wanted = set(names or [c.name for c in ALL_COMPONENTS])
-        unknown = wanted - {c.name for c in ALL_COMPONENTS}
+        unknown = wanted - {c.name for c in ALL_COMPONENTS} - set(OPTIONAL_GROUPS)
         if unknown:
             raise StackError(f"unknown component(s): {', '.join(sorted(unknown))}")
         self.component_types = [c for c in ALL_COMPONENTS if c.name in wanted]
+        self.groups = [g for g in OPTIONAL_GROUPS if g in wanted]
         # A healthy server on our port that we did not start (e.g. docker compose) may be used
         # instead of failing, when the user says so.
         self.allow_external = (os.environ.get("STACK_ALLOW_EXTERNAL", "") in {"1", "true", "yes"}
                                if allow_external is None else allow_external)
 
-    def _components(self) -> list[Component]:
-        return [c(self.settings) for c in self.component_types]
+    def _components(self, *, running_groups: bool = False) -> list[Component]:
+        """The named servers; with ``running_groups`` and no names, also every optional group's
+        servers that run now (so that a plain ``down`` or ``status`` covers them)."""
+        components = [c(self.settings) for c in self.component_types]
+        for group, make in OPTIONAL_GROUPS.items():
+            members = make(self.settings)
+            if group in self.groups or (running_groups and not self.explicit
+                                        and any(self._process(m).pid() is not None for m in members)):
+                components += members
+        return components
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self._components()]
 
     def _process(self, component: Component) -> ManagedProcess:
         return ManagedProcess(component.name, self.settings.run_dir)
@@ -129,7 +145,7 @@ class Stack:
                              f"{component.name} port option / environment variable), or set "
                              "STACK_ALLOW_EXTERNAL=1 to use a compatible running server.")
         component.prepare()
-        process.start(component.command(), cwd=component.conf_dir)
+        process.start(component.command(), env=component.env(), cwd=component.conf_dir)
         return True
 
     def _await(self, component: Component) -> None:
@@ -146,7 +162,7 @@ class Stack:
         """Stop what this run dir started, in reverse order (clients of Kafka first would be nicer,
         but none of these servers depends on another)."""
         stopped = []
-        for component in reversed(self._components()):
+        for component in reversed(self._components(running_groups=True)):
             if self._process(component).stop():
                 stopped.append(component.name)
                 # A restart right after (tests restart the broker) must find the ports free.
@@ -159,7 +175,7 @@ class Stack:
 
     def status(self) -> list[ComponentStatus]:
         result = []
-        for component in self._components():
+        for component in self._components(running_groups=True):
             process = self._process(component)
             pid = process.pid()
             if pid is not None:

@@ -13,7 +13,7 @@ import time
 
 from streamkit.config import Settings
 from stacktools.stack import Stack, StackError
-from stacktools.stack.components import ALL_COMPONENTS
+from stacktools.stack.components import ALL_COMPONENTS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
 
 
@@ -41,17 +41,19 @@ def follow(processes: list[ManagedProcess]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     names = [c.name for c in ALL_COMPONENTS]
+    optional = ", ".join(OPTIONAL_GROUPS)
     parser = argparse.ArgumentParser(prog="python -m stacktools.stack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
-    parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all)")
+    parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all of these), and the optional {optional} "
+                             "(a standalone master and SPARK_WORKERS workers; only when named)")
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
     try:
         stack = Stack(settings, args.components or None)
         if args.action == "up":
-            print(f"[stack] starting {', '.join(c.name for c in stack.component_types)} (waiting until healthy)", flush=True)
+            print(f"[stack] starting {', '.join(stack.names)} (waiting until healthy)", flush=True)
             stack.up()
             return 0 if print_status(stack) else 1
         if args.action == "provision":
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.action == "status":
             return 0 if print_status(stack) else 1
-        processes = [ManagedProcess(c.name, settings.run_dir) for c in stack.component_types]
+        processes = [ManagedProcess(name, settings.run_dir) for name in stack.names]
         for process in processes:
             print(f"==> {process.log_file} <==\n{tail(process.log_file, args.lines)}")
         if args.follow:
