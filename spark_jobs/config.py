@@ -40,9 +40,9 @@ class SparkJobSettings(KafkaSettings):
                                      "stops, later ones start ~3 s sooner with it); empty: none")
     driver_java_options: str = setting("-XX:TieredStopAtLevel=1", "SPARK_DRIVER_JAVA_OPTIONS",
                                        "the driver JVM's options (local[*]: the executors' too). The default, the "
-                                       "quick JIT only, put the first joined point ~3 s sooner and took ~15% less "
-                                       "CPU at 1,000 rows/s, but ~10% more per record in big warm batches; empty: "
-                                       "Java's default JIT")
+                                       "quick JIT only, put the first joined point ~3-5 s sooner and took ~15% "
+                                       "less CPU at 1,000 rows/s, big warm batches within noise; empty: Java's "
+                                       "default JIT")
     warm_python_workers: bool = setting(False, "SPARK_WARM_PYTHON_WORKERS",
                                         "start the Python workers and import the job in them while the first batch "
                                         "is planned, instead of inside it (off: on 2 cores it competed with the "
