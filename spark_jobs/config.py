@@ -65,6 +65,13 @@ class SparkJobSettings(KafkaSettings):
     available_now: bool = setting(False, "SPARK_AVAILABLE_NOW",
                                   "process what is in the input topic now, emit, and exit 0 (a backfill: a batch run "
                                   "of the streaming job)")
+    sink: str = setting("driver", "SPARK_SINK",
+                        "where the exactly-once sink writes from: driver (each batch collected, one transaction) "
+                        "or executors (each task its output partition, a transaction per partition and batch; "
+                        "docs/exactly-once.md)")
+    sink_partitions: int = setting(2, "SPARK_SINK_PARTITIONS",
+                                   "output partitions of the executors' sink; part of the query's identity: change "
+                                   "it only on a fresh checkpoint or after a clean stop")
     transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
                                           "Kafka transaction timeout; must stay below the broker's "
                                           "transaction.max.timeout.ms (15 min by default)")

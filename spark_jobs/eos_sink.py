@@ -32,9 +32,8 @@ batch ids restart at 0, and the old marker must not swallow the new query's batc
 Limits:
 * A batch's output passes through the driver (collected as Arrow, produced by one producer):
   fine at our volumes (~0.1 s per 10k rows to collect); the driver must hold one batch.
-* The scale variant is per-task transactions (``transactional.id = <query>-<partition>``,
-  markers per (query, partition)); the batch then becomes visible partition by partition and
-  the partition count must stay fixed. Not implemented here.
+* The scale variant, per-task transactions written by the executors, is
+  ``spark_jobs.executor_sink`` (SPARK_SINK=executors); it reuses this class per output partition.
 * Readers must use ``read_committed``; a stuck open transaction (e.g. a killed driver never
   restarted) blocks them at the last stable offset until ``transaction.timeout.ms``.
 
@@ -223,6 +222,7 @@ class ExactlyOnceSink:
         self._prepared = False  # fenced and read by prepare(), no query id adopted yet
         self._opening = threading.Lock()
         self._collect_s = 0.0  # the last batch's collect, for its "batch committed" log
+        self.last_written: tuple[int, collections.Counter] = (0, collections.Counter())  #: rows, dead letters
         self._committed = TRANSACTIONS.labels(query_name, "committed")
         self._aborted = TRANSACTIONS.labels(query_name, "aborted")
         self._skipped = SKIPPED.labels(query_name)
@@ -393,6 +393,7 @@ class ExactlyOnceSink:
         committed = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "commit").observe(committed - produced)
         self._last_committed = batch_id
+        self.last_written = (count, dead_letters)
         self._committed.inc()
         RECORDS.labels(self.query_name).inc(count)
         for reason, letters in dead_letters.items():

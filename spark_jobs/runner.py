@@ -27,6 +27,7 @@ from streamkit.shutdown import ShutdownFlag
 from spark_jobs import class_archive, dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook
+from spark_jobs.executor_sink import ExecutorSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,6 +144,18 @@ def driver_java_options(settings: SparkJobSettings, archive: class_archive.Class
                     if part)
 
 
+def make_sink(settings: SparkJobSettings, query_name: str,
+              fault_hook: FaultHook | None = None) -> ExactlyOnceSink | ExecutorSink:
+    """The exactly-once sink SPARK_SINK asks for."""
+    if settings.sink == "driver":
+        return ExactlyOnceSink(settings, query_name, settings.marker_topic,
+                               transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+    if settings.sink == "executors":
+        return ExecutorSink(settings, query_name, settings.marker_topic, settings.sink_partitions,
+                            transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+    raise ValueError(f"SPARK_SINK={settings.sink!r}: driver or executors")
+
+
 def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query: str,
               build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
               session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0,
@@ -161,8 +174,7 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     query_name = settings.query(default_query)
     checkpoint = settings.checkpoint_for(query_name)
     started = time.monotonic()
-    sink = ExactlyOnceSink(settings, query_name, settings.marker_topic,
-                           transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+    sink = make_sink(settings, query_name, fault_hook)
     threading.Thread(target=sink.prepare, name="eos-sink-prepare", daemon=True).start()  # while the JVM starts
     archive = class_archive.prepare(Path(settings.class_archive_dir)) if settings.class_archive_dir else None
     spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,

@@ -32,3 +32,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(stack_settings: Settings) -> Iterator[str]:
+    """The launcher's Spark standalone cluster (``up spark``) for this session: its master URL.
+    One that runs already is reused and left running; one started here is stopped at the end."""
+    cluster = Stack(stack_settings, ["spark"])
+    was_running = all(s.state == "running" for s in cluster.status())
+    settings = cluster.up()
+    yield f"spark://127.0.0.1:{settings.spark_master_port}"
+    if not was_running and os.environ.get("STACK_KEEP", "") not in {"1", "true", "yes"}:
+        cluster.down()
+

@@ -41,8 +41,19 @@ def sample_records(partitions: int) -> list[Record]:
     return [*records, *records[-60:], (thing, "actSpeed_C11", int(time.time() * 1000) + 7_200_000, 1.0, "bad-clock")]
 
 
-def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(stack_settings: Settings,
-                                                                               tmp_path: Path) -> None:
+#: (master, sink) -> the driver kills: (fault point, batch). The executors' sink's points are a
+#: task's (``<point>@<output partition>``: the hook kills the driver and that task) or the
+#: driver's after every partition committed.
+RUNS = {
+    ("local", "driver"): [("after_produce", 1), ("after_commit", 3)],
+    ("local", "executors"): [("after_produce@0", 1), ("after_commit@1", 3), ("after_tasks", 4)],
+    ("cluster", "executors"): [("after_commit@0", 2), ("after_tasks", 3)],
+}
+
+
+@pytest.mark.parametrize("master,sink", list(RUNS), ids=[f"{m}-{s}" for m, s in RUNS])
+def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
+        stack_settings: Settings, tmp_path: Path, request: pytest.FixtureRequest, master: str, sink: str) -> None:
     partitions = stack_settings.topic_partitions
     records = sample_records(partitions)
     lane = Wiring.private(stack_settings, bridge_only=True)
@@ -56,13 +67,19 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(s
             "--query-name", f"single-pass-{uuid.uuid4().hex[:8]}", "--checkpoint-dir", str(tmp_path / "checkpoint"),
             "--pairs", PAIRS, *window_args(SPECS, LATENESS_MS), "--available-now",
             "--max-offsets-per-trigger", "4000"]
-    for point, batch in (("after_produce", 1), ("after_commit", 3)):  # killed inside the sink, then restarted
-        env = {"EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
+    where = {"SPARK_SINK": sink, "SPARK_SINK_PARTITIONS": "2"}
+    if master == "cluster":
+        where["SPARK_MASTER"] = request.getfixturevalue("spark_cluster")
+    for point, batch in RUNS[master, sink]:  # killed inside the sink, then restarted
+        env = {**where, "EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
         code = spark_service("tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env).start() \
             .process.wait(600)
         assert code == -9, (point, code, log_tail(log))
         time.sleep(2)  # its JVM exits on stdin EOF: never two drivers on one checkpoint
-    assert spark_service("spark_jobs.single_pass", args, log).start().process.wait(600) == 0, log_tail(log)
+    assert spark_service("spark_jobs.single_pass", args, log, where).start().process.wait(600) == 0, log_tail(log)
+    ran = log.read_text(errors="replace")
+    assert f'"master": "{where.get("SPARK_MASTER", "local[*]")}"' in ran, "the job did not run where it was sent"
+    assert ('"logger": "spark_jobs.executor_sink"' in ran) == (sink == "executors"), "another sink wrote the batches"
 
     now_ms = int(time.time() * 1000)
     on_time = [r for r in records if r[2] <= now_ms + 3_600_000]

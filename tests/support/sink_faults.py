@@ -14,14 +14,19 @@ log = logging.getLogger("tests.support.sink_faults")
 
 
 def kill_at(point: str, batch: int) -> FaultHook:
-    """SIGKILL ourselves at ``point`` of ``batch``: a crash, not an exception Python could catch."""
+    """SIGKILL the driver at ``point`` of ``batch``: a crash, not an exception Python could
+    catch. The driver's pid is taken here, so a hook pickled to an executor (the executors'
+    sink: points like ``after_commit@1``, output partition 1) kills the driver and its own
+    task there."""
+    driver = os.getpid()
 
     def hook(at: str, batch_id: int) -> None:
         if at == point and batch_id == batch:
             log.warning("fault injection: SIGKILL", extra={"point": point, "batch_id": batch_id})
             for handler in logging.getLogger().handlers:
                 handler.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(driver, signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)  # in an executor: this task dies at the point too
 
     return hook
 
