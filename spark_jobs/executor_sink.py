@@ -25,6 +25,7 @@ committed in every partition), as markers of the old count no longer cover the n
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -44,8 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_jobs.executor_sink")
 
-#: What each task reports to the driver.
+#: What each task reports to the driver (dead letters: a JSON object of counts by reason).
 RESULT_SCHEMA = "partition int, outcome string, rows long, dead_letters string"
+
 
 def partition_query(query_name: str, partition: int) -> str:
     """The name of one output partition of a query: its marker key; ``eos-`` + it is its
@@ -82,7 +84,7 @@ class PartitionWriter:
         table = pa.Table.from_batches(batches) if batches else pa.table({"key": pa.array([], pa.binary())})
         outcome, rows, letters = self.write(partition, table)
         yield pa.RecordBatch.from_pydict({"partition": [partition], "outcome": [outcome], "rows": [rows],
-                                          "dead_letters": [",".join(f"{k}={v}" for k, v in letters.items())]},
+                                          "dead_letters": [json.dumps(letters)]},
                                          schema=pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
                                                            ("rows", pa.int64()), ("dead_letters", pa.string())]))
 
@@ -149,7 +151,7 @@ class ExecutorSink:
         """Nothing to do ahead: each task fences and reads its own marker."""
 
     def close(self) -> None:
-        """Producers live in the executors' Python workers, which end with the application."""
+        """Nothing to close here: each task closes its own producer."""
 
     def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
@@ -170,9 +172,8 @@ class ExecutorSink:
         EMPTY.labels(self.query_name).inc(outcomes["empty"])
         RECORDS.labels(self.query_name).inc(rows)
         for result in results:
-            for item in filter(None, result.dead_letters.split(",")):
-                reason, count = item.rsplit("=", 1)
-                DEAD_LETTERS.labels(self.query_name, reason).inc(int(count))
+            for reason, count in json.loads(result.dead_letters).items():
+                DEAD_LETTERS.labels(self.query_name, reason).inc(count)
         self._last_committed = batch_id
         LAST_BATCH.labels(self.query_name).set(batch_id)
         log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": rows,
