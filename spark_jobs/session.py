@@ -67,6 +67,7 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
     secret_file: Path | None = None
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")  # the caller's, put back once the JVM started
     if master.startswith("spark://"):
         # executors' Python workers import the jobs (and the daemon module above) from this checkout
         builder = builder.config("spark.executorEnv.PYTHONPATH", str(REPO_ROOT))
@@ -81,7 +82,10 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
         session = builder.getOrCreate()
     finally:
         if secret_file is not None:  # read once, at the JVM's start
-            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+            if submit_args is None:
+                os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+            else:
+                os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
             secret_file.unlink(missing_ok=True)
     session.sparkContext.setLogLevel("WARN")
     return session
