@@ -15,13 +15,18 @@ from streamkit.config import Settings
 from stacktools.stack import Stack
 
 
+def keep_started_servers() -> bool:
+    """STACK_KEEP=1: leave what a test session started running afterwards."""
+    return os.environ.get("STACK_KEEP", "") in {"1", "true", "yes"}
+
+
 @pytest.fixture(scope="session")
 def stack_settings() -> Iterator[Settings]:
     settings = Settings.from_sources()
     stack = Stack(settings)
     was_running = all(s.state in {"running", "external"} for s in stack.status())
     yield stack.up()
-    if not was_running and os.environ.get("STACK_KEEP", "") not in {"1", "true", "yes"}:
+    if not was_running and not keep_started_servers():
         stack.down()
 
 
@@ -42,6 +47,6 @@ def spark_cluster(stack_settings: Settings) -> Iterator[str]:
     was_running = all(s.state == "running" for s in cluster.status())
     settings = cluster.up()
     yield f"spark://127.0.0.1:{settings.spark_master_port}"
-    if not was_running and os.environ.get("STACK_KEEP", "") not in {"1", "true", "yes"}:
+    if not was_running and not keep_started_servers():
         cluster.down()
 
