@@ -31,7 +31,7 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
-    replication_factor: int = 1
+    replication_factor: int = -1  # -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
     doc: str = ""
     role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
 
@@ -50,7 +50,7 @@ def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[
     for name, body in declared.items():
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
         specs.append(TopicSpec(name, int(body.get("partitions") or default_partitions), config,
-                               int(body.get("replication_factor", 1)), body.get("doc", ""), body.get("role", "")))
+                               int(body.get("replication_factor", -1)), body.get("doc", ""), body.get("role", "")))
     return specs
 
 

@@ -224,8 +224,12 @@ class ServiceSettings:
 class KafkaSettings(ServiceSettings):
     """The Kafka client's side: where the broker is, how to log in, and the pipeline's topics."""
 
-    kafka_port: int = setting(9092, "KAFKA_PORT", "port of the local Kafka broker")
-    kafka_bootstrap_servers: str = setting("", "KAFKA_BOOTSTRAP_SERVERS", "Kafka bootstrap servers (default 127.0.0.1:<kafka port>)")
+    kafka_port: int = setting(9092, "KAFKA_PORT", "port of the local Kafka broker (node 1 of KAFKA_BROKERS)")
+    kafka_brokers: int = setting(1, "KAFKA_BROKERS",
+                                 "Kafka nodes of the local stack (1, or 3 for a KRaft quorum with replication factor 3 "
+                                 "and min.insync.replicas 2); node N listens on KAFKA_PORT + 2(N-1)")
+    kafka_bootstrap_servers: str = setting("", "KAFKA_BOOTSTRAP_SERVERS",
+                                           "Kafka bootstrap servers (default: every local node, 127.0.0.1:<kafka port>,...)")
     kafka_username: str = login_user("kafka")
     kafka_password: str = login_password("kafka")
     kafka_security_protocol: str = setting("SASL_PLAINTEXT", "KAFKA_SECURITY_PROTOCOL",
@@ -239,7 +243,12 @@ class KafkaSettings(ServiceSettings):
 
     @property
     def bootstrap_servers(self) -> str:
-        return self.kafka_bootstrap_servers or f"127.0.0.1:{self.kafka_port}"
+        return self.kafka_bootstrap_servers or ",".join(f"127.0.0.1:{port}" for port in self.kafka_node_ports)
+
+    @property
+    def kafka_node_ports(self) -> list[int]:
+        """The client port of each local Kafka node (all of them bootstrap: any one may be down)."""
+        return [self.kafka_port + 2 * node for node in range(self.kafka_brokers)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,7 +282,7 @@ class StackSettings(ServiceSettings):
     """What only the stack launcher and its tools read: servers no service talks to, and how
     topics are provisioned."""
 
-    kafka_controller_port: int = setting(9093, "KAFKA_CONTROLLER_PORT", "port of the local KRaft controller")
+    kafka_controller_port: int = setting(9093, "KAFKA_CONTROLLER_PORT", "port of the local KRaft controller (node N: + 2(N-1))")
     topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
     spark_master_port: int = setting(7077, "SPARK_MASTER_PORT",

@@ -13,6 +13,7 @@ import pytest
 
 from streamkit.config import Settings
 from stacktools.stack import Stack
+from streamkit.config import CREDENTIALS_FILE
 
 
 def keep_started_servers() -> bool:
@@ -50,3 +51,29 @@ def spark_cluster(stack_settings: Settings) -> Iterator[str]:
     if not was_running and not keep_started_servers():
         cluster.down()
 
+
+
+#: The replicated stack's ports: the defaults + 10000, so that it runs next to the main stack.
+REPLICATED_PORTS = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "MQTT_PORT": "11883",
+                    "INFLUX_PORT": "18086", "PROMETHEUS_PORT": "19090"}
+
+
+@pytest.fixture(scope="session")
+def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[Settings]:
+    """A second stack next to the main one (run dir ``<run dir>/replicated``, ports + 10000) with
+    three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2), Mosquitto
+    and InfluxDB, for pipelines on the session's Spark cluster: its run dir gets the cluster's
+    secret, so that jobs started with these settings can join it. Reused and left running as
+    ``stack_settings`` is."""
+    run_dir = stack_settings.run_dir / "replicated"
+    credentials = run_dir / CREDENTIALS_FILE
+    if not credentials.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        credentials.touch(mode=0o600)
+        credentials.write_text(f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n")
+    environ = {**os.environ, **REPLICATED_PORTS, "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3"}
+    stack = Stack(Settings.from_sources(environ), ["kafka", "mosquitto", "influxdb"])
+    was_running = all(s.state == "running" for s in stack.status())
+    yield stack.up()
+    if not was_running and not keep_started_servers():
+        stack.down()

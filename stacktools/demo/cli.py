@@ -29,6 +29,7 @@ from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack, StackError
+from stacktools.stack.components import DEFAULT_GROUPS
 from stacktools.stack.process import port_open
 
 log = logging.getLogger("demo")
@@ -68,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="folder for the summary and plots")
     parser.add_argument("--keep-running", action="store_true", help="leave the stack and services up to explore")
     parser.add_argument("--timeout-s", type=float, default=3600, help="give up waiting for the drain after this")
+    parser.add_argument("--spark-cluster", action="store_true",
+                        help="run Spark on the launcher's standalone cluster (started if needed: a master and "
+                             "SPARK_WORKERS workers), the output written from the executors (SPARK_SINK=executors); "
+                             "with --kafka-brokers 3 the whole scaled-out stack")
     parser.add_argument("--shape", choices=list(SHAPES), default=DEFAULT_SHAPE,
                         help="the Spark part: one stateful pass per thing (default), or the join and the aggregate "
                              "as two jobs")
@@ -88,16 +93,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Stack up, fresh topics and database, the services, the replay, the report."""
-    stack = Stack(settings)
-    not_running = [s.name for s in stack.status() if s.state not in {"running", "external"}]
-    print("starting the local stack (Kafka, Mosquitto, InfluxDB, Prometheus) ...", flush=True)
+    stack = Stack(settings, [*DEFAULT_GROUPS, *(["spark"] if args.spark_cluster else [])])
+    not_running = stack.groups_not_running()
+    print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
     settings = stack.up()  # a first run generates the passwords only now
+    spark_env = ({"SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}", "SPARK_SINK": "executors"}
+                 if args.spark_cluster else {})
     events = events_file(args)
     rows = count_rows(events)
     wiring = Wiring.fresh(settings, "demo")
     default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
     work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
-    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape)
+    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env)
     print(f"replaying {events} ({rows:,} rows) through topics *.{wiring.query_suffix[1:]}, "
           f"InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
     started = time.monotonic()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stacktools.access import USERS
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
-from stacktools.stack.components import ALL_COMPONENTS, OPTIONAL_GROUPS, Component
+from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component
 from stacktools.stack.process import ManagedProcess, StackError, StackTimedOut, port_open, port_owner
 from streamkit.deadline import TimedOut, wait_until
 
@@ -71,15 +71,15 @@ class ComponentStatus:
 
 class Stack:
     def __init__(self, settings: Settings, names: list[str] | None = None, *, allow_external: bool | None = None) -> None:
-        """``names``: default servers and optional groups (``spark``); none: the default servers for
-        ``up``, and everything this run directory runs for ``down`` and ``status``."""
+        """``names``: default groups (``kafka``: all its nodes) and optional groups (``spark``); none:
+        the default groups for ``up``, and everything this run directory runs for ``down`` and ``status``."""
         self.settings = settings
         self.explicit = bool(names)
-        wanted = set(names or [c.name for c in ALL_COMPONENTS])
-        unknown = wanted - {c.name for c in ALL_COMPONENTS} - set(OPTIONAL_GROUPS)
+        wanted = set(names or DEFAULT_GROUPS)
+        unknown = wanted - set(DEFAULT_GROUPS) - set(OPTIONAL_GROUPS)
         if unknown:
             raise StackError(f"unknown component(s): {', '.join(sorted(unknown))}")
-        self.component_types = [c for c in ALL_COMPONENTS if c.name in wanted]
+        self.default_groups = [g for g in DEFAULT_GROUPS if g in wanted]
         self.groups = [g for g in OPTIONAL_GROUPS if g in wanted]
         # A healthy server on our port that we did not start (e.g. docker compose) may be used
         # instead of failing, when the user says so.
@@ -89,13 +89,20 @@ class Stack:
     def _components(self, *, running_groups: bool = False) -> list[Component]:
         """The named servers; with ``running_groups`` and no names, also every optional group's
         servers that run now (so that a plain ``down`` or ``status`` covers them)."""
-        components = [c(self.settings) for c in self.component_types]
+        components = [c for group in self.default_groups for c in DEFAULT_GROUPS[group](self.settings)]
         for group, make in OPTIONAL_GROUPS.items():
             members = make(self.settings)
             if group in self.groups or (running_groups and not self.explicit
                                         and any(self._process(m).pid() is not None for m in members)):
                 components += members
         return components
+
+    def groups_not_running(self) -> list[str]:
+        """The named groups with a server that runs neither here nor elsewhere (what ``up``
+        starts): a caller that leaves the machine as it found it stops exactly these afterwards."""
+        groups = {**DEFAULT_GROUPS, **OPTIONAL_GROUPS}
+        return [group for group in [*self.default_groups, *self.groups]
+                if any(self._state(member) not in {"running", "external"} for member in groups[group](self.settings))]
 
     @property
     def names(self) -> list[str]:
@@ -173,16 +180,14 @@ class Stack:
                     pass  # the next start reports the busy port and who holds it
         return stopped
 
+    def _state(self, component: Component) -> str:
+        if self._process(component).pid() is not None:
+            return "running" if component.healthy() else "unhealthy"
+        if any(port_open(p) for p in component.ports[:1]) and component.healthy():
+            return "external"
+        return "stopped"
+
     def status(self) -> list[ComponentStatus]:
-        result = []
-        for component in self._components(running_groups=True):
-            process = self._process(component)
-            pid = process.pid()
-            if pid is not None:
-                state = "running" if component.healthy() else "unhealthy"
-            elif any(port_open(p) for p in component.ports[:1]) and component.healthy():
-                state = "external"
-            else:
-                state = "stopped"
-            result.append(ComponentStatus(component.name, state, pid, component.address, str(process.log_file)))
-        return result
+        return [ComponentStatus(component.name, self._state(component), self._process(component).pid(),
+                                component.address, str(self._process(component).log_file))
+                for component in self._components(running_groups=True)]

@@ -13,7 +13,7 @@ import time
 
 from streamkit.config import Settings
 from stacktools.stack import Stack, StackError
-from stacktools.stack.components import ALL_COMPONENTS, OPTIONAL_GROUPS
+from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
 
 
@@ -40,13 +40,13 @@ def follow(processes: list[ManagedProcess]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = [c.name for c in ALL_COMPONENTS]
+    names = list(DEFAULT_GROUPS)
     optional = ", ".join(OPTIONAL_GROUPS)
     parser = argparse.ArgumentParser(prog="python -m stacktools.stack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
-    parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all of these), and the optional {optional} "
-                             "(a standalone master and SPARK_WORKERS workers; only when named)")
+    parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), and "
+                             f"the optional {optional} (a standalone master and SPARK_WORKERS workers; only when named)")
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)

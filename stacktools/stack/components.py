@@ -23,6 +23,7 @@ from stacktools.influx import InfluxClient, InfluxError, basic_auth
 from streamkit.config import Settings, credential_env
 from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
 from stacktools.stack.process import StackError, port_open
+from streamkit.deadline import TimedOut, wait_until
 
 KAFKA_VERSION = "4.3.1"
 
@@ -89,14 +90,36 @@ class Component:
 
 
 class Kafka(Component):
-    """Apache Kafka, single node in KRaft combined mode (broker + controller), transactions on."""
+    """One Apache Kafka node in KRaft combined mode (broker + controller), transactions on.
+    ``KAFKA_BROKERS`` nodes form one controller quorum; with three, every topic (data,
+    transaction state, offsets) has three replicas and needs two in sync to accept a write."""
 
     name = "kafka"
     start_timeout_s = 90.0
 
+    def __init__(self, settings: Settings, node: int = 1) -> None:
+        self.node = node
+        if node > 1:  # node 1 keeps the plain name (and run-dir layout) of a single-node stack
+            self.name = f"kafka-{node}"
+        super().__init__(settings)
+
     @property
     def ports(self) -> list[int]:
-        return [self.settings.kafka_port, self.settings.kafka_controller_port]
+        return [self.settings.kafka_node_ports[self.node - 1], self.controller_port(self.node)]
+
+    def controller_port(self, node: int) -> int:
+        return self.settings.kafka_controller_port + 2 * (node - 1)
+
+    @property
+    def replication(self) -> tuple[int, int]:
+        """(replication factor, min.insync.replicas) for every topic of this cluster."""
+        replicas = min(self.settings.kafka_brokers, 3)
+        return replicas, 2 if replicas >= 3 else 1
+
+    @property
+    def cluster_id_file(self) -> Path:
+        """Shared by every node (node 1's configuration directory): one cluster, one id."""
+        return self.settings.run_dir / "kafka" / "cluster.id"
 
     def missing_install(self) -> str | None:
         if not list(KAFKA_JARS_DIR.glob(f"kafka_2.13-{KAFKA_VERSION}.jar")):
@@ -109,12 +132,17 @@ class Kafka(Component):
         super().prepare()
         self.require_passwords("kafka", ("admin", "controller"))
         s = self.settings
+        if s.kafka_brokers < 1:
+            raise StackError(f"KAFKA_BROKERS must be at least 1, not {s.kafka_brokers}")
+        replicas, min_insync = self.replication
+        client_port, controller_port = self.ports
+        voters = ",".join(f"{n}@127.0.0.1:{self.controller_port(n)}" for n in range(1, s.kafka_brokers + 1))
         properties = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
-            "listeners": f"CLIENT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
-            "advertised.listeners": f"CLIENT://127.0.0.1:{s.kafka_port}",
+            "node.id": str(self.node),
+            "controller.quorum.voters": voters,
+            "listeners": f"CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{client_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "CLIENT",
             "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
@@ -122,14 +150,16 @@ class Kafka(Component):
             "log.dirs": str(self.data_dir),
             "num.partitions": str(s.topic_partitions),
             "auto.create.topics.enable": "false",
-            # one node: every internal topic has a single replica, and transactions still work
-            "offsets.topic.replication.factor": "1",
+            # topics are created with the broker's default replication (stacktools.topics)
+            "default.replication.factor": str(replicas),
+            "min.insync.replicas": str(min_insync),
+            "offsets.topic.replication.factor": str(replicas),
             "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": str(replicas),
+            "transaction.state.log.min.isr": str(min_insync),
             "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": str(replicas),
+            "share.coordinator.state.topic.min.isr": str(min_insync),
             "group.initial.rebalance.delay.ms": "0",
             # compaction observable within tests, hanging transactions aborted within a minute
             "log.cleaner.backoff.ms": "1000",
@@ -148,12 +178,19 @@ class Kafka(Component):
             "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
             "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
             "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n")
+        nodes_file = self.data_dir / self.NODES_MARKER
         if not (self.data_dir / "meta.properties").exists():
             self._format_storage()
+            nodes_file.write_text(f"{s.kafka_brokers}\n")
         elif not (self.data_dir / self.AUTH_MARKER).exists():
             raise StackError(f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
                              "admin user: remove that directory (its topics are lost) and start again")
+        elif int((nodes_file.read_text() if nodes_file.exists() else "1").strip()) != s.kafka_brokers:
+            raise StackError(f"the Kafka data in {self.data_dir} belongs to a cluster of {nodes_file.read_text().strip() if nodes_file.exists() else 1} "
+                             f"node(s), not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+                             f"{s.run_dir / 'data'}/kafka* (its topics are lost)")
 
+    NODES_MARKER = "cluster-nodes"
     AUTH_MARKER = "scram-users-created"
 
     def _auth_properties(self) -> dict[str, str]:
@@ -186,7 +223,10 @@ class Kafka(Component):
                 "-cp", f"{KAFKA_JARS_DIR}/*", main_class, *args]
 
     def _format_storage(self) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if self.node == 1 or not self.cluster_id_file.exists():
+            self.cluster_id_file.parent.mkdir(parents=True, exist_ok=True)
+            self.cluster_id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        cluster_id = self.cluster_id_file.read_text().strip()
         admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
         result = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                                            "-c", str(self.conf_dir / "server.properties"), "--add-scram", admin),
@@ -198,26 +238,41 @@ class Kafka(Component):
     def command(self) -> list[str]:
         return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
 
-    def healthy(self) -> bool:
+    def registered_nodes(self) -> set[int]:
+        """The node ids this node's metadata lists as live brokers (asked on its own port)."""
         from confluent_kafka.admin import AdminClient  # imported late: `stack status` stays fast
 
         from streamkit.kafka_clients import client_config
 
-        if not port_open(self.settings.kafka_port):
-            return False
+        if not port_open(self.ports[0]):
+            return set()
         # log_level 0: a broker that is still starting is expected here, not worth a log line
-        admin = AdminClient({**client_config(self.settings, "stack-health"), "socket.timeout.ms": 2000,
-                             "log_level": 0})
-        try:
-            return bool(admin.list_topics(timeout=2).brokers)
+        try:  # without a password (a run dir of its own), the client cannot even be made
+            admin = AdminClient({**client_config(self.settings, "stack-health"), "bootstrap.servers": self.address,
+                                 "socket.timeout.ms": 2000, "log_level": 0})
+            return set(admin.list_topics(timeout=2).brokers)
         except Exception:  # noqa: BLE001 - any failure means "not (yet) healthy"
-            return False
+            return set()
+
+    def healthy(self) -> bool:
+        return self.node in self.registered_nodes()
 
     def after_healthy(self) -> None:
+        """Users, rights and topics, once per cluster (node 1) and only when every node is
+        registered: a topic with three replicas cannot be created on fewer brokers."""
         from stacktools.kafka_access import grant_prefixes, upsert_users
         from streamkit.kafka_clients import admin_client
         from stacktools.topics import load_topic_specs, provision
 
+        if self.node != 1:
+            return
+        everyone = set(range(1, self.settings.kafka_brokers + 1))
+        try:
+            wait_until(lambda: self.registered_nodes() >= everyone, self.start_timeout_s,
+                       "every Kafka node registered", interval_s=1)
+        except TimedOut:
+            raise StackError(f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} registered "
+                             f"after {self.start_timeout_s:.0f} s (see the kafka-N logs)") from None
         self.require_passwords("kafka", USERS["kafka"])
         admin = admin_client(self.settings)  # held until the results are in: a dropped client cancels them
         upsert_users(admin, self.settings)
@@ -225,6 +280,10 @@ class Kafka(Component):
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
+
+
+def kafka_nodes(settings: Settings) -> list[Component]:
+    return [Kafka(settings, node) for node in range(1, max(settings.kafka_brokers, 1) + 1)]
 
 
 class Mosquitto(Component):
@@ -509,7 +568,12 @@ def spark_cluster(settings: Settings) -> list[Component]:
     return [SparkMaster(settings), *(SparkWorker(settings, i) for i in range(1, settings.spark_workers + 1))]
 
 
-#: The servers ``up`` starts by default, in start order.
-ALL_COMPONENTS: tuple[type[Component], ...] = (Kafka, Mosquitto, InfluxDB, Prometheus)
+def single(component: type[Component]) -> Callable[[Settings], list[Component]]:
+    return lambda settings: [component(settings)]
+
+
+#: The servers ``up`` starts by default, by group, in start order (``kafka``: KAFKA_BROKERS nodes).
+DEFAULT_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {
+    "kafka": kafka_nodes, "mosquitto": single(Mosquitto), "influxdb": single(InfluxDB), "prometheus": single(Prometheus)}
 #: Started only when named (``up spark``): a Spark standalone master and SPARK_WORKERS workers.
 OPTIONAL_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {"spark": spark_cluster}

@@ -8,8 +8,13 @@ late records of the windows must equal the window oracle over the raw topic in a
 with the windows for a minute, so it catches up with large, skewed batches; one Thing is five times as dense as
 the others.
 
-Knobs: CHAOS_KILLS_PER_STAGE (2), CHAOS_SEED (random; printed), CHAOS_ROWS (12000),
-CHAOS_AGGREGATE_PAUSE_S (60).
+The same round runs a second time scaled out: on the launcher's Spark standalone cluster (two
+workers, the executors' sink) and a stack of three Kafka nodes, where one Kafka node is killed
+with SIGKILL mid-replay and restarted later, and one Spark worker is killed with its executor
+(its process group: a lost machine) and restarted, besides each stage's kill.
+
+Knobs: CHAOS_KILLS_PER_STAGE (2; 1 scaled out), CHAOS_SEED (random; printed), CHAOS_ROWS (12000;
+half scaled out), CHAOS_AGGREGATE_PAUSE_S (60).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import json
 import os
 import random
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,7 +36,7 @@ from stacktools.services import WINDOWED
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from tests.support.oracles.pipeline import distinct_records, file_rows
-from tests.support.exactness import assert_exactly_once, join_oracle, pipeline_args, restart_broker
+from tests.support.exactness import assert_exactly_once, join_oracle, kill_group, pipeline_args, restart_broker
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -43,11 +49,11 @@ AGGREGATE_PAUSE_S = float(os.environ.get("CHAOS_AGGREGATE_PAUSE_S", "60"))
 DENSITY = 5  # one more Thing sends this many times as often as the others
 
 
-def write_events(path: Path) -> Path:
+def write_events(path: Path, count: int) -> Path:
     """THINGS machines at their normal rate, and one (DENSE) DENSITY times as often over the
     same span of event time, merged in event-time order."""
-    rows = list(generate(ROWS, THINGS, seed=11))
-    dense = list(generate(ROWS // THINGS * DENSITY, 1, seed=12))
+    rows = list(generate(count, THINGS, seed=11))
+    dense = list(generate(count // THINGS * DENSITY, 1, seed=12))
     first = dense[0]["Timestamp"]
     rows += [{**row, "Thing": "DENSE", "Timestamp": first + (row["Timestamp"] - first) // DENSITY} for row in dense]
     rows.sort(key=lambda row: row["Timestamp"])
@@ -57,22 +63,52 @@ def write_events(path: Path) -> Path:
     return path
 
 
+@dataclass
+class Topology:
+    """Where the round runs: the stack's settings, what every stage gets in its environment,
+    the faults besides the stages' kills, and the round's size."""
+
+    settings: Settings
+    faults: list[str]
+    kills_per_stage: int = KILLS_PER_STAGE
+    rows: int = ROWS
+    env: dict[str, str] = field(default_factory=dict)
+    spark: Stack | None = None  # the Spark cluster whose workers are killed
+
+
+@pytest.fixture(params=["local", "scaled-out"])
+def topology(request: pytest.FixtureRequest, stack_settings: Settings) -> Topology:
+    if request.param == "local":
+        return Topology(stack_settings, ["kafka-restart", "windows-stopped"])
+    master = request.getfixturevalue("spark_cluster")
+    return Topology(request.getfixturevalue("replicated_stack"), ["kafka-node-kill", "spark-worker-kill"],
+                    kills_per_stage=int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")), rows=ROWS // 2,
+                    env={"SPARK_MASTER": master, "SPARK_SINK": "executors"}, spark=Stack(stack_settings, ["spark"]))
+
+
 @pytest.fixture
-def pipeline(stack_settings: Settings, tmp_path: Path):
-    wiring = Wiring.private(stack_settings)
-    run = Pipeline(stack_settings, wiring, tmp_path / "run", extra_args=pipeline_args())
+def pipeline(topology: Topology, tmp_path: Path):
+    wiring = Wiring.private(topology.settings)
+    run = Pipeline(topology.settings, wiring, tmp_path / "run", extra_args=pipeline_args(), env=topology.env)
     yield run
     run.stop()
-    InfluxClient(stack_settings).drop_database(wiring.database)
+    InfluxClient(topology.settings).drop_database(wiring.database)
 
 
-def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_settings: Settings, pipeline: Pipeline,
+def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()) -> None:
+    pause = Deadline(seconds)
+    while not pause.expired():
+        pipeline.supervise(skip=skip)
+        time.sleep(0.5)
+
+
+def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: Topology, pipeline: Pipeline,
                                                                       tmp_path: Path) -> None:
-    settings = stack_settings
+    settings = topology.settings
     kafka = Stack(settings, ["kafka"])
-    if kafka.status()[0].state != "running":
+    if any(status.state != "running" for status in kafka.status()):
         pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
-    events = write_events(tmp_path / "events.json")
+    events = write_events(tmp_path / "events.json", topology.rows)
     records = distinct_records(file_rows(events))
     want_pairs = join_oracle(settings, records)
     assert sum(want_pairs.values()) > 1000
@@ -82,10 +118,10 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
     simulator = pipeline.replay(events, "--rate", str(RATE))
     seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)
-    faults = [stage for stage in pipeline.stages for _ in range(KILLS_PER_STAGE)] + ["kafka-restart", "windows-stopped"]
+    faults = [stage for stage in pipeline.stages for _ in range(topology.kills_per_stage)] + topology.faults
     windowed = next(stage for stage in pipeline.stages if stage in WINDOWED)
     rng.shuffle(faults)
-    replay_s = ROWS * (1 + DENSITY / THINGS) / RATE
+    replay_s = topology.rows * (1 + DENSITY / THINGS) / RATE
     injected: list[str] = []
     started = time.monotonic()
     for index, fault in enumerate(faults):
@@ -99,12 +135,18 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(stack_sett
             kafka.down()
             time.sleep(3)
             restart_broker(kafka)
+        elif fault == "kafka-node-kill":  # the two others keep every partition writable (min.insync 2)
+            fault = f"{fault} {kill_group(kafka, rng)}"
+            supervise_for(pipeline, rng.uniform(5, 20))
+            restart_broker(kafka)
+        elif fault == "spark-worker-kill":  # its executor's tasks re-run on the other worker
+            assert topology.spark is not None
+            fault = f"{fault} {kill_group(topology.spark, rng, spare=('spark-master',))}"
+            supervise_for(pipeline, rng.uniform(2, 10))
+            topology.spark.up()
         elif fault == "windows-stopped":  # a long stop: it catches up with a skewed backlog
             pipeline.kill9(windowed)
-            pause = Deadline(AGGREGATE_PAUSE_S)
-            while not pause.expired():
-                pipeline.supervise(skip={windowed})
-                time.sleep(0.5)
+            supervise_for(pipeline, AGGREGATE_PAUSE_S, skip=(windowed,))
             pipeline.restart(windowed)
         else:
             pipeline.kill9(fault)

@@ -4,6 +4,9 @@ window oracle over the raw topic in arrival order): nothing lost, nothing twice.
 from __future__ import annotations
 
 import math
+import os
+import random
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -98,6 +101,19 @@ def restart_broker(kafka: Stack, attempts: int = 3) -> None:
             if attempt == attempts - 1:
                 raise
             time.sleep(5)
+
+
+def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) -> str:
+    """SIGKILL one running server of ``stack`` but ``spare`` at random, with its whole process
+    group (a Spark worker's executors and their Python workers die with it, as on a lost
+    machine); its name."""
+    running = [status for status in stack.status()
+               if status.state == "running" and status.pid and status.name not in spare]
+    if not running:
+        raise AssertionError(f"nothing of {stack.names} runs to be killed")
+    victim = rng.choice(running)
+    os.killpg(victim.pid, signal.SIGKILL)
+    return victim.name
 
 
 def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: ServiceProcess, events: Path,

@@ -3,7 +3,10 @@
 Installed into a service process by ``tests/support/faults/site/sitecustomize.py`` (put that folder on
 ``PYTHONPATH`` and set ``CLIENT_FAULTS``), before the service imports its clients, so the
 services run unchanged. Each call draws from a seeded RNG (seed + pid: a restarted process
-draws new faults) and may raise, before doing anything, an error of one kind:
+draws new faults) and may raise, before doing anything, an error of one kind. Besides the
+random faults, two calls of each kind early in each process fail for sure (numbers drawn from
+the RNG), so every call a process makes often enough shows its first two kinds whatever the
+seed: a test that checks which kinds were exercised does not fail by chance.
 
 * ``retriable``: a timeout the client may retry (``KafkaError.retriable()``);
 * ``non_retriable``: a plain failure (``_FAIL``);
@@ -52,13 +55,23 @@ class FaultPlan:
         self.scale = scale
         self.pending_success: set[str] = set()  # calls whose last attempt did the work
         self.next_kinds: dict[str, list[str]] = {}
+        self.calls: dict[str, int] = {}
+        self.forced: dict[str, set[int]] = {}  # which calls (1-based) of each kind fail for sure
+
+    def _forced(self, call: str) -> bool:
+        if call not in self.forced:
+            first = self.rng.randint(2, 10)
+            self.forced[call] = {first, first + self.rng.randint(5, 30)}
+        self.calls[call] = self.calls.get(call, 0) + 1
+        return self.calls[call] in self.forced[call]
 
     def draw(self, call: str, table: tuple[float, tuple[str, ...]]) -> str | None:
         """The faults of one call go through its kinds in the declared order, in a cycle: the
         first fault of a call is its first kind (the rarest in nature comes first, so that one
-        fault of a call is enough for the test to see it), every kind within a cycle."""
+        fault of a call is enough for the test to see it), every kind within a cycle. The
+        forced faults are the first two of the cycle."""
         rate, kinds = table
-        if self.rng.random() >= rate * self.scale:
+        if not self._forced(call) and self.rng.random() >= rate * self.scale:
             return None
         if not self.next_kinds.get(call):
             self.next_kinds[call] = list(reversed(kinds))

@@ -1,0 +1,89 @@
+"""KAFKA_BROKERS=3: three KRaft nodes in one quorum, every topic replicated three times with two
+in sync required, and a node killed with SIGKILL changes nothing a client sees."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack.components import Kafka, kafka_nodes
+from streamkit.config import Settings
+from streamkit.deadline import wait_until
+from streamkit.kafka_clients import admin_client
+from tests.support import server_checks as checks
+from tests.support.exactness import kill_group, restart_broker
+
+
+def three_nodes(run_dir: Path) -> Settings:
+    return ensure_credentials(Settings.from_sources(environ={
+        "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3", "KAFKA_PORT": "29092", "KAFKA_CONTROLLER_PORT": "29093"}))
+
+
+def test_each_node_gets_its_own_ports_and_the_whole_quorum(tmp_path: Path) -> None:
+    settings = three_nodes(tmp_path)
+    assert settings.bootstrap_servers == "127.0.0.1:29092,127.0.0.1:29094,127.0.0.1:29096"
+    nodes = kafka_nodes(settings)
+    assert [node.name for node in nodes] == ["kafka", "kafka-2", "kafka-3"]
+    assert [node.ports for node in nodes] == [[29092, 29093], [29094, 29095], [29096, 29097]]
+    second = nodes[1]
+    second.conf_dir.mkdir(parents=True)
+    second.data_dir.mkdir(parents=True)
+    for marker in ("meta.properties", Kafka.AUTH_MARKER):  # already formatted: prepare writes config only
+        (second.data_dir / marker).write_text("")
+    (second.data_dir / Kafka.NODES_MARKER).write_text("3\n")
+    second.prepare()
+    properties = dict(line.split("=", 1) for line in (second.conf_dir / "server.properties").read_text().splitlines())
+    assert properties["node.id"] == "2"
+    assert properties["controller.quorum.voters"] == "1@127.0.0.1:29093,2@127.0.0.1:29095,3@127.0.0.1:29097"
+    assert properties["listeners"] == "CLIENT://127.0.0.1:29094,CONTROLLER://127.0.0.1:29095"
+    for key in ("default.replication.factor", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor"):
+        assert properties[key] == "3", key
+    assert properties["min.insync.replicas"] == properties["transaction.state.log.min.isr"] == "2"
+
+
+def test_data_of_a_cluster_of_another_size_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    node = Kafka(three_nodes(tmp_path))
+    node.data_dir.mkdir(parents=True)
+    for marker in ("meta.properties", Kafka.AUTH_MARKER):  # what a single-node stack left behind
+        (node.data_dir / marker).write_text("")
+    with pytest.raises(StackError, match="cluster of 1 node.*not KAFKA_BROKERS=3.*another STACK_RUN_DIR"):
+        node.prepare()
+
+
+@pytest.mark.stack
+def test_every_topic_has_three_replicas_and_needs_two_in_sync(replicated_stack: Settings) -> None:
+    checks.check_transactions(replicated_stack)  # creates the transaction state topic
+    admin = admin_client(replicated_stack)
+    metadata = admin.list_topics(timeout=30)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    topics = {name for name in metadata.topics if not name.startswith("test.")}
+    assert {"machinedata.raw", "machinedata.joined", "__transaction_state"} <= topics, topics
+    for name in topics:
+        partitions = metadata.topics[name].partitions.values()
+        assert all(len(partition.replicas) == 3 for partition in partitions), name
+    configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name) for name in topics])
+    for resource, future in configs.items():
+        assert future.result(timeout=30)["min.insync.replicas"].value == "2", resource.name
+
+
+@pytest.mark.stack
+def test_a_node_killed_and_restarted_changes_nothing_a_client_sees(replicated_stack: Settings) -> None:
+    kafka = Stack(replicated_stack, ["kafka"])
+    killed = kill_group(kafka, random.Random())
+    try:
+        checks.check_transactions(replicated_stack)  # two of three in sync: still writable
+        checks.check_plain_produce_consume(replicated_stack)
+    finally:
+        restart_broker(kafka)
+    admin = admin_client(replicated_stack)
+    node = int(killed.removeprefix("kafka").removeprefix("-") or 1)
+
+    def back_in_sync() -> bool:  # every partition of every topic has its three replicas in sync again
+        topics = admin.list_topics(timeout=10).topics.values()
+        return all(node in partition.isrs for topic in topics for partition in topic.partitions.values())
+
+    wait_until(back_in_sync, 120, f"{killed} back in every partition's in-sync replicas", interval_s=2)
