@@ -39,8 +39,8 @@ from streamkit.mqtt_client import connect, make_client
 from stacktools.stack import Stack
 
 
-def generate(path: Path, rows: int) -> None:
-    subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(path), "--rows", str(rows), "--things", "8",
+def generate(path: Path, rows: int, things: int = 8) -> None:
+    subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(path), "--rows", str(rows), "--things", str(things),
                     "--no-progress"], cwd=REPO_ROOT, check=True)
 
 

@@ -1,6 +1,7 @@
 """python -m simulator: replay an events.json file over MQTT.
 
-Each valid row is published as JSON to <prefix>/<Thing> with QoS 1. Bad lines (not JSON, no
+Each valid row is published as JSON to <prefix>/<Thing> with QoS 1 (with --shards N, for N
+sharded bridges: <prefix>/<crc32(Thing) mod N>/<Thing>). Bad lines (not JSON, no
 Thing/Timestamp, non-numeric, NaN or infinite quantities) are counted, reported with their
 reasons at the end, and never stop the replay.
 """
@@ -65,7 +66,7 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag) -> int:
     """The replay itself, once start-up (logs, SIGTERM, /metrics) is done; 1 if not all acked."""
     log = logging.getLogger("simulator")
     path = settings.input_path
-    publisher = MqttPublisher(settings, settings.connections, settings.max_inflight)
+    publisher = MqttPublisher(settings, settings.connections, settings.max_inflight, shards=settings.shards)
     pacer = Pacer(rows_per_s=settings.rate, speed_factor=settings.speed)
     total_lines = count_lines(path)
     stats = SourceStats()

@@ -17,6 +17,8 @@ class SimulatorSettings(MqttSettings):
     mqtt_username: str = login_as("mqtt", "machine")
     metrics_port: int = serves_metrics_on(9201)
     connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
+    shards: int = setting(1, "SIMULATOR_SHARDS",
+                          "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X (1: <prefix>/X)")
     max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
     linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")
     input: str = setting("", "SIMULATOR_INPUT", "events.json (JSON lines) to replay; required")
@@ -47,5 +49,7 @@ class SimulatorSettings(MqttSettings):
             raise ValueError(f"--input {self.input} is not a file")
         if self.rate and self.speed:
             raise ValueError("--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): choose one pace")
+        if self.shards < 1:
+            raise ValueError(f"--shards (SIMULATOR_SHARDS) must be at least 1, not {self.shards}")
         if self.order not in ORDERS:
             raise ValueError(f"--order must be one of {', '.join(ORDERS)}, not {self.order!r}")

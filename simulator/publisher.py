@@ -15,12 +15,14 @@ import paho.mqtt.client as mqtt
 from streamkit.config import MqttSettings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.mqtt_client import connect, make_client
+from streamkit.wire.keys import machine_topic
 
 
 class MqttPublisher:
     def __init__(self, settings: MqttSettings, connections: int = 1, max_inflight: int = 1000,
-                 client_prefix: str = "simulator") -> None:
+                 client_prefix: str = "simulator", shards: int = 1) -> None:
         self.prefix = settings.mqtt_topic_prefix
+        self.shards = shards
         self._window = threading.BoundedSemaphore(max_inflight)
         self._acked = 0
         self._acked_lock = threading.Lock()
@@ -48,7 +50,7 @@ class MqttPublisher:
     def publish(self, thing: str, payload: bytes) -> None:
         topic = self._topics.get(thing)
         if topic is None:
-            topic = self._topics[thing] = f"{self.prefix}/{thing}"
+            topic = self._topics[thing] = machine_topic(self.prefix, thing, self.shards)
         client = self.clients[zlib.crc32(thing.encode()) % len(self.clients)]
         self._window.acquire()
         client.publish(topic, payload, qos=1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.scrape import scrape_metrics
-from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.services import BRIDGE, DEFAULT_SHAPE, SERVICES, SHAPES, service_of, sharded_stages
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
@@ -24,13 +24,15 @@ from streamkit.deadline import Deadline
 class Pipeline:
     """The stages' processes. ``default_ports`` uses the services' default /metrics ports (the
     local Prometheus scrapes them); otherwise free ports are registered as Prometheus file
-    targets, removed again by ``stop``."""
+    targets, removed again by ``stop``. ``bridges``: that many bridges on disjoint Thing shards
+    (stages ``mqtt_bridge``, ``mqtt_bridge@1``, ...; the simulator publishes under the shards)."""
 
     def __init__(self, settings: Settings, wiring: Wiring, work_dir: Path, *, default_ports: bool = False,
                  extra_args: dict[str, list[str]] | None = None, env: dict[str, str] | None = None,
-                 shape: str = DEFAULT_SHAPE) -> None:
+                 shape: str = DEFAULT_SHAPE, bridges: int = 1) -> None:
         self.settings, self.wiring, self.work_dir = settings, wiring, work_dir
-        self.stages = SHAPES[shape]
+        self.bridges = bridges
+        self.stages = sharded_stages(SHAPES[shape], bridges)
         self.default_ports = default_ports
         self.extra_args = extra_args or {}
         self.env = env or {}
@@ -41,21 +43,29 @@ class Pipeline:
         work_dir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------------- commands
+    def _wiring(self, name: str) -> Wiring:
+        """The wiring of one stage: a sharded bridge's prefix and MQTT session are its shard's."""
+        if service_of(name) != BRIDGE:
+            return self.wiring
+        return self.wiring.bridge_shard(int(name.partition("@")[2] or 0), self.bridges)
+
     def _args(self, name: str) -> list[str]:
-        return [*SERVICES[name].args(self.wiring, self.work_dir), "--metrics-port", str(self._port(name)),
-                *self.extra_args.get(name, [])]
+        service = service_of(name)
+        return [*SERVICES[service].args(self._wiring(name), self.work_dir), "--metrics-port", str(self._port(name)),
+                *self.extra_args.get(service, [])]
 
     def _port(self, name: str) -> int:
         if name not in self.ports:
-            self.ports[name] = SERVICES[name].metrics_port if self.default_ports else free_port()
-            if not self.default_ports:
+            default = self.default_ports and name in SERVICES  # a further bridge shard: a free port
+            self.ports[name] = SERVICES[name].metrics_port if default else free_port()
+            if not default:
                 self._register_target(name, self.ports[name])
         return self.ports[name]
 
     def _register_target(self, name: str, port: int) -> None:
         target = self._target_file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"service": name}}]))
+        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service_of(name)}}]))
 
     def _target_file(self, name: str) -> Path:
         return self.settings.run_dir / "prometheus" / "targets" / f"pipeline-{self._run_tag}-{name}.json"
@@ -66,7 +76,8 @@ class Pipeline:
     # ------------------------------------------------------------------------- lifecycle
     def start(self, name: str, *extra: str) -> ServiceProcess:
         env = {**self.settings.as_environment(), **self.env}  # run dir, ports and credentials in effect
-        service = ServiceProcess(SERVICES[name].module, [*self._args(name), *extra], self.log(name), env).start()
+        service = ServiceProcess(SERVICES[service_of(name)].module, [*self._args(name), *extra], self.log(name),
+                                 env).start()
         self.services[name] = service
         return service
 
@@ -81,10 +92,10 @@ class Pipeline:
         started after this measures the pipeline, not its start-up."""
         deadline = Deadline(timeout_s)
         for name in self.stages:
-            self.services[name].wait_logged(SERVICES[name].ready_line, max(1.0, deadline.remaining()))
+            self.services[name].wait_logged(SERVICES[service_of(name)].ready_line, max(1.0, deadline.remaining()))
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:
-        return self.start("simulator", "--input", str(events), *args)
+        return self.start("simulator", "--input", str(events), "--shards", str(self.bridges), *args)
 
     def kill9(self, name: str) -> None:
         self.services[name].kill9()
@@ -115,8 +126,14 @@ class Pipeline:
 
     # ------------------------------------------------------------------------- observation
     def metrics(self, name: str) -> dict[str, float]:
-        """The service's /metrics as {'name{labels}': value} (empty when it is down)."""
-        return scrape_metrics(self.ports[name]) if name in self.ports else {}
+        """The stage's /metrics as {'name{labels}': value} (empty when it is down); for a
+        sharded service (the bridge) the sum over its shards, so it reads as one stage."""
+        shards = [stage for stage in self.ports if (service_of(stage) == name if name in SERVICES else stage == name)]
+        total: dict[str, float] = {}
+        for stage in shards:
+            for key, value in scrape_metrics(self.ports[stage]).items():
+                total[key] = total.get(key, 0.0) + value
+        return total
 
     def logged_since_start(self, name: str) -> str:
         """The log of the service's current run (logs are appended across restarts)."""

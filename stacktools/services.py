@@ -78,9 +78,25 @@ STAGES = SHAPES[DEFAULT_SHAPE]
 WINDOWED = ("spark_aggregate", "spark_single_pass")
 
 
+BRIDGE = "mqtt_bridge"
+
+
+def service_of(stage: str) -> str:
+    """The service a stage runs: a stage is a service, or a further shard of one (``mqtt_bridge@1``)."""
+    return stage.partition("@")[0]
+
+
+def sharded_stages(stages: tuple[str, ...], bridges: int) -> tuple[str, ...]:
+    """``stages`` with ``bridges`` bridges on disjoint Thing shards: shard 0 keeps the plain name."""
+    if bridges < 1:
+        raise ValueError(f"bridges must be at least 1, not {bridges}")
+    extra = tuple(f"{BRIDGE}@{shard}" for shard in range(1, bridges))
+    return tuple(name for stage in stages for name in ((stage, *extra) if stage == BRIDGE else (stage,)))
+
+
 def spark_stages(stages: tuple[str, ...]) -> tuple[str, ...]:
     """The Spark jobs among ``stages``: they report ``spark_input_rows_total`` and batches."""
-    return tuple(name for name in stages if SERVICES[name].module.startswith("spark_jobs."))
+    return tuple(name for name in stages if SERVICES[service_of(name)].module.startswith("spark_jobs."))
 
 
 def service_process(name: str, wiring: Wiring, log: Path, *extra: str, work_dir: Path | None = None,

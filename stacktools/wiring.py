@@ -12,6 +12,7 @@ import uuid
 from stacktools.access import TOPIC_RIGHTS
 from stacktools.influx import InfluxClient
 from stacktools.topics import TopicSpec, load_topic_specs, provision
+from streamkit.wire import shard_prefix
 from streamkit.config import Settings
 
 
@@ -74,6 +75,14 @@ class Wiring:
         """Just what a connector of its own needs: topics by kind, its group, a database."""
         return cls(topics.get("raw", ""), topics.get("dlq", ""), "", "", topics.get("joined", ""),
                    topics.get("aggregates", ""), topics.get("late", ""), connector_group=group, database=database)
+
+    def bridge_shard(self, shard: int, shards: int) -> "Wiring":
+        """The wiring of bridge ``shard`` of ``shards`` on disjoint Thing shards: its own topic
+        prefix (``<prefix>/<shard>``) and MQTT session; one bridge keeps this wiring as it is."""
+        if shards == 1:
+            return self
+        return dataclasses.replace(self, prefix=shard_prefix(self.prefix, shard, shards),
+                                   bridge_client_id=f"{self.bridge_client_id}-{shard}")
 
     @property
     def connector_topics(self) -> dict[str, str]:

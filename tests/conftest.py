@@ -53,25 +53,32 @@ def spark_cluster(stack_settings: Settings) -> Iterator[str]:
 
 
 
-#: The replicated stack's ports: the defaults + 10000, so that it runs next to the main stack.
-REPLICATED_PORTS = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "MQTT_PORT": "11883",
-                    "INFLUX_PORT": "18086", "PROMETHEUS_PORT": "19090"}
+#: The replicated stack's ports: the main stack's + this, so that both run side by side.
+REPLICATED_PORT_OFFSET = 10_000
+
+
+def replicated_ports(settings: Settings) -> dict[str, str]:
+    ports = {"KAFKA_PORT": settings.kafka_port, "KAFKA_CONTROLLER_PORT": settings.kafka_controller_port,
+             "MQTT_PORT": settings.mqtt_port, "INFLUX_PORT": settings.influx_port,
+             "PROMETHEUS_PORT": settings.prometheus_port}
+    return {name: str(port + REPLICATED_PORT_OFFSET) for name, port in ports.items()}
 
 
 @pytest.fixture(scope="session")
 def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[Settings]:
-    """A second stack next to the main one (run dir ``<run dir>/replicated``, ports + 10000) with
+    """A second stack next to the main one (run dir ``<run dir>/replicated``, its ports + 10,000) with
     three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2), Mosquitto
     and InfluxDB, for pipelines on the session's Spark cluster: its run dir gets the cluster's
     secret, so that jobs started with these settings can join it. Reused and left running as
     ``stack_settings`` is."""
     run_dir = stack_settings.run_dir / "replicated"
     credentials = run_dir / CREDENTIALS_FILE
-    if not credentials.exists():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        credentials.touch(mode=0o600)
-        credentials.write_text(f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n")
-    environ = {**os.environ, **REPLICATED_PORTS, "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3"}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    credentials.touch(mode=0o600)
+    kept = [line for line in credentials.read_text().splitlines(keepends=True)
+            if not line.startswith("SPARK_CLUSTER_PASSWORD=")]
+    credentials.write_text("".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n")
+    environ = {**os.environ, **replicated_ports(stack_settings), "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3"}
     stack = Stack(Settings.from_sources(environ), ["kafka", "mosquitto", "influxdb"])
     was_running = all(s.state == "running" for s in stack.status())
     yield stack.up()

@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run Spark on the launcher's standalone cluster (started if needed: a master and "
                              "SPARK_WORKERS workers), the output written from the executors (SPARK_SINK=executors); "
                              "with --kafka-brokers 3 the whole scaled-out stack")
+    parser.add_argument("--bridges", type=int, default=1,
+                        help="MQTT bridges on disjoint Thing shards (the simulator publishes Thing X under "
+                             "<prefix>/<crc32(X) mod N>/X; bridge k subscribes to <prefix>/k/#)")
     parser.add_argument("--shape", choices=list(SHAPES), default=DEFAULT_SHAPE,
                         help="the Spark part: one stateful pass per thing (default), or the join and the aggregate "
                              "as two jobs")
@@ -104,7 +107,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     wiring = Wiring.fresh(settings, "demo")
     default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
     work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
-    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env)
+    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env,
+                        bridges=args.bridges)
     print(f"replaying {events} ({rows:,} rows) through topics *.{wiring.query_suffix[1:]}, "
           f"InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
     started = time.monotonic()

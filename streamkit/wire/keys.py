@@ -1,4 +1,5 @@
-"""Kafka keys and the Thing partitioner, for every writer and reader of the pipeline's topics.
+"""Kafka keys, the Thing partitioner and the machines' MQTT topics (sharded by the same rule),
+for every writer and reader of the pipeline's topics.
 
 Key of a measurement (raw topic, late records): ``<thing>|<quantity>|<event time ms>``,
 deterministic, so a redelivered or replayed row produces byte-identical records that collapse
@@ -48,6 +49,19 @@ def aggregate_key(thing: str, quantity: str, window_label: str, window_start_ms:
 def thing_partition(thing: str, partitions: int) -> int:
     """The partition of every record of ``thing`` in a topic of ``partitions`` partitions."""
     return zlib.crc32(thing.encode()) % partitions
+
+
+def machine_topic(prefix: str, thing: str, shards: int = 1) -> str:
+    """The MQTT topic ``thing`` publishes to: ``<prefix>/<thing>``, or with ``shards`` bridges
+    ``<prefix>/<shard>/<thing>``, the shard from the thing alone as its partition is, so that
+    each Thing has exactly one bridge (the one subscribed to ``<prefix>/<shard>/#``) and, with
+    the raw partition count a multiple of the shards, each bridge writes only its partitions."""
+    return f"{prefix}/{thing_partition(thing, shards)}/{thing}" if shards > 1 else f"{prefix}/{thing}"
+
+
+def shard_prefix(prefix: str, shard: int, shards: int) -> str:
+    """The topic prefix bridge ``shard`` of ``shards`` subscribes under (``<prefix>/<shard>``)."""
+    return f"{prefix}/{shard}" if shards > 1 else prefix
 
 
 def thing_partition_column(partitions: int, thing: str = "thing") -> "Column":

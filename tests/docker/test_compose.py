@@ -6,6 +6,7 @@ exists; the YAML checks below always run and cover what compose itself does not 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -32,10 +33,9 @@ KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
-#: Compose's Spark master and worker run without spark.authenticate so far (issue #17): the local
-#: cluster's secret is not one of compose's.
-SECRETS = (*(credential_env(system, user) for system, users in USERS.items() if system != "spark" for user in users),
+SECRETS = (*(credential_env(system, user) for system, users in USERS.items() for user in users),
            "GRAFANA_ADMIN_PASSWORD")
+SPARK_CLUSTER = ("spark-master", "spark-worker-1", "spark-worker-2")
 #: The one config model every service reads (see streamkit.config); .env.example documents all.
 CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE", "METRICS_PORT",
                 "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", *SECRETS)
@@ -43,13 +43,13 @@ CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL
 OWN_PASSWORDS = {
     "simulator": {"MQTT_PASSWORD": "MQTT_MACHINE_PASSWORD"},
     "mqtt-bridge": {"KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD", "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD"},
-    "spark-single-pass": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD"},
+    "spark-single-pass": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD", "SPARK_CLUSTER_PASSWORD": "SPARK_CLUSTER_PASSWORD"},
     "db-connector": {"KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD", "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD"},
     "grafana": {"GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD", "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD"},
 }
 #: The services the product is made of; the compose file must declare every one.
-REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", "spark-master",
-                     "spark-worker", "simulator", "mqtt-bridge", "spark-single-pass", "db-connector")
+REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", *SPARK_CLUSTER,
+                     "simulator", "mqtt-bridge", "spark-single-pass", "db-connector")
 DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-single-pass": 9206, "db-connector": 9205}
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ${NAME?err}, ${NAME:+x}, and bare $NAME.
@@ -283,6 +283,26 @@ def test_each_service_is_given_only_its_own_passwords() -> None:
     for name, service in services().items():
         if name not in OWN_PASSWORDS and name not in ("provision", "kafka", "mosquitto", "influxdb"):
             assert not [k for k in environment(service) if "PASSWORD" in k], f"{name} is given a password"
+
+
+def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one_does() -> None:
+    """spark.authenticate on the master and every worker, the secret from .env in their
+    environment (the variable Spark reads, as the launcher hands it over), workers sized by the
+    launcher's settings; the job is the only other service given the secret."""
+    for name in SPARK_CLUSTER:
+        env = environment(services()[name])
+        options = env.get("SPARK_MASTER_OPTS" if name == "spark-master" else "SPARK_WORKER_OPTS", "")
+        assert "-Dspark.authenticate=true" in options.split(), name
+        assert interpolations(env["_SPARK_AUTH_SECRET"]) == [("SPARK_CLUSTER_PASSWORD", ":?", "set it in .env")], name
+        if name != "spark-master":
+            assert interpolations(env["SPARK_WORKER_CORES"])[0][0] == "SPARK_WORKER_CORES"
+            assert interpolations(env["SPARK_WORKER_MEMORY"])[0][0] == "SPARK_WORKER_MEMORY"
+    holders = {name for name, service in services().items()
+               if any("SPARK_CLUSTER_PASSWORD" in str(value) for value in environment(service).values())}
+    assert holders == {*SPARK_CLUSTER, "spark-single-pass"}
+    hosts = [services()[name]["hostname"] for name in SPARK_CLUSTER]
+    assert len(set(hosts)) == len(hosts) and all(f'"{host}"' in json.dumps(services()[name]["command"])
+                                                 for name, host in zip(SPARK_CLUSTER, hosts))
 
 
 def test_named_volumes_are_declared_and_bind_sources_exist() -> None:

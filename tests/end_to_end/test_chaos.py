@@ -9,7 +9,8 @@ with the windows for a minute, so it catches up with large, skewed batches; one 
 the others.
 
 The same round runs a second time scaled out: on the launcher's Spark standalone cluster (two
-workers, the executors' sink) and a stack of three Kafka nodes, where one Kafka node is killed
+workers, the executors' sink), two bridges on disjoint Thing shards (each killed), and a stack
+of three Kafka nodes, where one Kafka node is killed
 with SIGKILL mid-replay and restarted later, and one Spark worker is killed with its executor
 (its process group: a lost machine) and restarted, besides each stage's kill.
 
@@ -32,7 +33,7 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import WINDOWED
+from stacktools.services import BRIDGE, WINDOWED, service_of
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from tests.support.oracles.pipeline import distinct_records, file_rows
@@ -74,6 +75,7 @@ class Topology:
     rows: int = ROWS
     env: dict[str, str] = field(default_factory=dict)
     spark: Stack | None = None  # the Spark cluster whose workers are killed
+    bridges: int = 1
 
 
 @pytest.fixture(params=["local", "scaled-out"])
@@ -83,13 +85,15 @@ def topology(request: pytest.FixtureRequest, stack_settings: Settings) -> Topolo
     master = request.getfixturevalue("spark_cluster")
     return Topology(request.getfixturevalue("replicated_stack"), ["kafka-node-kill", "spark-worker-kill"],
                     kills_per_stage=int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")), rows=ROWS // 2,
-                    env={"SPARK_MASTER": master, "SPARK_SINK": "executors"}, spark=Stack(stack_settings, ["spark"]))
+                    env={"SPARK_MASTER": master, "SPARK_SINK": "executors"}, spark=Stack(stack_settings, ["spark"]),
+                    bridges=2)
 
 
 @pytest.fixture
 def pipeline(topology: Topology, tmp_path: Path):
     wiring = Wiring.private(topology.settings)
-    run = Pipeline(topology.settings, wiring, tmp_path / "run", extra_args=pipeline_args(), env=topology.env)
+    run = Pipeline(topology.settings, wiring, tmp_path / "run", extra_args=pipeline_args(), env=topology.env,
+                   bridges=topology.bridges)
     yield run
     run.stop()
     InfluxClient(topology.settings).drop_database(wiring.database)
@@ -114,7 +118,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     assert sum(want_pairs.values()) > 1000
 
     pipeline.start_stages()
-    pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
+    for bridge in (stage for stage in pipeline.stages if service_of(stage) == BRIDGE):
+        pipeline.wait_logged(bridge, '"bridge running"', 60)
     simulator = pipeline.replay(events, "--rate", str(RATE))
     seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)

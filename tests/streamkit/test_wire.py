@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from db_connector.points import aggregate_converter, dead_letter_converter
 from streamkit.wire import (AvroCodec, MeasurementEncoder, RecordKey, WindowLabel, aggregate_key, avro_long,
                             avro_string, dead_letters, parse_record_key, parse_window_label, read_long, record_key,
-                            split_measurement, thing_partition, window_label)
+                            machine_topic, shard_prefix, split_measurement, thing_partition, window_label)
 from tests.support.avro import FlatRecordEncoder
 from windowing.windows import WindowSpec, parse_windows
 
@@ -42,6 +42,21 @@ def test_parse_record_key_refuses_what_is_not_a_key(key: bytes) -> None:
 def test_thing_partition_is_crc32_of_the_thing(thing: str, partitions: int) -> None:
     partition = thing_partition(thing, partitions)
     assert partition == zlib.crc32(thing.encode()) % partitions and 0 <= partition < partitions
+
+
+@given(names, st.integers(1, 8), st.integers(1, 8))
+def test_a_things_shard_is_one_bridge_and_lines_up_with_its_partition(thing: str, shards: int, per_shard: int) -> None:
+    topic = machine_topic("machines", thing, shards)
+    subscribed = [shard for shard in range(shards) if topic.startswith(shard_prefix("machines", shard, shards) + "/")]
+    assert len(subscribed) == 1  # exactly one bridge's subscription <prefix>/<shard>/# matches
+    assert topic.endswith("/" + thing)
+    # with partitions a multiple of the shards, a shard's bridge writes only partitions = shard mod B
+    assert thing_partition(thing, shards * per_shard) % shards == subscribed[0]
+
+
+def test_one_shard_is_the_plain_topic() -> None:
+    assert machine_topic("machines", "M-1") == "machines/M-1" and shard_prefix("machines", 0, 1) == "machines"
+    assert machine_topic("machines", "M-1", 4) == f"machines/{zlib.crc32(b'M-1') % 4}/M-1"
 
 
 @pytest.mark.parametrize(("kind", "size", "slide", "label"), [
