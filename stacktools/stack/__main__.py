@@ -19,9 +19,9 @@ from stacktools.stack.process import ManagedProcess, tail
 
 def print_status(stack: Stack) -> bool:
     rows = stack.status()
-    print(f"{'component':<11} {'state':<10} {'pid':>7}  {'address':<24} log")
+    print(f"{'component':<15} {'state':<10} {'pid':>7}  {'address':<24} log")
     for row in rows:
-        print(f"{row.name:<11} {row.state:<10} {row.pid or '-':>7}  {row.address:<24} {row.log}")
+        print(f"{row.name:<15} {row.state:<10} {row.pid or '-':>7}  {row.address:<24} {row.log}")
     print(f"run directory: {stack.settings.run_dir}  (credentials: {stack.settings.credentials_path})")
     return all(row.state in {"running", "external"} for row in rows)
 

@@ -1,0 +1,103 @@
+"""Benchmark: the join job on ``local[2]`` against the launcher's two-worker Spark cluster, and
+what every process of each costs in memory (a script, not a test).
+
+    .venv/bin/python benchmarks/bench_cluster.py [--rows 100000] [--batch 50000] [--sinks driver,executors]
+
+Feeds generated rows into a private raw topic as the bridge does, then runs
+``python -m spark_jobs.join --available-now`` (fresh checkpoint, private outputs) once on
+``local[2]`` and once per sink on the cluster (``up spark``: a master and two one-core
+workers, started if needed). Reports input records/s over the batches' processing time (after
+the first batch: warm), the CPU per record of every process involved (the job's group and, on
+the cluster, each worker's group: its executor JVM and Python workers, which are the worker's
+children, not the job's), and the peak RSS of each kind of process. Both runs have the same two
+cores, so the ratio shows what the cluster's executors, their RPC and the remote sink cost.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from benchmarks.process_group import GroupSampler, rss_mb
+from benchmarks.raw_feed import feed
+from benchmarks.spark_run import PAIRS, JobRun, log_time, run_job
+from spark_jobs.config import JoinSettings
+from spark_jobs.join import join_config
+from stacktools.stack import Stack
+from stacktools.wiring import private_topic
+from streamkit.config import Settings
+
+
+def cluster_role(cmd: bytes) -> str:
+    """RSS roles in a worker's process group: the worker daemon, its executor JVM, Python workers."""
+    if b"deploy.worker.Worker" in cmd:
+        return "worker daemon"
+    if cmd.split(b" ", 1)[0].endswith(b"java"):
+        return "executor JVM"
+    return "executor Python"
+
+
+def run_on(settings: Settings, raw: str, batch: int, work: Path, master: str, sink: str,
+           workers: list[int]) -> tuple[JobRun, dict[str, float], float]:
+    """One job run; with ``workers`` (their pids) also their groups' peak RSS and CPU over the run."""
+    directory = work / f"{master.split(':')[0]}-{sink}"
+    directory.mkdir(parents=True)
+    with ExitStack() as stack:
+        samplers = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
+        run = run_job(settings, raw, batch, directory, extra_args=["--spark-master", master, "--spark-sink", sink])
+    # the job's batches, from its own log, as run_job measures the job's group
+    end = log_time(run.progress[-1]["ts"])
+    start = log_time(run.progress[0]["ts"]) - run.progress[0]["duration_ms"] / 1000
+    executors_cpu = sum(sampler.cpu_between(start, end) for sampler in samplers)
+    peaks: dict[str, float] = {}
+    for sampler in samplers:
+        for role, mb in sampler.peak_mb.items():
+            peaks[role] = peaks.get(role, 0.0) + mb
+    return run, peaks, executors_cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--sinks", default="driver,executors", help="sinks to run on the cluster")
+    args = parser.parse_args()
+    settings = Stack(Settings.from_sources()).up()
+    cluster = Stack(settings, ["spark"])
+    cluster.up()
+    master = f"spark://127.0.0.1:{settings.spark_master_port}"
+    statuses = {s.name: s for s in cluster.status()}
+    workers = [s.pid for name, s in statuses.items() if name.startswith("spark-worker") and s.pid]
+    raw = private_topic(settings, "raw", 4)
+    print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
+    wanted = frozenset(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
+    records, _ = feed(settings, raw, args.rows, wanted)
+    rows: list[tuple[str, JobRun, dict[str, float], float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        work = Path(tmp)
+        print("join on local[2] ...", flush=True)
+        run, _, _ = run_on(settings, raw, args.batch, work, "local[2]", "driver", [])
+        rows.append(("local[2], driver sink", run, {}, 0.0))
+        for sink in args.sinks.split(","):
+            print(f"join on the cluster ({len(workers)} workers), {sink} sink ...", flush=True)
+            run, peaks, executors_cpu = run_on(settings, raw, args.batch, work, master, sink, workers)
+            rows.append((f"cluster, {sink} sink", run, peaks, executors_cpu))
+    base = rows[0][1].warm_records_per_s
+    print(f"\n{records:,} raw records, batches of {args.batch:,}; 2 cores either way")
+    print(f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  peak RSS MB")
+    for name, run, peaks, executors_cpu in rows:
+        cpu_us = (run.cpu_s + executors_cpu) / run.input_records * 1e6
+        memory = {**{f"driver {k}": v for k, v in run.rss_mb.items()}, **peaks}
+        print(f"{name:<26} {run.records_per_s:>10,.0f} {run.warm_records_per_s:>10,.0f} "
+              f"{run.warm_records_per_s / base:>7.2f}x {cpu_us:>10.1f}  "
+              + ", ".join(f"{role} {mb:,.0f}" for role, mb in sorted(memory.items())))
+    master_pid = statuses["spark-master"].pid
+    if master_pid:
+        print(f"spark master daemon: {sum(rss_mb([master_pid], lambda _: 'master').values()):,.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
