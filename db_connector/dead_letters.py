@@ -12,6 +12,7 @@ from prometheus_client import Counter
 from db_connector.batch import Batch, DeadLetter
 from db_connector.influx_writer import Refused
 from db_connector.points import Converter
+from streamkit.kafka_clients import produce_retrying
 from streamkit.wire import dead_letters as wire_dead_letters
 
 log = logging.getLogger("db_connector")
@@ -46,10 +47,11 @@ def count_committed(dead: list[DeadLetter]) -> None:
 
 
 def produce_dead_letter(producer: Producer, dlq_topic: str, letter: DeadLetter) -> None:
-    """The record's own key and bytes, and headers saying why and where it came from."""
+    """The record's own key and bytes, and headers saying why and where it came from; a full
+    local queue is waited out (it empties as the producer sends), never an error."""
     source = letter.message
     headers = wire_dead_letters.record_headers(letter.reason, letter.detail, source.topic(), source.partition(),
                                                source.offset(), len(source.value() or b""))
-    producer.produce(dlq_topic, source.value(), source.key(), headers=headers)
+    produce_retrying(producer, dlq_topic, source.value(), source.key(), headers=headers)
     log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
                                                 "topic": source.topic(), "offset": source.offset()})

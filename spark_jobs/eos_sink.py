@@ -371,7 +371,7 @@ class ExactlyOnceSink:
             return "empty"
         marker = {"batch_id": batch_id, "rows": count, "query_id": self._query_id,
                   "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        producer.produce(self.marker_topic, key=self.query_name.encode(), value=json.dumps(marker).encode())
+        produce_retrying(producer, self.marker_topic, json.dumps(marker).encode(), self.query_name.encode())
         producer.flush()
         produced = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)

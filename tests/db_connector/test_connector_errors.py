@@ -41,3 +41,37 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     with pytest.raises(TransactionStuck):
         committer._retrying(timing_out)
     assert len(calls) == 4
+
+
+def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
+    """librdkafka's local queue full (BufferError) while dead-lettering: the connector waits
+    for room and writes the letter once; the error escaping crashed it (found by the client
+    faults test), and every restart met it again."""
+    from db_connector.batch import DeadLetter
+    from db_connector.dead_letters import produce_dead_letter
+
+    class Source:  # the record being dead-lettered, as the consumer returned it
+        def topic(self) -> str: return "machinedata.late"
+        def partition(self) -> int: return 1
+        def offset(self) -> int: return 42
+        def key(self) -> bytes: return b"poison"
+        def value(self) -> bytes: return b"\x00garbage"
+
+    class FullThenFree:
+        def __init__(self) -> None:
+            self.full, self.produced, self.polls = 2, [], 0
+
+        def produce(self, topic: str, value: bytes, key: bytes, **kwargs: object) -> None:
+            if self.full:
+                self.full -= 1
+                raise BufferError("Local: Queue full")
+            self.produced.append((topic, key, value, dict(kwargs["headers"])["reason"]))
+
+        def poll(self, _timeout: float) -> int:
+            self.polls += 1
+            return 0
+
+    producer = FullThenFree()
+    produce_dead_letter(producer, "machinedata.dlq", DeadLetter(Source(), "undecodable", "not Avro"))
+    assert producer.produced == [("machinedata.dlq", b"poison", b"\x00garbage", b"undecodable")]
+    assert producer.polls == 2
