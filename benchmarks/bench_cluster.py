@@ -30,6 +30,10 @@ from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
 
+#: The job's own process group (benchmarks.spark_run.role_of) under the names used here.
+JOB_ROLES = {"driver": "driver Python", "jvm": "driver JVM", "python workers": "driver's Python workers"}
+
+
 def cluster_role(cmd: bytes) -> str:
     """RSS roles in a worker's process group: the worker daemon, its executor JVM, Python workers."""
     if b"deploy.worker.Worker" in cmd:
@@ -46,7 +50,7 @@ def run_on(settings: Settings, raw: str, batch: int, work: Path, master: str, si
     directory.mkdir(parents=True)
     with ExitStack() as stack:
         samplers = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
-        run = run_job(settings, raw, batch, directory, extra_args=["--spark-master", master, "--spark-sink", sink])
+        run = run_job(settings, raw, batch, directory, extra_args=["--spark-master", master, "--sink", sink])
     # the job's batches, from its own log, as run_job measures the job's group
     end = log_time(run.progress[-1]["ts"])
     start = log_time(run.progress[0]["ts"]) - run.progress[0]["duration_ms"] / 1000
@@ -89,7 +93,7 @@ def main() -> int:
     print(f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  peak RSS MB")
     for name, run, peaks, executors_cpu in rows:
         cpu_us = (run.cpu_s + executors_cpu) / run.input_records * 1e6
-        memory = {**{f"driver {k}": v for k, v in run.rss_mb.items()}, **peaks}
+        memory = {**{JOB_ROLES.get(role, role): mb for role, mb in run.rss_mb.items()}, **peaks}
         print(f"{name:<26} {run.records_per_s:>10,.0f} {run.warm_records_per_s:>10,.0f} "
               f"{run.warm_records_per_s / base:>7.2f}x {cpu_us:>10.1f}  "
               + ", ".join(f"{role} {mb:,.0f}" for role, mb in sorted(memory.items())))
