@@ -14,6 +14,7 @@ import pytest
 from streamkit.config import Settings
 from stacktools.stack import Stack
 from streamkit.config import CREDENTIALS_FILE
+from tests.support.topology import Topology
 
 
 def keep_started_servers() -> bool:
@@ -67,8 +68,8 @@ def replicated_ports(settings: Settings) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[Settings]:
     """A second stack next to the main one (run dir ``<run dir>/replicated``, its ports + 10,000) with
-    three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2), Mosquitto
-    and InfluxDB, for pipelines on the session's Spark cluster: its run dir gets the cluster's
+    three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2), Mosquitto,
+    InfluxDB and Prometheus, for pipelines on the session's Spark cluster: its run dir gets the cluster's
     secret, so that jobs started with these settings can join it. Reused and left running as
     ``stack_settings`` is."""
     run_dir = stack_settings.run_dir / "replicated"
@@ -79,8 +80,20 @@ def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[S
             if not line.startswith("SPARK_CLUSTER_PASSWORD=")]
     credentials.write_text("".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n")
     environ = {**os.environ, **replicated_ports(stack_settings), "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3"}
-    stack = Stack(Settings.from_sources(environ), ["kafka", "mosquitto", "influxdb"])
+    stack = Stack(Settings.from_sources(environ), ["kafka", "mosquitto", "influxdb", "prometheus"])
     was_running = all(s.state == "running" for s in stack.status())
     yield stack.up()
     if not was_running and not keep_started_servers():
         stack.down()
+
+
+@pytest.fixture(params=["local", "scaled-out"])
+def topology(request: pytest.FixtureRequest, stack_settings: Settings) -> Topology:
+    """Each whole-pipeline test that asks for it runs twice: on the main stack, and scaled out
+    (the Spark cluster with the executors' sink, two sharded bridges, three Kafka nodes)."""
+    if request.param == "local":
+        return Topology("local", stack_settings)
+    master = request.getfixturevalue("spark_cluster")
+    return Topology("scaled-out", request.getfixturevalue("replicated_stack"),
+                    {"SPARK_MASTER": master, "SPARK_SINK": "executors"}, bridges=2,
+                    spark=Stack(stack_settings, ["spark"]))

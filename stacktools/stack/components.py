@@ -563,6 +563,14 @@ class SparkWorker(SparkCluster):
         return any(w.get("port") == self.ports[0] and w.get("state") == "ALIVE"
                    for w in self.master_status().get("workers", []))
 
+    def executors(self) -> int:
+        """Executors this worker runs now (its own JSON status), 0 while it does not answer."""
+        code, body = http_get(f"http://127.0.0.1:{self.ports[1]}/json/")
+        try:
+            return len(json.loads(body).get("executors", [])) if code == 200 else 0
+        except ValueError:
+            return 0
+
 
 def spark_cluster(settings: Settings) -> list[Component]:
     return [SparkMaster(settings), *(SparkWorker(settings, i) for i in range(1, settings.spark_workers + 1))]

@@ -23,7 +23,6 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,9 @@ from stacktools.pipeline import Pipeline
 from stacktools.services import BRIDGE, WINDOWED, service_of
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
+from stacktools.stack.components import SparkWorker, spark_cluster
 from tests.support.oracles.pipeline import distinct_records, file_rows
+from tests.support.topology import Topology
 from tests.support.exactness import assert_exactly_once, join_oracle, kill_group, pipeline_args, restart_broker
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
@@ -64,29 +65,11 @@ def write_events(path: Path, count: int) -> Path:
     return path
 
 
-@dataclass
-class Topology:
-    """Where the round runs: the stack's settings, what every stage gets in its environment,
-    the faults besides the stages' kills, and the round's size."""
-
-    settings: Settings
-    faults: list[str]
-    kills_per_stage: int = KILLS_PER_STAGE
-    rows: int = ROWS
-    env: dict[str, str] = field(default_factory=dict)
-    spark: Stack | None = None  # the Spark cluster whose workers are killed
-    bridges: int = 1
-
-
-@pytest.fixture(params=["local", "scaled-out"])
-def topology(request: pytest.FixtureRequest, stack_settings: Settings) -> Topology:
-    if request.param == "local":
-        return Topology(stack_settings, ["kafka-restart", "windows-stopped"])
-    master = request.getfixturevalue("spark_cluster")
-    return Topology(request.getfixturevalue("replicated_stack"), ["kafka-node-kill", "spark-worker-kill"],
-                    kills_per_stage=int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")), rows=ROWS // 2,
-                    env={"SPARK_MASTER": master, "SPARK_SINK": "executors"}, spark=Stack(stack_settings, ["spark"]),
-                    bridges=2)
+def chaos_faults(topology: Topology) -> tuple[list[str], int, int]:
+    """The faults besides the stages' kills, the kills per stage and the rows of the round."""
+    if not topology.scaled_out:
+        return ["kafka-restart", "windows-stopped"], KILLS_PER_STAGE, ROWS
+    return ["kafka-node-kill", "spark-worker-kill"], int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")), ROWS // 2
 
 
 @pytest.fixture
@@ -97,6 +80,19 @@ def pipeline(topology: Topology, tmp_path: Path):
     yield run
     run.stop()
     InfluxClient(topology.settings).drop_database(wiring.database)
+
+
+def executing_workers(settings: Settings, pipeline: Pipeline, timeout_s: float = 60) -> list[str]:
+    """The workers that run an executor of the job now (supervising until there is one): the
+    worker killed is one whose executor holds tasks and state of the running query."""
+    deadline = Deadline(timeout_s)
+    while not deadline.expired():
+        busy = [w.name for w in spark_cluster(settings) if isinstance(w, SparkWorker) and w.executors()]
+        if busy:
+            return busy
+        pipeline.supervise()
+        time.sleep(0.5)
+    pytest.fail(f"no Spark worker ran an executor within {timeout_s:.0f} s")
 
 
 def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()) -> None:
@@ -112,7 +108,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     kafka = Stack(settings, ["kafka"])
     if any(status.state != "running" for status in kafka.status()):
         pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
-    events = write_events(tmp_path / "events.json", topology.rows)
+    extra_faults, kills_per_stage, rows = chaos_faults(topology)
+    events = write_events(tmp_path / "events.json", rows)
     records = distinct_records(file_rows(events))
     want_pairs = join_oracle(settings, records)
     assert sum(want_pairs.values()) > 1000
@@ -123,10 +120,10 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     simulator = pipeline.replay(events, "--rate", str(RATE))
     seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)
-    faults = [stage for stage in pipeline.stages for _ in range(topology.kills_per_stage)] + topology.faults
+    faults = [stage for stage in pipeline.stages for _ in range(kills_per_stage)] + extra_faults
     windowed = next(stage for stage in pipeline.stages if stage in WINDOWED)
     rng.shuffle(faults)
-    replay_s = topology.rows * (1 + DENSITY / THINGS) / RATE
+    replay_s = rows * (1 + DENSITY / THINGS) / RATE
     injected: list[str] = []
     started = time.monotonic()
     for index, fault in enumerate(faults):
@@ -146,7 +143,9 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
             restart_broker(kafka)
         elif fault == "spark-worker-kill":  # its executor's tasks re-run on the other worker
             assert topology.spark is not None
-            fault = f"{fault} {kill_group(topology.spark, rng, spare=('spark-master',))}"
+            busy = executing_workers(topology.spark.settings, pipeline)
+            spare = tuple(c.name for c in spark_cluster(topology.spark.settings) if c.name not in busy)
+            fault = f"{fault} {kill_group(topology.spark, rng, spare=spare)} (running an executor)"
             supervise_for(pipeline, rng.uniform(2, 10))
             topology.spark.up()
         elif fault == "windows-stopped":  # a long stop: it catches up with a skewed backlog

@@ -1,7 +1,9 @@
 """The whole pipeline into InfluxDB, then the dashboards on what it wrote.
 
 simulator -> Mosquitto -> bridge -> Kafka -> Spark join + aggregates -> Kafka -> connector ->
-InfluxDB, every service a real process on the local stack, scraped by the real Prometheus.
+InfluxDB, every service a real process on the local stack, scraped by the real Prometheus;
+once on the main stack and once scaled out (the Spark cluster with the executors' sink, two
+sharded bridges, three Kafka nodes: tests/support/topology.py).
 Afterwards InfluxDB must hold exactly what Kafka committed (per measurement, point by point),
 and every panel and variable query of every dashboard must return data.
 """
@@ -14,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from db_connector.lineprotocol import NS_PER_MS
-from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from stacktools.dashboards import check_dashboards
 from stacktools.influx import InfluxClient
@@ -24,9 +25,11 @@ from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, wait_for_keys
 from tests.support.waits import settle
 from stacktools.pipeline import Pipeline
+from stacktools.services import BRIDGE, service_of
 from stacktools.wiring import Wiring
 from tests.support.influx_checks import committed_identities, influx_identities, point_count
 from tests.support.mqtt import RawPublisher
+from tests.support.topology import Topology
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -73,23 +76,24 @@ def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: fl
         raise TimedOut(f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s") from None
 
 
-def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(stack_settings: Settings, tmp_path: Path) -> None:
-    settings = stack_settings
+def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(topology: Topology, tmp_path: Path) -> None:
+    settings = topology.settings
     started_ms = int(time.time() * 1000)
     events = recent_events(tmp_path / "events.json", started_ms)
     wiring = Wiring.private(settings)
     topics = wiring.connector_topics
     pipeline = Pipeline(settings, wiring, tmp_path / "run", extra_args={
         "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
-        "db_connector": ["--flush-interval-ms", "500"]})
+        "db_connector": ["--flush-interval-ms", "500"]}, env=topology.env, bridges=topology.bridges)
     try:
         pipeline.start_stages()
-        pipeline.wait_logged("mqtt_bridge", '"bridge running"', 60)
+        for bridge in (stage for stage in pipeline.stages if service_of(stage) == BRIDGE):
+            pipeline.wait_logged(bridge, '"bridge running"', 60)
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
         assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
         publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
         for payload in BAD_PAYLOADS:
-            publisher.publish_raw(f"{wiring.prefix}/bad", payload)
+            publisher.publish_raw(f"{topology.machine_prefix(wiring.prefix)}/bad", payload)
         assert publisher.wait_all_acked(len(BAD_PAYLOADS))
         publisher.close()
         expected_raw = expected_records(events)
