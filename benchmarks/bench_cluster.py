@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.process_group import GroupSampler, rss_mb
 from benchmarks.raw_feed import feed
-from benchmarks.spark_run import PAIRS, JobRun, log_time, run_job
+from benchmarks.spark_run import PAIRS, JobRun, batch_window, run_job
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_config
 from stacktools.stack import Stack
@@ -51,9 +51,7 @@ def run_on(settings: Settings, raw: str, batch: int, work: Path, master: str, si
     with ExitStack() as stack:
         samplers = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
         run = run_job(settings, raw, batch, directory, extra_args=["--spark-master", master, "--sink", sink])
-    # the job's batches, from its own log, as run_job measures the job's group
-    end = log_time(run.progress[-1]["ts"])
-    start = log_time(run.progress[0]["ts"]) - run.progress[0]["duration_ms"] / 1000
+    start, _, end = batch_window(run.progress)  # the window run_job measures the job's group over
     executors_cpu = sum(sampler.cpu_between(start, end) for sampler in samplers)
     peaks: dict[str, float] = {}
     for sampler in samplers:

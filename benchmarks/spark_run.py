@@ -44,6 +44,12 @@ def log_time(ts: str) -> float:
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
+def batch_window(progress: list[dict]) -> tuple[float, float, float]:
+    """Wall times (epoch s) of the first batch's start, its end and the last batch's end."""
+    first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
+    return first_end - progress[0]["duration_ms"] / 1000, first_end, last_end
+
+
 @dataclasses.dataclass(frozen=True)
 class JobRun:
     module: str
@@ -109,8 +115,7 @@ def run_job(settings: Settings, raw: str, batch: int, work: Path, module: str = 
     progress = batch_progress(job.logged_since_start())
     if not progress:
         raise SystemExit(f"{module} logged no batch with input, see {log}")
-    first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
-    start = first_end - progress[0]["duration_ms"] / 1000
+    start, first_end, last_end = batch_window(progress)
     return JobRun(module, batch, progress, sampler.cpu_between(start, last_end), sampler.cpu_between(first_end, last_end),
                   last_end - start, last_end - first_end, sampler.peak_mb, sampler.peak_total_mb,
                   len(read_to_end(settings, outputs["joined"])))  # not end offsets: those count commit markers too

@@ -94,6 +94,13 @@ class Pipeline:
         for name in self.stages:
             self.services[name].wait_logged(SERVICES[service_of(name)].ready_line, max(1.0, deadline.remaining()))
 
+    def wait_bridges(self, timeout_s: float = 60) -> None:
+        """Until every bridge is subscribed (its persistent session exists): a replay started
+        after this loses nothing, while the Spark stages may still be starting."""
+        for name in self.stages:
+            if service_of(name) == BRIDGE:
+                self.services[name].wait_logged(SERVICES[BRIDGE].ready_line, timeout_s)
+
     def replay(self, events: Path, *args: str) -> ServiceProcess:
         return self.start("simulator", "--input", str(events), "--shards", str(self.bridges), *args)
 

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamkit.config import Settings
+from streamkit.config import CREDENTIALS_FILE, Settings
 from stacktools.stack import Stack
-from streamkit.config import CREDENTIALS_FILE
 from tests.support.topology import Topology
 
 
@@ -51,7 +50,6 @@ def spark_cluster(stack_settings: Settings) -> Iterator[str]:
     yield f"spark://127.0.0.1:{settings.spark_master_port}"
     if not was_running and not keep_started_servers():
         cluster.down()
-
 
 
 #: The replicated stack's ports: the main stack's + this, so that both run side by side.

@@ -185,9 +185,9 @@ class Kafka(Component):
         elif not (self.data_dir / self.AUTH_MARKER).exists():
             raise StackError(f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
                              "admin user: remove that directory (its topics are lost) and start again")
-        elif int((nodes_file.read_text() if nodes_file.exists() else "1").strip()) != s.kafka_brokers:
-            raise StackError(f"the Kafka data in {self.data_dir} belongs to a cluster of {nodes_file.read_text().strip() if nodes_file.exists() else 1} "
-                             f"node(s), not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+        elif (made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1) != s.kafka_brokers:
+            raise StackError(f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), not "
+                             f"KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
                              f"{s.run_dir / 'data'}/kafka* (its topics are lost)")
 
     NODES_MARKER = "cluster-nodes"

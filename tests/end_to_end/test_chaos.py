@@ -32,7 +32,7 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import BRIDGE, WINDOWED, service_of
+from stacktools.services import WINDOWED
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.components import SparkWorker, spark_cluster
@@ -115,8 +115,7 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     assert sum(want_pairs.values()) > 1000
 
     pipeline.start_stages()
-    for bridge in (stage for stage in pipeline.stages if service_of(stage) == BRIDGE):
-        pipeline.wait_logged(bridge, '"bridge running"', 60)
+    pipeline.wait_bridges()
     simulator = pipeline.replay(events, "--rate", str(RATE))
     seed = int(os.environ.get("CHAOS_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)

@@ -25,7 +25,6 @@ from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, wait_for_keys
 from tests.support.waits import settle
 from stacktools.pipeline import Pipeline
-from stacktools.services import BRIDGE, service_of
 from stacktools.wiring import Wiring
 from tests.support.influx_checks import committed_identities, influx_identities, point_count
 from tests.support.mqtt import RawPublisher
@@ -87,8 +86,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(topology: T
         "db_connector": ["--flush-interval-ms", "500"]}, env=topology.env, bridges=topology.bridges)
     try:
         pipeline.start_stages()
-        for bridge in (stage for stage in pipeline.stages if service_of(stage) == BRIDGE):
-            pipeline.wait_logged(bridge, '"bridge running"', 60)
+        pipeline.wait_bridges()
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
         assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
         publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
