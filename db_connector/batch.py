@@ -29,7 +29,6 @@ class Batch:
     lines: list[str] = field(default_factory=list)
     origins: list[Message] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
-    first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     submitted: float = 0.0
@@ -38,7 +37,7 @@ class Batch:
         """Convert a consumed chunk; returns the consumer errors among it. The per-record work
         here is the connector's hot loop, hence the local names."""
         lines, origins, dead = self.lines, self.origins, self.dead
-        first, following = self.first_offsets, self.next_offsets
+        following = self.next_offsets
         errors: list[KafkaError] = []
         for message in messages:
             error = message.error()
@@ -47,10 +46,7 @@ class Batch:
                 continue
             topic = message.topic()
             position = (topic, message.partition())
-            offset = message.offset()
-            if position not in following:
-                first[position] = offset
-            following[position] = offset + 1
+            following[position] = message.offset() + 1
             try:
                 lines.append(converters[topic][0](message))
             except PointError as exc:

@@ -57,7 +57,8 @@ class Committer:
 
     def commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
         """Commit the batch's offsets, with its dead letters in one transaction when it has any.
-        False when the batch was dropped instead (it is then read and written again)."""
+        False when it was not committed: the caller then rewinds (:meth:`rewind`), so that it is
+        read and written again."""
         return self._commit_transaction(batch, dead) if dead else self._commit_offsets(batch)
 
     def _commit_offsets(self, batch: Batch) -> bool:
@@ -73,7 +74,6 @@ class Committer:
                     return False
                 if not error.retriable():
                     log.error("offset commit failed; re-reading the batch", extra={"error": str(error)})
-                    self.rewind(batch)
                     return False
                 delay = backoff.next_delay()
                 log.warning("offset commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
@@ -104,7 +104,6 @@ class Committer:
                     return False
                 if not error.txn_requires_abort():
                     log.error("transaction failed; re-reading the batch", extra={"error": str(error)})
-                    self.rewind(batch)
                     return False
                 delay = backoff.next_delay()
                 log.warning("transaction aborted, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
@@ -147,19 +146,18 @@ class Committer:
                     return
                 backoff.sleep()
 
-    def rewind(self, batch: Batch) -> None:
+    def rewind(self) -> None:
         """Make everything uncommitted be read again (its points are rewritten harmlessly): every
-        assigned partition goes back to its committed offset, not only the batch's partitions,
-        since records of others may already sit in the batch collected meanwhile, which the
-        caller drops."""
+        assigned partition goes back to its committed offset, not only the dropped batch's
+        partitions, since records of others may already sit in the batch collected meanwhile,
+        which the caller drops. A partition never committed goes back to its beginning."""
         self.forget_polled()
         try:
             positions = self.consumer.committed(self.consumer.assignment(), timeout=30)
         except KafkaException as exc:
             raise RewindFailed(f"committed offsets not readable: {exc.args[0]}") from None
         for position in positions:
-            offset = position.offset if position.offset >= 0 else batch.first_offsets.get(
-                (position.topic, position.partition), OFFSET_BEGINNING)
+            offset = position.offset if position.offset >= 0 else OFFSET_BEGINNING
             try:
                 self.consumer.seek(TopicPartition(position.topic, position.partition, offset))
             except KafkaException as exc:

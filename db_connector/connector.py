@@ -123,8 +123,7 @@ class Connector:
                 # settle when the next batch is ready, or as soon as the write is done (latency)
                 if ready or (self.inflight is not None and self.inflight[1].done()):
                     if not self._settle():
-                        # The batch in flight stays uncommitted and will be read again; the one
-                        # collected meanwhile holds later records, so it must not commit either.
+                        self._read_again()
                         batch = Batch(self.generation)
                         continue
                     if ready:
@@ -212,6 +211,15 @@ class Connector:
         self._observe_latency(batch)
         return True
 
+    def _read_again(self) -> None:
+        """The batch in flight was not committed (a failed commit, a rebalance meanwhile, or
+        shutdown): it and the batch collected meanwhile are dropped, so every partition goes
+        back to its committed offset. Whatever the reason: after a rebalance the batch collected
+        meanwhile holds records of the new assignment, read from its committed offsets, and
+        dropping them without a rewind let a later commit pass records never written."""
+        if not self.shutdown.requested:
+            self.committer.rewind()
+
     def _observe_latency(self, batch: Batch) -> None:
         """Only the sampled points pay: their reference time is read back from their line."""
         now_ms = time.time() * 1000
@@ -237,6 +245,8 @@ class Connector:
                                "pending_points": len(batch.lines)})
             self._pause()
             if self._wait(delay) or batch.generation != self.generation:
+                # a write of a later batch pauses again if InfluxDB is still away
+                self._resume("batch dropped while InfluxDB was away; consumption resumed")
                 return None
             try:
                 refused = self.writer.write(batch.lines)
@@ -244,7 +254,7 @@ class Connector:
                 error = again
                 continue
             AVAILABLE.set(1)
-            self._resume()
+            self._resume("InfluxDB available again; consumption resumed")
             return refused
 
     def _wait(self, seconds: float) -> bool:
@@ -269,11 +279,11 @@ class Connector:
             self.consumer.pause(self.consumer.assignment())
             self.paused = True
 
-    def _resume(self) -> None:
+    def _resume(self, why: str) -> None:
         if self.paused:
             self.consumer.resume(self.consumer.assignment())
             self.paused = False
-            log.info("InfluxDB available again; consumption resumed")
+            log.info(why)
 
     # ------------------------------------------------------------------------- housekeeping
     def _update_lag(self) -> None:

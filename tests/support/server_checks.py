@@ -29,9 +29,10 @@ def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
     return [m.value() for m in read_to_end(settings, topic, isolation)]
 
 
-def check_transactions(settings: Settings) -> None:
-    """Aborted records stay invisible to read_committed readers; committed ones are visible."""
-    topic = create_topic(settings)
+def check_transactions(settings: Settings, topic: str | None = None) -> None:
+    """Aborted records stay invisible to read_committed readers; committed ones are visible.
+    ``topic``: an empty one-partition topic made beforehand (default: made here)."""
+    topic = topic or create_topic(settings)
     producer = transactional_producer(settings, f"check-{uuid.uuid4().hex[:8]}")
     producer.begin_transaction()
     for i in range(5):
@@ -50,8 +51,8 @@ def check_transactions(settings: Settings) -> None:
                                          + [f"committed-{i}".encode() for i in range(3)]), uncommitted
 
 
-def check_plain_produce_consume(settings: Settings) -> None:
-    topic = create_topic(settings)
+def check_plain_produce_consume(settings: Settings, topic: str | None = None) -> None:
+    topic = topic or create_topic(settings)
     producer = idempotent_producer(settings, "check")
     for i in range(10):
         producer.produce(topic, value=str(i).encode(), partition=0)
