@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
@@ -65,7 +66,7 @@ class SparkJobSettings(KafkaSettings):
     available_now: bool = setting(False, "SPARK_AVAILABLE_NOW",
                                   "process what is in the input topic now, emit, and exit 0 (a backfill: a batch run "
                                   "of the streaming job)")
-    sink: str = setting("driver", "SPARK_SINK",
+    sink: Literal["driver", "executors"] = setting("driver", "SPARK_SINK",
                         "where the exactly-once sink writes from: driver (each batch collected, one transaction) "
                         "or executors (each task its output partition, a transaction per partition and batch; "
                         "docs/exactly-once.md)")

@@ -29,7 +29,7 @@ from stacktools.access import USERS
 from spark_jobs.config import SparkJobSettings, WindowSettings
 from stacktools.dashboards.cli import GrafanaSettings
 from streamkit.config import (CREDENTIALS_FILE, SYSTEMS, InfluxSettings, KafkaSettings, MqttSettings, ServiceSettings,
-                              Settings, StackSettings, credential_env, identity_fields)
+                              Settings, StackSettings, choices_of, credential_env, identity_fields)
 from streamkit.paths import REPO_ROOT
 from stacktools.services import SERVICES
 
@@ -221,7 +221,8 @@ def settings_rows(section: Section) -> list[list[str]]:
         help_text = field.metadata.get("help", "")
         if secret:
             help_text += "; see *Users and passwords*"
-        rows.append([code(option_of(field, kind)), code(env_of(field)), _TYPE_NAMES.get(kind, str(kind)),
+        type_name = " \\| ".join(choices_of(kind)) or _TYPE_NAMES.get(kind, str(kind))
+        rows.append([code(option_of(field, kind)), code(env_of(field)), type_name,
                      format_default(field.default, secret=secret), cell(help_text)])
     return rows
 

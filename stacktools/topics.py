@@ -18,6 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from streamkit.config import Settings
+from streamkit.deadline import TimedOut
 from stacktools.kafka_access import grant_topics
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
@@ -78,6 +79,10 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
             except KafkaException as exc:  # created concurrently by someone else: check it below
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise
+            except TimeoutError:
+                raise TimedOut(f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
+                               "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the request to "
+                               "it: README, 'Three Kafka nodes')") from None
     present = [s for s in specs if s.name not in report.created]
     if not present:
         return report

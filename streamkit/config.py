@@ -17,7 +17,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, get_type_hints
+from typing import Any, Literal, Self, get_args, get_origin, get_type_hints
 
 from streamkit.paths import REPO_ROOT, default_run_dir
 
@@ -87,7 +87,16 @@ def read_env_file(path: Path) -> dict[str, str]:
     return values
 
 
+def choices_of(kind: Any) -> tuple[str, ...]:
+    """The allowed values of a ``Literal[...]`` setting; () for any other type."""
+    return get_args(kind) if get_origin(kind) is Literal else ()
+
+
 def _convert(kind: Any, raw: str, name: str) -> Any:
+    if choices := choices_of(kind):
+        if raw not in choices:
+            raise SystemExit(f"configuration error: {name}={raw!r} is not one of {', '.join(choices)}")
+        return raw
     try:
         if kind is bool:
             lowered = raw.strip().lower()
@@ -205,6 +214,8 @@ class ServiceSettings:
             text = f"{field.metadata.get('help', '')} [env {field.metadata.get('env')}]".replace("%", "%%")
             if kind is bool:
                 group.add_argument(option, dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+            elif choices := choices_of(kind):
+                group.add_argument(option, dest=field.name, choices=choices, default=None, help=text)
             else:
                 converter = Path if kind is Path else kind
                 group.add_argument(option, dest=field.name, type=converter, default=None, help=text)

@@ -59,3 +59,24 @@ def test_drift_is_reported_and_config_drift_can_be_fixed(stack_settings: Setting
     assert f"fixed     {name}: retention.ms=2000000" in out and "retention.ms declared" not in out
     actual = _describe_configs(admin_client(stack_settings), [name])[name]
     assert actual["retention.ms"] == "2000000"
+
+
+def test_a_creation_kafka_never_confirms_says_what_to_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a node down, the admin client may send the creation to that node and wait out the
+    timeout (measured on the three-node stack): the error names the likely cause."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    import stacktools.topics as topics
+    from streamkit.deadline import TimedOut
+
+    class NeverConfirms:
+        def list_topics(self, timeout: float) -> SimpleNamespace:
+            return SimpleNamespace(topics={})
+
+        def create_topics(self, new_topics: list, operation_timeout: float) -> dict[str, Future]:
+            return {topic.topic: Future() for topic in new_topics}
+
+    monkeypatch.setattr(topics, "admin_client", lambda _settings: NeverConfirms())
+    with pytest.raises(TimedOut, match="creating topic t.new within 0 s.*is a node down"):
+        provision(Settings.from_sources({}), [topics.TopicSpec("t.new", 1, {})], timeout_s=0.05)

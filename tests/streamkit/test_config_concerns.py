@@ -134,3 +134,14 @@ def test_identity_helpers_touch_only_the_concerns_a_class_has(tmp_path: Path, mo
     assert simulator.credential("kafka", "admin") == ""  # generic: reads no field of a missing concern
     with pytest.raises(ValueError, match="no kafka login"):
         simulator.acting_as("kafka", "admin")
+
+
+def test_a_choice_setting_refuses_anything_else_at_start(tmp_path: Path) -> None:
+    """SPARK_SINK is a Literal: a typo stops the job when its settings load (environment or
+    flag), not minutes later when the query starts."""
+    environ = {"STACK_RUN_DIR": str(tmp_path)}
+    assert SparkJobSettings.from_sources({**environ, "SPARK_SINK": "executors"}).sink == "executors"
+    with pytest.raises(SystemExit, match="SPARK_SINK='executor' is not one of driver, executors"):
+        SparkJobSettings.from_sources({**environ, "SPARK_SINK": "executor"})
+    with pytest.raises(SystemExit):  # argparse: invalid choice
+        SparkJobSettings.parse(["--sink", "executor"])
