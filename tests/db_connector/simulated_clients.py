@@ -17,6 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 from db_connector.influx_writer import Refused, WriteUnavailable
 from db_connector.lineprotocol import PointError
 from streamkit.wire.dead_letters import SOURCE, SOURCE_OFFSET, SOURCE_PARTITION
+from tests.support.faults import kafka_error
 
 POISON = b"poison"
 
@@ -53,6 +54,9 @@ class Broker:
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
     dead_letters: Counter = field(default_factory=Counter)
     written: set[str] = field(default_factory=set)
+
+    def commit(self, offsets: list[TopicPartition]) -> None:
+        self.committed.update({(o.topic, o.partition): o.offset for o in offsets})
 
     def all_committed(self) -> bool:
         return all(self.committed.get(tp, 0) == len(records) for tp, records in self.log.items())
@@ -127,10 +131,11 @@ class SimulatedConsumer:
     # offsets
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = False) -> None:
         if self.rng.random() < self.commit_fault_rate:
-            code, retriable = self.rng.choice([(KafkaError._TIMED_OUT, True), (KafkaError._FAIL, False),
-                                               (KafkaError.ILLEGAL_GENERATION, False)])
-            raise KafkaException(KafkaError(code, "simulated commit fault", retriable=retriable))
-        self.broker.committed.update({(o.topic, o.partition): o.offset for o in offsets})
+            kind = self.rng.choice(["retriable", "non_retriable", "stale"])
+            if kind == "stale":  # refused after a rebalance
+                raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION, "simulated commit fault"))
+            raise kafka_error(kind, "commit")
+        self.broker.commit(offsets)
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         return [TopicPartition(p.topic, p.partition, self.broker.committed.get((p.topic, p.partition), -1001))
@@ -160,10 +165,7 @@ class SimulatedProducer:
 
     def _maybe_fail(self, step: str) -> None:
         if self.rng.random() < self.fault_rate:
-            retriable, abortable = self.rng.choice([(True, False), (False, False), (False, True)])
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT if retriable or abortable else KafkaError._FAIL,
-                                            f"simulated {step} fault", retriable=retriable,
-                                            txn_requires_abort=abortable))
+            raise kafka_error(self.rng.choice(["retriable", "non_retriable", "abortable"]), step)
 
     def begin_transaction(self) -> None:
         self._maybe_fail("begin")
@@ -181,7 +183,7 @@ class SimulatedProducer:
         self._maybe_fail("commit")
         if not self.open:
             raise KafkaException(KafkaError(KafkaError._STATE, "no transaction"))
-        self.broker.committed.update({(o.topic, o.partition): o.offset for o in self.offsets})
+        self.broker.commit(self.offsets)
         self.broker.dead_letters.update(self.letters)
         self.open = False
 
