@@ -32,6 +32,7 @@ mkdir -p /tmp/kafka
     printf "sasl.jaas.config=$SCRAM" "$KAFKA_ADMIN_PASSWORD"
 } > "$CLIENT"
 
-/opt/kafka/bin/kafka-storage.sh format --ignore-formatted -t "$CLUSTER_ID" -c "$CONF" \
+# --cluster-id=ID in one word: an id that begins with "-" would otherwise be read as an option.
+/opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id="$CLUSTER_ID" -c "$CONF" \
     --add-scram "SCRAM-SHA-512=[name=admin,password=$KAFKA_ADMIN_PASSWORD]"
 exec /opt/kafka/bin/kafka-server-start.sh "$CONF"

@@ -89,6 +89,12 @@ class Component:
                              f"for {', '.join(missing)}")
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: a UUID in URL-safe base64 without padding (22 characters, as
+    `kafka-storage.sh random-uuid` makes them); about one in 64 begins with "-"."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 class Kafka(Component):
     """One Apache Kafka node in KRaft combined mode (broker + controller), transactions on.
     ``KAFKA_BROKERS`` nodes form one controller quorum; with three, every topic (data,
@@ -225,10 +231,12 @@ class Kafka(Component):
     def _format_storage(self) -> None:
         if self.node == 1 or not self.cluster_id_file.exists():
             self.cluster_id_file.parent.mkdir(parents=True, exist_ok=True)
-            self.cluster_id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+            self.cluster_id_file.write_text(new_cluster_id())
         cluster_id = self.cluster_id_file.read_text().strip()
         admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
-        result = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+        # `--cluster-id=ID` in one word: a random id may begin with "-", which the tool would
+        # take for an option of its own when given as a separate argument.
+        result = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                                            "-c", str(self.conf_dir / "server.properties"), "--add-scram", admin),
                                 capture_output=True, text=True, timeout=120)
         if result.returncode != 0:

@@ -3,18 +3,22 @@ in sync required, and a node killed with SIGKILL changes nothing a client sees."
 from __future__ import annotations
 
 import random
+import string
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from stacktools.stack import Stack, StackError, ensure_credentials
-from stacktools.stack.components import Kafka, kafka_nodes
+from stacktools.stack import components
+from stacktools.stack.components import Kafka, kafka_nodes, new_cluster_id
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client
 from tests.support import server_checks as checks
 from tests.support.exactness import kill_group, restart_broker
+
+_BASE64URL = set(string.ascii_letters + string.digits + "-_")
 
 
 def three_nodes(run_dir: Path) -> Settings:
@@ -91,3 +95,22 @@ def test_a_node_killed_and_restarted_changes_nothing_a_client_sees(replicated_st
         return all(node in partition.isrs for topic in topics for partition in topic.partitions.values())
 
     wait_until(back_in_sync, 120, f"{killed} back in every partition's in-sync replicas", interval_s=2)
+
+
+def test_new_cluster_ids_are_kraft_ids() -> None:
+    ids = {new_cluster_id() for _ in range(200)}
+    assert len(ids) == 200 and all(len(i) == 22 and set(i) <= _BASE64URL for i in ids)
+
+
+def test_storage_is_formatted_with_a_cluster_id_that_begins_with_a_dash(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """About one fresh stack in 64 drew such an id, and the storage tool took it for an option."""
+    settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
+    node = Kafka(settings)
+    if node.missing_install():
+        pytest.skip(node.missing_install())
+    monkeypatch.setattr(components, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
+    node.prepare()
+    meta = dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+    assert meta["cluster.id"] == "-DC3d9-yS8Og7gDKKmX0uw"
