@@ -1,13 +1,26 @@
 # One image for every Python service of the stack (simulator, mqtt_bridge, spark_jobs.*,
-# db_connector, the `topics` provisioning job) and for the Spark worker.
+# db_connector, the `provision` job) and for the Spark workers.
 #
 #   docker build -t machinedata-app:0.1.0 .      (docker compose builds it for you)
+#   docker build --build-arg EXTRA_CA_CERTS="$(cat my-proxy-ca.crt)" ...   behind a TLS-inspecting proxy
+#
+# Layers from the least to the most often changed: system packages, the pinned Python
+# dependencies (pyspark is large), then the source; an edit of the code rebuilds only the last.
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1: Spark's Kafka connector and spark-avro (and their dependencies) for the pinned
 # pyspark, resolved from Maven Central by the same pom the local stack uses.
 FROM maven:3.9.9-eclipse-temurin-17 AS spark-jars
-
+ARG EXTRA_CA_CERTS=""
+# Each certificate of EXTRA_CA_CERTS goes into the JVM's trust store (Maven's HTTPS).
+RUN set -eu; if [ -n "$EXTRA_CA_CERTS" ]; then \
+        mkdir -p /tmp/ca; printf '%s\n' "$EXTRA_CA_CERTS" \
+          | awk '/BEGIN CERTIFICATE/{n++} n{print > ("/tmp/ca/" n ".crt")}'; \
+        for crt in /tmp/ca/*.crt; do \
+            keytool -importcert -cacerts -noprompt -storepass changeit -alias "extra-$(basename "$crt" .crt)" \
+                -file "$crt" > /dev/null 2>&1 || true; \
+        done; \
+    fi
 WORKDIR /build
 COPY kafka/pom-spark.xml kafka/pom-spark.xml
 RUN mvn --batch-mode --no-transfer-progress -f kafka/pom-spark.xml \
@@ -16,16 +29,29 @@ RUN mvn --batch-mode --no-transfer-progress -f kafka/pom-spark.xml \
     && ls /build/jars | grep -q '^spark-avro_2.13-.*\.jar$'
 
 # ---------------------------------------------------------------------------------------------
-# Stage 2: runtime. Python 3.11 + Java 17 (pyspark's JVM) + the repo installed with pip.
+# Stage 2: the pinned dependencies of pyproject.toml as a requirements file. Copied from here,
+# the install layer below depends on the dependencies alone, not on the rest of pyproject.toml.
+FROM python:3.11-slim-bookworm AS requirements
+COPY pyproject.toml /pyproject.toml
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('/pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /requirements.txt
+
+# ---------------------------------------------------------------------------------------------
+# Stage 3: runtime. Python 3.11 + Java 17 (pyspark's JVM) + the repo installed with pip.
 FROM python:3.11-slim-bookworm AS runtime
+ARG EXTRA_CA_CERTS=""
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 
 # openjdk's postinst expects man dirs that the slim image strips; procps gives Spark's scripts `ps`.
 RUN set -eux; \
+    if [ -n "$EXTRA_CA_CERTS" ]; then \
+        printf '%s\n' "$EXTRA_CA_CERTS" > /usr/local/share/ca-certificates/extra-ca.crt; update-ca-certificates; \
+    fi; \
     mkdir -p /usr/share/man/man1; \
     apt-get update; \
     apt-get install -y --no-install-recommends openjdk-17-jre-headless procps; \
@@ -41,21 +67,25 @@ RUN groupadd --system --gid "${APP_UID}" app \
     && useradd --system --uid "${APP_UID}" --gid app --home-dir /app --no-create-home \
                --shell /usr/sbin/nologin app
 
-# The source tree stays at /app (the repo root: streamkit finds kafka/topics.yaml and schemas/
-# relative to it, and run/ is the data directory); it is also pip-installed so the pinned
-# dependencies and console scripts (spark-class, spark-submit) are on the system.
+# The pinned dependencies: this layer survives every code edit.
 WORKDIR /app
-COPY . /app
-RUN set -eux; \
-    pip install /app; \
-    rm -rf /app/build /app/*.egg-info; \
-    mkdir -p /app/run; \
-    chown app:app /app/run
-ENV PYTHONPATH=/app
+COPY --from=requirements /requirements.txt /tmp/requirements.txt
+RUN pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
 # Connector jars for spark.jars (read by the Spark jobs from SPARK_EXTRA_JARS_DIR).
 ENV SPARK_EXTRA_JARS_DIR=/opt/spark-jars
 COPY --from=spark-jars /build/jars/ ${SPARK_EXTRA_JARS_DIR}/
+
+# The source tree stays at /app (the repo root: streamkit finds kafka/topics.yaml and schemas/
+# relative to it, and run/ is the data directory); it is also pip-installed (no dependencies:
+# they are above) so the console scripts (spark-class, spark-submit) are on the system.
+COPY . /app
+RUN set -eux; \
+    pip install --no-deps /app; \
+    rm -rf /app/build /app/*.egg-info; \
+    mkdir -p /app/run; \
+    chown app:app /app/run
+ENV PYTHONPATH=/app
 
 USER app
 

@@ -149,6 +149,13 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GRAFANA_ADMIN_PASSWORD", "docker compose", "password of Grafana's admin user (required, no default)"),
     ("GRAFANA_PORT", "docker compose", "host port of Grafana (3000)"),
     ("EVENTS_FILE", "docker compose", "file in ./data the compose `simulator` (profile replay) replays (events.json)"),
+    ("REPLAY_LIVE", "docker compose", "true: the compose replay stamps rows with the wall clock (default); "
+     "false: the file's own timestamps"),
+    ("REPLAY_RATE", "docker compose", "rows per second of the compose replay (1000; 0: as fast as possible)"),
+    ("EXTRA_CA_CERTS", "docker compose, image builds",
+     "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds"),
+    ("CONTAINER_SOCKET", "container engine (no Docker)",
+     "unix socket of podman's Docker-compatible API (/run/podman/podman.sock)"),
     ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
     ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),
     ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (10)"),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stacktools.stack.process import group_alive
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT
 
@@ -49,7 +50,7 @@ class ServiceProcess:
         except ProcessLookupError:
             pass
         process.wait(10)
-        wait_until(lambda: not _group_alive(process.pid), 30, f"process group of {self.module} gone")
+        wait_until(lambda: not group_alive(process.pid), 30, f"process group of {self.module} gone")
 
     def terminate(self, timeout_s: float = 30) -> int:
         process = self._started()
@@ -79,12 +80,5 @@ class ServiceProcess:
 
         wait_until(logged, timeout_s, f"{self.module} logging {text!r}")
 
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 

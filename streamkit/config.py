@@ -7,8 +7,8 @@ settings class composes only the concerns it uses and adds its own fields; :clas
 composes them all for the launcher, the tools and the tests. The CLI options and the
 environment variable names are derived from the fields so the two never drift apart and
 ``--help`` documents both. Secrets never have a value in the repository: the stack launcher
-generates local ones into ``<run dir>/credentials.env`` and a user may override them in
-``.env`` or the environment.
+generates local ones into ``<run dir>/credentials.env`` and a user may override them in the
+environment; the passwords in ``.env`` are docker compose's and the local services ignore them.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def setting(default: Any, env: str, help: str, *, secret: bool = False) -> Any:
 
 
 def credential_env(system: str, user: str) -> str:
-    """Where the password of ``user`` on ``system`` lives (environment, .env or the generated
-    credentials file): one variable per user, so each process is given only its own."""
+    """Where the password of ``user`` on ``system`` lives (environment, or the generated
+    credentials file; compose's in .env): one variable per user, so each process is given only its own."""
     return f"{system.upper()}_{user.upper().replace('-', '_')}_PASSWORD"
 
 
@@ -117,9 +117,24 @@ def _to_text(value: Any) -> str:
     return str(value)
 
 
+#: The repository's ``.env``: docker compose's file, whose settings the local services share.
+DOTENV = REPO_ROOT / ".env"
+
+
+def is_secret_variable(name: str) -> bool:
+    return name.endswith("_PASSWORD")
+
+
+def dotenv_settings() -> dict[str, str]:
+    """``.env`` without its passwords: those are docker compose's, and the local stack keeps its
+    own (generated into the run directory, or given in the environment), so neither stack ever
+    logs in with the other's credentials."""
+    return {key: value for key, value in read_env_file(DOTENV).items() if not is_secret_variable(key)}
+
+
 def _layered_sources(run_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    """Generated credentials < .env < environment."""
-    return {**read_env_file(run_dir / CREDENTIALS_FILE), **read_env_file(REPO_ROOT / ".env"), **environ}
+    """Generated credentials < .env (no passwords) < environment."""
+    return {**read_env_file(run_dir / CREDENTIALS_FILE), **dotenv_settings(), **environ}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +176,7 @@ class ServiceSettings:
                 if f.name not in identities}
 
     def credential(self, system: str, user: str) -> str:
-        """The password of ``user`` on ``system`` from the environment, .env or the generated
+        """The password of ``user`` on ``system`` from the environment or the generated
         credentials (in that order); empty when there is none yet. Reads no field but the run
         directory, so it works for any system, whichever concerns this class has."""
         return _layered_sources(self.run_dir, os.environ).get(credential_env(system, user), "")
@@ -181,11 +196,11 @@ class ServiceSettings:
     # ----------------------------------------------------------------------------- loading
     @classmethod
     def from_sources(cls, environ: Mapping[str, str] | None = None, cli: Mapping[str, Any] | None = None) -> Self:
-        """Resolve every field: CLI > environment > .env > generated credentials > default."""
+        """Resolve every field: CLI > environment > .env (no passwords) > generated credentials > default."""
         environ = dict(os.environ if environ is None else environ)
         cli = {k: v for k, v in (cli or {}).items() if v is not None}
         hints = get_type_hints(cls)
-        dotenv = read_env_file(REPO_ROOT / ".env")
+        dotenv = dotenv_settings()
         run_dir_raw = cli.get("run_dir") or environ.get("STACK_RUN_DIR") or dotenv.get("STACK_RUN_DIR")
         run_dir = Path(run_dir_raw).expanduser() if run_dir_raw else default_run_dir()
         layered = _layered_sources(run_dir, environ)

@@ -9,6 +9,12 @@ set -eu
 : "${MQTT_ADMIN_PASSWORD:?MQTT_ADMIN_PASSWORD must be set (see .env.example)}"
 : "${MQTT_MACHINE_PASSWORD:?MQTT_MACHINE_PASSWORD must be set (see .env.example)}"
 : "${MQTT_BRIDGE_PASSWORD:?MQTT_BRIDGE_PASSWORD must be set (see .env.example)}"
+# Refuse what stacktools/credentials.py refuses: the .env.example placeholder and short passwords.
+for name in MQTT_ADMIN_PASSWORD MQTT_MACHINE_PASSWORD MQTT_BRIDGE_PASSWORD; do
+    eval "value=\${$name}"
+    case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose_env" >&2; exit 1;; esac
+    [ "${#value}" -ge 12 ] || { echo "$name is shorter than 12 characters" >&2; exit 1; }
+done
 PREFIX="${MQTT_TOPIC_PREFIX:-machines}"
 
 PASSWD_FILE="${MOSQUITTO_PASSWD_FILE:-/mosquitto/auth/passwd}"

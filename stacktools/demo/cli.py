@@ -30,7 +30,7 @@ from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack, StackError
 from stacktools.stack.components import DEFAULT_GROUPS
-from stacktools.stack.process import port_open
+from stacktools.stack.process import KeptService, port_open
 
 log = logging.getLogger("demo")
 
@@ -137,8 +137,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             if not_running:  # stop only what the demo started
                 Stack(settings, not_running).down()
     if args.keep_running:
+        for name, service in pipeline.services.items():  # `stack down` stops them, `stack status` shows them
+            if service.alive() and service.process is not None:
+                KeptService.record(settings.run_dir, name, service.process.pid, pipeline.log(name))
         print(f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
               f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"
-              "Stop the services with Ctrl-C on them or `pkill -f 'python -m (mqtt_bridge|spark_jobs|db_connector)'`, "
-              "the stack with `python -m stacktools.stack down`.")
+              "`.venv/bin/python -m stacktools.stack status` lists the servers and the services; "
+              "`.venv/bin/python -m stacktools.stack down` stops both, the services first.")
     return 0

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from stacktools.access import USERS
+from stacktools.credentials import new_password, password_problem
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component
-from stacktools.stack.process import ManagedProcess, StackError, StackTimedOut, port_open, port_owner
+from stacktools.stack.process import KeptService, ManagedProcess, StackError, StackTimedOut, port_open, port_owner
 from streamkit.deadline import TimedOut, wait_until
 
 __all__ = ["Stack", "StackError", "ComponentStatus", "ensure_credentials"]
@@ -44,7 +44,7 @@ def ensure_credentials(settings: Settings) -> Settings:
         for user in users:
             name = credential_env(system, user)
             if not settings.credential(system, user) and not generated.get(name):
-                generated[name] = secrets.token_urlsafe(18)
+                generated[name] = new_password()
                 changed = True
     if changed:
         settings.run_dir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,12 @@ class Stack:
     def provision(self, timeout_s: float = 180.0) -> None:
         """Users, rights, topics and databases on servers this launcher does not run (docker
         compose's one-shot ``provision`` job): waits until each is healthy, then bootstraps it as
-        ``up`` does. Every password comes from the environment; none is generated here."""
+        ``up`` does. Every password comes from the environment; none is generated here, and a
+        placeholder, empty or short one is refused before anything is created."""
+        problems = [problem for system in self._provisioned_systems() for user in USERS[system]
+                    if (problem := password_problem(credential_env(system, user), self.settings.credential(system, user)))]
+        if problems:
+            raise StackError("refusing to provision with these passwords:\n  " + "\n  ".join(problems))
         for component in self._components():
             try:
                 wait_until(component.healthy, timeout_s, f"{component.name} healthy", interval_s=2)
@@ -136,6 +141,11 @@ class Stack:
                 raise StackTimedOut(f"{component.name} at {component.address} is not healthy after {timeout_s:.0f} s") from None
             component.after_healthy()
             print(f"[stack] provisioned {component.name} at {component.address}", flush=True)
+
+    def _provisioned_systems(self) -> list[str]:
+        """The servers (of USERS) whose users ``provision`` creates: those of the named groups."""
+        return [system for group, system in (("kafka", "kafka"), ("mosquitto", "mqtt"), ("influxdb", "influx"))
+                if group in self.default_groups]
 
     def _start(self, component: Component) -> bool:
         """Start the server unless it already runs; True if we started it now."""
@@ -165,12 +175,26 @@ class Stack:
         component.after_healthy()
 
     # ----------------------------------------------------------------------------- down / status
+    #: How long a service the demo left running gets to flush and commit on SIGTERM, and a
+    #: server to close, before SIGKILL.
+    STOP_TIMEOUT_S = 30.0
+
+    def kept_services(self) -> list[KeptService]:
+        """The pipeline services the demo left running in this run directory (a plain ``down``
+        or ``status`` covers them; one that names components does not)."""
+        return [] if self.explicit else [kept for kept in KeptService.all(self.settings.run_dir) if kept.pid()]
+
     def down(self) -> list[str]:
-        """Stop what this run dir started, in reverse order (clients of Kafka first would be nicer,
-        but none of these servers depends on another)."""
-        stopped = []
+        """Stop what this run dir started: first the services the demo left running (all at
+        once, each within STOP_TIMEOUT_S, while the servers they flush to are still up), then the
+        servers in reverse order, each within STOP_TIMEOUT_S."""
+        kept = self.kept_services()
+        if kept:
+            with ThreadPoolExecutor(max_workers=len(kept)) as pool:
+                list(pool.map(lambda service: service.stop(self.STOP_TIMEOUT_S), kept))
+        stopped = [service.name for service in kept]
         for component in reversed(self._components(running_groups=True)):
-            if self._process(component).stop():
+            if self._process(component).stop(self.STOP_TIMEOUT_S):
                 stopped.append(component.name)
                 # A restart right after (tests restart the broker) must find the ports free.
                 try:
@@ -188,6 +212,9 @@ class Stack:
         return "stopped"
 
     def status(self) -> list[ComponentStatus]:
-        return [ComponentStatus(component.name, self._state(component), self._process(component).pid(),
-                                component.address, str(self._process(component).log_file))
-                for component in self._components(running_groups=True)]
+        servers = [ComponentStatus(component.name, self._state(component), self._process(component).pid(),
+                                   component.address, str(self._process(component).log_file))
+                   for component in self._components(running_groups=True)]
+        services = [ComponentStatus(kept.name, "running", kept.pid(), "(demo service)", kept.log_file)
+                    for kept in self.kept_services()]
+        return servers + services

@@ -6,7 +6,6 @@ Each writes its generated configuration under ``<run dir>/<name>/``, its data un
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -14,11 +13,11 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
+from stacktools.credentials import new_cluster_id
 from stacktools.influx import InfluxClient, InfluxError, basic_auth
 from streamkit.config import Settings, credential_env
 from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
@@ -87,12 +86,6 @@ class Component:
         if missing:
             raise StackError(f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
                              f"for {', '.join(missing)}")
-
-
-def new_cluster_id() -> str:
-    """A random KRaft cluster id: a UUID in URL-safe base64 without padding (22 characters, as
-    `kafka-storage.sh random-uuid` makes them); about one in 64 begins with "-"."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class Kafka(Component):
@@ -246,13 +239,21 @@ class Kafka(Component):
     def command(self) -> list[str]:
         return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
 
+    @property
+    def address(self) -> str:
+        """This node's client address: the local node's port, or, where KAFKA_BOOTSTRAP_SERVERS
+        names the servers (compose's provisioning job: kafka:19092), the node-th of them."""
+        given = [server for server in self.settings.kafka_bootstrap_servers.split(",") if server]
+        return given[self.node - 1] if len(given) >= self.node else f"127.0.0.1:{self.ports[0]}"
+
     def registered_nodes(self) -> set[int]:
-        """The node ids this node's metadata lists as live brokers (asked on its own port)."""
+        """The node ids this node's metadata lists as live brokers (asked on its own address)."""
         from confluent_kafka.admin import AdminClient  # imported late: `stack status` stays fast
 
         from streamkit.kafka_clients import client_config
 
-        if not port_open(self.ports[0]):
+        host, _, port = self.address.rpartition(":")
+        if not port_open(int(port), host):
             return set()
         # log_level 0: a broker that is still starting is expected here, not worth a log line
         try:  # without a password (a run dir of its own), the client cannot even be made

@@ -151,3 +151,87 @@ def _reap_or_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or ''."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+class KeptService:
+    """A pipeline service that the demo left running (``--keep-running``), so that ``stack
+    down`` stops it and ``stack status`` shows it. Its pid file holds the pid and the process's
+    start time: pids are reused, and a service's command line does not name the run directory.
+    The service runs in a process group of its own (a Spark driver with its JVM and Python
+    workers), and the whole group is stopped."""
+
+    def __init__(self, name: str, run_dir: Path) -> None:
+        self.name = name
+        self.pid_file = run_dir / "pids" / "services" / f"{name}.pid"
+
+    @classmethod
+    def record(cls, run_dir: Path, name: str, pid: int, log: Path) -> None:
+        kept = cls(name, run_dir)
+        kept.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        kept.pid_file.write_text(f"{pid} {_start_time(pid)} {log}\n")
+
+    @classmethod
+    def all(cls, run_dir: Path) -> list["KeptService"]:
+        return [cls(path.stem, run_dir) for path in sorted((run_dir / "pids" / "services").glob("*.pid"))]
+
+    def _fields(self) -> list[str]:
+        try:
+            return self.pid_file.read_text().split(maxsplit=2)
+        except OSError:
+            return []
+
+    @property
+    def log_file(self) -> str:
+        fields = self._fields()
+        return fields[2].strip() if len(fields) == 3 else "-"
+
+    def pid(self) -> int | None:
+        """The pid while that very process lives (same start time), else None (the file goes)."""
+        fields = self._fields()
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1] and _start_time(int(fields[0])) == fields[1]:
+            return int(fields[0])
+        self.pid_file.unlink(missing_ok=True)
+        return None
+
+    def stop(self, timeout_s: float) -> bool:
+        """SIGTERM to the group (the service flushes and commits), SIGKILL to the group after
+        ``timeout_s``. True if it was running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        _signal_group(pid, signal.SIGTERM)
+        try:
+            wait_until(lambda: not group_alive(pid), timeout_s, f"{self.name} stopped on SIGTERM", interval_s=0.2)
+        except TimedOut:
+            _signal_group(pid, signal.SIGKILL)
+            try:
+                wait_until(lambda: not group_alive(pid), 10, f"{self.name} gone after SIGKILL", interval_s=0.1)
+            except TimedOut:
+                pass
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Any process of the group still there (the leader reaped first if it is our child)."""
+    _reap_or_alive(pgid)
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

@@ -37,7 +37,7 @@ SECRETS = (*(credential_env(system, user) for system, users in USERS.items() for
            "GRAFANA_ADMIN_PASSWORD")
 SPARK_CLUSTER = ("spark-master", "spark-worker-1", "spark-worker-2")
 #: The one config model every service reads (see streamkit.config); .env.example documents all.
-CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE", "METRICS_PORT",
+CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE",
                 "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", *SECRETS)
 #: Each service's own passwords: (compose variable, what the service reads it as).
 OWN_PASSWORDS = {
@@ -470,7 +470,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
                                                                                        f"listener {port} 127.0.0.1")
     (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
     (tmp_path / "data").mkdir()
-    passwords = {credential_env("mqtt", user): f"pw-{user}" for user in USERS["mqtt"]}
+    passwords = {credential_env("mqtt", user): f"password-of-{user}" for user in USERS["mqtt"]}
     env = {**os.environ, **passwords, "MQTT_TOPIC_PREFIX": "plant", "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
            "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"), "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
            "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin"}
@@ -481,7 +481,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         base = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port})
 
         def client(user: str):  # noqa: ANN202
-            settings = dataclasses.replace(base, mqtt_username=user, mqtt_password=f"pw-{user}")
+            settings = dataclasses.replace(base, mqtt_username=user, mqtt_password=f"password-of-{user}")
             clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
             for _ in range(50):  # the broker is starting
                 try:
@@ -584,10 +584,22 @@ def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
     assert users and users[-1] not in {"root", "0"}, f"final USER is {users[-1:] or 'root (unset)'}"
 
 
+def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_certificates() -> None:
+    """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the build."""
+    text = DOCKERFILE.read_text()
+    assert text.index("pip install -r") < text.index("COPY . /app"), "the source is copied before the dependencies"
+    assert "COPY pyproject.toml" in text and "COPY --from=requirements" in text
+    assert len(re.findall(r"^ARG EXTRA_CA_CERTS", text, re.MULTILINE)) == 2, "both stages (Maven and pip) take the CAs"
+    build = services()["provision"]["build"]
+    assert build["args"]["EXTRA_CA_CERTS"] == "${EXTRA_CA_CERTS:-}"
+    assert [name for name, service in services().items() if "build" in service] == ["provision"], \
+        "one service builds the app image; the others run it (pull_policy: never)"
+
+
 def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
     patterns = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text().splitlines()
                 if line.strip() and not line.startswith("#")}
-    for required in (".venv", "run", ".stack", ".git", ".env"):
+    for required in (".venv", "run", ".stack", ".git", ".env", "data", "tests/data", "demo-output*"):
         assert required in patterns, f".dockerignore lacks {required}"
     assert any("__pycache__" in p for p in patterns)
 
@@ -601,4 +613,7 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
     assert settings.influx_base_url == f"http://127.0.0.1:{values['INFLUX_PORT']}"
     assert (settings.mqtt_port, settings.mqtt_password) == (int(values["MQTT_PORT"]), "change-me")
-    assert settings.topic_partitions == int(values["TOPIC_PARTITIONS"]) and settings.metrics_port == 0
+    assert settings.topic_partitions == int(values["TOPIC_PARTITIONS"])
+    # METRICS_PORT is documented but left unset: 0 would give every local service a random port.
+    assert "METRICS_PORT" not in values and "\n# METRICS_PORT=\n" in ENV_EXAMPLE.read_text()
+    assert settings.metrics_port == 0  # the field's "unset": each service applies its own default

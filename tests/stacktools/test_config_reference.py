@@ -15,7 +15,7 @@ from streamkit.config import ServiceSettings, Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
-PACKAGES = ("streamkit", "simulator", "mqtt_bridge", "spark_jobs", "db_connector")
+PACKAGES = ("streamkit", "simulator", "mqtt_bridge", "spark_jobs", "db_connector", "stacktools")
 
 
 def table_rows(text: str) -> list[str]:

@@ -1,110 +1,118 @@
-"""The same checks as test_local_stack, against containers (testcontainers), where a Docker
-engine answers. Skipped with the reason otherwise: a docker CLI without an engine is common
-(this project's CI machines have exactly that)."""
+"""The server checks of test_local_stack, against containers started with testcontainers: the
+images docker-compose.yml names (built here as stand-ins, scripts/container-images.sh), with the
+compose file's own entry points and settings, so auth is on (SCRAM for Kafka, passwords for
+Mosquitto and InfluxDB) exactly as users run it. testcontainers talks to podman's Docker API
+(stacktools.container_engine) where there is no Docker engine. Never skipped where containers
+can run: only on a machine with neither podman nor Docker, outside CI."""
 from __future__ import annotations
 
 import dataclasses
-import secrets
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
+from stacktools import container_engine
+from stacktools.credentials import new_cluster_id, new_password
 from streamkit.config import Settings
-from streamkit.paths import find_program
-from tests.support import server_checks as checks
 from streamkit.deadline import wait_until
+from streamkit.kafka_clients import admin_client
+from streamkit.paths import REPO_ROOT
+from tests.support import server_checks as checks
+from tests.support.ports import free_ports
 
 pytestmark = pytest.mark.containers
 
-KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
-MOSQUITTO_IMAGE = "eclipse-mosquitto:2.0.20"
-INFLUXDB_IMAGE = "influxdb:1.8.10"
-PROMETHEUS_IMAGE = "prom/prometheus:v2.53.2"
+COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+IMAGES = {name: COMPOSE[name]["image"] for name in ("kafka", "mosquitto", "influxdb", "prometheus")}
 
 
-def docker_engine_problem() -> str | None:
-    """None when a Docker engine answers a ping, else why not (decided by the engine, not the CLI)."""
+def _engine_env() -> dict[str, str]:
+    """DOCKER_HOST of a Docker engine that answers, else of podman's API started now."""
+    import docker
+
     try:
-        import docker
-
         docker.from_env(timeout=5).ping()
-        return None
-    except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
-        return f"no Docker engine answers a ping ({type(exc).__name__}: {str(exc)[:120]})"
-
-
-_problem = docker_engine_problem()
-if _problem:
-    pytest.skip(f"testcontainers path skipped: {_problem}", allow_module_level=True)
+        return {"TESTCONTAINERS_RYUK_DISABLED": "true"}
+    except Exception:  # noqa: BLE001 - no Docker engine: podman's API instead
+        pass
+    if not shutil.which("podman"):
+        if os.environ.get("CI"):
+            pytest.fail("neither a Docker engine nor podman: scripts/setup-containers.sh installs podman")
+        pytest.skip("neither a Docker engine nor podman (scripts/setup-containers.sh installs podman)")
+    container_engine.start()
+    return container_engine.engine_env()
 
 
 @pytest.fixture(scope="module")
 def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    from testcontainers.community.influxdb.version1 import InfluxDb1Container
-    from testcontainers.community.kafka import KafkaContainer
-    from testcontainers.community.mqtt import MosquittoContainer
+    images = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=2400)
+    assert images.returncode == 0, images.stdout[-3000:] + images.stderr[-3000:]
+    saved = dict(os.environ)
+    os.environ.update(_engine_env())
     from testcontainers.core.container import DockerContainer
 
     work = tmp_path_factory.mktemp("containers")
-    mqtt_password, influx_password = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
-    passwd = work / "passwd"
-    passwd_tool = find_program("mosquitto_passwd")
-    assert passwd_tool, "mosquitto_passwd (Debian mosquitto) is needed to write the password file"
-    subprocess.run([str(passwd_tool), "-b", "-c", str(passwd), "machinedata", mqtt_password], check=True)
-    passwd.chmod(0o644)
-    mosquitto_conf = work / "mosquitto.conf"
-    mosquitto_conf.write_text("listener 1883\nallow_anonymous false\npassword_file /mosquitto/config/passwd\n")
-    prometheus_conf = work / "prometheus.yml"
-    prometheus_conf.write_text("global: {scrape_interval: 5s}\nscrape_configs:\n"
-                               "  - job_name: prometheus\n    static_configs: [{targets: ['localhost:9090']}]\n")
-
-    kafka = (KafkaContainer(KAFKA_IMAGE).with_kraft()
-             .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
-             .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"))
-    mosquitto = MosquittoContainer(MOSQUITTO_IMAGE).with_volume_mapping(str(passwd), "/mosquitto/config/passwd")
-    influx = (InfluxDb1Container(INFLUXDB_IMAGE)
-              .with_env("INFLUXDB_HTTP_AUTH_ENABLED", "true").with_env("INFLUXDB_HTTP_FLUX_ENABLED", "true")
-              .with_env("INFLUXDB_ADMIN_USER", "admin").with_env("INFLUXDB_ADMIN_PASSWORD", influx_password)
-              .with_env("INFLUXDB_DB", "machinedata"))
-    prometheus = (DockerContainer(PROMETHEUS_IMAGE).with_exposed_ports(9090)
-                  .with_volume_mapping(str(prometheus_conf), "/etc/prometheus/prometheus.yml"))
+    passwords = {name: new_password() for name in ("KAFKA_ADMIN_PASSWORD", "KAFKA_CONTROLLER_PASSWORD",
+                                                   "MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD",
+                                                   "MQTT_BRIDGE_PASSWORD", "INFLUX_ADMIN_PASSWORD")}
+    kafka_port, mqtt_port, influx_port, prometheus_port = free_ports(4)
+    kafka = (DockerContainer(IMAGES["kafka"]).with_bind_ports(9092, kafka_port)
+             .with_volume_mapping(str(REPO_ROOT / "docker" / "kafka"), "/docker/kafka", "ro")
+             .with_env("CLUSTER_ID", new_cluster_id()).with_env("KAFKA_PORT", str(kafka_port))
+             .with_env("KAFKA_ADMIN_PASSWORD", passwords["KAFKA_ADMIN_PASSWORD"])
+             .with_env("KAFKA_CONTROLLER_PASSWORD", passwords["KAFKA_CONTROLLER_PASSWORD"])
+             .with_kwargs(hostname="kafka", entrypoint=["/bin/bash", "/docker/kafka/entrypoint.sh"]))
+    mosquitto = (DockerContainer(IMAGES["mosquitto"]).with_bind_ports(1883, mqtt_port)
+                 .with_volume_mapping(str(REPO_ROOT / "docker" / "mosquitto"), "/docker/mosquitto", "ro")
+                 .with_kwargs(entrypoint=["/bin/sh", "/docker/mosquitto/entrypoint.sh"]))
+    for name in ("MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD", "MQTT_BRIDGE_PASSWORD"):
+        mosquitto.with_env(name, passwords[name])
+    influx = DockerContainer(IMAGES["influxdb"]).with_bind_ports(8086, influx_port)
+    for key, value in COMPOSE["influxdb"]["environment"].items():
+        influx.with_env(key, passwords["INFLUX_ADMIN_PASSWORD"] if "PASSWORD" in key
+                        else "machinedata" if "INFLUX_DATABASE" in str(value) else str(value))
+    prometheus = (DockerContainer(IMAGES["prometheus"]).with_bind_ports(9090, prometheus_port)
+                  .with_volume_mapping(str(REPO_ROOT / "docker" / "prometheus" / "prometheus.yml"),
+                                       "/etc/prometheus/prometheus.yml", "ro"))
     started = []
     try:
-        for container, start in ((kafka, kafka.start), (mosquitto, lambda: mosquitto.start(str(mosquitto_conf))),
-                                 (influx, influx.start), (prometheus, prometheus.start)):
-            start()
+        for container in (kafka, mosquitto, influx, prometheus):
+            container.start()
             started.append(container)
-        base = Settings.from_sources(cli={"run_dir": work})
-        settings = dataclasses.replace(
-            base,
-            # testcontainers' broker has a plaintext listener only: these checks are of the
-            # clients against stock images; the stack's own auth is tested in test_access.py
-            kafka_bootstrap_servers=kafka.get_bootstrap_server(), kafka_security_protocol="PLAINTEXT",
-            mqtt_host=mosquitto.get_container_host_ip(), mqtt_port=int(mosquitto.get_exposed_port(1883)),
-            mqtt_username="machinedata", mqtt_password=mqtt_password,
-            influx_url=influx.get_url(), influx_username="admin", influx_password=influx_password,
-            prometheus_port=int(prometheus.get_exposed_port(9090)))
-        _wait_for_prometheus(settings)
+        settings = Settings.from_sources(environ={
+            **passwords, "STACK_RUN_DIR": str(work), "KAFKA_PORT": str(kafka_port), "MQTT_PORT": str(mqtt_port),
+            "INFLUX_PORT": str(influx_port), "PROMETHEUS_PORT": str(prometheus_port), "INFLUX_DATABASE": "machinedata"})
+        wait_until(lambda: _answers(settings), 180, "the containers answering", interval_s=1)
         yield settings
     finally:
         for container in reversed(started):
             container.stop()
+        os.environ.clear()
+        os.environ.update(saved)
 
 
-def _wait_for_prometheus(settings: Settings, timeout_s: float = 60) -> None:
-    def ready() -> bool:
-        try:
-            checks.prometheus_targets(settings)
-            return True
-        except OSError:
-            return False
-
-    wait_until(ready, timeout_s, "prometheus container ready", interval_s=1)
+def _answers(settings: Settings) -> bool:
+    try:
+        admin_client(settings).list_topics(timeout=3)
+        checks.prometheus_targets(settings)
+        return checks.influx_query(settings, "SHOW DATABASES")[0] == 200
+    except Exception:  # noqa: BLE001 - still starting
+        return False
 
 
 def test_transactions_in_containers(container_settings: Settings) -> None:
     checks.check_transactions(container_settings)
+
+
+def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settings) -> None:
+    wrong = dataclasses.replace(container_settings, kafka_password="not-the-password")
+    with pytest.raises(Exception, match="(?i)authentication|sasl"):
+        admin_client(wrong).list_topics(timeout=10)
 
 
 def test_mqtt_auth_in_containers(container_settings: Settings) -> None:
@@ -116,4 +124,6 @@ def test_influxdb_in_containers(container_settings: Settings) -> None:
 
 
 def test_prometheus_in_containers(container_settings: Settings) -> None:
-    assert {t["labels"]["job"] for t in checks.prometheus_targets(container_settings)} >= {"prometheus"}
+    assert {t["labels"]["job"] for t in checks.prometheus_targets(container_settings) if t["health"] == "up"} \
+        >= {"prometheus"}
+

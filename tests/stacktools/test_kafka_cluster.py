@@ -10,8 +10,9 @@ import pytest
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.credentials import new_cluster_id
 from stacktools.stack import components
-from stacktools.stack.components import Kafka, kafka_nodes, new_cluster_id
+from stacktools.stack.components import Kafka, kafka_nodes
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client

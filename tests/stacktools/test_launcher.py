@@ -2,6 +2,8 @@
 missing installs, ownership of processes, the credentials in effect after a first ``up()``."""
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import pytest
 from mqtt_bridge.config import BridgeSettings
 from streamkit.config import SYSTEMS, Settings, identity_fields
 from stacktools.stack import Stack, StackError, ensure_credentials
-from stacktools.stack.process import ManagedProcess
+from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from tests.support.ports import free_ports
 
 
@@ -120,3 +122,35 @@ def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path)
     finally:
         stack.down()
 
+
+
+def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_them(tmp_path: Path) -> None:
+    """A kept service is a process group (a Spark driver with its JVM and Python workers): the
+    whole group goes, on SIGTERM, and a pid reused by another process is never signalled."""
+    settings = Settings.from_sources(cli={"run_dir": tmp_path})
+    script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    service = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        KeptService.record(tmp_path, "mqtt_bridge", service.pid, tmp_path / "bridge.log")
+        KeptService.record(tmp_path, "db_connector", stranger.pid, tmp_path / "connector.log")
+        reused = KeptService("db_connector", tmp_path).pid_file
+        pid, _start, log = reused.read_text().split()
+        reused.write_text(f"{pid} 1 {log}\n")  # another process now has that pid
+        time.sleep(0.3)  # the child sleep is started
+        rows = {row.name: row for row in Stack(settings).status()}
+        assert rows["mqtt_bridge"].pid == service.pid and rows["mqtt_bridge"].state == "running"
+        assert rows["mqtt_bridge"].log == str(tmp_path / "bridge.log") and "db_connector" not in rows
+        assert Stack(settings, ["kafka"]).kept_services() == [], "down/status of named servers leave services"
+        started = time.monotonic()
+        assert Stack(settings).down() == ["mqtt_bridge"]
+        assert time.monotonic() - started < Stack.STOP_TIMEOUT_S
+        assert service.wait(5) is not None and not group_alive(service.pid), "the service's child outlived it"
+        assert stranger.poll() is None, "a process that reused a kept pid was signalled"
+        assert not Stack(settings).status() or all(row.name != "mqtt_bridge" for row in Stack(settings).status())
+    finally:
+        for process in (service, stranger):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

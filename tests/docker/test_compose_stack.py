@@ -1,0 +1,222 @@
+"""docker-compose.yml for real: the whole stack in containers (built images of its own, stand-ins
+of the official ones where no registry is reachable), the sample replayed through it while the
+bridge's, the Spark job's and the connector's containers are SIGKILLed and Kafka restarts, and
+InfluxDB and the committed Kafka outputs compared with the oracles, values included.
+
+Runs wherever podman or a Docker engine is (scripts/setup-containers.sh installs podman); it
+fails rather than skips when the engine cannot be started, so CI cannot pass without it."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.config import JoinSettings
+from stacktools import container_engine
+from stacktools.influx import InfluxClient
+from streamkit.config import Settings
+from streamkit.kafka_io import read_to_end
+from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec
+from tests.support.committed import committed_pairs
+from tests.support import server_checks as checks
+from tests.support.compose import ONE_SHOT, PIPELINE_SERVICES, SERVER_SERVICES, ComposeProject
+from tests.support.exactness import aggregate_late, committed_windows, oracle_windows, windows_equal
+from tests.support.influx_checks import committed_identities, influx_identities
+from tests.support.oracles.pipeline import distinct_records, event_time_rows, join_pairs
+from tests.support.oracles.windows import Expected, Spec, window_oracle
+from tests.support.ports import free_ports
+from tests.support.waits import settle
+
+pytestmark = pytest.mark.containers
+
+SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
+DATABASE = "machinedata"
+#: The single pass's default windows (spark_jobs.config): tumbling 10 s, 10 s allowed lateness.
+WINDOWS, LATENESS_MS = [Spec("tumbling", 10_000, 10_000)], 10_000
+#: Rows per second of the faulted replay: slow enough that every fault lands while records are in flight.
+REPLAY_RATE = 250
+#: The second replay: the same machines a month later (the sample spans ten days).
+SHIFT_MS = 30 * 24 * 3600 * 1000
+TOPICS = {"raw": "machinedata.raw", "joined": "machinedata.joined", "aggregates": "machinedata.aggregates",
+          "late": "machinedata.late"}
+#: (seconds into the replay, what): each service's processes SIGKILLed as a crash would, and one
+#: broker restart. A crash, not `docker compose kill`: podman takes that for a user's stop and
+#: applies no restart policy, where the crash must be brought back by the policy alone.
+FAULTS = ((4.0, "crash", "mqtt-bridge"), (8.0, "crash", "spark-single-pass"), (12.0, "crash", "db-connector"),
+          (15.0, "restart", "kafka"))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
+    images = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=2400)
+    assert images.returncode == 0, f"building the images failed:\n{images.stdout[-3000:]}\n{images.stderr[-3000:]}"
+    container_engine.start()
+    work = tmp_path_factory.mktemp("compose")
+    names = ("KAFKA_PORT", "MQTT_PORT", "INFLUX_PORT", "PROMETHEUS_PORT", "SPARK_MASTER_UI_PORT", "GRAFANA_PORT")
+    compose = ComposeProject(f"mdtest{os.getpid()}", work, dict(zip(names, free_ports(len(names)))),
+                             {"REPLAY_LIVE": "false"})
+    files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
+    shutil.copyfile(SAMPLE, files[0])
+    files[1].write_text(shifted(SAMPLE.read_text(), SHIFT_MS))
+    compose.events = files  # type: ignore[attr-defined]
+    try:
+        compose.run("build", timeout_s=2400)
+        compose.run("up", "-d", *SERVER_SERVICES, *ONE_SHOT, *PIPELINE_SERVICES, timeout_s=900)
+        compose.wait_ready((*SERVER_SERVICES, *PIPELINE_SERVICES), ONE_SHOT, timeout_s=600)
+        yield compose
+    finally:
+        compose.down()
+        for file in files:
+            file.unlink(missing_ok=True)
+
+
+def shifted(events: str, shift_ms: int) -> str:
+    """The same machines later: every row's time moved by ``shift_ms``, row ids made new."""
+    rows = [json.loads(line) for line in events.splitlines() if line.strip()]
+    for row in rows:
+        row["Timestamp"] += shift_ms
+        row["id"] = f"{row['id']}-later"
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def inject(compose: ComposeProject, action: str, service: str) -> None:
+    if action == "crash":  # every process of the container but its init, which then exits with it
+        compose.run("exec", "-T", service, "sh", "-c", "kill -9 -1", check=False, timeout_s=60)
+    else:
+        compose.run(action, "--no-deps", service, timeout_s=300)
+
+
+def replay(compose: ComposeProject, events: Path, rate: int, faults: tuple = ()) -> list[str]:
+    """`docker compose --profile replay up simulator` on ``events``, the faults at their times;
+    until the simulator has exited 0."""
+    # --no-deps: podman's API makes Compose recreate every running service an `up` names (its
+    # divergence check; not so with Docker), and the replay must not restart the pipeline.
+    compose.run("--profile", "replay", "rm", "--force", "--stop", "simulator", timeout_s=120)
+    compose.run("--profile", "replay", "up", "-d", "--no-deps", "simulator", timeout_s=300,
+                env={"EVENTS_FILE": events.name, "REPLAY_RATE": str(rate)})
+    started, done = time.monotonic(), []
+    for at_s, action, service in faults:
+        time.sleep(max(0.0, started + at_s - time.monotonic()))
+        inject(compose, action, service)
+        done.append(f"{action} {service} at {time.monotonic() - started:.1f} s")
+    settle(lambda: compose.states().get("simulator", {}).get("State") == "exited", 600, "the replay")
+    assert compose.states()["simulator"]["ExitCode"] == 0, compose.logs("simulator")
+    return done
+
+
+def assert_equals_the_oracle(settings: Settings, files: list[Path]) -> Expected:
+    """The committed Kafka outputs and InfluxDB against the oracles of everything replayed so far
+    (the join's per-record path over the files' records; the window reference over what the raw
+    topic holds, in its order): each output exactly once, every point with the oracle's values."""
+    records = [record for file in files for record in distinct_records(event_time_rows(file))]
+    want_raw = {(thing, quantity, t): value for thing, quantity, t, value in records}
+    want_pairs, join_late = join_pairs(JoinSettings.from_sources(environ={}), records)
+    assert join_late == 0
+
+    def influx(measurement: str) -> list[dict]:
+        return InfluxClient(settings).rows(DATABASE, f'SELECT * FROM "{measurement}"')
+
+    def landed() -> bool:
+        return len(influx("raw")) >= len(want_raw) and len(influx("joined")) >= sum(want_pairs.values())
+
+    settle(landed, 600, "the raw and joined points in InfluxDB", interval_s=5)
+    codec = AvroCodec("measurement")
+    arrival = [(r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"])
+               for r in (codec.decode(m.value()) for m in read_to_end(settings, TOPICS["raw"]))]
+    expected = window_oracle(arrival, WINDOWS, LATENESS_MS)
+    settle(lambda: committed_windows(settings, TOPICS["aggregates"])[1] >= len(expected.windows)
+           and len(influx("aggregate")) >= len(expected.windows), 300, "the windows", interval_s=5)
+
+    # Kafka: the committed outputs are the oracle's, each exactly once (compared as multisets).
+    assert committed_pairs(settings, TOPICS["joined"]) == want_pairs
+    got_windows, window_records = committed_windows(settings, TOPICS["aggregates"])
+    assert window_records == len(got_windows), "a window was committed twice"
+    assert windows_equal(got_windows, oracle_windows(expected))
+    assert aggregate_late(settings, TOPICS["late"]) == expected.late_topic()
+
+    # InfluxDB: exactly the committed points, with the oracle's values.
+    settle(lambda: influx_identities(settings, DATABASE) == committed_identities(settings, TOPICS), 120,
+           "InfluxDB equal to the committed records", interval_s=3)
+    assert influx_identities(settings, DATABASE) == committed_identities(settings, TOPICS)
+    raw = {(r["thing"], r["quantity"], r["time"] // 1_000_000): r["value"] for r in influx("raw")}
+    assert raw == want_raw
+    joined = Counter((r["thing"], *r["pair"].split(":"), r["left_time_ms"], r["right_time_ms"]) for r in influx("joined"))
+    assert joined == want_pairs
+    for r in influx("joined"):
+        left, right = r["pair"].split(":")
+        assert (r["left_value"], r["right_value"]) == (want_raw[r["thing"], left, r["left_time_ms"]],
+                                                       want_raw[r["thing"], right, r["right_time_ms"]])
+    aggregates = {(r["thing"], r["quantity"], r["window"], r["time"] // 1_000_000): r for r in influx("aggregate")}
+    assert aggregates.keys() == expected.windows.keys()
+    for key, want in expected.windows.items():
+        got = aggregates[key]
+        assert (got["count"], got["min"], got["max"]) == (want["count"], want["min"], want["max"]), key
+        assert math.isclose(got["mean"], want["mean"], rel_tol=1e-12, abs_tol=1e-12), key
+    assert not influx("dead_letter")
+    return expected
+
+
+def test_compose_replay_equals_the_oracle(project: ComposeProject, tmp_path: Path) -> None:
+    """The sample through the compose stack: what the local stack gives, by value."""
+    files = project.events[:1]  # type: ignore[attr-defined]
+    replay(project, files[0], rate=1000)
+    settings = project.host_settings(tmp_path)
+    expected = assert_equals_the_oracle(settings, files)
+    counts = {name: len(InfluxClient(settings).rows(DATABASE, f'SELECT * FROM "{name}"'))
+              for name in ("raw", "joined", "aggregate", "late")}
+    assert counts == {"raw": 19_825, "joined": 7_548, "aggregate": 5_812, "late": 0}, counts
+    assert not expected.late_topic()
+
+
+def test_compose_replay_with_killed_containers_still_equals_the_oracle(project: ComposeProject,
+                                                                      tmp_path: Path) -> None:
+    """The same machines a month later, while the bridge's, the Spark job's and the connector's
+    containers crash and Kafka restarts; restart policies alone bring them back."""
+    files = project.events  # type: ignore[attr-defined]
+    faults = replay(project, files[1], rate=REPLAY_RATE, faults=FAULTS)
+    states = project.states()
+    assert all(states[name]["State"] == "running" for name in PIPELINE_SERVICES), (faults, states)
+    restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
+    assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
+    assert_equals_the_oracle(project.host_settings(tmp_path), files)
+
+
+def test_a_placeholder_password_is_refused_naming_the_variable(project: ComposeProject) -> None:
+    """The provisioning job, run with the .env.example placeholder for one password."""
+    name = f"{project.name}-placeholder-check"
+    done = project.run("run", "--name", name, "--no-deps", "-e", "KAFKA_BRIDGE_PASSWORD=change-me", "provision",
+                       check=False, timeout_s=300)
+    try:
+        # The container's own exit code: podman's API may report a finished `run` as 0.
+        status, body = container_engine.api("GET", f"/containers/{name}/json")
+        assert status == 200 and json.loads(body)["State"]["ExitCode"] != 0, body[:500]
+    finally:
+        container_engine.api("DELETE", f"/containers/{name}?force=true")
+    assert "KAFKA_BRIDGE_PASSWORD is still the placeholder 'change-me'" in done.stdout + done.stderr
+
+
+def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(project: ComposeProject,
+                                                                          tmp_path: Path) -> None:
+    """The same server checks as the local stack's, on the compose stack's published ports:
+    Kafka transactions, MQTT and InfluxDB refusing anonymous and wrong credentials; and
+    Prometheus scraping every running service of ours by its compose name."""
+    settings = project.host_settings(tmp_path)
+    checks.check_transactions(settings)
+    checks.check_mqtt_auth(settings)
+    checks.check_influx_write_read(settings)
+
+    def scraped() -> set[str]:
+        return {t["labels"]["job"] for t in checks.prometheus_targets(settings) if t["health"] == "up"}
+
+    settle(lambda: {"mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped(), 60, "targets up", interval_s=2)
+    assert {"prometheus", "mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped()

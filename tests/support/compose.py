@@ -1,0 +1,121 @@
+"""A docker compose project of docker-compose.yml, driven as a user drives it (the `docker
+compose` CLI, Compose v2), against whatever engine DOCKER_HOST names: here podman's API
+(stacktools.container_engine). Each test project has its own name, .env and host ports."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stacktools import container_engine
+from stacktools.compose_env import EXAMPLE, render, write_private
+from streamkit.config import Settings, read_env_file
+from streamkit.paths import CACHE_DIR, REPO_ROOT
+
+#: Every service of the compose file but Grafana (no image of it can be made here) and the
+#: replay's simulator (a profile of its own).
+SERVER_SERVICES = ("kafka", "mosquitto", "influxdb", "prometheus", "spark-master", "spark-worker-1", "spark-worker-2")
+PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
+ONE_SHOT = ("provision",)
+
+
+def compose_command() -> list[str]:
+    """`docker compose` where the docker client has the plugin, else the standalone binary."""
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30).returncode == 0:
+        return [docker, "compose"]
+    standalone = shutil.which("docker-compose") or str(CACHE_DIR / "bin" / "docker-compose")
+    return [standalone]
+
+
+@dataclass
+class ComposeProject:
+    name: str
+    work: Path
+    ports: dict[str, int]
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env_file = self.work / ".env"
+        lines = render(EXAMPLE.read_text())
+        extra = {**{key: str(port) for key, port in self.ports.items()}, **self.overrides}
+        write_private(self.env_file, lines + "".join(f"{key}={value}\n" for key, value in extra.items()))
+        self.values = read_env_file(self.env_file)
+
+    def env(self) -> dict[str, str]:
+        """The engine's variables; none of the project's settings (compose reads them from the file)."""
+        ours = set(self.values) | {"STACK_RUN_DIR", "DOCKER_HOST"}
+        env = {k: v for k, v in os.environ.items() if k not in ours}
+        ca = "".join(p.read_text() for p in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")))
+        return {**env, **container_engine.engine_env(), "EXTRA_CA_CERTS": ca}
+
+    def run(self, *args: str, timeout_s: float = 600, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`docker compose ARGS` on this project; ``env``: variables that override the .env file
+        for this call (compose prefers the environment)."""
+        command = [*compose_command(), "-p", self.name, "--env-file", str(self.env_file), *args]
+        done = subprocess.run(command, cwd=REPO_ROOT, env={**self.env(), **(env or {})}, capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(command[-len(args) - 4:])} exited {done.returncode}:\n"
+                                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return done
+
+    def states(self) -> dict[str, dict]:
+        """service -> {State, Health, ExitCode} of every container of the project, stopped ones too."""
+        out = self.run("ps", "--all", "--format", "json", timeout_s=60).stdout
+        rows = [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
+        if len(rows) == 1 and isinstance(rows[0], list):
+            rows = rows[0]
+        return {row["Service"]: row for row in rows}
+
+    def wait_ready(self, services: tuple[str, ...], one_shots: tuple[str, ...] = (), timeout_s: float = 600) -> None:
+        """Every service running and healthy, every one-shot exited 0; fails early on a one-shot
+        that failed, with its log."""
+        deadline = time.monotonic() + timeout_s
+        states: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            states = self.states()
+            for name in one_shots:
+                row = states.get(name, {})
+                if row.get("State") == "exited" and row.get("ExitCode") not in (0, None):
+                    raise AssertionError(f"{name} exited {row.get('ExitCode')}:\n{self.logs(name)}")
+            if all(states.get(n, {}).get("State") == "running" and states[n].get("Health") == "healthy"
+                   for n in services) and all(states.get(n, {}).get("State") == "exited" for n in one_shots):
+                return
+            time.sleep(3)
+        summary = {n: (states.get(n, {}).get("State"), states.get(n, {}).get("Health")) for n in (*services, *one_shots)}
+        late = [n for n, (state, health) in summary.items() if state != "running" or health != "healthy"]
+        raise AssertionError(f"not ready after {timeout_s:.0f} s: {summary}\n" +
+                             "\n".join(f"--- {n}\n{self.logs(n)}" for n in late if n not in one_shots))
+
+    def restart_count(self, service: str) -> int:
+        """How often the engine restarted the service's container by its restart policy."""
+        container = self.run("ps", "--all", "-q", service, timeout_s=60).stdout.split()[0]
+        status, body = container_engine.api("GET", f"/containers/{container}/json")
+        assert status == 200, body[:300]
+        return int(json.loads(body).get("RestartCount") or 0)
+
+    def logs(self, service: str, lines: int = 60) -> str:
+        done = self.run("logs", "--no-color", "--tail", str(lines), service, timeout_s=60, check=False)
+        return (done.stdout + done.stderr)[-6000:]
+
+    def host_settings(self, run_dir: Path) -> Settings:
+        """How a tool on the host reaches the project's servers: published ports, the admins."""
+        environ = {"STACK_RUN_DIR": str(run_dir), "KAFKA_PORT": str(self.ports["KAFKA_PORT"]),
+                   "INFLUX_PORT": str(self.ports["INFLUX_PORT"]), "MQTT_PORT": str(self.ports["MQTT_PORT"]),
+                   "PROMETHEUS_PORT": str(self.ports["PROMETHEUS_PORT"]), "KAFKA_USERNAME": "admin",
+                   "INFLUX_USERNAME": "admin", "MQTT_USERNAME": "admin"}
+        environ |= {key: value for key, value in self.values.items() if key.endswith("_PASSWORD")}
+        environ |= {"KAFKA_PASSWORD": self.values["KAFKA_ADMIN_PASSWORD"],
+                    "INFLUX_PASSWORD": self.values["INFLUX_ADMIN_PASSWORD"],
+                    "MQTT_PASSWORD": self.values["MQTT_ADMIN_PASSWORD"]}
+        return Settings.from_sources(environ=environ)
+
+    def down(self) -> None:
+        self.run("--profile", "replay", "down", "--volumes", "--remove-orphans", "--timeout", "20",
+                 timeout_s=300, check=False)
