@@ -12,6 +12,7 @@ CACHE_DIR=${STACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machinedata-stack}
 WORK=$ROOT/.stack/images
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$ROOT/docker/podman/containers.conf}
 BASE=localhost/debian:bookworm
+CA_BASE=localhost/debian-ca:bookworm
 MIRROR=${DEBIAN_MIRROR:-$(sed -n 's#^URIs: *\(http[^ ]*/debian\)$#\1#p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 say() { printf '[images] %s\n' "$*"; }
@@ -36,10 +37,10 @@ else
   rm -rf "$rootfs.tmp"
 fi
 
-# build NAME TAG [FROM]: the context is $WORK/NAME, built FROM the Debian base or the image
-# given; skipped when the image carries the hash of that context, its base and the CA certificates.
+# build NAME TAG [FROM]: the context is $WORK/NAME, built FROM the CA base or the image given;
+# skipped when the image carries the hash of that context, its base and the CA certificates.
 build() {
-  local name=$1 tag=$2 from=${3:-$BASE}
+  local name=$1 tag=$2 from=${3:-$CA_BASE}
   local context=$WORK/$name want
   want=$( (cd "$context" && find . -type f -print0 | sort -z | xargs -0 sha256sum; \
            podman image inspect --format '{{.Id}}' "$from"; printf '%s' "$ca_certs") | sha256sum | cut -c1-16)
@@ -55,6 +56,8 @@ context() {  # fresh build context from docker/standins/NAME
   rm -rf "$WORK/$1" && cp -r "docker/standins/$1" "$WORK/$1"
 }
 
+context debian-ca
+build debian-ca "$CA_BASE" "$BASE"
 context debian-python
 build debian-python docker.io/library/python:3.11-slim-bookworm
 context maven
