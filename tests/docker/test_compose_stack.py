@@ -68,7 +68,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
     shutil.copyfile(SAMPLE, files[0])
     files[1].write_text(shifted(SAMPLE.read_text(), SHIFT_MS))
-    compose.events = files  # type: ignore[attr-defined]
+    compose.events = files
     try:
         compose.run("build", timeout_s=2400)
         compose.run("up", "-d", *SERVER_SERVICES, *ONE_SHOT, *PIPELINE_SERVICES, timeout_s=900)
@@ -168,7 +168,7 @@ def assert_equals_the_oracle(settings: Settings, files: list[Path]) -> Expected:
 
 def test_compose_replay_equals_the_oracle(project: ComposeProject, tmp_path: Path) -> None:
     """The sample through the compose stack: what the local stack gives, by value."""
-    files = project.events[:1]  # type: ignore[attr-defined]
+    files = project.events[:1]
     replay(project, files[0], rate=1000)
     settings = project.host_settings(tmp_path)
     expected = assert_equals_the_oracle(settings, files)
@@ -182,7 +182,7 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(project: 
                                                                       tmp_path: Path) -> None:
     """The same machines a month later, while the bridge's, the Spark job's and the connector's
     containers crash and Kafka restarts; restart policies alone bring them back."""
-    files = project.events  # type: ignore[attr-defined]
+    files = project.events
     faults = replay(project, files[1], rate=REPLAY_RATE, faults=FAULTS)
     states = project.states()
     assert all(states[name]["State"] == "running" for name in PIPELINE_SERVICES), (faults, states)

@@ -38,6 +38,8 @@ class ComposeProject:
     work: Path
     ports: dict[str, int]
     overrides: dict[str, str] = field(default_factory=dict)
+    #: The events files a test put into ./data for the replay profile.
+    events: list[Path] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.env_file = self.work / ".env"
