@@ -151,7 +151,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("EVENTS_FILE", "docker compose", "file in ./data the compose `simulator` (profile replay) replays (events.json)"),
     ("REPLAY_LIVE", "docker compose", "true: the compose replay stamps rows with the wall clock (default); "
      "false: the file's own timestamps"),
-    ("REPLAY_RATE", "docker compose", "rows per second of the compose replay (100: the sample's machines in real time; 0: as fast as possible)"),
+    ("REPLAY_RATE", "docker compose", "rows per second of the compose replay (100: the sample in 50 s; 0: as fast as possible)"),
     ("EXTRA_CA_CERTS", "docker compose, image builds",
      "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds"),
     ("CONTAINER_SOCKET", "container engine (no Docker)",
