@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import REPO_ROOT
+from streamkit.paths import CACHE_DIR, REPO_ROOT
 
 SOCKET = Path(os.environ.get("CONTAINER_SOCKET", "/run/podman/podman.sock"))
-STATE_DIR = Path(os.environ.get("STACK_CACHE_DIR", Path.home() / ".cache" / "machinedata-stack")) / "engine"
+STATE_DIR = CACHE_DIR / "engine"
 CONTAINERS_CONF = REPO_ROOT / "docker" / "podman" / "containers.conf"
 #: podman's own API (healthchecks) answers only under a versioned prefix.
 LIBPOD = "/v4.0.0/libpod"
@@ -139,8 +139,8 @@ class Ticker:
         status, body = api("GET", f"{LIBPOD}/containers/json")
         if status != 200:
             raise OSError(f"listing the containers answered {status}: {body[:200]!r}")
-        running = {c["Id"]: c.get("Status", "") for c in json.loads(body) or []}
-        for gone in set(self.due) - running.keys():
+        running = {c["Id"] for c in json.loads(body) or []}
+        for gone in set(self.due) - running:
             self.due.pop(gone, None)
             self.intervals.pop(gone, None)
         ran = 0

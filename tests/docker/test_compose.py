@@ -20,6 +20,7 @@ import yaml
 
 from stacktools.access import USERS
 from streamkit.config import credential_env
+from tests.support.compose import compose_cli
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -163,22 +164,8 @@ def named_volumes(service: dict[str, Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ docker compose config
-def _compose_cli() -> list[str] | None:
-    docker = shutil.which("docker")
-    if docker:
-        probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True, timeout=20)
-        if probe.returncode == 0:
-            return [docker, "compose"]
-    standalone = shutil.which("docker-compose")
-    if standalone:  # v1 (python) does not understand the compose spec fully: v2 only
-        probe = subprocess.run([standalone, "version"], capture_output=True, text=True, timeout=20)
-        if probe.returncode == 0 and not re.search(r"version 1\.", probe.stdout):
-            return [standalone]
-    return None
-
-
 def test_docker_compose_config_accepts_the_file() -> None:
-    cli = _compose_cli()
+    cli = compose_cli()
     if cli is None:
         pytest.skip("neither `docker compose` (CLI plugin) nor a v2 docker-compose is installed; "
                     "the YAML checks in this file still run")
@@ -188,7 +175,7 @@ def test_docker_compose_config_accepts_the_file() -> None:
 
 
 def test_docker_compose_config_refuses_missing_secrets(tmp_path: Path) -> None:
-    cli = _compose_cli()
+    cli = compose_cli()
     if cli is None:
         pytest.skip("no docker compose CLI")
     for secret in SECRETS:

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
 from tests.support.committed import committed_pairs
 from tests.support import server_checks as checks
-from tests.support.compose import ONE_SHOT, PIPELINE_SERVICES, SERVER_SERVICES, ComposeProject
+from tests.support.compose import ONE_SHOT, PIPELINE_SERVICES, SERVER_SERVICES, ComposeProject, build_images
 from tests.support.exactness import aggregate_late, committed_windows, oracle_windows, windows_equal
 from tests.support.influx_checks import committed_identities, influx_identities
 from tests.support.oracles.pipeline import distinct_records, event_time_rows, join_pairs
@@ -57,9 +56,7 @@ FAULTS = ((4.0, "crash", "mqtt-bridge"), (8.0, "crash", "spark-single-pass"), (1
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
-    images = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=2400)
-    assert images.returncode == 0, f"building the images failed:\n{images.stdout[-3000:]}\n{images.stderr[-3000:]}"
+    build_images()
     container_engine.start()
     work = tmp_path_factory.mktemp("compose")
     names = ("KAFKA_PORT", "MQTT_PORT", "INFLUX_PORT", "PROMETHEUS_PORT", "SPARK_MASTER_UI_PORT", "GRAFANA_PORT")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +21,7 @@ from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
 from streamkit.paths import REPO_ROOT
 from tests.support import server_checks as checks
+from tests.support.compose import build_images
 from tests.support.ports import free_ports
 
 pytestmark = pytest.mark.containers
@@ -49,9 +49,7 @@ def _engine_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    images = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=2400)
-    assert images.returncode == 0, images.stdout[-3000:] + images.stderr[-3000:]
+    build_images()
     saved = dict(os.environ)
     os.environ.update(_engine_env())
     from testcontainers.core.container import DockerContainer

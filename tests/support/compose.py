@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -23,13 +24,32 @@ PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
 ONE_SHOT = ("provision",)
 
 
-def compose_command() -> list[str]:
-    """`docker compose` where the docker client has the plugin, else the standalone binary."""
+def compose_cli() -> list[str] | None:
+    """`docker compose` where the docker client has the plugin, else a v2 standalone
+    docker-compose (on PATH or where scripts/setup-containers.sh builds it); None without one."""
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30).returncode == 0:
         return [docker, "compose"]
     standalone = shutil.which("docker-compose") or str(CACHE_DIR / "bin" / "docker-compose")
-    return [standalone]
+    try:
+        probe = subprocess.run([standalone, "version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    # v1 (python) does not understand the compose spec fully: v2 only
+    return [standalone] if probe.returncode == 0 and not re.search(r"version 1\.", probe.stdout) else None
+
+
+def compose_command() -> list[str]:
+    cli = compose_cli()
+    assert cli, "no docker compose v2: scripts/setup-containers.sh builds one"
+    return cli
+
+
+def build_images() -> None:
+    """The stand-ins of the official images (cached: a no-op when their inputs did not change)."""
+    done = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=2400)
+    assert done.returncode == 0, f"building the images failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
 @dataclass
