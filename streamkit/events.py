@@ -18,6 +18,7 @@ import ast
 import json
 import math
 import warnings
+from decimal import Decimal
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -76,9 +77,14 @@ def timestamp_to_ms(value: object) -> int:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise RowError("bad_timestamp", f"Timestamp {value!r} is not finite")
-        magnitude = abs(value)
-        scale = 1000.0 if magnitude < 1e11 else 1.0 if magnitude < 1e14 else 1e-3 if magnitude < 1e17 else 1e-6
-        return math.floor(value * scale)
+        # The number as written, not its binary neighbour: 543635725.874 s is the float
+        # 543635725.87399995..., and float arithmetic put one such time in a hundred a
+        # millisecond early. repr gives back the shortest decimal, which is what the file said.
+        written = Decimal(repr(value))
+        magnitude = abs(written)
+        scale = 1000 if magnitude < 10**11 else 1 if magnitude < 10**14 else Decimal("0.001") if magnitude < 10**17 \
+            else Decimal("0.000001")
+        return math.floor(written * scale)
     raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {type(value).__name__}")
 
 

@@ -9,6 +9,7 @@ so importing the core never needs pyspark. Checked on the source with ``ast``.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,44 @@ def test_every_package_has_a_floor() -> None:
     """A new top-level package must be placed on a floor before it can be imported anywhere."""
     packages = {p.parent.name for p in REPO_ROOT.glob("*/__init__.py")}
     assert packages - {"tests", "benchmarks"} <= set(ALLOWED), packages - set(ALLOWED)
+
+
+#: The oracles judge the project, so they are written from the specification alone: the
+#: standard library, third-party decoders and each other; nothing of the project, nothing of
+#: the rest of the test tree (whose helpers use the project).
+ORACLES = REPO_ROOT / "tests" / "support" / "oracles"
+ORACLE_THIRD_PARTY = {"fastavro"}
+
+
+def oracle_violations() -> list[str]:
+    found = []
+    for path in sorted(ORACLES.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
+                     else ["." * node.level + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                root = name.split(".")[0]
+                own = name.startswith("tests.support.oracles") or (name.startswith(".") and not name.startswith(".."))
+                if own or root == "__future__" or root in sys.stdlib_module_names or root in ORACLE_THIRD_PARTY:
+                    continue
+                found.append(f"{path.relative_to(REPO_ROOT)} imports {name}")
+    return found
+
+
+def test_the_oracles_import_nothing_they_judge() -> None:
+    assert ORACLES.is_dir() and list(ORACLES.glob("*.py"))
+    assert oracle_violations() == []
+
+
+def test_the_oracle_check_sees_a_violation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: an oracle importing the bridge's splitter or a test helper is named."""
+    fake = tmp_path / "tests" / "support" / "oracles"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("import json\nfrom mqtt_bridge.records import RowSplitter\n"
+                                 "from tests.support.harness import expected_records\nfrom . import join\n")
+    monkeypatch.setattr(sys.modules[__name__], "ORACLES", fake)
+    monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
+    assert oracle_violations() == ["tests/support/oracles/bad.py imports mqtt_bridge.records",
+                                   "tests/support/oracles/bad.py imports tests.support.harness"]

@@ -18,7 +18,8 @@ from streamkit.config import Settings
 from stacktools.config_reference import SECTIONS, env_of
 from streamkit.paths import REPO_ROOT
 from stacktools.stack import Stack
-from tests.support.oracles.pipeline import distinct_records, event_time_rows, join_pairs
+from tests.support.oracles.pipeline import distinct_records, join_pairs
+from tests.support.oracles.rows import event_time_order, file_rows
 from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
@@ -48,7 +49,7 @@ def run_demo(env: dict[str, str], out: Path) -> str:
 def expected_pairs(env: dict[str, str]) -> int:
     """The join library's pairs for the sample in replay order, as an unfinished stream."""
     settings = JoinSettings.from_sources(environ=env)
-    pairs, late = join_pairs(settings, distinct_records(event_time_rows(REPO_ROOT / SAMPLE)))
+    pairs, late = join_pairs(settings, distinct_records(event_time_order(file_rows(REPO_ROOT / SAMPLE))))
     assert late == 0  # the replay is in event-time order
     return sum(pairs.values())
 

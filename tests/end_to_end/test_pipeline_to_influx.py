@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from db_connector.lineprotocol import NS_PER_MS
 from streamkit.deadline import TimedOut, wait_until
 from stacktools.dashboards import check_dashboards
 from stacktools.influx import InfluxClient
@@ -26,13 +25,22 @@ from tests.support.harness import expected_records, wait_for_keys
 from tests.support.waits import settle
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
-from tests.support.influx_checks import committed_identities, influx_identities, point_count
+from tests.support.exactness import assert_pipeline_exact
+from tests.support.influx_checks import point_count
+from tests.support.oracles.join import parse_pairs
+from tests.support.oracles.pipeline import PipelineSpec
+from tests.support.oracles.rows import file_rows, measurements
+from tests.support.oracles.windows import Spec
 from tests.support.mqtt import RawPublisher
 from tests.support.topology import Topology
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 ROW_SPACING_MS = 100
+#: The single pass with its default join and windows (spark_jobs.config) and a 500 ms session gap.
+SINGLE_PASS_DEFAULTS = PipelineSpec(pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+                                    windows=(Spec("tumbling", 10_000, 10_000), Spec("session", 500, 500)),
+                                    lateness_ms=10_000)
 BAD_PAYLOADS = [b"not json", b'{"Thing": "T", "Timestamp": 1}', b'{"Thing": "T", "Timestamp": 1554000000000, "x": "hi"}']
 
 
@@ -100,31 +108,23 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(topology: T
         wait_for_input_rows(pipeline.log("spark_single_pass"), raw_count, pipeline.services["spark_single_pass"], 600,
                             then_idle=True)
 
-        expected = committed_identities(settings, topics)
-        assert {k: len(v) > 0 for k, v in expected.items()} == dict.fromkeys(expected, True), \
-            {k: len(v) for k, v in expected.items()}
-        assert expected["raw"] == {(k.decode().rsplit("|", 2)[0], k.decode().rsplit("|", 2)[1],
-                                    int(k.decode().rsplit("|", 2)[2]) * NS_PER_MS) for k in expected_raw}
+        # Every output topic and measurement equal to the oracle, values included; the file's own
+        # order makes late records at both stages, which must be the oracle's too.
+        records = measurements(file_rows(events))
+        print(assert_pipeline_exact(settings, {kind: topics[kind] for kind in ("raw", "joined", "aggregates", "late")},
+                                    wiring.database, SINGLE_PASS_DEFAULTS, records, timeout_s=300,
+                                    meanwhile=lambda: pipeline.services["db_connector"].alive() or pytest.fail(
+                                        pipeline.log("db_connector").read_text()[-3000:])))
+        late_stages = {r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')}
+        assert late_stages == {"join", "aggregate"}, late_stages  # the file order makes late records at both
         dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
-        got: dict[str, set] = {}
-
-        def landed() -> bool:
-            nonlocal got
-            got = influx_identities(settings, wiring.database)
-            if got == expected and point_count(settings, wiring.database, "dead_letter") == dead_letters:
-                return True
-            assert pipeline.services["db_connector"].alive(), pipeline.log("db_connector").read_text()[-3000:]
-            return False
-
-        settle(landed, 120, "the committed points in InfluxDB", interval_s=2)
-        for measurement, identities in expected.items():
-            assert got[measurement] == identities, (measurement, len(got[measurement]), len(identities))
+        settle(lambda: point_count(settings, wiring.database, "dead_letter") == dead_letters, 60, "the dead letters")
         assert point_count(settings, wiring.database, "dead_letter") == dead_letters
 
         time.sleep(12)  # two more scrapes of the long-running services
-        thing = sorted(expected["joined"])[0][0]
-        results = check_dashboards(settings, started_ms - len(expected_raw) * ROW_SPACING_MS - 60_000,
+        thing = min(m.thing for m in records)
+        results = check_dashboards(settings, started_ms - len(records) * ROW_SPACING_MS - 60_000,
                                    int(time.time() * 1000) + 5_000, {"thing": thing}, database=wiring.database)
         failed = [f"{r.dashboard} / {r.panel} / {r.ref_id}: {r.error or 'no data'} :: {r.query[:200]}"
                   for r in results if r.error or not r.series]

@@ -19,7 +19,8 @@ from streamkit.config import Settings
 from streamkit.wire import AvroCodec, thing_partition
 from stacktools.wiring import Wiring
 from stacktools.topics import TopicSpec, provision
-from tests.support.oracles.pipeline import distinct_records, event_time_rows, file_rows
+from tests.support.oracles.pipeline import distinct_records
+from tests.support.oracles.rows import event_time_order, file_rows
 from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
 from tests.support.aggregates import assert_windows_equal, decoded, produce_measurements, window_args
 from tests.support.oracles.windows import Record, Spec, window_oracle
@@ -121,7 +122,7 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     emitted, and a record in them afterwards is ``window_closed``."""
     partitions = stack_settings.topic_partitions
     sample = [(thing, quantity, t, value, f"row{i}") for i, (thing, quantity, t, value)
-              in enumerate(distinct_records(event_time_rows(SAMPLE)))]
+              in enumerate(distinct_records(event_time_order(file_rows(SAMPLE))))]
     thing = sample[-1][0]
     newest = max(r[2] for r in sample if r[0] == thing)
     probes = [(thing, "probe", newest, 1.0, "p1"), (thing, "probe", newest - 20_000, 2.0, "p2"),  # late

@@ -15,7 +15,8 @@ from spark_jobs.config import JoinSettings
 from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from tests.support.committed import committed_pairs
-from tests.support.oracles.pipeline import event_time_rows, join_pairs
+from tests.support.harness import bridge_rows
+from tests.support.oracles.pipeline import join_pairs
 from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
 from tests.support.waits import settle
 
@@ -31,7 +32,7 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
     splitter = RowSplitter(partitions)
     codec = AvroCodec("measurement")
     records, fed = [], []
-    for row in event_time_rows(SAMPLE):
+    for row in bridge_rows(SAMPLE):
         for record in splitter.split(row):
             records.append((topic, record.key, record.value, record.partition))
             decoded = codec.decode(record.value)

@@ -17,7 +17,8 @@ from streamkit.wire import AvroCodec
 from stacktools.wiring import Wiring
 from tests.support.aggregates import assert_windows_equal, decoded, produce_measurements, window_args
 from tests.support.committed import committed_pairs
-from tests.support.oracles.pipeline import event_time_rows, join_pairs
+from tests.support.harness import bridge_rows
+from tests.support.oracles.pipeline import join_pairs
 from tests.support.oracles.windows import Record, Spec, window_oracle
 from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
 
@@ -33,7 +34,7 @@ def sample_records(partitions: int) -> list[Record]:
     """The sample as the bridge writes it (event-time order, its row ids), the last rows re-sent
     (duplicates for both stages) and one reading of a join quantity two hours ahead of now."""
     splitter, codec, records = RowSplitter(partitions), AvroCodec("measurement"), []
-    for row in event_time_rows(SAMPLE):
+    for row in bridge_rows(SAMPLE):
         for record in splitter.split(row):
             d = codec.decode(record.value)
             records.append((d["thing"], d["quantity"], d["event_time_ms"], d["value"], d["row_id"]))

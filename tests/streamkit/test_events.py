@@ -93,3 +93,11 @@ def test_untrusted_clocks_are_refused_with_a_reason(payload: bytes, reason: str)
         check_event_time(row.timestamp_ms, NOW_MS, HOUR_MS)
     assert refused.value.reason == reason
     assert MAX_TIME_MS * 1_000_000 < 2**63 and MIN_TIME_MS * 1_000_000 >= -(2**63) + 2
+
+
+def test_a_fractional_timestamp_is_floored_as_written_not_as_its_binary_neighbour() -> None:
+    """543635725.874 s is the double 543635725.87399995...: float arithmetic made it ...873 ms
+    (one such time in a hundred was a millisecond early; found by the independent row oracle)."""
+    assert timestamp_to_ms(543635725.874) == 543_635_725_874
+    assert parse_row('{"Thing": "T", "Timestamp": 1088704048.995, "q": 1}').timestamp_ms == 1_088_704_048_995
+    assert timestamp_to_ms(-1.0005) == -1001  # floored: toward negative infinity

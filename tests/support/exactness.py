@@ -1,30 +1,29 @@
-"""What every end-to-end fault test checks at the end: the committed Kafka outputs and InfluxDB
-equal the oracles computed offline (the join's library oracle over the file's records, the
-window oracle over the raw topic in arrival order): nothing lost, nothing twice."""
+"""What every end-to-end test checks at the end: the committed Kafka outputs and InfluxDB
+equal, value for value, what the specification's oracles compute offline (tests/support/oracles:
+the joined pairs from the file, the windows and late records from the raw topic in arrival
+order): nothing lost, nothing twice, nothing different."""
 from __future__ import annotations
 
-import math
 import os
 import random
 import signal
 import time
-from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from spark_jobs.config import JoinSettings
-from streamkit.wire import AvroCodec
-from streamkit.config import Settings
-from streamkit.kafka_io import read_to_end
-from tests.support.waits import settle
-from tests.support.harness import expected_records
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.stack.process import StackError
-from tests.support.committed import committed_pairs
-from tests.support.oracles.pipeline import join_pairs
-from tests.support.influx_checks import POISON_KEY, committed_identities, influx_identities
-from tests.support.oracles.windows import Expected, Spec, window_oracle
+from streamkit.config import Settings
+from tests.support.judge import arrival, committed_outputs, influx_points, judge_points, judge_topics
+from tests.support.oracles.join import parse_pairs
+from tests.support.oracles.pipeline import PipelineSpec, expected_outputs
+from tests.support.oracles.points import expected_points
+from tests.support.oracles.rows import Measurement, file_rows, measurements
+from tests.support.oracles.windows import Spec
+from tests.support.verdict import Verdict, assert_exact
+from tests.support.waits import settle
 
 WINDOW_MS, LATENESS_MS = 10_000, 60_000
 PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power"
@@ -42,52 +41,34 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
             "spark_single_pass": [*join, *windows, *spark], "db_connector": ["--flush-interval-ms", "200"]}
 
 
-def join_oracle(settings: Settings, records: list[tuple[str, str, int, float]]) -> Counter:
-    """The join test's oracle (the library's per-record path) on these records."""
-    return join_pairs(JoinSettings.from_sources(cli={"run_dir": settings.run_dir, "pairs": PAIRS}), records)[0]
+#: What the oracle needs of the stages' options above.
+PIPELINE = PipelineSpec(pairs=tuple(parse_pairs(PAIRS)), windows=(Spec("tumbling", WINDOW_MS, WINDOW_MS),),
+                        lateness_ms=LATENESS_MS)
 
 
-def window_expectation(settings: Settings, raw_topic: str) -> Expected:
-    """The window oracle over what the raw topic holds, each key in arrival order."""
-    codec = AvroCodec("measurement")
-    arrival = []
-    for message in read_to_end(settings, raw_topic):
-        r = codec.decode(message.value())
-        arrival.append((r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"]))
-    return window_oracle(arrival, [Spec("tumbling", WINDOW_MS, WINDOW_MS)], LATENESS_MS)
+def judge_pipeline(settings: Settings, topics: dict[str, str], database: str, spec: PipelineSpec,
+                   file_records: list[Measurement], skip_keys: frozenset[bytes] = frozenset()) -> list[Verdict]:
+    """Every output topic and every InfluxDB measurement against the oracle, by value."""
+    got = committed_outputs(settings, topics, skip_keys)
+    want = expected_outputs(spec, file_records, arrival(got))
+    return judge_topics(want, got) + judge_points(expected_points(want), influx_points(settings, database))
 
 
-def aggregate_late(settings: Settings, late_topic: str) -> Counter:
-    codec = AvroCodec("late")
-    late: Counter = Counter()
-    for message in read_to_end(settings, late_topic):
-        if message.key() == POISON_KEY:
-            continue
-        r = codec.decode(message.value())
-        if r["stage"] == "aggregate":
-            late[(r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"])] += 1
-    return late
+def assert_pipeline_exact(settings: Settings, topics: dict[str, str], database: str, spec: PipelineSpec,
+                          file_records: list[Measurement], *, timeout_s: float,
+                          meanwhile: Callable[[], object] = lambda: None,
+                          skip_keys: frozenset[bytes] = frozenset()) -> str:
+    """Waits (calling ``meanwhile``, e.g. a supervisor) until the outputs equal the oracle's,
+    then asserts it: the AssertionError lists what is missing, extra, duplicated, different."""
+    verdicts: list[Verdict] = []
 
+    def exact() -> bool:
+        meanwhile()
+        verdicts[:] = judge_pipeline(settings, topics, database, spec, file_records, skip_keys)
+        return all(v.exact for v in verdicts)
 
-
-def committed_windows(settings: Settings, topic: str) -> tuple[dict[str, tuple], int]:
-    codec = AvroCodec("aggregate")
-    windows, messages = {}, read_to_end(settings, topic)
-    for message in messages:
-        r = codec.decode(message.value())
-        windows[message.key().decode()] = (r["count"], r["min"], r["max"], r["mean"])
-    return windows, len(messages)
-
-
-def oracle_windows(expected: Expected) -> dict[str, tuple]:
-    return {"|".join(map(str, key)): (w["count"], w["min"], w["max"], w["mean"])
-            for key, w in expected.windows.items()}
-
-
-def windows_equal(got: dict[str, tuple], want: dict[str, tuple]) -> bool:
-    """Counts, minima and maxima exact, means to rounding (the oracle sums exactly)."""
-    return got.keys() == want.keys() and all(
-        got[k][:3] == want[k][:3] and math.isclose(got[k][3], want[k][3], rel_tol=1e-12, abs_tol=1e-12) for k in want)
+    settle(exact, timeout_s, "every output equal to the oracle", interval_s=10)
+    return assert_exact(*verdicts)
 
 
 def restart_broker(kafka: Stack, attempts: int = 3) -> None:
@@ -117,11 +98,9 @@ def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) ->
 
 
 def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: ServiceProcess, events: Path,
-                        want_pairs: Counter) -> str:
-    """Drain (the simulator finishes, every stage catches up, supervised meanwhile), then
-    compare every output with its oracle; returns a one-line summary."""
-    wiring = pipeline.wiring
-    # Drain: the simulator finishes, every stage catches up; supervise meanwhile.
+                        skip_keys: frozenset[bytes] = frozenset()) -> str:
+    """Drain (the simulator finishes, supervised meanwhile), then every output equal to the
+    oracle of the file, by value; returns a one-line summary."""
     def replayed() -> bool:
         if not simulator.alive():
             return True
@@ -130,55 +109,8 @@ def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: Servi
 
     settle(replayed, 900, "the simulator's replay")  # a simulator still running fails the assertion below
     assert simulator.process.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
-    want_raw = expected_records(events)
-    got_pairs: Counter = Counter()
-
-    def caught_up() -> bool:
-        nonlocal got_pairs
-        pipeline.supervise()
-        got_pairs = committed_pairs(settings, wiring.joined)
-        expected_windows = window_expectation(settings, wiring.raw)
-        got_windows, _ = committed_windows(settings, wiring.aggregates)
-        judged = sum(aggregate_late(settings, wiring.late).values())
-        return (sum(got_pairs.values()) >= sum(want_pairs.values()) and len(got_windows) >= len(expected_windows.windows)
-                and judged >= sum(expected_windows.late_topic().values()))
-
-    settle(caught_up, 600, "every stage caught up", interval_s=5)
-
-    # Kafka: raw holds every record of the file (re-sends byte-identical), joined and aggregates
-    # exactly the oracle's output, each once.
-    raw = read_to_end(settings, wiring.raw)
-    by_key: dict[bytes, set[bytes]] = {}
-    for message in raw:
-        by_key.setdefault(message.key(), set()).add(message.value())
-    assert set(by_key) == set(want_raw) and all(len(values) == 1 for values in by_key.values())
-    assert got_pairs == want_pairs, (len(got_pairs), len(want_pairs), list((want_pairs - got_pairs).items())[:3],
-                                     list((got_pairs - want_pairs).items())[:3])
-    assert max(got_pairs.values()) == 1
-    got_windows, window_records = committed_windows(settings, wiring.aggregates)
-    assert window_records == len(got_windows), "a window was committed twice"
-    expected_windows = window_expectation(settings, wiring.raw)
-    assert len(got_windows) > 300, "too few windows left to compare"
-    want_windows = oracle_windows(expected_windows)
-    assert windows_equal(got_windows, want_windows), (
-        len(got_windows), len(want_windows), sorted(want_windows.keys() - got_windows.keys())[:3],
-        sorted(got_windows.keys() - want_windows.keys())[:3])
-    want_late = expected_windows.late_topic()
-    assert aggregate_late(settings, wiring.late) == want_late
-    behind = sum(n for key, n in want_late.items() if key[4] == "behind_watermark")
-
-    # InfluxDB: exactly the points of the committed records, raw values equal to the file.
-    expected = committed_identities(settings, wiring.connector_topics)
-    got: dict[str, set] = {}
-
-    def landed() -> bool:
-        nonlocal got
-        pipeline.supervise()
-        got = influx_identities(settings, wiring.database)
-        return got == expected
-
-    settle(landed, 300, "the committed points in InfluxDB", interval_s=3)
-    for measurement, identities in expected.items():
-        assert got[measurement] == identities, (measurement, len(got[measurement]), len(identities))
-    return (f"exact: {len(want_raw)} raw records, {sum(want_pairs.values())} pairs, {len(got_windows)} windows "
-          f"({behind} records behind their key's event time)")
+    records = measurements(file_rows(events))
+    wiring = pipeline.wiring
+    topics = {kind: wiring.connector_topics[kind] for kind in ("raw", "joined", "aggregates", "late")}
+    return assert_pipeline_exact(settings, topics, wiring.database, PIPELINE, records, timeout_s=900,
+                                 meanwhile=pipeline.supervise, skip_keys=skip_keys)

@@ -13,7 +13,8 @@ from stacktools.services import service_process
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.events import parse_row
+from simulator.source import SourceStats, read_rows, sorted_rows
+from streamkit.events import Row, parse_row
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import record_key
 
@@ -66,3 +67,9 @@ def start_bridge(lane: Wiring, log: Path, *extra: str) -> ServiceProcess:
     service = service_process("mqtt_bridge", lane, log, *extra).start()
     service.wait_logged('"bridge running"', 60)
     return service
+
+
+def bridge_rows(events: Path) -> list[Row]:
+    """The file's rows as the simulator replays them by default (event-time order) and the bridge
+    parses them: input for job tests that write the raw topic as the bridge would."""
+    return [parse_row(row.payload) for row in sorted_rows(read_rows(events, SourceStats()))]

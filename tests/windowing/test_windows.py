@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from windowing import KeyState, WindowRules, WindowSpec, flush, parse_windows, process
+from windowing import NO_TIME, KeyState, WindowRules, WindowSpec, flush, parse_windows, process
 from streamkit.durations import parse_duration_ms
 from tests.support.oracles.windows import Record, Spec, starts_containing, window_oracle
 
@@ -180,9 +180,11 @@ def key_streams(draw: st.DrawFn) -> list[list[Record]]:
 
 
 def run_batches(partitions: list[list[Record]], cuts: list[tuple[int, int]], restarts: set[int],
-                flushes: set[int], rules: WindowRules = LIB_RULES) -> tuple[dict, dict, list, Counter]:
+                flushes: set[int], rules: WindowRules = LIB_RULES, late: Counter | None = None
+                ) -> tuple[dict, dict, list, Counter]:
     """The job's shape without Spark: each batch takes some records of each partition, groups by
-    key in arrival order, and carries the states (through their bytes at a restart)."""
+    key in arrival order, and carries the states (through their bytes at a restart). ``late``
+    collects the late topic's records as the job writes them (watermark None for "none")."""
     states: dict[tuple, KeyState] = {}
     positions: dict[tuple, int] = {}
     windows: dict[tuple, dict] = {}
@@ -204,6 +206,8 @@ def run_batches(partitions: list[list[Record]], cuts: list[tuple[int, int]], res
                            np.array([r[3] for r in records]), [r[4] for r in records], NOW_MS)
             collect(step, key, records, positions.get(key, 0), windows, aside)
             superseded.update((*key, s.time_ms, s.row_id, s.value) for s in step.superseded)
+            if late is not None:
+                late.update(late_records(step, key, records))
             positions[key] = positions.get(key, 0) + len(records)
             states[key] = step.state
         if batch_no in flushes:
@@ -231,6 +235,21 @@ def collect(step, key: tuple, records: list[Record], base: int, windows: dict, a
         aside[(r[0], r[1], r[2], r[4], base + a.index + 1)] = a.reason
 
 
+def late_records(step, key: tuple, records: list[Record]) -> list[tuple]:
+    """The step's records for the late topic: (thing, quantity, time, value, row id, reason, watermark)."""
+    def watermark(horizon_ms: int) -> int | None:
+        return None if horizon_ms == NO_TIME else horizon_ms
+
+    return ([(*key, records[a.index][2], records[a.index][3], records[a.index][4], a.reason, watermark(a.horizon_ms))
+             for a in step.aside]
+            + [(*key, s.time_ms, s.value, s.row_id, "superseded", watermark(s.horizon_ms)) for s in step.superseded])
+
+
+def oracle_late(expected) -> Counter:
+    return Counter((r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"], r["reason"],
+                    r["watermark_ms"]) for r in expected.late_records)
+
+
 def assert_matches_oracle(windows: dict, expected: dict) -> None:
     assert windows.keys() == expected.keys(), (sorted(set(expected) - set(windows))[:3],
                                                sorted(set(windows) - set(expected))[:3])
@@ -255,11 +274,13 @@ def test_same_output_for_any_processing(partitions, cuts, other_cuts, restarts, 
     bit the same floats; with idle flushes: the oracle's windows for those flush points."""
     rules = replace(LIB_RULES, same_by_row_id=by_row_id)
     arrival = partitions[0] + partitions[1]  # the oracle needs only each key's order
-    windows, aside, _, superseded = run_batches(partitions, cuts, restarts, set(), rules)
+    late: Counter = Counter()
+    windows, aside, _, superseded = run_batches(partitions, cuts, restarts, set(), rules, late)
     expected = window_oracle(arrival, SPECS, rules.allowed_lateness_ms, now_ms=NOW_MS, max_future_ms=500,
                              same_by_row_id=by_row_id)
     assert_matches_oracle(windows, expected.windows)
     assert aside == expected.aside and superseded == expected.superseded
+    assert late == oracle_late(expected)  # every field of the late topic's records, watermark included
     again, aside_again, _, superseded_again = run_batches(partitions, other_cuts, set(), set(), rules)
     assert again == windows and aside_again == aside and superseded_again == superseded  # bit-identical
 

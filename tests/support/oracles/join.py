@@ -6,6 +6,11 @@ definition, so agreeing with it means something.
 
 from __future__ import annotations
 
+import bisect
+import math
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
 
 def oracle_pairs(left: list[int], right: list[int], max_gap: int | None = None) -> set[tuple[int, int]]:
     """The set {(x, prev(x)), (x, next(x))} as (left time, right time) tuples."""
@@ -47,3 +52,101 @@ def certain_pairs(left: list[int], right: list[int], w_left: int, w_right: int) 
     dense_l = left + list(range(max(w_left, (left or [w_left])[-1], floor) + 1, top))
     dense_r = right + list(range(max(w_right, (right or [w_right])[-1], floor) + 1, top))
     return now & oracle_pairs(dense_l, dense_r)
+
+
+# The pipeline's join, from the definitions above and the default late policy (docs/join.md):
+# per Thing and pair, over the records each stream accepted, the pairs certain so far.
+
+#: The result functions the join offers, from their definitions (docs/join.md).
+RESULTS: dict[str, Callable[[float, float], float]] = {
+    "mechanical_power": lambda speed_rpm, torque_nm: 2.0 * math.pi / 60.0 * speed_rpm * torque_nm,
+    "product": lambda left, right: left * right,
+    "difference": lambda left, right: left - right,
+}
+
+
+class Pair(NamedTuple):
+    left: str
+    right: str
+    result_name: str = "mechanical_power"
+
+
+def parse_pairs(text: str) -> list[Pair]:
+    """``left:right[:result]`` separated by commas, as JOIN_PAIRS is written."""
+    return [Pair(*item.strip().split(":")) for item in text.split(",") if item.strip()]
+
+
+def accepted_and_late(records: Iterable[tuple[str, str, int, float, str]], quantities: set[str]
+                      ) -> tuple[dict[tuple[str, str], list[tuple[int, float]]], list[dict]]:
+    """Default late policy: in arrival order, a record not newer than the last one its (thing,
+    quantity) stream accepted is late. Quantities no pair uses are not the join's business."""
+    accepted: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    late = []
+    for thing, quantity, t, value, row_id in records:
+        if quantity not in quantities:
+            continue
+        stream = accepted.setdefault((thing, quantity), [])
+        if stream and t <= stream[-1][0]:
+            late.append({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value,
+                         "row_id": row_id, "reason": "late", "stage": "join", "watermark_ms": None})
+        else:
+            stream.append((t, value))
+    return accepted, late
+
+
+def prev_index(times: list[int], t: int) -> int | None:
+    """Index of the latest time <= t."""
+    i = bisect.bisect_right(times, t) - 1
+    return i if i >= 0 else None
+
+
+def next_index(times: list[int], t: int) -> int | None:
+    """Index of the earliest time >= t."""
+    i = bisect.bisect_left(times, t)
+    return i if i < len(times) else None
+
+
+def certain_by(x_t: int, partner_t: int, other_watermark: int) -> bool:
+    """Whether ``partner`` (a record of the other stream, prev or next of x) stays x's prev/next
+    whatever arrives later. A later record of the other stream is newer than its watermark (its
+    last accepted record), so it can fall between them only if x is newer than that watermark
+    and strictly after the partner (a next partner is at or before the watermark already)."""
+    return not (partner_t < x_t and x_t > other_watermark)
+
+
+def stream_pairs(left: list[tuple[int, float]], right: list[tuple[int, float]]) -> set[tuple[int, int]]:
+    """{(x, prev(x)), (x, next(x))} of both streams, as (left time, right time), each kept only if
+    one of its reasons to be in the result can no longer be undone."""
+    lt, rt = [t for t, _ in left], [t for t, _ in right]
+    certain: set[tuple[int, int]] = set()
+    for own, other, flip in ((lt, rt, False), (rt, lt, True)):
+        watermark = other[-1] if other else None
+        for t in own:
+            for index in (prev_index(other, t), next_index(other, t)):
+                if index is None:
+                    continue
+                u = other[index]
+                if watermark is not None and certain_by(t, u, watermark):
+                    certain.add((u, t) if flip else (t, u))
+    return certain
+
+
+def stream_join(records: Iterable[tuple[str, str, int, float, str]], pairs: list[Pair],
+                max_gap_ms: int | None = None) -> tuple[list[dict], list[dict]]:
+    """The joined records (Avro ``JoinedPair`` fields but the id) and the late records the join
+    stage writes, for records in arrival order (thing, quantity, time, value, row id)."""
+    accepted, late = accepted_and_late(records, {q for pair in pairs for q in pair[:2]})
+    joined = []
+    for thing in dict.fromkeys(thing for thing, _ in accepted):
+        for pair in pairs:
+            left, right = accepted.get((thing, pair.left), []), accepted.get((thing, pair.right), [])
+            values_l, values_r = dict(left), dict(right)
+            for lt, rt in sorted(stream_pairs(left, right)):
+                if max_gap_ms is not None and abs(lt - rt) > max_gap_ms:
+                    continue
+                lv, rv = values_l[lt], values_r[rt]
+                joined.append({"thing": thing, "left_quantity": pair.left, "right_quantity": pair.right,
+                               "left_time_ms": lt, "right_time_ms": rt, "left_value": lv, "right_value": rv,
+                               "result_name": pair.result_name, "result": RESULTS[pair.result_name](lv, rv),
+                               "event_time_ms": max(lt, rt)})
+    return joined, late

@@ -1,57 +1,80 @@
-"""Offline oracles that end-to-end tests compare committed output with: what the data says,
-computed without the services (the join library's per-record path on the records the raw
-topic holds), so a test never takes a service's own verdict for the truth."""
+"""What the whole pipeline must write for a file of events, computed offline from the
+specification alone: the raw topic's records, the joined pairs, the windows and the late
+records of both stages, each as the fields of its Avro record. Nothing of the project is
+imported (tests/test_layering.py checks it), so a bug in a service cannot hide in its oracle.
+
+The joined pairs are a function of the file (each stream in file order); the windows and the
+late records are a function of what the raw topic holds in arrival order (a re-sent row is
+there twice, and the stages see it twice), which the checker reads back and hands in.
+"""
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from mqtt_bridge.records import RowSplitter
-from simulator.source import SourceStats, read_rows, sorted_rows
-from spark_jobs.config import JoinSettings
-from spark_jobs.join import join_config
-from lsb import LocalStreamBuffer
-from streamkit.wire import AvroCodec
-from streamkit.events import Row, parse_row
-
-Record = tuple[str, str, int, float]  # thing, quantity, event time ms, value
+from tests.support.oracles.join import Pair, parse_pairs, stream_join
+from tests.support.oracles.rows import Measurement, SpecRow, measurements
+from tests.support.oracles.windows import Spec, window_oracle
 
 
-def file_rows(events: Path) -> list[Row]:
-    """Every row of an events.json in file order (``--order file``)."""
-    return [parse_row(line) for line in events.read_bytes().splitlines() if line.strip()]
+@dataclass(frozen=True)
+class PipelineSpec:
+    """The stages' options the oracle needs: the pairs joined and the windows made."""
+
+    pairs: tuple[Pair, ...] = ()
+    max_gap_ms: int | None = None
+    windows: tuple[Spec, ...] = ()
+    lateness_ms: int = 0
 
 
-def event_time_rows(events: Path) -> list[Row]:
-    """The rows in the simulator's default order: by event time, ties in file order."""
-    return [parse_row(row.payload) for row in sorted_rows(read_rows(events, SourceStats()))]
+@dataclass
+class Outputs:
+    """Every output topic's records (Avro fields), one dict per record, duplicates included."""
+
+    raw: list[dict] = field(default_factory=list)
+    joined: list[dict] = field(default_factory=list)
+    aggregates: list[dict] = field(default_factory=list)
+    late: list[dict] = field(default_factory=list)
 
 
-def distinct_records(rows: Iterable[Row]) -> list[Record]:
-    """The records the bridge makes of the rows, through its own Avro encoding, first of each
-    key (a re-sent row's records are byte-identical and set aside)."""
-    splitter, codec, seen, out = RowSplitter(2), AvroCodec("measurement"), set(), []
-    for row in rows:
-        for record in splitter.split(row):
-            if record.key not in seen:
-                seen.add(record.key)
-                r = codec.decode(record.value)
-                out.append((r["thing"], r["quantity"], r["event_time_ms"], r["value"]))
+def raw_record(m: Measurement) -> dict:
+    return {"thing": m.thing, "quantity": m.quantity, "event_time_ms": m.time_ms, "value": m.value,
+            "row_id": m.row_id}
+
+
+def expected_outputs(spec: PipelineSpec, file_records: list[Measurement],
+                     arrival: Iterable[Measurement] | None = None) -> Outputs:
+    """``file_records``: the file's distinct records in replay order; ``arrival``: the raw
+    topic's records in offset order (defaults to the file's: a run without re-sends)."""
+    arrived = list(file_records if arrival is None else arrival)
+    joined, _ = stream_join(file_records, list(spec.pairs), spec.max_gap_ms)
+    _, join_late = stream_join(arrived, list(spec.pairs), spec.max_gap_ms)
+    out = Outputs(raw=[raw_record(m) for m in file_records], joined=joined if spec.pairs else [])
+    if spec.pairs:
+        out.late += join_late
+    if spec.windows:
+        windows = window_oracle(arrived, list(spec.windows), spec.lateness_ms)
+        out.aggregates = windows.aggregate_records()
+        out.late += windows.late_records
     return out
 
 
-def join_pairs(settings: JoinSettings, fed: Iterable[Record]) -> tuple[Counter, int]:
-    """Pairs certain after the whole input (no end-of-stream flush: a stream never ends) and
-    the number of handed-back records, from the library's per-record path."""
-    config = join_config(settings)
-    buffer = LocalStreamBuffer(config)
-    pairs: Counter = Counter()
-    late = 0
-    for thing, quantity, time_ms, value in fed:
-        if config.quantity_code(quantity) < 0:
-            continue
-        step = buffer.push(thing, quantity, time_ms, value)
-        pairs.update((p.key, p.left_quantity, p.right_quantity, p.left_time, p.right_time) for p in step.pairs)
-        late += len(step.late)
-    return pairs, late
+# The shapes the job tests compare in: records as (thing, quantity, time, value), pairs as
+# (thing, left quantity, right quantity, left time, right time).
+
+def distinct_records(rows: list[SpecRow]) -> list[tuple[str, str, int, float]]:
+    """The raw topic's distinct records of the rows, in order (first copy of each)."""
+    return [(m.thing, m.quantity, m.time_ms, m.value) for m in measurements(rows)]
+
+
+def join_pairs(options: object, fed: Iterable[tuple[str, str, int, float]]) -> tuple[Counter, int]:
+    """The pairs certain after ``fed`` (arrival order; no end of stream: a stream never ends) and
+    the number of late records, for a join configured by ``options`` (anything with the
+    ``JOIN_*`` settings' attributes). The oracle knows the default late policy only."""
+    if getattr(options, "allowed_disorder_ms", 0) or getattr(options, "partner_timeout_ms", 0):
+        raise NotImplementedError("the oracle models the default late policy (no reorder stage, no partner timeout)")
+    gap = getattr(options, "max_gap_ms", 0) or None
+    joined, late = stream_join([(*r, "") for r in fed], parse_pairs(getattr(options, "pairs")), gap)
+    return Counter((r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])
+                   for r in joined), len(late)

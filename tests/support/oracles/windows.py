@@ -1,5 +1,5 @@
 """A brute-force reference of the window rules (docs/windows.md), written without the windows
-library: one record at a time in each key's arrival order, windows found by enumeration,
+library (nor anything else of the project): one record at a time in each key's arrival order, windows found by enumeration,
 statistics with exact arithmetic. Tests compare the library and the real job with it."""
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-
-from streamkit.wire.labels import window_label
 
 #: thing, quantity, event time ms, value, row id: one record as the job reads it
 Record = tuple[str, str, int, float, str]
@@ -23,7 +21,9 @@ class Spec:
 
     @property
     def label(self) -> str:
-        return window_label(self.kind, self.size_ms, self.slide_ms)  # the wire contract, not a window rule
+        """The window's name in keys and tags (docs/influxdb-schema.md): the slide only where it
+        is not the size by definition."""
+        return f"sliding-{self.size_ms}-{self.slide_ms}" if self.kind == "sliding" else f"{self.kind}-{self.size_ms}"
 
 
 @dataclass
@@ -32,6 +32,12 @@ class Expected:
     aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
     #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id, value)
     superseded: Counter = field(default_factory=Counter)
+    #: the late topic's records of this stage (Avro ``LateRecord`` fields), in arrival order
+    late_records: list[dict] = field(default_factory=list)
+
+    def aggregate_records(self) -> list[dict]:
+        """The aggregates topic's records (Avro ``WindowAggregate`` fields)."""
+        return [{"thing": thing, "quantity": quantity, **w} for (thing, quantity, _, _), w in self.windows.items()]
 
     def late_topic(self) -> Counter:
         """What the late topic must hold: (thing, quantity, event time, row id, reason)."""
@@ -77,6 +83,11 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
         segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
+
+            def late(value: float, row_id: str, reason: str) -> None:
+                expected.late_records.append({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value,
+                                              "row_id": row_id, "reason": reason, "stage": "aggregate",
+                                              "watermark_ms": horizon})
             if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
                 expected.aside[ident] = "future_timestamp"
             elif horizon is not None and t < horizon:
@@ -90,7 +101,10 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
                 else:
                     if held is not None:
                         expected.superseded[(thing, quantity, t, held[4], held[3])] += 1
+                        late(held[3], held[4], "superseded")
                     segment[same] = (thing, quantity, t, value, row_id)
+            if ident in expected.aside:
+                late(value, row_id, expected.aside[ident])
             if expected.aside.get(ident) != "future_timestamp":
                 clock = t if clock is None else max(clock, t)
                 horizon = clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
@@ -137,6 +151,7 @@ def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon:
             if horizon is None or closes <= horizon:
                 thing, quantity = members[0][0], members[0][1]
                 expected.windows[(thing, quantity, spec.label, start)] = {
+                    "window_kind": spec.kind, "window_size_ms": spec.size_ms, "window_slide_ms": spec.slide_ms,
                     "window_start_ms": start, "window_end_ms": end, **statistics_of([r[3] for r in members]),
                     "closed_at_ms": closed_at(reached, closes)}
                 latest = closes if latest is None else max(latest, closes)
