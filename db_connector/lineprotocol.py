@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
+
 NS_PER_MS = 1_000_000
 
 
@@ -32,6 +34,37 @@ def tag_value(value: str) -> str:
     if "\n" in value or "\r" in value or value.endswith("\\"):
         raise PointError("invalid_tag", f"tag value {value[:100]!r} has a newline or ends with a backslash")
     return value.translate(_TAG_ESCAPES)
+
+
+@lru_cache(maxsize=65536)
+def thing_tag(value: str) -> str:
+    """A Thing as an escaped tag value. The connector reads records anyone with access to the
+    topics could have written: a name the bridge would have refused (streamkit.identifiers) is
+    refused here too (a dead letter with the bridge's reason), never made a tag or series."""
+    problem = thing_problem(value)
+    if problem is not None:
+        raise PointError(BAD_THING, problem)
+    return tag_value(value)
+
+
+@lru_cache(maxsize=65536)
+def quantity_tag(value: str) -> str:
+    """A quantity name as an escaped tag value, refused like :func:`thing_tag`."""
+    problem = quantity_problem(value)
+    if problem is not None:
+        raise PointError(BAD_QUANTITY_NAME, problem)
+    return tag_value(value)
+
+
+@lru_cache(maxsize=65536)
+def pair_tag(left: str, right: str) -> str:
+    """A joined pair's tag value ``<left>:<right>``, both quantity names refused like
+    :func:`quantity_tag`."""
+    for name in (left, right):
+        problem = quantity_problem(name)
+        if problem is not None:
+            raise PointError(BAD_QUANTITY_NAME, problem)
+    return tag_value(f"{left}:{right}")
 
 
 def string_field(value: str) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 import fastavro
 from confluent_kafka import Message
 
-from db_connector.lineprotocol import NS_PER_MS, PointError, float_field, line, string_field, tag_value
+from db_connector.lineprotocol import (NS_PER_MS, PointError, float_field, line, pair_tag, quantity_tag, string_field,
+                                       tag_value, thing_tag)
 from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
@@ -63,7 +64,7 @@ def raw_converter() -> Converter:
             prefix = prefixes.get(head)
             if prefix is None:
                 record = slow(value)  # once per (thing, quantity): full validation, real strings
-                prefix = f"raw,quantity={tag_value(record['quantity'])},thing={tag_value(record['thing'])} value="
+                prefix = f"raw,quantity={quantity_tag(record['quantity'])},thing={thing_tag(record['thing'])} value="
                 if len(prefixes) >= RAW_PREFIX_CACHE:
                     prefixes.clear()
                 prefixes[head] = prefix
@@ -97,9 +98,9 @@ def joined_converter() -> Converter:
         r = decode(message.value())
         time_ns, gap_tag = joined_time_and_tags(r["left_time_ms"], r["right_time_ms"])
         # tag keys in sorted order: long_gap_ms < pair < result_name < thing
-        pair = tag_value(f"{r['left_quantity']}:{r['right_quantity']}")
+        pair = pair_tag(r["left_quantity"], r["right_quantity"])
         tags = f"{gap_tag[1:]},pair={pair}" if gap_tag else f"pair={pair}"
-        tags += f",result_name={tag_value(r['result_name'])},thing={tag_value(r['thing'])}"
+        tags += f",result_name={tag_value(r['result_name'])},thing={thing_tag(r['thing'])}"
         fields = (f"result={float_field('result', r['result'])},"
                   f"left_value={float_field('left_value', r['left_value'])},"
                   f"right_value={float_field('right_value', r['right_value'])},"
@@ -146,7 +147,7 @@ def aggregate_converter() -> Converter:
             fields += f",duration_ms={r['window_end_ms'] - r['window_start_ms']}i"
         if r["closed_at_ms"] is not None:
             fields += f",closed_at_ms={r['closed_at_ms']}i"
-        return line("aggregate", f"quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])},window={window}",
+        return line("aggregate", f"quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])},window={window}",
                     fields, r["window_start_ms"] * NS_PER_MS)
 
     return convert
@@ -187,8 +188,8 @@ def late_converter() -> Converter:
 
     def convert(message: Message) -> str:
         r = decode(message.value())
-        tags = (f"quantity={tag_value(r['quantity'])},reason={tag_value(r['reason'])},"
-                f"stage={tag_value(r['stage'])},thing={tag_value(r['thing'])}")
+        tags = (f"quantity={quantity_tag(r['quantity'])},reason={tag_value(r['reason'])},"
+                f"stage={tag_value(r['stage'])},thing={thing_tag(r['thing'])}")
         fields = f"count=1i,value={float_field('value', r['value'])}"
         if r["watermark_ms"] is not None:
             fields += f",watermark_ms={r['watermark_ms']}i"

@@ -2,8 +2,8 @@
 and anything else that reads machine snapshots.
 
 A row is a JSON object (Python-dict style with single quotes is accepted too) with ``Thing``
-(non-empty string), ``Timestamp`` and optionally ``id``; every other key is a quantity whose
-value must be a finite number. Anything else is rejected with a reason instead of raising, so
+(a name, streamkit.identifiers), ``Timestamp`` and optionally ``id`` (any UTF-8 text); every
+other key is a quantity, named by the same rule, whose value must be a finite number. Anything else is rejected with a reason instead of raising, so
 callers can count, dead-letter and carry on.
 
 Timestamp rule (one rule, documented in the README): an integer or float, or a string of
@@ -21,6 +21,8 @@ import warnings
 from decimal import Decimal
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
 
 META_FIELDS = ("Thing", "Timestamp", "id")
 
@@ -136,10 +138,12 @@ def _check_text(field: str, text: str) -> None:
 
 
 def validate(obj: dict) -> Row:
-    thing = obj.get("Thing")
-    if not isinstance(thing, str) or not thing.strip():
-        raise RowError("missing_thing", "Thing is missing or not a non-empty string")
-    _check_text("Thing", thing)
+    if "Thing" not in obj:
+        raise RowError("missing_thing", "Thing is missing")
+    thing = obj["Thing"]
+    problem = thing_problem(thing)
+    if problem is not None:
+        raise RowError(BAD_THING, problem)
     if "Timestamp" not in obj:
         raise RowError("missing_timestamp", "Timestamp is missing")
     timestamp_ms = timestamp_to_ms(obj["Timestamp"])
@@ -151,10 +155,9 @@ def validate(obj: dict) -> Row:
     for name, value in obj.items():
         if name in META_FIELDS:
             continue
-        # not printable also covers lone surrogates, which UTF-8 cannot encode
-        if not isinstance(name, str) or "|" in name or not name.isprintable() or not name:
-            raise RowError("bad_quantity_name",
-                           f"quantity name {repr(name)[:40]} is not a string, empty, not printable or has '|'")
+        problem = quantity_problem(name)  # not printable also covers lone surrogates (not UTF-8)
+        if problem is not None:
+            raise RowError(BAD_QUANTITY_NAME, problem)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RowError("bad_quantity", f"quantity {name[:40]!r} is not a number: {repr(value)[:40]}")
         try:

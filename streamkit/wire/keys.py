@@ -6,6 +6,10 @@ deterministic, so a redelivered or replayed row produces byte-identical records 
 under compaction and can be recognised downstream. Key of an aggregate:
 ``<thing>|<quantity>|<window label>|<window start ms>``.
 
+Things and quantities are names by the one rule of streamkit.identifiers (no ``|``, no MQTT
+wildcard or level in a Thing, ...), checked where names come in (the bridge's row parser):
+the writers here trust that and stay cheap; the readers and the MQTT topic check it.
+
 Partition: from the thing alone (crc32), so each (thing, quantity) stream stays in one
 partition, in order, in every topic; the default partitioner would hash the whole key and
 scatter a thing's records over all partitions. The Spark jobs compute the same partition as a
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 import zlib
 from typing import TYPE_CHECKING, NamedTuple
+
+from streamkit.identifiers import quantity_problem, thing_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -34,10 +40,16 @@ def record_key(thing: str, quantity: str, event_time_ms: int) -> bytes:
 
 
 def parse_record_key(key: bytes) -> RecordKey:
-    """Inverse of :func:`record_key`. Split from the right, so a thing containing ``|`` still
-    parses (quantities and times never contain it). ValueError if it is not such a key."""
-    thing, quantity, time_text = key.decode().rsplit(SEPARATOR, 2)
-    return RecordKey(thing, quantity, int(time_text))
+    """Inverse of :func:`record_key`. ValueError if it is not such a key, names included: a
+    valid name holds no ``|``, so a key has exactly three parts."""
+    thing, quantity, time_text = key.decode().split(SEPARATOR)
+    problem = thing_problem(thing) or quantity_problem(quantity)
+    if problem is not None:
+        raise ValueError(f"not a record key: {problem}")
+    event_time_ms = int(time_text)
+    if str(event_time_ms) != time_text:  # "+1", " 1", "1_0", "０" are no key's time
+        raise ValueError(f"not a record key: time {time_text[:40]!r} is not as record_key writes it")
+    return RecordKey(thing, quantity, event_time_ms)
 
 
 def aggregate_key(thing: str, quantity: str, window_label: str, window_start_ms: int) -> bytes:
@@ -55,7 +67,12 @@ def machine_topic(prefix: str, thing: str, shards: int = 1) -> str:
     """The MQTT topic ``thing`` publishes to: ``<prefix>/<thing>``, or with ``shards`` bridges
     ``<prefix>/<shard>/<thing>``, the shard from the thing alone as its partition is, so that
     each Thing has exactly one bridge (the one subscribed to ``<prefix>/<shard>/#``) and, with
-    the raw partition count a multiple of the shards, each bridge writes only its partitions."""
+    the raw partition count a multiple of the shards, each bridge writes only its partitions.
+    ValueError for a Thing that is not a valid name: it could be several topic levels, or a
+    wildcard (the publisher computes a Thing's topic once)."""
+    problem = thing_problem(thing)
+    if problem is not None:
+        raise ValueError(problem)
     return f"{prefix}/{thing_partition(thing, shards)}/{thing}" if shards > 1 else f"{prefix}/{thing}"
 
 

@@ -82,7 +82,20 @@ def add_bad_records(feed: Feed) -> None:
     feed.add("raw", b"nan", encoder.encode_row("T-nan", "r1", 1_600_000_000_000, {"speed": math.nan})[0][1])
     feed.add("raw", b"empty-thing", encoder.encode_row("", "r2", 1_600_000_000_000, {"speed": 1.0})[0][1])
     feed.add("raw", b"conflict", encoder.encode_row("T-conflict", "r3", CONFLICT_MS + 1000, {"speed": 2.5})[0][1])
-    feed.bad = {"undecodable": 1, "non_finite_value": 1, "empty_tag": 1, "influx_rejected": 1}
+    # names the bridge refuses, written by someone else: never a tag, a dead letter with the bridge's reason
+    feed.add("raw", b"slash-thing", encoder.encode_row("M1/+", "r4", 1_600_000_000_000, {"speed": 1.0})[0][1])
+    base = 1_700_000_000_000
+    feed.add("aggregates", b"pipe-quantity", FlatRecordEncoder("aggregate").encode(
+        ("T1", "a|b", "tumbling", 10_000, 10_000, base, base + 10_000, 3, 1.0, 0.5, 1.5, None, None)))
+    feed.add("late", b"control-thing", FlatRecordEncoder("late").encode(
+        ("T\x00", "a", base, 1.0, "row-1", "behind_watermark", "join", None)))
+    feed.add("joined", b"backslash-quantity", FlatRecordEncoder("joined").encode(
+        ("id", "T1", "a\\", "b", base, base, 2.0, 3.0, "mechanical_power", 6.0, base)))
+    feed.bad = {"undecodable": 1, "non_finite_value": 1, "bad_thing": 3, "bad_quantity_name": 2, "influx_rejected": 1}
+    # a name the rule allows with everything the line protocol escapes: read back unchanged
+    thing, quantity = 'Fräse 3,a=b "x"', "power/kW"
+    feed.add("raw", b"tricky-names", encoder.encode_row(thing, "r5", 1_600_000_000_000, {quantity: 4.5})[0][1])
+    feed.raw_points[(thing, quantity, 1_600_000_000_000 * NS_PER_MS)] = 4.5
 
 
 def add_derived_records(feed: Feed, thing: str) -> None:

@@ -9,21 +9,24 @@ tests.fuzz`` (atheris), and replayed over the corpus and every saved crash by
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
 import fastavro
 
-from db_connector.lineprotocol import NS_PER_MS, PointError, string_field, tag_value
+from db_connector.lineprotocol import NS_PER_MS, PointError, quantity_tag, string_field, tag_value, thing_tag
 from db_connector.points import KINDS, raw_converter
 from mqtt_bridge.records import RowSplitter
 from simulator.source import SourceStats, read_rows
-from streamkit.wire import AvroCodec, parsed_schema
+from streamkit.wire import AvroCodec, aggregate_key, machine_topic, parse_record_key, parsed_schema, record_key
 from streamkit.durations import parse_duration_ms
-from streamkit.events import RowError, check_event_time, parse_row
+from streamkit.events import Row, RowError, check_event_time, parse_row
+from streamkit.identifiers import MAX_CHARS, is_quantity, is_thing
 
 
 class FakeMessage:
@@ -69,6 +72,7 @@ def rows(data: bytes) -> None:
         check_event_time(row.timestamp_ms, 1_790_000_000_000, 3_600_000)
     except RowError:
         return
+    names_hold(row)
     records = _SPLITTER.split(row)
     assert len(records) == len(row.quantities)
     for record in records:
@@ -107,7 +111,7 @@ def raw_avro(data: bytes) -> None:
     try:
         if not math.isfinite(r["value"]):
             raise PointError("non_finite_value", "")
-        want: str | None = (f"raw,quantity={tag_value(r['quantity'])},thing={tag_value(r['thing'])} "
+        want: str | None = (f"raw,quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])} "
                             f"value={r['value']!r} {r['event_time_ms'] * NS_PER_MS}")
     except PointError:
         want = None
@@ -176,6 +180,103 @@ def source_file(data: bytes) -> None:
         os.unlink(name)
 
 
+# --------------------------------------------------------------------------- names
+# Thing and quantity names (streamkit.identifiers), checked against a reference written from the
+# rule's text: whatever the row parser accepts is a name that every key, tag and topic made of it
+# gives back unchanged; whatever the rule refuses, no key reader, topic builder or tag accepts.
+
+_THING_FORBIDDEN = "|\\/+#"
+_QUANTITY_FORBIDDEN = "|\\"
+
+
+def reference_name(name: str, forbidden: str) -> bool:
+    """The rule as docs/architecture.md states it, written without the implementation's shortcuts."""
+    return (0 < len(name) <= MAX_CHARS and name[0] != " " and name[-1] != " "
+            and all(c == " " or unicodedata.category(c)[0] not in "CZ" for c in name)
+            and not any(c in forbidden for c in name))
+
+
+def unescape_tag(escaped: str) -> str:
+    """A tag value as InfluxDB reads it back; an unescaped ``,``, ``=`` or space would end it."""
+    out, i = [], 0
+    while i < len(escaped):
+        if escaped[i] == "\\" and escaped[i + 1:i + 2] in (",", "=", " "):
+            out.append(escaped[i + 1])
+            i += 2
+            continue
+        assert escaped[i] not in ", =", escaped
+        out.append(escaped[i])
+        i += 1
+    return "".join(out)
+
+
+def names_hold(row: Row) -> None:
+    """A row the parser accepted: its names are valid by the reference, and its keys, tags and
+    topic give them back."""
+    assert reference_name(row.thing, _THING_FORBIDDEN), row.thing
+    topic = machine_topic("machines", row.thing)
+    assert topic.split("/") == ["machines", row.thing] and not any(c in row.thing for c in "+#")
+    assert unescape_tag(thing_tag(row.thing)) == row.thing
+    for quantity in row.quantities:
+        assert reference_name(quantity, _QUANTITY_FORBIDDEN), quantity
+        assert parse_record_key(record_key(row.thing, quantity, row.timestamp_ms)) == (
+            row.thing, quantity, row.timestamp_ms)
+        assert aggregate_key(row.thing, quantity, "tumbling-10000", 0).decode().split("|") == [
+            row.thing, quantity, "tumbling-10000", "0"]
+        assert unescape_tag(quantity_tag(quantity)) == quantity
+
+
+def _text(data: bytes) -> str:
+    """Arbitrary bytes as a str that may hold lone surrogates (as JSON escapes can)."""
+    return data.decode("utf-8", "surrogatepass") if _decodes(data) else data.decode("utf-8", "replace")
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def names(data: bytes) -> None:
+    """Arbitrary names (the first byte cuts the rest into a Thing and a quantity name): the rule
+    agrees with its reference; a row made of them is a RowError with the name's reason or a row
+    whose names hold; a refused name is refused by every key reader, topic builder and tag."""
+    if not data:
+        return
+    body = data[1:]
+    cut = data[0] % (len(body) + 1)
+    thing, quantity = _text(body[:cut]), _text(body[cut:])
+    for name, valid, forbidden in ((thing, is_thing(thing), _THING_FORBIDDEN),
+                                   (quantity, is_quantity(quantity), _QUANTITY_FORBIDDEN)):
+        assert valid == reference_name(name, forbidden), name
+    if not is_thing(thing):
+        _refused(lambda: machine_topic("machines", thing), ValueError)
+        _refused(lambda: thing_tag(thing), PointError)
+        _refused(lambda: parse_record_key(f"{thing}|q|1".encode("utf-8", "surrogatepass")), ValueError)
+    if not is_quantity(quantity):
+        _refused(lambda: quantity_tag(quantity), PointError)
+        _refused(lambda: parse_record_key(f"T|{quantity}|1".encode("utf-8", "surrogatepass")), ValueError)
+    payload = json.dumps({"Thing": thing, "Timestamp": 1_554_000_000_000, quantity: 1.5}, ensure_ascii=data[0] % 2 == 0)
+    try:
+        row = parse_row(payload.encode("utf-8", "surrogatepass"))
+    except RowError as exc:
+        expected = "bad_thing" if not is_thing(thing) else "bad_quantity_name" if not is_quantity(quantity) else None
+        assert expected is None or exc.reason in (expected, "not_utf8"), (exc.reason, thing, quantity)
+        assert expected is not None or quantity in ("Thing", "Timestamp", "id"), (exc.reason, thing, quantity)
+        return
+    names_hold(row)
+
+
+def _refused(call: Callable[[], object], error: type[Exception]) -> None:
+    try:
+        call()
+    except error:
+        return
+    raise AssertionError("a refused name was accepted")
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "rows": rows, "raw_avro": raw_avro, "output_avro": output_avro, "line_protocol": line_protocol,
-    "durations": durations, "source_file": source_file}
+    "durations": durations, "source_file": source_file, "names": names}

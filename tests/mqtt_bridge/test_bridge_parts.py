@@ -4,6 +4,8 @@ from __future__ import annotations
 import itertools
 import random
 
+import pytest
+
 from hypothesis import given, settings, strategies as st
 from confluent_kafka import KafkaError, KafkaException
 from paho.mqtt.client import MQTTMessage
@@ -14,7 +16,7 @@ from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.bridge import Bridge
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import RowSplitter
-from streamkit.events import Row, parse_row
+from streamkit.events import Row, RowError, parse_row
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import AvroCodec, record_key, thing_partition
 from tests.mqtt_bridge.test_records import SAMPLE
@@ -66,7 +68,8 @@ def test_rows_split_into_deterministic_records_in_the_things_partition() -> None
     assert decoded[1] == {"thing": "R0815", "quantity": "vaTorque_C11", "event_time_ms": 1_554_096_380_468,
                           "value": -4.25, "row_id": "id-1"}
     assert splitter.split(row) == records  # a redelivered row gives byte-identical records
-    assert record_key("a|b", "q", 1).rsplit(b"|", 2) == [b"a|b", b"q", b"1"]
+    with pytest.raises(RowError):  # a Thing holding the key separator never reaches a key
+        parse_row(b'{"Thing": "a|b", "Timestamp": 1554096380468, "q": 1}')
 
 
 class _RecordingProducer:

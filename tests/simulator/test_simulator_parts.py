@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from simulator.generate import generate
+from streamkit.identifiers import is_quantity, is_thing
 from simulator.pacing import Pacer
 from simulator.source import SourceStats, read_rows, sorted_rows
 
@@ -56,6 +57,8 @@ def test_generator_is_deterministic_and_physical() -> None:
     first = list(generate(3000, 4, seed=7))
     assert first == list(generate(3000, 4, seed=7)) and first != list(generate(3000, 4, seed=8))
     assert len({row["Thing"] for row in first}) == 4
+    assert all(is_thing(row["Thing"]) and all(map(is_quantity, row.keys() - {"Thing", "Timestamp", "id"}))
+               for row in first)  # names the bridge takes (streamkit.identifiers)
     times = [row["Timestamp"] for row in first]
     assert times == sorted(times)
     both = [row for row in first if {"actSpeed_C11", "vaTorque_C11", "vaPower_C11"} <= row.keys()]

@@ -35,8 +35,8 @@ def test_a_good_row_and_python_dict_style() -> None:
     (b'{"Thing": "R0815", "Timest', "not_json"),
     (b"[1, 2, 3]", "not_object"),
     (b'{"Timestamp": 1, "a": 1}', "missing_thing"),
-    (b'{"Thing": "", "Timestamp": 1, "a": 1}', "missing_thing"),
-    (b'{"Thing": 5, "Timestamp": 1, "a": 1}', "missing_thing"),
+    (b'{"Thing": "", "Timestamp": 1, "a": 1}', "bad_thing"),
+    (b'{"Thing": 5, "Timestamp": 1, "a": 1}', "bad_thing"),
     (b'{"Thing": "T", "a": 1}', "missing_timestamp"),
     (b'{"Thing": "T", "Timestamp": "yesterday", "a": 1}', "bad_timestamp"),
     (b'{"Thing": "T", "Timestamp": true, "a": 1}', "bad_timestamp"),
@@ -59,7 +59,7 @@ def test_a_good_row_and_python_dict_style() -> None:
     (b"{'Thing': 'T', 'Timestamp': 1, 1: 2}", "bad_quantity_name"),
     (b"{'Thing': 'T', 'Timestamp': 1, (1, 2): 2}", "bad_quantity_name"),
     (b"{'Thing': 'T', 'Timestamp': 1, b'a': 2}", "bad_quantity_name"),
-    (b'{"Thing": "T\\ud800", "Timestamp": 1, "a": 1}', "not_utf8"),
+    (b'{"Thing": "T\\ud800", "Timestamp": 1, "a": 1}', "bad_thing"),
     (b'{"Thing": "T", "Timestamp": 1, "id": "\\udfff", "a": 1}', "not_utf8"),
 ])
 def test_bad_rows_are_rejected_with_a_reason(payload: bytes, reason: str) -> None:
