@@ -82,16 +82,24 @@ def decode(line: bytes | str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+def is_name(name: object, thing: bool) -> bool:
+    """The naming rule (docs/architecture.md, "Names"): 1-128 printable characters, no space at
+    either end, no ``|`` or ``\\``; a Thing also no ``/``, ``+`` or ``#``."""
+    forbidden = set("|\\/+#" if thing else "|\\")
+    return (type(name) is str and 0 < len(name) <= 128 and name.isprintable() and name == name.strip(" ")
+            and not forbidden & set(name))
+
+
 def spec_row(obj: dict) -> SpecRow | None:
     """The row an object makes, or None if the rules refuse it."""
     thing, time_ms = obj.get("Thing"), to_ms(obj.get("Timestamp"))
-    if not isinstance(thing, str) or not thing.strip() or time_ms is None:
+    if not is_name(thing, thing=True) or time_ms is None:
         return None
     quantities = []
     for name, value in obj.items():
         if name in META:
             continue
-        if not isinstance(name, str) or not name or "|" in name or not name.isprintable():
+        if not is_name(name, thing=False):
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
             return None
