@@ -1,9 +1,13 @@
-"""python -m simulator: replay an events.json file over MQTT.
+"""python -m simulator: replay an events file over MQTT.
 
-Each valid row is published as JSON to <prefix>/<Thing> with QoS 1 (with --shards N, for N
-sharded bridges: <prefix>/<crc32(Thing) mod N>/<Thing>). Bad lines (not JSON, no
-Thing/Timestamp, non-numeric, NaN or infinite quantities) are counted, reported with their
-reasons at the end, and never stop the replay.
+The file: JSON lines or one JSON array (also pretty-printed), UTF-8 with or without a
+byte-order mark, LF or CRLF line ends, plain or gzip. Each valid row is published as JSON to
+<prefix>/<Thing> with QoS 1 (with --shards N, for N sharded bridges:
+<prefix>/<crc32(Thing) mod N>/<Thing>). Bad rows (not JSON, no Thing/Timestamp, non-numeric,
+NaN or infinite quantities) are counted, reported with their line and reason at the end, and
+never stop the replay. A file that cannot be replayed at all (missing, unreadable, not UTF-8,
+neither JSON lines nor a JSON array, empty, no valid row) is refused before connecting: one
+line on stderr, exit code 2.
 """
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import CounterMetricFamily
@@ -20,7 +23,8 @@ from tqdm import tqdm
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
 from simulator.config import SimulatorSettings
-from simulator.source import SourceStats, read_rows, sorted_rows
+from simulator.events_file import EventsFileError
+from simulator.source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
 from streamkit.health import beat
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -45,11 +49,6 @@ class Progress:
         return [published, acked]
 
 
-def count_lines(path: Path) -> int:
-    with path.open("rb") as handle:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
-
-
 def shifted(payload: bytes, timestamp_ms: int) -> bytes:
     """A row with another event time (loops after the first, live mode), written in
     milliseconds whatever unit the file used."""
@@ -58,17 +57,39 @@ def shifted(payload: bytes, timestamp_ms: int) -> bytes:
     return json.dumps(obj).encode()
 
 
+def refusal(exc: EventsFileError) -> str:
+    """The one line a refused file gets on stderr (the demo's test and the docs quote it)."""
+    return f"python -m simulator: cannot replay {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_service("simulator", SimulatorSettings, __doc__, argv, replay, check=SimulatorSettings.check)
+    """Exit 2 for a usage error or a refused file, 1 if not every row was acknowledged."""
+    checked: list[EventsCheck] = []
+
+    def check(settings: SimulatorSettings) -> None:
+        settings.check()
+        checked.append(check_events(settings.input_path))  # before logging, /metrics and MQTT
+
+    try:
+        return run_service("simulator", SimulatorSettings, __doc__, argv,
+                           lambda settings, shutdown: replay(settings, shutdown, checked[0]), check=check)
+    except EventsFileError as exc:  # also one that changed under the replay
+        print(refusal(exc), file=sys.stderr, flush=True)
+        return 2
 
 
-def replay(settings: SimulatorSettings, shutdown: ShutdownFlag) -> int:
+def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCheck) -> int:
     """The replay itself, once start-up (logs, SIGTERM, /metrics) is done; 1 if not all acked."""
     log = logging.getLogger("simulator")
     path = settings.input_path
-    publisher = MqttPublisher(settings, settings.connections, settings.max_inflight, shards=settings.shards)
+    try:
+        publisher = MqttPublisher(settings, settings.connections, settings.max_inflight, shards=settings.shards)
+    except OSError as exc:  # refused, unreachable, no such host: one line, no traceback
+        print(f"python -m simulator: cannot connect to MQTT at {settings.mqtt_host}:{settings.mqtt_port}: {exc}",
+              file=sys.stderr, flush=True)
+        return 1
     pacer = Pacer(rows_per_s=settings.rate, speed_factor=settings.speed)
-    total_lines = count_lines(path)
+    total_lines = events.rows_in_file
     stats = SourceStats()
     progress = Progress(publisher)
     REGISTRY.register(progress)
@@ -123,8 +144,9 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag) -> int:
     elapsed = time.perf_counter() - started
     summary = {"rows_published": published, "rows_acked": publisher.acked, "loops": loop,
                "seconds": round(elapsed, 3), "rows_per_s": round(published / elapsed) if elapsed else 0,
-               "rows_rejected": sum(stats.rejected.values()), "rejected_by_reason": dict(stats.rejected),
-               "rejected_examples": stats.examples, "stopped_early": shutdown.requested}
+               "rows_rejected": stats.rejected_total, "rejected_by_reason": dict(stats.rejected),
+               "rejected_examples": stats.examples, "rejected_rows": stats.listed,
+               "stopped_early": shutdown.requested}
     print(json.dumps(summary, indent=2), flush=True)
     shutdown.wait(settings.linger_s)
     return 0 if all_acked else 1

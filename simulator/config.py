@@ -21,7 +21,7 @@ class SimulatorSettings(MqttSettings):
                           "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X (1: <prefix>/X)")
     max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
     linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")
-    input: str = setting("", "SIMULATOR_INPUT", "events.json (JSON lines) to replay; required")
+    input: str = setting("", "SIMULATOR_INPUT", "events file to replay (JSON lines or a JSON array; UTF-8; gzip too); required")
     rate: float = setting(0.0, "SIMULATOR_RATE", "fixed rows per second (0: as fast as possible; excludes --speed)")
     speed: float = setting(0.0, "SIMULATOR_SPEED", "replay event time N times faster than real time (0: off; "
                            "excludes --rate)")
@@ -45,8 +45,6 @@ class SimulatorSettings(MqttSettings):
         """What one field alone cannot say: raises ValueError (a usage error at start-up)."""
         if not self.input:
             raise ValueError("--input (SIMULATOR_INPUT) is required")
-        if not self.input_path.is_file():
-            raise ValueError(f"--input {self.input} is not a file")
         if self.rate and self.speed:
             raise ValueError("--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): choose one pace")
         if self.shards < 1:

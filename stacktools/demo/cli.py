@@ -6,7 +6,11 @@ topics and an InfluxDB database of its own (names printed), so runs never mix. W
 a status line every few seconds. When every stage has drained: a summary (rows, records,
 joins, windows, late, dead letters, peak rate per stage, latency p50/p99) on stdout and in
 <out>/summary.json, and PNG plots in <out>/. Without --keep-running everything the demo started
-is stopped at the end.
+is stopped at the end (and on any failure); servers that ran before are left running.
+
+The events file is checked before anything starts: one that cannot be replayed (missing,
+unreadable, not UTF-8, neither JSON lines nor a JSON array, empty, no valid row) is refused
+with one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from simulator.events_file import EventsFileError
 from simulator.generate import DEFAULT_ROWS, generate
+from simulator.source import EventsCheck, check_events
 from streamkit.config import Settings
 from stacktools.demo import plots
-from stacktools.demo.report import render, summary
+from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
 from streamkit.logs import setup_logging
 from stacktools.pipeline import Pipeline
@@ -51,15 +57,12 @@ def events_file(args: argparse.Namespace) -> Path:
     return path
 
 
-def count_rows(path: Path) -> int:
-    with path.open("rb") as handle:
-        return sum(1 for line in handle if line.strip())
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stacktools.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=Path, help="events.json to replay (default: generate one)")
+    parser.add_argument("--events", type=Path,
+                        help="events file to replay: JSON lines or a JSON array, UTF-8 (a byte-order mark and CRLF "
+                             "are fine), plain or gzip; checked before anything starts (default: generate one)")
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="rows to generate without --events")
     parser.add_argument("--things", type=int, default=100, help="machines in the generated file")
     parser.add_argument("--rate", type=float, default=0.0, help="rows/s to replay at (default: as fast as possible)")
@@ -81,10 +84,19 @@ def main(argv: list[str] | None = None) -> int:
                              "as two jobs")
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging("WARNING", service="demo")
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:  # the user's file, before anything starts (a generated one is checked once written)
+        checked = check_events(args.events) if args.events else None
+    except EventsFileError as exc:
+        print(f"[demo] cannot replay {exc}", file=sys.stderr, flush=True)
+        return 2
     server_logs = f"server logs: {settings.run_dir.resolve() / 'logs'} (or `.venv/bin/python -m stacktools.stack logs`)"
     try:
-        return run(settings, args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        events = events_file(args)
+        return run(settings, args, events, checked or check_events(events))
+    except EventsFileError as exc:
+        print(f"[demo] cannot replay {exc}", file=sys.stderr, flush=True)
+        return 2
     except StackError as exc:
         print(f"\n[demo] the local stack did not start: {exc}\n[demo] {server_logs}", file=sys.stderr)
         return 2
@@ -92,37 +104,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
               f"folder printed above); {server_logs}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\n[demo] interrupted: what the demo started is stopped", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug of ours: still one line, and everything started is stopped (run's finally)
+        print(f"\n[demo] failed: {type(exc).__name__}: {exc}\n[demo] {server_logs}", file=sys.stderr)
+        return 1
 
 
-def run(settings: Settings, args: argparse.Namespace) -> int:
-    """Stack up, fresh topics and database, the services, the replay, the report."""
+def run(settings: Settings, args: argparse.Namespace, events: Path, checked: EventsCheck) -> int:
+    """Stack up, fresh topics and database, the services, the replay, the report. Whatever this
+    run started is stopped at the end, and on any failure even with --keep-running; servers that
+    ran before it are left running."""
     stack = Stack(settings, [*DEFAULT_GROUPS, *(["spark"] if args.spark_cluster else [])])
     not_running = stack.groups_not_running()
-    print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
-    settings = stack.up()  # a first run generates the passwords only now
-    spark_env = ({"SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}", "SPARK_SINK": "executors"}
-                 if args.spark_cluster else {})
-    events = events_file(args)
-    rows = count_rows(events)
-    wiring = Wiring.fresh(settings, "demo")
-    default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
-    work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
-    pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env,
-                        bridges=args.bridges)
-    print(f"replaying {events} ({rows:,} rows) through topics *.{wiring.query_suffix[1:]}, "
-          f"InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
-    started = time.monotonic()
+    pipeline: Pipeline | None = None
+    succeeded = False
     try:
+        print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
+        settings = stack.up()  # a first run generates the passwords only now
+        spark_env = ({"SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}", "SPARK_SINK": "executors"}
+                     if args.spark_cluster else {})
+        wiring = Wiring.fresh(settings, "demo")
+        default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
+        work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
+        pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env,
+                            bridges=args.bridges)
+        print(f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) through topics "
+              f"*.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
+        started = time.monotonic()
         pipeline.start_stages()
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
         replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else []),
                        *([] if args.events else ["--order", "file"])]  # generated files are in event-time order
         replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
-        if not replay.drained:
+        if not replay.drained and replay.simulator_exit in (None, 0) and replay.simulator.get("rows_published"):
             print(f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far", flush=True)
         elapsed = time.monotonic() - started
-        result = summary(settings, wiring.database, replay.samples, replay.metrics, rows, elapsed, args.live)
+        result = summary(settings, wiring.database, replay.samples, replay.metrics, checked.rows_in_file, elapsed,
+                         args.live)
+        result["rejected"] = rejected(replay.simulator)
+        result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
@@ -131,11 +154,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                    plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
                    plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png")]
         print("plots: " + ", ".join(str(p) for p in written if p))
+        succeeded = replay.simulator_exit in (None, 0)
     finally:
-        if not args.keep_running:
-            pipeline.stop()
-            if not_running:  # stop only what the demo started
-                Stack(settings, not_running).down()
+        if not (succeeded and args.keep_running):
+            stop_started(settings, pipeline, not_running)
+    if not succeeded:
+        print(f"[demo] the simulator exited with code {replay.simulator_exit}: see {pipeline.log('simulator')}",
+              file=sys.stderr)
+        return 1
     if args.keep_running:
         for name, service in pipeline.services.items():  # `stack down` stops them, `stack status` shows them
             if service.alive() and service.process is not None:
@@ -145,3 +171,22 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
               "`.venv/bin/python -m stacktools.stack status` lists the servers and the services; "
               "`.venv/bin/python -m stacktools.stack down` stops both, the services first.")
     return 0
+
+
+def stop_started(settings: Settings, pipeline: Pipeline | None, not_running: list[str]) -> None:
+    """Stop the services (the simulator first), then the servers this run started, each step on
+    its own: one that fails must not leave the rest running."""
+    if pipeline is not None:
+        try:
+            pipeline.stop()
+        except Exception as exc:  # e.g. a stage that ignores SIGTERM past the timeout
+            print(f"[demo] stopping the services: {type(exc).__name__}: {exc}; killing them", file=sys.stderr)
+            for service in pipeline.services.values():
+                if service.alive():
+                    service.kill9()
+    if not_running:  # stop only what the demo started
+        try:
+            Stack(settings, not_running).down()
+        except Exception as exc:
+            print(f"[demo] could not stop the servers it started ({', '.join(not_running)}): {exc}; "
+                  "`.venv/bin/python -m stacktools.stack down` stops them", file=sys.stderr)

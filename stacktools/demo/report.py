@@ -50,6 +50,26 @@ def summary(settings: Settings, database: str, samples: Samples, metrics: dict[s
     }
 
 
+def rejected(simulator: dict) -> dict:
+    """The rows the simulator rejected, from its summary: the exact count, by reason, and the
+    first of them (the simulator lists at most simulator.source.LISTED_REJECTIONS) with their lines."""
+    rows = simulator.get("rejected_rows", [])
+    return {"count": int(simulator.get("rows_rejected", 0)), "by_reason": simulator.get("rejected_by_reason", {}),
+            "rows": [{"line": r.get("line"), "reason": r.get("reason"), "detail": r.get("detail")} for r in rows]}
+
+
+def rejected_line(result: dict) -> str | None:
+    """The summary's line on rejected rows; None when there are none."""
+    info = result.get("rejected", {})
+    if not info.get("count"):
+        return None
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in info.get("by_reason", {}).items())
+    lines = ", ".join(str(r["line"]) for r in info.get("rows", [])[:5])
+    more = " ..." if info["count"] > min(5, len(info.get("rows", []))) else ""
+    word = "line" if len(info.get("rows", [])) == 1 else "lines"
+    return f"rows rejected         {info['count']:>12,}  ({reasons}; {word} {lines}{more}: see summary.json)"
+
+
 def render(result: dict) -> str:
     counts = result["influxdb_points"]
     lat = result["latency"]
@@ -60,6 +80,7 @@ def render(result: dict) -> str:
     lines = [
         f"rows in file          {result['rows_in_file']:>12,}",
         f"rows published        {result['rows_published']:>12,}",
+        *filter(None, [rejected_line(result)]),
         f"raw records (Kafka)   {result['raw_records']:>12,}",
         f"raw points (InfluxDB) {counts['raw']:>12,}",
         f"joined pairs          {counts['joined']:>12,}",

@@ -2,12 +2,13 @@
 demo and the end-to-end benchmark."""
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from stacktools.demo.sampler import Sampler, Samples
+from stacktools.demo.simulator_run import SimulatorRun
 from stacktools.scrape import metric_sum
 from stacktools.pipeline import Pipeline
 from stacktools.services import WINDOWED, spark_stages
@@ -22,20 +23,8 @@ class Replay:
     metrics: dict[str, dict[str, float]]
     elapsed_s: float
     drained: bool
-    simulator: dict  # the simulator's own summary: rows_published, seconds, rows_per_s, ...
-
-
-def simulator_summary(pipeline: Pipeline) -> dict:
-    """The summary the simulator prints when it ends (rows_published, seconds, rows_per_s, ...):
-    its /metrics is gone by then, and the last scrape may have missed the final rows."""
-    text = pipeline.logged_since_start("simulator")
-    start = text.rfind('{\n  "rows_published"')
-    if start < 0:
-        return {}
-    try:
-        return json.JSONDecoder().raw_decode(text[start:])[0]
-    except ValueError:
-        return {}
+    simulator: dict  # the simulator's own summary: rows_published, rows_rejected, rejected_rows, ...
+    simulator_exit: int | None  # its exit code; None if it still ran (the timeout)
 
 
 def drained(sampler: Sampler, state: dict, published: int) -> bool:
@@ -62,35 +51,49 @@ def drained(sampler: Sampler, state: dict, published: int) -> bool:
 
 def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str], timeout_s: float) -> Replay:
     """Start the simulator on `events` and sample every stage until all have drained (or the
-    timeout); a stage that dies is an error, not a wait."""
+    timeout); a stage that dies is an error, not a wait. A simulator that fails (exits non-zero,
+    or publishes nothing) ends the wait at once: there is nothing to drain."""
     sampler = Sampler(pipeline)
     sampler.sample(0.0)  # where every stage stands before the first row: rates start from here
     started = time.monotonic()
     # The simulator keeps /metrics up for two samples after it is done, so even a replay shorter
     # than the sampling interval shows in the samples when it happened, not at the very end.
-    simulator = pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1))
+    simulator = SimulatorRun(pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1)))
     sampler.start(started)
     state: dict = {}
-    done = False
-    replayed: dict | None = None  # the simulator's summary, final once it has ended: read once
-    deadline = Deadline(timeout_s)
     try:
-        while not deadline.expired():
-            for name in pipeline.stages:
-                if not pipeline.services[name].alive():
-                    raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
-            if replayed is None and not simulator.alive():
-                replayed = simulator_summary(pipeline)
-            if replayed is not None and drained(sampler, state, int(replayed.get("rows_published", 0))):
-                done = True
-                break
-            time.sleep(1)
+        done = watch(simulator, lambda: check_stages(pipeline),
+                     lambda: drained(sampler, state, simulator.published), Deadline(timeout_s))
     finally:
         sampler.stop()
     elapsed = time.monotonic() - started
     sampler.sample(elapsed)
-    if replayed is None:
-        replayed = simulator_summary(pipeline)
+    simulator.finished()
     published = sampler.samples.counters["simulator rows"]
-    published[-1] = max(published[-1], replayed.get("rows_published", 0))
-    return Replay(sampler.samples, sampler.metrics, elapsed, done, replayed)
+    published[-1] = max(published[-1], simulator.published)
+    return Replay(sampler.samples, sampler.metrics, elapsed, done, simulator.summary or {}, simulator.exit_code())
+
+
+def check_stages(pipeline: Pipeline) -> None:
+    for name in pipeline.stages:
+        if not pipeline.services[name].alive():
+            raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
+
+
+def watch(simulator: SimulatorRun, check_stages: Callable[[], None], drained: Callable[[], bool],
+          deadline: Deadline, tick_s: float = 1.0) -> bool:
+    """Until the pipeline has drained what the simulator published (True), the simulator failed
+    or the deadline passed (False). Says once how the simulator ended, when it does."""
+    said = False
+    while not deadline.expired():
+        check_stages()
+        if simulator.finished():
+            if not said:
+                print(f"[demo] {simulator.describe()}", flush=True)
+                said = True
+            if simulator.failed():
+                return False
+            if drained():
+                return True
+        simulator.wait(min(tick_s, deadline.remaining()))  # returns at once when the simulator exits
+    return False

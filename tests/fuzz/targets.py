@@ -8,6 +8,7 @@ tests.fuzz`` (atheris), and replayed over the corpus and every saved crash by
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import math
@@ -22,7 +23,8 @@ import fastavro
 from db_connector.lineprotocol import NS_PER_MS, PointError, quantity_tag, string_field, tag_value, thing_tag
 from db_connector.points import KINDS, raw_converter
 from mqtt_bridge.records import RowSplitter
-from simulator.source import SourceStats, read_rows
+from simulator.events_file import EventsFileError
+from simulator.source import EventsCheck, SourceStats, check_events, read_rows
 from streamkit.wire import AvroCodec, aggregate_key, machine_topic, parse_record_key, parsed_schema, record_key
 from streamkit.durations import parse_duration_ms
 from streamkit.events import Row, RowError, check_event_time, parse_row
@@ -165,15 +167,31 @@ def durations(data: bytes) -> None:
         assert isinstance(ms, int) and (ms >= 0 if allow_zero else ms > 0)
 
 
-def source_file(data: bytes) -> None:
-    """The simulator's file reader: every line a row or a counted rejection."""
+def _replay_file(content: bytes) -> None:
+    """The simulator's check and reader on one file: rows or counted rejections, or the one
+    refusal (EventsFileError), never another exception. The check refuses exactly the files the
+    reader finds no valid row in, and counts every row the reader sees."""
     fd, name = tempfile.mkstemp(prefix="fuzz-events-")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            handle.write(content)
+        path = Path(name)
+        try:
+            checked: EventsCheck | None = check_events(path)
+        except EventsFileError:
+            checked = None
         stats = SourceStats()
-        read = list(read_rows(Path(name), stats))
+        try:
+            read = list(read_rows(path, stats))
+        except EventsFileError:
+            assert checked is None, "the reader refused a file the check accepted"
+            return
         assert len(read) == stats.rows
+        if checked is None:
+            assert stats.rows == 0, "the check refused a file with valid rows"
+        else:
+            assert stats.rows > 0 and stats.rows + stats.rejected_total == checked.rows_in_file
+        assert all(entry["line"] >= 1 for entry in stats.listed)
         for row in read:
             parse_row(row.payload)  # what the simulator publishes must pass the bridge's parser
     finally:
@@ -277,6 +295,19 @@ def _refused(call: Callable[[], object], error: type[Exception]) -> None:
     raise AssertionError("a refused name was accepted")
 
 
+def source_file(data: bytes) -> None:
+    """The simulator's file reader on the bytes as they are (JSON lines, a JSON array, a BOM, any junk)."""
+    _replay_file(data)
+
+
+def source_file_gzip(data: bytes) -> None:
+    """The same bytes gzipped, and that gzip cut short (a damaged download): read through the
+    decompressor, or refused as one error."""
+    packed = gzip.compress(data, mtime=0)
+    _replay_file(packed)
+    _replay_file(packed[:len(packed) // 2])
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "rows": rows, "raw_avro": raw_avro, "output_avro": output_avro, "line_protocol": line_protocol,
-    "durations": durations, "source_file": source_file, "names": names}
+    "durations": durations, "source_file": source_file, "source_file_gzip": source_file_gzip, "names": names}

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.fuzz
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "60"))
-DICTIONARIES = {"rows": "rows.dict", "source_file": "rows.dict", "names": "names.dict"}
+DICTIONARIES = {"rows": "rows.dict", "source_file": "rows.dict", "source_file_gzip": "rows.dict", "names": "names.dict"}
 
 
 def saved_inputs(target: str) -> list[Path]:
