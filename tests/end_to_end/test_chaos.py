@@ -1,18 +1,20 @@
-"""End-to-end exactly-once under faults: one replay through the whole pipeline while the bridge,
-the Spark driver (the single pass: the pipeline's default shape) and the connector are killed with SIGKILL at random points and the Kafka
-broker is restarted once. Every stage is supervised (restarted when it is not running), as
-systemd or compose would. At the end the committed Kafka outputs and InfluxDB must equal what
-an oracle computes offline from the same file: 0 lost, 0 duplicated. The windows and the
-late records of the windows must equal the window oracle over the raw topic in arrival order
-(re-sends included), whatever the faults did to the batches. One fault stops the Spark stage
-with the windows for a minute, so it catches up with large, skewed batches; one Thing is five times as dense as
-the others.
+"""End-to-end exactly-once under faults: one replay through the whole pipeline while every stage
+(the bridge, the Spark jobs, the connector) is killed with SIGKILL at random points, the single
+Kafka broker is killed with SIGKILL and, separately, restarted cleanly, and Mosquitto is killed
+with SIGKILL (its persistence and the bridge's persistent session). Every stage is supervised
+(restarted when it is not running), as systemd or compose would; every kill is asserted to have
+happened (the process ended by SIGKILL, a new process runs after it). At the end the committed
+Kafka outputs and InfluxDB must equal, value for value, what the oracles compute offline from
+the same file (tests/support/oracles): 0 lost, 0 duplicated, 0 different, the late records of
+both stages included. This round runs the two-jobs shape (join and windows as two queries); one
+fault stops the windows job for a minute, so it catches up with large, skewed batches; one
+Thing is five times as dense as the others.
 
-The same round runs a second time scaled out: on the launcher's Spark standalone cluster (two
-workers, the executors' sink), two bridges on disjoint Thing shards (each killed), and a stack
-of three Kafka nodes, where one Kafka node is killed
-with SIGKILL mid-replay and restarted later, and one Spark worker is killed with its executor
-(its process group: a lost machine) and restarted, besides each stage's kill.
+The same round runs a second time scaled out, in the single pass (the default shape): on the
+launcher's Spark standalone cluster (two workers, the executors' sink), two bridges on disjoint
+Thing shards (each killed), and a stack of three Kafka nodes, where one Kafka node is killed
+with SIGKILL mid-replay and restarted later, one Spark worker is killed with its executor (its
+process group: a lost machine) and restarted, and Mosquitto is killed, besides each stage's kill.
 
 Knobs: CHAOS_KILLS_PER_STAGE (2; 1 scaled out), CHAOS_SEED (random; printed), CHAOS_ROWS (12000;
 half scaled out), CHAOS_AGGREGATE_PAUSE_S (60).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import time
 from pathlib import Path
 
@@ -32,14 +35,15 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import WINDOWED
+from stacktools.services import DEFAULT_SHAPE, WINDOWED
 from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.components import SparkWorker, spark_cluster
 from tests.support.oracles.pipeline import expected_outputs
 from tests.support.oracles.rows import file_rows, measurements
 from tests.support.topology import Topology
-from tests.support.exactness import PIPELINE, assert_exactly_once, kill_group, pipeline_args, restart_broker
+from tests.support.exactness import (PIPELINE, assert_back, assert_exactly_once, kill_group, pipeline_args,
+                                    restart_broker)
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -69,15 +73,22 @@ def write_events(path: Path, count: int) -> Path:
 def chaos_faults(topology: Topology) -> tuple[list[str], int, int]:
     """The faults besides the stages' kills, the kills per stage and the rows of the round."""
     if not topology.scaled_out:
-        return ["kafka-restart", "windows-stopped"], KILLS_PER_STAGE, ROWS
-    return ["kafka-node-kill", "spark-worker-kill"], int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")), ROWS // 2
+        return (["kafka-restart", "kafka-kill", "mosquitto-kill", "windows-stopped"], KILLS_PER_STAGE, ROWS)
+    return (["kafka-node-kill", "spark-worker-kill", "mosquitto-kill"], int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")),
+            ROWS // 2)
+
+
+def shape_of(topology: Topology) -> str:
+    """The two jobs (join, then windows, each its own query and checkpoint) on the main stack;
+    the single pass, the default, scaled out."""
+    return DEFAULT_SHAPE if topology.scaled_out else "two-jobs"
 
 
 @pytest.fixture
 def pipeline(topology: Topology, tmp_path: Path):
     wiring = Wiring.private(topology.settings)
     run = Pipeline(topology.settings, wiring, tmp_path / "run", extra_args=pipeline_args(), env=topology.env,
-                   bridges=topology.bridges)
+                   bridges=topology.bridges, shape=shape_of(topology))
     yield run
     run.stop()
     InfluxClient(topology.settings).drop_database(wiring.database)
@@ -96,6 +107,13 @@ def executing_workers(settings: Settings, pipeline: Pipeline, timeout_s: float =
     pytest.fail(f"no Spark worker ran an executor within {timeout_s:.0f} s")
 
 
+def killed_stage(pipeline: Pipeline, name: str) -> None:
+    """SIGKILL a stage's process group; the kill is asserted (the process ended by SIGKILL)."""
+    pipeline.kill9(name)
+    code = pipeline.services[name].process.returncode
+    assert code == -signal.SIGKILL, f"{name} ended with {code}, not by SIGKILL"
+
+
 def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()) -> None:
     pause = Deadline(seconds)
     while not pause.expired():
@@ -106,8 +124,8 @@ def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()
 def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: Topology, pipeline: Pipeline,
                                                                       tmp_path: Path) -> None:
     settings = topology.settings
-    kafka = Stack(settings, ["kafka"])
-    if any(status.state != "running" for status in kafka.status()):
+    kafka, mosquitto = Stack(settings, ["kafka"]), Stack(settings, ["mosquitto"])
+    if any(status.state != "running" for status in (*kafka.status(), *mosquitto.status())):
         pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
@@ -133,29 +151,40 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
         at = f"{time.monotonic() - started:5.1f}s"
         if fault == "kafka-restart":
             kafka.down()
-            time.sleep(3)
+            supervise_for(pipeline, 3)
             restart_broker(kafka)
-        elif fault == "kafka-node-kill":  # the two others keep every partition writable (min.insync 2)
-            fault = f"{fault} {kill_group(kafka, rng)}"
+        elif fault in ("kafka-kill", "kafka-node-kill"):  # the single broker, or one of three (min.insync 2)
+            killed = kill_group(kafka, rng)
+            fault = f"{fault} {killed.name}"
             supervise_for(pipeline, rng.uniform(5, 20))
             restart_broker(kafka)
+            assert_back(kafka, killed)
+        elif fault == "mosquitto-kill":  # its persistence and the bridges' sessions, mid replay
+            killed = kill_group(mosquitto, rng)
+            supervise_for(pipeline, rng.uniform(2, 10))
+            mosquitto.up()
+            assert_back(mosquitto, killed)
         elif fault == "spark-worker-kill":  # its executor's tasks re-run on the other worker
             assert topology.spark is not None
             busy = executing_workers(topology.spark.settings, pipeline)
             spare = tuple(c.name for c in spark_cluster(topology.spark.settings) if c.name not in busy)
-            fault = f"{fault} {kill_group(topology.spark, rng, spare=spare)} (running an executor)"
+            killed = kill_group(topology.spark, rng, spare=spare)
+            fault = f"{fault} {killed.name} (running an executor)"
             supervise_for(pipeline, rng.uniform(2, 10))
             topology.spark.up()
+            assert_back(topology.spark, killed)
         elif fault == "windows-stopped":  # a long stop: it catches up with a skewed backlog
-            pipeline.kill9(windowed)
+            killed_stage(pipeline, windowed)
             supervise_for(pipeline, AGGREGATE_PAUSE_S, skip=(windowed,))
             pipeline.restart(windowed)
         else:
-            pipeline.kill9(fault)
-            time.sleep(rng.uniform(0.5, 3))
+            killed_stage(pipeline, fault)
+            supervise_for(pipeline, rng.uniform(0.5, 3), skip=(fault,))
             pipeline.restart(fault)
         injected.append(f"{at} {fault}")
     print(f"chaos seed {seed}; faults injected (time since replay start, fault): {injected}")
     print(f"restarts by the supervisor and the test: {pipeline.restarts}")
+    unrestarted = {stage: n for stage, n in pipeline.restarts.items() if n < kills_per_stage}
+    assert not unrestarted, f"a killed stage was not started again: {unrestarted}"
 
     print("chaos:", assert_exactly_once(settings, pipeline, simulator, events), f"faults {injected}")

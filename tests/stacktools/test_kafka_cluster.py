@@ -17,7 +17,7 @@ from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client
 from tests.support import server_checks as checks
-from tests.support.exactness import kill_group, restart_broker
+from tests.support.exactness import assert_back, kill_group, restart_broker
 
 _BASE64URL = set(string.ascii_letters + string.digits + "-_")
 
@@ -88,8 +88,9 @@ def test_a_node_killed_and_restarted_changes_nothing_a_client_sees(replicated_st
         checks.check_plain_produce_consume(replicated_stack, plain)
     finally:
         restart_broker(kafka)
+    assert_back(kafka, killed)
     admin = admin_client(replicated_stack)
-    node = int(killed.removeprefix("kafka").removeprefix("-") or 1)
+    node = int(killed.name.removeprefix("kafka").removeprefix("-") or 1)
 
     def back_in_sync() -> bool:  # every partition of every topic has its three replicas in sync again
         topics = admin.list_topics(timeout=10).topics.values()

@@ -9,12 +9,14 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
-from stacktools.stack.process import StackError
+from stacktools.stack.process import StackError, group_alive
+from streamkit.deadline import wait_until
 from streamkit.config import Settings
 from tests.support.judge import arrival, committed_outputs, influx_points, judge_points, judge_topics
 from tests.support.oracles.join import parse_pairs
@@ -71,6 +73,14 @@ def assert_pipeline_exact(settings: Settings, topics: dict[str, str], database: 
     return assert_exact(*verdicts)
 
 
+@dataclass(frozen=True)
+class Killed:
+    """A server killed with SIGKILL: its name and the pid it had (a restart must give another)."""
+
+    name: str
+    pid: int
+
+
 def restart_broker(kafka: Stack, attempts: int = 3) -> None:
     """Start the broker again; on a loaded machine the old JVM may hold its port a moment
     longer, and a broker left down would fail every later test."""
@@ -81,20 +91,27 @@ def restart_broker(kafka: Stack, attempts: int = 3) -> None:
         except StackError:
             if attempt == attempts - 1:
                 raise
-            time.sleep(5)
+            time.sleep(5)  # the port's release has no event to wait on
 
 
-def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) -> str:
+def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) -> Killed:
     """SIGKILL one running server of ``stack`` but ``spare`` at random, with its whole process
     group (a Spark worker's executors and their Python workers die with it, as on a lost
-    machine); its name."""
+    machine), and wait until the group is gone: a kill that did not happen fails here."""
     running = [status for status in stack.status()
                if status.state == "running" and status.pid and status.name not in spare]
     if not running:
         raise AssertionError(f"nothing of {stack.names} runs to be killed")
     victim = rng.choice(running)
     os.killpg(victim.pid, signal.SIGKILL)
-    return victim.name
+    wait_until(lambda: not group_alive(victim.pid), 30, f"{victim.name} (pid {victim.pid}) gone after SIGKILL")
+    return Killed(victim.name, victim.pid)
+
+
+def assert_back(stack: Stack, killed: Killed) -> None:
+    """The killed server runs again, as a new process."""
+    (status,) = [s for s in stack.status() if s.name == killed.name]
+    assert status.state == "running" and status.pid not in (None, killed.pid), (killed, status)
 
 
 def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: ServiceProcess, events: Path,
