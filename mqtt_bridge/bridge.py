@@ -61,6 +61,7 @@ class Bridge:
         self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe, self._delivery_failed)
         self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
         self.produce_failed = False  # a message could not be queued: take no more, exit
+        self.closing = False  # set by _close: the MQTT thread leaves a backpressure wait and takes no more
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -100,14 +101,16 @@ class Bridge:
             self.failure = exc
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
-        if self.shutdown.requested or self.produce_failed:
+        while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
+            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
+        if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
             # partition): they all wait for the restart, which gets them again in order.
+            # Checked after the backpressure wait too: a message produced once the shutdown's
+            # flush has begun could miss its PUBACK and be sent again by the next run.
             COUNTS.deferred += 1
             return
-        while len(self.acks) >= self.settings.max_unacked and not self.shutdown.requested:
-            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
         payload: bytes = message.payload
         if len(payload) > self.settings.max_payload_bytes:
             self._dead_letter(message, "payload_too_large",
@@ -137,6 +140,10 @@ class Bridge:
         COUNTS.records += records
         COUNTS.ok += 1
         self.producer.poll(0)
+
+    def _taking_no_more(self) -> bool:
+        """A shutdown, a failed produce or a closing run: messages from now on stay unacked."""
+        return self.shutdown.requested or self.produce_failed or self.closing
 
     def _delivery_failed(self, err: object) -> None:
         """Kafka reported a record of the raw topic undelivered: its message stays unacked and no
@@ -245,6 +252,7 @@ class Bridge:
         return thread is not None and thread.is_alive()
 
     def _close(self, flush: bool) -> None:
+        self.closing = True
         if flush:
             remaining = self.producer.flush(30)
             if remaining:
