@@ -24,7 +24,7 @@ from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
-from streamkit.deadline import Backoff, TimedOut, wait_until
+from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
@@ -39,6 +39,8 @@ PRODUCE_LATENCY = Histogram("bridge_produce_latency_seconds", "MQTT message in -
 PRODUCER_QUEUE = Gauge("bridge_producer_queue_length", "records waiting in the Kafka producer")
 UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka before their PUBACK")
 DELIVERY_FAILURES = Counter("bridge_delivery_failures_total", "Kafka records that could not be delivered")
+#: Without a SUBACK and without taking any message for this long, the subscription is taken as refused.
+SUBACK_STALL_S = 30.0
 COUNTS = Counts()  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
 REGISTRY.register(COUNTS)
 
@@ -219,10 +221,11 @@ class Bridge:
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
         self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
-        if not subscribed.wait(30) or refused:
+        if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
             # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
             log.error("the MQTT broker did not grant the subscription",
-                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#", "refused": refused or "no SUBACK in 30 s"})
+                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
+                             "refused": refused or f"no SUBACK, and no message taken, in {SUBACK_STALL_S} s"})
             self._close(flush=False)
             return 1
         # Only now does the broker keep messages for us: a first-ever session misses what was
@@ -244,6 +247,25 @@ class Bridge:
         log.info("shutting down: flushing Kafka, acknowledging what Kafka confirmed")
         self._close(flush=True)
         return 0
+
+    def _wait_for_suback(self, subscribed: threading.Event, stall_s: float) -> bool:
+        """Until the SUBACK, a shutdown or a failure (True: the main loop takes over), or
+        ``stall_s`` without a SUBACK and without progress (False). A resumed session's broker
+        sends the messages it kept for us before the SUBACK, and we take them at Kafka's pace:
+        behind a backlog and a slow cluster the SUBACK may take minutes while the bridge works."""
+        taken = -1
+        deadline = Deadline(stall_s)
+        while not subscribed.is_set() and not self.shutdown.requested:
+            self.producer.poll(0.1)
+            if self._network_thread_alive():
+                beat()
+            if self.failure is not None or self.acks.blocked_by_failure:
+                return True
+            if COUNTS.ok + COUNTS.dlq != taken:
+                taken, deadline = COUNTS.ok + COUNTS.dlq, Deadline(stall_s)
+            elif deadline.expired():
+                return False
+        return True
 
     def _network_thread_alive(self) -> bool:
         """paho's loop thread runs the callbacks: if it died, the bridge takes nothing in (paho
