@@ -143,7 +143,9 @@ class BufferedClient(mqtt.Client):
         unacknowledged, they are redelivered) until the broker, having read it all, closes too."""
         sock = self._sock
         if sock is not None and self._state == _ConnectionState.MQTT_CS_DISCONNECTING:
-            linger_close(sock, self.LINGER_S)
+            if not linger_close(sock, self.LINGER_S):
+                self._easy_log(mqtt.MQTT_LOG_WARNING, "the broker did not close within %s s: our last "
+                               "acknowledgements may be lost (those messages come again)", self.LINGER_S)
         super()._sock_close()
 
     def reconnect(self) -> mqtt.MQTTErrorCode:
