@@ -21,6 +21,7 @@ import yaml
 from stacktools.access import USERS
 from streamkit.config import credential_env
 from tests.support.compose import compose_cli
+from tests.support.require import cannot_run
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -451,7 +452,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     from tests.support.ports import free_ports
 
     if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
-        pytest.skip("mosquitto is not installed (scripts/setup.sh installs it)")
+        cannot_run("mosquitto is not installed (scripts/setup.sh installs it)")
     port = free_ports(1)[0]
     conf = MOSQUITTO_CONFIG.read_text().replace("/mosquitto/", f"{tmp_path}/").replace("listener 1883",
                                                                                        f"listener {port} 127.0.0.1")
@@ -593,7 +594,8 @@ def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
 
 def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> None:
     # The same .env drives `python -m stacktools.stack`: every value must parse in its config model.
-    config = pytest.importorskip("streamkit.config")
+    from streamkit import config  # the project's own package: an import failure is a failure
+
     values = config.read_env_file(ENV_EXAMPLE)
     assert values == env_example(), "streamkit's .env parser reads .env.example differently"
     settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})

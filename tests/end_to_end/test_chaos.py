@@ -39,6 +39,7 @@ from stacktools.stack.components import SparkWorker, spark_cluster
 from tests.support.oracles.pipeline import distinct_records, file_rows
 from tests.support.topology import Topology
 from tests.support.exactness import assert_exactly_once, join_oracle, kill_group, pipeline_args, restart_broker
+from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -107,7 +108,7 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     settings = topology.settings
     kafka = Stack(settings, ["kafka"])
     if any(status.state != "running" for status in kafka.status()):
-        pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
+        cannot_run("the broker was not started by this stack launcher, so the test cannot restart it")
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
     records = distinct_records(file_rows(events))

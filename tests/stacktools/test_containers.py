@@ -23,6 +23,7 @@ from streamkit.paths import REPO_ROOT
 from tests.support import server_checks as checks
 from tests.support.compose import build_images
 from tests.support.ports import free_ports
+from tests.support.require import cannot_run
 
 pytestmark = pytest.mark.containers
 
@@ -40,9 +41,7 @@ def _engine_env() -> dict[str, str]:
     except Exception:  # noqa: BLE001 - no Docker engine: podman's API instead
         pass
     if not shutil.which("podman"):
-        if os.environ.get("CI"):
-            pytest.fail("neither a Docker engine nor podman: scripts/setup-containers.sh installs podman")
-        pytest.skip("neither a Docker engine nor podman (scripts/setup-containers.sh installs podman)")
+        cannot_run("neither a Docker engine nor podman (scripts/setup-containers.sh installs podman)")
     container_engine.start()
     return container_engine.engine_env()
 
