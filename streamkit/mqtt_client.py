@@ -19,7 +19,12 @@ from streamkit.deadline import Deadline
 
 
 class MqttConnectError(RuntimeError):
-    pass
+    """No connection: ``reason`` is the broker's CONNACK reason code when it refused us
+    (e.g. "Not authorized"), None when no CONNACK came."""
+
+    def __init__(self, message: str, reason: mqtt.ReasonCode | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class BufferedClient(mqtt.Client):
@@ -222,4 +227,4 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
     if getattr(reason, "is_failure", False):
         client.loop_stop()
         client.disconnect()
-        raise MqttConnectError(f"MQTT broker refused the connection: {reason}")
+        raise MqttConnectError(f"MQTT broker refused the connection: {reason}", reason)

@@ -448,7 +448,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     import time
 
     from streamkit.config import Settings
-    from streamkit.mqtt_client import connect, make_client
+    from streamkit.mqtt_client import MqttConnectError, connect, make_client
     from tests.support.ports import free_ports
 
     if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
@@ -475,7 +475,11 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
                 try:
                     connect(clients[-1], settings, timeout_s=2)
                     return clients[-1]
-                except Exception:  # noqa: BLE001
+                except MqttConnectError as exc:  # no CONNACK yet; a refusal is a failure
+                    if exc.reason is not None:
+                        raise
+                    time.sleep(0.1)  # the retry's pace, not a wait for a condition
+                except OSError:  # not listening yet
                     time.sleep(0.1)
             raise AssertionError(f"{user} could not connect")
 

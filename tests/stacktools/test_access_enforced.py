@@ -82,12 +82,24 @@ def role_topics(stack_settings: Settings) -> dict[str, str]:
 
 
 def test_anonymous_and_wrong_password_are_refused(stack_settings: Settings) -> None:
-    anonymous = {"bootstrap.servers": stack_settings.bootstrap_servers, "socket.timeout.ms": 3000}
-    with pytest.raises(KafkaException):
+    """A client without SASL gets no answer but a closed connection (the listener speaks only
+    SASL, there is nothing to refuse it with); a wrong password is refused by SCRAM."""
+    errors: list[KafkaError] = []
+    anonymous = {"bootstrap.servers": stack_settings.bootstrap_servers, "socket.timeout.ms": 3000,
+                 "error_cb": errors.append}
+    with pytest.raises(KafkaException) as refused:
         AdminClient(anonymous).list_topics(timeout=5)
-    wrong = {**client_config(stack_settings.acting_as("kafka", "bridge"), "wrong"), "sasl.password": "wrong-password"}
+    assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value
+    assert not any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
+    errors.clear()
+    wrong = {**client_config(stack_settings.acting_as("kafka", "bridge"), "wrong"), "sasl.password": "wrong-password",
+             "error_cb": errors.append}
+    client = AdminClient(wrong)
     with pytest.raises(KafkaException):
-        AdminClient(wrong).list_topics(timeout=5)
+        client.list_topics(timeout=5)
+    client.poll(2)  # serves the error callbacks
+    assert any(error.code() == KafkaError._AUTHENTICATION and "SASL authentication error" in error.str()
+               for error in errors), errors
     assert AdminClient(client_config(stack_settings, "right")).list_topics(timeout=10).brokers
 
 
@@ -172,8 +184,9 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
 
 def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
     wrong = dataclasses.replace(stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password")
-    with pytest.raises(MqttConnectError, match="refused"):
+    with pytest.raises(MqttConnectError, match="refused") as refused:
         connect(make_client(wrong), wrong, timeout_s=5)
+    assert refused.value.reason == "Not authorized", refused.value  # Mosquitto's CONNACK for a bad password
 
 
 # ----------------------------------------------------------------------------- InfluxDB

@@ -115,8 +115,9 @@ def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settin
     errors: list[KafkaError] = []
     wrong = dataclasses.replace(container_settings, kafka_password="not-the-password")
     client = AdminClient({**client_config(wrong, "wrong"), "error_cb": errors.append})
-    with pytest.raises(KafkaException):
+    with pytest.raises(KafkaException) as refused:
         client.list_topics(timeout=10)
+    assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value  # SCRAM closed the connection
     client.poll(2)  # serves the error callbacks
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
 
