@@ -153,12 +153,15 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
     arrived = threading.Event()
     watcher = _mqtt(stack_settings, "admin")
     watcher.on_message = lambda _c, _u, message: (received.append((message.topic, message.payload)), arrived.set())
+    subacks = threading.Semaphore(0)
+    watcher.on_subscribe = lambda *_args: subacks.release()
     watcher.subscribe("#", qos=1)
     # mosquitto grants any SUBACK and applies "read" when it delivers: a machine that
     # subscribes to the prefix must get nothing
     eavesdropped: list[bytes] = []
     eavesdropper = _mqtt(stack_settings, "machine")
     eavesdropper.on_message = lambda _c, _u, message: eavesdropped.append(message.payload)
+    eavesdropper.on_subscribe = lambda *_args: subacks.release()
     eavesdropper.subscribe(f"{prefix}/#", qos=1)
     clients = [watcher, eavesdropper]
 
@@ -168,13 +171,18 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
         clients[-1].publish(topic, payload, qos=1).wait_for_publish(10)
 
     try:
-        time.sleep(1)  # the subscriptions are in place
+        assert subacks.acquire(timeout=10) and subacks.acquire(timeout=10), "no SUBACK"  # subscriptions in place
         publish("machine", "elsewhere/R0815", b"outside the prefix")
         publish("bridge", f"{prefix}/R0815", b"from the bridge")
         publish("machine", f"{prefix}/R0815", b"from a machine")
         assert arrived.wait(10)
-        time.sleep(1)  # anything that was let through would be here by now
+        # The allowed message was published last, each after the previous one's PUBACK: in the
+        # watcher's one session anything let through before it has arrived by now.
         assert received == [(f"{prefix}/R0815", b"from a machine")]
+        # The eavesdropper has no message of its own to wait for (a refusal is silence): the
+        # machine's row reached the watcher, so a copy for it was routed too; give its delivery
+        # a second, generous on loopback, rather than a condition nothing can signal.
+        time.sleep(1)
         assert eavesdropped == [], "a machine read another machine's rows"
     finally:
         for client in clients:
