@@ -24,7 +24,7 @@ from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
-from streamkit.deadline import Backoff, TimedOut, wait_until
+from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
@@ -39,6 +39,8 @@ PRODUCE_LATENCY = Histogram("bridge_produce_latency_seconds", "MQTT message in -
 PRODUCER_QUEUE = Gauge("bridge_producer_queue_length", "records waiting in the Kafka producer")
 UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka before their PUBACK")
 DELIVERY_FAILURES = Counter("bridge_delivery_failures_total", "Kafka records that could not be delivered")
+#: Without a SUBACK and without taking any message for this long, the subscription is taken as refused.
+SUBACK_STALL_S = 30.0
 COUNTS = Counts()  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
 REGISTRY.register(COUNTS)
 
@@ -61,6 +63,7 @@ class Bridge:
         self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe, self._delivery_failed)
         self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
         self.produce_failed = False  # a message could not be queued: take no more, exit
+        self.closing = False  # set by _close: the MQTT thread leaves a backpressure wait and takes no more
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -100,14 +103,16 @@ class Bridge:
             self.failure = exc
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
-        if self.shutdown.requested or self.produce_failed:
+        while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
+            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
+        if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
             # partition): they all wait for the restart, which gets them again in order.
+            # Checked after the backpressure wait too: a message produced once the shutdown's
+            # flush has begun could miss its PUBACK and be sent again by the next run.
             COUNTS.deferred += 1
             return
-        while len(self.acks) >= self.settings.max_unacked and not self.shutdown.requested:
-            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
         payload: bytes = message.payload
         if len(payload) > self.settings.max_payload_bytes:
             self._dead_letter(message, "payload_too_large",
@@ -137,6 +142,10 @@ class Bridge:
         COUNTS.records += records
         COUNTS.ok += 1
         self.producer.poll(0)
+
+    def _taking_no_more(self) -> bool:
+        """A shutdown, a failed produce or a closing run: messages from now on stay unacked."""
+        return self.shutdown.requested or self.produce_failed or self.closing
 
     def _delivery_failed(self, err: object) -> None:
         """Kafka reported a record of the raw topic undelivered: its message stays unacked and no
@@ -212,10 +221,11 @@ class Bridge:
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
         self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
-        if not subscribed.wait(30) or refused:
+        if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
             # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
             log.error("the MQTT broker did not grant the subscription",
-                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#", "refused": refused or "no SUBACK in 30 s"})
+                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
+                             "refused": refused or f"no SUBACK, and no message taken, in {SUBACK_STALL_S} s"})
             self._close(flush=False)
             return 1
         # Only now does the broker keep messages for us: a first-ever session misses what was
@@ -238,6 +248,25 @@ class Bridge:
         self._close(flush=True)
         return 0
 
+    def _wait_for_suback(self, subscribed: threading.Event, stall_s: float) -> bool:
+        """Until the SUBACK, a shutdown or a failure (True: the main loop takes over), or
+        ``stall_s`` without a SUBACK and without progress (False). A resumed session's broker
+        sends the messages it kept for us before the SUBACK, and we take them at Kafka's pace:
+        behind a backlog and a slow cluster the SUBACK may take minutes while the bridge works."""
+        taken = -1
+        deadline = Deadline(stall_s)
+        while not subscribed.is_set() and not self.shutdown.requested:
+            self.producer.poll(0.1)
+            if self._network_thread_alive():
+                beat()
+            if self.failure is not None or self.acks.blocked_by_failure:
+                return True
+            if COUNTS.ok + COUNTS.dlq != taken:
+                taken, deadline = COUNTS.ok + COUNTS.dlq, Deadline(stall_s)
+            elif deadline.expired():
+                return False
+        return True
+
     def _network_thread_alive(self) -> bool:
         """paho's loop thread runs the callbacks: if it died, the bridge takes nothing in (paho
         keeps the thread private; read defensively)."""
@@ -245,6 +274,7 @@ class Bridge:
         return thread is not None and thread.is_alive()
 
     def _close(self, flush: bool) -> None:
+        self.closing = True
         if flush:
             remaining = self.producer.flush(30)
             if remaining:

@@ -5,17 +5,26 @@ The services speak MQTT 3.1.1 by default (the simulator always, the bridge unles
 for the tools and tests, which want its reason codes."""
 from __future__ import annotations
 
+import select
+import socket
 import threading
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.enums import _ConnectionState
 from paho.mqtt.properties import Properties
 from paho.mqtt.packettypes import PacketTypes
 
 from streamkit.config import MqttSettings
+from streamkit.deadline import Deadline
 
 
 class MqttConnectError(RuntimeError):
-    pass
+    """No connection: ``reason`` is the broker's CONNACK reason code when it refused us
+    (e.g. "Not authorized"), None when no CONNACK came."""
+
+    def __init__(self, message: str, reason: mqtt.ReasonCode | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class BufferedClient(mqtt.Client):
@@ -124,10 +133,50 @@ class BufferedClient(mqtt.Client):
             with self._msgtime_mutex:
                 self._last_msg_out = mqtt.time_func()
 
+    # ------------------------------------------------------------------ close
+    #: How long a wanted disconnect waits for the broker to close its side (it has then read
+    #: everything we sent); past that the socket is closed all the same.
+    LINGER_S = 5.0
+
+    def _sock_close(self) -> None:
+        """After our own DISCONNECT: a graceful close. Closing a socket whose receive buffer still
+        holds unread bytes (under a flood: PUBLISHes the broker sent after our last read) makes
+        the kernel send RST instead of FIN. Mosquitto's next write to us then fails and it drops
+        the connection with what it had not read yet: our last PUBACKs (4 bytes each: under a flood
+        thousands wait in its buffer, measured in tests/mqtt_bridge/test_flood.py) and the DISCONNECT itself.
+        It then redelivers messages we had acknowledged. So: FIN first, and read (discarding:
+        unacknowledged, they are redelivered) until the broker, having read it all, closes too."""
+        sock = self._sock
+        if sock is not None and self._state == _ConnectionState.MQTT_CS_DISCONNECTING:
+            if not linger_close(sock, self.LINGER_S):
+                self._easy_log(mqtt.MQTT_LOG_WARNING, "the broker did not close within %s s: our last "
+                               "acknowledgements may be lost (those messages come again)", self.LINGER_S)
+        super()._sock_close()
+
     def reconnect(self) -> mqtt.MQTTErrorCode:
         self._read_buffer, self._read_pos = b"", 0  # bytes of the old connection mean nothing now
         self._write_poked = False  # a wake-up consumed while disconnected wrote nothing
         return super().reconnect()
+
+
+def linger_close(sock: socket.socket, timeout_s: float) -> bool:
+    """Send FIN, then read and discard until the peer closes (it has read all we sent) or
+    ``timeout_s`` passes; True when the peer closed. The caller closes the socket."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:  # already reset or closed: nothing left to save
+        return False
+    deadline = Deadline(timeout_s)
+    while not deadline.expired():
+        try:
+            readable, _, _ = select.select([sock], [], [], min(0.5, deadline.remaining()))
+            if readable and not sock.recv(256 * 1024):
+                return True
+        except BlockingIOError:
+            continue
+        except OSError:
+            return False
+    return False
 
 
 def make_client(settings: MqttSettings, client_id: str = "", *, persistent_session: bool = False,
@@ -178,4 +227,4 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
     if getattr(reason, "is_failure", False):
         client.loop_stop()
         client.disconnect()
-        raise MqttConnectError(f"MQTT broker refused the connection: {reason}")
+        raise MqttConnectError(f"MQTT broker refused the connection: {reason}", reason)

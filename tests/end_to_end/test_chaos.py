@@ -44,6 +44,7 @@ from tests.support.oracles.rows import file_rows, measurements
 from tests.support.topology import Topology
 from tests.support.exactness import (PIPELINE, assert_back, assert_exactly_once, kill_group, pipeline_args,
                                     restart_broker)
+from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -126,7 +127,7 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     settings = topology.settings
     kafka, mosquitto = Stack(settings, ["kafka"]), Stack(settings, ["mosquitto"])
     if any(status.state != "running" for status in (*kafka.status(), *mosquitto.status())):
-        pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
+        cannot_run("Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill them")
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
     assert len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000  # a round worth judging

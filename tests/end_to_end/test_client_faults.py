@@ -37,6 +37,7 @@ from tests.support.oracles.pipeline import expected_outputs
 from tests.support.oracles.rows import file_rows, measurements
 from tests.support.exactness import PIPELINE, assert_exactly_once, pipeline_args
 from tests.support.influx_checks import POISON_KEY
+from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 SCALE = float(os.environ.get("CLIENT_FAULT_SCALE", "1.0"))
@@ -52,7 +53,7 @@ def paused(settings: Settings, component: str, seconds: float, pipeline: Pipelin
     """SIGSTOP the stack component's process for ``seconds`` (supervising meanwhile), then SIGCONT."""
     (status,) = Stack(settings, [component]).status()
     if status.state != "running" or status.pid is None:
-        pytest.skip(f"{component} was not started by this stack launcher, so the test cannot pause it")
+        cannot_run(f"{component} was not started by this stack launcher, so the test cannot pause it")
     os.kill(status.pid, signal.SIGSTOP)
     try:
         pause = Deadline(seconds)

@@ -1,6 +1,7 @@
 """The bridge's pure parts: in-order MQTT acks after Kafka, keys and partitions."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -99,6 +100,7 @@ def _bridge_without_servers(splitter: object, producer: object = None, acked: li
     bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
     bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
     bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = ShutdownFlag(), 3_600_000, None, False
+    bridge.closing = False
     bridge.producer, bridge.splitter = producer or _RecordingProducer(), splitter
     sent = acked if acked is not None else []
     bridge.acks = InOrderAcks(lambda mid, _qos: sent.append(mid), on_delivery_failure=bridge._delivery_failed)
@@ -224,3 +226,18 @@ def test_after_a_failed_produce_no_later_message_overtakes_it() -> None:
     bridge.producer.refuse_batches = False  # Kafka would take message 2 now
     bridge._on_message(None, None, messages[1])
     assert bridge.producer.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
+
+
+def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next_run() -> None:
+    """Produced after the shutdown's flush had begun, its PUBACK could come after the
+    DISCONNECT and the next run would send it again: it stays unacked and unproduced."""
+    producer = _LateReportsProducer()
+    bridge = _bridge_without_servers(RowSplitter(4), producer)
+    bridge.settings = dataclasses.replace(bridge.settings, max_unacked=1)
+    first, second = _sample_messages(2)
+    deferred = _metric("bridge_messages_total", outcome="deferred")
+    bridge._on_message(None, None, first)  # unconfirmed: the limit is reached
+    producer.poll = lambda _timeout: bridge.shutdown.request() or 0  # SIGTERM while the second waits for room
+    bridge._on_message(None, None, second)
+    assert len(producer.produced) == len(parse_row(first.payload).quantities) and bridge.failure is None
+    assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1

@@ -19,6 +19,7 @@ from tests.support.harness import bridge_rows
 from tests.support.oracles.pipeline import join_pairs
 from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
 from tests.support.waits import settle
+from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -149,7 +150,7 @@ def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join
 
     kafka = Stack(stack_settings, ["kafka"])
     if kafka.status()[0].state != "running":
-        pytest.skip("the broker was not started by this stack launcher, so the test cannot restart it")
+        cannot_run("the broker was not started by this stack launcher, so the test cannot restart it")
     log = tmp_path / "join.log"
     args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
     job = spark_service("spark_jobs.join", args, log).start()

@@ -18,6 +18,7 @@ from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client
 from tests.support import server_checks as checks
 from tests.support.exactness import assert_back, kill_group, restart_broker
+from tests.support.require import cannot_run
 
 _BASE64URL = set(string.ascii_letters + string.digits + "-_")
 
@@ -110,7 +111,7 @@ def test_storage_is_formatted_with_a_cluster_id_that_begins_with_a_dash(tmp_path
     settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     node = Kafka(settings)
     if node.missing_install():
-        pytest.skip(node.missing_install())
+        cannot_run(node.missing_install())
     monkeypatch.setattr(components, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
     node.prepare()
     meta = dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()

@@ -16,6 +16,7 @@ from mqtt_bridge.config import BridgeSettings
 from streamkit.config import SYSTEMS, Settings, identity_fields
 from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
+from streamkit.deadline import wait_until
 from tests.support.ports import free_ports
 
 
@@ -137,7 +138,8 @@ def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_th
         reused = KeptService("db_connector", tmp_path).pid_file
         pid, _start, log = reused.read_text().split()
         reused.write_text(f"{pid} 1 {log}\n")  # another process now has that pid
-        time.sleep(0.3)  # the child sleep is started
+        children = Path(f"/proc/{service.pid}/task/{service.pid}/children")
+        wait_until(lambda: children.read_text().strip(), 30, "the service's child sleep started")
         rows = {row.name: row for row in Stack(settings).status()}
         assert rows["mqtt_bridge"].pid == service.pid and rows["mqtt_bridge"].state == "running"
         assert rows["mqtt_bridge"].log == str(tmp_path / "bridge.log") and "db_connector" not in rows

@@ -1,13 +1,18 @@
 """The buffered paho client's coalesced writes: every queued byte leaves once, in order,
-whatever the socket accepts per call (partial sends, would-block)."""
+whatever the socket accepts per call (partial sends, would-block); and its close after a
+DISCONNECT, which must not throw away what the broker has not read yet."""
 from __future__ import annotations
 
 import random
+import socket
+import threading
 
 import paho.mqtt.client as mqtt
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from streamkit.mqtt_client import BufferedClient
+import pytest
+
+from streamkit.mqtt_client import BufferedClient, linger_close
 
 
 class ChokingSocket:
@@ -70,3 +75,50 @@ def test_a_run_of_acks_goes_out_in_one_send() -> None:
         client._send_puback(mid)
     client._packet_write()
     assert sock.calls == 1 and len(sock.sent) == 500 * 4
+
+
+def connected_pair() -> tuple[socket.socket, socket.socket]:
+    """(broker side, client side) of a loopback TCP connection."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        broker, _ = server.accept()
+    return broker, client
+
+
+UNREAD = b"P" * 64 * 1024  # PUBLISHes the broker sent that the client never read
+ACKS = b"\x40\x02\x00\x01" * 1000  # PUBACKs the client sent that the broker has not read yet
+
+
+def test_a_plain_close_with_unread_input_resets_the_connection_under_the_peers_unread_bytes() -> None:
+    """The failure linger_close prevents: unread bytes make close() send RST, so the broker's
+    next write fails while our PUBACKs still wait in its buffer; Mosquitto, writing a flood
+    to us, drops the connection there and never reads them (it redelivers those messages)."""
+    broker, client = connected_pair()
+    broker.sendall(UNREAD)
+    client.sendall(ACKS)
+    client.close()
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):
+        for _ in range(100):  # the first write may still be taken; the reset is there at once
+            broker.send(UNREAD)
+    broker.close()
+
+
+def test_a_lingering_close_lets_the_peer_read_everything_before_the_connection_ends() -> None:
+    broker, client = connected_pair()
+    broker.sendall(UNREAD)
+    client.sendall(ACKS)
+    received = bytearray()
+
+    def broker_reads_then_closes() -> None:  # Mosquitto: writes and reads up to our FIN, then closes
+        broker.sendall(UNREAD)  # taken and thrown away by the lingering close, no reset
+        while chunk := broker.recv(65536):
+            received.extend(chunk)
+        broker.close()
+
+    reader = threading.Thread(target=broker_reads_then_closes)
+    reader.start()
+    client.setblocking(False)  # as paho keeps it
+    assert linger_close(client, 10)
+    client.close()
+    reader.join(10)
+    assert bytes(received) == ACKS
