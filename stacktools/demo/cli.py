@@ -147,6 +147,7 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         result["rejected"] = rejected(replay.simulator)
         result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
+        result["topics"] = wiring.connector_topics  # where this run's records are, by kind
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
         written = [plots.throughput(replay.samples, args.out / "throughput.png"),

@@ -18,12 +18,18 @@ from streamkit.config import Settings
 from stacktools.config_reference import SECTIONS, env_of
 from streamkit.paths import REPO_ROOT
 from stacktools.stack import Stack
-from tests.support.oracles.pipeline import distinct_records, join_pairs
-from tests.support.oracles.rows import event_time_order, file_rows
+from tests.support.exactness import assert_pipeline_exact
+from tests.support.oracles.join import parse_pairs
+from tests.support.oracles.pipeline import PipelineSpec, distinct_records, join_pairs
+from tests.support.oracles.rows import event_time_order, file_rows, measurements
+from tests.support.oracles.windows import Spec
 from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = Path("tests/data/test_events.json")  # as the README spells it: relative to the clone
+#: The demo's pipeline with a user's defaults (spark_jobs.config): the join, tumbling 10 s windows.
+DEMO_PIPELINE = PipelineSpec(pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+                             windows=(Spec("tumbling", 10_000, 10_000),), lateness_ms=10_000)
 PLOTS = ("throughput.png", "latency.png", "joined_power.png", "window_aggregates.png")
 
 
@@ -101,5 +107,9 @@ def test_first_run_from_an_empty_run_dir_then_again_on_the_running_stack(tmp_pat
         after = stack.status()
         assert {s.name: s.pid for s in after} == pids and all(s.state == "running" for s in after), \
             "the second run must reuse the running stack and leave it running"
+        # What the second run left in Kafka and InfluxDB, by value against the oracles.
+        topics = {kind: again["topics"][kind] for kind in ("raw", "joined", "aggregates", "late")}
+        print(assert_pipeline_exact(settings, topics, again["database"], DEMO_PIPELINE,
+                                    measurements(event_time_order(file_rows(REPO_ROOT / SAMPLE))), timeout_s=60))
     finally:
         stack.down()
