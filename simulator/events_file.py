@@ -206,11 +206,15 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
     pos = _skip_white(text, 0)
     if text[pos:pos + 1] != "[":  # the file changed since sniff()
         raise broken(pos, "no '[' at the start")
-    pos = _skip_white(text, pos + 1)
-    if text[pos:pos + 1] == "]":
+    def after_the_end(pos: int) -> None:
+        """At the closing ']': only white space may follow it."""
         pos = _skip_white(text, pos + 1)
         if pos < len(text):
             raise broken(pos, "text after the array's end")
+
+    pos = _skip_white(text, pos + 1)
+    if text[pos:pos + 1] == "]":
+        after_the_end(pos)
         return
     while True:
         if pos >= len(text):
@@ -235,9 +239,7 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
         if text[pos:pos + 1] == ",":
             pos = _skip_white(text, pos + 1)
         elif text[pos:pos + 1] == "]":
-            pos = _skip_white(text, pos + 1)
-            if pos < len(text):
-                raise broken(pos, "text after the array's end")
+            after_the_end(pos)
             return
         else:
             raise broken(pos, "expected ',' or ']' after a row" if pos < len(text) else "the array is not closed")
