@@ -28,7 +28,7 @@ from stacktools.influx import InfluxClient
 from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
 from stacktools.wiring import Wiring, private_database, private_topic
-from streamkit.kafka_io import read_to_end
+from streamkit.kafka_io import high_watermarks, read_to_end
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import metric
 from streamkit.kafka_clients import client_config, idempotent_producer
@@ -213,29 +213,65 @@ def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, d
     assert count(settings, database, "dead_letter") == len(letters)
 
 
-def assert_offsets_committed(settings: Settings, group: str, topics: dict[str, str]) -> None:
-    """The group's committed offsets pass every data record (a transaction's closing marker
+def data_ends(settings: Settings, topic: str) -> dict[int, int]:
+    """Each partition's offset just past its last data record (a transaction's closing marker
     may follow: it is never handed to a consumer, so nothing commits past it)."""
+    passed: dict[int, int] = {}
+    for message in read_to_end(settings, topic):
+        passed[message.partition()] = max(passed.get(message.partition(), 0), message.offset() + 1)
+    return passed
+
+
+def offsets_behind(settings: Settings, group: str, topics: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+    """The topics whose data records the group has not all committed: {topic: (committed,
+    data ends)}; empty when it has consumed everything. The committed offsets are read first and
+    the ends after them, so a match means that every record there by then had been written to
+    InfluxDB and committed (the connector commits only after InfluxDB acknowledged), and with
+    it every dead letter of it (committed in the same transaction as the offsets passing it)."""
     consumer = Consumer({**client_config(settings, group), "group.id": group})
     try:
+        committed = {}
         for topic in topics.values():
-            passed: dict[int, int] = {}
-            for message in read_to_end(settings, topic):
-                passed[message.partition()] = max(passed.get(message.partition(), 0), message.offset() + 1)
-            committed = consumer.committed([TopicPartition(topic, p) for p in passed], timeout=30)
-            assert {c.partition: c.offset for c in committed} == passed, topic
+            partitions = [TopicPartition(topic, p) for p in high_watermarks(settings, topic)]
+            committed[topic] = {c.partition: c.offset for c in consumer.committed(partitions, timeout=30)
+                                if c.offset >= 0}  # never committed: OFFSET_INVALID
     finally:
         consumer.close()
+    ends = {topic: data_ends(settings, topic) for topic in topics.values()}
+    return {topic: (committed[topic], ends[topic]) for topic in topics.values() if committed[topic] != ends[topic]}
+
+
+def wait_consumed_to_end(settings: Settings, group: str, topics: dict[str, str], timeout_s: float) -> None:
+    """Until the connector's own progress (its committed offsets) has reached the end of every
+    topic, the dead-letter topic included: after that anything extra in InfluxDB would already
+    be there, so an assertion of "nothing more" is a check, not a guess about speed."""
+    behind: dict[str, tuple[dict, dict]] = {}
+
+    def caught_up() -> bool:
+        nonlocal behind
+        behind = offsets_behind(settings, group, topics)
+        return not behind
+
+    settle(caught_up, timeout_s, "the connector's commits at the end of its topics", interval_s=2.0)
+    assert not behind, f"not consumed to the end, {{topic: (committed, data ends)}}: {behind}"
+
+
+def assert_offsets_committed(settings: Settings, group: str, topics: dict[str, str]) -> None:
+    """The group's committed offsets pass every data record."""
+    assert offsets_behind(settings, group, topics) == {}
 
 
 def test_replay_lands_exactly_with_dead_letters(lane, tmp_path: Path) -> None:
     settings, topics, database = lane
     feed = sample_feed()
     produce(settings, topics, all_records(feed))
+    # nothing consumed yet, and so seen: the wait for the connector's commits is not vacuous
+    assert set(offsets_behind(settings, group_of(database), topics)) == {t for k, t in topics.items() if k != "dlq"}
     service = start(settings, topics, database, tmp_path / "connector.log")
     try:
         wait_until_exact(settings, database, feed, service, 120)
-        time.sleep(3)  # the dead letters' own points: one more round trip through the DLQ topic
+        # the dead letters' own points take one more round trip through the DLQ topic
+        wait_consumed_to_end(settings, group_of(database), topics, 120)
         assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
     finally:
         assert service.terminate() == 0, (tmp_path / "connector.log").read_text()[-3000:]
@@ -250,7 +286,7 @@ def feed_in_chunks(settings: Settings, topics: dict[str, str], feed: Feed, chunk
     def run() -> None:
         for start_index in range(0, len(records), size):
             produce(settings, topics, records[start_index:start_index + size])
-            time.sleep(pause_s)
+            time.sleep(pause_s)  # the feed's pace: records keep arriving while the connector is killed
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -268,15 +304,16 @@ def test_connector_killed_repeatedly_stays_exact(lane, tmp_path: Path) -> None:
     service = start(settings, topics, database, log, *small)
     faults = []
     for round_ in range(KILL_ROUNDS):
-        time.sleep(rng.uniform(1.0, 3.0))
+        time.sleep(rng.uniform(1.0, 3.0))  # the scenario: a kill at a random moment of the replay
         faults.append((round_, len(raw_points(settings, database))))
         service.kill9()
         service = start(settings, topics, database, log, *small)
     print(f"kill -9 of the connector at (round, raw points in InfluxDB): {faults}")
-    feeder.join(120)
+    feeder.join(300)  # a hang detector: the feed is 20 chunks 0.4 s apart
+    assert not feeder.is_alive(), "the feed did not finish"
     try:
         wait_until_exact(settings, database, feed, service, 180)
-        time.sleep(3)
+        wait_consumed_to_end(settings, group_of(database), topics, 180)
         assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
     finally:
         assert service.terminate() == 0, log.read_text()[-3000:]
@@ -306,7 +343,7 @@ def test_influxdb_outage_loses_nothing(lane, tmp_path: Path) -> None:
         influx.up()
     try:
         wait_until_exact(settings, database, feed, service, 120)
-        time.sleep(3)
+        wait_consumed_to_end(settings, group_of(database), topics, 120)
         assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
         assert metric(port, "connector_influx_available") == 1
     finally:

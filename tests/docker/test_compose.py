@@ -22,6 +22,7 @@ from stacktools.access import USERS
 from streamkit.config import credential_env
 from tests.support.compose import compose_cli
 from tests.support.require import cannot_run
+from tests.support.waits import ONE_MESSAGE_S
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -490,11 +491,11 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         subscribed = threading.Event()
         watcher.on_subscribe = lambda *_args: subscribed.set()
         watcher.subscribe("#", qos=1)
-        assert subscribed.wait(10), "no SUBACK"
-        client("machine").publish("elsewhere/R1", b"x", qos=1).wait_for_publish(5)
-        client("bridge").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
-        client("machine").publish("plant/R1", b"x", qos=1).wait_for_publish(5)
-        assert arrived.wait(5)
+        assert subscribed.wait(ONE_MESSAGE_S), "no SUBACK"
+        client("machine").publish("elsewhere/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
+        client("bridge").publish("plant/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
+        client("machine").publish("plant/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
+        assert arrived.wait(ONE_MESSAGE_S)
         # The allowed message was published last, each after the previous one's PUBACK: in the
         # watcher's one session anything let through before it has arrived by now.
         assert received == ["plant/R1"]

@@ -18,6 +18,7 @@ from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, group_by_key, start_bridge, wait_for_keys
 from tests.support.mqtt import RawPublisher
+from tests.support.waits import landing_limit_s
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
@@ -62,7 +63,7 @@ def test_sample_replay_lands_exactly_in_order(stack_settings: Settings, lane: Wi
     try:
         replay(lane, SAMPLE, tmp_path)
         expected = len(expected_records(SAMPLE))
-        assert wait_for_count(stack_settings, lane.raw, expected, 60) >= expected
+        assert wait_for_count(stack_settings, lane.raw, expected, landing_limit_s(expected)) >= expected
         duplicates = assert_raw_topic_holds_exactly(stack_settings, lane, SAMPLE, check_order=True)
         assert duplicates == 0
     finally:
@@ -77,7 +78,7 @@ def test_generated_file_replay_lands_exactly(stack_settings: Settings, lane: Wir
     try:
         replay(lane, events, tmp_path, "--connections", "2")
         expected = len(expected_records(events))
-        assert wait_for_count(stack_settings, lane.raw, expected, 120) >= expected
+        assert wait_for_count(stack_settings, lane.raw, expected, landing_limit_s(expected)) >= expected
         assert assert_raw_topic_holds_exactly(stack_settings, lane, events, check_order=True) == 0
     finally:
         service.terminate()
@@ -105,7 +106,7 @@ def test_bridge_killed_repeatedly_loses_nothing(stack_settings: Settings, lane: 
     try:
         assert sim.process.wait(600) == 0
         expected = set(expected_records(events))
-        seen = wait_for_keys(stack_settings, lane.raw, expected, 180)
+        seen = wait_for_keys(stack_settings, lane.raw, expected, landing_limit_s(len(expected)))
         assert expected <= seen, f"{len(expected - seen)} missing; {log.read_text()[-3000:]}"
         duplicates = assert_raw_topic_holds_exactly(stack_settings, lane, events, check_order=False)
         print(f"identical re-sends after {KILL_ROUNDS} kills: {duplicates}")
@@ -133,7 +134,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(stack_settings: Settings, la
 
     def timed_batch(first_ms: int, expected_total: int) -> float:
         started = _publish_all(settings, lane, good_rows(first_ms, 3000))
-        assert wait_for_count(settings, lane.raw, expected_total, 60) >= expected_total
+        assert wait_for_count(settings, lane.raw, expected_total, landing_limit_s(expected_total)) >= expected_total
         return time.perf_counter() - started
 
     try:
@@ -160,7 +161,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(stack_settings: Settings, la
             "int_key": b"{'Thing': 'F1', 'Timestamp': 1554000000000, 1: 1.0}",
         }
         _publish_all(settings, lane, list(fuzz.values()))
-        assert wait_for_count(settings, lane.dlq, len(fuzz), 60) >= len(fuzz)
+        assert wait_for_count(settings, lane.dlq, len(fuzz), landing_limit_s(len(fuzz))) >= len(fuzz)
         after = timed_batch(1_554_100_000_000, 6000)
         assert service.alive(), "the bridge died on bad input"
         dlq = read_to_end(settings, lane.dlq)

@@ -138,6 +138,13 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
         "--raw-topic", lane.raw, *out.args(), *window_args(specs, LATENESS_MS), "--idle-timeout", f"{idle_s}s",
         "--trigger-seconds", "0.5"], out.log).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
+    metrics = ""
+
+    def query_metric(name: str) -> float | None:
+        """This query's ``name`` in the last scrape, None while it has none."""
+        match = re.search(rf'^{name}{{.*query="{out.query}".*}} (\S+)$', metrics, re.M)
+        return None if match is None else float(match.group(1))
+
     silent, talking = ("Silent", "q"), ("Talking", "q")
     # every key of the sample goes silent after its last record: idle flush for all of them
     sample_flushes = [(*key, n) for key, n in Counter(r[:2] for r in phase1).items()]
@@ -147,7 +154,7 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
         # both sides of the idle timeout: one record each now, Talking again before the timeout
         phase2 = [(*silent, T0, 1.0, "s1"), (*talking, T0, 1.0, "t1")]
         produce_measurements(stack_settings, lane.raw, phase2, partitions)
-        time.sleep(idle_s / 2)
+        time.sleep(idle_s / 2)  # the scenario: Talking speaks again half an idle timeout later
         phase3 = [(*talking, T0 + 1000, 2.0, "t2")]
         produce_measurements(stack_settings, lane.raw, phase3, partitions)
         # each flushed: 1 tumbling, 3 sliding (60 s every 20 s), 1 session window
@@ -156,8 +163,18 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
         phase4 = [(*silent, T0 + 2000, 3.0, "s2")]  # in a window the idle flush closed
         produce_measurements(stack_settings, lane.raw, phase4, partitions)
         wait_for(stack_settings, out.late, 1, service, out.log, match=lambda r: r["row_id"] == "s2")
-        time.sleep(3)  # anything beyond the expected output would show up now
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        everything = len(phase1 + phase2 + phase3 + phase4)
+
+        def read_everything() -> bool:
+            """The job's own progress (reported after a batch completed, its output committed)
+            counts every record produced: whatever it makes of them is in the topics now."""
+            nonlocal metrics
+            assert service.alive(), f"job died: {log_tail(out.log)}"
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+            return (query_metric("spark_input_rows_total") or 0) >= everything
+
+        # a hang detector: the batch holding s2 already committed, only its progress report is due
+        settle(read_everything, 120, "the job's progress past the last record", interval_s=0.5)
     finally:
         code = service.terminate(120)
     assert code == 0, f"SIGTERM exit {code}: {log_tail(out.log)}"
@@ -177,13 +194,10 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     assert ("probe", "p2") in {(r["quantity"], r["row_id"]) for _, r in late if r["reason"] == "behind_watermark"}
     assert all(r["stage"] == "aggregate" and r["watermark_ms"] is not None for _, r in late)
 
-    def metric(name: str) -> float:
-        match = re.search(rf'^{name}{{.*query="{out.query}".*}} (\S+)$', metrics, re.M)
-        assert match, f"{name} missing from /metrics"
-        return float(match.group(1))
-
-    assert metric("spark_event_time_seconds") * 1000 == max(r[2] for r in phase1 + phase2)  # newest read
-    assert metric("spark_input_rows_total") == len(phase1 + phase2 + phase3 + phase4)
+    event_time_s = query_metric("spark_event_time_seconds")
+    assert event_time_s is not None, "spark_event_time_seconds missing from /metrics"
+    assert event_time_s * 1000 == max(r[2] for r in phase1 + phase2)  # newest read
+    assert query_metric("spark_input_rows_total") == everything
 
 
 def wait_for(settings: Settings, topic: str, count: int, service, log: Path, timeout_s: float = 240, *,
@@ -267,7 +281,7 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     produce_measurements(settings, raw, arrival, partitions)
     # The closers (one per key, so one per data partition) come a second later: their appends
     # roll the data's segments, and only the active segment is never compacted.
-    time.sleep(1)
+    time.sleep(1)  # the scenario: the broker rolls a segment by age (segment.ms 100), so time must pass
     closers = [(thing, "speed", T0 + 200_000, 0.0, f"{thing}-closer") for thing in sorted({r[0] for r in arrival})]
     produce_measurements(settings, raw, closers, partitions)
     arrival += closers

@@ -157,7 +157,7 @@ def test_marker_behind_another_writers_open_transaction_is_found(stack_settings:
     sink.close()
     threading.Timer(2.0, other.commit_transaction).start()
     started = time.monotonic()
-    marker = read_marker(stack_settings, markers, query, timeout_s=20)
+    marker = read_marker(stack_settings, markers, query, timeout_s=120)  # a hang detector
     assert marker is not None and marker.batch_id == 1
     assert time.monotonic() - started >= 1.5, "returned before the other transaction ended"
 

@@ -17,7 +17,8 @@ from streamkit.config import Settings
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
 from tests.support.oracles.pipeline import join_pairs
-from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service)
+from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service,
+                                 wait_driver_gone)
 from tests.support.waits import settle
 from tests.support.require import cannot_run
 
@@ -125,14 +126,14 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
             injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")
         else:
             job = spark_service("spark_jobs.join", args, log).start()
-            delay = rng.uniform(8, 30)
+            delay = rng.uniform(8, 30)  # the scenario: a kill at a random moment of the run
             try:
                 code = job.process.wait(delay)
                 injected.append(f"finished-before-kill({delay:.1f}s)")
             except Exception:  # noqa: BLE001 - still running: kill it
                 job.kill9()
                 injected.append(f"kill9@{delay:.1f}s")
-        time.sleep(1)
+        wait_driver_gone(job)
     print(f"seed {seed}; faults injected: {injected}")
     final = spark_service("spark_jobs.join", args, log).start()
     assert final.process.wait(900) == 0, log_tail(log)
@@ -163,7 +164,7 @@ def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join
 
     settle(first_batch, 300, "the join's first batch")
     kafka.down()
-    time.sleep(5)
+    time.sleep(5)  # the scenario: the broker stays away for a while under the running job
     kafka.up()
     restarts = 0
     got: Counter = Counter()

@@ -20,7 +20,8 @@ from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
 from tests.support.oracles.pipeline import join_pairs
 from tests.support.oracles.windows import Record, Spec, window_oracle
-from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
+from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service,
+                                 wait_driver_gone)
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -73,10 +74,10 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
         where["SPARK_MASTER"] = request.getfixturevalue("spark_cluster")
     for point, batch in RUNS[master, sink]:  # killed inside the sink, then restarted
         env = {**where, "EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
-        code = spark_service("tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env).start() \
-            .process.wait(600)
+        job = spark_service("tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env).start()
+        code = job.process.wait(600)
         assert code == -9, (point, code, log_tail(log))
-        time.sleep(2)  # its JVM exits on stdin EOF: never two drivers on one checkpoint
+        wait_driver_gone(job)  # its JVM exits on stdin EOF: never two drivers on one checkpoint
     assert spark_service("spark_jobs.single_pass", args, log, where).start().process.wait(600) == 0, log_tail(log)
     ran = log.read_text(errors="replace")
     assert f'"master": "{where.get("SPARK_MASTER", "local[*]")}"' in ran, "the job did not run where it was sent"

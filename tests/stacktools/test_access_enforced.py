@@ -23,8 +23,12 @@ from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from stacktools.influx import InfluxClient
 from streamkit.deadline import Deadline, TimedOut
+from tests.support.waits import ONE_MESSAGE_S
 
 pytestmark = pytest.mark.stack
+#: A hang detector for one read of a record already there (or its refusal): a coordinator
+#: lookup on a loaded broker can take seconds, only a hang takes a minute.
+READ_LIMIT_S = 60.0
 
 #: The group each user may use (its own prefix); the bridge has none, so any name will do.
 GROUPS = {"bridge": "bridge-access-check", "spark": "spark-kafka-source-access-check",
@@ -52,7 +56,7 @@ def can_read(settings: Settings, topic: str) -> bool:
             assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
             return False
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = Deadline(20)
+        deadline = Deadline(READ_LIMIT_S)
         while not deadline.expired():
             message = consumer.poll(0.5)
             if message is None:
@@ -65,7 +69,7 @@ def can_read(settings: Settings, topic: str) -> bool:
             # bridge has no group at all, every other user reads in a group of its own
             assert settings.kafka_username == "bridge", message.error()
             assert message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, message.error()
-        raise TimedOut(f"neither a record nor a refusal from {topic} within 20 s")
+        raise TimedOut(f"neither a record nor a refusal from {topic} within {READ_LIMIT_S:g} s")
     finally:
         consumer.close()
 
@@ -168,14 +172,14 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
     def publish(user: str, topic: str, payload: bytes) -> None:
         """From a client of its own: mosquitto may drop the connection of a refused publish."""
         clients.append(_mqtt(stack_settings, user))
-        clients[-1].publish(topic, payload, qos=1).wait_for_publish(10)
+        clients[-1].publish(topic, payload, qos=1).wait_for_publish(ONE_MESSAGE_S)
 
     try:
-        assert subacks.acquire(timeout=10) and subacks.acquire(timeout=10), "no SUBACK"  # subscriptions in place
+        assert subacks.acquire(timeout=ONE_MESSAGE_S) and subacks.acquire(timeout=ONE_MESSAGE_S), "no SUBACK"  # subscriptions in place
         publish("machine", "elsewhere/R0815", b"outside the prefix")
         publish("bridge", f"{prefix}/R0815", b"from the bridge")
         publish("machine", f"{prefix}/R0815", b"from a machine")
-        assert arrived.wait(10)
+        assert arrived.wait(ONE_MESSAGE_S)
         # The allowed message was published last, each after the previous one's PUBACK: in the
         # watcher's one session anything let through before it has arrived by now.
         assert received == [(f"{prefix}/R0815", b"from a machine")]

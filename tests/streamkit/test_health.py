@@ -25,7 +25,7 @@ def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() 
                                                                     "health_stall_s": 0.3}))
     status, body = _get(port, "/healthz")
     assert status == 200 and body.startswith("ok: db_connector")
-    time.sleep(0.5)
+    time.sleep(0.5)  # the scenario: no beat for longer than health_stall_s (0.3 s)
     status, body = _get(port, "/healthz")
     assert status == 503 and "no progress" in body
     before = time.time()

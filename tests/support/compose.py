@@ -109,7 +109,7 @@ class ComposeProject:
             if all(states.get(n, {}).get("State") == "running" and states[n].get("Health") == "healthy"
                    for n in services) and all(states.get(n, {}).get("State") == "exited" for n in one_shots):
                 return
-            time.sleep(3)
+            time.sleep(3)  # the polling pace; the deadline above bounds the wait
         summary = {n: (states.get(n, {}).get("State"), states.get(n, {}).get("Health")) for n in (*services, *one_shots)}
         late = [n for n, (state, health) in summary.items() if state != "running" or health != "healthy"]
         raise AssertionError(f"not ready after {timeout_s:.0f} s: {summary}\n" +

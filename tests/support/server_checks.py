@@ -19,6 +19,7 @@ from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from stacktools.influx import InfluxClient
+from tests.support.waits import ONE_MESSAGE_S
 
 
 def create_topic(settings: Settings) -> str:
@@ -76,11 +77,11 @@ def check_mqtt_auth(settings: Settings) -> None:
     subscriber.on_message = on_message
     connect(subscriber, settings)
     subscriber.subscribe(topic, qos=1)
-    assert subscribed.wait(10), "SUBACK not received"
+    assert subscribed.wait(ONE_MESSAGE_S), "SUBACK not received"
     publisher = make_client(settings, client_id=f"pub-{uuid.uuid4().hex[:8]}")
     connect(publisher, settings)
-    publisher.publish(topic, b"hello", qos=1).wait_for_publish(10)
-    assert got.wait(10), "message not delivered"
+    publisher.publish(topic, b"hello", qos=1).wait_for_publish(ONE_MESSAGE_S)
+    assert got.wait(ONE_MESSAGE_S), "message not delivered"
     assert received == [b"hello"]
     for client in (publisher, subscriber):
         client.disconnect()

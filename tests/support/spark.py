@@ -10,6 +10,7 @@ from confluent_kafka import Message
 
 from streamkit.config import Settings
 from stacktools.processes import ServiceProcess, free_port
+from stacktools.stack.process import group_alive
 from stacktools.wiring import private_topic
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT as REPO
@@ -56,9 +57,20 @@ def wait_pid_gone(pid_file: Path, timeout_s: float = 60) -> None:
     wait_until(gone, timeout_s, f"JVM {pid} gone after its driver died", interval_s=0.2)
 
 
+def wait_driver_gone(job: ServiceProcess, timeout_s: float = 120) -> None:
+    """A driver that ended (a SIGKILL at a fault point, an exit) leaves its JVM until that reads
+    EOF on its stdin; a restart must not overlap with it (two drivers on one checkpoint). The
+    JVM is in the driver's process group, so: until that group is empty. The timeout only
+    catches a hang."""
+    if job.process is None:
+        raise RuntimeError(f"{job.module} was never started")
+    pgid = job.process.pid
+    wait_until(lambda: not group_alive(pgid), timeout_s, f"process group of {job.module} gone", interval_s=0.2)
+
+
 def log_tail(path: Path, chars: int = 4000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else "(no log)"
 
 
 __all__ = ["REPO", "private_topic", "read_to_end", "key_values", "produce_committed", "spark_service",
-           "wait_pid_gone", "log_tail"]
+           "wait_pid_gone", "wait_driver_gone", "log_tail"]

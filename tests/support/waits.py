@@ -14,3 +14,16 @@ def settle(predicate: Callable[[], object], timeout_s: float, what: str, *, inte
         return bool(wait_until(predicate, timeout_s, what, interval_s=interval_s))
     except TimedOut:
         return False
+
+
+#: A hang detector for one message's round trip through a local broker (a SUBACK, a PUBACK, a
+#: delivery): milliseconds on loopback, but a machine busy with Spark stalls processes for
+#: seconds, so the limit is set where only a hang reaches it.
+ONE_MESSAGE_S = 60.0
+
+
+def landing_limit_s(records: int) -> float:
+    """How long records may take to land downstream: a minute plus 10 ms a record, a hang
+    detector scaled with the work (a record takes well under a millisecond through the bridge
+    and the broker), not a speed test."""
+    return 60.0 + records / 100
