@@ -8,7 +8,6 @@ collapses it onto its own point), which is why the committed topics are judged t
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +20,9 @@ from stacktools.services import service_process
 from stacktools.wiring import Wiring, private_database, private_topic
 from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer
-from streamkit.paths import REPO_ROOT, SCHEMA_DIR
+from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition
+from tests.support.judge import parsed_schema_file
 from tests.support.exactness import PIPELINE, assert_pipeline_exact, judge_pipeline
 from tests.support.oracles.pipeline import Outputs, expected_outputs
 from tests.support.oracles.rows import file_rows, measurements
@@ -35,7 +35,7 @@ PARTITIONS = 2
 
 
 def encoder(schema: str):
-    parsed = fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    parsed = parsed_schema_file(schema)
 
     def encode(record: dict) -> bytes:
         out = io.BytesIO()

@@ -31,8 +31,13 @@ PAIR_ID = re.compile(r"[0-9a-f]{32}")
 MEASUREMENTS = ("raw", "joined", "aggregate", "late")
 
 
+def parsed_schema_file(schema: str) -> dict:
+    """A schema of schemas/ as fastavro reads it (not through the services' codec)."""
+    return fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+
+
 def decoder(schema: str):
-    parsed = fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    parsed = parsed_schema_file(schema)
     return lambda value: fastavro.schemaless_reader(io.BytesIO(value), parsed, None)
 
 

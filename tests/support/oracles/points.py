@@ -8,6 +8,7 @@ with the absent ones left out, fields a dict without the absent (null) ones.
 from __future__ import annotations
 
 from tests.support.oracles.pipeline import Outputs
+from tests.support.oracles.windows import Spec
 
 Identity = tuple[str, tuple[tuple[str, str], ...], int]
 NS_PER_MS = 1_000_000
@@ -22,11 +23,6 @@ def identity(measurement: str, time_ns: int, **tags: object) -> Identity:
 
 def present(**fields: object) -> dict:
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def window_label(r: dict) -> str:
-    size, slide = r["window_size_ms"], r["window_slide_ms"]
-    return f"sliding-{size}-{slide}" if r["window_kind"] == "sliding" else f"{r['window_kind']}-{size}"
 
 
 def joined_point(r: dict) -> tuple[Identity, dict]:
@@ -44,7 +40,7 @@ def joined_point(r: dict) -> tuple[Identity, dict]:
 def aggregate_point(r: dict) -> tuple[Identity, dict]:
     session = r["window_kind"] == "session"
     return (identity("aggregate", r["window_start_ms"] * NS_PER_MS, thing=r["thing"], quantity=r["quantity"],
-                     window=window_label(r)),
+                     window=Spec(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]).label),
             present(count=r["count"], mean=r["mean"], min=r["min"], max=r["max"], stddev=r["stddev"],
                     window_end_ms=r["window_end_ms"], closed_at_ms=r["closed_at_ms"],
                     duration_ms=r["window_end_ms"] - r["window_start_ms"] if session else None))
