@@ -12,6 +12,7 @@ joined pairs from their event time (when both inputs existed) to being readable 
 the joined topic. The same runs, one after the other, so the variants are compared on one
 machine state; the default variant is the baseline of the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,21 +46,31 @@ MODULE = "spark_jobs.single_pass"
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "pyspark-daemon": {"SPARK_CONF": "spark.python.daemon.module=pyspark.daemon"},
-    "no-changelog": {"SPARK_CONF": "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=false"},
+    "no-changelog": {
+        "SPARK_CONF": "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=false"
+    },
     "two-partitions": {"SPARK_SHUFFLE_PARTITIONS": "2"},
     "warm-up": {"SPARK_WARM_PYTHON_WORKERS": "true"},
     "trigger-0.5s": {"SPARK_TRIGGER_SECONDS": "0.5"},
 }
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 SINK_PHASES = ("collect", "produce", "commit")
-STATE_TIMES = ("updates", "removals", "commit", "rocksdbCommitFlushLatency", "rocksdbCommitCheckpointLatency",
-               "rocksdbCommitWriteBatchLatency")
+STATE_TIMES = (
+    "updates",
+    "removals",
+    "commit",
+    "rocksdbCommitFlushLatency",
+    "rocksdbCommitCheckpointLatency",
+    "rocksdbCommitWriteBatchLatency",
+)
 
 
 class LiveFeed(threading.Thread):
     """Generated rows at a steady rate, each stamped with the wall clock when written."""
 
-    def __init__(self, settings: Settings, topic: str, partitions: int, rate: float, things: int) -> None:
+    def __init__(
+        self, settings: Settings, topic: str, partitions: int, rate: float, things: int
+    ) -> None:
         super().__init__(daemon=True)
         self.settings, self.topic, self.rate, self.things = settings, topic, rate, things
         self.splitter = RowSplitter(partitions)
@@ -95,16 +106,25 @@ class JoinedLatency(threading.Thread):
 
     def run(self) -> None:
         codec = AvroCodec("joined")
-        consumer = Consumer({**client_config(self.settings, "bench-batches-read"), "group.id": uuid.uuid4().hex,
-                             "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        consumer = Consumer(
+            {
+                **client_config(self.settings, "bench-batches-read"),
+                "group.id": uuid.uuid4().hex,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
         consumer.subscribe([self.topic])
         try:
             while not self.stop.is_set():
                 for message in consumer.consume(10000, 0.05):
                     if message.error() is None:
                         now = time.time()
-                        self.samples.append((now, now - codec.decode(message.value())["event_time_ms"] / 1000))
+                        self.samples.append(
+                            (now, now - codec.decode(message.value())["event_time_ms"] / 1000)
+                        )
         finally:
             consumer.close()
 
@@ -117,11 +137,11 @@ class VariantRun:
     cpu_s: float
     window_s: float
     latencies: list[float]
-    running_s: float                #: process start -> query running (JVM, session, query start)
-    first_batch_s: float            #: process start -> the first batch with input committed
-    first_phases: dict[str, int]    #: that batch's phases (ms)
-    commits: list[dict]             #: the sink's "batch committed" events in the window
-    idle_cpu: float                 #: CPU s/s of the job once the feed stopped (no-data batches)
+    running_s: float  #: process start -> query running (JVM, session, query start)
+    first_batch_s: float  #: process start -> the first batch with input committed
+    first_phases: dict[str, int]  #: that batch's phases (ms)
+    commits: list[dict]  #: the sink's "batch committed" events in the window
+    idle_cpu: float  #: CPU s/s of the job once the feed stopped (no-data batches)
 
     def sink_phase(self, name: str) -> float:
         """Median seconds of a phase of the sink inside addBatch (collect runs the whole plan)."""
@@ -165,14 +185,32 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
-def run_variant(settings: Settings, name: str, env: dict[str, str], args: argparse.Namespace, work: Path) -> VariantRun:
+def run_variant(
+    settings: Settings, name: str, env: dict[str, str], args: argparse.Namespace, work: Path
+) -> VariantRun:
     partitions = 4
     raw = private_topic(settings, "raw", partitions)
     outputs = {role: private_topic(settings, role, 4) for role in ("joined", "late", "aggregates")}
-    job_args = ["--raw-topic", raw, "--joined-topic", outputs["joined"], "--late-topic", outputs["late"],
-                "--aggregates-topic", outputs["aggregates"], "--marker-topic", private_topic(settings, "markers", 1, compact=True),
-                "--checkpoint-dir", str(work / f"checkpoint-{name}"), "--query-name", f"bench-{uuid.uuid4().hex[:6]}",
-                "--pairs", PAIRS, "--metrics-port", str(free_port())]
+    job_args = [
+        "--raw-topic",
+        raw,
+        "--joined-topic",
+        outputs["joined"],
+        "--late-topic",
+        outputs["late"],
+        "--aggregates-topic",
+        outputs["aggregates"],
+        "--marker-topic",
+        private_topic(settings, "markers", 1, compact=True),
+        "--checkpoint-dir",
+        str(work / f"checkpoint-{name}"),
+        "--query-name",
+        f"bench-{uuid.uuid4().hex[:6]}",
+        "--pairs",
+        PAIRS,
+        "--metrics-port",
+        str(free_port()),
+    ]
     feed = LiveFeed(settings, raw, partitions, args.rate, args.things)
     reader = JoinedLatency(settings, outputs["joined"])
     launched = time.time()
@@ -187,12 +225,16 @@ def run_variant(settings: Settings, name: str, env: dict[str, str], args: argpar
                 if not job.alive() or time.monotonic() > deadline:
                     raise SystemExit(f"{name}: no batch with input, see {job.log}")
                 time.sleep(1)
-            status(f"{name}: first batch done, warming up {args.warmup_s:.0f} s, then measuring {args.measure_s:.0f} s")
+            status(
+                f"{name}: first batch done, warming up {args.warmup_s:.0f} s, then measuring {args.measure_s:.0f} s"
+            )
             start = time.time() + args.warmup_s
             time.sleep(args.warmup_s + args.measure_s)
             end = time.time()
             feed.stop.set()
-            status(f"{name}: feed stopped, measuring the idle job's CPU over {args.idle_s:.0f} s after 10 s")
+            status(
+                f"{name}: feed stopped, measuring the idle job's CPU over {args.idle_s:.0f} s after 10 s"
+            )
             time.sleep(10 + args.idle_s)
             sampler.sample()
             cpu = sampler.cpu_between(start, end)
@@ -209,60 +251,100 @@ def run_variant(settings: Settings, name: str, env: dict[str, str], args: argpar
     latencies = [latency for at, latency in reader.samples if start <= at <= end]
     events = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
     running = next(e for e in events if e.get("msg") == "query running")
-    commits = [e for e in events if e.get("msg") == "batch committed" and start <= log_time(e["ts"]) <= end]
-    return VariantRun(name, batches, sum(b["input_rows"] for b in batches), cpu, end - start, latencies,
-                      log_time(running["ts"]) - launched, log_time(progress[0]["ts"]) - launched,
-                      progress[0]["phases_ms"], commits, idle_cpu)
+    commits = [
+        e for e in events if e.get("msg") == "batch committed" and start <= log_time(e["ts"]) <= end
+    ]
+    return VariantRun(
+        name,
+        batches,
+        sum(b["input_rows"] for b in batches),
+        cpu,
+        end - start,
+        latencies,
+        log_time(running["ts"]) - launched,
+        log_time(progress[0]["ts"]) - launched,
+        progress[0]["phases_ms"],
+        commits,
+        idle_cpu,
+    )
 
 
 def report(runs: list[VariantRun]) -> None:
     base = runs[0]
-    print("\n| variant | batches | records/batch | batch p50 / p90 s | " + " | ".join(PHASES)
-          + " (median s) | CPU µs/record | CPU s/s | idle CPU s/s | joined at topic p50 / p99 s | p99 vs first |")
+    print(
+        "\n| variant | batches | records/batch | batch p50 / p90 s | "
+        + " | ".join(PHASES)
+        + " (median s) | CPU µs/record | CPU s/s | idle CPU s/s | joined at topic p50 / p99 s | p99 vs first |"
+    )
     print("|---" * (10 + len(PHASES) - 1) + "|")
     for run in runs:
         per_record = run.cpu_s / max(1, run.records) * 1e6
         p99 = quantile(run.latencies, 0.99)
-        print(f"| {run.name} | {len(run.batches)} | {run.records / max(1, len(run.batches)):,.0f} | "
-              f"{run.duration(0.5):.2f} / {run.duration(0.9):.2f} | "
-              + " | ".join(f"{run.phase(p):.3f}" for p in PHASES)
-              + f" | {per_record:.1f} | {run.cpu_s / run.window_s:.2f} | {run.idle_cpu:.2f} | {quantile(run.latencies, 0.5):.2f} / {p99:.2f} | "
-              f"{p99 / quantile(base.latencies, 0.99):.2f}x |")
+        print(
+            f"| {run.name} | {len(run.batches)} | {run.records / max(1, len(run.batches)):,.0f} | "
+            f"{run.duration(0.5):.2f} / {run.duration(0.9):.2f} | "
+            + " | ".join(f"{run.phase(p):.3f}" for p in PHASES)
+            + f" | {per_record:.1f} | {run.cpu_s / run.window_s:.2f} | {run.idle_cpu:.2f} | {quantile(run.latencies, 0.5):.2f} / {p99:.2f} | "
+            f"{p99 / quantile(base.latencies, 0.99):.2f}x |"
+        )
 
 
 def report_inside(runs: list[VariantRun]) -> None:
-    print("\n| variant | sink: " + " | ".join(SINK_PHASES) + " | state: " + " | ".join(STATE_TIMES)
-          + " (median s) |")
+    print(
+        "\n| variant | sink: "
+        + " | ".join(SINK_PHASES)
+        + " | state: "
+        + " | ".join(STATE_TIMES)
+        + " (median s) |"
+    )
     print("|---" * (1 + len(SINK_PHASES) + len(STATE_TIMES)) + "|")
     for run in runs:
-        print(f"| {run.name} | " + " | ".join(f"{run.sink_phase(p):.3f}" for p in SINK_PHASES) + " | "
-              + " | ".join(f"{run.state_time(p):.3f}" for p in STATE_TIMES) + " |")
+        print(
+            f"| {run.name} | "
+            + " | ".join(f"{run.sink_phase(p):.3f}" for p in SINK_PHASES)
+            + " | "
+            + " | ".join(f"{run.state_time(p):.3f}" for p in STATE_TIMES)
+            + " |"
+        )
 
 
 def report_start(runs: list[VariantRun]) -> None:
-    print("\n| variant | process start -> query running s | -> first batch committed s | first batch: "
-          + " | ".join(PHASES) + " (s) |")
+    print(
+        "\n| variant | process start -> query running s | -> first batch committed s | first batch: "
+        + " | ".join(PHASES)
+        + " (s) |"
+    )
     print("|---" * (3 + len(PHASES)) + "|")
     for run in runs:
-        print(f"| {run.name} | {run.running_s:.1f} | {run.first_batch_s:.1f} | "
-              + " | ".join(f"{run.first_phases.get(p, 0) / 1000:.2f}" for p in PHASES) + " |")
+        print(
+            f"| {run.name} | {run.running_s:.1f} | {run.first_batch_s:.1f} | "
+            + " | ".join(f"{run.first_phases.get(p, 0) / 1000:.2f}" for p in PHASES)
+            + " |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rate", type=float, default=1000, help="rows/s (each ~4 raw records)")
     parser.add_argument("--things", type=int, default=100)
     parser.add_argument("--warmup-s", type=float, default=45)
     parser.add_argument("--measure-s", type=float, default=60)
-    parser.add_argument("--idle-s", type=float, default=20, help="CPU of the idle job, after the feed stops")
+    parser.add_argument(
+        "--idle-s", type=float, default=20, help="CPU of the idle job, after the feed stops"
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args(argv)
     unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}: one of {', '.join(VARIANTS)}")
     floor = inherent_waits(args.rate, args.things, int(args.rate * 120))
-    print(f"the data's own wait (pair certain - its event time) at {args.rate:,.0f} rows/s over {args.things} things: "
-          f"p50 {quantile(floor, 0.5):.2f} s, p99 {quantile(floor, 0.99):.2f} s", flush=True)
+    print(
+        f"the data's own wait (pair certain - its event time) at {args.rate:,.0f} rows/s over {args.things} things: "
+        f"p50 {quantile(floor, 0.5):.2f} s, p99 {quantile(floor, 0.99):.2f} s",
+        flush=True,
+    )
     settings = Stack(Settings.from_sources()).up()
     with tempfile.TemporaryDirectory(prefix="bench-batches-") as tmp:
         runs = []

@@ -12,6 +12,7 @@ Then runs a naive bridge in this process over the same path for comparison: auto
 on receipt, fastavro per record and a synchronous flush per message (the shape of the
 original design, ~1,000 rows/s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,30 +24,49 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
-from streamkit.wire import AvroCodec, record_key
+from stacktools.cpu import process_cpu_seconds
+from stacktools.services import service_process
+from stacktools.stack import Stack
+from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import parse_row
-from stacktools.cpu import process_cpu_seconds
-from stacktools.services import service_process
-from stacktools.wiring import Wiring
-from streamkit.kafka_io import wait_for_count
-from streamkit.paths import REPO_ROOT
-from tests.support.harness import expected_records
 from streamkit.kafka_clients import idempotent_producer
+from streamkit.kafka_io import wait_for_count
 from streamkit.mqtt_client import connect, make_client
-from stacktools.stack import Stack
+from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec, record_key
+from tests.support.harness import expected_records
 
 
 def generate(path: Path, rows: int, things: int = 8) -> None:
-    subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(path), "--rows", str(rows), "--things", str(things),
-                    "--no-progress"], cwd=REPO_ROOT, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulator.generate",
+            "-o",
+            str(path),
+            "--rows",
+            str(rows),
+            "--things",
+            str(things),
+            "--no-progress",
+        ],
+        cwd=REPO_ROOT,
+        check=True,
+    )
 
 
-def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
-                  tick: Callable[[], None] = lambda: None, timeout_s: float = 1800,
-                  on_first: Callable[[], None] = lambda: None) -> tuple[float, int]:
+def wait_in_kafka(
+    settings: Settings,
+    topic: str,
+    records: int,
+    what: str,
+    tick: Callable[[], None] = lambda: None,
+    timeout_s: float = 1800,
+    on_first: Callable[[], None] = lambda: None,
+) -> tuple[float, int]:
     """Poll until `topic` holds `records`, with a progress line every 5 s; `tick` runs on every
     poll, `on_first` once when the first records are seen. Returns when that was and how many
     there were then."""
@@ -68,7 +88,9 @@ def wait_in_kafka(settings: Settings, topic: str, records: int, what: str,
     return first or (time.perf_counter(), records)
 
 
-def measure_pipeline(settings: Settings, events: Path, connections: int, work: Path) -> dict[str, float]:
+def measure_pipeline(
+    settings: Settings, events: Path, connections: int, work: Path
+) -> dict[str, float]:
     lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
@@ -76,7 +98,15 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
     service.wait_logged('"bridge running"', 60)
     cpu_started = process_cpu_seconds(service.process.pid)
     started = time.perf_counter()
-    sim = service_process("simulator", lane, work / "simulator.log", "--input", str(events), "--connections", str(connections)).start()
+    sim = service_process(
+        "simulator",
+        lane,
+        work / "simulator.log",
+        "--input",
+        str(events),
+        "--connections",
+        str(connections),
+    ).start()
     sim_done: float | None = None
 
     def note_simulator_exit() -> None:
@@ -88,9 +118,16 @@ def measure_pipeline(settings: Settings, events: Path, connections: int, work: P
     elapsed = time.perf_counter() - started
     cpu = process_cpu_seconds(service.process.pid) - cpu_started
     service.terminate()
-    return {"rows": rows, "records": records, "seconds": elapsed, "rows_per_s": rows / elapsed,
-            "records_per_s": records / elapsed, "simulator_seconds": (sim_done or elapsed) - started,
-            "cpu_us_per_row": cpu / rows * 1e6, "cpu_us_per_record": cpu / records * 1e6}
+    return {
+        "rows": rows,
+        "records": records,
+        "seconds": elapsed,
+        "rows_per_s": rows / elapsed,
+        "records_per_s": records / elapsed,
+        "simulator_seconds": (sim_done or elapsed) - started,
+        "cpu_us_per_row": cpu / rows * 1e6,
+        "cpu_us_per_record": cpu / records * 1e6,
+    }
 
 
 def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[str, float]:
@@ -100,25 +137,39 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
-    first = service_process("mqtt_bridge", lane, work / "bridge-session.log").start()  # creates the session and its subscription
+    first = service_process(
+        "mqtt_bridge", lane, work / "bridge-session.log"
+    ).start()  # creates the session and its subscription
     first.wait_logged('"bridge running"', 60)
     first.terminate()
-    sim = service_process("simulator", lane, work / "backlog-simulator.log", "--input", str(events)).start()
+    sim = service_process(
+        "simulator", lane, work / "backlog-simulator.log", "--input", str(events)
+    ).start()
     if sim.process.wait(1800) != 0:
         raise RuntimeError("simulator failed while filling the backlog")
     service = service_process("mqtt_bridge", lane, work / "bridge-alone.log").start()
     cpu_at_first: list[float] = []
     # Timed from the first record in Kafka, so the bridge's start-up (imports, connections)
     # does not count; the records of that first poll are left out of the rate and the CPU.
-    started, first_count = wait_in_kafka(settings, lane.raw, records, "bridge draining its backlog",
-                                         on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.process.pid)))
+    started, first_count = wait_in_kafka(
+        settings,
+        lane.raw,
+        records,
+        "bridge draining its backlog",
+        on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.process.pid)),
+    )
     elapsed = time.perf_counter() - started
     cpu = process_cpu_seconds(service.process.pid) - cpu_at_first[0]
     service.terminate()
     drained = records - first_count
-    return {"rows": rows, "seconds": elapsed, "records_per_s": drained / elapsed,
-            "rows_per_s": drained / elapsed * rows / records,
-            "cpu_us_per_record": cpu / drained * 1e6, "cpu_us_per_row": cpu / drained * records / rows * 1e6}
+    return {
+        "rows": rows,
+        "seconds": elapsed,
+        "records_per_s": drained / elapsed,
+        "rows_per_s": drained / elapsed * rows / records,
+        "cpu_us_per_record": cpu / drained * 1e6,
+        "cpu_us_per_row": cpu / drained * records / rows * 1e6,
+    }
 
 
 def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]:
@@ -133,9 +184,16 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     def on_message(_c: object, _u: object, message: object) -> None:
         row = parse_row(message.payload)
         for quantity, value in row.quantities.items():
-            record = {"thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
-                      "value": value, "row_id": row.row_id}
-            producer.produce(lane.raw, codec.encode(record), record_key(row.thing, quantity, row.timestamp_ms))
+            record = {
+                "thing": row.thing,
+                "quantity": quantity,
+                "event_time_ms": row.timestamp_ms,
+                "value": value,
+                "row_id": row.row_id,
+            }
+            producer.produce(
+                lane.raw, codec.encode(record), record_key(row.thing, quantity, row.timestamp_ms)
+            )
         producer.flush()
         done["rows"] += 1
         if done["rows"] == total:
@@ -147,7 +205,9 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     client.subscribe(f"{lane.prefix}/#", qos=1)
     time.sleep(1)
     started = time.perf_counter()
-    sim = service_process("simulator", lane, events.parent / "baseline-simulator.log", "--input", str(events)).start()
+    sim = service_process(
+        "simulator", lane, events.parent / "baseline-simulator.log", "--input", str(events)
+    ).start()
     received.wait(1800)
     elapsed = time.perf_counter() - started
     sim.process.wait(60)
@@ -157,11 +217,15 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--baseline-rows", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=1)
-    parser.add_argument("--no-baseline", action="store_true", help="skip the naive bridge (comparing two versions)")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the naive bridge (comparing two versions)"
+    )
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
     with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
@@ -172,7 +236,10 @@ def main() -> int:
         generate(baseline_events, args.baseline_rows)
         print("pipeline: simulator -> mosquitto -> mqtt_bridge -> kafka", flush=True)
         result = measure_pipeline(settings, events, args.connections, work)
-        print("bridge alone: draining the same rows from its MQTT session (no simulator running)", flush=True)
+        print(
+            "bridge alone: draining the same rows from its MQTT session (no simulator running)",
+            flush=True,
+        )
         alone = measure_bridge_alone(settings, events, work)
         baseline = None
         if not args.no_baseline:
@@ -181,15 +248,25 @@ def main() -> int:
     print()
     print(f"rows                       {result['rows']:>12,}")
     print(f"Kafka records              {result['records']:>12,}")
-    print(f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})")
+    print(
+        f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})"
+    )
     print(f"rows/s                     {result['rows_per_s']:>12,.0f}")
     print(f"records/s                  {result['records_per_s']:>12,.0f}")
-    print(f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  ({result['cpu_us_per_record']:.1f} per record)")
-    print(f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} records/s, "
-          f"after start-up)")
-    print(f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  ({alone['cpu_us_per_record']:.1f} per record)")
+    print(
+        f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  ({result['cpu_us_per_record']:.1f} per record)"
+    )
+    print(
+        f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} records/s, "
+        f"after start-up)"
+    )
+    print(
+        f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  ({alone['cpu_us_per_record']:.1f} per record)"
+    )
     if baseline is not None:
-        print(f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)")
+        print(
+            f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)"
+        )
         print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
     return 0
 

@@ -12,6 +12,7 @@ with --profile N, cProfile's top N functions by own time.
 Run with PYTHONPATH pointing at the tree to measure (the venv's editable install points at the
 main checkout); comparing two trees means running this script once with each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,9 @@ class _Producer:
         self.records += len(batch)
         return len(batch)
 
-    def produce(self, _topic: str, value: bytes, key: bytes, on_delivery: Any, **_kwargs: Any) -> None:
+    def produce(
+        self, _topic: str, value: bytes, key: bytes, on_delivery: Any, **_kwargs: Any
+    ) -> None:
         self.pending.append((on_delivery, 1))
 
     def poll(self, _timeout: float) -> int:
@@ -84,8 +87,22 @@ def make_bridge() -> tuple[Any, _Producer, _Client]:
 def load_messages(rows: int) -> list[MQTTMessage]:
     with tempfile.TemporaryDirectory(prefix="bench-bridge-path-") as tmp:
         events = Path(tmp) / "events.json"
-        subprocess.run([sys.executable, "-m", "simulator.generate", "-o", str(events), "--rows", str(rows),
-                        "--things", "8", "--no-progress"], cwd=REPO_ROOT, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "simulator.generate",
+                "-o",
+                str(events),
+                "--rows",
+                str(rows),
+                "--things",
+                "8",
+                "--no-progress",
+            ],
+            cwd=REPO_ROOT,
+            check=True,
+        )
         lines = [line for line in events.read_bytes().splitlines() if line.strip()]
     messages = []
     for mid, line in enumerate(lines, 1):
@@ -95,7 +112,9 @@ def load_messages(rows: int) -> list[MQTTMessage]:
     return messages
 
 
-def run(bridge: Any, producer: _Producer, messages: list[MQTTMessage], poll_every: int = 100) -> None:
+def run(
+    bridge: Any, producer: _Producer, messages: list[MQTTMessage], poll_every: int = 100
+) -> None:
     """Every message through the MQTT callback, delivery reports served every ``poll_every``
     messages (the real bridge polls after each produce and from its main loop)."""
     on_message = bridge._on_message
@@ -107,10 +126,14 @@ def run(bridge: Any, producer: _Producer, messages: list[MQTTMessage], poll_ever
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N by own time")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print cProfile's top N by own time"
+    )
     args = parser.parse_args()
     messages = load_messages(args.rows)
     print(f"code under test: {Path(bridge_module.__file__).resolve().parent.parent}")
@@ -121,11 +144,17 @@ def main() -> int:
         run(bridge, producer, messages)
         timings.append(time.process_time() - started)
         if client.acked != len(messages) or bridge.failure is not None or len(bridge.acks):
-            raise RuntimeError(f"not every message was acked: {client.acked}/{len(messages)}, {bridge.failure!r}")
+            raise RuntimeError(
+                f"not every message was acked: {client.acked}/{len(messages)}, {bridge.failure!r}"
+            )
     best, records = min(timings), producer.records
-    print(f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per message)")
-    print(f"CPU us/message  {best / len(messages) * 1e6:8.2f}  (best of {args.repeats}; "
-          f"median {sorted(timings)[len(timings) // 2] / len(messages) * 1e6:.2f})")
+    print(
+        f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per message)"
+    )
+    print(
+        f"CPU us/message  {best / len(messages) * 1e6:8.2f}  (best of {args.repeats}; "
+        f"median {sorted(timings)[len(timings) // 2] / len(messages) * 1e6:.2f})"
+    )
     print(f"CPU us/record   {best / records * 1e6:8.2f}")
     print(f"messages/s      {len(messages) / best:>8,.0f}  (one core, the bridge's Python only)")
     if args.profile:

@@ -12,6 +12,7 @@ the cluster, each worker's group: its executor JVM and Python workers, which are
 children, not the job's), and the peak RSS of each kind of process. Both runs have the same two
 cores, so the ratio shows what the cluster's executors, their RPC and the remote sink cost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,12 @@ from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
-
 #: The job's own process group (benchmarks.spark_run.role_of) under the names used here.
-JOB_ROLES = {"driver": "driver Python", "jvm": "driver JVM", "python workers": "driver's Python workers"}
+JOB_ROLES = {
+    "driver": "driver Python",
+    "jvm": "driver JVM",
+    "python workers": "driver's Python workers",
+}
 
 
 def cluster_role(cmd: bytes) -> str:
@@ -43,14 +47,17 @@ def cluster_role(cmd: bytes) -> str:
     return "executor Python"
 
 
-def run_on(settings: Settings, raw: str, batch: int, work: Path, master: str, sink: str,
-           workers: list[int]) -> tuple[JobRun, dict[str, float], float]:
+def run_on(
+    settings: Settings, raw: str, batch: int, work: Path, master: str, sink: str, workers: list[int]
+) -> tuple[JobRun, dict[str, float], float]:
     """One job run; with ``workers`` (their pids) also their groups' peak RSS and CPU over the run."""
     directory = work / f"{master.split(':')[0]}-{sink}"
     directory.mkdir(parents=True)
     with ExitStack() as stack:
         samplers = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
-        run = run_job(settings, raw, batch, directory, extra_args=["--spark-master", master, "--sink", sink])
+        run = run_job(
+            settings, raw, batch, directory, extra_args=["--spark-master", master, "--sink", sink]
+        )
     start, _, end = batch_window(run.progress)  # the window run_job measures the job's group over
     executors_cpu = sum(sampler.cpu_between(start, end) for sampler in samplers)
     peaks: dict[str, float] = {}
@@ -61,7 +68,9 @@ def run_on(settings: Settings, raw: str, batch: int, work: Path, master: str, si
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--sinks", default="driver,executors", help="sinks to run on the cluster")
@@ -84,20 +93,28 @@ def main() -> int:
         rows.append(("local[2], driver sink", run, {}, 0.0))
         for sink in args.sinks.split(","):
             print(f"join on the cluster ({len(workers)} workers), {sink} sink ...", flush=True)
-            run, peaks, executors_cpu = run_on(settings, raw, args.batch, work, master, sink, workers)
+            run, peaks, executors_cpu = run_on(
+                settings, raw, args.batch, work, master, sink, workers
+            )
             rows.append((f"cluster, {sink} sink", run, peaks, executors_cpu))
     base = rows[0][1].warm_records_per_s
     print(f"\n{records:,} raw records, batches of {args.batch:,}; 2 cores either way")
-    print(f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  peak RSS MB")
+    print(
+        f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  peak RSS MB"
+    )
     for name, run, peaks, executors_cpu in rows:
         cpu_us = (run.cpu_s + executors_cpu) / run.input_records * 1e6
         memory = {**{JOB_ROLES.get(role, role): mb for role, mb in run.rss_mb.items()}, **peaks}
-        print(f"{name:<26} {run.records_per_s:>10,.0f} {run.warm_records_per_s:>10,.0f} "
-              f"{run.warm_records_per_s / base:>7.2f}x {cpu_us:>10.1f}  "
-              + ", ".join(f"{role} {mb:,.0f}" for role, mb in sorted(memory.items())))
+        print(
+            f"{name:<26} {run.records_per_s:>10,.0f} {run.warm_records_per_s:>10,.0f} "
+            f"{run.warm_records_per_s / base:>7.2f}x {cpu_us:>10.1f}  "
+            + ", ".join(f"{role} {mb:,.0f}" for role, mb in sorted(memory.items()))
+        )
     master_pid = statuses["spark-master"].pid
     if master_pid:
-        print(f"spark master daemon: {sum(rss_mb([master_pid], lambda _: 'master').values()):,.0f} MB")
+        print(
+            f"spark master daemon: {sum(rss_mb([master_pid], lambda _: 'master').values()):,.0f} MB"
+        )
     return 0
 
 

@@ -14,6 +14,7 @@ InfluxDB holds exactly N points. The baseline is a naive loader in this process 
 --baseline-records records: per-record poll and fastavro decode, influxdb-client Point objects,
 a synchronous write of each 1,000 points and a synchronous offset commit after each write.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,20 +29,19 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from streamkit.wire import AvroCodec
+from stacktools.influx import InfluxClient
+from stacktools.services import service_process
+from stacktools.stack import Stack
+from stacktools.wiring import Wiring, private_database, private_topic
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import validate
-from stacktools.influx import InfluxClient
-from stacktools.services import service_process
-from stacktools.wiring import Wiring, private_database, private_topic
-from streamkit.paths import REPO_ROOT
 from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
-from stacktools.stack import Stack
+from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec
 
 PARTITIONS = 4
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -53,7 +53,9 @@ def feed(settings: Settings, topic: str, records: int) -> int:
     """Generated rows -> the bridge's records (key, Avro value, partition by thing), exactly
     `records` of them (the last row may be cut short)."""
     splitter = RowSplitter(PARTITIONS)
-    producer = idempotent_producer(settings, "bench-connector-feed", **{"queue.buffering.max.messages": 2_000_000})
+    producer = idempotent_producer(
+        settings, "bench-connector-feed", **{"queue.buffering.max.messages": 2_000_000}
+    )
     count = 0
     started = last_print = time.perf_counter()
     for obj in generate(records, 8, seed=7):  # more rows than needed: rows hold ~4 quantities
@@ -65,7 +67,10 @@ def feed(settings: Settings, topic: str, records: int) -> int:
         producer.poll(0)
         now = time.perf_counter()
         if now - last_print > 5:
-            print(f"  ... {count:,}/{records:,} records produced after {now - started:.0f} s", flush=True)
+            print(
+                f"  ... {count:,}/{records:,} records produced after {now - started:.0f} s",
+                flush=True,
+            )
             last_print = now
         if count == records:
             break
@@ -92,14 +97,21 @@ def runqueue_seconds(pid: int) -> float | None:
     """Time the process' threads were runnable but waiting for a CPU (schedstat field 2):
     how much a loaded machine starved it."""
     try:
-        return sum(int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[1])
-                   for task in os.listdir(f"/proc/{pid}/task")) / 1e9
+        return (
+            sum(
+                int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[1])
+                for task in os.listdir(f"/proc/{pid}/task")
+            )
+            / 1e9
+        )
     except (OSError, IndexError, ValueError):
         return None
 
 
 def influxd_pid(settings: Settings) -> int | None:
-    return next((s.pid for s in Stack(settings, ["influxdb"]).status() if s.name == "influxdb"), None)
+    return next(
+        (s.pid for s in Stack(settings, ["influxdb"]).status() if s.name == "influxdb"), None
+    )
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -123,8 +135,17 @@ def count_points(settings: Settings, database: str) -> int:
 
 
 # ----------------------------------------------------------------------------- measured run
-def measure_connector(settings: Settings, topic: str, dlq: str, records: int, batch_points: int | None,
-                      flush_ms: int | None, work: Path, profile: Path | None, databases: list[str]) -> dict:
+def measure_connector(
+    settings: Settings,
+    topic: str,
+    dlq: str,
+    records: int,
+    batch_points: int | None,
+    flush_ms: int | None,
+    work: Path,
+    profile: Path | None,
+    databases: list[str],
+) -> dict:
     database = private_database(settings)
     databases.append(database)
     group = f"db-connector-bench-{uuid.uuid4().hex[:8]}"
@@ -134,7 +155,12 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
     if flush_ms:
         extra += ["--flush-interval-ms", str(flush_ms)]
     log = work / f"connector-{group}.log"
-    service = service_process("db_connector", Wiring.for_connector({"raw": topic, "dlq": dlq}, group, database), log, *extra)
+    service = service_process(
+        "db_connector",
+        Wiring.for_connector({"raw": topic, "dlq": dlq}, group, database),
+        log,
+        *extra,
+    )
     port = int(service.args[service.args.index("--metrics-port") + 1])
     influx_pid = influxd_pid(settings)
     launched = time.perf_counter()
@@ -145,34 +171,70 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
         if profile is not None:
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"connector-{batch_points or 'default'}.txt"
-            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw",
-                                    "--rate", "100", "--idle", "-o", str(out), "-p", str(service.process.pid)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "py-spy"),
+                    "record",
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "100",
+                    "--idle",
+                    "-o",
+                    str(out),
+                    "-p",
+                    str(service.process.pid),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         first = None  # (time, points, connector cpu, influxd cpu, batch sum, batch count)
         last_print = time.perf_counter()
         stalled = Deadline(120)  # renewed on every progress
         previous = 0.0
         while True:
             if not service.alive():
-                raise SystemExit(f"connector exited ({service.process.returncode}): {log.read_text()[-2000:]}")
+                raise SystemExit(
+                    f"connector exited ({service.process.returncode}): {log.read_text()[-2000:]}"
+                )
             metrics = scrape(port)
             now = time.perf_counter()
             if metrics["points"] > 0 and first is None:
-                first = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
-                         runqueue_seconds(service.process.pid), metrics["batch_count"])
+                first = (
+                    now,
+                    metrics["points"],
+                    cpu_seconds(service.process.pid),
+                    cpu_seconds(influx_pid),
+                    runqueue_seconds(service.process.pid),
+                    metrics["batch_count"],
+                )
             if metrics["points"] != previous:
                 previous, stalled = metrics["points"], Deadline(120)
             if metrics["points"] >= records:
-                end = (now, metrics["points"], cpu_seconds(service.process.pid), cpu_seconds(influx_pid),
-                       runqueue_seconds(service.process.pid))
+                end = (
+                    now,
+                    metrics["points"],
+                    cpu_seconds(service.process.pid),
+                    cpu_seconds(influx_pid),
+                    runqueue_seconds(service.process.pid),
+                )
                 break
             if now - last_print > 5:
-                rate = (metrics["points"] - first[1]) / (now - first[0]) if first and now > first[0] else 0
-                print(f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
-                      f" ({rate:,.0f} points/s)", flush=True)
+                rate = (
+                    (metrics["points"] - first[1]) / (now - first[0])
+                    if first and now > first[0]
+                    else 0
+                )
+                print(
+                    f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
+                    f" ({rate:,.0f} points/s)",
+                    flush=True,
+                )
                 last_print = now
             if stalled.expired():
-                raise TimedOut(f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}")
+                raise TimedOut(
+                    f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}"
+                )
             time.sleep(0.05)
     finally:
         if spy is not None:
@@ -184,8 +246,10 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
         if service.alive():
             service.terminate()
     if influxd_pid(settings) != influx_pid:
-        print("  WARNING: influxd was restarted during this run (someone else's test?): its numbers are not valid",
-              flush=True)
+        print(
+            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers are not valid",
+            flush=True,
+        )
     seconds = end[0] - first[0]
     points = end[1] - first[1]
     cpu = end[2] - first[2] if end[2] is not None and first[2] is not None else None
@@ -193,15 +257,29 @@ def measure_connector(settings: Settings, topic: str, dlq: str, records: int, ba
     batches = metrics["batch_count"]
     waited = end[4] - first[4] if end[4] is not None and first[4] is not None else None
     stored = count_points(settings, database)
-    return {"loader": "db_connector", "batch_points": batch_points, "flush_ms": flush_ms, "records": records,
-            "seconds": seconds, "points_per_s": points / seconds, "from_launch_s": end[0] - launched,
-            "batches": batches, "batch_ms": 1000 * metrics["batch_sum"] / batches if batches else 0.0,
-            "cpu_s": cpu, "influx_cpu_s": influx_cpu, "runqueue_s": waited, "stored": stored, "database": database,
-            "points_per_batch": metrics["points"] / batches if batches else 0.0}
+    return {
+        "loader": "db_connector",
+        "batch_points": batch_points,
+        "flush_ms": flush_ms,
+        "records": records,
+        "seconds": seconds,
+        "points_per_s": points / seconds,
+        "from_launch_s": end[0] - launched,
+        "batches": batches,
+        "batch_ms": 1000 * metrics["batch_sum"] / batches if batches else 0.0,
+        "cpu_s": cpu,
+        "influx_cpu_s": influx_cpu,
+        "runqueue_s": waited,
+        "stored": stored,
+        "database": database,
+        "points_per_batch": metrics["points"] / batches if batches else 0.0,
+    }
 
 
 # ----------------------------------------------------------------------------- baseline
-def measure_naive_baseline(settings: Settings, topic: str, records: int, databases: list[str]) -> dict:
+def measure_naive_baseline(
+    settings: Settings, topic: str, records: int, databases: list[str]
+) -> dict:
     """The straightforward loader: everything per record, write and commit per 1,000 points."""
     from confluent_kafka import Consumer
     from influxdb_client import InfluxDBClient, Point, WritePrecision
@@ -210,11 +288,21 @@ def measure_naive_baseline(settings: Settings, topic: str, records: int, databas
     database = private_database(settings)
     databases.append(database)
     codec = AvroCodec("measurement")
-    consumer = Consumer({**client_config(settings, "bench-naive"), "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    client = InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",
-                            org="-", timeout=30_000)
+    consumer = Consumer(
+        {
+            **client_config(settings, "bench-naive"),
+            "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    client = InfluxDBClient(
+        url=settings.influx_base_url,
+        token=f"{settings.influx_username}:{settings.influx_password}",
+        org="-",
+        timeout=30_000,
+    )
     write_api = client.write_api(write_options=SYNCHRONOUS)
     bucket = f"{database}/autogen"
     consumer.subscribe([topic])
@@ -230,8 +318,13 @@ def measure_naive_baseline(settings: Settings, topic: str, records: int, databas
         if started is None:
             started, cpu_before = time.perf_counter(), time.process_time()
         r = codec.decode(message.value())
-        points.append(Point("raw").tag("thing", r["thing"]).tag("quantity", r["quantity"])
-                      .field("value", r["value"]).time(r["event_time_ms"] * NS_PER_MS, WritePrecision.NS))
+        points.append(
+            Point("raw")
+            .tag("thing", r["thing"])
+            .tag("quantity", r["quantity"])
+            .field("value", r["value"])
+            .time(r["event_time_ms"] * NS_PER_MS, WritePrecision.NS)
+        )
         if len(points) == 1000 or written + len(points) == records:
             write_api.write(bucket=bucket, record=points, write_precision=WritePrecision.NS)
             consumer.commit(asynchronous=False)
@@ -239,18 +332,33 @@ def measure_naive_baseline(settings: Settings, topic: str, records: int, databas
             points = []
             now = time.perf_counter()
             if now - last_print > 5:
-                print(f"  ... {written:,}/{records:,} points written after {now - started:.0f} s"
-                      f" ({written / (now - started):,.0f} points/s)", flush=True)
+                print(
+                    f"  ... {written:,}/{records:,} points written after {now - started:.0f} s"
+                    f" ({written / (now - started):,.0f} points/s)",
+                    flush=True,
+                )
                 last_print = now
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
     consumer.close()
     client.close()
-    return {"loader": "naive baseline", "batch_points": 1000, "flush_ms": None, "records": records,
-            "seconds": seconds, "points_per_s": written / seconds, "from_launch_s": seconds,
-            "batches": written / 1000, "batch_ms": None, "cpu_s": cpu, "influx_cpu_s": None, "runqueue_s": None,
-            "points_per_batch": 1000,
-            "stored": count_points(settings, database), "database": database}
+    return {
+        "loader": "naive baseline",
+        "batch_points": 1000,
+        "flush_ms": None,
+        "records": records,
+        "seconds": seconds,
+        "points_per_s": written / seconds,
+        "from_launch_s": seconds,
+        "batches": written / 1000,
+        "batch_ms": None,
+        "cpu_s": cpu,
+        "influx_cpu_s": None,
+        "runqueue_s": None,
+        "points_per_batch": 1000,
+        "stored": count_points(settings, database),
+        "database": database,
+    }
 
 
 # ----------------------------------------------------------------------------- report
@@ -262,29 +370,48 @@ def print_table(results: list[dict], baseline: dict | None, command: str) -> Non
     print()
     print(f"Command: `{command}`")
     print()
-    print("| loader | batch points | flush ms | points | seconds | points/s | vs baseline | points/batch "
-          "| mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | InfluxDB count |")
+    print(
+        "| loader | batch points | flush ms | points | seconds | points/s | vs baseline | points/batch "
+        "| mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | InfluxDB count |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in [*results, *([baseline] if baseline else [])]:
         check = "ok" if r["stored"] == r["records"] else "MISMATCH"
         ratio = f"{r['points_per_s'] / baseline['points_per_s']:.1f}x" if baseline else "n/a"
-        print(f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | {r['records']:,} "
-              f"| {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} "
-              f"| {r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | {fmt(r['cpu_s'], '.1f')} "
-              f"| {fmt(r['runqueue_s'], '.1f')} | {fmt(r['influx_cpu_s'], '.1f')} "
-              f"| {r['stored']:,} {check} |")
+        print(
+            f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | {r['records']:,} "
+            f"| {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} "
+            f"| {r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | {fmt(r['cpu_s'], '.1f')} "
+            f"| {fmt(r['runqueue_s'], '.1f')} | {fmt(r['influx_cpu_s'], '.1f')} "
+            f"| {r['stored']:,} {check} |"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000, help="records (= points) the connector loads")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--records", type=int, default=1_000_000, help="records (= points) the connector loads"
+    )
     parser.add_argument("--baseline-records", type=int, default=100_000)
-    parser.add_argument("--batch-points", default="",
-                        help="comma separated; one measured run each (default: the connector's own setting)")
-    parser.add_argument("--flush-interval-ms", type=int, help="passed to the connector (default: its own setting)")
-    parser.add_argument("--profile", type=Path, help="record a py-spy profile (raw format) of each run into this dir")
+    parser.add_argument(
+        "--batch-points",
+        default="",
+        help="comma separated; one measured run each (default: the connector's own setting)",
+    )
+    parser.add_argument(
+        "--flush-interval-ms", type=int, help="passed to the connector (default: its own setting)"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="record a py-spy profile (raw format) of each run into this dir",
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the naive baseline")
-    parser.add_argument("--keep", action="store_true", help="keep the topics and databases (names are printed)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the topics and databases (names are printed)"
+    )
     args = parser.parse_args()
     if args.baseline_records > args.records:
         parser.error("--baseline-records must not exceed --records")
@@ -296,28 +423,51 @@ def main() -> int:
     databases: list[str] = []
     results: list[dict] = []
     try:
-        print(f"feeding {args.records:,} records into {topic} ({PARTITIONS} partitions) ...", flush=True)
+        print(
+            f"feeding {args.records:,} records into {topic} ({PARTITIONS} partitions) ...",
+            flush=True,
+        )
         feed(settings, topic, args.records)
         with tempfile.TemporaryDirectory(prefix="bench-connector-") as tmp:
             for batch in batch_sizes:
-                print(f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
-                      f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...", flush=True)
-                r = measure_connector(settings, topic, dlq, args.records, batch, args.flush_interval_ms,
-                                      Path(tmp), args.profile, databases)
+                print(
+                    f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
+                    f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...",
+                    flush=True,
+                )
+                r = measure_connector(
+                    settings,
+                    topic,
+                    dlq,
+                    args.records,
+                    batch,
+                    args.flush_interval_ms,
+                    Path(tmp),
+                    args.profile,
+                    databases,
+                )
                 r["batch_points"] = batch or defaults.batch_points
                 r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
                 results.append(r)
-                print(f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s ({r['from_launch_s']:.1f} s "
-                      f"from launch), {r['batches']:.0f} batches of {r['batch_ms']:.1f} ms mean; "
-                      f"InfluxDB holds {r['stored']:,} points: "
-                      f"{'ok' if r['stored'] == args.records else f'MISMATCH, expected {args.records:,}'}",
-                      flush=True)
+                print(
+                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s ({r['from_launch_s']:.1f} s "
+                    f"from launch), {r['batches']:.0f} batches of {r['batch_ms']:.1f} ms mean; "
+                    f"InfluxDB holds {r['stored']:,} points: "
+                    f"{'ok' if r['stored'] == args.records else f'MISMATCH, expected {args.records:,}'}",
+                    flush=True,
+                )
         baseline = None
         if not args.no_baseline:
-            print(f"baseline: naive loader (poll + fastavro + Point per record, write + commit per 1,000) on "
-                  f"{args.baseline_records:,} records ...", flush=True)
+            print(
+                f"baseline: naive loader (poll + fastavro + Point per record, write + commit per 1,000) on "
+                f"{args.baseline_records:,} records ...",
+                flush=True,
+            )
             baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
-            print(f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points", flush=True)
+            print(
+                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points",
+                flush=True,
+            )
     finally:
         if args.keep:
             print(f"kept: topics {topic}, {dlq}; databases {', '.join(databases)}")
@@ -327,7 +477,11 @@ def main() -> int:
             admin = admin_client(settings)
             for future in admin.delete_topics([topic, dlq], operation_timeout=30).values():
                 future.result(60)
-    python = os.path.relpath(sys.executable, REPO_ROOT) if sys.executable.startswith(str(REPO_ROOT)) else sys.executable
+    python = (
+        os.path.relpath(sys.executable, REPO_ROOT)
+        if sys.executable.startswith(str(REPO_ROOT))
+        else sys.executable
+    )
     print_table(results, baseline, shlex.join([python, *sys.argv]))
     ok = all(r["stored"] == r["records"] for r in [*results, *([baseline] if baseline else [])])
     return 0 if ok else 1

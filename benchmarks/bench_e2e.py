@@ -26,6 +26,7 @@ checkpoints (stacktools.wiring.Wiring.fresh).
 Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
 first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,21 +39,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from simulator.generate import DEFAULT_ROWS, generate
-from streamkit.config import Settings
 from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.wiring import Wiring
 from stacktools.scrape import metric_sum
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import CACHE_DIR
-
 
 
 def events_file(rows: int, things: int) -> Path:
@@ -76,8 +75,14 @@ def head(path: Path, rows: int, work: Path) -> Path:
     return out
 
 
-def run_once(settings: Settings, events: Path, replay_args: list[str], work: Path, timeout_s: float,
-             shape: str) -> tuple[Replay, dict[str, float]]:
+def run_once(
+    settings: Settings,
+    events: Path,
+    replay_args: list[str],
+    work: Path,
+    timeout_s: float,
+    shape: str,
+) -> tuple[Replay, dict[str, float]]:
     """The replay, and the CPU µs per raw record of each stage and server from the replay's start
     to drained (the simulator's is missing: it has exited by then)."""
     wiring = Wiring.fresh(settings, "bench")
@@ -90,8 +95,15 @@ def run_once(settings: Settings, events: Path, replay_args: list[str], work: Pat
         replay = replay_until_drained(pipeline, events, replay_args, timeout_s)
         cpu_after = cpu_snapshot(pipeline, servers)
         records = metric_sum(pipeline.metrics("mqtt_bridge"), "bridge_records_total")
-        cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6
-               for name in cpu_after if name != "simulator"} if records else {}
+        cpu = (
+            {
+                name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6
+                for name in cpu_after
+                if name != "simulator"
+            }
+            if records
+            else {}
+        )
         return replay, cpu
     finally:
         pipeline.stop()
@@ -103,9 +115,11 @@ class Steady:
     shape: str
     rate: int
     achieved_rows_per_s: float
-    first_joined_s: float | None            #: stages started -> first joined point in InfluxDB
-    latency: dict[str, tuple[float | None, float | None]]  #: measurement -> (p50, p99) over the window
-    cpu_us_per_record: dict[str, float]     #: stage or server -> CPU µs per raw record in the window
+    first_joined_s: float | None  #: stages started -> first joined point in InfluxDB
+    latency: dict[
+        str, tuple[float | None, float | None]
+    ]  #: measurement -> (p50, p99) over the window
+    cpu_us_per_record: dict[str, float]  #: stage or server -> CPU µs per raw record in the window
 
 
 def server_pids(settings: Settings) -> dict[str, int]:
@@ -115,14 +129,24 @@ def server_pids(settings: Settings) -> dict[str, int]:
 
 def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float]:
     """CPU seconds so far of every stage's process group, the simulator's and each server's."""
-    cpu = {name: group_cpu_seconds(service.process.pid) for name, service in pipeline.services.items()
-           if service.process is not None}
+    cpu = {
+        name: group_cpu_seconds(service.process.pid)
+        for name, service in pipeline.services.items()
+        if service.process is not None
+    }
     cpu.update({name: process_cpu_seconds(pid) for name, pid in servers.items()})
     return cpu
 
 
-def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, measure_s: float, work: Path,
-               shape: str) -> Steady:
+def steady_run(
+    settings: Settings,
+    events: Path,
+    rate: int,
+    warmup_s: float,
+    measure_s: float,
+    work: Path,
+    shape: str,
+) -> Steady:
     """One live replay at ``rate``: the start, then the steady-state window."""
     wiring = Wiring.fresh(settings, "steady")
     pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
@@ -130,12 +154,22 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
     try:
         started = time.monotonic()
         pipeline.start_stages()
-        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)  # a new session keeps nothing before
-        pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")  # until stopped
+        pipeline.wait_logged(
+            "mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60
+        )  # a new session keeps nothing before
+        pipeline.replay(
+            events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0"
+        )  # until stopped
         joined = 'measurement="joined"'
         try:
-            wait_until(lambda: metric_sum(pipeline.metrics("db_connector"), "connector_points_written_total", joined),
-                       warmup_s, "the first joined point", interval_s=0.2)
+            wait_until(
+                lambda: metric_sum(
+                    pipeline.metrics("db_connector"), "connector_points_written_total", joined
+                ),
+                warmup_s,
+                "the first joined point",
+                interval_s=0.2,
+            )
             first: float | None = time.monotonic() - started
         except TimedOut:
             first = None
@@ -146,7 +180,9 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
         after = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
         cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
         if not pipeline.services["simulator"].alive():
-            raise RuntimeError(f"the simulator stopped inside the window: {pipeline.log('simulator')}")
+            raise RuntimeError(
+                f"the simulator stopped inside the window: {pipeline.log('simulator')}"
+            )
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
@@ -157,45 +193,75 @@ def steady_run(settings: Settings, events: Path, rate: int, warmup_s: float, mea
     records = delta("mqtt_bridge", "bridge_records_total")
     latency = {}
     for measurement in ("raw", "joined", "aggregate"):
-        buckets = histogram_between(before["db_connector"], after["db_connector"], "connector_event_latency_seconds",
-                                    f'measurement="{measurement}"')
+        buckets = histogram_between(
+            before["db_connector"],
+            after["db_connector"],
+            "connector_event_latency_seconds",
+            f'measurement="{measurement}"',
+        )
         latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
-    cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6 for name in cpu_after} if records else {}
-    return Steady(shape, rate, delta("simulator", "simulator_rows_published_total") / window_s, first, latency, cpu)
+    cpu = (
+        {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6 for name in cpu_after}
+        if records
+        else {}
+    )
+    return Steady(
+        shape,
+        rate,
+        delta("simulator", "simulator_rows_published_total") / window_s,
+        first,
+        latency,
+        cpu,
+    )
 
 
 def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
     def fmt(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
 
-    print(f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; start: stages "
-          "started -> first joined point acknowledged by InfluxDB.\n")
-    print("| shape | rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |")
+    print(
+        f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; start: stages "
+        "started -> first joined point acknowledged by InfluxDB.\n"
+    )
+    print(
+        "| shape | rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
-        print(f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} "
-              f"| {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |")
-    print("\nAggregates: from when the data made the window closable (closed_at_ms: the event time of the record "
-          "that moved its key's horizon past the window's end) -> InfluxDB ack; a window the idle timeout closed "
-          "from its end.\n")
+        print(
+            f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} "
+            f"| {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |"
+        )
+    print(
+        "\nAggregates: from when the data made the window closable (closed_at_ms: the event time of the record "
+        "that moved its key's horizon past the window's end) -> InfluxDB ack; a window the idle timeout closed "
+        "from its end.\n"
+    )
     print("| shape | rows/s | aggregate (after the window could close) p50 s | p99 s |")
     print("|---|---:|---:|---:|")
     for r in results:
         agg50, agg99 = r.latency["aggregate"]
         print(f"| {r.shape} | {r.rate:,} | {fmt(agg50)} | {fmt(agg99)} |")
     names = sorted({name for r in results for name in r.cpu_us_per_record})
-    print("\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
-          "workers included; servers: their process):\n")
+    print(
+        "\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
+        "workers included; servers: their process):\n"
+    )
     print("| shape | rows/s | " + " | ".join(names) + " | total |")
     print("|---|---:|" + "---:|" * (len(names) + 1))
     for r in results:
-        print(f"| {r.shape} | {r.rate:,} | " + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
-              + f" | {sum(r.cpu_us_per_record.values()):.1f} |")
+        print(
+            f"| {r.shape} | {r.rate:,} | "
+            + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
+            + f" | {sum(r.cpu_us_per_record.values()):.1f} |"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--things", type=int, default=100)
     parser.add_argument("--rates", default="1000,5000,10000")
@@ -203,13 +269,24 @@ def main() -> int:
     parser.add_argument("--no-full", action="store_true", help="skip the full replay")
     parser.add_argument("--no-rates", action="store_true", help="skip the fixed-rate latency runs")
     parser.add_argument("--timeout-s", type=float, default=3600)
-    parser.add_argument("--steady-rates", default="", help="rates of steady-state runs, e.g. 1000,3000 (default: none)")
+    parser.add_argument(
+        "--steady-rates",
+        default="",
+        help="rates of steady-state runs, e.g. 1000,3000 (default: none)",
+    )
     parser.add_argument("--warmup-s", type=float, default=90)
     parser.add_argument("--measure-s", type=float, default=150)
-    parser.add_argument("--shapes", default=DEFAULT_SHAPE,
-                        help=f"comma list of pipeline shapes to run and compare, of: {', '.join(SHAPES)}")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="keep the stages' logs and checkpoints here (default: a temporary directory, removed)")
+    parser.add_argument(
+        "--shapes",
+        default=DEFAULT_SHAPE,
+        help=f"comma list of pipeline shapes to run and compare, of: {', '.join(SHAPES)}",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="keep the stages' logs and checkpoints here (default: a temporary directory, removed)",
+    )
     args = parser.parse_args()
     shapes = [shape.strip() for shape in args.shapes.split(",") if shape.strip()]
     unknown = set(shapes) - set(SHAPES)
@@ -224,53 +301,123 @@ def main() -> int:
         for shape in shapes:
             if not args.no_full:
                 print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
-                run, cpu = run_once(settings, events, ["--order", "file"], work, args.timeout_s, shape)  # generated: in order
-                peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
-                rows_table.append((shape, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks, cpu))
-            for rate in ([] if args.no_rates else [int(r) for r in args.rates.split(",")]):
+                run, cpu = run_once(
+                    settings, events, ["--order", "file"], work, args.timeout_s, shape
+                )  # generated: in order
+                peaks = {
+                    name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters
+                }
+                rows_table.append(
+                    (
+                        shape,
+                        args.rows,
+                        run.elapsed_s,
+                        args.rows / run.elapsed_s,
+                        run.drained,
+                        peaks,
+                        cpu,
+                    )
+                )
+            for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
                 rows = int(rate * args.rate_seconds)
-                print(f"[{shape}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
-                run, _ = run_once(settings, head(events, rows, work), ["--rate", str(rate), "--live", "--order", "file"],
-                                  work, args.timeout_s, shape)
+                print(
+                    f"[{shape}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True
+                )
+                run, _ = run_once(
+                    settings,
+                    head(events, rows, work),
+                    ["--rate", str(rate), "--live", "--order", "file"],
+                    work,
+                    args.timeout_s,
+                    shape,
+                )
                 latencies = []
                 for measurement in ("raw", "joined"):
-                    buckets = histogram_buckets(run.metrics.get("db_connector", {}), "connector_event_latency_seconds",
-                                                f'measurement="{measurement}"')
+                    buckets = histogram_buckets(
+                        run.metrics.get("db_connector", {}),
+                        "connector_event_latency_seconds",
+                        f'measurement="{measurement}"',
+                    )
                     latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
                 replay_s = float(run.simulator.get("seconds", run.elapsed_s))
-                rate_table.append((shape, rate, float(run.simulator.get("rows_per_s", 0)), *latencies, run.drained,
-                                   run.elapsed_s - replay_s))
+                rate_table.append(
+                    (
+                        shape,
+                        rate,
+                        float(run.simulator.get("rows_per_s", 0)),
+                        *latencies,
+                        run.drained,
+                        run.elapsed_s - replay_s,
+                    )
+                )
             for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))  # looped: live stamps are new
-                print(f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
-                      f"{args.measure_s:.0f} s measured ...", flush=True)
-                steady.append(steady_run(settings, head(events, rows, work), rate, args.warmup_s, args.measure_s, work,
-                                         shape))
+                rows = min(
+                    args.rows, int(rate * (args.warmup_s + args.measure_s))
+                )  # looped: live stamps are new
+                print(
+                    f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
+                    f"{args.measure_s:.0f} s measured ...",
+                    flush=True,
+                )
+                steady.append(
+                    steady_run(
+                        settings,
+                        head(events, rows, work),
+                        rate,
+                        args.warmup_s,
+                        args.measure_s,
+                        work,
+                        shape,
+                    )
+                )
                 print(steady[-1], flush=True)
-    print("\nCommand: `" + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])]) + "`\n")
+    print(
+        "\nCommand: `"
+        + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])])
+        + "`\n"
+    )
     if rows_table:
-        print("| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
+        print(
+            "| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |"
+        )
         print("|---|---:|---:|---:|---|---|")
         for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
-            print(f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
-                  + ", ".join(f"{k} {v:,}" for k, v in peaks.items()) + " |")
+            print(
+                f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
+                + ", ".join(f"{k} {v:,}" for k, v in peaks.items())
+                + " |"
+            )
         names = sorted({name for *_, cpu in rows_table for name in cpu})
-        print("\nCPU per raw record from the replay's start to drained (µs; the simulator left out: it has exited):")
+        print(
+            "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: it has exited):"
+        )
         print("\n| shape | " + " | ".join(names) + " | total |")
         print("|---|" + "---:|" * (len(names) + 1))
         for shape, *_, cpu in rows_table:
-            print(f"| {shape} | " + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names) + f" | {sum(cpu.values()):.1f} |")
+            print(
+                f"| {shape} | "
+                + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
+                + f" | {sum(cpu.values()):.1f} |"
+            )
     if rate_table:
-        print("\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s "
-              "| drained | drained s after the last row |")
+        print(
+            "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s "
+            "| drained | drained s after the last row |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
         for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
+
             def fmt(value: float | None) -> str:
                 return "n/a" if value is None else f"{value:.2f}"
-            print(f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} "
-                  f"| {drained} | {tail:.1f} |")
-        print("\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
-              "connector's connector_event_latency_seconds histogram (bucket-interpolated).")
+
+            print(
+                f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} "
+                f"| {drained} | {tail:.1f} |"
+            )
+        print(
+            "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
+            "connector's connector_event_latency_seconds histogram (bucket-interpolated)."
+        )
     if steady:
         print_steady(steady, args.warmup_s, args.measure_s)
     return 0

@@ -10,6 +10,7 @@ and the peak RSS of the driver (Python), its JVM and the Python workers. The bas
 library's batch path run on the same records in this process (no Spark, no Kafka): what the
 join itself costs, so the ratio shows what the streaming machinery adds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,14 @@ def baseline_joins_per_s(streams: dict[str, list[StreamRecord]]) -> tuple[int, f
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--batch-sizes", default="10000,50000,200000")
-    parser.add_argument("--work-dir", type=Path, help="keep checkpoints and job logs here (default: a temp dir)")
+    parser.add_argument(
+        "--work-dir", type=Path, help="keep checkpoints and job logs here (default: a temp dir)"
+    )
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
     raw = private_topic(settings, "raw", 4)
@@ -55,7 +60,10 @@ def main() -> int:
     wanted = frozenset(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
     records, streams = feed(settings, raw, args.rows, wanted)
     base_pairs, base_rate = baseline_joins_per_s(streams)
-    print(f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} joins/s", flush=True)
+    print(
+        f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} joins/s",
+        flush=True,
+    )
     results: list[JobRun] = []
     with tempfile.TemporaryDirectory(prefix="bench-join-") as tmp:
         work = args.work_dir or Path(tmp)
@@ -64,19 +72,26 @@ def main() -> int:
             print(f"join job, maxOffsetsPerTrigger={batch:,} ...", flush=True)
             results.append(run_job(settings, raw, batch, work))
             r = results[-1]
-            print(f"  {len(r.progress)} batches, {r.records_per_s:,.0f} records/s ({r.warm_records_per_s:,.0f} "
-                  f"after the first batch), {r.joins_per_s:,.0f} joins/s", flush=True)
+            print(
+                f"  {len(r.progress)} batches, {r.records_per_s:,.0f} records/s ({r.warm_records_per_s:,.0f} "
+                f"after the first batch), {r.joins_per_s:,.0f} joins/s",
+                flush=True,
+            )
     print()
-    print(f"{'batch size':>10} {'batches':>8} {'records/s':>10} {'warm rec/s':>10} {'warm joins/s':>12} "
-          f"{'p50 s':>6} {'p99 s':>6} "
-          f"{'driver MB':>9} {'JVM MB':>7} {'workers MB':>10} {'vs batch path':>13}")
+    print(
+        f"{'batch size':>10} {'batches':>8} {'records/s':>10} {'warm rec/s':>10} {'warm joins/s':>12} "
+        f"{'p50 s':>6} {'p99 s':>6} "
+        f"{'driver MB':>9} {'JVM MB':>7} {'workers MB':>10} {'vs batch path':>13}"
+    )
     for r in results:
         rss = r.rss_mb
         warm_joins = r.warm_records_per_s * r.joins / r.input_records
-        print(f"{r.batch:>10,} {len(r.progress):>8} {r.records_per_s:>10,.0f} {r.warm_records_per_s:>10,.0f} "
-              f"{warm_joins:>12,.0f} "
-              f"{r.batch_percentile_s(0.5):>6.2f} {r.batch_percentile_s(0.99):>6.2f} {rss.get('driver', 0):>9,.0f} "
-              f"{rss.get('jvm', 0):>7,.0f} {rss.get('python workers', 0):>10,.0f} {r.joins_per_s / base_rate:>12.3f}x")
+        print(
+            f"{r.batch:>10,} {len(r.progress):>8} {r.records_per_s:>10,.0f} {r.warm_records_per_s:>10,.0f} "
+            f"{warm_joins:>12,.0f} "
+            f"{r.batch_percentile_s(0.5):>6.2f} {r.batch_percentile_s(0.99):>6.2f} {rss.get('driver', 0):>9,.0f} "
+            f"{rss.get('jvm', 0):>7,.0f} {rss.get('python workers', 0):>10,.0f} {r.joins_per_s / base_rate:>12.3f}x"
+        )
     return 0
 
 

@@ -140,7 +140,10 @@ def load_arrays(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarra
                     q.append(code)
                     t.append(row["Timestamp"])
                     v.append(row[name])
-    return {k: (np.array(q, np.intp), np.array(t, np.int64), np.array(v, np.float64)) for k, (q, t, v) in per.items()}
+    return {
+        k: (np.array(q, np.intp), np.array(t, np.int64), np.array(v, np.float64))
+        for k, (q, t, v) in per.items()
+    }
 
 
 def bench_batch(cfg: JoinConfig, arrays, batch: int) -> tuple[int, float]:
@@ -149,7 +152,9 @@ def bench_batch(cfg: JoinConfig, arrays, batch: int) -> tuple[int, float]:
     for key, (q, t, v) in arrays.items():
         state = None
         for lo in range(0, len(q), batch):
-            r = process_batch(cfg, state, q[lo : lo + batch], t[lo : lo + batch], v[lo : lo + batch])
+            r = process_batch(
+                cfg, state, q[lo : lo + batch], t[lo : lo + batch], v[lo : lo + batch]
+            )
             state = r.state
             pairs += len(r.pairs)
         pairs += len(process_batch(cfg, state, q[:0], t[:0], v[:0], end_of_stream=True).pairs)
@@ -195,13 +200,21 @@ def run_cli(events: Path, out: Path) -> tuple[int, str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest counts")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs per measurement; the fastest counts"
+    )
     ap.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
-    ap.add_argument("--record-limit", type=int, default=200_000, help="records for the per-record path")
-    ap.add_argument("--keep", type=Path, default=None, help="directory to keep the generated files in")
+    ap.add_argument(
+        "--record-limit", type=int, default=200_000, help="records for the per-record path"
+    )
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="directory to keep the generated files in"
+    )
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="bench_lsb_")
     work = args.keep or Path(tmp.name)
@@ -211,14 +224,20 @@ def main() -> int:
     generate(events, args.rows, args.seed)
     size_mb = events.stat().st_size / 1e6
 
-    base_pairs, base_s, base_cpu = best_of(lambda: baseline(events, work / "baseline.jsonl"), args.repeat, "baseline")
-    (cli_pairs, cli_line), cli_s, cli_cpu = best_of(lambda: run_cli(events, work / "cli.jsonl"), args.repeat, "cli")
+    base_pairs, base_s, base_cpu = best_of(
+        lambda: baseline(events, work / "baseline.jsonl"), args.repeat, "baseline"
+    )
+    (cli_pairs, cli_line), cli_s, cli_cpu = best_of(
+        lambda: run_cli(events, work / "cli.jsonl"), args.repeat, "cli"
+    )
     status(f"cli summary: {cli_line}")
 
     cfg = JoinConfig.single(SPEED, TORQUE)
     status("loading arrays for the in-memory paths ...")
     arrays = load_arrays(events)
-    batch_pairs, batch_s, batch_cpu = best_of(lambda: bench_batch(cfg, arrays, args.batch)[0], args.repeat, "batch")
+    batch_pairs, batch_s, batch_cpu = best_of(
+        lambda: bench_batch(cfg, arrays, args.batch)[0], args.repeat, "batch"
+    )
     (rec_pairs, rec_records), rec_s, rec_cpu = best_of(
         lambda: bench_record(cfg, arrays, args.record_limit)[:2], 1, "per-record"
     )

@@ -22,6 +22,7 @@ process), peak RSS, and the output pairs committed. The per-core rate is records
 the cores used (= records per CPU second); the ratio ours/Quix of it says which does more per
 core, independent of how many cores each managed to use on this shared machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,27 +80,65 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
     path, so nothing of the project can be imported); fails unless it consumed every record."""
     output = private_topic(settings, "joined", 4)
     log = work / "quix.log"
-    args = [str(python), "-I", str(QUIX_APP), "--bootstrap", settings.bootstrap_servers,
-            "--username", settings.kafka_username, "--security-protocol", settings.kafka_security_protocol,
-            "--input-topic", raw, "--output-topic", output, "--consumer-group", f"quix-bench-{uuid.uuid4().hex[:8]}",
-            "--state-dir", str(work / "quix-state"), "--schema-dir", str(SCHEMA_DIR), "--pair", PAIRS,
-            "--expected-records", str(records)]
+    args = [
+        str(python),
+        "-I",
+        str(QUIX_APP),
+        "--bootstrap",
+        settings.bootstrap_servers,
+        "--username",
+        settings.kafka_username,
+        "--security-protocol",
+        settings.kafka_security_protocol,
+        "--input-topic",
+        raw,
+        "--output-topic",
+        output,
+        "--consumer-group",
+        f"quix-bench-{uuid.uuid4().hex[:8]}",
+        "--state-dir",
+        str(work / "quix-state"),
+        "--schema-dir",
+        str(SCHEMA_DIR),
+        "--pair",
+        PAIRS,
+        "--expected-records",
+        str(records),
+    ]
     env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password}
     with log.open("wb") as handle:
-        process = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        process = subprocess.Popen(
+            args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
     with GroupSampler(process.pid) as sampler:
         code = sampler.wait(process)
-    events = {e["event"]: e for e in (json.loads(line) for line in log.read_text().splitlines()
-                                      if line.startswith('{"event"'))}
+    events = {
+        e["event"]: e
+        for e in (
+            json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"event"')
+        )
+    }
     if code != 0 or "done" not in events or "first_record" not in events:
         raise SystemExit(f"the Quix app failed (exit {code}), see {log}")
     done, first = events["done"], events["first_record"]["time"]
     committed = len(read_to_end(settings, output))
     if committed != done["pairs"]:
-        print(f"  warning: Quix reported {done['pairs']:,} pairs but {committed:,} are committed", flush=True)
-    print(f"  Quix: {done['consumed']:,} consumed, {done['pairs']:,} pairs, {done['late']:,} late", flush=True)
-    return Measured("Quix Streams 3.28.1", done["consumed"], done["time"] - first,
-                    sampler.cpu_between(first, done["time"]), sampler.peak_total_mb, committed)
+        print(
+            f"  warning: Quix reported {done['pairs']:,} pairs but {committed:,} are committed",
+            flush=True,
+        )
+    print(
+        f"  Quix: {done['consumed']:,} consumed, {done['pairs']:,} pairs, {done['late']:,} late",
+        flush=True,
+    )
+    return Measured(
+        "Quix Streams 3.28.1",
+        done["consumed"],
+        done["time"] - first,
+        sampler.cpu_between(first, done["time"]),
+        sampler.peak_total_mb,
+        committed,
+    )
 
 
 def our_rows(run: JobRun) -> list[Measured]:
@@ -107,31 +146,59 @@ def our_rows(run: JobRun) -> list[Measured]:
     name = f"ours, batch {run.batch:,}"
     rows = [Measured(name, run.input_records, run.span_s, run.cpu_s, run.rss_total_mb, run.joins)]
     if len(run.progress) > 1:
-        rows.append(Measured(f"{name}, warm", run.warm_records, run.warm_span_s, run.warm_cpu_s,
-                             run.rss_total_mb, run.joins))
+        rows.append(
+            Measured(
+                f"{name}, warm",
+                run.warm_records,
+                run.warm_span_s,
+                run.warm_cpu_s,
+                run.rss_total_mb,
+                run.joins,
+            )
+        )
     return rows
 
 
 def print_table(quix: Measured, runs: list[Measured]) -> None:
-    header = (f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} {'CPU µs/rec':>10} "
-              f"{'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} {'per core vs Quix':>16}")
+    header = (
+        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} {'CPU µs/rec':>10} "
+        f"{'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} {'per core vs Quix':>16}"
+    )
     print(header)
     for m in [quix, *runs]:
         ratio = "" if m is quix else f"{m.per_core / quix.per_core:.2f}x"
-        print(f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} {m.cpu_s:>7.1f} "
-              f"{m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} {m.rss_mb:>11,.0f} {m.per_core:>10,.0f} "
-              f"{m.pairs:>10,} {ratio:>16}")
+        print(
+            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} {m.cpu_s:>7.1f} "
+            f"{m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} {m.rss_mb:>11,.0f} {m.per_core:>10,.0f} "
+            f"{m.pairs:>10,} {ratio:>16}"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=400_000, help="generated rows (each becomes ~4 raw records)")
-    parser.add_argument("--batch-sizes", default="50000,200000", help="our job's maxOffsetsPerTrigger, one run each")
-    parser.add_argument("--ours", default=DEFAULT_JOB, help="our job's module (the join's flags, --available-now)")
-    parser.add_argument("--ours-args", default="", help="more flags for our job, e.g. a single pass's window flags")
-    parser.add_argument("--quix-venv", type=Path, default=DEFAULT_ROOT / "quix-venv",
-                        help="Quix Streams' own venv (created with pip on first use)")
-    parser.add_argument("--work-dir", type=Path, help="keep logs, state and checkpoints here (default: a temp dir)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rows", type=int, default=400_000, help="generated rows (each becomes ~4 raw records)"
+    )
+    parser.add_argument(
+        "--batch-sizes", default="50000,200000", help="our job's maxOffsetsPerTrigger, one run each"
+    )
+    parser.add_argument(
+        "--ours", default=DEFAULT_JOB, help="our job's module (the join's flags, --available-now)"
+    )
+    parser.add_argument(
+        "--ours-args", default="", help="more flags for our job, e.g. a single pass's window flags"
+    )
+    parser.add_argument(
+        "--quix-venv",
+        type=Path,
+        default=DEFAULT_ROOT / "quix-venv",
+        help="Quix Streams' own venv (created with pip on first use)",
+    )
+    parser.add_argument(
+        "--work-dir", type=Path, help="keep logs, state and checkpoints here (default: a temp dir)"
+    )
     args = parser.parse_args()
     python = ensure_venv(args.quix_venv, *QUIX)
     settings = Stack(Settings.from_sources()).up()
@@ -151,12 +218,17 @@ def main() -> int:
             if run.input_records != records:
                 raise SystemExit(f"{args.ours} read {run.input_records:,} of {records:,} records")
             runs += our_rows(run)
-    print(f"\nours: {args.ours} {args.ours_args}".rstrip() + f"; {records:,} raw records of {args.rows:,} rows\n")
+    print(
+        f"\nours: {args.ours} {args.ours_args}".rstrip()
+        + f"; {records:,} raw records of {args.rows:,} rows\n"
+    )
     print_table(quix, runs)
     print()
     for m in runs:
-        print(f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} records/s per core "
-              f"= {m.per_core / quix.per_core:.2f}x")
+        print(
+            f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} records/s per core "
+            f"= {m.per_core / quix.per_core:.2f}x"
+        )
     return 0
 
 

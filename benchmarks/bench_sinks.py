@@ -11,6 +11,7 @@ seconds per batch after the first (warm-up), output rows/s, and the ratio of the
 sink to the driver's; the driver process's peak RSS is printed at the end. ``--master
 spark://...`` runs it on a cluster (``python -m stacktools.stack up spark``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,12 @@ from streamkit.config import Settings
 def output_rows(spark, topic: str, rows: int, value_bytes: int, partitions: int):
     from pyspark.sql import functions as F
 
-    return (spark.range(0, rows, 1, 4)
-            .select(F.lit(topic).alias("topic"),
-                    F.format_string("key-%015d", "id").cast("binary").alias("key"),
-                    F.expr(f"repeat('x', {value_bytes})").cast("binary").alias("value"),
-                    (F.col("id") % partitions).cast("int").alias("partition")))
+    return spark.range(0, rows, 1, 4).select(
+        F.lit(topic).alias("topic"),
+        F.format_string("key-%015d", "id").cast("binary").alias("key"),
+        F.expr(f"repeat('x', {value_bytes})").cast("binary").alias("value"),
+        (F.col("id") % partitions).cast("int").alias("partition"),
+    )
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -59,7 +61,9 @@ def timed_batches(sink, frame, batches: int) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", default="50000,200000", help="output rows per batch, comma list")
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--master", default="local[2]")
@@ -68,7 +72,9 @@ def main() -> int:
     args = parser.parse_args()
     admin = Stack(Settings.from_sources()).up()
     settings = SparkJobSettings.from_sources()
-    spark = build_session("bench-sinks", args.master, 2, cluster_secret=settings.credential("spark", "cluster"))
+    spark = build_session(
+        "bench-sinks", args.master, 2, cluster_secret=settings.credential("spark", "cluster")
+    )
     spark.sparkContext.setLogLevel("ERROR")
     table = []
     try:
@@ -78,20 +84,31 @@ def main() -> int:
                 topic = private_topic(admin, "joined", 4)
                 markers = private_topic(admin, "markers", 1, compact=True)
                 query = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
-                sink = (ExactlyOnceSink(settings, query, markers) if kind == "driver"
-                        else ExecutorSink(settings, query, markers, args.sink_partitions))
-                print(f"{kind} sink, {rows:,} rows per batch, {args.batches} batches ...", flush=True)
-                seconds = timed_batches(sink, output_rows(spark, topic, rows, args.value_bytes, 4), args.batches)
+                sink = (
+                    ExactlyOnceSink(settings, query, markers)
+                    if kind == "driver"
+                    else ExecutorSink(settings, query, markers, args.sink_partitions)
+                )
+                print(
+                    f"{kind} sink, {rows:,} rows per batch, {args.batches} batches ...", flush=True
+                )
+                seconds = timed_batches(
+                    sink, output_rows(spark, topic, rows, args.value_bytes, 4), args.batches
+                )
                 sink.close()
                 median = statistics.median(seconds[1:])
                 results[kind] = median
                 table.append((rows, kind, seconds[0], median, rows / median))
-            table.append((rows, "ratio executors/driver", 0.0, 0.0, results["driver"] / results["executors"]))
+            table.append(
+                (rows, "ratio executors/driver", 0.0, 0.0, results["driver"] / results["executors"])
+            )
     finally:
         jvm_peak_mb = peak_rss_mb(SparkContext._gateway.proc.pid)
         spark.stop()
-    print(f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master {args.master}, "
-          f"{args.sink_partitions} output partitions)\n")
+    print(
+        f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master {args.master}, "
+        f"{args.sink_partitions} output partitions)\n"
+    )
     print("| rows per batch | sink | first batch s | median batch s | output rows/s |")
     print("|---:|---|---:|---:|---:|")
     for rows, kind, first, median, rate in table:
@@ -99,8 +116,10 @@ def main() -> int:
             print(f"| {rows:,} | **{kind}** | | | **{rate:.2f}x** |")
         else:
             print(f"| {rows:,} | {kind} | {first:.2f} | {median:.2f} | {rate:,.0f} |")
-    print(f"\npeak RSS: driver Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, "
-          f"driver JVM {jvm_peak_mb:,.0f} MB (local masters: the executors too)")
+    print(
+        f"\npeak RSS: driver Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, "
+        f"driver JVM {jvm_peak_mb:,.0f} MB (local masters: the executors too)"
+    )
     return 0
 
 

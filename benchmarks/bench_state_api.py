@@ -9,6 +9,7 @@ Kafka record encoding; only the operator differs. Each run is its own process (n
 by the other variant), variants alternate, and the rate excludes the first (warm-up) batch.
 The sink collects the batch as Arrow, as the exactly-once sink does, without producing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,11 +19,11 @@ import subprocess
 import sys
 import tempfile
 
-
 from bench_join import PAIRS, feed
-from streamkit.config import Settings
-from stacktools.wiring import private_topic
+
 from stacktools.stack import Stack
+from stacktools.wiring import private_topic
+from streamkit.config import Settings
 
 VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
@@ -32,13 +33,25 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from spark_jobs.join import OUTPUT_SCHEMA, STATE_SCHEMA, GroupJoiner, join_config, to_kafka_records
     from spark_jobs.config import JoinSettings
+    from spark_jobs.join import (
+        OUTPUT_SCHEMA,
+        STATE_SCHEMA,
+        GroupJoiner,
+        join_config,
+        to_kafka_records,
+    )
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
 
-    settings = JoinSettings.from_sources(cli={"pairs": PAIRS, "raw_topic": raw, "max_offsets_per_trigger": batch,
-                                              "starting_offsets": "earliest"})
+    settings = JoinSettings.from_sources(
+        cli={
+            "pairs": PAIRS,
+            "raw_topic": raw,
+            "max_offsets_per_trigger": batch,
+            "starting_offsets": "earliest",
+        }
+    )
     spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
     joiner = GroupJoiner(join_config(settings))
 
@@ -70,10 +83,15 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
             pass
 
     measurements = read_measurements(spark, settings)
-    grouped = (measurements.where(measurements.quantity.isin(list(joiner.config.quantities)))
-               .select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset").groupBy("thing"))
+    grouped = (
+        measurements.where(measurements.quantity.isin(list(joiner.config.quantities)))
+        .select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset")
+        .groupBy("thing")
+    )
     if variant == "applyInPandasWithState":
-        rows = grouped.applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout)
+        rows = grouped.applyInPandasWithState(
+            joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        )
     else:
         rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
     output = 0
@@ -83,24 +101,41 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         output += frame.toArrow().num_rows
 
     with tempfile.TemporaryDirectory(prefix="bench-state-") as checkpoint:
-        partitions = {settings.joined_topic: 2, settings.late_topic: 2}  # only collected, never produced
-        query = (to_kafka_records(rows, settings, partitions).writeStream.option("checkpointLocation", checkpoint)
-                 .foreachBatch(collect).trigger(availableNow=True).start())
+        partitions = {
+            settings.joined_topic: 2,
+            settings.late_topic: 2,
+        }  # only collected, never produced
+        query = (
+            to_kafka_records(rows, settings, partitions)
+            .writeStream.option("checkpointLocation", checkpoint)
+            .foreachBatch(collect)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         progress = [p for p in query.recentProgress if p["numInputRows"]]
     warm = progress[1:] or progress
     seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
-    return {"variant": variant, "batch": batch, "batches": len(progress), "output_rows": output,
-            "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
-            "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds}
+    return {
+        "variant": variant,
+        "batch": batch,
+        "batches": len(progress),
+        "output_rows": output,
+        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
+        "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds,
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--batch-sizes", default="50000,200000")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant per batch size")
-    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "TOPIC", "BATCH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=3, metavar=("VARIANT", "TOPIC", "BATCH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         variant, raw, batch = args.child
@@ -115,17 +150,26 @@ def main() -> int:
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         for round_ in range(args.rounds):
             for variant in VARIANTS:
-                child = subprocess.run([sys.executable, __file__, "--child", variant, raw, str(batch)],
-                                       capture_output=True, text=True, env={**os.environ}, check=False)
+                child = subprocess.run(
+                    [sys.executable, __file__, "--child", variant, raw, str(batch)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ},
+                    check=False,
+                )
                 if child.returncode != 0:
                     sys.stderr.write(child.stderr[-4000:])
                     raise SystemExit(f"{variant} run failed")
                 result = json.loads(child.stdout.strip().splitlines()[-1])
                 results.setdefault((variant, batch), []).append(result)
-                print(f"  batch {batch:,} round {round_ + 1} {variant}: {result['warm_records_per_s']:,.0f} records/s "
-                      f"after the first batch ({result['batches']} batches, {result['output_rows']:,} output rows)",
-                      flush=True)
-    print(f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} {'first batch s':>14}")
+                print(
+                    f"  batch {batch:,} round {round_ + 1} {variant}: {result['warm_records_per_s']:,.0f} records/s "
+                    f"after the first batch ({result['batches']} batches, {result['output_rows']:,} output rows)",
+                    flush=True,
+                )
+    print(
+        f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} {'first batch s':>14}"
+    )
     for (variant, batch), runs in results.items():
         mean = sum(r["warm_records_per_s"] for r in runs) / len(runs)
         first = sum(r["first_batch_s"] for r in runs) / len(runs)

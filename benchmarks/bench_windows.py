@@ -17,11 +17,12 @@ and the ratio, best of ``--repeat`` runs each, with CPU seconds next to wall sec
 machine may be shared). The Steps of both paths are compared (windows, set-aside and
 superseded records, state bytes) and the script exits 1 if they differ.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,7 +36,9 @@ Input = tuple[np.ndarray, np.ndarray, list[str]]
 def generate(records: int, seed: int) -> Input:
     """One key's records; the same seed gives the same records."""
     rng = np.random.default_rng(seed)
-    times = START_MS + np.cumsum(rng.choice([997, 1000, 1000, 1003, 2000], records)).astype(np.int64)
+    times = START_MS + np.cumsum(rng.choice([997, 1000, 1000, 1003, 2000], records)).astype(
+        np.int64
+    )
     back = rng.random(records) < 0.002
     times[back] -= rng.integers(1000, 60_000, int(back.sum()))
     values = np.round(rng.normal(50.0, 10.0, records), 3)
@@ -49,7 +52,9 @@ def with_copies(data: Input, share: float, seed: int) -> Input:
     times, values, row_ids = data[0].copy(), data[1].copy(), list(data[2])
     rng = np.random.default_rng(seed + 1)
     at = np.flatnonzero(rng.random(len(times)) < share)
-    for i, back, changed in zip(at.tolist(), rng.integers(1, 21, len(at)).tolist(), (rng.random(len(at)) < 0.5)):
+    for i, back, changed in zip(
+        at.tolist(), rng.integers(1, 21, len(at)).tolist(), (rng.random(len(at)) < 0.5)
+    ):
         j = max(i - back, 0)
         times[i], row_ids[i] = times[j], row_ids[j]
         values[i] = values[j] + 1.0 if changed else values[j]
@@ -65,52 +70,95 @@ def run(fn: Processor, rules: WindowRules, data: Input, batch: int) -> list[Step
     now_ms = int(times.max())
     state, steps = KeyState(), []
     for lo in range(0, len(times), batch):
-        steps.append(fn(rules, state, times[lo:lo + batch], values[lo:lo + batch], row_ids[lo:lo + batch], now_ms))
+        steps.append(
+            fn(
+                rules,
+                state,
+                times[lo : lo + batch],
+                values[lo : lo + batch],
+                row_ids[lo : lo + batch],
+                now_ms,
+            )
+        )
         state = steps[-1].state
     return steps
 
 
 def exactly(steps: list[Step]) -> list[str]:
     """Each Step as an exact string: repr of a float round-trips, numpy scalars show their type."""
-    return [repr((step.windows, step.aside, step.superseded, step.state.to_row())) for step in steps]
+    return [
+        repr((step.windows, step.aside, step.superseded, step.state.to_row())) for step in steps
+    ]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--batches", default="1000,50000", help="records per process call, comma separated")
-    ap.add_argument("--duplicates", type=float, default=0.01, help="share of re-sent records in the second input")
+    ap.add_argument(
+        "--batches", default="1000,50000", help="records per process call, comma separated"
+    )
+    ap.add_argument(
+        "--duplicates",
+        type=float,
+        default=0.01,
+        help="share of re-sent records in the second input",
+    )
     ap.add_argument("--tumbling", default="10s")
     ap.add_argument("--sliding", default="")
     ap.add_argument("--sessions", default="")
     ap.add_argument("--lateness-ms", type=int, default=10_000)
-    ap.add_argument("--by-row-id", action="store_true", help="the same record: (event time, row id), as joined input")
+    ap.add_argument(
+        "--by-row-id",
+        action="store_true",
+        help="the same record: (event time, row id), as joined input",
+    )
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest counts")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs per measurement; the fastest counts"
+    )
     args = ap.parse_args()
-    rules = WindowRules(tuple(parse_windows(args.tumbling, args.sliding, args.sessions)), args.lateness_ms,
-                        max_future_ms=3_600_000, same_by_row_id=args.by_row_id)
+    rules = WindowRules(
+        tuple(parse_windows(args.tumbling, args.sliding, args.sessions)),
+        args.lateness_ms,
+        max_future_ms=3_600_000,
+        same_by_row_id=args.by_row_id,
+    )
     status(f"generating {args.records:,} records")
     plain = generate(args.records, args.seed)
-    inputs = {"no copies": plain, f"{args.duplicates:.0%} copies": with_copies(plain, args.duplicates, args.seed)}
-    print(f"\n{args.records:,} records of one key; windows {', '.join(s.label for s in rules.specs)}; lateness "
-          f"{args.lateness_ms} ms; same record by {'(time, row id)' if args.by_row_id else 'time'}; "
-          f"best of {args.repeat}")
-    print(f"{'input':<12}{'batch':>8}{'path':>11}{'wall s':>9}{'records/s':>12}{'cpu s':>8}"
-          f"{'rec/cpu-s':>12}{'x ref':>8}{'same':>6}")
+    inputs = {
+        "no copies": plain,
+        f"{args.duplicates:.0%} copies": with_copies(plain, args.duplicates, args.seed),
+    }
+    print(
+        f"\n{args.records:,} records of one key; windows {', '.join(s.label for s in rules.specs)}; lateness "
+        f"{args.lateness_ms} ms; same record by {'(time, row id)' if args.by_row_id else 'time'}; "
+        f"best of {args.repeat}"
+    )
+    print(
+        f"{'input':<12}{'batch':>8}{'path':>11}{'wall s':>9}{'records/s':>12}{'cpu s':>8}"
+        f"{'rec/cpu-s':>12}{'x ref':>8}{'same':>6}"
+    )
     same_everywhere = True
     for name, data in inputs.items():
         for batch in (int(b) for b in args.batches.split(",")):
-            ref, ref_s, ref_cpu = best_of(lambda: run(process_reference, rules, data, batch), args.repeat,
-                                        f"{name} {batch} reference")
-            new, new_s, new_cpu = best_of(lambda: run(process, rules, data, batch), args.repeat,
-                                        f"{name} {batch} process")
+            ref, ref_s, ref_cpu = best_of(
+                lambda: run(process_reference, rules, data, batch),
+                args.repeat,
+                f"{name} {batch} reference",
+            )
+            new, new_s, new_cpu = best_of(
+                lambda: run(process, rules, data, batch), args.repeat, f"{name} {batch} process"
+            )
             same = exactly(ref) == exactly(new)
             same_everywhere &= same
             n = len(data[0])
             for path, secs, cpu in (("reference", ref_s, ref_cpu), ("process", new_s, new_cpu)):
-                print(f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}{cpu:>8.3f}{n / cpu:>12,.0f}"
-                      f"{ref_s / secs:>8.2f}{'yes' if same else 'NO':>6}")
+                print(
+                    f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}{cpu:>8.3f}{n / cpu:>12,.0f}"
+                    f"{ref_s / secs:>8.2f}{'yes' if same else 'NO':>6}"
+                )
     return 0 if same_everywhere else 1
 
 

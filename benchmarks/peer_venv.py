@@ -3,6 +3,7 @@
 A peer (e.g. Quix Streams) brings its own pins of confluent-kafka, pydantic and friends, which
 must never change the project's environment; so it lives in a venv of its own, created once and
 reused (pip runs only when the pinned requirement is missing)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -21,8 +22,10 @@ def has_requirement(venv: Path, distribution: str, version: str) -> bool:
     python = venv_python(venv)
     if not python.exists():
         return False
-    probe = (f"import importlib.metadata as m, sys; "
-             f"sys.exit(0 if m.version({distribution!r}) == {version!r} else 1)")
+    probe = (
+        f"import importlib.metadata as m, sys; "
+        f"sys.exit(0 if m.version({distribution!r}) == {version!r} else 1)"
+    )
     return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
 
 
@@ -37,8 +40,18 @@ def ensure_venv(venv: Path, distribution: str, version: str, extras: str = "") -
         subprocess.run([base, "-m", "venv", str(venv)], check=True)
     requirement = f"{distribution}[{extras}]=={version}" if extras else f"{distribution}=={version}"
     print(f"installing {requirement} into {venv} ...", flush=True)
-    subprocess.run([str(venv_python(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    requirement], check=True)
+    subprocess.run(
+        [
+            str(venv_python(venv)),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            requirement,
+        ],
+        check=True,
+    )
     if not has_requirement(venv, distribution, version):
         raise RuntimeError(f"{requirement} is still missing from {venv} after pip install")
     return venv_python(venv)

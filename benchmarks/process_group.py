@@ -6,6 +6,7 @@ CPU of a window is read from samples taken while they ran (interpolated at the w
 plus one taken when the group's leader has exited but is not yet reaped (its CPU is still in
 /proc then, gone after); the window comes from the run's own log (batch progress, first and
 last record)."""
+
 from __future__ import annotations
 
 import bisect
@@ -28,8 +29,11 @@ def rss_mb(pids: list[int], classify: Classifier) -> dict[str, float]:
     for pid in pids:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            rss_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                          if line.startswith("VmRSS:"))
+            rss_kb = next(
+                int(line.split()[1])
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS:")
+            )
         except (OSError, StopIteration):
             continue
         role = classify(cmd)
@@ -40,7 +44,9 @@ def rss_mb(pids: list[int], classify: Classifier) -> dict[str, float]:
 class GroupSampler:
     """Samples (wall time, group CPU seconds) and RSS every ``interval_s`` until stopped."""
 
-    def __init__(self, pgid: int, classify: Classifier = lambda _: "all", interval_s: float = 0.2) -> None:
+    def __init__(
+        self, pgid: int, classify: Classifier = lambda _: "all", interval_s: float = 0.2
+    ) -> None:
         self.pgid, self.classify, self.interval_s = pgid, classify, interval_s
         self.times: list[float] = []
         self.cpu: list[float] = []
@@ -50,7 +56,7 @@ class GroupSampler:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"sampler-{pgid}", daemon=True)
 
-    def __enter__(self) -> "GroupSampler":
+    def __enter__(self) -> GroupSampler:
         self._thread.start()
         return self
 
@@ -70,11 +76,15 @@ class GroupSampler:
                 os.killpg(self.pgid, 0)
             except ProcessLookupError:  # the group is gone: a read now would say 0 CPU
                 return
-            pids = group_pids(self.pgid)  # the group and its descendants (stacktools.cpu), found once a sample
+            pids = group_pids(
+                self.pgid
+            )  # the group and its descendants (stacktools.cpu), found once a sample
             rss = rss_mb(pids, self.classify)
             now, cpu = time.time(), processes_cpu_seconds(pids)
             self.times.append(now)
-            self.cpu.append(max(cpu, self.cpu[-1]) if self.cpu else cpu)  # an orphan leaving must not go back
+            self.cpu.append(
+                max(cpu, self.cpu[-1]) if self.cpu else cpu
+            )  # an orphan leaving must not go back
             for role, mb in rss.items():
                 self.peak_mb[role] = max(self.peak_mb.get(role, 0.0), mb)
             self.peak_total_mb = max(self.peak_total_mb, sum(rss.values()))

@@ -1,6 +1,7 @@
 """Generated rows into a raw topic exactly as the bridge writes them (Avro values, keys
 thing|quantity|event_ms, partition crc32(thing) % P), so a benchmark's jobs read what they
 read in production without an MQTT hop in front."""
+
 from __future__ import annotations
 
 from mqtt_bridge.records import RowSplitter
@@ -13,12 +14,20 @@ from streamkit.kafka_clients import idempotent_producer, partition_count
 StreamRecord = tuple[str, int, float]  # quantity, event time ms, value
 
 
-def feed(settings: Settings, raw: str, rows: int, wanted: frozenset[str] = frozenset(),
-         things: int = 8, seed: int = 3) -> tuple[int, dict[str, list[StreamRecord]]]:
+def feed(
+    settings: Settings,
+    raw: str,
+    rows: int,
+    wanted: frozenset[str] = frozenset(),
+    things: int = 8,
+    seed: int = 3,
+) -> tuple[int, dict[str, list[StreamRecord]]]:
     """Generated rows -> raw topic; returns the record count and, per thing, the records of the
     ``wanted`` quantities in arrival order."""
     splitter = RowSplitter(partition_count(settings, raw))
-    producer = idempotent_producer(settings, "bench-feed", **{"queue.buffering.max.messages": 2_000_000})
+    producer = idempotent_producer(
+        settings, "bench-feed", **{"queue.buffering.max.messages": 2_000_000}
+    )
     count = 0
     streams: dict[str, list[StreamRecord]] = {}
     for obj in generate(rows, things, seed=seed):

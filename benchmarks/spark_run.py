@@ -4,13 +4,14 @@ single-pass job) over a raw topic, measured from its own per-batch progress log 
 Rates are over the batches' processing time, so Spark's start-up (JVM, session, source) is
 left out; "warm" also leaves out the first batch, which pays the Python workers' warm-up once
 per start. CPU and peak RSS are the whole process group's (driver, JVM, Python workers)."""
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import statistics
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.process_group import Classifier, GroupSampler
@@ -26,10 +27,12 @@ DEFAULT_JOB = "spark_jobs.join"
 
 def role_of(module: str) -> Classifier:
     """RSS roles of a Spark job's process group: its JVM, its driver, its Python workers."""
+
     def classify(cmd: bytes) -> str:
         if cmd.split(b" ", 1)[0].endswith(b"java"):
             return "jvm"
         return "driver" if module.encode() in cmd else "python workers"
+
     return classify
 
 
@@ -41,7 +44,7 @@ def batch_progress(log_text: str) -> list[dict]:
 
 def log_time(ts: str) -> float:
     """Wall time (epoch s) of a streamkit.logs ``ts`` (UTC, ms)."""
-    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 def batch_window(progress: list[dict]) -> tuple[float, float, float]:
@@ -54,14 +57,14 @@ def batch_window(progress: list[dict]) -> tuple[float, float, float]:
 class JobRun:
     module: str
     batch: int
-    progress: list[dict]            #: the job's "batch progress" events with input, in order
-    cpu_s: float                    #: group CPU from the first batch's start to the last one's end
-    warm_cpu_s: float               #: the same from the first batch's end
-    span_s: float                   #: wall time from the first batch's start to the last one's end
+    progress: list[dict]  #: the job's "batch progress" events with input, in order
+    cpu_s: float  #: group CPU from the first batch's start to the last one's end
+    warm_cpu_s: float  #: the same from the first batch's end
+    span_s: float  #: wall time from the first batch's start to the last one's end
     warm_span_s: float
-    rss_mb: dict[str, float]        #: peak RSS per role
-    rss_total_mb: float             #: peak RSS of the whole group at one instant
-    joins: int                      #: committed records in the joined topic
+    rss_mb: dict[str, float]  #: peak RSS per role
+    rss_total_mb: float  #: peak RSS of the whole group at one instant
+    joins: int  #: committed records in the joined topic
 
     @property
     def input_records(self) -> int:
@@ -90,22 +93,50 @@ class JobRun:
 
     def batch_percentile_s(self, q: float) -> float:
         durations = sorted(e["duration_ms"] / 1000 for e in self.progress)
-        return statistics.median(durations) if q == 0.5 else durations[min(len(durations) - 1, int(len(durations) * q))]
+        return (
+            statistics.median(durations)
+            if q == 0.5
+            else durations[min(len(durations) - 1, int(len(durations) * q))]
+        )
 
 
-def run_job(settings: Settings, raw: str, batch: int, work: Path, module: str = DEFAULT_JOB,
-            extra_args: list[str] | None = None) -> JobRun:
+def run_job(
+    settings: Settings,
+    raw: str,
+    batch: int,
+    work: Path,
+    module: str = DEFAULT_JOB,
+    extra_args: list[str] | None = None,
+) -> JobRun:
     """Run ``python -m <module> --available-now`` over ``raw`` with a fresh checkpoint and
     private output topics; fails when the job fails."""
     outputs = {role: private_topic(settings, role, 4) for role in ("joined", "late", "aggregates")}
     markers = private_topic(settings, "markers", 1, compact=True)
     log = work / f"{module.rsplit('.', 1)[-1]}-{batch}.log"
-    args = ["--raw-topic", raw, "--joined-topic", outputs["joined"], "--late-topic", outputs["late"],
-            "--aggregates-topic", outputs["aggregates"], "--marker-topic", markers,
-            "--checkpoint-dir", str(work / f"checkpoint-{module}-{batch}"),
-            "--query-name", f"bench-{uuid.uuid4().hex[:6]}", "--pairs", PAIRS,
-            "--max-offsets-per-trigger", str(batch), "--available-now", "--metrics-port", str(free_port()),
-            *(extra_args or [])]
+    args = [
+        "--raw-topic",
+        raw,
+        "--joined-topic",
+        outputs["joined"],
+        "--late-topic",
+        outputs["late"],
+        "--aggregates-topic",
+        outputs["aggregates"],
+        "--marker-topic",
+        markers,
+        "--checkpoint-dir",
+        str(work / f"checkpoint-{module}-{batch}"),
+        "--query-name",
+        f"bench-{uuid.uuid4().hex[:6]}",
+        "--pairs",
+        PAIRS,
+        "--max-offsets-per-trigger",
+        str(batch),
+        "--available-now",
+        "--metrics-port",
+        str(free_port()),
+        *(extra_args or []),
+    ]
     job = ServiceProcess(module, args, log).start()
     assert job.process is not None
     with GroupSampler(job.process.pid, role_of(module)) as sampler:
@@ -116,6 +147,15 @@ def run_job(settings: Settings, raw: str, batch: int, work: Path, module: str = 
     if not progress:
         raise SystemExit(f"{module} logged no batch with input, see {log}")
     start, first_end, last_end = batch_window(progress)
-    return JobRun(module, batch, progress, sampler.cpu_between(start, last_end), sampler.cpu_between(first_end, last_end),
-                  last_end - start, last_end - first_end, sampler.peak_mb, sampler.peak_total_mb,
-                  len(read_to_end(settings, outputs["joined"])))  # not end offsets: those count commit markers too
+    return JobRun(
+        module,
+        batch,
+        progress,
+        sampler.cpu_between(start, last_end),
+        sampler.cpu_between(first_end, last_end),
+        last_end - start,
+        last_end - first_end,
+        sampler.peak_mb,
+        sampler.peak_total_mb,
+        len(read_to_end(settings, outputs["joined"])),
+    )  # not end offsets: those count commit markers too

@@ -1,6 +1,7 @@
 """Timing of in-process benchmarks: the best of a few runs by wall time, with the CPU time of
 that run (this process and the children it waited for), which moves much less than wall time
 on a shared machine."""
+
 from __future__ import annotations
 
 import resource
@@ -18,7 +19,10 @@ def status(msg: str) -> None:
 
 
 def cpu_seconds() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 

@@ -4,6 +4,7 @@ A batch is written to InfluxDB as a whole and its offsets are committed as a who
 write was acknowledged; so whatever happens in between, the records of an uncommitted batch
 are read again and rewritten (points are idempotent), never skipped.
 """
+
 from __future__ import annotations
 
 import collections
@@ -33,7 +34,9 @@ class Batch:
     started: float = field(default_factory=time.monotonic)
     submitted: float = 0.0
 
-    def add_chunk(self, messages: list[Message], converters: dict[str, tuple[Converter, str]]) -> list[KafkaError]:
+    def add_chunk(
+        self, messages: list[Message], converters: dict[str, tuple[Converter, str]]
+    ) -> list[KafkaError]:
         """Convert a consumed chunk; returns the consumer errors among it. The per-record work
         here is the connector's hot loop, hence the local names."""
         lines, origins, dead = self.lines, self.origins, self.dead
@@ -55,22 +58,31 @@ class Batch:
             origins.append(message)
         return errors
 
-    def points_per_measurement(self, converters: dict[str, tuple[Converter, str]]) -> collections.Counter:
+    def points_per_measurement(
+        self, converters: dict[str, tuple[Converter, str]]
+    ) -> collections.Counter:
         by_topic = collections.Counter(message.topic() for message in self.origins)
-        return collections.Counter({converters[topic][1]: count for topic, count in by_topic.items()})
+        return collections.Counter(
+            {converters[topic][1]: count for topic, count in by_topic.items()}
+        )
 
     def __len__(self) -> int:
         return len(self.lines) + len(self.dead)
 
     def offsets(self) -> list[TopicPartition]:
         """What to commit: the offset after the last record of each partition."""
-        return [TopicPartition(topic, partition, offset) for (topic, partition), offset in self.next_offsets.items()]
+        return [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in self.next_offsets.items()
+        ]
 
     def age_s(self) -> float:
         return time.monotonic() - self.started
 
 
-def write_now(batch: Batch, *, writing: bool, caught_up: bool, batch_points: int, flush_s: float) -> bool:
+def write_now(
+    batch: Batch, *, writing: bool, caught_up: bool, batch_points: int, flush_s: float
+) -> bool:
     """Whether to write the points collected so far: a full batch, one that has waited the flush
     interval, or, when no write is in flight, any batch as soon as the consumer has caught up.
     A burst (a Spark batch's transaction becoming readable at once) is then written when it has

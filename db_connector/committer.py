@@ -2,12 +2,20 @@
 letters, and what to do when a commit cannot be made (drop the batch and rewind, retry, or
 exit). Apart from the loop (connector.py) because the exactly-once argument lives here: an
 offset is committed only with everything it passes, and a batch not committed is read again."""
+
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from db_connector.batch import Batch, DeadLetter
 from db_connector.config import ConnectorSettings
@@ -19,8 +27,12 @@ log = logging.getLogger("db_connector")
 
 #: Errors of an offset commit that mean "not yours any more": the records are re-read by
 #: whoever owns the partitions now, so the batch is dropped, not retried.
-STALE_GROUP_CODES = {KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
-                     KafkaError.FENCED_INSTANCE_ID}
+STALE_GROUP_CODES = {
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.FENCED_INSTANCE_ID,
+}
 
 
 class RewindFailed(RuntimeError):
@@ -41,9 +53,16 @@ class Committer:
     one (a batch of an older one was revoked and must not commit), ``forget_polled`` drops
     records polled ahead, which a rewind reads again."""
 
-    def __init__(self, settings: ConnectorSettings, consumer: Consumer, producer: Producer, shutdown: ShutdownFlag,
-                 wait: Callable[[float], bool], generation: Callable[[], int],
-                 forget_polled: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        settings: ConnectorSettings,
+        consumer: Consumer,
+        producer: Producer,
+        shutdown: ShutdownFlag,
+        wait: Callable[[float], bool],
+        generation: Callable[[], int],
+        forget_polled: Callable[[], None],
+    ) -> None:
         self.settings = settings
         self.consumer = consumer
         self.producer = producer
@@ -53,7 +72,9 @@ class Committer:
         self.forget_polled = forget_polled
 
     def _backoff(self) -> Backoff:
-        return Backoff(initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000)
+        return Backoff(
+            initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000
+        )
 
     def commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
         """Commit the batch's offsets, with its dead letters in one transaction when it has any.
@@ -70,13 +91,21 @@ class Committer:
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.code() in STALE_GROUP_CODES:
-                    log.info("commit refused after a rebalance; the batch will be re-read", extra={"error": str(error)})
+                    log.info(
+                        "commit refused after a rebalance; the batch will be re-read",
+                        extra={"error": str(error)},
+                    )
                     return False
                 if not error.retriable():
-                    log.error("offset commit failed; re-reading the batch", extra={"error": str(error)})
+                    log.error(
+                        "offset commit failed; re-reading the batch", extra={"error": str(error)}
+                    )
                     return False
                 delay = backoff.next_delay()
-                log.warning("offset commit failed, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
+                log.warning(
+                    "offset commit failed, retrying",
+                    extra={"error": str(error), "retry_in_s": round(delay, 2)},
+                )
             if self.wait(delay):
                 return False
         return False
@@ -91,8 +120,11 @@ class Committer:
                 self.producer.begin_transaction()
                 for letter in dead:
                     produce_dead_letter(self.producer, self.settings.dlq_topic, letter)
-                self._retrying(lambda: self.producer.send_offsets_to_transaction(
-                    batch.offsets(), self.consumer.consumer_group_metadata(), 30))
+                self._retrying(
+                    lambda: self.producer.send_offsets_to_transaction(
+                        batch.offsets(), self.consumer.consumer_group_metadata(), 30
+                    )
+                )
                 self._retrying(lambda: self.producer.commit_transaction(30))
                 return True
             except KafkaException as exc:
@@ -103,10 +135,15 @@ class Committer:
                 if self.shutdown.requested or error.code() in STALE_GROUP_CODES:
                     return False
                 if not error.txn_requires_abort():
-                    log.error("transaction failed; re-reading the batch", extra={"error": str(error)})
+                    log.error(
+                        "transaction failed; re-reading the batch", extra={"error": str(error)}
+                    )
                     return False
                 delay = backoff.next_delay()
-                log.warning("transaction aborted, retrying", extra={"error": str(error), "retry_in_s": round(delay, 2)})
+                log.warning(
+                    "transaction aborted, retrying",
+                    extra={"error": str(error), "retry_in_s": round(delay, 2)},
+                )
             if self.wait(delay):
                 return False
         return False
@@ -126,7 +163,10 @@ class Committer:
                     raise
                 if attempt == attempts:
                     raise TransactionStuck(str(exc.args[0])) from exc
-                log.warning("transaction step failed, retrying", extra={"error": str(exc.args[0]), "attempt": attempt})
+                log.warning(
+                    "transaction step failed, retrying",
+                    extra={"error": str(exc.args[0]), "attempt": attempt},
+                )
                 self.wait(backoff.next_delay())
 
     def _abort(self, attempts: int = 5) -> None:
@@ -161,6 +201,11 @@ class Committer:
             try:
                 self.consumer.seek(TopicPartition(position.topic, position.partition, offset))
             except KafkaException as exc:
-                log.warning("seek failed (partition moved?)", extra={"topic": position.topic,
-                                                                     "partition": position.partition,
-                                                                     "error": str(exc.args[0])})
+                log.warning(
+                    "seek failed (partition moved?)",
+                    extra={
+                        "topic": position.topic,
+                        "partition": position.partition,
+                        "error": str(exc.args[0]),
+                    },
+                )

@@ -1,4 +1,5 @@
 """The connector's settings: the service base, Kafka and InfluxDB, plus batching, retry and identity knobs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,20 +14,42 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
     kafka_username: str = login_as("kafka", "connector")
     influx_username: str = login_as("influx", "connector")
     metrics_port: int = serves_metrics_on(9205)
-    group_id: str = setting("db-connector", "CONNECTOR_GROUP_ID",
-                            "Kafka consumer group: its committed offsets are the connector's progress")
-    instance_id: str = setting("db-connector-1", "CONNECTOR_INSTANCE_ID",
-                               "stable and unique per instance: its Kafka transactional.id (a restarted instance "
-                               "fences its predecessor) and static group.instance.id (it gets its partitions "
-                               "back at once)")
-    topics: str = setting("raw,joined,aggregates,late,dlq", "CONNECTOR_TOPICS",
-                          "which of the pipeline's topics to load (comma separated: raw, joined, aggregates, "
-                          "late, dlq); the topic names themselves are RAW_TOPIC etc.")
-    batch_points: int = setting(20000, "CONNECTOR_BATCH_POINTS", "write to InfluxDB when this many points are pending")
-    flush_interval_ms: int = setting(250, "CONNECTOR_FLUSH_INTERVAL_MS",
-                                     "longest a point waits while another write is in flight (with none in flight, "
-                                     "points are written as soon as the consumer has caught up)")
-    write_timeout_ms: int = setting(30000, "CONNECTOR_WRITE_TIMEOUT_MS", "timeout of one InfluxDB write request")
-    retry_initial_ms: int = setting(200, "CONNECTOR_RETRY_INITIAL_MS", "first back-off after a failed write")
-    retry_max_ms: int = setting(10000, "CONNECTOR_RETRY_MAX_MS", "longest back-off between write attempts")
-    influx_retention_policy: str = setting("autogen", "INFLUX_RETENTION_POLICY", "retention policy written to")
+    group_id: str = setting(
+        "db-connector",
+        "CONNECTOR_GROUP_ID",
+        "Kafka consumer group: its committed offsets are the connector's progress",
+    )
+    instance_id: str = setting(
+        "db-connector-1",
+        "CONNECTOR_INSTANCE_ID",
+        "stable and unique per instance: its Kafka transactional.id (a restarted instance "
+        "fences its predecessor) and static group.instance.id (it gets its partitions "
+        "back at once)",
+    )
+    topics: str = setting(
+        "raw,joined,aggregates,late,dlq",
+        "CONNECTOR_TOPICS",
+        "which of the pipeline's topics to load (comma separated: raw, joined, aggregates, "
+        "late, dlq); the topic names themselves are RAW_TOPIC etc.",
+    )
+    batch_points: int = setting(
+        20000, "CONNECTOR_BATCH_POINTS", "write to InfluxDB when this many points are pending"
+    )
+    flush_interval_ms: int = setting(
+        250,
+        "CONNECTOR_FLUSH_INTERVAL_MS",
+        "longest a point waits while another write is in flight (with none in flight, "
+        "points are written as soon as the consumer has caught up)",
+    )
+    write_timeout_ms: int = setting(
+        30000, "CONNECTOR_WRITE_TIMEOUT_MS", "timeout of one InfluxDB write request"
+    )
+    retry_initial_ms: int = setting(
+        200, "CONNECTOR_RETRY_INITIAL_MS", "first back-off after a failed write"
+    )
+    retry_max_ms: int = setting(
+        10000, "CONNECTOR_RETRY_MAX_MS", "longest back-off between write attempts"
+    )
+    influx_retention_policy: str = setting(
+        "autogen", "INFLUX_RETENTION_POLICY", "retention policy written to"
+    )

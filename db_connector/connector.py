@@ -12,6 +12,7 @@ Why the result in InfluxDB is exact:
 While InfluxDB is unavailable the connector retries the same batch with back-off and pauses
 its partitions: memory stays bounded by one batch, and nothing is skipped.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,30 +37,48 @@ from streamkit.shutdown import ShutdownFlag
 
 log = logging.getLogger("db_connector")
 
-POINTS = Counter("connector_points_written_total", "points acknowledged by InfluxDB", ["measurement"])
-BATCH_SECONDS = Histogram("connector_batch_seconds", "one batch: InfluxDB write(s) + Kafka commit",
-                          buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+POINTS = Counter(
+    "connector_points_written_total", "points acknowledged by InfluxDB", ["measurement"]
+)
+BATCH_SECONDS = Histogram(
+    "connector_batch_seconds",
+    "one batch: InfluxDB write(s) + Kafka commit",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
 RETRIES = Counter("connector_write_retries_total", "InfluxDB writes retried, by cause", ["cause"])
-LAG = Gauge("connector_consumer_lag_records", "records behind the end of the assigned partitions", ["topic"])
+LAG = Gauge(
+    "connector_consumer_lag_records", "records behind the end of the assigned partitions", ["topic"]
+)
 PENDING = Gauge("connector_pending_points", "points waiting to be written")
-AVAILABLE = Gauge("connector_influx_available", "1 while InfluxDB takes writes, 0 while the connector waits for it")
+AVAILABLE = Gauge(
+    "connector_influx_available",
+    "1 while InfluxDB takes writes, 0 while the connector waits for it",
+)
 #: Finer from 10 s to 30 s too: an aggregate counted from its window's end (no closed_at_ms: a record
 #: written before that field) waited its allowed lateness (10 s by default), so its latency lands there.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 12.5, 15, 20, 30, 60, 300)
-EVENT_LATENCY = Histogram("connector_event_latency_seconds",
-                          "event time -> acknowledged by InfluxDB: raw and joined points from their event time, "
-                          "aggregates from when their window became closable (closed_at_ms: the key's event time "
-                          "that moved its horizon past the window's end), else (closed by the idle timeout) from "
-                          "their window's end, a session's last record (meaningful for live data, e.g. simulator "
-                          "--live)",
-                          ["measurement"], buckets=LATENCY_BUCKETS)
-INGEST_LATENCY = Histogram("connector_ingest_latency_seconds",
-                           "Kafka record timestamp (when its producer wrote it) -> acknowledged by InfluxDB",
-                           ["measurement"], buckets=LATENCY_BUCKETS)
+EVENT_LATENCY = Histogram(
+    "connector_event_latency_seconds",
+    "event time -> acknowledged by InfluxDB: raw and joined points from their event time, "
+    "aggregates from when their window became closable (closed_at_ms: the key's event time "
+    "that moved its horizon past the window's end), else (closed by the idle timeout) from "
+    "their window's end, a session's last record (meaningful for live data, e.g. simulator "
+    "--live)",
+    ["measurement"],
+    buckets=LATENCY_BUCKETS,
+)
+INGEST_LATENCY = Histogram(
+    "connector_ingest_latency_seconds",
+    "Kafka record timestamp (when its producer wrote it) -> acknowledged by InfluxDB",
+    ["measurement"],
+    buckets=LATENCY_BUCKETS,
+)
 #: Latencies are observed for a sample of each batch: enough for percentiles, cheap per point.
 LATENCY_SAMPLES_PER_BATCH = 500
 LATENCY_REFERENCES = latency_references()
-REBALANCES = Counter("connector_rebalances_total", "partition revocations (uncommitted work is re-read)")
+REBALANCES = Counter(
+    "connector_rebalances_total", "partition revocations (uncommitted work is re-read)"
+)
 LAG_EVERY_S = 2.0
 
 
@@ -72,12 +91,22 @@ class Connector:
         self.writer = InfluxWriter(settings)
         # Static membership (the instance id): a restarted instance gets its partitions back at
         # once instead of waiting out the killed one's session timeout.
-        self.consumer: Consumer = committed_consumer(settings, settings.group_id, **{
-            "group.instance.id": settings.instance_id, "queued.max.messages.kbytes": 65536})
+        self.consumer: Consumer = committed_consumer(
+            settings,
+            settings.group_id,
+            **{"group.instance.id": settings.instance_id, "queued.max.messages.kbytes": 65536},
+        )
         self.producer: Producer = transactional_producer(settings, settings.instance_id)
-        self.committer = Committer(settings, self.consumer, self.producer, shutdown, self._wait,
-                                   lambda: self.generation, lambda: self.carry.clear())
-        self.generation = 0          # bumped on every revocation: older batches must not commit
+        self.committer = Committer(
+            settings,
+            self.consumer,
+            self.producer,
+            shutdown,
+            self._wait,
+            lambda: self.generation,
+            lambda: self.carry.clear(),
+        )
+        self.generation = 0  # bumped on every revocation: older batches must not commit
         self.carry: list[Message] = []  # records polled while paused, first in the next batch
         self.paused = False
         self.write_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="influx-write")
@@ -87,7 +116,10 @@ class Connector:
 
     # ------------------------------------------------------------------------- group membership
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("partitions assigned", extra={"partitions": [f"{p.topic}[{p.partition}]" for p in partitions]})
+        log.info(
+            "partitions assigned",
+            extra={"partitions": [f"{p.topic}[{p.partition}]" for p in partitions]},
+        )
         if self.paused:  # keep the back-pressure while InfluxDB is away
             self.consumer.pause(partitions)
 
@@ -96,8 +128,10 @@ class Connector:
         self.generation += 1
         self.carry.clear()
         REBALANCES.inc()
-        log.info("partitions revoked; uncommitted records will be re-read",
-                 extra={"partitions": len(partitions)})
+        log.info(
+            "partitions revoked; uncommitted records will be re-read",
+            extra={"partitions": len(partitions)},
+        )
 
     # ------------------------------------------------------------------------- main loop
     def run(self) -> int:
@@ -105,8 +139,10 @@ class Connector:
         memory holds at most two batches and commits stay in offset order)."""
         topics = list(self.converters)
         self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
-        log.info("connector running", extra={"topics": topics, "bucket": self.writer.bucket,
-                                             "group": self.settings.group_id})
+        log.info(
+            "connector running",
+            extra={"topics": topics, "bucket": self.writer.bucket, "group": self.settings.group_id},
+        )
         batch = Batch(self.generation)
         flush_s = self.settings.flush_interval_ms / 1000
         try:
@@ -118,8 +154,13 @@ class Connector:
                 self._check_errors(batch.add_chunk(messages, self.converters))
                 PENDING.set(len(batch.lines))
                 writing = self.inflight is not None and not self.inflight[1].done()
-                ready = write_now(batch, writing=writing, caught_up=caught_up,
-                                  batch_points=self.settings.batch_points, flush_s=flush_s)
+                ready = write_now(
+                    batch,
+                    writing=writing,
+                    caught_up=caught_up,
+                    batch_points=self.settings.batch_points,
+                    flush_s=flush_s,
+                )
                 # settle when the next batch is ready, or as soon as the write is done (latency)
                 if ready or (self.inflight is not None and self.inflight[1].done()):
                     if not self._settle():
@@ -131,22 +172,34 @@ class Connector:
                         batch = Batch(self.generation)
                 self._update_lag()
             if self._settle() and len(batch) and batch.generation == self.generation:
-                log.info("shutting down: writing and committing the last batch", extra={"records": len(batch)})
+                log.info(
+                    "shutting down: writing and committing the last batch",
+                    extra={"records": len(batch)},
+                )
                 self._submit(batch)
                 self._settle()
         except FencedOut as exc:
-            log.error("another connector took over this transactional id; exiting", extra={"error": str(exc)})
+            log.error(
+                "another connector took over this transactional id; exiting",
+                extra={"error": str(exc)},
+            )
             return 1
         except RewindFailed as exc:
-            log.error("could not rewind to the committed offsets; exiting", extra={"error": str(exc)})
+            log.error(
+                "could not rewind to the committed offsets; exiting", extra={"error": str(exc)}
+            )
             return 1
         except ConsumerFailed as exc:
-            log.error("the Kafka consumer failed for good; exiting so a restart rejoins the group",
-                      extra={"error": str(exc)})
+            log.error(
+                "the Kafka consumer failed for good; exiting so a restart rejoins the group",
+                extra={"error": str(exc)},
+            )
             return 1
         except TransactionStuck as exc:
-            log.error("a transaction step keeps failing; exiting so a restart fences this producer",
-                      extra={"error": str(exc)})
+            log.error(
+                "a transaction step keeps failing; exiting so a restart fences this producer",
+                extra={"error": str(exc)},
+            )
             return 1
         finally:
             self._close()
@@ -160,7 +213,9 @@ class Connector:
             return taken, False
         wanted = max(1, min(10000, self.settings.batch_points))
         try:
-            messages = self.consumer.consume(wanted, min(0.1, self.settings.flush_interval_ms / 1000))
+            messages = self.consumer.consume(
+                wanted, min(0.1, self.settings.flush_interval_ms / 1000)
+            )
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise ConsumerFailed(str(exc.args[0])) from exc  # exit non-zero: a restart rejoins
@@ -176,7 +231,9 @@ class Connector:
         for error in errors:
             if error.code() == KafkaError._PARTITION_EOF:
                 continue
-            if error.fatal() or error.code() == KafkaError._FATAL:  # librdkafka reports it as _FATAL
+            if (
+                error.fatal() or error.code() == KafkaError._FATAL
+            ):  # librdkafka reports it as _FATAL
                 raise ConsumerFailed(str(error))
             log.warning("consumer error", extra={"error": str(error)})
 
@@ -227,22 +284,34 @@ class Connector:
         for index in range(0, len(batch.lines), stride):
             message = batch.origins[index]
             measurement = self.converters[message.topic()][1]
-            INGEST_LATENCY.labels(measurement).observe(max(0.0, now_ms - message.timestamp()[1]) / 1000)
+            INGEST_LATENCY.labels(measurement).observe(
+                max(0.0, now_ms - message.timestamp()[1]) / 1000
+            )
             reference = LATENCY_REFERENCES.get(measurement)
             if reference is not None:
-                EVENT_LATENCY.labels(measurement).observe(max(0.0, now_ms - reference(batch.lines[index])) / 1000)
+                EVENT_LATENCY.labels(measurement).observe(
+                    max(0.0, now_ms - reference(batch.lines[index])) / 1000
+                )
 
     def _write_until_done(self, batch: Batch, error: WriteUnavailable) -> list[Refused] | None:
         """Retry the batch until InfluxDB answers; None if we stopped waiting (shutdown,
         or the partitions went to another member meanwhile)."""
-        backoff = Backoff(initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000)
+        backoff = Backoff(
+            initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000
+        )
         while True:
             delay = backoff.next_delay()
             RETRIES.labels(error.cause).inc()
             AVAILABLE.set(0)
-            log.warning("InfluxDB unavailable; pausing consumption and retrying",
-                        extra={"cause": error.cause, "error": str(error)[:300], "retry_in_s": round(delay, 2),
-                               "pending_points": len(batch.lines)})
+            log.warning(
+                "InfluxDB unavailable; pausing consumption and retrying",
+                extra={
+                    "cause": error.cause,
+                    "error": str(error)[:300],
+                    "retry_in_s": round(delay, 2),
+                    "pending_points": len(batch.lines),
+                },
+            )
             self._pause()
             if self._wait(delay) or batch.generation != self.generation:
                 # a write of a later batch pauses again if InfluxDB is still away
@@ -318,7 +387,13 @@ class ConsumerFailed(RuntimeError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_service("db_connector", ConnectorSettings, __doc__, argv, lambda settings, shutdown: Connector(settings, shutdown).run())
+    return run_service(
+        "db_connector",
+        ConnectorSettings,
+        __doc__,
+        argv,
+        lambda settings, shutdown: Connector(settings, shutdown).run(),
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The connector's dead letters: records that cannot become points, and points InfluxDB
 refused. They go to the dead-letter topic in the transaction that commits the offsets passing
 them (see committer.py), so each is dead-lettered exactly once; here is what they are made of."""
+
 from __future__ import annotations
 
 import collections
@@ -17,12 +18,20 @@ from streamkit.wire import dead_letters as wire_dead_letters
 
 log = logging.getLogger("db_connector")
 
-REJECTED = Counter("connector_rejected_points_total", "points InfluxDB refused (dead-lettered)", ["measurement"])
-DEAD_LETTERS = Counter("connector_dead_letters_total", "records sent to the dead-letter topic, by reason", ["reason"])
+REJECTED = Counter(
+    "connector_rejected_points_total", "points InfluxDB refused (dead-lettered)", ["measurement"]
+)
+DEAD_LETTERS = Counter(
+    "connector_dead_letters_total", "records sent to the dead-letter topic, by reason", ["reason"]
+)
 
 
-def letters_for(batch: Batch, refused: list[Refused], converters: dict[str, tuple[Converter, str]],
-                dlq_topic: str) -> tuple[list[DeadLetter], collections.Counter]:
+def letters_for(
+    batch: Batch,
+    refused: list[Refused],
+    converters: dict[str, tuple[Converter, str]],
+    dlq_topic: str,
+) -> tuple[list[DeadLetter], collections.Counter]:
     """The batch's dead letters (its unconvertible records, then its refused points) and the
     points written per measurement once the refused ones are taken off."""
     dead = list(batch.dead)
@@ -50,8 +59,21 @@ def produce_dead_letter(producer: Producer, dlq_topic: str, letter: DeadLetter) 
     """The record's own key and bytes, and headers saying why and where it came from; a full
     local queue is waited out (it empties as the producer sends), never an error."""
     source = letter.message
-    headers = wire_dead_letters.record_headers(letter.reason, letter.detail, source.topic(), source.partition(),
-                                               source.offset(), len(source.value() or b""))
+    headers = wire_dead_letters.record_headers(
+        letter.reason,
+        letter.detail,
+        source.topic(),
+        source.partition(),
+        source.offset(),
+        len(source.value() or b""),
+    )
     produce_retrying(producer, dlq_topic, source.value(), source.key(), headers=headers)
-    log.warning("dead-lettered a record", extra={"reason": letter.reason, "detail": letter.detail[:200],
-                                                "topic": source.topic(), "offset": source.offset()})
+    log.warning(
+        "dead-lettered a record",
+        extra={
+            "reason": letter.reason,
+            "detail": letter.detail[:200],
+            "topic": source.topic(),
+            "offset": source.offset(),
+        },
+    )

@@ -12,6 +12,7 @@ Two kinds of failure, handled differently:
   refused one is returned with InfluxDB's reason, for the dead-letter topic. Rewriting the
   accepted halves is harmless: a point rewritten with the same identity overwrites itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,12 @@ class InfluxWriter:
     def __init__(self, settings: ConnectorSettings) -> None:
         self.bucket = f"{settings.influx_database}/{settings.influx_retention_policy}"
         # InfluxDB 1.8's v2-compatible API: the token is user:password, the org is ignored ("-").
-        self.client = InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",
-                                     org="-", timeout=settings.write_timeout_ms)
+        self.client = InfluxDBClient(
+            url=settings.influx_base_url,
+            token=f"{settings.influx_username}:{settings.influx_password}",
+            org="-",
+            timeout=settings.write_timeout_ms,
+        )
         self.api = self.client.write_api(write_options=SYNCHRONOUS)
 
     def write(self, lines: list[str]) -> list[Refused]:
@@ -89,11 +94,18 @@ class InfluxWriter:
             if exc.status in REFUSED_STATUSES:
                 return exc.status, text
             if exc.status in (401, 403):
-                raise WriteUnavailable("auth", f"InfluxDB refused the credentials ({exc.status}: {text})") from None
+                raise WriteUnavailable(
+                    "auth", f"InfluxDB refused the credentials ({exc.status}: {text})"
+                ) from None
             if exc.status == 404:
-                raise WriteUnavailable("database", f"{text} (the stack launcher creates the database)") from None
+                raise WriteUnavailable(
+                    "database", f"{text} (the stack launcher creates the database)"
+                ) from None
             raise WriteUnavailable("server", f"HTTP {exc.status}: {text}") from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, timed out: not reachable now
+        except (
+            urllib3.exceptions.HTTPError,
+            OSError,
+        ) as exc:  # refused, reset, timed out: not reachable now
             raise WriteUnavailable("connection", f"{type(exc).__name__}: {exc}") from None
 
     def close(self) -> None:

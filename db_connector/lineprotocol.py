@@ -4,6 +4,7 @@ influxdb-client's ``Point`` builds a dict and sorts it per point (~20 us); the c
 100k points/s from one Python thread, so lines are formatted directly. Tag values repeat (a
 few thousand things and quantities), so their escaping is cached.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,9 @@ def tag_value(value: str) -> str:
     if not value:
         raise PointError("empty_tag", "a tag value is empty")
     if "\n" in value or "\r" in value or value.endswith("\\"):
-        raise PointError("invalid_tag", f"tag value {value[:100]!r} has a newline or ends with a backslash")
+        raise PointError(
+            "invalid_tag", f"tag value {value[:100]!r} has a newline or ends with a backslash"
+        )
     return value.translate(_TAG_ESCAPES)
 
 

@@ -4,6 +4,7 @@ A point's identity (measurement, tags, time) comes from the record's content, or
 letters from its Kafka position, so writing a record twice overwrites the same point: replays
 after a crash cannot double anything in InfluxDB.
 """
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,17 @@ from typing import Any
 import fastavro
 from confluent_kafka import Message
 
-from db_connector.lineprotocol import (NS_PER_MS, PointError, float_field, line, pair_tag, quantity_tag, string_field,
-                                       tag_value, thing_tag)
+from db_connector.lineprotocol import (
+    NS_PER_MS,
+    PointError,
+    float_field,
+    line,
+    pair_tag,
+    quantity_tag,
+    string_field,
+    tag_value,
+    thing_tag,
+)
 from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
@@ -39,7 +49,9 @@ def _decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
         try:
             return codec.decode(value)
         except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, ...
-            raise PointError("undecodable", f"not an Avro {schema}: {type(exc).__name__}: {exc}") from None
+            raise PointError(
+                "undecodable", f"not an Avro {schema}: {type(exc).__name__}: {exc}"
+            ) from None
 
     return decode
 
@@ -70,9 +82,16 @@ def raw_converter() -> Converter:
                 prefixes[head] = prefix
         except PointError:
             raise
-        except (IndexError, TypeError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
+        except (
+            IndexError,
+            TypeError,
+            ValueError,
+            struct.error,
+        ):  # UnicodeDecodeError is a ValueError
             if value is None:
-                raise PointError("undecodable", "record without a value (expected Avro measurement)") from None
+                raise PointError(
+                    "undecodable", "record without a value (expected Avro measurement)"
+                ) from None
             slow(value)  # raises the reader's own precise reason
             raise PointError("undecodable", "not an Avro measurement") from None
         if not math.isfinite(number):
@@ -101,10 +120,12 @@ def joined_converter() -> Converter:
         pair = pair_tag(r["left_quantity"], r["right_quantity"])
         tags = f"{gap_tag[1:]},pair={pair}" if gap_tag else f"pair={pair}"
         tags += f",result_name={tag_value(r['result_name'])},thing={thing_tag(r['thing'])}"
-        fields = (f"result={float_field('result', r['result'])},"
-                  f"left_value={float_field('left_value', r['left_value'])},"
-                  f"right_value={float_field('right_value', r['right_value'])},"
-                  f"left_time_ms={r['left_time_ms']}i,right_time_ms={r['right_time_ms']}i")
+        fields = (
+            f"result={float_field('result', r['result'])},"
+            f"left_value={float_field('left_value', r['left_value'])},"
+            f"right_value={float_field('right_value', r['right_value'])},"
+            f"left_time_ms={r['left_time_ms']}i,right_time_ms={r['right_time_ms']}i"
+        )
         return line("joined", tags, fields, time_ns)
 
     return convert
@@ -116,7 +137,9 @@ def _aggregate_decoder() -> Callable[[bytes | None], dict[str, Any]]:
     resolution from the older schema gives them null, as the field's default says."""
     decode = _decoder("aggregate")
     current = json.loads(schema_text("aggregate"))
-    older = fastavro.parse_schema({**current, "fields": [f for f in current["fields"] if f["name"] != "closed_at_ms"]})
+    older = fastavro.parse_schema(
+        {**current, "fields": [f for f in current["fields"] if f["name"] != "closed_at_ms"]}
+    )
     reader = fastavro.parse_schema(current)
 
     def decode_any(value: bytes | None) -> dict[str, Any]:
@@ -138,17 +161,25 @@ def aggregate_converter() -> Converter:
 
     def convert(message: Message) -> str:
         r = decode(message.value())
-        window = tag_value(window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]))
-        fields = (f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
-                  f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i")
+        window = tag_value(
+            window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
+        )
+        fields = (
+            f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
+            f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i"
+        )
         if r["stddev"] is not None:
             fields += f",stddev={float_field('stddev', r['stddev'])}"
         if r["window_kind"] == "session":  # start and end are its first and last record
             fields += f",duration_ms={r['window_end_ms'] - r['window_start_ms']}i"
         if r["closed_at_ms"] is not None:
             fields += f",closed_at_ms={r['closed_at_ms']}i"
-        return line("aggregate", f"quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])},window={window}",
-                    fields, r["window_start_ms"] * NS_PER_MS)
+        return line(
+            "aggregate",
+            f"quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])},window={window}",
+            fields,
+            r["window_start_ms"] * NS_PER_MS,
+        )
 
     return convert
 
@@ -180,7 +211,7 @@ def window_closable_ms(line_text: str) -> int:
 
 def _integer_field(line_text: str, start: int) -> int:
     """The integer field value starting at ``start`` (up to its ``i`` suffix)."""
-    return int(line_text[start:line_text.index("i", start)])
+    return int(line_text[start : line_text.index("i", start)])
 
 
 def late_converter() -> Converter:
@@ -188,8 +219,10 @@ def late_converter() -> Converter:
 
     def convert(message: Message) -> str:
         r = decode(message.value())
-        tags = (f"quantity={quantity_tag(r['quantity'])},reason={tag_value(r['reason'])},"
-                f"stage={tag_value(r['stage'])},thing={thing_tag(r['thing'])}")
+        tags = (
+            f"quantity={quantity_tag(r['quantity'])},reason={tag_value(r['reason'])},"
+            f"stage={tag_value(r['stage'])},thing={thing_tag(r['thing'])}"
+        )
         fields = f"count=1i,value={float_field('value', r['value'])}"
         if r["watermark_ms"] is not None:
             fields += f",watermark_ms={r['watermark_ms']}i"
@@ -207,11 +240,15 @@ def dead_letter_converter() -> Converter:
         size = headers.get(dead_letters.PAYLOAD_BYTES, "")
         size_value = int(size) if size.isdigit() else len(message.value() or b"")
         timestamp_ms = max(message.timestamp()[1], 0)
-        tags = (f"partition={message.partition()},reason={tag_value(headers.get(dead_letters.REASON) or 'unknown')},"
-                f"source={tag_value(source)}")
-        detail = headers.get(dead_letters.DETAIL, "")[:dead_letters.DETAIL_CHARS]
+        tags = (
+            f"partition={message.partition()},reason={tag_value(headers.get(dead_letters.REASON) or 'unknown')},"
+            f"source={tag_value(source)}"
+        )
+        detail = headers.get(dead_letters.DETAIL, "")[: dead_letters.DETAIL_CHARS]
         fields = f"bytes={size_value}i,count=1i,detail={string_field(detail)}"
-        return line("dead_letter", tags, fields, timestamp_ms * NS_PER_MS + message.offset() % NS_PER_MS)
+        return line(
+            "dead_letter", tags, fields, timestamp_ms * NS_PER_MS + message.offset() % NS_PER_MS
+        )
 
     return convert
 
@@ -241,9 +278,16 @@ def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise SystemExit(f"CONNECTOR_TOPICS: unknown kind(s) {unknown} (known: {sorted(KINDS)})")
-    return {getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement) for k in kinds}
+    return {
+        getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement)
+        for k in kinds
+    }
 
 
 def latency_references() -> dict[str, LatencyReference]:
     """Measurement -> where its end-to-end latency counts from, for the kinds that have one."""
-    return {kind.measurement: kind.latency_reference for kind in KINDS.values() if kind.latency_reference}
+    return {
+        kind.measurement: kind.latency_reference
+        for kind in KINDS.values()
+        if kind.latency_reference
+    }

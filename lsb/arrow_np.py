@@ -11,13 +11,13 @@ import numpy as np
 import pyarrow as pa
 
 
-def _single(col: "pa.Array | pa.ChunkedArray") -> pa.Array:
+def _single(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(col, pa.ChunkedArray):
         return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     return col
 
 
-def values(col: "pa.Array | pa.ChunkedArray", dtype: type) -> np.ndarray:
+def values(col: pa.Array | pa.ChunkedArray, dtype: type) -> np.ndarray:
     """The value slots of a numeric column (whatever sits in null slots: check :func:`valid`)."""
     arr = _single(col)
     n = len(arr)
@@ -27,7 +27,7 @@ def values(col: "pa.Array | pa.ChunkedArray", dtype: type) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype, count=n, offset=arr.offset * np.dtype(dtype).itemsize)
 
 
-def valid(col: "pa.Array | pa.ChunkedArray") -> np.ndarray:
+def valid(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Boolean mask of non-null slots."""
     arr = _single(col)
     n = len(arr)
@@ -47,8 +47,10 @@ def to_arrow(a: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
 
 
-def literal(text: str) -> "pa.StringScalar":
+def literal(text: str) -> pa.StringScalar:
     """A string scalar (``pa.scalar(str)`` would import pandas)."""
     data = text.encode()
     offsets = np.array([0, len(data)], dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[
+        0
+    ]

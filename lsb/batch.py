@@ -19,8 +19,15 @@ import numpy as np
 from .config import END_TIME, NO_TIME, JoinConfig
 from .kernel import evict_count, new_certain_pairs
 from .output import LateColumns, PairColumns
-from .policies import (INVALID_VALUE, PARTNER_TIMEOUT, SUPERSEDED, Released, partner_watermark, release_batch,
-                       timeout_late_mask)
+from .policies import (
+    INVALID_VALUE,
+    PARTNER_TIMEOUT,
+    SUPERSEDED,
+    Released,
+    partner_watermark,
+    release_batch,
+    timeout_late_mask,
+)
 from .serde import coerce_state, to_bytes
 from .state import KeyState, SideBuffer
 
@@ -52,7 +59,7 @@ def quantity_codes(config: JoinConfig, quantities: object) -> np.ndarray:
 
 def process_batch(
     config: JoinConfig,
-    state: "KeyState | bytes | None",
+    state: KeyState | bytes | None,
     quantities: object,
     times: object,
     values: object,
@@ -77,14 +84,23 @@ def process_batch(
     finite = np.isfinite(v)
     candidates = np.flatnonzero(known & finite)
     last_before = [qs.last for qs in st.quantities]
-    released, rejected, superseded = release_batch(config, st, codes, t, v, candidates, end_of_stream)
+    released, rejected, superseded = release_batch(
+        config, st, codes, t, v, candidates, end_of_stream
+    )
     late_parts = [_late(idx, codes, t, v, reason, -1) for idx, reason in rejected]
     if superseded:
         code, time, value = (np.array(column) for column in zip(*superseded))
         n = len(code)
-        late_parts.append(LateColumns(np.full(n, -1, np.int64), code.astype(np.int16), time.astype(np.int64),
-                                      value.astype(np.float64), np.full(n, SUPERSEDED, np.int8),
-                                      np.full(n, -1, np.int16)))
+        late_parts.append(
+            LateColumns(
+                np.full(n, -1, np.int64),
+                code.astype(np.int16),
+                time.astype(np.int64),
+                value.astype(np.float64),
+                np.full(n, SUPERSEDED, np.int8),
+                np.full(n, -1, np.int16),
+            )
+        )
     bad = np.flatnonzero(known & ~finite)
     if len(bad):
         late_parts.append(_late(bad, codes, t, v, INVALID_VALUE, -1))
@@ -101,13 +117,15 @@ def process_batch(
     return BatchResult(PairColumns.concat(pair_parts), late, st, int((~known).sum()))
 
 
-def flush(config: JoinConfig, key: str, state: "KeyState | bytes | None") -> BatchResult:
+def flush(config: JoinConfig, key: str, state: KeyState | bytes | None) -> BatchResult:
     """End of stream for one key: every pair still pending is now certain."""
     empty = np.empty(0)
     return process_batch(config, state, np.empty(0, np.intp), empty, empty, end_of_stream=True)
 
 
-def _late(idx: np.ndarray, codes: np.ndarray, t: np.ndarray, v: np.ndarray, reason: int, pair: int) -> LateColumns:
+def _late(
+    idx: np.ndarray, codes: np.ndarray, t: np.ndarray, v: np.ndarray, reason: int, pair: int
+) -> LateColumns:
     n = len(idx)
     return LateColumns(
         idx.astype(np.int64),
@@ -203,11 +221,15 @@ def _join_pair(
         )
     spec = config.pairs[k]
     with np.errstate(all="ignore"):
-        result = np.asarray(spec.result(pair_va, pair_vb), dtype=np.float64) if len(i) else np.empty(0)
+        result = (
+            np.asarray(spec.result(pair_va, pair_vb), dtype=np.float64) if len(i) else np.empty(0)
+        )
     if not end_of_stream:
         ca = evict_count(ta, last_b, wb_new, config.max_gap_ms)
         cb = evict_count(tb, last_a, wa_new, config.max_gap_ms)
         ps.left = SideBuffer(ta[ca:].tolist(), va[ca:].tolist())
         ps.right = SideBuffer(tb[cb:].tolist(), vb[cb:].tolist())
-    cols = PairColumns(np.full(len(ev), k, np.int16), pair_ta, pair_va, pair_tb, pair_vb, result, ev)
+    cols = PairColumns(
+        np.full(len(ev), k, np.int16), pair_ta, pair_va, pair_tb, pair_vb, result, ev
+    )
     return cols, late_cols

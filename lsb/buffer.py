@@ -25,7 +25,9 @@ class LocalStreamBuffer:
     def push(self, key: str, quantity: str, time: int, value: float, index: int = -1) -> StepResult:
         return process_record(self.config, key, self.state(key), quantity, time, value, index)
 
-    def push_batch(self, key: str, quantities: object, times: object, values: object) -> BatchResult:
+    def push_batch(
+        self, key: str, quantities: object, times: object, values: object
+    ) -> BatchResult:
         res = process_batch(self.config, self.state(key), quantities, times, values)
         self.states[key] = res.state
         return res

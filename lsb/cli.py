@@ -15,8 +15,9 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Sequence
+from typing import BinaryIO
 
 import numpy as np
 
@@ -53,8 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--left", required=True, help="left quantity field, e.g. actSpeed_C11")
     p.add_argument("--right", required=True, help="right quantity field, e.g. vaTorque_C11")
     p.add_argument("--key", default="Thing", help="join key field (default: Thing)")
-    p.add_argument("--time-field", default="Timestamp", help="event time field, integer ms (default: Timestamp)")
-    p.add_argument("--max-gap-ms", type=int, default=None, help="only pairs with |left_time - right_time| <= N")
+    p.add_argument(
+        "--time-field",
+        default="Timestamp",
+        help="event time field, integer ms (default: Timestamp)",
+    )
+    p.add_argument(
+        "--max-gap-ms", type=int, default=None, help="only pairs with |left_time - right_time| <= N"
+    )
     p.add_argument(
         "--allowed-disorder-ms",
         type=int,
@@ -79,7 +86,9 @@ def run(
 ) -> Summary:
     """The whole offline join on a file's bytes; returns the counts for the summary."""
     started = time.perf_counter()
-    cfg = JoinConfig.single(left, right, max_gap_ms=max_gap_ms, allowed_disorder_ms=allowed_disorder_ms)
+    cfg = JoinConfig.single(
+        left, right, max_gap_ms=max_gap_ms, allowed_disorder_ms=allowed_disorder_ms
+    )
     rows = read_rows(data, key, time_field, left, right)
     codes, names = key_codes(rows)
     times = np.concatenate(rows.times) if rows.times else np.empty(0, np.int64)
@@ -124,7 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lsb: cannot read {args.input}: {e}", file=sys.stderr)
         return 2
     try:
-        with open(args.output, "wb") if args.output else contextlib.nullcontext(sys.stdout.buffer) as out:
+        with (
+            open(args.output, "wb")
+            if args.output
+            else contextlib.nullcontext(sys.stdout.buffer) as out
+        ):
             summary = run(
                 data,
                 out,

@@ -80,11 +80,15 @@ class JoinConfig:
         # Looked up once per record on the per-record path, so precomputed.
         object.__setattr__(self, "_codes", {q: i for i, q in enumerate(quantities)})
         object.__setattr__(
-            self, "_pair_codes", tuple((quantities.index(p.left), quantities.index(p.right)) for p in pairs)
+            self,
+            "_pair_codes",
+            tuple((quantities.index(p.left), quantities.index(p.right)) for p in pairs),
         )
 
     @classmethod
-    def single(cls, left: str, right: str, result: ResultFn = mechanical_power, **kw: object) -> "JoinConfig":
+    def single(
+        cls, left: str, right: str, result: ResultFn = mechanical_power, **kw: object
+    ) -> JoinConfig:
         """Shortcut for the common one-pair config."""
         return cls(pairs=(PairSpec(left, right, result),), **kw)  # type: ignore[arg-type]
 

@@ -23,7 +23,9 @@ from .state import SideBuffer
 RawPair = tuple[int, float, int, float]
 
 
-def insert(own: SideBuffer, other: SideBuffer, t: int, v: float, w_own_old: int, w_other: int) -> list[RawPair]:
+def insert(
+    own: SideBuffer, other: SideBuffer, t: int, v: float, w_own_old: int, w_other: int
+) -> list[RawPair]:
     """Append record (t, v) to ``own`` (t > w_own_old) and return the new certain pairs.
 
     ``w_own_old`` is own's watermark before the arrival, ``w_other`` the

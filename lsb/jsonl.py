@@ -55,7 +55,12 @@ def read_rows(data: bytes, key_field: str, time_field: str, left: str, right: st
         _python_block(data, 1, rows, key_field, time_field, left, right)
         return rows
     schema = pa.schema(
-        [(key_field, pa.string()), (time_field, pa.int64()), (left, pa.float64()), (right, pa.float64())]
+        [
+            (key_field, pa.string()),
+            (time_field, pa.int64()),
+            (left, pa.float64()),
+            (right, pa.float64()),
+        ]
     )
     opts = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
@@ -64,7 +69,9 @@ def read_rows(data: bytes, key_field: str, time_field: str, left: str, right: st
     start_line = 0
     while start_line < len(newlines):
         end_line = min(start_line + step, len(newlines))
-        _arrow_block(data, newlines, start_line, end_line, rows, opts, key_field, time_field, left, right)
+        _arrow_block(
+            data, newlines, start_line, end_line, rows, opts, key_field, time_field, left, right
+        )
         start_line = end_line
     return rows
 
@@ -75,7 +82,9 @@ def _span(data: bytes, newlines: np.ndarray, lo: int, hi: int) -> bytes:
     return data[begin : int(newlines[hi - 1]) + 1]
 
 
-def _arrow_block(data, newlines, lo, hi, rows: Rows, opts, key_field, time_field, left, right) -> None:
+def _arrow_block(
+    data, newlines, lo, hi, rows: Rows, opts, key_field, time_field, left, right
+) -> None:
     chunk = _span(data, newlines, lo, hi)
     try:
         table = pa_json.read_json(pa.BufferReader(chunk), parse_options=opts)
@@ -162,7 +171,9 @@ def parse_line(
     return key, t, (math.nan if lv is None else lv), (math.nan if rv is None else rv)
 
 
-def _python_block(chunk: bytes, first_line: int, rows: Rows, key_field, time_field, left, right) -> None:
+def _python_block(
+    chunk: bytes, first_line: int, rows: Rows, key_field, time_field, left, right
+) -> None:
     keys: list[str] = []
     times: list[int] = []
     lvs: list[float] = []

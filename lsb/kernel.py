@@ -71,7 +71,9 @@ def new_certain_pairs(
     return i[emit], j[emit]
 
 
-def evict_count(times: np.ndarray, other_last: int, other_w: int, max_gap: int | None = None) -> int:
+def evict_count(
+    times: np.ndarray, other_last: int, other_w: int, max_gap: int | None = None
+) -> int:
     """How many head records to drop (same rule as ``incremental.evict``)."""
     n = len(times)
     if n < 2:

@@ -31,7 +31,9 @@ class JoinedPair(NamedTuple):
     @property
     def id(self) -> str:
         """Deterministic id (see ``results.pair_id``), computed only when asked for."""
-        return pair_id(self.key, self.left_quantity, self.right_quantity, self.left_time, self.right_time)
+        return pair_id(
+            self.key, self.left_quantity, self.right_quantity, self.left_time, self.right_time
+        )
 
 
 class LateRecord(NamedTuple):
@@ -62,12 +64,12 @@ class PairColumns:
         return len(self.pair)
 
     @classmethod
-    def empty(cls) -> "PairColumns":
+    def empty(cls) -> PairColumns:
         i, f = np.empty(0, np.int64), np.empty(0, np.float64)
         return cls(np.empty(0, np.int16), i, f, i, f, f, i)
 
     @classmethod
-    def concat(cls, parts: list["PairColumns"]) -> "PairColumns":
+    def concat(cls, parts: list[PairColumns]) -> PairColumns:
         parts = [p for p in parts if len(p)]
         if not parts:
             return cls.empty()
@@ -81,7 +83,9 @@ class PairColumns:
         for k, spec in enumerate(config.pairs):
             rows = np.flatnonzero(self.pair == k)
             if len(rows):
-                ids = pair_ids(key, spec.left, spec.right, self.left_time[rows], self.right_time[rows])
+                ids = pair_ids(
+                    key, spec.left, spec.right, self.left_time[rows], self.right_time[rows]
+                )
                 for r, h in zip(rows.tolist(), ids):
                     out[r] = h
         return out
@@ -119,7 +123,15 @@ class PairColumns:
         ]
 
 
-_PAIR_FIELDS = ("pair", "left_time", "left_value", "right_time", "right_value", "result", "event_time")
+_PAIR_FIELDS = (
+    "pair",
+    "left_time",
+    "left_value",
+    "right_time",
+    "right_value",
+    "result",
+    "event_time",
+)
 
 
 @dataclass
@@ -137,9 +149,16 @@ class LateColumns:
         return len(self.index)
 
     @classmethod
-    def empty(cls) -> "LateColumns":
+    def empty(cls) -> LateColumns:
         i = np.empty(0, np.int64)
-        return cls(i, np.empty(0, np.int16), i, np.empty(0, np.float64), np.empty(0, np.int8), np.empty(0, np.int16))
+        return cls(
+            i,
+            np.empty(0, np.int16),
+            i,
+            np.empty(0, np.float64),
+            np.empty(0, np.int8),
+            np.empty(0, np.int16),
+        )
 
     def to_columns(self, key: str, config: JoinConfig) -> dict[str, object]:
         """Named columns of the handed-back records (e.g. for the late topic)."""
@@ -160,7 +179,15 @@ class LateColumns:
 
     def to_records(self, key: str, config: JoinConfig) -> list[LateRecord]:
         return [
-            LateRecord(key, config.quantities[q], t, v, REASONS[r], config.pairs[p].name if p >= 0 else None, i)
+            LateRecord(
+                key,
+                config.quantities[q],
+                t,
+                v,
+                REASONS[r],
+                config.pairs[p].name if p >= 0 else None,
+                i,
+            )
             for i, q, t, v, r, p in zip(
                 self.index.tolist(),
                 self.quantity.tolist(),

@@ -58,8 +58,9 @@ class Released:
     source: np.ndarray  # int64
 
 
-def release_record(qs: QuantityState, t: int, v: float, disorder: int
-                   ) -> tuple[list[tuple[int, float]], int, float | None]:
+def release_record(
+    qs: QuantityState, t: int, v: float, disorder: int
+) -> tuple[list[tuple[int, float]], int, float | None]:
     """Per-record own-stream policy: (released records, -1, value of the held copy this record
     superseded or None) or ([], reason code, None)."""
     if t <= qs.last:
@@ -183,7 +184,9 @@ def release_batch(
     return rel, rejected, superseded
 
 
-def timeout_late_mask(is_own: np.ndarray, times: np.ndarray, partner_last_before: int, timeout: int) -> np.ndarray:
+def timeout_late_mask(
+    is_own: np.ndarray, times: np.ndarray, partner_last_before: int, timeout: int
+) -> np.ndarray:
     """For records of one pair in release order: which own-side ones the partner timed out.
 
     A record is late for the pair if it is at or behind (partner's newest

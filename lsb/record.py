@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from .config import END_TIME, JoinConfig
 from .incremental import RawPair, advance, evict, insert
 from .output import JoinedPair, LateRecord
-from .policies import (INVALID_VALUE, PARTNER_TIMEOUT, REASONS, SUPERSEDED, drain, partner_watermark,
-                       release_record)
+from .policies import (
+    INVALID_VALUE,
+    PARTNER_TIMEOUT,
+    REASONS,
+    SUPERSEDED,
+    drain,
+    partner_watermark,
+    release_record,
+)
 from .results import event_time
 from .state import KeyState
 
@@ -26,7 +33,13 @@ class StepResult:
 
 
 def process_record(
-    config: JoinConfig, key: str, state: KeyState, quantity: str, time: int, value: float, index: int = -1
+    config: JoinConfig,
+    key: str,
+    state: KeyState,
+    quantity: str,
+    time: int,
+    value: float,
+    index: int = -1,
 ) -> StepResult:
     """Feed one record; ``state`` is updated in place.  Unknown quantities are ignored.
 
@@ -98,19 +111,33 @@ def _join_released(
         w_other_new = max(other.last, partner_watermark(t, T))
         if T is not None and t <= w_own_old:
             res.late.append(
-                LateRecord(key, config.quantities[code], t, v, REASONS[PARTNER_TIMEOUT], config.pairs[k].name, index)
+                LateRecord(
+                    key,
+                    config.quantities[code],
+                    t,
+                    v,
+                    REASONS[PARTNER_TIMEOUT],
+                    config.pairs[k].name,
+                    index,
+                )
             )
         else:
-            _emit(res, config, key, k, insert(own, other, t, v, w_own_old, w_other_old), own_is_left)
+            _emit(
+                res, config, key, k, insert(own, other, t, v, w_own_old, w_other_old), own_is_left
+            )
         if w_other_new > w_other_old:
             # This record also moved the partner's timeout watermark.
-            _emit(res, config, key, k, advance(other, own, w_other_old, w_other_new), not own_is_left)
+            _emit(
+                res, config, key, k, advance(other, own, w_other_old, w_other_new), not own_is_left
+            )
         w_own_new = max(own.last, partner_watermark(partner_last, T))
         evict(own, other.last, w_other_new, config.max_gap_ms)
         evict(other, own.last, w_own_new, config.max_gap_ms)
 
 
-def _emit(res: StepResult, config: JoinConfig, key: str, k: int, raw: list[RawPair], own_is_left: bool) -> None:
+def _emit(
+    res: StepResult, config: JoinConfig, key: str, k: int, raw: list[RawPair], own_is_left: bool
+) -> None:
     spec = config.pairs[k]
     gap = config.max_gap_ms
     for ot, ov, xt, xv in raw:

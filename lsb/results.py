@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable, Union
+from typing import Union
 
 import numpy as np
 
@@ -94,7 +95,9 @@ def _lane_arr(seed: int, lt: np.ndarray, rt: np.ndarray) -> np.ndarray:
     return _mix_arr((z + np.uint64(_GOLD)) ^ rt)
 
 
-def pair_ids_hex(key: str, left_q: str, right_q: str, left_times: np.ndarray, right_times: np.ndarray) -> str:
+def pair_ids_hex(
+    key: str, left_q: str, right_q: str, left_times: np.ndarray, right_times: np.ndarray
+) -> str:
     """All ids of a column pair as one string of 32 hex chars per pair (no per-pair objects)."""
     n = len(left_times)
     if n == 0:
@@ -109,7 +112,9 @@ def pair_ids_hex(key: str, left_q: str, right_q: str, left_times: np.ndarray, ri
     return both.tobytes().hex()
 
 
-def pair_ids(key: str, left_q: str, right_q: str, left_times: np.ndarray, right_times: np.ndarray) -> list[str]:
+def pair_ids(
+    key: str, left_q: str, right_q: str, left_times: np.ndarray, right_times: np.ndarray
+) -> list[str]:
     """Vectorized :func:`pair_id` (same values), for the batch path."""
     h = pair_ids_hex(key, left_q, right_q, left_times, right_times)
     return [h[i : i + 32] for i in range(0, len(h), 32)]

@@ -106,7 +106,9 @@ def from_bytes(data: bytes, config: JoinConfig) -> KeyState:
     return state
 
 
-def coerce_state(state: "KeyState | bytes | bytearray | memoryview | None", config: JoinConfig) -> KeyState:
+def coerce_state(
+    state: KeyState | bytes | bytearray | memoryview | None, config: JoinConfig
+) -> KeyState:
     """Accept a state object, its serialized form, or None (fresh key)."""
     if state is None:
         return KeyState.empty(config)

@@ -59,7 +59,7 @@ class KeyState:
     pairs: list[PairState]
 
     @classmethod
-    def empty(cls, config: JoinConfig) -> "KeyState":
+    def empty(cls, config: JoinConfig) -> KeyState:
         return cls(
             quantities=[QuantityState() for _ in config.quantities],
             pairs=[PairState() for _ in config.pairs],
@@ -67,7 +67,9 @@ class KeyState:
 
     def buffered_records(self) -> int:
         """Records held in memory (pair buffers + reorder stage); for monitoring."""
-        return sum(len(p.left) + len(p.right) for p in self.pairs) + sum(len(q.held) for q in self.quantities)
+        return sum(len(p.left) + len(p.right) for p in self.pairs) + sum(
+            len(q.held) for q in self.quantities
+        )
 
     def is_empty(self) -> bool:
         return self.buffered_records() == 0 and all(q.last == NO_TIME for q in self.quantities)

@@ -28,7 +28,9 @@ except ImportError:  # pragma: no cover
     pc = None
 
 
-def write_pairs(out: BinaryIO, key: str, config: JoinConfig, cols: PairColumns, with_id: bool = True) -> int:
+def write_pairs(
+    out: BinaryIO, key: str, config: JoinConfig, cols: PairColumns, with_id: bool = True
+) -> int:
     """Write one line per pair; returns the number of lines."""
     n = len(cols)
     if n == 0:
@@ -36,7 +38,11 @@ def write_pairs(out: BinaryIO, key: str, config: JoinConfig, cols: PairColumns, 
     spec_names = [(p.left, p.right) for p in config.pairs]
     for k in np.unique(cols.pair).tolist():
         rows = np.flatnonzero(cols.pair == k) if len(spec_names) > 1 else None
-        sub = cols if rows is None else PairColumns(*(getattr(cols, f)[rows] for f in ("pair",) + _COLS))
+        sub = (
+            cols
+            if rows is None
+            else PairColumns(*(getattr(cols, f)[rows] for f in ("pair",) + _COLS))
+        )
         left_q, right_q = spec_names[k]
         prefix = '{"thing":%s,"left_quantity":%s,"right_quantity":%s,' % (
             json.dumps(key),
@@ -46,7 +52,11 @@ def write_pairs(out: BinaryIO, key: str, config: JoinConfig, cols: PairColumns, 
         # Slices keep each pyarrow string array far below its 2 GB (int32 offsets) limit.
         for lo in range(0, len(sub), _SLICE):
             part = PairColumns(*(getattr(sub, f)[lo : lo + _SLICE] for f in ("pair",) + _COLS))
-            ids = pair_ids_hex(key, left_q, right_q, part.left_time, part.right_time) if with_id else None
+            ids = (
+                pair_ids_hex(key, left_q, right_q, part.left_time, part.right_time)
+                if with_id
+                else None
+            )
             if pa is not None:
                 out.write(_arrow_lines(prefix, part, ids))
             else:
@@ -73,7 +83,9 @@ def _fixed_width_strings(text: str, width: int):
     """A pyarrow string array over one ASCII string cut every ``width`` chars, built from buffers."""
     n = len(text) // width
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.encode("ascii"))])
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.encode("ascii"))]
+    )
 
 
 def _arrow_lines(prefix: str, c: PairColumns, ids: str | None) -> memoryview:
@@ -91,7 +103,9 @@ def _arrow_lines(prefix: str, c: PairColumns, ids: str | None) -> memoryview:
         literal(',"result":'),
         _num_text(c.result),
         literal(',"event_time":'),
-        pc.if_else(to_arrow(c.left_time >= c.right_time), left_t, right_t),  # event_time = the later one
+        pc.if_else(
+            to_arrow(c.left_time >= c.right_time), left_t, right_t
+        ),  # event_time = the later one
     ]
     if ids is not None:
         pieces += [literal(',"id":"'), _fixed_width_strings(ids, 32), literal('"}\n')]
@@ -101,7 +115,9 @@ def _arrow_lines(prefix: str, c: PairColumns, ids: str | None) -> memoryview:
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     # A null-free string array's data buffer is exactly the concatenated lines.
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32 if lines.type == pa.string() else np.int64)
+    offsets = np.frombuffer(
+        lines.buffers()[1], dtype=np.int32 if lines.type == pa.string() else np.int64
+    )
     lo, hi = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
     return memoryview(lines.buffers()[2])[lo:hi]
 

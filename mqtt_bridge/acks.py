@@ -4,6 +4,7 @@ MQTT requires PUBACKs in the order the PUBLISHes arrived, while Kafka confirms r
 different partitions in any order. So each message waits here until all of its records are
 confirmed *and* every earlier message has been acknowledged.
 """
+
 from __future__ import annotations
 
 import threading
@@ -38,9 +39,12 @@ class InOrderAcks:
     """Thread-safe: messages are added by the MQTT thread, confirmed from Kafka callbacks
     (served by whichever thread polls the producer)."""
 
-    def __init__(self, send_ack: Callable[[int, int], object],
-                 on_complete: Callable[[float], object] = lambda _seconds: None,
-                 on_delivery_failure: Callable[[object], object] = lambda _err: None) -> None:
+    def __init__(
+        self,
+        send_ack: Callable[[int, int], object],
+        on_complete: Callable[[float], object] = lambda _seconds: None,
+        on_delivery_failure: Callable[[object], object] = lambda _err: None,
+    ) -> None:
         self._send_ack = send_ack
         self._on_complete = on_complete
         self.on_delivery_failure = on_delivery_failure

@@ -5,6 +5,7 @@ every record made from it (or its dead-letter record). A crash before that leave
 unacknowledged in our persistent session, so the broker delivers it again when we are back; the
 re-sent records have the same keys and bytes, which compaction and downstream readers recognise.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,10 +22,10 @@ from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.counts import Counts
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
+from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.durations import parse_duration_ms
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
-from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
 from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
@@ -34,14 +35,21 @@ from streamkit.wire import dead_letters
 log = logging.getLogger("mqtt_bridge")
 
 DLQ = Counter("bridge_dlq_total", "messages dead-lettered, by reason", ["reason"])
-PRODUCE_LATENCY = Histogram("bridge_produce_latency_seconds", "MQTT message in -> all its Kafka records confirmed",
-                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+PRODUCE_LATENCY = Histogram(
+    "bridge_produce_latency_seconds",
+    "MQTT message in -> all its Kafka records confirmed",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 PRODUCER_QUEUE = Gauge("bridge_producer_queue_length", "records waiting in the Kafka producer")
 UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka before their PUBACK")
-DELIVERY_FAILURES = Counter("bridge_delivery_failures_total", "Kafka records that could not be delivered")
+DELIVERY_FAILURES = Counter(
+    "bridge_delivery_failures_total", "Kafka records that could not be delivered"
+)
 #: Without a SUBACK and without taking any message for this long, the subscription is taken as refused.
 SUBACK_STALL_S = 30.0
-COUNTS = Counts()  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+COUNTS = (
+    Counts()
+)  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
 REGISTRY.register(COUNTS)
 
 
@@ -53,17 +61,25 @@ class Bridge:
             self.max_future_ms = parse_duration_ms(settings.max_future)
         except ValueError as exc:
             raise SystemExit(f"configuration error: BRIDGE_MAX_FUTURE: {exc}") from None
-        self.producer: Producer = idempotent_producer(settings, settings.mqtt_client_id,
-                                                      **{"linger.ms": settings.linger_ms})
+        self.producer: Producer = idempotent_producer(
+            settings, settings.mqtt_client_id, **{"linger.ms": settings.linger_ms}
+        )
         self.splitter = RowSplitter(self._partitions(settings.raw_topic))
-        self.client = make_client(settings, settings.mqtt_client_id, persistent_session=True,
-                                  session_expiry_s=settings.session_expiry_s, mqtt5=settings.mqtt5)
+        self.client = make_client(
+            settings,
+            settings.mqtt_client_id,
+            persistent_session=True,
+            session_expiry_s=settings.session_expiry_s,
+            mqtt5=settings.mqtt5,
+        )
         self.client.manual_ack_set(True)
         self.client.max_inflight_messages_set(1000)
         self.acks = InOrderAcks(self.client.ack, PRODUCE_LATENCY.observe, self._delivery_failed)
         self.failure: Exception | None = None  # set by the MQTT thread: the run ends with exit 1
         self.produce_failed = False  # a message could not be queued: take no more, exit
-        self.closing = False  # set by _close: the MQTT thread leaves a backpressure wait and takes no more
+        self.closing = (
+            False  # set by _close: the MQTT thread leaves a backpressure wait and takes no more
+        )
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -74,11 +90,19 @@ class Bridge:
         try:
             return partition_count(self.settings, topic)
         except LookupError:
-            raise SystemExit(f"Kafka topic {topic} does not exist: run python -m stacktools.topics") from None
+            raise SystemExit(
+                f"Kafka topic {topic} does not exist: run python -m stacktools.topics"
+            ) from None
 
     # ------------------------------------------------------------------------- MQTT side
-    def _on_connect(self, client: mqtt.Client, _u: object, flags: mqtt.ConnectFlags, reason: mqtt.ReasonCode,
-                    _p: object = None) -> None:
+    def _on_connect(
+        self,
+        client: mqtt.Client,
+        _u: object,
+        flags: mqtt.ConnectFlags,
+        reason: mqtt.ReasonCode,
+        _p: object = None,
+    ) -> None:
         if reason.is_failure:
             log.error("MQTT connect refused", extra={"reason": str(reason)})
             return
@@ -86,11 +110,15 @@ class Bridge:
         client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
         log.info("MQTT connected", extra={"session_present": flags.session_present})
 
-    def _on_disconnect(self, _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object) -> None:
+    def _on_disconnect(
+        self, _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object
+    ) -> None:
         dropped = self.acks.reset()
         if not self.shutdown.requested:
-            log.warning("MQTT connection lost; unacked messages will be redelivered",
-                        extra={"reason": str(reason), "unacked": dropped})
+            log.warning(
+                "MQTT connection lost; unacked messages will be redelivered",
+                extra={"reason": str(reason), "unacked": dropped},
+            )
 
     def _on_message(self, _c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
         """paho's callback: nothing may escape it, or paho's network thread dies and the process
@@ -104,7 +132,9 @@ class Bridge:
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
         while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
-            self.producer.poll(0.05)  # backpressure: wait for Kafka instead of buffering without bound
+            self.producer.poll(
+                0.05
+            )  # backpressure: wait for Kafka instead of buffering without bound
         if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
@@ -115,9 +145,12 @@ class Bridge:
             return
         payload: bytes = message.payload
         if len(payload) > self.settings.max_payload_bytes:
-            self._dead_letter(message, "payload_too_large",
-                              f"{len(payload)} bytes > limit {self.settings.max_payload_bytes}",
-                              payload[:DLQ_SAMPLE_BYTES])
+            self._dead_letter(
+                message,
+                "payload_too_large",
+                f"{len(payload)} bytes > limit {self.settings.max_payload_bytes}",
+                payload[:DLQ_SAMPLE_BYTES],
+            )
             return
         try:
             row = parse_row(payload)
@@ -136,7 +169,9 @@ class Bridge:
         entry = self.acks.add(message.mid, message.qos, records)
         if not self._produce_batch(batch, partition, entry):
             self.produce_failed = True
-            for _ in range(records):  # never queued: the message stays unacknowledged, the bridge exits
+            for _ in range(
+                records
+            ):  # never queued: the message stays unacknowledged, the bridge exits
                 self.acks.confirm(entry, False)
             return
         COUNTS.records += records
@@ -154,16 +189,21 @@ class Bridge:
         DELIVERY_FAILURES.inc()
         log.error("Kafka delivery failed", extra={"error": str(err)})
 
-    def _produce_batch(self, batch: list[dict], partition: int,
-                       delivered: Callable[[KafkaError | None, Message | None], None]) -> bool:
+    def _produce_batch(
+        self,
+        batch: list[dict],
+        partition: int,
+        delivered: Callable[[KafkaError | None, Message | None], None],
+    ) -> bool:
         """Queue every record: waits while the local queue is full and retries transient errors;
         False on an error that will not pass (the caller fails the message, the bridge exits
         and the broker redelivers it to the next run)."""
         backoff: Backoff | None = None  # made on the first retry only: this runs once per message
         while True:
             try:
-                queued = self.producer.produce_batch(self.settings.raw_topic, batch, partition=partition,
-                                                     on_delivery=delivered)
+                queued = self.producer.produce_batch(
+                    self.settings.raw_topic, batch, partition=partition, on_delivery=delivered
+                )
             except BufferError:
                 queued = 0
                 for m in batch:
@@ -185,27 +225,52 @@ class Bridge:
                 del m["_error"]
             self.producer.poll(0.1)
 
-    def _dead_letter(self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes) -> None:
+    def _dead_letter(
+        self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes
+    ) -> None:
         entry = self.acks.add(message.mid, message.qos, 1)
-        self._produce(self.settings.dlq_topic, value, message.topic.encode("utf-8", "replace"),
-                      lambda err, _m: self.acks.confirm(entry, err is None),
-                      dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)))
+        self._produce(
+            self.settings.dlq_topic,
+            value,
+            message.topic.encode("utf-8", "replace"),
+            lambda err, _m: self.acks.confirm(entry, err is None),
+            dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)),
+        )
         DLQ.labels(reason).inc()
         COUNTS.dlq += 1
-        log.warning("dead-lettered a message", extra={"reason": reason, "detail": detail[:200], "topic": message.topic})
+        log.warning(
+            "dead-lettered a message",
+            extra={"reason": reason, "detail": detail[:200], "topic": message.topic},
+        )
 
-    def _produce(self, topic: str, value: bytes, key: bytes, callback: Callable[[KafkaError | None, Message], None],
-                 headers: list[tuple[str, bytes]]) -> None:
+    def _produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        callback: Callable[[KafkaError | None, Message], None],
+        headers: list[tuple[str, bytes]],
+    ) -> None:
         backoff = Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
-                produce_retrying(self.producer, topic, value, key, poll_s=0.1, on_delivery=callback, headers=headers)
+                produce_retrying(
+                    self.producer,
+                    topic,
+                    value,
+                    key,
+                    poll_s=0.1,
+                    on_delivery=callback,
+                    headers=headers,
+                )
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     DELIVERY_FAILURES.inc()
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
-                    callback(exc.args[0], None)  # the message stays unacknowledged; the bridge exits
+                    callback(
+                        exc.args[0], None
+                    )  # the message stays unacknowledged; the bridge exits
                     return
                 self.producer.poll(backoff.next_delay())
 
@@ -214,25 +279,38 @@ class Bridge:
         subscribed = threading.Event()
         refused: list[str] = []
 
-        def on_subscribe(_c: object, _u: object, _mid: int, codes: list[mqtt.ReasonCode], _p: object = None) -> None:
+        def on_subscribe(
+            _c: object, _u: object, _mid: int, codes: list[mqtt.ReasonCode], _p: object = None
+        ) -> None:
             refused.extend(str(code) for code in codes if code.is_failure)
             subscribed.set()
 
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
-        self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)  # later reconnects: _on_connect
+        self.client.subscribe(
+            f"{self.settings.mqtt_topic_prefix}/#", qos=1
+        )  # later reconnects: _on_connect
         if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
             # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
-            log.error("the MQTT broker did not grant the subscription",
-                      extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
-                             "refused": refused or f"no SUBACK, and no message taken, in {SUBACK_STALL_S} s"})
+            log.error(
+                "the MQTT broker did not grant the subscription",
+                extra={
+                    "subscription": f"{self.settings.mqtt_topic_prefix}/#",
+                    "refused": refused or f"no SUBACK, and no message taken, in {SUBACK_STALL_S} s",
+                },
+            )
             self._close(flush=False)
             return 1
         # Only now does the broker keep messages for us: a first-ever session misses what was
         # published before this line (every later start resumes the session and misses nothing).
-        log.info("bridge running", extra={"subscription": f"{self.settings.mqtt_topic_prefix}/#",
-                                          "raw_topic": self.settings.raw_topic,
-                                          "partitions": self.splitter.partitions})
+        log.info(
+            "bridge running",
+            extra={
+                "subscription": f"{self.settings.mqtt_topic_prefix}/#",
+                "raw_topic": self.settings.raw_topic,
+                "partitions": self.splitter.partitions,
+            },
+        )
         while not self.shutdown.requested:
             self.producer.poll(0.1)
             if self._network_thread_alive():
@@ -241,7 +319,9 @@ class Bridge:
                 self._close(flush=False)
                 return 1
             if self.acks.blocked_by_failure:
-                log.error("a Kafka delivery failed for good; exiting so the broker redelivers unacked messages")
+                log.error(
+                    "a Kafka delivery failed for good; exiting so the broker redelivers unacked messages"
+                )
                 self._close(flush=False)
                 return 1
         log.info("shutting down: flushing Kafka, acknowledging what Kafka confirmed")
@@ -278,12 +358,16 @@ class Bridge:
         if flush:
             remaining = self.producer.flush(30)
             if remaining:
-                log.error("records still unconfirmed after 30 s; their messages stay unacked",
-                          extra={"records": remaining})
+                log.error(
+                    "records still unconfirmed after 30 s; their messages stay unacked",
+                    extra={"records": remaining},
+                )
         # Let the network thread write the queued PUBACKs before DISCONNECT: one that stays
         # queued makes the broker redeliver an acknowledged message (an identical re-send).
         try:
-            wait_until(lambda: not self.client.want_write(), 5, "queued PUBACKs written", interval_s=0.01)
+            wait_until(
+                lambda: not self.client.want_write(), 5, "queued PUBACKs written", interval_s=0.01
+            )
         except TimedOut:
             pass  # disconnect all the same: those messages are redelivered, identical
         self.client.disconnect()
@@ -291,7 +375,13 @@ class Bridge:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_service("mqtt_bridge", BridgeSettings, __doc__, argv, lambda settings, shutdown: Bridge(settings, shutdown).run())
+    return run_service(
+        "mqtt_bridge",
+        BridgeSettings,
+        __doc__,
+        argv,
+        lambda settings, shutdown: Bridge(settings, shutdown).run(),
+    )
 
 
 if __name__ == "__main__":

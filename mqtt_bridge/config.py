@@ -1,4 +1,5 @@
 """The bridge's settings: the service base, Kafka and MQTT, plus what only the bridge needs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,17 +14,36 @@ class BridgeSettings(KafkaSettings, MqttSettings):
     kafka_username: str = login_as("kafka", "bridge")
     mqtt_username: str = login_as("mqtt", "bridge")
     metrics_port: int = serves_metrics_on(9202)
-    mqtt_client_id: str = setting("mqtt-bridge-1", "BRIDGE_CLIENT_ID",
-                                  "fixed MQTT client id: the broker keeps this session's messages while we are down")
-    session_expiry_s: int = setting(7 * 24 * 3600, "BRIDGE_SESSION_EXPIRY_S", "how long the broker keeps the session")
-    mqtt5: bool = setting(False, "BRIDGE_MQTT5",
-                          "speak MQTT 5 (session expiry sent by us) instead of 3.1.1 (expiry set by the broker's "
-                          "persistent_client_expiration); 3.1.1 is ~10% faster in paho")
-    max_payload_bytes: int = setting(1024 * 1024, "BRIDGE_MAX_PAYLOAD_BYTES",
-                                     "larger MQTT payloads are dead-lettered (their first 64 KiB kept)")
-    max_unacked: int = setting(20000, "BRIDGE_MAX_UNACKED",
-                               "stop reading MQTT while this many messages wait for Kafka (bounded memory)")
-    linger_ms: int = setting(20, "BRIDGE_LINGER_MS", "Kafka producer linger: larger batches, more latency")
-    max_future: str = setting("1h", "BRIDGE_MAX_FUTURE",
-                              "rows whose event time is further ahead of the bridge's clock than this are dead-lettered "
-                              "(future_timestamp): one bad device clock must not move its machine's event time for good")
+    mqtt_client_id: str = setting(
+        "mqtt-bridge-1",
+        "BRIDGE_CLIENT_ID",
+        "fixed MQTT client id: the broker keeps this session's messages while we are down",
+    )
+    session_expiry_s: int = setting(
+        7 * 24 * 3600, "BRIDGE_SESSION_EXPIRY_S", "how long the broker keeps the session"
+    )
+    mqtt5: bool = setting(
+        False,
+        "BRIDGE_MQTT5",
+        "speak MQTT 5 (session expiry sent by us) instead of 3.1.1 (expiry set by the broker's "
+        "persistent_client_expiration); 3.1.1 is ~10% faster in paho",
+    )
+    max_payload_bytes: int = setting(
+        1024 * 1024,
+        "BRIDGE_MAX_PAYLOAD_BYTES",
+        "larger MQTT payloads are dead-lettered (their first 64 KiB kept)",
+    )
+    max_unacked: int = setting(
+        20000,
+        "BRIDGE_MAX_UNACKED",
+        "stop reading MQTT while this many messages wait for Kafka (bounded memory)",
+    )
+    linger_ms: int = setting(
+        20, "BRIDGE_LINGER_MS", "Kafka producer linger: larger batches, more latency"
+    )
+    max_future: str = setting(
+        "1h",
+        "BRIDGE_MAX_FUTURE",
+        "rows whose event time is further ahead of the bridge's clock than this are dead-lettered "
+        "(future_timestamp): one bad device clock must not move its machine's event time for good",
+    )

@@ -1,5 +1,6 @@
 """How one MQTT message becomes Kafka records: one per quantity, keyed and partitioned as the
 wire contract says (streamkit.wire.keys: deterministic key, partition by thing)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +35,10 @@ class RowSplitter:
         thing, time_ms = row.thing, row.timestamp_ms
         return thing_partition(thing, self.partitions), [
             {"key": record_key(thing, quantity, time_ms), "value": value}
-            for quantity, value in self._encoder.encode_row(thing, row.row_id, time_ms, row.quantities)]
+            for quantity, value in self._encoder.encode_row(
+                thing, row.row_id, time_ms, row.quantities
+            )
+        ]
 
     def split(self, row: Row) -> list[KafkaRecord]:
         """The same records as :meth:`batch` (the same bytes), one object each."""

@@ -9,6 +9,7 @@ never stop the replay. A file that cannot be replayed at all (missing, unreadabl
 neither JSON lines nor a JSON array, empty, no valid row) is refused before connecting: one
 line on stderr, exit code 2.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,10 @@ from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import CounterMetricFamily
 from tqdm import tqdm
 
-from simulator.pacing import Pacer
-from simulator.publisher import MqttPublisher
 from simulator.config import SimulatorSettings
 from simulator.events_file import EventsFileError
+from simulator.pacing import Pacer
+from simulator.publisher import MqttPublisher
 from simulator.source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
 from streamkit.health import beat
 from streamkit.service import run_service
@@ -42,9 +43,13 @@ class Progress:
         self.published = 0
 
     def collect(self) -> list[CounterMetricFamily]:
-        published = CounterMetricFamily("simulator_rows_published", "rows published over MQTT (QoS 1)")
+        published = CounterMetricFamily(
+            "simulator_rows_published", "rows published over MQTT (QoS 1)"
+        )
         published.add_metric([], self.published)
-        acked = CounterMetricFamily("simulator_rows_acked", "rows the MQTT broker acknowledged (PUBACK)")
+        acked = CounterMetricFamily(
+            "simulator_rows_acked", "rows the MQTT broker acknowledged (PUBACK)"
+        )
         acked.add_metric([], self.publisher.acked)
         return [published, acked]
 
@@ -71,8 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         checked.append(check_events(settings.input_path))  # before logging, /metrics and MQTT
 
     try:
-        return run_service("simulator", SimulatorSettings, __doc__, argv,
-                           lambda settings, shutdown: replay(settings, shutdown, checked[0]), check=check)
+        return run_service(
+            "simulator",
+            SimulatorSettings,
+            __doc__,
+            argv,
+            lambda settings, shutdown: replay(settings, shutdown, checked[0]),
+            check=check,
+        )
     except EventsFileError as exc:  # also one that changed under the replay
         print(refusal(exc), file=sys.stderr, flush=True)
         return 2
@@ -83,10 +94,15 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
     log = logging.getLogger("simulator")
     path = settings.input_path
     try:
-        publisher = MqttPublisher(settings, settings.connections, settings.max_inflight, shards=settings.shards)
+        publisher = MqttPublisher(
+            settings, settings.connections, settings.max_inflight, shards=settings.shards
+        )
     except OSError as exc:  # refused, unreachable, no such host: one line, no traceback
-        print(f"python -m simulator: cannot connect to MQTT at {settings.mqtt_host}:{settings.mqtt_port}: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"python -m simulator: cannot connect to MQTT at {settings.mqtt_host}:{settings.mqtt_port}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     pacer = Pacer(rows_per_s=settings.rate, speed_factor=settings.speed)
     total_lines = events.rows_in_file
@@ -99,8 +115,13 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
     shift_ms = 0
     span: tuple[int, int] | None = None
     live_stamps: dict[str, int] = {}
-    bar = tqdm(total=total_lines * (settings.loops or 1) if settings.loops else None, unit="row",
-               disable=not settings.progress, file=sys.stderr, mininterval=0.5)
+    bar = tqdm(
+        total=total_lines * (settings.loops or 1) if settings.loops else None,
+        unit="row",
+        disable=not settings.progress,
+        file=sys.stderr,
+        mininterval=0.5,
+    )
     last_status = started
     try:
         while not shutdown.requested and (settings.loops == 0 or loop < settings.loops):
@@ -114,10 +135,16 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
                     break
                 pacer.wait(row.timestamp_ms)
                 if settings.live:
-                    stamp = live_stamps[row.thing] = max(int(time.time() * 1000), live_stamps.get(row.thing, 0) + 1)
+                    stamp = live_stamps[row.thing] = max(
+                        int(time.time() * 1000), live_stamps.get(row.thing, 0) + 1
+                    )
                     payload = shifted(row.payload, stamp)
                 else:
-                    payload = shifted(row.payload, row.timestamp_ms + shift_ms) if shift_ms else row.payload
+                    payload = (
+                        shifted(row.payload, row.timestamp_ms + shift_ms)
+                        if shift_ms
+                        else row.payload
+                    )
                 publisher.publish(row.thing, payload)
                 published += 1
                 progress.published = published
@@ -128,8 +155,13 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
                     beat()
                     if not settings.progress and time.perf_counter() - last_status > 5:
                         last_status = time.perf_counter()
-                        log.info("progress", extra={"published": published,
-                                                    "rows_per_s": round(published / (last_status - started))})
+                        log.info(
+                            "progress",
+                            extra={
+                                "published": published,
+                                "rows_per_s": round(published / (last_status - started)),
+                            },
+                        )
             span = (low, high) if low is not None else span
             loop += 1
             if settings.shift_per_loop and span:
@@ -142,11 +174,18 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
         bar.close()
         publisher.close()
     elapsed = time.perf_counter() - started
-    summary = {"rows_published": published, "rows_acked": publisher.acked, "loops": loop,
-               "seconds": round(elapsed, 3), "rows_per_s": round(published / elapsed) if elapsed else 0,
-               "rows_rejected": stats.rejected_total, "rejected_by_reason": dict(stats.rejected),
-               "rejected_examples": stats.examples, "rejected_rows": stats.listed,
-               "stopped_early": shutdown.requested}
+    summary = {
+        "rows_published": published,
+        "rows_acked": publisher.acked,
+        "loops": loop,
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(published / elapsed) if elapsed else 0,
+        "rows_rejected": stats.rejected_total,
+        "rejected_by_reason": dict(stats.rejected),
+        "rejected_examples": stats.examples,
+        "rejected_rows": stats.listed,
+        "stopped_early": shutdown.requested,
+    }
     print(json.dumps(summary, indent=2), flush=True)
     shutdown.wait(settings.linger_s)
     return 0 if all_acked else 1

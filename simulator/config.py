@@ -1,4 +1,5 @@
 """The simulator's settings: the service base and MQTT, plus how it publishes."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,26 +17,60 @@ class SimulatorSettings(MqttSettings):
 
     mqtt_username: str = login_as("mqtt", "machine")
     metrics_port: int = serves_metrics_on(9201)
-    connections: int = setting(1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)")
-    shards: int = setting(1, "SIMULATOR_SHARDS",
-                          "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X (1: <prefix>/X)")
-    max_inflight: int = setting(1000, "SIMULATOR_MAX_INFLIGHT", "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)")
-    linger_s: float = setting(0.0, "SIMULATOR_LINGER_S", "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval")
-    input: str = setting("", "SIMULATOR_INPUT", "events file to replay (JSON lines or a JSON array; UTF-8; gzip too); required")
-    rate: float = setting(0.0, "SIMULATOR_RATE", "fixed rows per second (0: as fast as possible; excludes --speed)")
-    speed: float = setting(0.0, "SIMULATOR_SPEED", "replay event time N times faster than real time (0: off; "
-                           "excludes --rate)")
-    order: str = setting("event-time", "SIMULATOR_ORDER",
-                         "event-time (sorts, spilling to disk for big files) or file order")
+    connections: int = setting(
+        1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)"
+    )
+    shards: int = setting(
+        1,
+        "SIMULATOR_SHARDS",
+        "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X (1: <prefix>/X)",
+    )
+    max_inflight: int = setting(
+        1000,
+        "SIMULATOR_MAX_INFLIGHT",
+        "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)",
+    )
+    linger_s: float = setting(
+        0.0,
+        "SIMULATOR_LINGER_S",
+        "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval",
+    )
+    input: str = setting(
+        "",
+        "SIMULATOR_INPUT",
+        "events file to replay (JSON lines or a JSON array; UTF-8; gzip too); required",
+    )
+    rate: float = setting(
+        0.0, "SIMULATOR_RATE", "fixed rows per second (0: as fast as possible; excludes --speed)"
+    )
+    speed: float = setting(
+        0.0,
+        "SIMULATOR_SPEED",
+        "replay event time N times faster than real time (0: off; excludes --rate)",
+    )
+    order: str = setting(
+        "event-time",
+        "SIMULATOR_ORDER",
+        "event-time (sorts, spilling to disk for big files) or file order",
+    )
     loops: int = setting(1, "SIMULATOR_LOOPS", "replay the file this many times (0: until stopped)")
-    shift_per_loop: bool = setting(False, "SIMULATOR_SHIFT_PER_LOOP",
-                                   "move each further loop's event time past the previous loop's (new data, not a "
-                                   "replay)")
-    live: bool = setting(False, "SIMULATOR_LIVE",
-                         "stamp each row with the wall clock when it is published (strictly increasing per Thing), "
-                         "so the replay looks like live machines: event-to-dashboard latency is then measurable")
-    sort_chunk_rows: int = setting(500_000, "SIMULATOR_SORT_CHUNK_ROWS", "rows sorted in memory before spilling")
-    progress: bool = setting(True, "SIMULATOR_PROGRESS", "progress bar (--no-progress: periodic status lines instead)")
+    shift_per_loop: bool = setting(
+        False,
+        "SIMULATOR_SHIFT_PER_LOOP",
+        "move each further loop's event time past the previous loop's (new data, not a replay)",
+    )
+    live: bool = setting(
+        False,
+        "SIMULATOR_LIVE",
+        "stamp each row with the wall clock when it is published (strictly increasing per Thing), "
+        "so the replay looks like live machines: event-to-dashboard latency is then measurable",
+    )
+    sort_chunk_rows: int = setting(
+        500_000, "SIMULATOR_SORT_CHUNK_ROWS", "rows sorted in memory before spilling"
+    )
+    progress: bool = setting(
+        True, "SIMULATOR_PROGRESS", "progress bar (--no-progress: periodic status lines instead)"
+    )
 
     @property
     def input_path(self) -> Path:
@@ -46,7 +81,9 @@ class SimulatorSettings(MqttSettings):
         if not self.input:
             raise ValueError("--input (SIMULATOR_INPUT) is required")
         if self.rate and self.speed:
-            raise ValueError("--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): choose one pace")
+            raise ValueError(
+                "--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): choose one pace"
+            )
         if self.shards < 1:
             raise ValueError(f"--shards (SIMULATOR_SHARDS) must be at least 1, not {self.shards}")
         if self.order not in ORDERS:

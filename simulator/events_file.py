@@ -15,6 +15,7 @@ smaller than the generated full-size one, which is JSON lines.
 A file that cannot be replayed at all raises EventsFileError, whose message is the one line to
 show: the file and the cause.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -66,8 +67,13 @@ class Layout:
     array: bool
 
     def describe(self) -> str:
-        return ", ".join([("a JSON array" if self.array else "JSON lines"), *(["gzip"] if self.gzip else []),
-                          *(["byte-order mark"] if self.bom else [])])
+        return ", ".join(
+            [
+                ("a JSON array" if self.array else "JSON lines"),
+                *(["gzip"] if self.gzip else []),
+                *(["byte-order mark"] if self.bom else []),
+            ]
+        )
 
 
 def _refuse_os_error(path: Path, exc: OSError) -> EventsFileError:
@@ -124,13 +130,20 @@ def sniff(path: Path) -> Layout:
         head = stream.read(_CHUNK)
         for mark, name in UTF16_BOMS.items():
             if head.startswith(mark):
-                raise EventsFileError(path, f"is {name} text (it starts with that byte-order mark), not UTF-8")
+                raise EventsFileError(
+                    path, f"is {name} text (it starts with that byte-order mark), not UTF-8"
+                )
         bom = head.startswith(UTF8_BOM)
-        text = head[len(UTF8_BOM):] if bom else head
+        text = head[len(UTF8_BOM) :] if bom else head
         while not text.lstrip(WHITE):
             if not (text := stream.read(_CHUNK)):
-                raise EventsFileError(path, "is empty" if len(head) == len(UTF8_BOM) * bom else "holds only white space")
-        return Layout(gzip=isinstance(stream, gzip.GzipFile), bom=bom, array=text.lstrip(WHITE)[:1] == b"[")
+                raise EventsFileError(
+                    path,
+                    "is empty" if len(head) == len(UTF8_BOM) * bom else "holds only white space",
+                )
+        return Layout(
+            gzip=isinstance(stream, gzip.GzipFile), bom=bom, array=text.lstrip(WHITE)[:1] == b"["
+        )
 
 
 def records(path: Path) -> Iterator[Record]:
@@ -150,7 +163,9 @@ def _line_records(stream: BinaryIO) -> Iterator[Record]:
         if len(line) > MAX_ROW_BYTES and not line.endswith(b"\n"):
             while (rest := stream.readline(MAX_ROW_BYTES)) and not rest.endswith(b"\n"):
                 pass
-            yield Record(line_no, b"", RowError("row_too_long", f"line is longer than {MAX_ROW_BYTES} bytes"))
+            yield Record(
+                line_no, b"", RowError("row_too_long", f"line is longer than {MAX_ROW_BYTES} bytes")
+            )
             continue
         line = line.strip()  # also the \r of CRLF
         if line:
@@ -190,7 +205,9 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         on_line = data.count(b"\n", 0, exc.start) + 1
-        raise EventsFileError(path, f"is not UTF-8: invalid byte 0x{data[exc.start]:02x} on line {on_line}") from None
+        raise EventsFileError(
+            path, f"is not UTF-8: invalid byte 0x{data[exc.start]:02x} on line {on_line}"
+        ) from None
     del data
     line, counted = 1, 0
 
@@ -204,8 +221,9 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
         return EventsFileError(path, f"is not a valid JSON array: {what} on line {line_at(pos)}")
 
     pos = _skip_white(text, 0)
-    if text[pos:pos + 1] != "[":  # the file changed since sniff()
+    if text[pos : pos + 1] != "[":  # the file changed since sniff()
         raise broken(pos, "no '[' at the start")
+
     def after_the_end(pos: int) -> None:
         """At the closing ']': only white space may follow it."""
         pos = _skip_white(text, pos + 1)
@@ -213,7 +231,7 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
             raise broken(pos, "text after the array's end")
 
     pos = _skip_white(text, pos + 1)
-    if text[pos:pos + 1] == "]":
+    if text[pos : pos + 1] == "]":
         after_the_end(pos)
         return
     while True:
@@ -227,19 +245,32 @@ def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
         except (ValueError, RecursionError) as exc:
             raise broken(pos, f"{type(exc).__name__} ({str(exc)[:80]})") from None
         if end - pos > MAX_ROW_BYTES:
-            yield Record(start, b"", RowError("row_too_long", f"row is longer than {MAX_ROW_BYTES} bytes"))
+            yield Record(
+                start, b"", RowError("row_too_long", f"row is longer than {MAX_ROW_BYTES} bytes")
+            )
         else:
             try:
                 yield Record(start, json.dumps(obj).encode())
             except TypeError:
-                yield Record(start, b"", RowError("bad_number", "an integer has more digits than Python reads"))
+                yield Record(
+                    start,
+                    b"",
+                    RowError("bad_number", "an integer has more digits than Python reads"),
+                )
             except RecursionError:
-                yield Record(start, b"", RowError("too_deep", "row is nested deeper than the JSON encoder goes"))
+                yield Record(
+                    start,
+                    b"",
+                    RowError("too_deep", "row is nested deeper than the JSON encoder goes"),
+                )
         pos = _skip_white(text, end)
-        if text[pos:pos + 1] == ",":
+        if text[pos : pos + 1] == ",":
             pos = _skip_white(text, pos + 1)
-        elif text[pos:pos + 1] == "]":
+        elif text[pos : pos + 1] == "]":
             after_the_end(pos)
             return
         else:
-            raise broken(pos, "expected ',' or ']' after a row" if pos < len(text) else "the array is not closed")
+            raise broken(
+                pos,
+                "expected ',' or ']' after a row" if pos < len(text) else "the array is not closed",
+            )

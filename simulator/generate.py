@@ -7,6 +7,7 @@ while) and bursts (several rows within one second). Physics holds: the machine f
 speed set-point with inertia, torque follows the speed change plus load, and
 vaPower_C11 = 2*pi/60 * speed[rpm] * torque[Nm]. Streams with constant memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,13 +52,25 @@ class Machine:
         torque = 0.02 * acceleration + 40.0 * self.load * (self.speed > 1.0) + rng.gauss(0.0, 0.5)
         current = torque * 0.3 + rng.gauss(0.0, 0.05)
         power = 2.0 * math.pi / 60.0 * self.speed * torque
-        values = {"actSpeed_C11": round(self.speed, 3), "cmdSpeed_C11": round(self.setpoint, 3),
-                  "vaTorque_C11": round(torque, 3), "vaCurr_C11": round(current, 6),
-                  "vaLoad_C11": round(self.load * 100.0 + rng.gauss(0.0, 0.5), 6), "vaPower_C11": round(power, 3),
-                  "turnState_C11": float(self.speed > 1.0)}
+        values = {
+            "actSpeed_C11": round(self.speed, 3),
+            "cmdSpeed_C11": round(self.setpoint, 3),
+            "vaTorque_C11": round(torque, 3),
+            "vaCurr_C11": round(current, 6),
+            "vaLoad_C11": round(self.load * 100.0 + rng.gauss(0.0, 0.5), 6),
+            "vaPower_C11": round(power, 3),
+            "turnState_C11": float(self.speed > 1.0),
+        }
         # Like the real data, most rows carry a subset: torque nearly always, speed about half the time.
-        keep = {"vaTorque_C11": 0.94, "actSpeed_C11": 0.54, "cmdSpeed_C11": 0.45, "vaCurr_C11": 0.8,
-                "vaLoad_C11": 0.75, "vaPower_C11": 0.4, "turnState_C11": 0.1}
+        keep = {
+            "vaTorque_C11": 0.94,
+            "actSpeed_C11": 0.54,
+            "cmdSpeed_C11": 0.45,
+            "vaCurr_C11": 0.8,
+            "vaLoad_C11": 0.75,
+            "vaPower_C11": 0.4,
+            "turnState_C11": 0.1,
+        }
         row = {name: value for name, value in values.items() if rng.random() < keep[name]}
         if not row:
             row["vaTorque_C11"] = values["vaTorque_C11"]
@@ -81,8 +94,14 @@ class Machine:
 def generate(rows: int, things: int, seed: int) -> Iterator[dict]:
     """Rows in event-time order across all Things (a heap of each machine's next row)."""
     master = random.Random(seed)
-    machines = [Machine(f"M{index:04d}", random.Random(master.getrandbits(64)), START_MS + master.randint(0, 999))
-                for index in range(things)]
+    machines = [
+        Machine(
+            f"M{index:04d}",
+            random.Random(master.getrandbits(64)),
+            START_MS + master.randint(0, 999),
+        )
+        for index in range(things)
+    ]
     id_rng = random.Random(master.getrandbits(64))
     heap = [(m.next_ms, index) for index, m in enumerate(machines)]
     heapq.heapify(heap)
@@ -90,14 +109,21 @@ def generate(rows: int, things: int, seed: int) -> Iterator[dict]:
         timestamp, index = heapq.heappop(heap)
         machine = machines[index]
         values = machine.advance()
-        yield {"Thing": machine.thing, "Timestamp": timestamp, **values,
-               "id": str(uuid.UUID(int=id_rng.getrandbits(128), version=4))}
+        yield {
+            "Thing": machine.thing,
+            "Timestamp": timestamp,
+            **values,
+            "id": str(uuid.UUID(int=id_rng.getrandbits(128), version=4)),
+        }
         heapq.heappush(heap, (machine.next_ms, index))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulator.generate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator.generate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--output", "-o", type=Path, required=True)
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--things", type=int, default=8)
@@ -107,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows < 0 or args.things < 1:
         parser.error("--rows must be >= 0 and --things >= 1")
     dumps = json.JSONEncoder(separators=(", ", ": ")).encode
-    with args.output.open("w") as out, tqdm(total=args.rows, unit="row", disable=args.no_progress,
-                                            file=sys.stderr, mininterval=0.5) as bar:
+    with (
+        args.output.open("w") as out,
+        tqdm(
+            total=args.rows, unit="row", disable=args.no_progress, file=sys.stderr, mininterval=0.5
+        ) as bar,
+    ):
         for count, row in enumerate(generate(args.rows, args.things, args.seed), 1):
             out.write(dumps(row))
             out.write("\n")

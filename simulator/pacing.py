@@ -1,4 +1,5 @@
 """When to send the next row: as fast as possible, at a fixed rate, or at N x event time."""
+
 from __future__ import annotations
 
 import time
@@ -7,8 +8,8 @@ from dataclasses import dataclass
 
 @dataclass
 class Pacer:
-    rows_per_s: float = 0.0     # > 0: fixed rate
-    speed_factor: float = 0.0   # > 0: event time replayed N times faster than real time
+    rows_per_s: float = 0.0  # > 0: fixed rate
+    speed_factor: float = 0.0  # > 0: event time replayed N times faster than real time
     _start_wall: float | None = None
     _start_event_ms: int | None = None
     _sent: int = 0
@@ -22,7 +23,10 @@ class Pacer:
         if self.rows_per_s > 0:
             due = self._start_wall + self._sent / self.rows_per_s
         elif self.speed_factor > 0:
-            due = self._start_wall + max(0, event_time_ms - self._start_event_ms) / 1000.0 / self.speed_factor
+            due = (
+                self._start_wall
+                + max(0, event_time_ms - self._start_event_ms) / 1000.0 / self.speed_factor
+            )
         else:
             due = now
         self._sent += 1

@@ -4,6 +4,7 @@ Each Thing always goes over the same connection, so its rows keep their order en
 several connections only add parallelism across Things. In-flight messages are bounded
 (a semaphore released by PUBACKs), so memory stays flat however fast the file is read.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,14 @@ from streamkit.wire.keys import machine_topic
 
 
 class MqttPublisher:
-    def __init__(self, settings: MqttSettings, connections: int = 1, max_inflight: int = 1000,
-                 client_prefix: str = "simulator", shards: int = 1) -> None:
+    def __init__(
+        self,
+        settings: MqttSettings,
+        connections: int = 1,
+        max_inflight: int = 1000,
+        client_prefix: str = "simulator",
+        shards: int = 1,
+    ) -> None:
         self.prefix = settings.mqtt_topic_prefix
         self.shards = shards
         self._window = threading.BoundedSemaphore(max_inflight)
@@ -28,7 +35,9 @@ class MqttPublisher:
         self._acked_lock = threading.Lock()
         self.clients: list[mqtt.Client] = []
         for index in range(connections):
-            client = make_client(settings, f"{client_prefix}-{index}-{int(time.time() * 1000) % 10**8}", mqtt5=False)
+            client = make_client(
+                settings, f"{client_prefix}-{index}-{int(time.time() * 1000) % 10**8}", mqtt5=False
+            )
             # 0 = unlimited inside paho (our semaphore bounds the window): with a limit set, paho
             # rescans every pending message on each PUBACK, which made publishing 20x slower.
             client.max_inflight_messages_set(0)
@@ -38,7 +47,9 @@ class MqttPublisher:
             self.clients.append(client)
         self._topics: dict[str, str] = {}
 
-    def _on_publish(self, _c: mqtt.Client, _u: object, _mid: int, _reason: object, _props: object) -> None:
+    def _on_publish(
+        self, _c: mqtt.Client, _u: object, _mid: int, _reason: object, _props: object
+    ) -> None:
         with self._acked_lock:
             self._acked += 1
         self._window.release()
@@ -58,7 +69,9 @@ class MqttPublisher:
     def wait_all_acked(self, published: int, timeout_s: float = 120.0) -> bool:
         """Whether the broker acknowledged all ``published`` in time: the caller reports it."""
         try:
-            wait_until(lambda: self._acked >= published, timeout_s, f"{published} PUBACKs", interval_s=0.05)
+            wait_until(
+                lambda: self._acked >= published, timeout_s, f"{published} PUBACKs", interval_s=0.05
+            )
         except TimedOut:
             pass
         return self._acked >= published

@@ -5,6 +5,7 @@ Event-time order sorts with bounded memory: chunks are sorted in memory and spil
 temporary files, then merged. Ties keep file order (the sort key includes the line number),
 so a replay is deterministic.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -52,8 +53,14 @@ class SourceStats:
 def as_json(obj: dict, row: Row) -> bytes:
     """A validated Python-dict style row as JSON: its timestamp and numbers as written."""
     row_id = {"id": row.row_id} if "id" in obj else {}
-    return json.dumps({"Thing": row.thing, "Timestamp": obj["Timestamp"], **row_id,
-                       **{name: obj[name] for name in row.quantities}}).encode()
+    return json.dumps(
+        {
+            "Thing": row.thing,
+            "Timestamp": obj["Timestamp"],
+            **row_id,
+            **{name: obj[name] for name in row.quantities},
+        }
+    ).encode()
 
 
 def read_rows(path: Path, stats: SourceStats) -> Iterator[SourceRow]:
@@ -84,7 +91,10 @@ class EventsCheck:
 
 
 #: The cause of "no valid row" when every rejection says the same.
-_WHOLE_FILE_CAUSES = {"not_json": "is neither JSON lines nor a JSON array", "not_utf8": "is not UTF-8 text"}
+_WHOLE_FILE_CAUSES = {
+    "not_json": "is neither JSON lines nor a JSON array",
+    "not_utf8": "is not UTF-8 text",
+}
 
 
 def check_events(path: Path) -> EventsCheck:
@@ -109,11 +119,18 @@ def check_events(path: Path) -> EventsCheck:
         raise EventsFileError(path, "is an empty JSON array" if layout.array else "holds no rows")
     if not stats.rows:
         reason, _ = stats.rejected.most_common(1)[0]
-        cause = _WHOLE_FILE_CAUSES.get(reason, "has no valid row") if len(stats.rejected) == 1 else "has no valid row"
+        cause = (
+            _WHOLE_FILE_CAUSES.get(reason, "has no valid row")
+            if len(stats.rejected) == 1
+            else "has no valid row"
+        )
         counts = ", ".join(f"{name} {count:,}" for name, count in stats.rejected.most_common())
         first = stats.listed[0]
-        raise EventsFileError(path, f"{cause}: all {rows_in_file:,} rows rejected ({counts}); first: line "
-                                    f"{first['line']}: {first['detail']}")
+        raise EventsFileError(
+            path,
+            f"{cause}: all {rows_in_file:,} rows rejected ({counts}); first: line "
+            f"{first['line']}: {first['detail']}",
+        )
     return EventsCheck(layout, rows_in_file)
 
 
@@ -122,7 +139,9 @@ def _spill(chunk: list[tuple[int, int, str, bytes]], directory: str) -> str:
     fd, name = tempfile.mkstemp(prefix="sorted-", suffix=".tsv", dir=directory)
     with os.fdopen(fd, "wb") as out:
         for timestamp, seq, thing, payload in chunk:
-            out.write(b"%d\t%d\t%s\t%s\n" % (timestamp, seq, thing.encode().hex().encode(), payload))
+            out.write(
+                b"%d\t%d\t%s\t%s\n" % (timestamp, seq, thing.encode().hex().encode(), payload)
+            )
     return name
 
 

@@ -9,6 +9,7 @@ Avro (schemas/aggregate.avsc, schemas/late.avsc) with deterministic keys, partit
 written through the exactly-once transactional sink. The rules: windowing/windows.py and
 docs/windows.md. SIGTERM stops after the current batch (exit 0).
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,15 +17,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamkit.wire import schema_text
-
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import AggregateSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.key_records import KeyRecords
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
-from windowing import (NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process)
+from streamkit.wire import schema_text
+from windowing import NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,23 +35,41 @@ SERVICE = "spark_aggregate"
 
 #: Columns every measurement source must provide: the raw topic's decoded form and its arrival
 #: order (a key's records are processed in Kafka offset order).
-MEASUREMENT_COLUMNS = ("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset",
-                       *dead_letters.INPUT_COLUMNS)
+MEASUREMENT_COLUMNS = (
+    "thing",
+    "quantity",
+    "event_time_ms",
+    "value",
+    "row_id",
+    "kafka_partition",
+    "kafka_offset",
+    *dead_letters.INPUT_COLUMNS,
+)
 
 
-def read_join_results(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
+def read_join_results(spark: SparkSession, settings: AggregateSettings) -> DataFrame:
     """The joined topic as measurements: quantity = the pair's result name, value = its result,
     event time = the pair's (the later input's), row_id = the pair's id."""
     from pyspark.sql import functions as F
 
-    pairs = dead_letters.decode(read_kafka(spark, settings, settings.joined_topic), schema_text("joined"))
-    return observe_event_time(pairs.select(
-        F.col("d.thing").alias("thing"), F.col("d.result_name").alias("quantity"), "d.event_time_ms",
-        F.col("d.result").alias("value"), F.col("d.id").alias("row_id"), "kafka_partition", "kafka_offset",
-        *dead_letters.INPUT_COLUMNS))
+    pairs = dead_letters.decode(
+        read_kafka(spark, settings, settings.joined_topic), schema_text("joined")
+    )
+    return observe_event_time(
+        pairs.select(
+            F.col("d.thing").alias("thing"),
+            F.col("d.result_name").alias("quantity"),
+            "d.event_time_ms",
+            F.col("d.result").alias("value"),
+            F.col("d.id").alias("row_id"),
+            "kafka_partition",
+            "kafka_offset",
+            *dead_letters.INPUT_COLUMNS,
+        )
+    )
 
 
-def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFrame":
+def measurements(spark: SparkSession, settings: AggregateSettings) -> DataFrame:
     """The input, with MEASUREMENT_COLUMNS."""
     if settings.source == "joined":
         return read_join_results(spark, settings)
@@ -61,12 +79,26 @@ def measurements(spark: "SparkSession", settings: AggregateSettings) -> "DataFra
 #: What the state function hands back: aggregates and late records as plain columns (Avro and
 #: keys are Spark expressions in ``to_kafka_records``).
 OUTPUT_FIELDS: list[tuple[str, str]] = [
-    ("record_type", "string"), ("thing", "string"), ("quantity", "string"),
-    ("window_kind", "string"), ("window_size_ms", "long"), ("window_slide_ms", "long"), ("window_label", "string"),
-    ("window_start_ms", "long"), ("window_end_ms", "long"),
-    ("count", "long"), ("mean", "double"), ("min", "double"), ("max", "double"), ("stddev", "double"),
+    ("record_type", "string"),
+    ("thing", "string"),
+    ("quantity", "string"),
+    ("window_kind", "string"),
+    ("window_size_ms", "long"),
+    ("window_slide_ms", "long"),
+    ("window_label", "string"),
+    ("window_start_ms", "long"),
+    ("window_end_ms", "long"),
+    ("count", "long"),
+    ("mean", "double"),
+    ("min", "double"),
+    ("max", "double"),
+    ("stddev", "double"),
     ("closed_at_ms", "long"),
-    ("event_time_ms", "long"), ("value", "double"), ("row_id", "string"), ("reason", "string"), ("watermark_ms", "long"),
+    ("event_time_ms", "long"),
+    ("value", "double"),
+    ("row_id", "string"),
+    ("reason", "string"),
+    ("watermark_ms", "long"),
     *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
@@ -74,7 +106,9 @@ OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 #: window an idle flush closed has no record that closed it).
 NULLABLE = frozenset({"watermark_ms", "closed_at_ms"})
 #: KeyState.to_row() and the processing time of the key's last batch with data
-STATE_SCHEMA = "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
+STATE_SCHEMA = (
+    "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
+)
 
 
 class WindowFunction:
@@ -91,7 +125,9 @@ class WindowFunction:
         self.rules = rules
         self.idle_timeout_ms = idle_timeout_ms
 
-    def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
+    def __call__(
+        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
         thing, quantity = key
         if thing is None:  # records that did not decode: handed back, no state, no timer
             yield dead_letters.rows(OUTPUT_FIELDS, frames)
@@ -116,20 +152,36 @@ class WindowFunction:
         state.update((*step.state.to_row(), now))
         self.add_rows(out, thing, quantity, step, None, tags)
 
-    def step(self, thing: str, quantity: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any) -> None:
+    def step(
+        self,
+        thing: str,
+        quantity: str,
+        records: KeyRecords,
+        state: Any,
+        out: OutputRows,
+        **tags: Any,
+    ) -> None:
         """The key's records of a batch, in arrival order, through the windows; final windows
         and set-aside records (with the ``tags`` columns) added to ``out``."""
         now = int(state.getCurrentProcessingTimeMs())
         current = KeyState.from_row(state.get[:5]) if state.exists else KeyState()
-        step = process(self.rules, current, records.event_time_ms, records.value, records.row_id.tolist(), now)
+        step = process(
+            self.rules, current, records.event_time_ms, records.value, records.row_id.tolist(), now
+        )
         state.update((*step.state.to_row(), now))
         if self.idle_timeout_ms and step.state.has_open_windows:
             state.setTimeoutDuration(self.idle_timeout_ms)
         self.add_rows(out, thing, quantity, step, records, tags)
 
     @staticmethod
-    def add_rows(out: OutputRows, thing: str, quantity: str, step: Step, records: KeyRecords | None,
-                 tags: dict) -> None:
+    def add_rows(
+        out: OutputRows,
+        thing: str,
+        quantity: str,
+        step: Step,
+        records: KeyRecords | None,
+        tags: dict,
+    ) -> None:
         """Windows, set-aside records and superseded copies (each kind's other columns are filler)."""
         import numpy as np
 
@@ -138,61 +190,116 @@ class WindowFunction:
 
         if step.windows:
             w = step.windows
-            out.add(len(w), record_type="aggregate", thing=thing, quantity=quantity,
-                    window_kind=[x.spec.kind for x in w], window_label=[x.spec.label for x in w],
-                    window_size_ms=[x.spec.size_ms for x in w], window_slide_ms=[x.spec.slide_ms for x in w],
-                    window_start_ms=[x.start_ms for x in w], window_end_ms=[x.end_ms for x in w],
-                    count=[x.count for x in w], mean=[x.mean for x in w], min=[x.min for x in w],
-                    max=[x.max for x in w],
-                    stddev=[np.nan if x.stddev is None else x.stddev for x in w],  # NaN reaches Spark as null
-                    closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
-                    **tags)
+            out.add(
+                len(w),
+                record_type="aggregate",
+                thing=thing,
+                quantity=quantity,
+                window_kind=[x.spec.kind for x in w],
+                window_label=[x.spec.label for x in w],
+                window_size_ms=[x.spec.size_ms for x in w],
+                window_slide_ms=[x.spec.slide_ms for x in w],
+                window_start_ms=[x.start_ms for x in w],
+                window_end_ms=[x.end_ms for x in w],
+                count=[x.count for x in w],
+                mean=[x.mean for x in w],
+                min=[x.min for x in w],
+                max=[x.max for x in w],
+                stddev=[
+                    np.nan if x.stddev is None else x.stddev for x in w
+                ],  # NaN reaches Spark as null
+                closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
+                **tags,
+            )
         if step.aside:
             at = np.array([a.index for a in step.aside], dtype=np.int64)
-            out.add(len(at), record_type="late", thing=thing, quantity=quantity,
-                    event_time_ms=records.event_time_ms[at], value=records.value[at], row_id=records.row_id[at],
-                    reason=[a.reason for a in step.aside], watermark_ms=nullable([a.horizon_ms for a in step.aside]),
-                    **tags)
+            out.add(
+                len(at),
+                record_type="late",
+                thing=thing,
+                quantity=quantity,
+                event_time_ms=records.event_time_ms[at],
+                value=records.value[at],
+                row_id=records.row_id[at],
+                reason=[a.reason for a in step.aside],
+                watermark_ms=nullable([a.horizon_ms for a in step.aside]),
+                **tags,
+            )
         if step.superseded:
             s = step.superseded
-            out.add(len(s), record_type="late", thing=thing, quantity=quantity, reason=SUPERSEDED_REASON,
-                    event_time_ms=[x.time_ms for x in s], value=[x.value for x in s], row_id=[x.row_id for x in s],
-                    watermark_ms=nullable([x.horizon_ms for x in s]), **tags)
+            out.add(
+                len(s),
+                record_type="late",
+                thing=thing,
+                quantity=quantity,
+                reason=SUPERSEDED_REASON,
+                event_time_ms=[x.time_ms for x in s],
+                value=[x.value for x in s],
+                row_id=[x.row_id for x in s],
+                watermark_ms=nullable([x.horizon_ms for x in s]),
+                **tags,
+            )
 
 
-def window_records(measured: "DataFrame", rules: WindowRules, idle_timeout_ms: int) -> "DataFrame":
+def window_records(measured: DataFrame, rules: WindowRules, idle_timeout_ms: int) -> DataFrame:
     """Aggregates and late records (OUTPUT_SCHEMA rows) from a measurement stream."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    timeout = GroupStateTimeout.ProcessingTimeTimeout if idle_timeout_ms else GroupStateTimeout.NoTimeout
-    return (measured.groupBy("thing", "quantity")
-            .applyInPandasWithState(WindowFunction(rules, idle_timeout_ms), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
-                                    timeout))
+    timeout = (
+        GroupStateTimeout.ProcessingTimeTimeout if idle_timeout_ms else GroupStateTimeout.NoTimeout
+    )
+    return measured.groupBy("thing", "quantity").applyInPandasWithState(
+        WindowFunction(rules, idle_timeout_ms), OUTPUT_SCHEMA, STATE_SCHEMA, "append", timeout
+    )
 
 
-def to_kafka_records(records: "DataFrame", settings: AggregateSettings, partitions: dict[str, int]) -> "DataFrame":
+def to_kafka_records(
+    records: DataFrame, settings: AggregateSettings, partitions: dict[str, int]
+) -> DataFrame:
     """Windows keyed thing|quantity|window|start and late records keyed as in the raw topic,
     both partitioned by thing (streamkit.wire.keys, as the bridge)."""
     from pyspark.sql import functions as F
 
-    routes = [outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
-              outputs.late_route(settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.col("watermark_ms"))]
+    routes = [
+        outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
+        outputs.late_route(
+            settings.late_topic,
+            partitions[settings.late_topic],
+            F.lit(STAGE),
+            F.col("watermark_ms"),
+        ),
+    ]
     return outputs.to_kafka_records(
-        records, routes, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
-        source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic, stage=STAGE)
+        records,
+        routes,
+        dlq_topic=settings.dlq_topic,
+        dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.joined_topic if settings.source == "joined" else settings.raw_topic,
+        stage=STAGE,
+    )
 
 
-def build(settings: AggregateSettings) -> Callable[["SparkSession"], "DataFrame"]:
+def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
     rules, idle_ms = settings.window_rules(), settings.idle_timeout_ms()
-    partitions = {topic: topic_partitions(settings, topic)
-                  for topic in (settings.aggregates_topic, settings.late_topic, settings.dlq_topic)}
+    partitions = {
+        topic: topic_partitions(settings, topic)
+        for topic in (settings.aggregates_topic, settings.late_topic, settings.dlq_topic)
+    }
 
-    def output(spark: "SparkSession") -> "DataFrame":
-        log.info("aggregate query", extra={"windows": [s.label for s in rules.specs],
-                                           "allowed_lateness_ms": rules.allowed_lateness_ms,
-                                           "idle_timeout_ms": idle_ms, "max_future_ms": rules.max_future_ms,
-                                           "partitions": partitions})
-        return to_kafka_records(window_records(measurements(spark, settings), rules, idle_ms), settings, partitions)
+    def output(spark: SparkSession) -> DataFrame:
+        log.info(
+            "aggregate query",
+            extra={
+                "windows": [s.label for s in rules.specs],
+                "allowed_lateness_ms": rules.allowed_lateness_ms,
+                "idle_timeout_ms": idle_ms,
+                "max_future_ms": rules.max_future_ms,
+                "partitions": partitions,
+            },
+        )
+        return to_kafka_records(
+            window_records(measurements(spark, settings), rules, idle_ms), settings, partitions
+        )
 
     return output
 
@@ -205,7 +312,15 @@ def check(settings: AggregateSettings) -> None:
     settings.idle_timeout_ms()
 
 
-JOB = StreamingJob(SERVICE, "spark_jobs.aggregate", __doc__, AggregateSettings, lambda s: s.default_query, build, check)
+JOB = StreamingJob(
+    SERVICE,
+    "spark_jobs.aggregate",
+    __doc__,
+    AggregateSettings,
+    lambda s: s.default_query,
+    build,
+    check,
+)
 main = JOB.main
 
 

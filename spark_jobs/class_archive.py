@@ -10,6 +10,7 @@ killed job leaves a dump that is never used, and it is removed later. The archiv
 the Java binary and the jars on the classpath, so an upgrade starts a new one; a stale archive
 is refused by the JVM itself, with a warning.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,7 +50,9 @@ def _classpath_key() -> str:
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home) / "bin" / "java" if java_home else Path(shutil.which("java") or "java")
     jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    text = "\n".join([str(java.resolve()), pyspark.__version__, *(f"{j.name} {j.stat().st_size}" for j in jars)])
+    text = "\n".join(
+        [str(java.resolve()), pyspark.__version__, *(f"{j.name} {j.stat().st_size}" for j in jars)]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -65,7 +68,10 @@ def prepare(directory: Path) -> ClassArchive:
         directory.mkdir(parents=True, exist_ok=True)
         return _dump_unless_being_written(directory, key, archive)
     except OSError as exc:
-        log.warning("no class archive: its directory is not usable", extra={"dir": str(directory), "error": str(exc)})
+        log.warning(
+            "no class archive: its directory is not usable",
+            extra={"dir": str(directory), "error": str(exc)},
+        )
         return ClassArchive(archive)
 
 
@@ -90,12 +96,19 @@ def finish(plan: ClassArchive, jvm: subprocess.Popen | None, timeout_s: float = 
             jvm.stdin.close()
         jvm.wait(timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("the JVM did not exit: its class archive is not used", extra={"error": str(exc)})
+        log.warning(
+            "the JVM did not exit: its class archive is not used", extra={"error": str(exc)}
+        )
         return
     try:
         if plan.dump.stat().st_size > 0:
             os.replace(plan.dump, plan.archive)
-            log.info("class archive written", extra={"archive": str(plan.archive),
-                                                     "mb": round(plan.archive.stat().st_size / 2**20)})
+            log.info(
+                "class archive written",
+                extra={
+                    "archive": str(plan.archive),
+                    "mb": round(plan.archive.stat().st_size / 2**20),
+                },
+            )
     except OSError as exc:  # no dump (e.g. the JVM could not write it): the next job tries again
         log.warning("class archive not written", extra={"dump": str(plan.dump), "error": str(exc)})

@@ -3,6 +3,7 @@
 Defaults suit the laptop stack (local[*]); on a standalone cluster only SPARK_MASTER
 and SPARK_CHECKPOINT_DIR change (the checkpoint must then be on storage every node sees).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,61 +22,114 @@ class SparkJobSettings(KafkaSettings):
     """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings."""
 
     kafka_username: str = login_as("kafka", "spark")
-    spark_master: str = setting("local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)")
-    shuffle_partitions: int = setting(1, "SPARK_SHUFFLE_PARTITIONS",
-                                      "state store partitions; fixed in the checkpoint at the first start. 1 was "
-                                      "fastest on 2 cores, live and catching up (the JVM's reading uses the other "
-                                      "core); on a cluster, the executors' cores (200, Spark's default, made "
-                                      "stateful batches ~23x slower here)")
-    checkpoint_dir: str = setting("", "SPARK_CHECKPOINT_DIR",
-                                          "checkpoint directory of the query (default <run dir>/checkpoints/<query name>)")
-    max_offsets_per_trigger: int = setting(200000, "SPARK_MAX_OFFSETS_PER_TRIGGER",
-                                           "upper bound of input records per micro-batch (large: a job that fell "
-                                           "behind catches up in few batches; live batches stay small)")
-    spark_jars_dir: Path = setting(SPARK_JARS_DIR, "SPARK_EXTRA_JARS_DIR",
-                                   "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
-                                   "the default; the container image sets its own)")
+    spark_master: str = setting(
+        "local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)"
+    )
+    shuffle_partitions: int = setting(
+        1,
+        "SPARK_SHUFFLE_PARTITIONS",
+        "state store partitions; fixed in the checkpoint at the first start. 1 was "
+        "fastest on 2 cores, live and catching up (the JVM's reading uses the other "
+        "core); on a cluster, the executors' cores (200, Spark's default, made "
+        "stateful batches ~23x slower here)",
+    )
+    checkpoint_dir: str = setting(
+        "",
+        "SPARK_CHECKPOINT_DIR",
+        "checkpoint directory of the query (default <run dir>/checkpoints/<query name>)",
+    )
+    max_offsets_per_trigger: int = setting(
+        200000,
+        "SPARK_MAX_OFFSETS_PER_TRIGGER",
+        "upper bound of input records per micro-batch (large: a job that fell "
+        "behind catches up in few batches; live batches stay small)",
+    )
+    spark_jars_dir: Path = setting(
+        SPARK_JARS_DIR,
+        "SPARK_EXTRA_JARS_DIR",
+        "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
+        "the default; the container image sets its own)",
+    )
     trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
-    class_archive_dir: str = setting(str(CACHE_DIR / "jvm-classes"), "SPARK_CLASS_ARCHIVE_DIR",
-                                     "where the driver JVM's class archive is kept (the first job writes it when it "
-                                     "stops, later ones start ~3 s sooner with it); empty: none")
-    driver_java_options: str = setting("-XX:TieredStopAtLevel=1", "SPARK_DRIVER_JAVA_OPTIONS",
-                                       "the driver JVM's options (local[*]: the executors' too). The default, the "
-                                       "quick JIT only, put the first joined point ~3-5 s sooner and took ~15% "
-                                       "less CPU at 1,000 rows/s, big warm batches within noise; empty: Java's "
-                                       "default JIT")
-    warm_python_workers: bool = setting(False, "SPARK_WARM_PYTHON_WORKERS",
-                                        "start the Python workers and import the job in them while the first batch "
-                                        "is planned, instead of inside it (off: on 2 cores it competed with the "
-                                        "first batch and did not start it sooner)")
-    spark_conf: str = setting("", "SPARK_CONF",
-                              "more Spark settings, key=value separated by commas (they win over the job's own)")
-    starting_offsets: str = setting("earliest", "SPARK_STARTING_OFFSETS",
-                                    "where a query without checkpoint starts (earliest/latest); a checkpoint always wins")
-    fail_on_data_loss: bool = setting(True, "SPARK_FAIL_ON_DATA_LOSS",
-                                      "fail when input offsets vanished (topic recreated, retention) instead of "
-                                      "silently skipping them; compaction gaps and transaction markers are fine")
-    marker_topic: str = setting("machinedata.commit-markers", "MARKER_TOPIC",
-                                "compacted topic of exactly-once commit markers (one key per query)")
-    query_name: str = setting("", "SPARK_QUERY_NAME",
-                              "query name: names the checkpoint, the transactional.id and the marker key "
-                              "(default: the job's own name)")
-    max_future: str = setting("1h", "SPARK_MAX_FUTURE",
-                              "set aside (late topic, future_timestamp) a record this far ahead of the batch's "
-                              "processing time, so a bad clock moves no event-time clock; as BRIDGE_MAX_FUTURE")
-    available_now: bool = setting(False, "SPARK_AVAILABLE_NOW",
-                                  "process what is in the input topic now, emit, and exit 0 (a backfill: a batch run "
-                                  "of the streaming job)")
-    sink: Literal["driver", "executors"] = setting("driver", "SPARK_SINK",
-                        "where the exactly-once sink writes from: driver (each batch collected, one transaction) "
-                        "or executors (each task its output partition, a transaction per partition and batch; "
-                        "docs/exactly-once.md)")
-    sink_partitions: int = setting(2, "SPARK_SINK_PARTITIONS",
-                                   "output partitions of the executors' sink; part of the query's identity: change "
-                                   "it only on a fresh checkpoint or after a clean stop")
-    transaction_timeout_ms: int = setting(60000, "SPARK_TRANSACTION_TIMEOUT_MS",
-                                          "Kafka transaction timeout; must stay below the broker's "
-                                          "transaction.max.timeout.ms (15 min by default)")
+    class_archive_dir: str = setting(
+        str(CACHE_DIR / "jvm-classes"),
+        "SPARK_CLASS_ARCHIVE_DIR",
+        "where the driver JVM's class archive is kept (the first job writes it when it "
+        "stops, later ones start ~3 s sooner with it); empty: none",
+    )
+    driver_java_options: str = setting(
+        "-XX:TieredStopAtLevel=1",
+        "SPARK_DRIVER_JAVA_OPTIONS",
+        "the driver JVM's options (local[*]: the executors' too). The default, the "
+        "quick JIT only, put the first joined point ~3-5 s sooner and took ~15% "
+        "less CPU at 1,000 rows/s, big warm batches within noise; empty: Java's "
+        "default JIT",
+    )
+    warm_python_workers: bool = setting(
+        False,
+        "SPARK_WARM_PYTHON_WORKERS",
+        "start the Python workers and import the job in them while the first batch "
+        "is planned, instead of inside it (off: on 2 cores it competed with the "
+        "first batch and did not start it sooner)",
+    )
+    spark_conf: str = setting(
+        "",
+        "SPARK_CONF",
+        "more Spark settings, key=value separated by commas (they win over the job's own)",
+    )
+    starting_offsets: str = setting(
+        "earliest",
+        "SPARK_STARTING_OFFSETS",
+        "where a query without checkpoint starts (earliest/latest); a checkpoint always wins",
+    )
+    fail_on_data_loss: bool = setting(
+        True,
+        "SPARK_FAIL_ON_DATA_LOSS",
+        "fail when input offsets vanished (topic recreated, retention) instead of "
+        "silently skipping them; compaction gaps and transaction markers are fine",
+    )
+    marker_topic: str = setting(
+        "machinedata.commit-markers",
+        "MARKER_TOPIC",
+        "compacted topic of exactly-once commit markers (one key per query)",
+    )
+    query_name: str = setting(
+        "",
+        "SPARK_QUERY_NAME",
+        "query name: names the checkpoint, the transactional.id and the marker key "
+        "(default: the job's own name)",
+    )
+    max_future: str = setting(
+        "1h",
+        "SPARK_MAX_FUTURE",
+        "set aside (late topic, future_timestamp) a record this far ahead of the batch's "
+        "processing time, so a bad clock moves no event-time clock; as BRIDGE_MAX_FUTURE",
+    )
+    available_now: bool = setting(
+        False,
+        "SPARK_AVAILABLE_NOW",
+        "process what is in the input topic now, emit, and exit 0 (a backfill: a batch run "
+        "of the streaming job)",
+    )
+    sink: Literal["driver", "executors"] = setting(
+        "driver",
+        "SPARK_SINK",
+        "where the exactly-once sink writes from: driver (each batch collected, one transaction) "
+        "or executors (each task its output partition, a transaction per partition and batch; "
+        "docs/exactly-once.md)",
+    )
+    sink_partitions: int = setting(
+        2,
+        "SPARK_SINK_PARTITIONS",
+        "output partitions of the executors' sink; part of the query's identity: change "
+        "it only on a fresh checkpoint or after a clean stop",
+    )
+    transaction_timeout_ms: int = setting(
+        60000,
+        "SPARK_TRANSACTION_TIMEOUT_MS",
+        "Kafka transaction timeout; must stay below the broker's "
+        "transaction.max.timeout.ms (15 min by default)",
+    )
 
     def extra_spark_conf(self) -> dict[str, str]:
         """SPARK_CONF as a dict; a pair without '=' is a usage error."""
@@ -94,43 +148,76 @@ class SparkJobSettings(KafkaSettings):
 
     def checkpoint_for(self, query: str) -> Path:
         """Per query, so two jobs (or two test runs) never share a checkpoint."""
-        return Path(self.checkpoint_dir).expanduser() if self.checkpoint_dir else self.run_dir / "checkpoints" / query
+        return (
+            Path(self.checkpoint_dir).expanduser()
+            if self.checkpoint_dir
+            else self.run_dir / "checkpoints" / query
+        )
 
 
 @dataclass(frozen=True)
 class JoinSettings(SparkJobSettings):
     metrics_port: int = serves_metrics_on(9203)
-    pairs: str = setting("actSpeed_C11:vaTorque_C11:mechanical_power", "JOIN_PAIRS",
-                         "pairs joined per thing: left:right[:result] separated by commas; results: "
-                         + ", ".join(sorted(RESULT_FUNCTIONS)))
-    max_gap_ms: int = setting(0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)")
-    allowed_disorder_ms: int = setting(0, "JOIN_ALLOWED_DISORDER_MS",
-                                       "reorder records up to this much event time per stream (0: strict, late)")
-    partner_timeout_ms: int = setting(0, "JOIN_PARTNER_TIMEOUT_MS",
-                                      "emit pairs once the other stream is this far ahead of a silent partner (0: off)")
+    pairs: str = setting(
+        "actSpeed_C11:vaTorque_C11:mechanical_power",
+        "JOIN_PAIRS",
+        "pairs joined per thing: left:right[:result] separated by commas; results: "
+        + ", ".join(sorted(RESULT_FUNCTIONS)),
+    )
+    max_gap_ms: int = setting(
+        0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)"
+    )
+    allowed_disorder_ms: int = setting(
+        0,
+        "JOIN_ALLOWED_DISORDER_MS",
+        "reorder records up to this much event time per stream (0: strict, late)",
+    )
+    partner_timeout_ms: int = setting(
+        0,
+        "JOIN_PARTNER_TIMEOUT_MS",
+        "emit pairs once the other stream is this far ahead of a silent partner (0: off)",
+    )
 
 
 @dataclass(frozen=True)
 class WindowSettings(SparkJobSettings):
     """The window rules, shared by the aggregate job and the single pass."""
 
-    tumbling: str = setting("10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)")
-    sliding: str = setting("", "AGGREGATE_SLIDING",
-                           "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)")
-    session_gap: str = setting("", "AGGREGATE_SESSION_GAP",
-                               "session windows: a (thing, quantity) session ends after this long without a "
-                               "record, e.g. 30s; comma separated for several (default: none)")
-    allowed_lateness: str = setting("10s", "AGGREGATE_ALLOWED_LATENESS",
-                                    "how far behind its key's newest event time a record may arrive and still "
-                                    "count ('0': none)")
-    idle_timeout: str = setting("5m", "AGGREGATE_IDLE_TIMEOUT",
-                                "processing time after a key's last record at which its open windows are emitted "
-                                "anyway ('off': never; always off with --available-now)")
+    tumbling: str = setting(
+        "10s", "AGGREGATE_TUMBLING", "tumbling window sizes, comma separated ('off': none)"
+    )
+    sliding: str = setting(
+        "",
+        "AGGREGATE_SLIDING",
+        "sliding windows as SIZE/SLIDE, comma separated, e.g. 60s/10s (default: none)",
+    )
+    session_gap: str = setting(
+        "",
+        "AGGREGATE_SESSION_GAP",
+        "session windows: a (thing, quantity) session ends after this long without a "
+        "record, e.g. 30s; comma separated for several (default: none)",
+    )
+    allowed_lateness: str = setting(
+        "10s",
+        "AGGREGATE_ALLOWED_LATENESS",
+        "how far behind its key's newest event time a record may arrive and still "
+        "count ('0': none)",
+    )
+    idle_timeout: str = setting(
+        "5m",
+        "AGGREGATE_IDLE_TIMEOUT",
+        "processing time after a key's last record at which its open windows are emitted "
+        "anyway ('off': never; always off with --available-now)",
+    )
 
     def window_rules(self, same_by_row_id: bool = False) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
-        return WindowRules(tuple(specs), parse_duration_ms(self.allowed_lateness, allow_zero=True),
-                           self.max_future_ms(), same_by_row_id=same_by_row_id)
+        return WindowRules(
+            tuple(specs),
+            parse_duration_ms(self.allowed_lateness, allow_zero=True),
+            self.max_future_ms(),
+            same_by_row_id=same_by_row_id,
+        )
 
     def idle_timeout_ms(self) -> int:
         """0 when off: a backfill (--available-now) must not depend on how long it took."""
@@ -140,13 +227,18 @@ class WindowSettings(SparkJobSettings):
 @dataclass(frozen=True)
 class AggregateSettings(WindowSettings):
     metrics_port: int = serves_metrics_on(9204)
-    source: str = setting("raw", "AGGREGATE_SOURCE",
-                          "raw: each measured quantity of the raw topic; joined: each join result of the joined "
-                          "topic (e.g. mechanical_power) as a quantity")
+    source: str = setting(
+        "raw",
+        "AGGREGATE_SOURCE",
+        "raw: each measured quantity of the raw topic; joined: each join result of the joined "
+        "topic (e.g. mechanical_power) as a quantity",
+    )
 
     def window_rules(self, same_by_row_id: bool | None = None) -> WindowRules:
         """Joined input shares event times between pairs: there the row id tells records apart."""
-        return super().window_rules(self.source == "joined" if same_by_row_id is None else same_by_row_id)
+        return super().window_rules(
+            self.source == "joined" if same_by_row_id is None else same_by_row_id
+        )
 
     @property
     def default_query(self) -> str:

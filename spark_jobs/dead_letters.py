@@ -7,6 +7,7 @@ transaction of their batch. So a poison record is dead-lettered once and the que
 before, it failed the query, and every restart failed again on the same record. A second
 reader of the topic for the bad records alone would read every batch twice.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -25,48 +26,87 @@ REASON = "undecodable"
 #: Input columns, null unless the record could not be decoded.
 INPUT_COLUMNS = ("undecodable_key", "undecodable_value")
 #: Output columns of a dead-letter row (filler in every other row).
-OUTPUT_FIELDS: Fields = [("undecodable_key", "binary"), ("undecodable_value", "binary"),
-                         ("source_partition", "long"), ("source_offset", "long")]
+OUTPUT_FIELDS: Fields = [
+    ("undecodable_key", "binary"),
+    ("undecodable_value", "binary"),
+    ("source_partition", "long"),
+    ("source_offset", "long"),
+]
 
 
-def decode(frame: "DataFrame", schema: str) -> "DataFrame":
+def decode(frame: DataFrame, schema: str) -> DataFrame:
     """Kafka records -> ``d`` (the decoded struct), the INPUT_COLUMNS and ``kafka_partition``,
     ``kafka_offset``. PERMISSIVE makes an undecodable value a struct of nulls; ``thing`` is
     never null in a datum of either input schema, so its null marks the record."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    decoded = frame.select(from_avro("value", schema, {"mode": "PERMISSIVE"}).alias("d"), "key", "value",
-                           F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"))
+    decoded = frame.select(
+        from_avro("value", schema, {"mode": "PERMISSIVE"}).alias("d"),
+        "key",
+        "value",
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+    )
     bad = F.col("d").isNull() | F.col("d.thing").isNull()
-    return decoded.select("d", *[F.when(bad, F.col(raw)).alias(name) for raw, name in zip(("key", "value"), INPUT_COLUMNS)],
-                          "kafka_partition", "kafka_offset")
+    return decoded.select(
+        "d",
+        *[
+            F.when(bad, F.col(raw)).alias(name)
+            for raw, name in zip(("key", "value"), INPUT_COLUMNS)
+        ],
+        "kafka_partition",
+        "kafka_offset",
+    )
 
 
-def rows(fields: Fields, frames: "Iterable[pd.DataFrame]") -> "pd.DataFrame":
+def rows(fields: Fields, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """The undecodable records (Spark's frames of the null-thing group) as output rows of the
     job's schema."""
     import pandas as pd
 
     batch = pd.concat(list(frames), ignore_index=True)
     out = OutputRows(fields)
-    out.add(len(batch), record_type=RECORD_TYPE, undecodable_key=batch["undecodable_key"].to_numpy(),
-            undecodable_value=batch["undecodable_value"].to_numpy(),
-            source_partition=batch["kafka_partition"].to_numpy(), source_offset=batch["kafka_offset"].to_numpy())
+    out.add(
+        len(batch),
+        record_type=RECORD_TYPE,
+        undecodable_key=batch["undecodable_key"].to_numpy(),
+        undecodable_value=batch["undecodable_value"].to_numpy(),
+        source_partition=batch["kafka_partition"].to_numpy(),
+        source_offset=batch["kafka_offset"].to_numpy(),
+    )
     return out.frame()
 
 
-def route(columns: dict[str, "Column"], *, dlq_topic: str, dlq_partitions: int, source_topic: str,
-          stage: str) -> list["Column"]:
+def route(
+    columns: dict[str, Column],
+    *,
+    dlq_topic: str,
+    dlq_partitions: int,
+    source_topic: str,
+    stage: str,
+) -> list[Column]:
     """The sink's columns (topic, key, value, partition) with the dead-letter rows sent to the
     dead-letter topic as they came (key and value), plus ``headers`` with the reason and where
     the record was, as the bridge's and the connector's dead letters have them."""
     from pyspark.sql import functions as F
 
     is_dead = F.col("record_type") == RECORD_TYPE
-    dead = {"topic": F.lit(dlq_topic), "key": F.col("undecodable_key"), "value": F.col("undecodable_value"),
-            "partition": F.pmod(F.col("source_partition"), F.lit(dlq_partitions)).cast("int")}
-    headers = wire_dead_letters.record_header_column(REASON, stage, source_topic, F.col("source_partition"),
-                                                     F.col("source_offset"), F.col("undecodable_value"))
-    return ([F.when(is_dead, dead[name]).otherwise(column).alias(name) for name, column in columns.items()]
-            + [F.when(is_dead, headers).alias("headers")])
+    dead = {
+        "topic": F.lit(dlq_topic),
+        "key": F.col("undecodable_key"),
+        "value": F.col("undecodable_value"),
+        "partition": F.pmod(F.col("source_partition"), F.lit(dlq_partitions)).cast("int"),
+    }
+    headers = wire_dead_letters.record_header_column(
+        REASON,
+        stage,
+        source_topic,
+        F.col("source_partition"),
+        F.col("source_offset"),
+        F.col("undecodable_value"),
+    )
+    return [
+        F.when(is_dead, dead[name]).otherwise(column).alias(name)
+        for name, column in columns.items()
+    ] + [F.when(is_dead, headers).alias("headers")]

@@ -41,6 +41,7 @@ Fault injection: the sink calls its ``fault_hook`` (none in production) with the
 (before_produce, after_produce, after_commit) and the batch id; the tests install one that
 SIGKILLs the driver there (tests/support/sink_faults.py), so the service has no test switch.
 """
+
 from __future__ import annotations
 
 import collections
@@ -65,16 +66,34 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_jobs.eos_sink")
 
-TRANSACTIONS = Counter("eos_transactions_total", "Kafka transactions of the exactly-once sink, by outcome",
-                       ["query", "outcome"])
-SKIPPED = Counter("eos_skipped_batches_total", "replayed batches skipped because their marker was committed", ["query"])
-EMPTY = Counter("eos_empty_batches_total", "batches with no output rows (no transaction needed)", ["query"])
-RECORDS = Counter("eos_records_total", "records committed to Kafka by the exactly-once sink", ["query"])
-DEAD_LETTERS = Counter("eos_dead_letters_total", "dead letters committed by the exactly-once sink (input the job "
-                       "could not read), by reason", ["query", "reason"])
+TRANSACTIONS = Counter(
+    "eos_transactions_total",
+    "Kafka transactions of the exactly-once sink, by outcome",
+    ["query", "outcome"],
+)
+SKIPPED = Counter(
+    "eos_skipped_batches_total",
+    "replayed batches skipped because their marker was committed",
+    ["query"],
+)
+EMPTY = Counter(
+    "eos_empty_batches_total", "batches with no output rows (no transaction needed)", ["query"]
+)
+RECORDS = Counter(
+    "eos_records_total", "records committed to Kafka by the exactly-once sink", ["query"]
+)
+DEAD_LETTERS = Counter(
+    "eos_dead_letters_total",
+    "dead letters committed by the exactly-once sink (input the job could not read), by reason",
+    ["query", "reason"],
+)
 LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed marker", ["query"])
-PHASE_SECONDS = Histogram("eos_phase_seconds", "time per batch phase (collect, produce, commit)", ["query", "phase"],
-                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+PHASE_SECONDS = Histogram(
+    "eos_phase_seconds",
+    "time per batch phase (collect, produce, commit)",
+    ["query", "phase"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 
 #: Called at each fault point with (point, batch id); see the module docstring.
 FaultHook = Callable[[str, int], None]
@@ -104,14 +123,21 @@ def _high_watermarks(settings: KafkaSettings, topic: str, timeout_s: float) -> d
             return end_offsets(settings, topic, role="eos-marker", strict=True)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            fatal = isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            fatal = (
+                isinstance(error, KafkaError)
+                and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            )
             if fatal or deadline.expired():
                 raise SinkError(f"marker topic {topic}: end offsets not readable: {exc}") from exc
-            log.warning("marker topic end offsets not readable yet, retrying", extra={"error": str(exc)})
+            log.warning(
+                "marker topic end offsets not readable yet, retrying", extra={"error": str(exc)}
+            )
             time.sleep(1)
 
 
-def read_marker(settings: KafkaSettings, marker_topic: str, key: str, timeout_s: float = 60.0) -> Marker | None:
+def read_marker(
+    settings: KafkaSettings, marker_topic: str, key: str, timeout_s: float = 60.0
+) -> Marker | None:
     """The last committed marker for ``key``, or None.
 
     Reads every partition to its *high watermark* (taken read_uncommitted) with a
@@ -122,14 +148,20 @@ def read_marker(settings: KafkaSettings, marker_topic: str, key: str, timeout_s:
     """
     ends = _high_watermarks(settings, marker_topic, timeout_s)
     wanted = key.encode()
-    found: tuple[int, int, bytes] | None = None  # (partition, offset, value) of the latest marker seen
+    found: tuple[int, int, bytes] | None = (
+        None  # (partition, offset, value) of the latest marker seen
+    )
     try:
-        for message in read_up_to(settings, marker_topic, ends, timeout_s=timeout_s, role="eos-marker"):
+        for message in read_up_to(
+            settings, marker_topic, ends, timeout_s=timeout_s, role="eos-marker"
+        ):
             if message.key() == wanted:
                 found = (message.partition(), message.offset(), message.value())
     except TimedOut as exc:
-        raise SinkError(f"marker topic {marker_topic} not readable to its end within {timeout_s}s "
-                        f"({exc}: a hanging transaction?)") from exc
+        raise SinkError(
+            f"marker topic {marker_topic} not readable to its end within {timeout_s}s "
+            f"({exc}: a hanging transaction?)"
+        ) from exc
     if found is None or found[2] is None:  # None value: a tombstone (marker deleted on purpose)
         return None
     body = json.loads(found[2])
@@ -204,9 +236,17 @@ def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, col
 class ExactlyOnceSink:
     """Callable for ``writeStream.foreachBatch``; see the module docstring for the protocol."""
 
-    def __init__(self, settings: KafkaSettings, query_name: str, marker_topic: str, *,
-                 transaction_timeout_ms: int = 60000, marker_timeout_s: float = 60.0, attempts: int = 5,
-                 fault_hook: FaultHook | None = None) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        query_name: str,
+        marker_topic: str,
+        *,
+        transaction_timeout_ms: int = 60000,
+        marker_timeout_s: float = 60.0,
+        attempts: int = 5,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
         self.settings = settings
         self.fault_hook = fault_hook
         self.query_name = query_name
@@ -222,7 +262,10 @@ class ExactlyOnceSink:
         self._prepared = False  # fenced and read by prepare(), no query id adopted yet
         self._opening = threading.Lock()
         self._collect_s = 0.0  # the last batch's collect, for its "batch committed" log
-        self.last_written: tuple[int, collections.Counter] = (0, collections.Counter())  #: rows, dead letters
+        self.last_written: tuple[int, collections.Counter] = (
+            0,
+            collections.Counter(),
+        )  #: rows, dead letters
         self._committed = TRANSACTIONS.labels(query_name, "committed")
         self._aborted = TRANSACTIONS.labels(query_name, "aborted")
         self._skipped = SKIPPED.labels(query_name)
@@ -247,8 +290,10 @@ class ExactlyOnceSink:
                 self._prepared = True
         except Exception as exc:
             self._reset()
-            log.warning("exactly-once sink not prepared ahead; the first batch opens it",
-                        extra={"query": self.query_name, "error": str(exc)})
+            log.warning(
+                "exactly-once sink not prepared ahead; the first batch opens it",
+                extra={"query": self.query_name, "error": str(exc)},
+            )
 
     def open(self, query_id: str | None = None) -> None:
         """Fence zombies, then learn the last committed batch. Order matters: reading the
@@ -265,9 +310,14 @@ class ExactlyOnceSink:
 
     def _fence_and_read(self) -> None:
         self.close()
-        self._producer = transactional_producer(self.settings, self.transactional_id,
-                                                **{"transaction.timeout.ms": self.transaction_timeout_ms})
-        self._marker = read_marker(self.settings, self.marker_topic, self.query_name, self.marker_timeout_s)
+        self._producer = transactional_producer(
+            self.settings,
+            self.transactional_id,
+            **{"transaction.timeout.ms": self.transaction_timeout_ms},
+        )
+        self._marker = read_marker(
+            self.settings, self.marker_topic, self.query_name, self.marker_timeout_s
+        )
 
     def _adopt(self, query_id: str | None) -> None:
         """The last committed batch of ``query_id`` by the marker last read."""
@@ -276,15 +326,27 @@ class ExactlyOnceSink:
         if marker is None:
             self._last_committed = -1
         elif query_id is not None and marker.query_id is not None and marker.query_id != query_id:
-            log.warning("commit marker belongs to another query id (checkpoint replaced?): ignored",
-                        extra={"query": self.query_name, "marker_query_id": marker.query_id,
-                               "query_id": query_id, "marker_batch_id": marker.batch_id})
+            log.warning(
+                "commit marker belongs to another query id (checkpoint replaced?): ignored",
+                extra={
+                    "query": self.query_name,
+                    "marker_query_id": marker.query_id,
+                    "query_id": query_id,
+                    "marker_batch_id": marker.batch_id,
+                },
+            )
             self._last_committed = -1
         else:
             self._last_committed = marker.batch_id
         LAST_BATCH.labels(self.query_name).set(self._last_committed)
-        log.info("exactly-once sink ready", extra={"query": self.query_name, "transactional_id": self.transactional_id,
-                                                   "last_committed_batch": self._last_committed})
+        log.info(
+            "exactly-once sink ready",
+            extra={
+                "query": self.query_name,
+                "transactional_id": self.transactional_id,
+                "last_committed_batch": self._last_committed,
+            },
+        )
 
     def close(self) -> None:
         if self._producer is not None:
@@ -298,10 +360,12 @@ class ExactlyOnceSink:
         self._prepared = False
 
     # ------------------------------------------------------------------ foreachBatch
-    def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         self.open(query_id)
-        if batch_id <= self._last_committed:  # decide before collecting: a skipped replay writes nothing
+        if (
+            batch_id <= self._last_committed
+        ):  # decide before collecting: a skipped replay writes nothing
             # ... but its stateful operators still have to run and commit their state for this
             # batch (Spark 4.1 fails a batch whose state stores did not commit): the same state
             # again, as the replay is deterministic; its rows go nowhere.
@@ -310,12 +374,20 @@ class ExactlyOnceSink:
             return
         started = time.perf_counter()
         table = batch_df.toArrow()
-        self._collect_s = time.perf_counter() - started  # the whole plan runs here: read, state, Python
+        self._collect_s = (
+            time.perf_counter() - started
+        )  # the whole plan runs here: read, state, Python
         PHASE_SECONDS.labels(self.query_name, "collect").observe(self._collect_s)
         self.write_batch(batch_id, ArrowRows(table), rows_hint=table.num_rows)
 
-    def write_batch(self, batch_id: int, rows: Iterable[OutputRow], *, rows_hint: int | None = None,
-                    query_id: str | None = None) -> str:
+    def write_batch(
+        self,
+        batch_id: int,
+        rows: Iterable[OutputRow],
+        *,
+        rows_hint: int | None = None,
+        query_id: str | None = None,
+    ) -> str:
         """Write one batch exactly once; returns "committed", "skipped" or "empty". A Kafka
         error aborts the attempt and the batch is written again, up to ``attempts`` times; a
         fenced producer, any other error, or the last attempt's raises :class:`SinkError` and
@@ -324,8 +396,14 @@ class ExactlyOnceSink:
             self.open(query_id if query_id is not None else self._query_id)
         if batch_id <= self._last_committed:
             self._skipped.inc()
-            log.info("batch already committed: skipped", extra={"query": self.query_name, "batch_id": batch_id,
-                                                                "last_committed_batch": self._last_committed})
+            log.info(
+                "batch already committed: skipped",
+                extra={
+                    "query": self.query_name,
+                    "batch_id": batch_id,
+                    "last_committed_batch": self._last_committed,
+                },
+            )
             return "skipped"
         if rows_hint == 0:
             EMPTY.labels(self.query_name).inc()
@@ -347,16 +425,31 @@ class ExactlyOnceSink:
                 error = exc.args[0] if exc.args else None
                 not_committed = isinstance(error, KafkaError) and error.txn_requires_abort()
                 self._abort(producer, not_committed, batch_id, exc)
-                fenced = isinstance(error, KafkaError) and error.fatal()  # another writer has our id: stop
+                fenced = (
+                    isinstance(error, KafkaError) and error.fatal()
+                )  # another writer has our id: stop
                 if fenced or attempt == self.attempts:
-                    raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
-                log.warning("batch attempt failed; writing it again", extra={
-                    "query": self.query_name, "batch_id": batch_id, "attempt": attempt, "error": str(exc),
-                    "outcome": "aborted" if not_committed else "unknown: re-fence and read the marker"})
+                    raise SinkError(
+                        f"batch {batch_id} of {self.query_name} not committed: {exc}"
+                    ) from exc
+                log.warning(
+                    "batch attempt failed; writing it again",
+                    extra={
+                        "query": self.query_name,
+                        "batch_id": batch_id,
+                        "attempt": attempt,
+                        "error": str(exc),
+                        "outcome": "aborted"
+                        if not_committed
+                        else "unknown: re-fence and read the marker",
+                    },
+                )
                 backoff.sleep()
             except Exception as exc:  # our own failure before the commit: certainly not committed
                 self._abort(producer, True, batch_id, exc)
-                raise SinkError(f"batch {batch_id} of {self.query_name} not committed: {exc}") from exc
+                raise SinkError(
+                    f"batch {batch_id} of {self.query_name} not committed: {exc}"
+                ) from exc
         raise AssertionError("unreachable")
 
     def _commit_once(self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]) -> str:
@@ -369,9 +462,15 @@ class ExactlyOnceSink:
             producer.abort_transaction()
             EMPTY.labels(self.query_name).inc()
             return "empty"
-        marker = {"batch_id": batch_id, "rows": count, "query_id": self._query_id,
-                  "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        produce_retrying(producer, self.marker_topic, json.dumps(marker).encode(), self.query_name.encode())
+        marker = {
+            "batch_id": batch_id,
+            "rows": count,
+            "query_id": self._query_id,
+            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        produce_retrying(
+            producer, self.marker_topic, json.dumps(marker).encode(), self.query_name.encode()
+        )
         producer.flush()
         produced = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "produce").observe(produced - started)
@@ -387,8 +486,14 @@ class ExactlyOnceSink:
             except KafkaException as exc:
                 if not exc.args[0].retriable() or deadline.expired():
                     raise
-                log.warning("commit failed, retrying the same commit", extra={
-                    "query": self.query_name, "batch_id": batch_id, "error": str(exc.args[0])})
+                log.warning(
+                    "commit failed, retrying the same commit",
+                    extra={
+                        "query": self.query_name,
+                        "batch_id": batch_id,
+                        "error": str(exc.args[0]),
+                    },
+                )
                 backoff.sleep()
         committed = time.perf_counter()
         PHASE_SECONDS.labels(self.query_name, "commit").observe(committed - produced)
@@ -399,27 +504,47 @@ class ExactlyOnceSink:
         for reason, letters in dead_letters.items():
             DEAD_LETTERS.labels(self.query_name, reason).inc(letters)
         LAST_BATCH.labels(self.query_name).set(batch_id)
-        log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": count,
-                                           "seconds": round(committed - started, 4),
-                                           "phases_s": {"collect": round(self._collect_s, 4),
-                                                        "produce": round(produced - started, 4),
-                                                        "commit": round(committed - produced, 4)}})
+        log.info(
+            "batch committed",
+            extra={
+                "query": self.query_name,
+                "batch_id": batch_id,
+                "rows": count,
+                "seconds": round(committed - started, 4),
+                "phases_s": {
+                    "collect": round(self._collect_s, 4),
+                    "produce": round(produced - started, 4),
+                    "commit": round(committed - produced, 4),
+                },
+            },
+        )
         self._collect_s = 0.0
         self._fault("after_commit", batch_id)
         return "committed"
 
-    def _abort(self, producer: Producer, not_committed: bool, batch_id: int, exc: BaseException) -> None:
+    def _abort(
+        self, producer: Producer, not_committed: bool, batch_id: int, exc: BaseException
+    ) -> None:
         """After a failed attempt. Known not committed: abort and keep the producer. Otherwise
         the outcome is unknown (or the producer fenced): drop the producer; the next attempt's
         ``open`` fences it and reads the marker."""
         self._aborted.inc()
-        log.error("batch attempt aborted", extra={"query": self.query_name, "batch_id": batch_id, "error": str(exc),
-                                                  "not_committed": not_committed})
+        log.error(
+            "batch attempt aborted",
+            extra={
+                "query": self.query_name,
+                "batch_id": batch_id,
+                "error": str(exc),
+                "not_committed": not_committed,
+            },
+        )
         if not_committed:
             try:
                 producer.abort_transaction(30)
                 return
             except KafkaException as abort_exc:
-                log.error("abort failed", extra={"query": self.query_name, "batch_id": batch_id,
-                                                 "error": str(abort_exc)})
+                log.error(
+                    "abort failed",
+                    extra={"query": self.query_name, "batch_id": batch_id, "error": str(abort_exc)},
+                )
         self._reset()

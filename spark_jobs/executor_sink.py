@@ -22,6 +22,7 @@ partition 0 of batch N before partition 1 of it); the output partition count is 
 query's identity: change it only for a fresh checkpoint or after a clean stop (every batch
 committed in every partition), as markers of the old count no longer cover the new partitions.
 """
+
 from __future__ import annotations
 
 import collections
@@ -34,8 +35,19 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
-from spark_jobs.eos_sink import (DEAD_LETTERS, EMPTY, LAST_BATCH, PHASE_SECONDS, RECORDS, SKIPPED, TRANSACTIONS,
-                                 ArrowRows, ExactlyOnceSink, FaultHook, SinkError)
+from spark_jobs.eos_sink import (
+    DEAD_LETTERS,
+    EMPTY,
+    LAST_BATCH,
+    PHASE_SECONDS,
+    RECORDS,
+    SKIPPED,
+    TRANSACTIONS,
+    ArrowRows,
+    ExactlyOnceSink,
+    FaultHook,
+    SinkError,
+)
 from streamkit.config import KafkaSettings
 from streamkit.logs import setup_logging
 
@@ -75,20 +87,36 @@ class PartitionWriter:
     transaction_timeout_ms: int
     fault_hook: FaultHook | None = None
 
-    def __call__(self, batches: Iterator["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from pyspark import TaskContext
 
         partition = TaskContext.get().partitionId()
         batches = list(batches)
-        table = pa.Table.from_batches(batches) if batches else pa.table({"key": pa.array([], pa.binary())})
+        table = (
+            pa.Table.from_batches(batches)
+            if batches
+            else pa.table({"key": pa.array([], pa.binary())})
+        )
         outcome, rows, letters = self.write(partition, table)
-        yield pa.RecordBatch.from_pydict({"partition": [partition], "outcome": [outcome], "rows": [rows],
-                                          "dead_letters": [json.dumps(letters)]},
-                                         schema=pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
-                                                           ("rows", pa.int64()), ("dead_letters", pa.string())]))
+        yield pa.RecordBatch.from_pydict(
+            {
+                "partition": [partition],
+                "outcome": [outcome],
+                "rows": [rows],
+                "dead_letters": [json.dumps(letters)],
+            },
+            schema=pa.schema(
+                [
+                    ("partition", pa.int32()),
+                    ("outcome", pa.string()),
+                    ("rows", pa.int64()),
+                    ("dead_letters", pa.string()),
+                ]
+            ),
+        )
 
-    def write(self, partition: int, table: "pa.Table") -> tuple[str, int, collections.Counter]:
+    def write(self, partition: int, table: pa.Table) -> tuple[str, int, collections.Counter]:
         """The outcome (committed, skipped or empty), rows and dead letters written. A producer
         per task: one kept in a Python worker for the next batch was fenced whenever the
         partition's next task ran in another worker (PySpark picks any idle one), which wasted a
@@ -100,13 +128,26 @@ class PartitionWriter:
         name = partition_query(self.query_name, partition)
         hook = None if self.fault_hook is None else _PartitionHook(self.fault_hook, partition)
         for attempt in (1, 2):
-            sink = ExactlyOnceSink(self.settings, name, self.marker_topic,
-                                   transaction_timeout_ms=self.transaction_timeout_ms, fault_hook=hook)
+            sink = ExactlyOnceSink(
+                self.settings,
+                name,
+                self.marker_topic,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                fault_hook=hook,
+            )
             try:
                 sink.open(self.query_id)
-                outcome = sink.write_batch(self.batch_id, ArrowRows(table), rows_hint=table.num_rows,
-                                           query_id=self.query_id)
-                return (outcome, *sink.last_written) if outcome == "committed" else (outcome, 0, collections.Counter())
+                outcome = sink.write_batch(
+                    self.batch_id,
+                    ArrowRows(table),
+                    rows_hint=table.num_rows,
+                    query_id=self.query_id,
+                )
+                return (
+                    (outcome, *sink.last_written)
+                    if outcome == "committed"
+                    else (outcome, 0, collections.Counter())
+                )
             except (SinkError, KafkaException):
                 if attempt == 2:
                     raise
@@ -131,8 +172,16 @@ class ExecutorSink:
     """Callable for ``writeStream.foreachBatch``: the batch's output partitions written by the
     executors, each in its own transaction (module docstring)."""
 
-    def __init__(self, settings: KafkaSettings, query_name: str, marker_topic: str, partitions: int, *,
-                 transaction_timeout_ms: int = 60000, fault_hook: FaultHook | None = None) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        query_name: str,
+        marker_topic: str,
+        partitions: int,
+        *,
+        transaction_timeout_ms: int = 60000,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
         if partitions < 1:
             raise ValueError("an executor sink needs at least one output partition")
         self.settings, self.query_name, self.marker_topic = settings, query_name, marker_topic
@@ -153,18 +202,29 @@ class ExecutorSink:
     def close(self) -> None:
         """Nothing to close here: each task closes its own producer."""
 
-    def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         self._fault("before_tasks", batch_id)
-        writer = PartitionWriter(self.settings, self.query_name, self.marker_topic, batch_id, query_id,
-                                 self.transaction_timeout_ms, self.fault_hook)
+        writer = PartitionWriter(
+            self.settings,
+            self.query_name,
+            self.marker_topic,
+            batch_id,
+            query_id,
+            self.transaction_timeout_ms,
+            self.fault_hook,
+        )
         started = time.perf_counter()
-        results = batch_df.repartition(self.partitions, "key").mapInArrow(writer, RESULT_SCHEMA).collect()
+        results = (
+            batch_df.repartition(self.partitions, "key").mapInArrow(writer, RESULT_SCHEMA).collect()
+        )
         seconds = time.perf_counter() - started
         PHASE_SECONDS.labels(self.query_name, "tasks").observe(seconds)
         if sorted(r.partition for r in results) != list(range(self.partitions)):
-            raise SinkError(f"batch {batch_id}: results of partitions {sorted(r.partition for r in results)}, "
-                            f"expected 0..{self.partitions - 1}")
+            raise SinkError(
+                f"batch {batch_id}: results of partitions {sorted(r.partition for r in results)}, "
+                f"expected 0..{self.partitions - 1}"
+            )
         outcomes = collections.Counter(r.outcome for r in results)
         rows = sum(r.rows for r in results)
         self._committed.inc(outcomes["committed"])
@@ -176,8 +236,16 @@ class ExecutorSink:
                 DEAD_LETTERS.labels(self.query_name, reason).inc(count)
         self._last_committed = batch_id
         LAST_BATCH.labels(self.query_name).set(batch_id)
-        log.info("batch committed", extra={"query": self.query_name, "batch_id": batch_id, "rows": rows,
-                                           "partitions": dict(outcomes), "seconds": round(seconds, 4)})
+        log.info(
+            "batch committed",
+            extra={
+                "query": self.query_name,
+                "batch_id": batch_id,
+                "rows": rows,
+                "partitions": dict(outcomes),
+                "seconds": round(seconds, 4),
+            },
+        )
         self._fault("after_tasks", batch_id)
 
     def _fault(self, point: str, batch_id: int) -> None:

@@ -1,6 +1,7 @@
 """The one template of a streaming job: what it is called, its settings, the checks to run
 before Spark starts, and how to build its query. The runner does the rest the same way for
 every job (start-up, Spark session, exactly-once sink, restarts), so a job is only its query."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -28,21 +29,34 @@ def _no_check(settings: SparkJobSettings) -> None:
 
 @dataclass(frozen=True)
 class StreamingJob(Generic[S]):
-    service: str                            #: metrics and log name
-    module: str                             #: ``python -m <module>``
-    doc: str | None                         #: its --help
+    service: str  #: metrics and log name
+    module: str  #: ``python -m <module>``
+    doc: str | None  #: its --help
     settings_type: type[S]
-    default_query: Callable[[S], str]       #: the query name unless SPARK_QUERY_NAME gives one
+    default_query: Callable[[S], str]  #: the query name unless SPARK_QUERY_NAME gives one
     build: QueryBuilder
-    check: Callable[[S], None] = _no_check  #: fails fast (ValueError: a usage error) before Spark starts
+    check: Callable[[S], None] = (
+        _no_check  #: fails fast (ValueError: a usage error) before Spark starts
+    )
     session_conf: dict[str, str] = field(default_factory=lambda: dict(ROCKSDB_STATE_STORE))
 
-    def main(self, argv: list[str] | None = None, *, fault_hook: FaultHook | None = None,
-             module: str | None = None) -> int:
+    def main(
+        self,
+        argv: list[str] | None = None,
+        *,
+        fault_hook: FaultHook | None = None,
+        module: str | None = None,
+    ) -> int:
         """``python -m <module>``; the tests' drivers pass a ``fault_hook`` and their own module."""
-        return run_service(self.service, self.settings_type, self.doc, argv,
-                           lambda settings, shutdown: self.run(settings, shutdown, fault_hook),
-                           check=self.check_all, module=module or self.module)
+        return run_service(
+            self.service,
+            self.settings_type,
+            self.doc,
+            argv,
+            lambda settings, shutdown: self.run(settings, shutdown, fault_hook),
+            check=self.check_all,
+            module=module or self.module,
+        )
 
     def check_all(self, settings: S) -> None:
         """The settings every job shares, then the job's own."""
@@ -52,6 +66,13 @@ class StreamingJob(Generic[S]):
     def run(self, settings: S, shutdown: ShutdownFlag, fault_hook: FaultHook | None = None) -> int:
         from spark_jobs.runner import run_query
 
-        return run_query(settings, shutdown, self.default_query(settings), self.build(settings),
-                         available_now=settings.available_now, session_conf=self.session_conf, fault_hook=fault_hook,
-                         warm_module=self.module)
+        return run_query(
+            settings,
+            shutdown,
+            self.default_query(settings),
+            self.build(settings),
+            available_now=settings.available_now,
+            session_conf=self.session_conf,
+            fault_hook=fault_hook,
+            warm_module=self.module,
+        )

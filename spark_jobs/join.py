@@ -13,21 +13,21 @@ it is faster at the batch sizes live traffic produces and warms up sooner after 
 only at the largest catch-up batches; the library keeps its own compact state (one binary value
 per thing), so the richer state API buys nothing here.
 """
+
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from lsb import JoinConfig, PairSpec, process_batch
+from lsb.results import RESULT_FUNCTIONS
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
-from lsb import JoinConfig, PairSpec, process_batch
-from lsb.results import RESULT_FUNCTIONS
 from spark_jobs.key_records import KeyRecords
 from spark_jobs.output_columns import OutputRows
 from windowing import FUTURE_REASON
-
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,7 +41,9 @@ def parse_pairs(text: str) -> tuple[PairSpec, ...]:
         left, right, *rest = item.split(":")
         result = rest[0] if rest else "mechanical_power"
         if result not in RESULT_FUNCTIONS:
-            raise SystemExit(f"unknown result function {result!r} in JOIN_PAIRS (known: {sorted(RESULT_FUNCTIONS)})")
+            raise SystemExit(
+                f"unknown result function {result!r} in JOIN_PAIRS (known: {sorted(RESULT_FUNCTIONS)})"
+            )
         specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
     if not specs:
         raise SystemExit("JOIN_PAIRS names no pair")
@@ -49,19 +51,34 @@ def parse_pairs(text: str) -> tuple[PairSpec, ...]:
 
 
 def join_config(settings: JoinSettings) -> JoinConfig:
-    return JoinConfig(pairs=parse_pairs(settings.pairs), max_gap_ms=settings.max_gap_ms or None,
-                      allowed_disorder_ms=settings.allowed_disorder_ms,
-                      partner_timeout_ms=settings.partner_timeout_ms or None)
+    return JoinConfig(
+        pairs=parse_pairs(settings.pairs),
+        max_gap_ms=settings.max_gap_ms or None,
+        allowed_disorder_ms=settings.allowed_disorder_ms,
+        partner_timeout_ms=settings.partner_timeout_ms or None,
+    )
 
 
 #: What the state function hands back: one row per joined pair or late record, as plain
 #: columns. Avro encoding and keys are Spark expressions (``to_kafka_records``): encoding in the
 #: Python worker was most of the worker's time (the figure: README, Spark join).
 OUTPUT_FIELDS: list[tuple[str, str]] = [
-    ("record_type", "string"), ("id", "string"), ("thing", "string"),
-    ("left_quantity", "string"), ("right_quantity", "string"), ("left_time_ms", "long"), ("right_time_ms", "long"),
-    ("left_value", "double"), ("right_value", "double"), ("result_name", "string"), ("result", "double"),
-    ("event_time_ms", "long"), ("quantity", "string"), ("value", "double"), ("row_id", "string"), ("reason", "string"),
+    ("record_type", "string"),
+    ("id", "string"),
+    ("thing", "string"),
+    ("left_quantity", "string"),
+    ("right_quantity", "string"),
+    ("left_time_ms", "long"),
+    ("right_time_ms", "long"),
+    ("left_value", "double"),
+    ("right_value", "double"),
+    ("result_name", "string"),
+    ("result", "double"),
+    ("event_time_ms", "long"),
+    ("quantity", "string"),
+    ("value", "double"),
+    ("row_id", "string"),
+    ("reason", "string"),
     *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
@@ -76,7 +93,9 @@ class GroupJoiner:
         self.config = config
         self.max_future_ms = max_future_ms
 
-    def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
+    def __call__(
+        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
         thing = key[0]
         if thing is None:  # records that did not decode: handed back, no state
             yield dead_letters.rows(OUTPUT_FIELDS, frames)
@@ -85,22 +104,37 @@ class GroupJoiner:
         self.step(thing, KeyRecords.arrival_order(frames), state, out)
         yield out.frame()
 
-    def step(self, thing: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any) -> None:
+    def step(
+        self, thing: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any
+    ) -> None:
         """The thing's records of a batch, in arrival order, through the join; its pairs and
         late records (with the ``tags`` columns) added to ``out``."""
         if self.max_future_ms is not None:  # a bad clock moves no stream's clock (docs/windows.md)
             future = records.event_time_ms > state.getCurrentProcessingTimeMs() + self.max_future_ms
             if future.any():
                 ahead = records.take(future)
-                out.add(len(ahead), record_type="late", thing=thing, reason=FUTURE_REASON, quantity=ahead.quantity,
-                        row_id=ahead.row_id, event_time_ms=ahead.event_time_ms, value=ahead.value, **tags)
+                out.add(
+                    len(ahead),
+                    record_type="late",
+                    thing=thing,
+                    reason=FUTURE_REASON,
+                    quantity=ahead.quantity,
+                    row_id=ahead.row_id,
+                    event_time_ms=ahead.event_time_ms,
+                    value=ahead.value,
+                    **tags,
+                )
                 records = records.take(~future)
         previous = state.get[0] if state.exists else None
-        result = process_batch(self.config, previous, records.quantity, records.event_time_ms, records.value)
+        result = process_batch(
+            self.config, previous, records.quantity, records.event_time_ms, records.value
+        )
         state.update((result.state_bytes(self.config),))
         self.add_rows(out, thing, result, records.row_id, tags)
 
-    def add_rows(self, out: OutputRows, thing: str, result: Any, row_ids: "np.ndarray", tags: dict) -> None:
+    def add_rows(
+        self, out: OutputRows, thing: str, result: Any, row_ids: np.ndarray, tags: dict
+    ) -> None:
         """Joined pairs and late records (each kind's other columns are filler:
         ``to_kafka_records`` reads only its own kind's)."""
         import numpy as np
@@ -109,28 +143,59 @@ class GroupJoiner:
         if len(pairs):
             columns = pairs.to_columns(thing, self.config)
             names = np.array([spec.result_name for spec in self.config.pairs], dtype=object)
-            out.add(len(pairs), record_type="joined", thing=thing, id=columns["id"],
-                    left_quantity=columns["left_quantity"], right_quantity=columns["right_quantity"],
-                    left_time_ms=columns["left_time"], right_time_ms=columns["right_time"],
-                    left_value=columns["left_value"], right_value=columns["right_value"], result=columns["result"],
-                    event_time_ms=columns["event_time"], result_name=names[pairs.pair], **tags)
+            out.add(
+                len(pairs),
+                record_type="joined",
+                thing=thing,
+                id=columns["id"],
+                left_quantity=columns["left_quantity"],
+                right_quantity=columns["right_quantity"],
+                left_time_ms=columns["left_time"],
+                right_time_ms=columns["right_time"],
+                left_value=columns["left_value"],
+                right_value=columns["right_value"],
+                result=columns["result"],
+                event_time_ms=columns["event_time"],
+                result_name=names[pairs.pair],
+                **tags,
+            )
         if len(late):
             columns = late.to_columns(thing, self.config)
             index = late.index
-            out.add(len(late), record_type="late", thing=thing, quantity=columns["quantity"],
-                    event_time_ms=columns["time"], value=columns["value"], reason=columns["reason"],
-                    row_id=np.where(index >= 0, row_ids[np.maximum(index, 0)], ""), **tags)
+            out.add(
+                len(late),
+                record_type="late",
+                thing=thing,
+                quantity=columns["quantity"],
+                event_time_ms=columns["time"],
+                value=columns["value"],
+                reason=columns["reason"],
+                row_id=np.where(index >= 0, row_ids[np.maximum(index, 0)], ""),
+                **tags,
+            )
 
 
-def to_kafka_records(rows: "DataFrame", settings: JoinSettings, partitions: dict[str, int]) -> "DataFrame":
+def to_kafka_records(
+    rows: DataFrame, settings: JoinSettings, partitions: dict[str, int]
+) -> DataFrame:
     """Joined pairs keyed by their id, late records keyed as in the raw topic, both partitioned by
     thing, so a thing's results keep the join's order for the aggregates over them."""
     from pyspark.sql import functions as F
 
-    routes = [outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
-              outputs.late_route(settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.lit(None))]
-    return outputs.to_kafka_records(rows, routes, dlq_topic=settings.dlq_topic, dlq_partitions=partitions[settings.dlq_topic],
-                                    source_topic=settings.raw_topic, stage=STAGE)
+    routes = [
+        outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
+        outputs.late_route(
+            settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.lit(None)
+        ),
+    ]
+    return outputs.to_kafka_records(
+        rows,
+        routes,
+        dlq_topic=settings.dlq_topic,
+        dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.raw_topic,
+        stage=STAGE,
+    )
 
 
 def build_join(settings: JoinSettings):
@@ -141,16 +206,32 @@ def build_join(settings: JoinSettings):
 
     joiner = GroupJoiner(join_config(settings), settings.max_future_ms())
     wanted = list(joiner.config.quantities)
-    partitions = {topic: topic_partitions(settings, topic)
-                  for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)}
+    partitions = {
+        topic: topic_partitions(settings, topic)
+        for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)
+    }
 
-    def build(spark: "SparkSession") -> "DataFrame":
+    def build(spark: SparkSession) -> DataFrame:
         measurements = read_measurements(spark, settings)
-        relevant = measurements.where(measurements.quantity.isin(wanted) | measurements.thing.isNull())
-        rows = (relevant.select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_partition", "kafka_offset",
-                                *dead_letters.INPUT_COLUMNS)
-                .groupBy("thing")
-                .applyInPandasWithState(joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout))
+        relevant = measurements.where(
+            measurements.quantity.isin(wanted) | measurements.thing.isNull()
+        )
+        rows = (
+            relevant.select(
+                "thing",
+                "quantity",
+                "event_time_ms",
+                "value",
+                "row_id",
+                "kafka_partition",
+                "kafka_offset",
+                *dead_letters.INPUT_COLUMNS,
+            )
+            .groupBy("thing")
+            .applyInPandasWithState(
+                joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+            )
+        )
         return to_kafka_records(rows, settings, partitions)
 
     return build
@@ -161,7 +242,9 @@ def check(settings: JoinSettings) -> None:
     join_config(settings)
 
 
-JOB = StreamingJob("spark_join", "spark_jobs.join", __doc__, JoinSettings, lambda _: "lsb-join", build_join, check)
+JOB = StreamingJob(
+    "spark_join", "spark_jobs.join", __doc__, JoinSettings, lambda _: "lsb-join", build_join, check
+)
 main = JOB.main
 
 

@@ -4,6 +4,7 @@ The sink's own counters (transactions committed/aborted, skipped replays) are de
 ``spark_jobs.eos_sink`` and land in the same default registry, so one /metrics endpoint per job
 shows both the engine's and the sink's view of every batch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,18 +18,35 @@ from streamkit.health import beat
 
 log = logging.getLogger("spark_jobs.listener")
 
-BATCH_SECONDS = Histogram("spark_batch_duration_seconds", "wall time of a micro-batch", ["query"],
-                          buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64))
-INPUT_RATE = Gauge("spark_input_rows_per_second", "input rows/s of the last batch (arrival rate)", ["query"])
-PROCESSED_RATE = Gauge("spark_processed_rows_per_second", "rows/s the last batch was processed at", ["query"])
+BATCH_SECONDS = Histogram(
+    "spark_batch_duration_seconds",
+    "wall time of a micro-batch",
+    ["query"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
+)
+INPUT_RATE = Gauge(
+    "spark_input_rows_per_second", "input rows/s of the last batch (arrival rate)", ["query"]
+)
+PROCESSED_RATE = Gauge(
+    "spark_processed_rows_per_second", "rows/s the last batch was processed at", ["query"]
+)
 INPUT_ROWS = Counter("spark_input_rows_total", "input rows processed", ["query"])
-STATE_ROWS = Gauge("spark_state_rows", "rows held in state stores (all stateful operators)", ["query"])
+STATE_ROWS = Gauge(
+    "spark_state_rows", "rows held in state stores (all stateful operators)", ["query"]
+)
 STATE_MEMORY = Gauge("spark_state_memory_bytes", "memory used by state stores", ["query"])
-DROPPED_BY_WATERMARK = Counter("spark_rows_dropped_by_watermark_total",
-                               "rows Spark's own stateful operators dropped as too late", ["query"])
-EVENT_TIME = Gauge("spark_event_time_seconds", "newest event time the query has read (Unix seconds)", ["query"])
+DROPPED_BY_WATERMARK = Counter(
+    "spark_rows_dropped_by_watermark_total",
+    "rows Spark's own stateful operators dropped as too late",
+    ["query"],
+)
+EVENT_TIME = Gauge(
+    "spark_event_time_seconds", "newest event time the query has read (Unix seconds)", ["query"]
+)
 LAST_BATCH = Gauge("spark_last_batch_id", "id of the last completed micro-batch", ["query"])
-QUERIES_ACTIVE = Gauge("spark_queries_active", "streaming queries running in this driver", ["query"])
+QUERIES_ACTIVE = Gauge(
+    "spark_queries_active", "streaming queries running in this driver", ["query"]
+)
 
 
 #: JVM classes PySpark's listener support looks up by their short name for every progress event
@@ -36,7 +54,7 @@ QUERIES_ACTIVE = Gauge("spark_queries_active", "streaming queries running in thi
 _LOOKED_UP_PER_EVENT = {"PythonSQLUtils": "org.apache.spark.sql.api.python.PythonSQLUtils"}
 
 
-def attach(spark: Any) -> "PrometheusListener":
+def attach(spark: Any) -> PrometheusListener:
     """Register the listener on ``spark``'s streams.
 
     First pins the classes PySpark resolves by short name for every progress event on the JVM
@@ -61,12 +79,17 @@ class PrometheusListener(StreamingQueryListener):
     def __init__(self) -> None:
         super().__init__()
         self.last_progress: dict[str, Any] = {}
-        self.newest_event_s: dict[str, float] = {}  # per query: a batch's maximum never moves it back
+        self.newest_event_s: dict[
+            str, float
+        ] = {}  # per query: a batch's maximum never moves it back
 
     def onQueryStarted(self, event: Any) -> None:
         name = event.name or str(event.id)
         QUERIES_ACTIVE.labels(name).set(1)
-        log.info("query started", extra={"query": name, "query_id": str(event.id), "run_id": str(event.runId)})
+        log.info(
+            "query started",
+            extra={"query": name, "query_id": str(event.id), "run_id": str(event.runId)},
+        )
 
     def onQueryProgress(self, event: Any) -> None:
         beat()
@@ -91,13 +114,21 @@ class PrometheusListener(StreamingQueryListener):
             DROPPED_BY_WATERMARK.labels(name).inc(dropped)
         newest = _observed(progress, EVENT_TIME_METRIC, "newest_ms")
         if newest is not None:
-            self.newest_event_s[name] = max(newest / 1000, self.newest_event_s.get(name, newest / 1000))
+            self.newest_event_s[name] = max(
+                newest / 1000, self.newest_event_s.get(name, newest / 1000)
+            )
             EVENT_TIME.labels(name).set(self.newest_event_s[name])
-        log.info("batch progress", extra={"query": name, "batch_id": progress.batchId,
-                                           "input_rows": progress.numInputRows,
-                                           "duration_ms": progress.batchDuration,
-                                           "phases_ms": dict(getattr(progress, "durationMs", None) or {}),
-                                           "state_ms": _state_times(operators)})
+        log.info(
+            "batch progress",
+            extra={
+                "query": name,
+                "batch_id": progress.batchId,
+                "input_rows": progress.numInputRows,
+                "duration_ms": progress.batchDuration,
+                "phases_ms": dict(getattr(progress, "durationMs", None) or {}),
+                "state_ms": _state_times(operators),
+            },
+        )
 
     def onQueryIdle(self, event: Any) -> None:
         beat()  # no new data: idle, not stalled
@@ -106,7 +137,9 @@ class PrometheusListener(StreamingQueryListener):
         for name, progress in self.last_progress.items():
             if str(progress.id) == str(event.id):
                 QUERIES_ACTIVE.labels(name).set(0)
-        log.info("query terminated", extra={"query_id": str(event.id), "exception": event.exception})
+        log.info(
+            "query terminated", extra={"query_id": str(event.id), "exception": event.exception}
+        )
 
 
 def _state_times(operators: list[Any]) -> dict[str, int]:
@@ -114,8 +147,11 @@ def _state_times(operators: list[Any]) -> dict[str, int]:
     commit, and the state store's own latencies (RocksDB's flush, checkpoint, file sync...)."""
     times: dict[str, int] = {}
     for op in operators:
-        for name, value in (("updates", op.allUpdatesTimeMs), ("removals", op.allRemovalsTimeMs),
-                            ("commit", op.commitTimeMs)):
+        for name, value in (
+            ("updates", op.allUpdatesTimeMs),
+            ("removals", op.allRemovalsTimeMs),
+            ("commit", op.commitTimeMs),
+        ):
             times[name] = times.get(name, 0) + int(value or 0)
         for name, value in (op.customMetrics or {}).items():
             if "Latency" in name or name.endswith("Ms"):
@@ -132,4 +168,8 @@ def _observed(progress: Any, metric: str, field: str) -> Any:
 
 
 def _finite(value: float | None) -> float:
-    return float(value) if value is not None and value == value and value not in (float("inf"), float("-inf")) else 0.0
+    return (
+        float(value)
+        if value is not None and value == value and value not in (float("inf"), float("-inf"))
+        else 0.0
+    )

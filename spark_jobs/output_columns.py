@@ -9,6 +9,7 @@ function emits several kinds of rows per key (pairs, windows, late records) for 
 (the single pass: every quantity of a thing). So the kinds add numpy chunks to one
 :class:`OutputRows`, and the frame is built once per call.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -42,19 +43,31 @@ class OutputRows:
     def __len__(self) -> int:
         return sum(rows for rows, _ in self.chunks)
 
-    def frame(self) -> "pd.DataFrame":
+    def frame(self) -> pd.DataFrame:
         import pandas as pd
 
         data = {}
         for name, kind in self.fields:
             if name in self.nullable:
-                values = np.concatenate([self._part(rows, columns.get(name, np.nan), np.float64)
-                                         for rows, columns in self.chunks] or [np.empty(0)])
+                values = np.concatenate(
+                    [
+                        self._part(rows, columns.get(name, np.nan), np.float64)
+                        for rows, columns in self.chunks
+                    ]
+                    or [np.empty(0)]
+                )
                 missing = np.isnan(values)
-                data[name] = pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+                data[name] = pd.arrays.IntegerArray(
+                    np.where(missing, 0, values).astype(np.int64), missing
+                )
                 continue
-            data[name] = np.concatenate([self._part(rows, columns.get(name, _FILLERS[kind]), _DTYPES[kind])
-                                         for rows, columns in self.chunks] or [np.empty(0, _DTYPES[kind])])
+            data[name] = np.concatenate(
+                [
+                    self._part(rows, columns.get(name, _FILLERS[kind]), _DTYPES[kind])
+                    for rows, columns in self.chunks
+                ]
+                or [np.empty(0, _DTYPES[kind])]
+            )
         return pd.DataFrame(data)
 
     @staticmethod

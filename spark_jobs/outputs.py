@@ -7,6 +7,7 @@ and the single pass pick the routes they emit; undecodable input goes to the dea
 (``spark_jobs.dead_letters``). Encoding in the JVM (``to_avro``) instead of the Python worker
 keeps the worker's time for the state functions.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ class Route:
     record_type: str
     topic: str
     partitions: int
-    key: "Column"
-    value: "Column"
+    key: Column
+    value: Column
 
 
 def joined_route(topic: str, partitions: int) -> Route:
@@ -37,9 +38,22 @@ def joined_route(topic: str, partitions: int) -> Route:
 
     from streamkit.wire import schema_text
 
-    value = to_avro(F.struct("id", "thing", "left_quantity", "right_quantity", "left_time_ms", "right_time_ms",
-                             "left_value", "right_value", "result_name", "result", "event_time_ms"),
-                    schema_text("joined"))
+    value = to_avro(
+        F.struct(
+            "id",
+            "thing",
+            "left_quantity",
+            "right_quantity",
+            "left_time_ms",
+            "right_time_ms",
+            "left_value",
+            "right_value",
+            "result_name",
+            "result",
+            "event_time_ms",
+        ),
+        schema_text("joined"),
+    )
     return Route(JOINED, topic, partitions, F.col("id"), value)
 
 
@@ -62,7 +76,7 @@ def aggregate_route(topic: str, partitions: int) -> Route:
     return Route(AGGREGATE, topic, partitions, aggregate_key_column(), value)
 
 
-def late_route(topic: str, partitions: int, stage: "Column", watermark: "Column") -> Route:
+def late_route(topic: str, partitions: int, stage: Column, watermark: Column) -> Route:
     """A record set aside, keyed as in the raw topic; ``stage`` and ``watermark`` say which
     stage set it aside and what it was compared with."""
     from pyspark.sql import functions as F
@@ -70,30 +84,55 @@ def late_route(topic: str, partitions: int, stage: "Column", watermark: "Column"
 
     from streamkit.wire import record_key_column, schema_text
 
-    value = to_avro(F.struct("thing", "quantity", "event_time_ms", "value", "row_id", "reason",
-                             stage.alias("stage"), watermark.cast("long").alias("watermark_ms")),
-                    schema_text("late"))
+    value = to_avro(
+        F.struct(
+            "thing",
+            "quantity",
+            "event_time_ms",
+            "value",
+            "row_id",
+            "reason",
+            stage.alias("stage"),
+            watermark.cast("long").alias("watermark_ms"),
+        ),
+        schema_text("late"),
+    )
     return Route(LATE, topic, partitions, record_key_column(), value)
 
 
-def to_kafka_records(rows: "DataFrame", routes: list[Route], *, dlq_topic: str, dlq_partitions: int,
-                     source_topic: str, stage: str) -> "DataFrame":
+def to_kafka_records(
+    rows: DataFrame,
+    routes: list[Route],
+    *,
+    dlq_topic: str,
+    dlq_partitions: int,
+    source_topic: str,
+    stage: str,
+) -> DataFrame:
     """The sink's columns (topic, key, value, partition, headers) for rows of the given routes
     and dead letters."""
     from pyspark.sql import functions as F
 
     from streamkit.wire import thing_partition_column
 
-    def choose(pick) -> "Column":
+    def choose(pick) -> Column:
         first, *others = routes
         column = F.when(F.col("record_type") == first.record_type, pick(first))
         for route in others:
             column = column.when(F.col("record_type") == route.record_type, pick(route))
         return column
 
-    return rows.select(*dead_letters.route({
-        "topic": choose(lambda r: F.lit(r.topic)),
-        "key": choose(lambda r: r.key).cast("binary"),
-        "value": choose(lambda r: r.value),
-        "partition": choose(lambda r: thing_partition_column(r.partitions)).cast("int"),
-    }, dlq_topic=dlq_topic, dlq_partitions=dlq_partitions, source_topic=source_topic, stage=stage))
+    return rows.select(
+        *dead_letters.route(
+            {
+                "topic": choose(lambda r: F.lit(r.topic)),
+                "key": choose(lambda r: r.key).cast("binary"),
+                "value": choose(lambda r: r.value),
+                "partition": choose(lambda r: thing_partition_column(r.partitions)).cast("int"),
+            },
+            dlq_topic=dlq_topic,
+            dlq_partitions=dlq_partitions,
+            source_topic=source_topic,
+            stage=stage,
+        )
+    )

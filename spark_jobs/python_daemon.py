@@ -9,6 +9,7 @@ Python 3.12 and SPARK-54744 make it lazy). Those archives never change while a w
 an archive Spark adds later (``--py-files``) is a new path that gets its own importer anyway, so
 the daemon makes the re-read a no-op before forking its workers, which inherit it.
 """
+
 from __future__ import annotations
 
 import runpy

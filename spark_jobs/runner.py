@@ -11,6 +11,7 @@ producing, so Spark fails that batch without output and replays it on restart), 
 restart by its marker, so every way of stopping is exactly-once. Exit code 0 for a requested
 stop (or a finished ``--available-now`` run), 1 when the query failed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,14 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamkit.wire import schema_text
-from streamkit.kafka_clients import spark_kafka_options
-from streamkit.shutdown import ShutdownFlag
-
 from spark_jobs import class_archive, dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook
 from spark_jobs.executor_sink import ExecutorSink
+from streamkit.kafka_clients import spark_kafka_options
+from streamkit.shutdown import ShutdownFlag
+from streamkit.wire import schema_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,7 +62,7 @@ class BatchGate:
     def stopping(self) -> bool:
         return self._stopping
 
-    def __call__(self, batch_df: "DataFrame", batch_id: int) -> None:
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._cond:
             if self._stopping:
                 raise StopRequested(f"shutdown requested: batch {batch_id} left for the restart")
@@ -80,11 +80,16 @@ class BatchGate:
             self._stopping = True
             in_flight = self._in_flight
             done = self._cond.wait_for(lambda: self._in_flight is None, timeout_s)
-        log.info("stopping after the current batch", extra={"in_flight_batch": in_flight, "drained": done})
+        log.info(
+            "stopping after the current batch",
+            extra={"in_flight_batch": in_flight, "drained": done},
+        )
         return done
 
 
-def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: str | None = None) -> "DataFrame":
+def read_measurements(
+    spark: SparkSession, settings: SparkJobSettings, topic: str | None = None
+) -> DataFrame:
     """The raw topic as a streaming DataFrame of decoded measurements.
 
     Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc),
@@ -97,16 +102,22 @@ def read_measurements(spark: "SparkSession", settings: SparkJobSettings, topic: 
     """
     from pyspark.sql import functions as F
 
-    decoded = dead_letters.decode(read_kafka(spark, settings, topic or settings.raw_topic), schema_text("measurement"))
-    measurements = decoded.select("d.*", *dead_letters.INPUT_COLUMNS, "kafka_partition", "kafka_offset")
-    return observe_event_time(measurements.withColumn("event_time", F.timestamp_millis("event_time_ms")))
+    decoded = dead_letters.decode(
+        read_kafka(spark, settings, topic or settings.raw_topic), schema_text("measurement")
+    )
+    measurements = decoded.select(
+        "d.*", *dead_letters.INPUT_COLUMNS, "kafka_partition", "kafka_offset"
+    )
+    return observe_event_time(
+        measurements.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+    )
 
 
 #: Name of the observed metric with the newest event time a batch read (spark_jobs.listener).
 EVENT_TIME_METRIC = "event_time"
 
 
-def observe_event_time(frame: "DataFrame") -> "DataFrame":
+def observe_event_time(frame: DataFrame) -> DataFrame:
     """Report each batch's newest event time in its progress: the jobs keep event time per key,
     so there is no query watermark to show how far event time got."""
     from pyspark.sql import functions as F
@@ -114,21 +125,23 @@ def observe_event_time(frame: "DataFrame") -> "DataFrame":
     return frame.observe(EVENT_TIME_METRIC, F.max("event_time_ms").alias("newest_ms"))
 
 
-def read_kafka(spark: "SparkSession", settings: SparkJobSettings, topic: str) -> "DataFrame":
+def read_kafka(spark: SparkSession, settings: SparkJobSettings, topic: str) -> DataFrame:
     """A topic as a streaming DataFrame of Kafka records, with the options every job shares."""
-    return (spark.readStream.format("kafka")
-            .options(**spark_kafka_options(settings))
-            .option("subscribe", topic)
-            .option("startingOffsets", settings.starting_offsets)
-            .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-            .option("kafka.isolation.level", "read_committed")
-            # Bigger fetches than the client defaults (1 MiB per partition, 500 records a poll):
-            # ~20% shorter micro-batches at 200k records (benchmarks/bench_join.py).
-            .option("kafka.max.partition.fetch.bytes", str(16 << 20))
-            .option("kafka.fetch.max.bytes", str(64 << 20))
-            .option("kafka.max.poll.records", "100000")
-            .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
-            .load())
+    return (
+        spark.readStream.format("kafka")
+        .options(**spark_kafka_options(settings))
+        .option("subscribe", topic)
+        .option("startingOffsets", settings.starting_offsets)
+        .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+        .option("kafka.isolation.level", "read_committed")
+        # Bigger fetches than the client defaults (1 MiB per partition, 500 records a poll):
+        # ~20% shorter micro-batches at 200k records (benchmarks/bench_join.py).
+        .option("kafka.max.partition.fetch.bytes", str(16 << 20))
+        .option("kafka.fetch.max.bytes", str(64 << 20))
+        .option("kafka.max.poll.records", "100000")
+        .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
+        .load()
+    )
 
 
 def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
@@ -138,28 +151,56 @@ def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
     return partition_count(settings, topic)
 
 
-def driver_java_options(settings: SparkJobSettings, archive: class_archive.ClassArchive | None) -> str:
+def driver_java_options(
+    settings: SparkJobSettings, archive: class_archive.ClassArchive | None
+) -> str:
     """The configured options, then the class archive's (the archive's own, never overridden)."""
-    return " ".join(part for part in (settings.driver_java_options.strip(), archive.java_options() if archive else "")
-                    if part)
+    return " ".join(
+        part
+        for part in (
+            settings.driver_java_options.strip(),
+            archive.java_options() if archive else "",
+        )
+        if part
+    )
 
 
-def make_sink(settings: SparkJobSettings, query_name: str,
-              fault_hook: FaultHook | None = None) -> ExactlyOnceSink | ExecutorSink:
+def make_sink(
+    settings: SparkJobSettings, query_name: str, fault_hook: FaultHook | None = None
+) -> ExactlyOnceSink | ExecutorSink:
     """The exactly-once sink SPARK_SINK asks for."""
     if settings.sink == "driver":
-        return ExactlyOnceSink(settings, query_name, settings.marker_topic,
-                               transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+        return ExactlyOnceSink(
+            settings,
+            query_name,
+            settings.marker_topic,
+            transaction_timeout_ms=settings.transaction_timeout_ms,
+            fault_hook=fault_hook,
+        )
     if settings.sink == "executors":
-        return ExecutorSink(settings, query_name, settings.marker_topic, settings.sink_partitions,
-                            transaction_timeout_ms=settings.transaction_timeout_ms, fault_hook=fault_hook)
+        return ExecutorSink(
+            settings,
+            query_name,
+            settings.marker_topic,
+            settings.sink_partitions,
+            transaction_timeout_ms=settings.transaction_timeout_ms,
+            fault_hook=fault_hook,
+        )
     raise ValueError(f"SPARK_SINK={settings.sink!r}: driver or executors")
 
 
-def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query: str,
-              build: Callable[["SparkSession"], "DataFrame"], *, available_now: bool = False,
-              session_conf: dict[str, str] | None = None, stop_timeout_s: float = 120.0,
-              fault_hook: FaultHook | None = None, warm_module: str | None = None) -> int:
+def run_query(
+    settings: SparkJobSettings,
+    shutdown: ShutdownFlag,
+    default_query: str,
+    build: Callable[[SparkSession], DataFrame],
+    *,
+    available_now: bool = False,
+    session_conf: dict[str, str] | None = None,
+    stop_timeout_s: float = 120.0,
+    fault_hook: FaultHook | None = None,
+    warm_module: str | None = None,
+) -> int:
     """Run one exactly-once streaming query until ``shutdown`` (or until caught up with
     ``available_now``). Logs, SIGTERM and /metrics are the caller's: a job's ``main`` starts
     through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests;
@@ -175,26 +216,51 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     checkpoint = settings.checkpoint_for(query_name)
     started = time.monotonic()
     sink = make_sink(settings, query_name, fault_hook)
-    threading.Thread(target=sink.prepare, name="eos-sink-prepare", daemon=True).start()  # while the JVM starts
-    archive = class_archive.prepare(Path(settings.class_archive_dir)) if settings.class_archive_dir else None
-    spark = build_session(query_name, settings.spark_master, settings.shuffle_partitions,
-                          {**(session_conf or {}), **settings.extra_spark_conf()},
-                          jars_dir=settings.spark_jars_dir, driver_java_options=driver_java_options(settings, archive),
-                          cluster_secret=settings.credential("spark", "cluster"))
+    threading.Thread(
+        target=sink.prepare, name="eos-sink-prepare", daemon=True
+    ).start()  # while the JVM starts
+    archive = (
+        class_archive.prepare(Path(settings.class_archive_dir))
+        if settings.class_archive_dir
+        else None
+    )
+    spark = build_session(
+        query_name,
+        settings.spark_master,
+        settings.shuffle_partitions,
+        {**(session_conf or {}), **settings.extra_spark_conf()},
+        jars_dir=settings.spark_jars_dir,
+        driver_java_options=driver_java_options(settings, archive),
+        cluster_secret=settings.credential("spark", "cluster"),
+    )
     listener.attach(spark)
     gate = BatchGate(sink)
-    writer = (build(spark).writeStream.queryName(query_name).option("checkpointLocation", str(checkpoint))
-              .foreachBatch(gate))
-    writer = (writer.trigger(availableNow=True) if available_now
-              else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds"))
+    writer = (
+        build(spark)
+        .writeStream.queryName(query_name)
+        .option("checkpointLocation", str(checkpoint))
+        .foreachBatch(gate)
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds")
+    )
     if warm_module and settings.warm_python_workers:
         warm_python_workers(spark, warm_module, settings.shuffle_partitions)
     try:
         for attempt in range(1 + RECOVERY_RESTARTS):
             query = writer.start()
-            log.info("query running", extra={"query": query_name, "query_id": str(query.id),
-                                             "checkpoint": str(checkpoint), "master": settings.spark_master,
-                                             "startup_s": round(time.monotonic() - started, 1)})
+            log.info(
+                "query running",
+                extra={
+                    "query": query_name,
+                    "query_id": str(query.id),
+                    "checkpoint": str(checkpoint),
+                    "master": settings.spark_master,
+                    "startup_s": round(time.monotonic() - started, 1),
+                },
+            )
             while query.isActive and not shutdown.requested:
                 shutdown.wait(0.5)
             if shutdown.requested and query.isActive:
@@ -203,9 +269,11 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
             failure = _failure(query, gate, StreamingQueryException)
             if not (failure and RECOVERED_BATCH_REPORT_BUG in failure and not shutdown.requested):
                 break
-            log.warning("query restarted: Spark failed the progress report of the batch it recovered from the "
-                        "checkpoint (SPARK-55271); that batch is committed, so the query goes on after it",
-                        extra={"query": query_name, "attempt": attempt + 1})
+            log.warning(
+                "query restarted: Spark failed the progress report of the batch it recovered from the "
+                "checkpoint (SPARK-55271); that batch is committed, so the query goes on after it",
+                extra={"query": query_name, "attempt": attempt + 1},
+            )
     finally:
         sink.close()
         spark.stop()
@@ -214,7 +282,9 @@ def run_query(settings: SparkJobSettings, shutdown: ShutdownFlag, default_query:
     if failure:
         log.error("query failed", extra={"query": query_name, "error": failure[-2000:]})
         return 1
-    log.info("query stopped", extra={"query": query_name, "last_committed_batch": sink.last_committed})
+    log.info(
+        "query stopped", extra={"query": query_name, "last_committed_batch": sink.last_committed}
+    )
     return 0
 
 

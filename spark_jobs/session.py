@@ -4,6 +4,7 @@ The Kafka connector and spark-avro come from `.stack/jars/spark` (resolved from 
 scripts/setup.sh) or the jobs' SPARK_EXTRA_JARS_DIR setting (the container image), never from
 `--packages`, so jobs start without network access.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,18 +23,28 @@ if TYPE_CHECKING:
 #: memory flat as things grow). The provider is fixed in a checkpoint at its first start. With
 #: changelog checkpointing a batch's commit writes the changed keys, not a RocksDB checkpoint
 #: (half the state commit in a live batch; it can be switched on for an existing checkpoint).
-ROCKSDB_STATE_STORE = {"spark.sql.streaming.stateStore.providerClass":
-                       "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-                       "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+ROCKSDB_STATE_STORE = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
 
-REQUIRED_JARS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "spark-avro_2.13", "kafka-clients")
+REQUIRED_JARS = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "spark-avro_2.13",
+    "kafka-clients",
+)
 
 
 def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     jars = sorted(directory.glob("*.jar"))
-    missing = [name for name in REQUIRED_JARS if not any(j.name.startswith(name + "-") for j in jars)]
+    missing = [
+        name for name in REQUIRED_JARS if not any(j.name.startswith(name + "-") for j in jars)
+    ]
     if missing:
-        raise RuntimeError(f"Spark connector jars missing in {directory}: {', '.join(missing)}; run scripts/setup.sh")
+        raise RuntimeError(
+            f"Spark connector jars missing in {directory}: {', '.join(missing)}; run scripts/setup.sh"
+        )
     return jars
 
 
@@ -45,9 +56,15 @@ def _private_properties(properties: dict[str, str]) -> Path:
     return Path(name)
 
 
-def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: int | None = None,
-                  extra: dict[str, str] | None = None, jars_dir: Path = SPARK_JARS_DIR,
-                  driver_java_options: str = "", cluster_secret: str = "") -> "SparkSession":
+def build_session(
+    app_name: str,
+    master: str = "local[2]",
+    shuffle_partitions: int | None = None,
+    extra: dict[str, str] | None = None,
+    jars_dir: Path = SPARK_JARS_DIR,
+    driver_java_options: str = "",
+    cluster_secret: str = "",
+) -> SparkSession:
     """``cluster_secret``: a standalone cluster's shared secret (``spark.authenticate``); Spark
     takes it only from its configuration, so it reaches the JVM in a private properties file,
     never on a command line (the worker hands it to executors in their environment)."""
@@ -58,23 +75,32 @@ def build_session(app_name: str, master: str = "local[2]", shuffle_partitions: i
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every callback at INFO
     cores = os.cpu_count() or 2
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.jars", ",".join(str(j) for j in connector_jars(jars_dir)))
-               # 200 (the default) RocksDB stores committed per stateful batch made batches ~23x slower
-               .config("spark.sql.shuffle.partitions", str(shuffle_partitions or cores))
-               # PySpark's daemon without its per-task re-read of zip archives (see the module)
-               .config("spark.python.daemon.module", "spark_jobs.python_daemon")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.jars", ",".join(str(j) for j in connector_jars(jars_dir)))
+        # 200 (the default) RocksDB stores committed per stateful batch made batches ~23x slower
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or cores))
+        # PySpark's daemon without its per-task re-read of zip archives (see the module)
+        .config("spark.python.daemon.module", "spark_jobs.python_daemon")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
     secret_file: Path | None = None
-    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")  # the caller's, put back once the JVM started
+    submit_args = os.environ.get(
+        "PYSPARK_SUBMIT_ARGS"
+    )  # the caller's, put back once the JVM started
     if master.startswith("spark://"):
         # executors' Python workers import the jobs (and the daemon module above) from this checkout
         builder = builder.config("spark.executorEnv.PYTHONPATH", str(REPO_ROOT))
         if cluster_secret:
-            secret_file = _private_properties({"spark.authenticate": "true", "spark.authenticate.secret": cluster_secret})
+            secret_file = _private_properties(
+                {"spark.authenticate": "true", "spark.authenticate.secret": cluster_secret}
+            )
             os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {secret_file} pyspark-shell"
-    if driver_java_options:  # before the JVM starts: PySpark hands the builder's settings to spark-submit
+    if (
+        driver_java_options
+    ):  # before the JVM starts: PySpark hands the builder's settings to spark-submit
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)

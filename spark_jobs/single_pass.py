@@ -13,6 +13,7 @@ properties hold unchanged. Only the idle timeout moves: Spark's timer is per thi
 quantity keeps its own deadline in the state and the thing's timer is set to the earliest; a
 quantity falls idle as before even while the thing's other quantities keep coming.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,9 @@ STAGE = "single_pass"  #: the dead letters' stage; late records keep the join's 
 def _wider(*field_lists: Fields) -> Fields:
     """Every column of the lists once, in first-seen order, dead-letter columns last."""
     seen: dict[str, str] = {}
-    for name, kind in (f for fields in field_lists for f in fields if f not in dead_letters.OUTPUT_FIELDS):
+    for name, kind in (
+        f for fields in field_lists for f in fields if f not in dead_letters.OUTPUT_FIELDS
+    ):
         if seen.setdefault(name, kind) != kind:
             raise TypeError(f"column {name} is {seen[name]} in one job and {kind} in another")
     return [*seen.items(), *dead_letters.OUTPUT_FIELDS]
@@ -67,7 +70,9 @@ class Slot:
         self.value = value
         self.now_ms = now_ms
         self.hasTimedOut = timed_out
-        self.deadline_ms = NO_DEADLINE  # as Spark: a call without setTimeoutDuration clears the timer
+        self.deadline_ms = (
+            NO_DEADLINE  # as Spark: a call without setTimeoutDuration clears the timer
+        )
 
     @property
     def exists(self) -> bool:
@@ -112,8 +117,18 @@ class ThingState:
         header, blobs = [], []
         for quantity in sorted(self.windows):
             clock, horizon, times, values, row_ids, last_batch = self.windows[quantity]
-            header.append([quantity, int(clock), int(horizon), len(times), len(values), row_ids, int(last_batch),
-                           int(self.deadlines.get(quantity, NO_DEADLINE))])
+            header.append(
+                [
+                    quantity,
+                    int(clock),
+                    int(horizon),
+                    len(times),
+                    len(values),
+                    row_ids,
+                    int(last_batch),
+                    int(self.deadlines.get(quantity, NO_DEADLINE)),
+                ]
+            )
             blobs += (times, values)
         head = json.dumps(header, separators=(",", ":")).encode()
         return b"".join([struct.pack(_HEADER, len(head)), head, *blobs])
@@ -122,8 +137,20 @@ class ThingState:
         (size,) = struct.unpack_from(_HEADER, packed)
         start = struct.calcsize(_HEADER)
         at = start + size
-        for quantity, clock, horizon, n_times, n_values, row_ids, last_batch, deadline in json.loads(packed[start:at]):
-            times, values = packed[at:at + n_times], packed[at + n_times:at + n_times + n_values]
+        for (
+            quantity,
+            clock,
+            horizon,
+            n_times,
+            n_values,
+            row_ids,
+            last_batch,
+            deadline,
+        ) in json.loads(packed[start:at]):
+            times, values = (
+                packed[at : at + n_times],
+                packed[at + n_times : at + n_times + n_values],
+            )
             at += n_times + n_values
             self.windows[quantity] = (clock, horizon, times, values, row_ids, last_batch)
             self.deadlines[quantity] = deadline
@@ -149,7 +176,9 @@ class ThingPass:
         self.windows = windows
         self.join_quantities = list(joiner.config.quantities)
 
-    def __call__(self, key: tuple, frames: Iterator["pd.DataFrame"], state: Any) -> Iterator["pd.DataFrame"]:
+    def __call__(
+        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
         thing = key[0]
         if thing is None:  # records that did not decode: handed back, no state
             yield dead_letters.rows(OUTPUT_FIELDS, frames)
@@ -181,21 +210,36 @@ class ThingPass:
 
 
 def thing_pass(settings: SinglePassSettings) -> ThingPass:
-    return ThingPass(join.GroupJoiner(join.join_config(settings), settings.max_future_ms()),
-                     aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms()))
+    return ThingPass(
+        join.GroupJoiner(join.join_config(settings), settings.max_future_ms()),
+        aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms()),
+    )
 
 
-def to_kafka_records(rows: "DataFrame", settings: SinglePassSettings, partitions: dict[str, int]) -> "DataFrame":
+def to_kafka_records(
+    rows: DataFrame, settings: SinglePassSettings, partitions: dict[str, int]
+) -> DataFrame:
     """Pairs, windows and late records, keyed and partitioned as the two jobs write them."""
     from pyspark.sql import functions as F
 
-    routes = [outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
-              outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
-              outputs.late_route(settings.late_topic, partitions[settings.late_topic], F.col("stage"),
-                                 F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")))]
-    return outputs.to_kafka_records(rows, routes, dlq_topic=settings.dlq_topic,
-                                    dlq_partitions=partitions[settings.dlq_topic], source_topic=settings.raw_topic,
-                                    stage=STAGE)
+    routes = [
+        outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
+        outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
+        outputs.late_route(
+            settings.late_topic,
+            partitions[settings.late_topic],
+            F.col("stage"),
+            F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
+        ),
+    ]
+    return outputs.to_kafka_records(
+        rows,
+        routes,
+        dlq_topic=settings.dlq_topic,
+        dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.raw_topic,
+        stage=STAGE,
+    )
 
 
 def build(settings: SinglePassSettings):
@@ -205,14 +249,28 @@ def build(settings: SinglePassSettings):
     from spark_jobs.runner import read_measurements, topic_partitions
 
     function = thing_pass(settings)
-    timeout = GroupStateTimeout.ProcessingTimeTimeout if settings.idle_timeout_ms() else GroupStateTimeout.NoTimeout
-    partitions = {topic: topic_partitions(settings, topic) for topic in
-                  (settings.joined_topic, settings.aggregates_topic, settings.late_topic, settings.dlq_topic)}
+    timeout = (
+        GroupStateTimeout.ProcessingTimeTimeout
+        if settings.idle_timeout_ms()
+        else GroupStateTimeout.NoTimeout
+    )
+    partitions = {
+        topic: topic_partitions(settings, topic)
+        for topic in (
+            settings.joined_topic,
+            settings.aggregates_topic,
+            settings.late_topic,
+            settings.dlq_topic,
+        )
+    }
 
-    def query(spark: "SparkSession") -> "DataFrame":
-        rows = (read_measurements(spark, settings).select(*aggregate.MEASUREMENT_COLUMNS)
-                .groupBy("thing")
-                .applyInPandasWithState(function, OUTPUT_SCHEMA, STATE_SCHEMA, "append", timeout))
+    def query(spark: SparkSession) -> DataFrame:
+        rows = (
+            read_measurements(spark, settings)
+            .select(*aggregate.MEASUREMENT_COLUMNS)
+            .groupBy("thing")
+            .applyInPandasWithState(function, OUTPUT_SCHEMA, STATE_SCHEMA, "append", timeout)
+        )
         return to_kafka_records(rows, settings, partitions)
 
     return query
@@ -223,8 +281,15 @@ def check(settings: SinglePassSettings) -> None:
     thing_pass(settings)
 
 
-JOB = StreamingJob(SERVICE, "spark_jobs.single_pass", __doc__, SinglePassSettings, lambda _: "single-pass", build,
-                   check)
+JOB = StreamingJob(
+    SERVICE,
+    "spark_jobs.single_pass",
+    __doc__,
+    SinglePassSettings,
+    lambda _: "single-pass",
+    build,
+    check,
+)
 main = JOB.main
 
 

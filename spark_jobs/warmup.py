@@ -7,6 +7,7 @@ core the stateful stage runs on, whose function imports the job's module, while 
 query is busy planning its first batch on the driver; the idle workers it leaves are the ones
 the batch's tasks get.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,19 +30,28 @@ class ImportJobModule:
     def __init__(self, module: str) -> None:
         self.module = module
 
-    def __call__(self, frames: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         importlib.import_module(self.module)
         yield from frames
 
 
-def warm_python_workers(spark: "SparkSession", module: str, tasks: int) -> threading.Thread:
+def warm_python_workers(spark: SparkSession, module: str, tasks: int) -> threading.Thread:
     """Start the warm-up in a thread; a failure is only logged (the batch then starts its own workers)."""
+
     def run() -> None:
         started = time.monotonic()
         try:
-            spark.range(0, tasks, 1, tasks).mapInPandas(ImportJobModule(module), "id long").collect()
-            log.info("python workers warmed", extra={"module": module, "tasks": tasks,
-                                                     "seconds": round(time.monotonic() - started, 2)})
+            spark.range(0, tasks, 1, tasks).mapInPandas(
+                ImportJobModule(module), "id long"
+            ).collect()
+            log.info(
+                "python workers warmed",
+                extra={
+                    "module": module,
+                    "tasks": tasks,
+                    "seconds": round(time.monotonic() - started, 2),
+                },
+            )
         except Exception as exc:
             log.warning("python workers not warmed", extra={"module": module, "error": str(exc)})
 

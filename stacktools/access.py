@@ -5,6 +5,7 @@ rights; topic provisioning grants a topic's rights when it creates it (by the to
 a test's or a demo run's private topics get the same rights as the declared ones); the README's
 access matrix is this table. Every other request is refused by the server itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,14 +16,19 @@ USERS: dict[str, tuple[str, ...]] = {
     "kafka": ("admin", "controller", "bridge", "spark", "connector"),
     "mqtt": ("admin", "machine", "bridge"),
     "influx": ("admin", "connector", "grafana"),
-    "spark": ("cluster",),  #: the standalone cluster's shared secret (spark.authenticate): master, workers, jobs
+    "spark": (
+        "cluster",
+    ),  #: the standalone cluster's shared secret (spark.authenticate): master, workers, jobs
 }
 
 #: Kafka rights per topic role: user -> "read" (Read, Describe) or "write" (Write, Describe).
 TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
     "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
     "dlq": {"bridge": ("write",), "spark": ("write",), "connector": ("read", "write")},
-    "joined": {"spark": ("read", "write"), "connector": ("read",)},  # read: aggregates of the joined pairs
+    "joined": {
+        "spark": ("read", "write"),
+        "connector": ("read",),
+    },  # read: aggregates of the joined pairs
     "aggregates": {"spark": ("write",), "connector": ("read",)},
     "late": {"spark": ("write",), "connector": ("read",)},
     "markers": {"spark": ("read", "write")},
@@ -61,17 +67,30 @@ INFLUX_RIGHTS: dict[str, str] = {"connector": "WRITE", "grafana": "READ"}
 def matrix_markdown() -> list[str]:
     """The README's access matrix (a unit test keeps the README equal to this)."""
     roles = list(TOPIC_RIGHTS)
-    lines = ["| Kafka user | " + " | ".join(f"`{role}` topics" for role in roles) + " | groups, transactional ids |",
-             "|---" * (len(roles) + 2) + "|",
-             "| `admin` | " + " | ".join("all" for _ in roles) + " | all (super user: topics, users, ACLs) |"]
+    lines = [
+        "| Kafka user | "
+        + " | ".join(f"`{role}` topics" for role in roles)
+        + " | groups, transactional ids |",
+        "|---" * (len(roles) + 2) + "|",
+        "| `admin` | "
+        + " | ".join("all" for _ in roles)
+        + " | all (super user: topics, users, ACLs) |",
+    ]
     for user in USERS["kafka"][2:]:
         cells = [" + ".join(TOPIC_RIGHTS[role].get(user, ())) or "-" for role in roles]
-        prefixes = ", ".join(f"{g.resource.replace('_', ' ')} `{g.prefix}*`" for g in PREFIX_GRANTS if g.user == user)
+        prefixes = ", ".join(
+            f"{g.resource.replace('_', ' ')} `{g.prefix}*`" for g in PREFIX_GRANTS if g.user == user
+        )
         lines.append(f"| `{user}` | " + " | ".join(cells) + f" | {prefixes or '-'} |")
     lines += ["", "| MQTT user | may | | InfluxDB user | may |", "|---|---|---|---|---|"]
-    influx = [("admin", "all privileges"), *((user, f"{right} on the pipeline databases")
-                                              for user, right in INFLUX_RIGHTS.items())]
-    mqtt = [(user, f"{access} `{topic.format(prefix='<MQTT_TOPIC_PREFIX>')}`") for user, (access, topic) in MQTT_RIGHTS.items()]
+    influx = [
+        ("admin", "all privileges"),
+        *((user, f"{right} on the pipeline databases") for user, right in INFLUX_RIGHTS.items()),
+    ]
+    mqtt = [
+        (user, f"{access} `{topic.format(prefix='<MQTT_TOPIC_PREFIX>')}`")
+        for user, (access, topic) in MQTT_RIGHTS.items()
+    ]
     for (m_user, m_may), (i_user, i_may) in zip(mqtt, influx):
         lines.append(f"| `{m_user}` | {m_may} | | `{i_user}` | {i_may} |")
     return lines

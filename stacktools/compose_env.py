@@ -6,6 +6,7 @@ An existing file is kept unless ``--force``. ``--check`` only says which passwor
 file would be refused (placeholder, empty, short) and exits 1 if any. Standard library only: it
 runs with any Python 3.11 before the project is installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ def render(example: str) -> str:
 
 
 def problems(path: Path) -> list[str]:
-    return [problem for key, value in read_env_file(path).items()
-            if is_secret_variable(key) and (problem := password_problem(key, value))]
+    return [
+        problem
+        for key, value in read_env_file(path).items()
+        if is_secret_variable(key) and (problem := password_problem(key, value))
+    ]
 
 
 def write_private(path: Path, text: str) -> None:
@@ -48,11 +52,20 @@ def write_private(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m stacktools.compose_env", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / ".env", help="the file to write (default: .env)")
-    parser.add_argument("--force", action="store_true", help="replace an existing file (its passwords are lost)")
-    parser.add_argument("--check", action="store_true", help="only check the passwords of an existing file")
+    parser = argparse.ArgumentParser(
+        prog="python3 -m stacktools.compose_env",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--output", type=Path, default=REPO_ROOT / ".env", help="the file to write (default: .env)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing file (its passwords are lost)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only check the passwords of an existing file"
+    )
     args = parser.parse_args(argv)
     if args.check or (args.output.exists() and not args.force):
         if not args.output.exists():
@@ -65,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.output} exists: kept (--force writes a new one)")
         return 1 if found else 0
     write_private(args.output, render(EXAMPLE.read_text()))
-    print(f"wrote {args.output} (mode 0600) with generated passwords; keep it out of version control")
+    print(
+        f"wrote {args.output} (mode 0600) with generated passwords; keep it out of version control"
+    )
     return 0
 
 

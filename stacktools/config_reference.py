@@ -12,6 +12,7 @@ The output must not depend on the machine or the environment: defaults are taken
 dataclass fields (never from ``from_sources``), paths inside the repository are shown relative
 to it, and secrets are never shown.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,13 +26,24 @@ from typing import Any, get_type_hints
 
 import yaml
 
-from stacktools.access import USERS
 from spark_jobs.config import SparkJobSettings, WindowSettings
+from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
-from streamkit.config import (CREDENTIALS_FILE, SYSTEMS, InfluxSettings, KafkaSettings, MqttSettings, ServiceSettings,
-                              Settings, StackSettings, choices_of, credential_env, identity_fields)
-from streamkit.paths import REPO_ROOT
 from stacktools.services import SERVICES
+from streamkit.config import (
+    CREDENTIALS_FILE,
+    SYSTEMS,
+    InfluxSettings,
+    KafkaSettings,
+    MqttSettings,
+    ServiceSettings,
+    Settings,
+    StackSettings,
+    choices_of,
+    credential_env,
+    identity_fields,
+)
+from streamkit.paths import REPO_ROOT
 
 OUTPUT = REPO_ROOT / "docs" / "configuration.md"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
@@ -45,12 +57,12 @@ class Section:
     title: str
     settings: type[ServiceSettings]
     intro: str
-    service: str | None = None    #: name in the service registry (stacktools.services)
-    concern: bool = False         #: a mixin of streamkit.config that services compose
-    short: str = ""               #: how other sections name it ("Kafka"); default the title up to " ("
+    service: str | None = None  #: name in the service registry (stacktools.services)
+    concern: bool = False  #: a mixin of streamkit.config that services compose
+    short: str = ""  #: how other sections name it ("Kafka"); default the title up to " ("
 
     @classmethod
-    def of_service(cls, name: str, intro: str) -> "Section":
+    def of_service(cls, name: str, intro: str) -> Section:
         """A service's section, named and typed by the service registry."""
         spec = SERVICES[name]
         return cls(f"{spec.title} (`python -m {spec.module}`)", spec.settings, intro, service=name)
@@ -58,21 +70,27 @@ class Section:
     def settings_class(self) -> type[ServiceSettings]:
         return self.settings
 
-    def parents(self) -> list["Section"]:
+    def parents(self) -> list[Section]:
         """The other sections whose class this one's derives from: their fields are documented there."""
         cls = self.settings_class()
         return [s for s in SECTIONS if s is not self and issubclass(cls, s.settings_class())]
 
     def own_fields(self) -> list[dataclasses.Field]:
-        inherited = {f.name for parent in self.parents() for f in dataclasses.fields(parent.settings_class())}
+        inherited = {
+            f.name for parent in self.parents() for f in dataclasses.fields(parent.settings_class())
+        }
         return [f for f in dataclasses.fields(self.settings_class()) if f.name not in inherited]
 
-    def concerns(self) -> tuple[list["Section"], list["Section"], list["Section"]]:
+    def concerns(self) -> tuple[list[Section], list[Section], list[Section]]:
         """(the concerns this class has, the concerns it has not, the other sections whose fields it
         inherits, such as the Spark jobs' common ones)."""
         parents = self.parents()
         has = [s for s in CONCERNS if s in parents]
-        return has, [s for s in CONCERNS if s not in has], [s for s in parents if not s.concern and s.own_fields()]
+        return (
+            has,
+            [s for s in CONCERNS if s not in has],
+            [s for s in parents if not s.concern and s.own_fields()],
+        )
 
     @property
     def name(self) -> str:
@@ -80,59 +98,105 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("Every service (`ServiceSettings`)", ServiceSettings,
-            "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
-            "default `METRICS_PORT`, given in its section; 0 means any free port.", concern=True,
-            short="service base"),
-    Section("Kafka (`KafkaSettings`)", KafkaSettings,
-            "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
-            "services that read or write Kafka.", concern=True),
-    Section("MQTT (`MqttSettings`)", MqttSettings,
-            "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
-            "publish or subscribe.", concern=True),
-    Section("InfluxDB (`InfluxSettings`)", InfluxSettings,
-            "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
-            "write or query InfluxDB.", concern=True),
-    Section("Stack launcher only (`StackSettings`)", StackSettings,
-            "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
-            "by the stack launcher and its tools only.", concern=True, short="stack launcher"),
-    Section("Stack launcher, tools and tests (`Settings`)", Settings,
-            "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
-            "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
-            "passes its values to the services it starts as environment variables; each service reads those of "
-            "its own concerns and ignores the rest."),
-    Section.of_service("simulator",
-                       "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`."),
-    Section.of_service("mqtt_bridge",
-                       "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
-                       "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session."),
-    Section("Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
-            SparkJobSettings,
-            "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names the "
-            "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
-            "instances of one job) must never share it.", short="Spark jobs' common"),
-    Section.of_service("spark_join",
-                       "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default "
-                       "query name `lsb-join`)."),
-    Section("Window rules (`spark_jobs.aggregate`, `spark_jobs.single_pass`)", WindowSettings,
-            "`spark_jobs.config.WindowSettings`: the windows and their lateness, idle and future rules "
-            "(`docs/windows.md`), for the jobs that aggregate.", short="window rules"),
-    Section.of_service("spark_aggregate",
-                       "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
-                       "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
-                       "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
-                       "the same host."),
-    Section.of_service("spark_single_pass",
-                       "The join and the windows in one stateful pass per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + "
-                       "`AGGREGATES_TOPIC` + `LATE_TOPIC`, one transaction per batch (default query name "
-                       "`single-pass`); writes what `spark_jobs.join` and `spark_jobs.aggregate` write together."),
-    Section.of_service("db_connector",
-                       "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
-                       "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s."),
-    Section("Dashboards checker (`python -m stacktools.dashboards`)", GrafanaSettings,
-            "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
-            "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
-            "flags, listed by `python -m stacktools.dashboards --help`."),
+    Section(
+        "Every service (`ServiceSettings`)",
+        ServiceSettings,
+        "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
+        "default `METRICS_PORT`, given in its section; 0 means any free port.",
+        concern=True,
+        short="service base",
+    ),
+    Section(
+        "Kafka (`KafkaSettings`)",
+        KafkaSettings,
+        "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
+        "services that read or write Kafka.",
+        concern=True,
+    ),
+    Section(
+        "MQTT (`MqttSettings`)",
+        MqttSettings,
+        "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
+        "publish or subscribe.",
+        concern=True,
+    ),
+    Section(
+        "InfluxDB (`InfluxSettings`)",
+        InfluxSettings,
+        "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
+        "write or query InfluxDB.",
+        concern=True,
+    ),
+    Section(
+        "Stack launcher only (`StackSettings`)",
+        StackSettings,
+        "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
+        "by the stack launcher and its tools only.",
+        concern=True,
+        short="stack launcher",
+    ),
+    Section(
+        "Stack launcher, tools and tests (`Settings`)",
+        Settings,
+        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
+        "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
+        "passes its values to the services it starts as environment variables; each service reads those of "
+        "its own concerns and ignores the rest.",
+    ),
+    Section.of_service(
+        "simulator",
+        "Replays an events.json file over MQTT (QoS 1) to `<MQTT_TOPIC_PREFIX>/<Thing>`.",
+    ),
+    Section.of_service(
+        "mqtt_bridge",
+        "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
+        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
+    ),
+    Section(
+        "Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        SparkJobSettings,
+        "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names the "
+        "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
+        "instances of one job) must never share it.",
+        short="Spark jobs' common",
+    ),
+    Section.of_service(
+        "spark_join",
+        "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default "
+        "query name `lsb-join`).",
+    ),
+    Section(
+        "Window rules (`spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        WindowSettings,
+        "`spark_jobs.config.WindowSettings`: the windows and their lateness, idle and future rules "
+        "(`docs/windows.md`), for the jobs that aggregate.",
+        short="window rules",
+    ),
+    Section.of_service(
+        "spark_aggregate",
+        "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
+        "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
+        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
+        "the same host.",
+    ),
+    Section.of_service(
+        "spark_single_pass",
+        "The join and the windows in one stateful pass per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + "
+        "`AGGREGATES_TOPIC` + `LATE_TOPIC`, one transaction per batch (default query name "
+        "`single-pass`); writes what `spark_jobs.join` and `spark_jobs.aggregate` write together.",
+    ),
+    Section.of_service(
+        "db_connector",
+        "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
+        "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+    ),
+    Section(
+        "Dashboards checker (`python -m stacktools.dashboards`)",
+        GrafanaSettings,
+        "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
+        "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
+        "flags, listed by `python -m stacktools.dashboards --help`.",
+    ),
 )
 
 
@@ -143,31 +207,71 @@ CONCERNS: tuple[Section, ...] = tuple(section for section in SECTIONS if section
 #: Environment variables read outside the Settings classes: (name, where, meaning). The unit
 #: test checks that each still occurs somewhere in the repository outside docs/.
 OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("STACK_ALLOW_EXTERNAL", "stack launcher", "1: use a compatible server already listening on a port instead of failing"),
-    ("INFLUXD_BIN", "stack launcher", "path of an influxd 1.8 binary to use instead of the one scripts/setup.sh builds"),
+    (
+        "STACK_ALLOW_EXTERNAL",
+        "stack launcher",
+        "1: use a compatible server already listening on a port instead of failing",
+    ),
+    (
+        "INFLUXD_BIN",
+        "stack launcher",
+        "path of an influxd 1.8 binary to use instead of the one scripts/setup.sh builds",
+    ),
     ("KAFKA_CLUSTER_ID", "docker compose", "KRaft cluster id of the compose broker"),
-    ("GRAFANA_ADMIN_PASSWORD", "docker compose", "password of Grafana's admin user (required, no default)"),
+    (
+        "GRAFANA_ADMIN_PASSWORD",
+        "docker compose",
+        "password of Grafana's admin user (required, no default)",
+    ),
     ("GRAFANA_PORT", "docker compose", "host port of Grafana (3000)"),
-    ("EVENTS_FILE", "docker compose", "file in ./data the compose `simulator` (profile replay) replays (events.json)"),
-    ("REPLAY_LIVE", "docker compose", "true: the compose replay stamps rows with the wall clock (default); "
-     "false: the file's own timestamps"),
-    ("REPLAY_RATE", "docker compose", "rows per second of the compose replay (100: the sample in 50 s; 0: as fast as possible)"),
-    ("EXTRA_CA_CERTS", "docker compose, image builds",
-     "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds"),
-    ("CONTAINER_SOCKET", "container engine (no Docker)",
-     "unix socket of podman's Docker-compatible API (/run/podman/podman.sock)"),
+    (
+        "EVENTS_FILE",
+        "docker compose",
+        "file in ./data the compose `simulator` (profile replay) replays (events.json)",
+    ),
+    (
+        "REPLAY_LIVE",
+        "docker compose",
+        "true: the compose replay stamps rows with the wall clock (default); "
+        "false: the file's own timestamps",
+    ),
+    (
+        "REPLAY_RATE",
+        "docker compose",
+        "rows per second of the compose replay (100: the sample in 50 s; 0: as fast as possible)",
+    ),
+    (
+        "EXTRA_CA_CERTS",
+        "docker compose, image builds",
+        "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds",
+    ),
+    (
+        "CONTAINER_SOCKET",
+        "container engine (no Docker)",
+        "unix socket of podman's Docker-compatible API (/run/podman/podman.sock)",
+    ),
     ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
     ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),
     ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (10)"),
     ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
     ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
-    ("EOS_FAULT_POINT", "tests (fault injection)",
-     "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_job.py) give the "
-     "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it"),
+    (
+        "EOS_FAULT_POINT",
+        "tests (fault injection)",
+        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_job.py) give the "
+        "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it",
+    ),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
-    ("CLIENT_FAULT_SCALE", "tests", "multiplies every fault rate of the client-level fault injection test (1.0)"),
-    ("CLIENT_FAULTS", "tests (fault injection)",
-     "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production"),
+    (
+        "CLIENT_FAULT_SCALE",
+        "tests",
+        "multiplies every fault rate of the client-level fault injection test (1.0)",
+    ),
+    (
+        "CLIENT_FAULTS",
+        "tests (fault injection)",
+        "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production",
+    ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (60)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
@@ -229,8 +333,15 @@ def settings_rows(section: Section) -> list[list[str]]:
         if secret:
             help_text += "; see *Users and passwords*"
         type_name = " \\| ".join(choices_of(kind)) or _TYPE_NAMES.get(kind, str(kind))
-        rows.append([code(option_of(field, kind)), code(env_of(field)), type_name,
-                     format_default(field.default, secret=secret), cell(help_text)])
+        rows.append(
+            [
+                code(option_of(field, kind)),
+                code(env_of(field)),
+                type_name,
+                format_default(field.default, secret=secret),
+                cell(help_text),
+            ]
+        )
     return rows
 
 
@@ -286,12 +397,16 @@ def defaults_of(section: Section) -> dict[str, Any]:
 
 def users_and_passwords() -> list[str]:
     """Which password variable belongs to which user (stacktools/access.py)."""
-    lines = ["## Users and passwords", "",
-             "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
-             "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
-             f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
-             "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
-             "the password of the one process they are given to.", ""]
+    lines = [
+        "## Users and passwords",
+        "",
+        "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
+        "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
+        f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
+        "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
+        "the password of the one process they are given to.",
+        "",
+    ]
     logins: dict[tuple[str, str], list[str]] = {}
     for section in SECTIONS:
         cls = section.settings_class()
@@ -304,14 +419,35 @@ def users_and_passwords() -> list[str]:
                 continue
             nearest = max(inherited, key=lambda p: len(p.settings_class().__mro__))
             if defaults[username] != defaults_of(nearest)[username]:
-                logins.setdefault((system, defaults[username]), []).append(section.title.split(" (")[0])
-    lines += table(["server", "user", "password variable", "default user of"],
-                   ([system, code(user), code(credential_env(system, user)),
-                     ", ".join(logins.get((system, user), ["the stack launcher, tools and tests"] if user == "admin"
-                                          else ["the server itself"]))]
-                    for system, users in USERS.items() for user in users))
-    lines += ["", "The `*_USERNAME` variables choose another user for one process; each service's default is "
-              "the user shown here.", ""]
+                logins.setdefault((system, defaults[username]), []).append(
+                    section.title.split(" (")[0]
+                )
+    lines += table(
+        ["server", "user", "password variable", "default user of"],
+        (
+            [
+                system,
+                code(user),
+                code(credential_env(system, user)),
+                ", ".join(
+                    logins.get(
+                        (system, user),
+                        ["the stack launcher, tools and tests"]
+                        if user == "admin"
+                        else ["the server itself"],
+                    )
+                ),
+            ]
+            for system, users in USERS.items()
+            for user in users
+        ),
+    )
+    lines += [
+        "",
+        "The `*_USERNAME` variables choose another user for one process; each service's default is "
+        "the user shown here.",
+        "",
+    ]
     return lines
 
 
@@ -319,17 +455,30 @@ def render() -> str:
     lines = [HEADER.rstrip("\n"), ""]
     lines += ["## Contents", ""]
     lines += [f"- {section.title}" for section in SECTIONS]
-    lines += ["- Users and passwords", "- Set by docker compose", "- Other environment variables", ""]
+    lines += [
+        "- Users and passwords",
+        "- Set by docker compose",
+        "- Other environment variables",
+        "",
+    ]
     for section in SECTIONS:
         lines += [f"## {section.title}", "", section.intro, ""]
         if not section.concern:
             has, lacks, also = section.concerns()
-            lines += [f"**Has:** {', '.join(c.name for c in [*has, *also])} settings"
-                      + (f" (not: {', '.join(c.name for c in lacks)})" if lacks else " (every concern)")
-                      + ", each in its section above, and the ones below.", ""]
+            lines += [
+                f"**Has:** {', '.join(c.name for c in [*has, *also])} settings"
+                + (f" (not: {', '.join(c.name for c in lacks)})" if lacks else " (every concern)")
+                + ", each in its section above, and the ones below.",
+                "",
+            ]
         if section.service:
-            lines += [(f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
-                       f"service label `{section.service}`."), ""]
+            lines += [
+                (
+                    f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
+                    f"service label `{section.service}`."
+                ),
+                "",
+            ]
         rows = settings_rows(section)
         if rows:
             lines += table(["option", "environment", "type", "default", "meaning"], rows)
@@ -339,17 +488,31 @@ def render() -> str:
     lines += users_and_passwords()
     compose = compose_app_environment()
     if compose:
-        lines += ["## Set by docker compose", "",
-                  ("`docker-compose.yml` sets these for every container built from our `Dockerfile` "
-                   "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT` and "
-                   "ignores the variables of concerns it does not have. "
-                   "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."), ""]
-        lines += table(["environment", "value in compose"], ([code(k), code(v)] for k, v in compose.items()))
+        lines += [
+            "## Set by docker compose",
+            "",
+            (
+                "`docker-compose.yml` sets these for every container built from our `Dockerfile` "
+                "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT` and "
+                "ignores the variables of concerns it does not have. "
+                "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."
+            ),
+            "",
+        ]
+        lines += table(
+            ["environment", "value in compose"], ([code(k), code(v)] for k, v in compose.items())
+        )
         lines.append("")
-    lines += ["## Other environment variables", "",
-              "Read outside the Settings classes (no command-line option):", ""]
-    lines += table(["environment", "read by", "meaning"],
-                   ([code(name), cell(where), cell(meaning)] for name, where, meaning in OTHER_VARIABLES))
+    lines += [
+        "## Other environment variables",
+        "",
+        "Read outside the Settings classes (no command-line option):",
+        "",
+    ]
+    lines += table(
+        ["environment", "read by", "meaning"],
+        ([code(name), cell(where), cell(meaning)] for name, where, meaning in OTHER_VARIABLES),
+    )
     lines.append("")
     return "\n".join(lines)
 
@@ -371,27 +534,47 @@ def env_conflicts() -> list[str]:
             if field.name in PER_SERVICE_FIELDS:  # each service has its own user and port by design
                 continue
             meanings.setdefault(env_of(field), set()).add((field.name, repr(field.default)))
-    return [f"{env}: {sorted(values)}" for env, values in sorted(meanings.items()) if len(values) > 1]
+    return [
+        f"{env}: {sorted(values)}" for env, values in sorted(meanings.items()) if len(values) > 1
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=GENERATOR, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from what would be rendered")
-    parser.add_argument("--output", type=Path, default=OUTPUT, help="file to write or check (default docs/configuration.md)")
+    parser = argparse.ArgumentParser(
+        prog=GENERATOR, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if the file differs from what would be rendered",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=OUTPUT,
+        help="file to write or check (default docs/configuration.md)",
+    )
     args = parser.parse_args(argv)
     rendered = render()
     conflicts = env_conflicts()
     if conflicts:
-        print("environment variables with two meanings:\n  " + "\n  ".join(conflicts), file=sys.stderr)
+        print(
+            "environment variables with two meanings:\n  " + "\n  ".join(conflicts), file=sys.stderr
+        )
         return 1
     if args.check:
         current = args.output.read_text() if args.output.is_file() else ""
         if current == rendered:
             print(f"{args.output}: up to date")
             return 0
-        diff = difflib.unified_diff(current.splitlines(), rendered.splitlines(), str(args.output), "rendered",
-                                    lineterm="", n=1)
+        diff = difflib.unified_diff(
+            current.splitlines(),
+            rendered.splitlines(),
+            str(args.output),
+            "rendered",
+            lineterm="",
+            n=1,
+        )
         print("\n".join(list(diff)[:60]), file=sys.stderr)
         print(f"{args.output} is stale: run {GENERATOR}", file=sys.stderr)
         return 1
@@ -403,4 +586,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

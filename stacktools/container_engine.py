@@ -8,6 +8,7 @@ waits forever. The ticker runs each container's healthcheck at its own interval 
 it is still starting) through the same API. Podman's settings for such machines come from
 docker/podman/containers.conf (CONTAINERS_CONF); no system file is edited.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,13 @@ STARTING_INTERVAL_S = 2.0
 
 def engine_env() -> dict[str, str]:
     """What a client (docker compose, docker, testcontainers) needs to use this engine."""
-    return {"DOCKER_HOST": f"unix://{SOCKET}", "DOCKER_BUILDKIT": "0", "COMPOSE_BAKE": "false",
-            "TESTCONTAINERS_RYUK_DISABLED": "true", "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    return {
+        "DOCKER_HOST": f"unix://{SOCKET}",
+        "DOCKER_BUILDKIT": "0",
+        "COMPOSE_BAKE": "false",
+        "TESTCONTAINERS_RYUK_DISABLED": "true",
+        "CONTAINERS_CONF": str(CONTAINERS_CONF),
+    }
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -86,8 +92,15 @@ def _alive(name: str) -> int | None:
 def _spawn(name: str, command: list[str]) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     with (STATE_DIR / f"{name}.log").open("ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, **engine_env()}, start_new_session=True, cwd=REPO_ROOT)
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **engine_env()},
+            start_new_session=True,
+            cwd=REPO_ROOT,
+        )
     _pid_file(name).write_text(str(process.pid))
 
 
@@ -101,7 +114,9 @@ def start(timeout_s: float = 30.0) -> None:
             wait_until(answers, timeout_s, f"podman's API on {SOCKET}", interval_s=0.2)
         except TimedOut:
             log = (STATE_DIR / "podman.log").read_text(errors="replace")[-2000:]
-            raise TimedOut(f"podman's API did not answer on {SOCKET} within {timeout_s:.0f} s:\n{log}") from None
+            raise TimedOut(
+                f"podman's API did not answer on {SOCKET} within {timeout_s:.0f} s:\n{log}"
+            ) from None
     if _alive("ticker") is None:
         _spawn("ticker", [sys.executable, "-m", "stacktools.container_engine", "tick"])
 
@@ -128,7 +143,9 @@ class Ticker:
     def _interval(self, container_id: str) -> float | None:
         if container_id not in self.intervals:
             status, body = api("GET", f"{LIBPOD}/containers/{container_id}/json")
-            check = (json.loads(body).get("Config") or {}).get("Healthcheck") if status == 200 else None
+            check = (
+                (json.loads(body).get("Config") or {}).get("Healthcheck") if status == 200 else None
+            )
             test = (check or {}).get("Test") or []
             nanoseconds = (check or {}).get("Interval") or 30_000_000_000
             self.intervals[container_id] = nanoseconds / 1e9 if test and test[0] != "NONE" else None
@@ -148,10 +165,14 @@ class Ticker:
             interval = self._interval(container_id)
             if interval is None or self.due.get(container_id, 0.0) > now:
                 continue
-            status, body = api("GET", f"{LIBPOD}/containers/{container_id}/healthcheck", timeout_s=120)
+            status, body = api(
+                "GET", f"{LIBPOD}/containers/{container_id}/healthcheck", timeout_s=120
+            )
             ran += 1
             healthy = status == 200 and json.loads(body).get("Status") == "healthy"
-            self.due[container_id] = now + (interval if healthy else min(interval, STARTING_INTERVAL_S))
+            self.due[container_id] = now + (
+                interval if healthy else min(interval, STARTING_INTERVAL_S)
+            )
         return ran
 
 
@@ -173,8 +194,11 @@ def tick_forever() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacktools.container_engine", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m stacktools.container_engine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("action", choices=["start", "stop", "status", "env", "tick"])
     args = parser.parse_args(argv)
     if args.action == "start":
@@ -183,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.action == "stop":
         print(f"[engine] stopped: {', '.join(stop()) or 'nothing was running'}")
     elif args.action == "status":
-        print(f"api: {'answers' if answers() else 'down'} ({SOCKET}); ticker: "
-              f"{'running' if _alive('ticker') else 'stopped'}")
+        print(
+            f"api: {'answers' if answers() else 'down'} ({SOCKET}); ticker: "
+            f"{'running' if _alive('ticker') else 'stopped'}"
+        )
         return 0 if answers() else 1
     elif args.action == "env":
         print("".join(f"export {key}={value}\n" for key, value in engine_env().items()), end="")

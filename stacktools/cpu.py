@@ -5,6 +5,7 @@ Spark driver and its JVM. Its processes are that group and every descendant of i
 descendant went: PySpark's worker daemon moves itself and its Python workers into a group of
 their own (``os.setpgid(0, 0)``), and counting the group alone missed all the Python time.
 Processes that exited count through the ``cutime`` of the process that waited for them."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ def _stat_fields(pid_dir: Path) -> list[str] | None:
         text = (pid_dir / "stat").read_text()
     except OSError:
         return None
-    return text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2 :].split()
 
 
 def _cpu_s(fields: list[str]) -> float:

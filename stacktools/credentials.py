@@ -1,6 +1,7 @@
 """What a generated credential looks like and what a given one must be: one rule for the local
 launcher, the compose ``.env`` generator and compose's provisioning job. Standard library only,
 so ``python3 -m stacktools.compose_env`` runs without the project's virtualenv."""
+
 from __future__ import annotations
 
 import base64

@@ -1,6 +1,7 @@
 """An InfluxQL client over HTTP for the tools and tests (the launcher's set-up, the dashboards
 checker, the demo's report and plots, the test lanes). The connector writes with
 influxdb-client; this is for everything that queries or administers."""
+
 from __future__ import annotations
 
 import base64
@@ -27,13 +28,25 @@ class InfluxClient:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def query(self, statement: str, *, auth: bool = True, database: str | None = None,
-              epoch: str | None = None) -> tuple[int, dict]:
+    def query(
+        self,
+        statement: str,
+        *,
+        auth: bool = True,
+        database: str | None = None,
+        epoch: str | None = None,
+    ) -> tuple[int, dict]:
         """POST an InfluxQL statement (POST: CREATE/DROP are refused over GET); ``epoch``
         (ms, ns, ...) makes times integers instead of RFC 3339 strings."""
         s = self.settings
-        params = {"q": statement, **({"db": database} if database else {}), **({"epoch": epoch} if epoch else {})}
-        request = urllib.request.Request(f"{s.influx_base_url}/query", data=urllib.parse.urlencode(params).encode())
+        params = {
+            "q": statement,
+            **({"db": database} if database else {}),
+            **({"epoch": epoch} if epoch else {}),
+        }
+        request = urllib.request.Request(
+            f"{s.influx_base_url}/query", data=urllib.parse.urlencode(params).encode()
+        )
         if auth:
             request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
         try:
@@ -48,8 +61,11 @@ class InfluxClient:
         result = body.get("results", [{}])[0] if status == 200 else {}
         if status != 200 or "error" in result:
             raise InfluxError(f"{statement}: {status} {body}")
-        return [{**series.get("tags", {}), **dict(zip(series["columns"], values))}
-                for series in result.get("series", []) for values in series["values"]]
+        return [
+            {**series.get("tags", {}), **dict(zip(series["columns"], values))}
+            for series in result.get("series", [])
+            for values in series["values"]
+        ]
 
     def execute(self, statement: str, what: str) -> None:
         """An administrative statement that must succeed."""
@@ -61,7 +77,9 @@ class InfluxClient:
         """POST line protocol; the HTTP status (204: written)."""
         s = self.settings
         query = urllib.parse.urlencode({"db": database, "precision": precision})
-        request = urllib.request.Request(f"{s.influx_base_url}/write?{query}", data="\n".join(lines).encode())
+        request = urllib.request.Request(
+            f"{s.influx_base_url}/write?{query}", data="\n".join(lines).encode()
+        )
         request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
@@ -74,7 +92,10 @@ class InfluxClient:
         write it, Grafana's user only read it."""
         self.execute(f'CREATE DATABASE "{name}"', f"create database {name}")
         for user, privilege in INFLUX_RIGHTS.items():
-            self.execute(f'GRANT {privilege} ON "{name}" TO "{user}"', f"grant {privilege} on {name} to {user}")
+            self.execute(
+                f'GRANT {privilege} ON "{name}" TO "{user}"',
+                f"grant {privilege} on {name} to {user}",
+            )
 
     def drop_database(self, name: str) -> None:
         self.execute(f'DROP DATABASE "{name}"', f"drop database {name}")

@@ -4,12 +4,22 @@ Everything here is idempotent: upserting a SCRAM user sets its password again, c
 ACL that exists changes nothing. So the launcher applies it on every start (a password
 changed in ``credentials.env`` takes effect) and topic provisioning on every call.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                   ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from stacktools.access import PREFIX_GRANTS, TOPIC_RIGHTS, USERS
 from streamkit.config import Settings
@@ -23,16 +33,26 @@ _OPERATIONS = {
 }
 _PREFIX_OPERATIONS = {
     "group": (ResourceType.GROUP, (AclOperation.READ, AclOperation.DESCRIBE)),
-    "transactional_id": (ResourceType.TRANSACTIONAL_ID, (AclOperation.WRITE, AclOperation.DESCRIBE)),
+    "transactional_id": (
+        ResourceType.TRANSACTIONAL_ID,
+        (AclOperation.WRITE, AclOperation.DESCRIBE),
+    ),
 }
 #: Users created here; the admin is created when the storage is formatted and the controller
 #: user is static (PLAIN, controller listener only).
 SERVICE_USERS = tuple(user for user in USERS["kafka"] if user not in ("admin", "controller"))
 
 
-def _allow(resource: ResourceType, name: str, pattern: ResourcePatternType, user: str,
-           operation: AclOperation) -> AclBinding:
-    return AclBinding(resource, name, pattern, f"User:{user}", "*", operation, AclPermissionType.ALLOW)
+def _allow(
+    resource: ResourceType,
+    name: str,
+    pattern: ResourcePatternType,
+    user: str,
+    operation: AclOperation,
+) -> AclBinding:
+    return AclBinding(
+        resource, name, pattern, f"User:{user}", "*", operation, AclPermissionType.ALLOW
+    )
 
 
 def _create(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) -> None:
@@ -43,25 +63,51 @@ def _create(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) ->
 
 def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0) -> None:
     """Create each service's SCRAM user with its password from the credentials."""
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
-                                            settings.credential("kafka", user).encode())
-               for user in SERVICE_USERS]
+    upserts = [
+        UserScramCredentialUpsertion(
+            user,
+            ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
+            settings.credential("kafka", user).encode(),
+        )
+        for user in SERVICE_USERS
+    ]
     for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
 
 
 def grant_prefixes(admin: AdminClient, timeout_s: float = 30.0) -> None:
     """Each service's own consumer groups and transactional ids."""
-    bindings = [_allow(_PREFIX_OPERATIONS[grant.resource][0], grant.prefix, ResourcePatternType.PREFIXED, grant.user,
-                       operation)
-                for grant in PREFIX_GRANTS for operation in _PREFIX_OPERATIONS[grant.resource][1]]
+    bindings = [
+        _allow(
+            _PREFIX_OPERATIONS[grant.resource][0],
+            grant.prefix,
+            ResourcePatternType.PREFIXED,
+            grant.user,
+            operation,
+        )
+        for grant in PREFIX_GRANTS
+        for operation in _PREFIX_OPERATIONS[grant.resource][1]
+    ]
     _create(admin, bindings, timeout_s)
 
 
-def grant_topics(admin: AdminClient, topics: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:
+def grant_topics(
+    admin: AdminClient, topics: Iterable[tuple[str, str]], timeout_s: float = 30.0
+) -> None:
     """The rights of each (topic name, role): the same for a test's private topic as for the
     declared one of that role."""
-    wanted = {(name, user, operation) for name, role in topics for user, rights in TOPIC_RIGHTS.get(role, {}).items()
-              for right in rights for operation in _OPERATIONS[right]}
-    _create(admin, [_allow(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, user, operation)
-                    for name, user, operation in sorted(wanted, key=str)], timeout_s)
+    wanted = {
+        (name, user, operation)
+        for name, role in topics
+        for user, rights in TOPIC_RIGHTS.get(role, {}).items()
+        for right in rights
+        for operation in _OPERATIONS[right]
+    }
+    _create(
+        admin,
+        [
+            _allow(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, user, operation)
+            for name, user, operation in sorted(wanted, key=str)
+        ],
+        timeout_s,
+    )

@@ -6,6 +6,7 @@ the demo (default topics, default metrics ports scraped by the local Prometheus)
 end-to-end tests and benchmark (private topics, free ports registered with Prometheus as file
 targets), so all of them run the services exactly as a user does.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,18 @@ class Pipeline:
     targets, removed again by ``stop``. ``bridges``: that many bridges on disjoint Thing shards
     (stages ``mqtt_bridge``, ``mqtt_bridge@1``, ...; the simulator publishes under the shards)."""
 
-    def __init__(self, settings: Settings, wiring: Wiring, work_dir: Path, *, default_ports: bool = False,
-                 extra_args: dict[str, list[str]] | None = None, env: dict[str, str] | None = None,
-                 shape: str = DEFAULT_SHAPE, bridges: int = 1) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        wiring: Wiring,
+        work_dir: Path,
+        *,
+        default_ports: bool = False,
+        extra_args: dict[str, list[str]] | None = None,
+        env: dict[str, str] | None = None,
+        shape: str = DEFAULT_SHAPE,
+        bridges: int = 1,
+    ) -> None:
         self.settings, self.wiring, self.work_dir = settings, wiring, work_dir
         self.bridges = bridges
         self.stages = sharded_stages(SHAPES[shape], bridges)
@@ -51,8 +61,12 @@ class Pipeline:
 
     def _args(self, name: str) -> list[str]:
         service = service_of(name)
-        return [*SERVICES[service].args(self._wiring(name), self.work_dir), "--metrics-port", str(self._port(name)),
-                *self.extra_args.get(service, [])]
+        return [
+            *SERVICES[service].args(self._wiring(name), self.work_dir),
+            "--metrics-port",
+            str(self._port(name)),
+            *self.extra_args.get(service, []),
+        ]
 
     def _port(self, name: str) -> int:
         if name not in self.ports:
@@ -65,19 +79,32 @@ class Pipeline:
     def _register_target(self, name: str, port: int) -> None:
         target = self._target_file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service_of(name)}}]))
+        target.write_text(
+            json.dumps(
+                [{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service_of(name)}}]
+            )
+        )
 
     def _target_file(self, name: str) -> Path:
-        return self.settings.run_dir / "prometheus" / "targets" / f"pipeline-{self._run_tag}-{name}.json"
+        return (
+            self.settings.run_dir
+            / "prometheus"
+            / "targets"
+            / f"pipeline-{self._run_tag}-{name}.json"
+        )
 
     def log(self, name: str) -> Path:
         return self.work_dir / f"{name}.log"
 
     # ------------------------------------------------------------------------- lifecycle
     def start(self, name: str, *extra: str) -> ServiceProcess:
-        env = {**self.settings.as_environment(), **self.env}  # run dir, ports and credentials in effect
-        service = ServiceProcess(SERVICES[service_of(name)].module, [*self._args(name), *extra], self.log(name),
-                                 env).start()
+        env = {
+            **self.settings.as_environment(),
+            **self.env,
+        }  # run dir, ports and credentials in effect
+        service = ServiceProcess(
+            SERVICES[service_of(name)].module, [*self._args(name), *extra], self.log(name), env
+        ).start()
         self.services[name] = service
         return service
 
@@ -92,7 +119,9 @@ class Pipeline:
         started after this measures the pipeline, not its start-up."""
         deadline = Deadline(timeout_s)
         for name in self.stages:
-            self.services[name].wait_logged(SERVICES[service_of(name)].ready_line, max(1.0, deadline.remaining()))
+            self.services[name].wait_logged(
+                SERVICES[service_of(name)].ready_line, max(1.0, deadline.remaining())
+            )
 
     def wait_bridges(self, timeout_s: float = 60) -> None:
         """Until every bridge is subscribed (its persistent session exists): a replay started
@@ -114,8 +143,11 @@ class Pipeline:
     def supervise(self, skip: Collection[str] = ()) -> list[str]:
         """Restart every stage that is not running (as systemd or compose would), but those in
         ``skip`` (held down on purpose); the names."""
-        restarted = [name for name in self.stages
-                     if name in self.services and name not in skip and not self.services[name].alive()]
+        restarted = [
+            name
+            for name in self.stages
+            if name in self.services and name not in skip and not self.services[name].alive()
+        ]
         for name in restarted:
             self.restart(name)
         return restarted
@@ -135,7 +167,11 @@ class Pipeline:
     def metrics(self, name: str) -> dict[str, float]:
         """The stage's /metrics as {'name{labels}': value} (empty when it is down); for a
         sharded service (the bridge) the sum over its shards, so it reads as one stage."""
-        shards = [stage for stage in self.ports if (service_of(stage) == name if name in SERVICES else stage == name)]
+        shards = [
+            stage
+            for stage in self.ports
+            if (service_of(stage) == name if name in SERVICES else stage == name)
+        ]
         total: dict[str, float] = {}
         for stage in shards:
             for key, value in scrape_metrics(self.ports[stage]).items():

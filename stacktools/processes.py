@@ -1,5 +1,6 @@
 """The services as processes: ``python -m <module>`` in a process group of its own, exactly as a
 user runs them, for the pipeline, the demo, the benchmarks and the stack tests."""
+
 from __future__ import annotations
 
 import os
@@ -25,17 +26,24 @@ class ServiceProcess:
     Python workers too), as a crash of the host would, so a restart never overlaps with
     leftovers of the killed run. Logs are appended across restarts; each run reads its own."""
 
-    def __init__(self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.module, self.args, self.log, self.env = module, args, log, env or {}
         self.process: subprocess.Popen | None = None
         self._log_offset = 0
 
-    def start(self) -> "ServiceProcess":
+    def start(self) -> ServiceProcess:
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as handle:
-            self.process = subprocess.Popen([sys.executable, "-m", self.module, *self.args], cwd=REPO_ROOT,
-                                            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                                            env={**os.environ, **self.env})
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                cwd=REPO_ROOT,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+            )
         return self
 
     def _started(self) -> subprocess.Popen:
@@ -70,15 +78,15 @@ class ServiceProcess:
     def wait_logged(self, text: str, timeout_s: float) -> None:
         """Until this run logged ``text`` (e.g. the bridge's "bridge running"); fails at once
         if the process exits first."""
+
         def logged() -> bool:
             if text in self.logged_since_start():
                 return True
             if not self.alive():
-                raise RuntimeError(f"{self.module} exited before logging {text!r}: "
-                                   f"{self.logged_since_start()[-2000:]}")
+                raise RuntimeError(
+                    f"{self.module} exited before logging {text!r}: "
+                    f"{self.logged_since_start()[-2000:]}"
+                )
             return False
 
         wait_until(logged, timeout_s, f"{self.module} logging {text!r}")
-
-
-

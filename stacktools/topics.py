@@ -5,6 +5,7 @@ Drift (a different partition count or config value than declared) is reported, a
 config drift can be fixed on request (``--fix-config``); partition counts are never changed
 automatically because that would move keys to other partitions and break per-thing order.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,18 @@ from pathlib import Path
 
 import yaml
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
+from stacktools.kafka_access import grant_topics
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut
-from stacktools.kafka_access import grant_topics
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
 from streamkit.paths import TOPICS_FILE
@@ -32,7 +40,9 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
-    replication_factor: int = -1  # -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
+    replication_factor: int = (
+        -1
+    )  # -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
     doc: str = ""
     role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
 
@@ -50,19 +60,30 @@ def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[
     specs = []
     for name, body in declared.items():
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
-        specs.append(TopicSpec(name, int(body.get("partitions") or default_partitions), config,
-                               int(body.get("replication_factor", -1)), body.get("doc", ""), body.get("role", "")))
+        specs.append(
+            TopicSpec(
+                name,
+                int(body.get("partitions") or default_partitions),
+                config,
+                int(body.get("replication_factor", -1)),
+                body.get("doc", ""),
+                body.get("role", ""),
+            )
+        )
     return specs
 
 
 def _describe_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
-    return {resource.name: {k: v.value for k, v in future.result(timeout=30).items()}
-            for resource, future in futures.items()}
+    return {
+        resource.name: {k: v.value for k, v in future.result(timeout=30).items()}
+        for resource, future in futures.items()
+    }
 
 
-def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = False,
-              timeout_s: float = 30.0) -> ProvisionReport:
+def provision(
+    settings: Settings, specs: list[TopicSpec], *, fix_config: bool = False, timeout_s: float = 30.0
+) -> ProvisionReport:
     admin = admin_client(settings)
     report = ProvisionReport()
     existing = admin.list_topics(timeout=timeout_s).topics
@@ -70,8 +91,17 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
     missing = [s for s in specs if s.name not in existing]
     if missing:
         futures = admin.create_topics(
-            [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor, config=s.config)
-             for s in missing], operation_timeout=timeout_s)
+            [
+                NewTopic(
+                    s.name,
+                    num_partitions=s.partitions,
+                    replication_factor=s.replication_factor,
+                    config=s.config,
+                )
+                for s in missing
+            ],
+            operation_timeout=timeout_s,
+        )
         for name, future in futures.items():
             try:
                 future.result(timeout=timeout_s)
@@ -80,9 +110,11 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise
             except TimeoutError:
-                raise TimedOut(f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
-                               "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the request to "
-                               "it: README, 'Three Kafka nodes')") from None
+                raise TimedOut(
+                    f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
+                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the request to "
+                    "it: README, 'Three Kafka nodes')"
+                ) from None
     present = [s for s in specs if s.name not in report.created]
     if not present:
         return report
@@ -92,13 +124,25 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
         problems = []
         partitions = len(metadata[spec.name].partitions)
         if partitions != spec.partitions:
-            problems.append(f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not changed automatically)")
-        config_drift = {k: v for k, v in spec.config.items() if actual_configs[spec.name].get(k) != v}
+            problems.append(
+                f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not changed automatically)"
+            )
+        config_drift = {
+            k: v for k, v in spec.config.items() if actual_configs[spec.name].get(k) != v
+        }
         for key, value in config_drift.items():
-            problems.append(f"{spec.name}: {key} declared {value!r}, actual {actual_configs[spec.name].get(key)!r}")
+            problems.append(
+                f"{spec.name}: {key} declared {value!r}, actual {actual_configs[spec.name].get(key)!r}"
+            )
         if config_drift and fix_config:
-            resource = ConfigResource(ResourceType.TOPIC, spec.name, incremental_configs=[
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config_drift.items()])
+            resource = ConfigResource(
+                ResourceType.TOPIC,
+                spec.name,
+                incremental_configs=[
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                    for k, v in config_drift.items()
+                ],
+            )
             for future in admin.incremental_alter_configs([resource]).values():
                 future.result(timeout=timeout_s)
             report.fixed.extend(f"{spec.name}: {k}={v}" for k, v in config_drift.items())
@@ -108,14 +152,26 @@ def provision(settings: Settings, specs: list[TopicSpec], *, fix_config: bool = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacktools.topics", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--file", type=Path, default=TOPICS_FILE, help="topic declarations (default kafka/topics.yaml)")
-    parser.add_argument("--fix-config", action="store_true", help="set drifted topic configs to the declared values")
+    parser = argparse.ArgumentParser(
+        prog="python -m stacktools.topics",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--file",
+        type=Path,
+        default=TOPICS_FILE,
+        help="topic declarations (default kafka/topics.yaml)",
+    )
+    parser.add_argument(
+        "--fix-config", action="store_true", help="set drifted topic configs to the declared values"
+    )
     parser.add_argument("--check", action="store_true", help="exit 3 when any drift remains")
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging(settings.log_level, service="topics")
-    report = provision(settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config)
+    report = provision(
+        settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config
+    )
     for name in report.created:
         print(f"created   {name}")
     for name in report.unchanged:

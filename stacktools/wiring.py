@@ -4,6 +4,7 @@ One idea for the demo, the benchmarks and the tests: the user's own names (``def
 run's own copy of the declared topics (``fresh``), or private names for a test that must not
 see anybody else's data (``private``, optionally only the bridge's part).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,8 @@ import uuid
 from stacktools.access import TOPIC_RIGHTS
 from stacktools.influx import InfluxClient
 from stacktools.topics import TopicSpec, load_topic_specs, provision
-from streamkit.wire import shard_prefix
 from streamkit.config import Settings
+from streamkit.wire import shard_prefix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,76 +32,137 @@ class Wiring:
     database: str = ""
 
     @classmethod
-    def default(cls, settings: Settings) -> "Wiring":
+    def default(cls, settings: Settings) -> Wiring:
         """The names a user's stack has (kafka/topics.yaml, the default database)."""
-        return cls(settings.raw_topic, settings.dlq_topic, settings.mqtt_topic_prefix, "mqtt-bridge-1",
-                   settings.joined_topic, settings.aggregates_topic, settings.late_topic, "machinedata.commit-markers",
-                   "", "db-connector", settings.influx_database)
+        return cls(
+            settings.raw_topic,
+            settings.dlq_topic,
+            settings.mqtt_topic_prefix,
+            "mqtt-bridge-1",
+            settings.joined_topic,
+            settings.aggregates_topic,
+            settings.late_topic,
+            "machinedata.commit-markers",
+            "",
+            "db-connector",
+            settings.influx_database,
+        )
 
     @classmethod
-    def private(cls, settings: Settings, *, bridge_only: bool = False) -> "Wiring":
+    def private(cls, settings: Settings, *, bridge_only: bool = False) -> Wiring:
         """Fresh test topics (``test.<role>.<tag>``), prefix, ids and database; ``bridge_only``:
         just the bridge's raw and dead-letter topics and its MQTT prefix."""
         tag = uuid.uuid4().hex[:10]
         declared = {s.name: s for s in load_topic_specs(settings.topic_partitions)}
-        specs = [dataclasses.replace(declared["machinedata.raw"], name=f"test.raw.{tag}"),
-                 dataclasses.replace(declared["machinedata.dlq"], name=f"test.dlq.{tag}")]
+        specs = [
+            dataclasses.replace(declared["machinedata.raw"], name=f"test.raw.{tag}"),
+            dataclasses.replace(declared["machinedata.dlq"], name=f"test.dlq.{tag}"),
+        ]
         provision(settings, specs)
-        bridge = cls(specs[0].name, specs[1].name, f"{settings.mqtt_topic_prefix}/test-{tag}", f"bridge-{tag}")
+        bridge = cls(
+            specs[0].name,
+            specs[1].name,
+            f"{settings.mqtt_topic_prefix}/test-{tag}",
+            f"bridge-{tag}",
+        )
         if bridge_only:
             return bridge
         return dataclasses.replace(
-            bridge, joined=private_topic(settings, "joined", 2), aggregates=private_topic(settings, "aggregates", 2),
-            late=private_topic(settings, "late", 2), markers=private_topic(settings, "markers", 1, compact=True),
-            query_suffix=f"-{bridge.prefix}", connector_group=f"db-connector-{bridge.prefix}",
-            database=private_database(settings))
+            bridge,
+            joined=private_topic(settings, "joined", 2),
+            aggregates=private_topic(settings, "aggregates", 2),
+            late=private_topic(settings, "late", 2),
+            markers=private_topic(settings, "markers", 1, compact=True),
+            query_suffix=f"-{bridge.prefix}",
+            connector_group=f"db-connector-{bridge.prefix}",
+            database=private_database(settings),
+        )
 
     @classmethod
-    def fresh(cls, settings: Settings, label: str) -> "Wiring":
+    def fresh(cls, settings: Settings, label: str) -> Wiring:
         """A run of its own with the declared topic settings (kafka/topics.yaml) under names
         ``<topic>.<label>-<id>``, e.g. for a demo run that must not mix with earlier ones."""
         tag = f"{label}-{uuid.uuid4().hex[:6]}"
-        specs = {s.name: dataclasses.replace(s, name=f"{s.name}.{tag}")
-                 for s in load_topic_specs(settings.topic_partitions)}
+        specs = {
+            s.name: dataclasses.replace(s, name=f"{s.name}.{tag}")
+            for s in load_topic_specs(settings.topic_partitions)
+        }
         provision(settings, list(specs.values()))
         names = {name.removeprefix("machinedata."): spec.name for name, spec in specs.items()}
         database = tag.replace("-", "_")
         InfluxClient(settings).create_database(database)
-        return cls(names["raw"], names["dlq"], f"{settings.mqtt_topic_prefix}/{tag}", f"bridge-{tag}",
-                   names["joined"], names["aggregates"], names["late"], names["commit-markers"], f"-{tag}",
-                   f"db-connector-{tag}", database)
+        return cls(
+            names["raw"],
+            names["dlq"],
+            f"{settings.mqtt_topic_prefix}/{tag}",
+            f"bridge-{tag}",
+            names["joined"],
+            names["aggregates"],
+            names["late"],
+            names["commit-markers"],
+            f"-{tag}",
+            f"db-connector-{tag}",
+            database,
+        )
 
     @classmethod
-    def for_connector(cls, topics: dict[str, str], group: str, database: str) -> "Wiring":
+    def for_connector(cls, topics: dict[str, str], group: str, database: str) -> Wiring:
         """Just what a connector of its own needs: topics by kind, its group, a database."""
-        return cls(topics.get("raw", ""), topics.get("dlq", ""), "", "", topics.get("joined", ""),
-                   topics.get("aggregates", ""), topics.get("late", ""), connector_group=group, database=database)
+        return cls(
+            topics.get("raw", ""),
+            topics.get("dlq", ""),
+            "",
+            "",
+            topics.get("joined", ""),
+            topics.get("aggregates", ""),
+            topics.get("late", ""),
+            connector_group=group,
+            database=database,
+        )
 
-    def bridge_shard(self, shard: int, shards: int) -> "Wiring":
+    def bridge_shard(self, shard: int, shards: int) -> Wiring:
         """The wiring of bridge ``shard`` of ``shards`` on disjoint Thing shards: its own topic
         prefix (``<prefix>/<shard>``) and MQTT session; one bridge keeps this wiring as it is."""
         if shards == 1:
             return self
-        return dataclasses.replace(self, prefix=shard_prefix(self.prefix, shard, shards),
-                                   bridge_client_id=f"{self.bridge_client_id}-{shard}")
+        return dataclasses.replace(
+            self,
+            prefix=shard_prefix(self.prefix, shard, shards),
+            bridge_client_id=f"{self.bridge_client_id}-{shard}",
+        )
 
     @property
     def connector_topics(self) -> dict[str, str]:
         """The topics the connector loads, by kind (those this wiring has)."""
-        topics = {"raw": self.raw, "joined": self.joined, "aggregates": self.aggregates, "late": self.late,
-                  "dlq": self.dlq}
+        topics = {
+            "raw": self.raw,
+            "joined": self.joined,
+            "aggregates": self.aggregates,
+            "late": self.late,
+            "dlq": self.dlq,
+        }
         return {kind: topic for kind, topic in topics.items() if topic}
 
 
-def private_topic(settings: Settings, role: str, partitions: int = 2, *, compact: bool = False,
-                  admin_only: bool = False) -> str:
+def private_topic(
+    settings: Settings,
+    role: str,
+    partitions: int = 2,
+    *,
+    compact: bool = False,
+    admin_only: bool = False,
+) -> str:
     """A fresh topic (uuid name) with the rights of the pipeline topic of that role
     (stacktools.access); ``admin_only``: no service may use it, and ``role`` only names it
     (checks of the servers themselves)."""
     if not admin_only and role not in TOPIC_RIGHTS:
         raise ValueError(f"unknown topic role {role!r}: one of {', '.join(TOPIC_RIGHTS)}")
     name = f"test.{role}.{uuid.uuid4().hex[:10]}"
-    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"} if compact else {"cleanup.policy": "delete"}
+    config = (
+        {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
+        if compact
+        else {"cleanup.policy": "delete"}
+    )
     provision(settings, [TopicSpec(name, partitions, config, role="" if admin_only else role)])
     return name
 

@@ -1,5 +1,6 @@
 """Deadlines, waits and back-off: every bounded wait in the project goes through here, so a
 wait that runs out always fails the same way (:class:`TimedOut`, naming what was awaited)."""
+
 from __future__ import annotations
 
 import time
@@ -35,7 +36,9 @@ class Deadline:
             raise TimedOut(f"{what}: not within {self.seconds:g} s")
 
 
-def wait_until(predicate: Callable[[], T], timeout_s: float, what: str, *, interval_s: float = 0.1) -> T:
+def wait_until(
+    predicate: Callable[[], T], timeout_s: float, what: str, *, interval_s: float = 0.1
+) -> T:
     """Call ``predicate`` until it returns something truthy and return that; :class:`TimedOut`
     after ``timeout_s``. The predicate may raise to give up early (a process that died)."""
     deadline = Deadline(timeout_s)
@@ -55,7 +58,7 @@ class Backoff:
         self.attempts = 0
 
     def next_delay(self) -> float:
-        delay = min(self.max_s, self.initial_s * self.factor ** self.attempts)
+        delay = min(self.max_s, self.initial_s * self.factor**self.attempts)
         self.attempts += 1
         return delay
 

@@ -1,4 +1,5 @@
 """Durations in settings ('500ms', '10s', '1m', '2h'): one reading for every service."""
+
 from __future__ import annotations
 
 import re

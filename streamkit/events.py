@@ -12,15 +12,16 @@ microseconds, otherwise nanoseconds; any other string must be ISO-8601 (a missin
 means UTC). The result is integer milliseconds since the epoch, fractions truncated toward
 negative infinity.
 """
+
 from __future__ import annotations
 
 import ast
 import json
 import math
 import warnings
-from decimal import Decimal
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from decimal import Decimal
 
 from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
 
@@ -50,22 +51,29 @@ MAX_TIMESTAMP_DIGITS = 30
 
 def timestamp_to_ms(value: object) -> int:
     if isinstance(value, bool):
-        raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {value!r}")
+        raise RowError(
+            "bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {value!r}"
+        )
     if isinstance(value, str):
         text = value.strip()
         digits = text.removeprefix("-")
         if digits.isascii() and digits.isdigit():  # not "²" or other Unicode digits int() refuses
             if len(digits) > MAX_TIMESTAMP_DIGITS:
-                raise RowError("bad_timestamp", f"Timestamp has {len(digits)} digits (at most {MAX_TIMESTAMP_DIGITS})")
+                raise RowError(
+                    "bad_timestamp",
+                    f"Timestamp has {len(digits)} digits (at most {MAX_TIMESTAMP_DIGITS})",
+                )
             value = int(text)
         else:
             try:
                 parsed = datetime.fromisoformat(text)
             except ValueError:
-                raise RowError("bad_timestamp", f"Timestamp {value!r} is neither a number nor ISO-8601") from None
+                raise RowError(
+                    "bad_timestamp", f"Timestamp {value!r} is neither a number nor ISO-8601"
+                ) from None
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            delta = parsed - datetime(1970, 1, 1, tzinfo=timezone.utc)
+                parsed = parsed.replace(tzinfo=UTC)
+            delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
             return (delta.days * 86_400_000) + (delta.seconds * 1000) + (delta.microseconds // 1000)
     if isinstance(value, int):
         magnitude = abs(value)
@@ -84,10 +92,20 @@ def timestamp_to_ms(value: object) -> int:
         # millisecond early. repr gives back the shortest decimal, which is what the file said.
         written = Decimal(repr(value))
         magnitude = abs(written)
-        scale = 1000 if magnitude < 10**11 else 1 if magnitude < 10**14 else Decimal("0.001") if magnitude < 10**17 \
+        scale = (
+            1000
+            if magnitude < 10**11
+            else 1
+            if magnitude < 10**14
+            else Decimal("0.001")
+            if magnitude < 10**17
             else Decimal("0.000001")
+        )
         return math.floor(written * scale)
-    raise RowError("bad_timestamp", f"Timestamp must be a number or ISO-8601 string, not {type(value).__name__}")
+    raise RowError(
+        "bad_timestamp",
+        f"Timestamp must be a number or ISO-8601 string, not {type(value).__name__}",
+    )
 
 
 #: What InfluxDB can store (int64 nanoseconds since the epoch, 1677-09-21 to 2262-04-11), in ms.
@@ -100,11 +118,16 @@ def check_event_time(timestamp_ms: int, now_ms: int, max_future_ms: int) -> None
     own wall clock than ``max_future_ms``. One such record would otherwise move the event time
     of its key for good (everything after it would be late)."""
     if not MIN_TIME_MS <= timestamp_ms <= MAX_TIME_MS:
-        raise RowError("timestamp_out_of_range",
-                       f"Timestamp {timestamp_ms} ms is outside what can be stored ({MIN_TIME_MS}..{MAX_TIME_MS} ms)")
+        raise RowError(
+            "timestamp_out_of_range",
+            f"Timestamp {timestamp_ms} ms is outside what can be stored ({MIN_TIME_MS}..{MAX_TIME_MS} ms)",
+        )
     if timestamp_ms > now_ms + max_future_ms:
-        raise RowError("future_timestamp", f"Timestamp {timestamp_ms} ms is {timestamp_ms - now_ms} ms ahead of "
-                                           f"our clock (at most {max_future_ms} ms allowed)")
+        raise RowError(
+            "future_timestamp",
+            f"Timestamp {timestamp_ms} ms is {timestamp_ms - now_ms} ms ahead of "
+            f"our clock (at most {max_future_ms} ms allowed)",
+        )
 
 
 def decode_object(payload: bytes | str) -> dict:
@@ -159,11 +182,15 @@ def validate(obj: dict) -> Row:
         if problem is not None:
             raise RowError(BAD_QUANTITY_NAME, problem)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RowError("bad_quantity", f"quantity {name[:40]!r} is not a number: {repr(value)[:40]}")
+            raise RowError(
+                "bad_quantity", f"quantity {name[:40]!r} is not a number: {repr(value)[:40]}"
+            )
         try:
             number = float(value)
         except OverflowError:
-            raise RowError("bad_quantity", f"quantity {name[:40]!r} is too large for a float") from None
+            raise RowError(
+                "bad_quantity", f"quantity {name[:40]!r} is too large for a float"
+            ) from None
         if not math.isfinite(number):
             raise RowError("bad_quantity", f"quantity {name[:40]!r} is not finite: {value!r}")
         quantities[name] = number

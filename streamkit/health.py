@@ -7,14 +7,18 @@ the simulator's publish loop). ``service_last_progress_timestamp_seconds{service
 /metrics shows when that last happened, and ``/healthz`` on the same port answers 503 once it
 is older than ``HEALTH_STALL_S``: a check for compose, systemd or an alert.
 """
+
 from __future__ import annotations
 
 import time
 
 from prometheus_client import Gauge
 
-PROGRESS = Gauge("service_last_progress_timestamp_seconds",
-                 "when the service's work loop last went round (Unix seconds)", ["service"])
+PROGRESS = Gauge(
+    "service_last_progress_timestamp_seconds",
+    "when the service's work loop last went round (Unix seconds)",
+    ["service"],
+)
 
 
 class Watchdog:
@@ -41,7 +45,10 @@ class Watchdog:
         age = time.monotonic() - self._last
         if age <= self.stall_s:
             return 200, f"ok: {self.service} made progress {age:.1f} s ago\n"
-        return 503, f"stalled: {self.service} made no progress for {age:.0f} s (limit {self.stall_s:.0f} s)\n"
+        return (
+            503,
+            f"stalled: {self.service} made no progress for {age:.0f} s (limit {self.stall_s:.0f} s)\n",
+        )
 
 
 WATCHDOG = Watchdog()

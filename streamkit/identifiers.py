@@ -20,6 +20,7 @@ producers should send NFC. "Printable" follows the Unicode database of the Pytho
 the check, so a character assigned in a newer Unicode version is refused until Python knows it.
 The row id is not a name (a field, never a key or tag): any UTF-8 text (streamkit.events).
 """
+
 from __future__ import annotations
 
 MAX_CHARS = 128
@@ -29,8 +30,13 @@ BAD_THING = "bad_thing"
 BAD_QUANTITY_NAME = "bad_quantity_name"
 
 #: Why each forbidden character is forbidden (the dead letter's detail says it).
-_WHY = {"|": "the Kafka key separator", "\\": "the line protocol's escape character",
-        "/": "the MQTT topic level separator", "+": "an MQTT wildcard", "#": "an MQTT wildcard"}
+_WHY = {
+    "|": "the Kafka key separator",
+    "\\": "the line protocol's escape character",
+    "/": "the MQTT topic level separator",
+    "+": "an MQTT wildcard",
+    "#": "an MQTT wildcard",
+}
 #: Valid names seen, so the hot path checks a repeated name with one set lookup. Bounded:
 #: emptied when full (names come from outside; a real fleet has a few thousand).
 _CACHE_LIMIT = 16_384
@@ -67,7 +73,9 @@ class _Rule:
             return f"{field} {name[:40]!r}... is {len(name)} characters long (at most {MAX_CHARS})"
         if not name.isprintable():
             char = next(c for c in name if not c.isprintable())
-            what = "a lone surrogate (not UTF-8)" if "\ud800" <= char <= "\udfff" else "not printable"
+            what = (
+                "a lone surrogate (not UTF-8)" if "\ud800" <= char <= "\udfff" else "not printable"
+            )
             return f"{field} {name[:40]!r} holds U+{ord(char):04X}, {what}"
         if name[0] == " " or name[-1] == " ":
             return f"{field} {name[:40]!r} starts or ends with a space"

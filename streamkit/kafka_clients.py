@@ -4,6 +4,7 @@ The settings here are the ones exactly-once depends on, so they live in one plac
 producers with acks=all, transactional producers with a stable id, read_committed consumers
 that never auto-commit.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,16 +26,25 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 
 def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
     """Where and as whom a librdkafka client connects: every client of every service starts here."""
-    config = {"bootstrap.servers": settings.bootstrap_servers, "client.id": client_id,
-              "security.protocol": settings.kafka_security_protocol}
+    config = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "client.id": client_id,
+        "security.protocol": settings.kafka_security_protocol,
+    }
     if settings.kafka_security_protocol.startswith("SASL"):
-        config.update({"sasl.mechanism": SASL_MECHANISM, "sasl.username": settings.kafka_username,
-                       "sasl.password": settings.kafka_password})
+        config.update(
+            {
+                "sasl.mechanism": SASL_MECHANISM,
+                "sasl.username": settings.kafka_username,
+                "sasl.password": settings.kafka_password,
+            }
+        )
     return config
 
 
 def jaas_config(user: str, password: str) -> str:
     """A Java client's (Spark's, the broker's own) SCRAM login line."""
+
     def quoted(value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -43,11 +53,19 @@ def jaas_config(user: str, password: str) -> str:
 
 def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
     """The same connection for Spark's Kafka source (options prefixed ``kafka.``)."""
-    options = {"kafka.bootstrap.servers": settings.bootstrap_servers,
-               "kafka.security.protocol": settings.kafka_security_protocol}
+    options = {
+        "kafka.bootstrap.servers": settings.bootstrap_servers,
+        "kafka.security.protocol": settings.kafka_security_protocol,
+    }
     if settings.kafka_security_protocol.startswith("SASL"):
-        options.update({"kafka.sasl.mechanism": SASL_MECHANISM,
-                        "kafka.sasl.jaas.config": jaas_config(settings.kafka_username, settings.kafka_password)})
+        options.update(
+            {
+                "kafka.sasl.mechanism": SASL_MECHANISM,
+                "kafka.sasl.jaas.config": jaas_config(
+                    settings.kafka_username, settings.kafka_password
+                ),
+            }
+        )
     return options
 
 
@@ -71,9 +89,13 @@ def idempotent_producer(settings: KafkaSettings, client_id: str, **overrides: An
     return Producer(config)
 
 
-def transactional_producer(settings: KafkaSettings, transactional_id: str, **overrides: Any) -> Producer:
+def transactional_producer(
+    settings: KafkaSettings, transactional_id: str, **overrides: Any
+) -> Producer:
     """A stable transactional.id per writer: a restarted writer fences its zombie predecessor."""
-    producer = idempotent_producer(settings, transactional_id, **{"transactional.id": transactional_id, **overrides})
+    producer = idempotent_producer(
+        settings, transactional_id, **{"transactional.id": transactional_id, **overrides}
+    )
     producer.init_transactions(30)
     return producer
 
@@ -103,7 +125,9 @@ def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> 
         if topic in metadata.topics and metadata.topics[topic].error is None:
             return len(metadata.topics[topic].partitions)
         if deadline.expired():
-            raise TopicMissing(f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}")
+            raise TopicMissing(
+                f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}"
+            )
         time.sleep(1)
 
 
@@ -112,8 +136,15 @@ class TopicMissing(LookupError, TimedOut):
     LookupError for the callers that tell "no such topic" apart."""
 
 
-def produce_retrying(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None, *,
-                     poll_s: float = 0.1, **kwargs: Any) -> None:
+def produce_retrying(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None = None,
+    *,
+    poll_s: float = 0.1,
+    **kwargs: Any,
+) -> None:
     """Queue one record, waiting while librdkafka's local queue is full (BufferError): polling
     lets it send, which makes room. Any other error is the caller's to judge."""
     while True:

@@ -1,5 +1,6 @@
 """Reading Kafka topics back: to their end, or until they hold enough records. Used by the
 tools, the benchmarks and the tests to see what a stage committed."""
+
 from __future__ import annotations
 
 import uuid
@@ -12,9 +13,14 @@ from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import client_config
 
 #: Errors a loaded broker answers with for a while (seen: multi-second controller stalls on 2 cores).
-TRANSIENT_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
-                   KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                   KafkaError._ALL_BROKERS_DOWN}
+TRANSIENT_CODES = {
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._ALL_BROKERS_DOWN,
+}
 
 
 def transient(exc: KafkaException) -> bool:
@@ -23,11 +29,17 @@ def transient(exc: KafkaException) -> bool:
 
 
 def _reader_config(settings: KafkaSettings, role: str) -> dict:
-    return {**client_config(settings, role), "group.id": f"{role}-{uuid.uuid4().hex}", "enable.auto.commit": False,
-            "enable.partition.eof": True}
+    return {
+        **client_config(settings, role),
+        "group.id": f"{role}-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    }
 
 
-def end_offsets(settings: KafkaSettings, topic: str, *, role: str = "end-offsets", strict: bool = False) -> dict[int, int]:
+def end_offsets(
+    settings: KafkaSettings, topic: str, *, role: str = "end-offsets", strict: bool = False
+) -> dict[int, int]:
     """One look at every partition's end offset (read_uncommitted, the *high watermark*).
     ``strict``: a topic the broker reports an error for (missing, not authorised) raises
     instead of reading as a topic without partitions."""
@@ -36,8 +48,10 @@ def end_offsets(settings: KafkaSettings, topic: str, *, role: str = "end-offsets
         metadata = probe.list_topics(topic, timeout=30).topics[topic]
         if strict and metadata.error is not None:
             raise KafkaException(metadata.error)
-        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                for p in metadata.partitions}
+        return {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+            for p in metadata.partitions
+        }
     finally:
         probe.close()
 
@@ -55,8 +69,15 @@ def high_watermarks(settings: KafkaSettings, topic: str, attempts: int = 5) -> d
     raise AssertionError("unreachable")
 
 
-def read_up_to(settings: KafkaSettings, topic: str, ends: dict[int, int], *, isolation: str = "read_committed",
-               timeout_s: float = 60, role: str = "read-to-end") -> Iterator[Message]:
+def read_up_to(
+    settings: KafkaSettings,
+    topic: str,
+    ends: dict[int, int],
+    *,
+    isolation: str = "read_committed",
+    timeout_s: float = 60,
+    role: str = "read-to-end",
+) -> Iterator[Message]:
     """Every record of each partition up to its offset in ``ends``, as it arrives (a caller
     looking for one record need not hold them all); :class:`TimedOut` if a partition does not
     get there within ``timeout_s`` (with read_committed: a transaction left open)."""
@@ -75,19 +96,29 @@ def read_up_to(settings: KafkaSettings, topic: str, ends: dict[int, int], *, iso
     finally:
         consumer.close()
     if pending:
-        raise TimedOut(f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s")
+        raise TimedOut(
+            f"reading {topic} to its end: partitions {sorted(pending)} not within {timeout_s:g} s"
+        )
 
 
-def read_to_end(settings: KafkaSettings, topic: str, isolation: str = "read_committed",
-                timeout_s: float = 60) -> list[Message]:
+def read_to_end(
+    settings: KafkaSettings, topic: str, isolation: str = "read_committed", timeout_s: float = 60
+) -> list[Message]:
     """Every record up to the *high watermark* of each partition at call time.
 
     Not up to the last message offset (a transactional topic ends with a control record) and
     not up to the last stable offset (an open transaction elsewhere hides committed records
     behind it): position >= high watermark is the only end that is certain.
     """
-    return list(read_up_to(settings, topic, high_watermarks(settings, topic), isolation=isolation,
-                           timeout_s=timeout_s))
+    return list(
+        read_up_to(
+            settings,
+            topic,
+            high_watermarks(settings, topic),
+            isolation=isolation,
+            timeout_s=timeout_s,
+        )
+    )
 
 
 def record_count(settings: KafkaSettings, topic: str) -> int:

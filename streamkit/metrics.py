@@ -1,5 +1,6 @@
 """Prometheus /metrics and /healthz for every service, bound to loopback like every other
 server here."""
+
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from streamkit.config import ServiceSettings
 from streamkit.health import WATCHDOG
 
 log = logging.getLogger(__name__)
+
 
 class _Handler(MetricsHandler):
     """prometheus_client's handler, plus /healthz from the process's watchdog."""

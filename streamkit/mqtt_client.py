@@ -3,6 +3,7 @@
 The services speak MQTT 3.1.1 by default (the simulator always, the bridge unless
 ``BRIDGE_MQTT5``), because paho parses it faster; ``make_client`` itself defaults to MQTT 5
 for the tools and tests, which want its reason codes."""
+
 from __future__ import annotations
 
 import select
@@ -11,8 +12,8 @@ import threading
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import _ConnectionState
-from paho.mqtt.properties import Properties
 from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from streamkit.config import MqttSettings
 from streamkit.deadline import Deadline
@@ -45,20 +46,26 @@ class BufferedClient(mqtt.Client):
 
     def _sock_recv(self, bufsize: int) -> bytes:
         if self._read_pos >= len(self._read_buffer):
-            data = super()._sock_recv(self._READ_SIZE)  # BlockingIOError / b"" (closed) pass through
+            data = super()._sock_recv(
+                self._READ_SIZE
+            )  # BlockingIOError / b"" (closed) pass through
             if not data:
                 return data
             self._read_buffer, self._read_pos = data, 0
         start = self._read_pos
         self._read_pos = min(start + bufsize, len(self._read_buffer))
-        return self._read_buffer[start:self._read_pos]
+        return self._read_buffer[start : self._read_pos]
 
     def _buffered(self) -> bool:
         return self._read_pos < len(self._read_buffer)
 
     def loop_read(self, max_packets: int = 1) -> mqtt.MQTTErrorCode:
         rc = super().loop_read(max_packets)
-        while rc == mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS and self._buffered() and self._sock is not None:
+        while (
+            rc == mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
+            and self._buffered()
+            and self._sock is not None
+        ):
             rc = super().loop_read(max_packets)
         return rc
 
@@ -71,10 +78,25 @@ class BufferedClient(mqtt.Client):
     _WRITE_SIZE = 256 * 1024
     _write_poked = False
 
-    def _packet_queue(self, command: int, packet: bytes | bytearray, mid: int, qos: int,
-                      info: mqtt.MQTTMessageInfo | None = None) -> mqtt.MQTTErrorCode:
-        self._out_packet.append({"command": command, "mid": mid, "qos": qos, "pos": 0,
-                                 "to_process": len(packet), "packet": packet, "info": info})
+    def _packet_queue(
+        self,
+        command: int,
+        packet: bytes | bytearray,
+        mid: int,
+        qos: int,
+        info: mqtt.MQTTMessageInfo | None = None,
+    ) -> mqtt.MQTTErrorCode:
+        self._out_packet.append(
+            {
+                "command": command,
+                "mid": mid,
+                "qos": qos,
+                "pos": 0,
+                "to_process": len(packet),
+                "packet": packet,
+                "info": info,
+            }
+        )
         # Set before the network thread takes packets (see _packet_write), so a packet queued
         # after that point always pokes again: none can be left waiting without a wake-up.
         if self._sockpairW is not None and not self._write_poked:
@@ -83,7 +105,11 @@ class BufferedClient(mqtt.Client):
                 self._sockpairW.send(mqtt.sockpair_data)
             except BlockingIOError:
                 pass
-        if self._thread is None and self._on_socket_register_write is None and self._in_callback_mutex.acquire(False):
+        if (
+            self._thread is None
+            and self._on_socket_register_write is None
+            and self._in_callback_mutex.acquire(False)
+        ):
             self._in_callback_mutex.release()
             return self.loop_write()
         self._call_socket_register_write()
@@ -109,7 +135,7 @@ class BufferedClient(mqtt.Client):
             if not run:
                 return super()._packet_write() if queue else mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
             # join() takes paho's bytearrays as they are; only a partly written head is sliced
-            data = b"".join(p["packet"][p["pos"]:] if p["pos"] else p["packet"] for p in run)
+            data = b"".join(p["packet"][p["pos"] :] if p["pos"] else p["packet"] for p in run)
             try:
                 written = self._sock_send(data)
             except (AttributeError, ValueError):
@@ -149,8 +175,12 @@ class BufferedClient(mqtt.Client):
         sock = self._sock
         if sock is not None and self._state == _ConnectionState.MQTT_CS_DISCONNECTING:
             if not linger_close(sock, self.LINGER_S):
-                self._easy_log(mqtt.MQTT_LOG_WARNING, "the broker did not close within %s s: our last "
-                               "acknowledgements may be lost (those messages come again)", self.LINGER_S)
+                self._easy_log(
+                    mqtt.MQTT_LOG_WARNING,
+                    "the broker did not close within %s s: our last "
+                    "acknowledgements may be lost (those messages come again)",
+                    self.LINGER_S,
+                )
         super()._sock_close()
 
     def reconnect(self) -> mqtt.MQTTErrorCode:
@@ -179,8 +209,14 @@ def linger_close(sock: socket.socket, timeout_s: float) -> bool:
     return False
 
 
-def make_client(settings: MqttSettings, client_id: str = "", *, persistent_session: bool = False,
-                session_expiry_s: int = 7 * 24 * 3600, mqtt5: bool = True) -> BufferedClient:
+def make_client(
+    settings: MqttSettings,
+    client_id: str = "",
+    *,
+    persistent_session: bool = False,
+    session_expiry_s: int = 7 * 24 * 3600,
+    mqtt5: bool = True,
+) -> BufferedClient:
     """A client with credentials set; a persistent session keeps QoS 1 messages for us while
     we are down (fixed client id, clean start off, session expiry).
 
@@ -189,7 +225,9 @@ def make_client(settings: MqttSettings, client_id: str = "", *, persistent_sessi
     ``persistent_client_expiration``."""
     protocol = mqtt.MQTTv5 if mqtt5 else mqtt.MQTTv311
     extra = {} if mqtt5 else {"clean_session": not persistent_session}
-    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **extra)
+    client = BufferedClient(
+        mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **extra
+    )
     client.username_pw_set(settings.mqtt_username, settings.mqtt_password or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
     return client
@@ -200,7 +238,9 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
     done = threading.Event()
     outcome: dict[str, object] = {}
 
-    def on_connect(_c: mqtt.Client, _u: object, _flags: object, reason: mqtt.ReasonCode, _p: object) -> None:
+    def on_connect(
+        _c: mqtt.Client, _u: object, _flags: object, reason: mqtt.ReasonCode, _p: object
+    ) -> None:
         outcome["reason"] = reason
         done.set()
 
@@ -214,14 +254,21 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
             properties = Properties(PacketTypes.CONNECT)
             properties.SessionExpiryInterval = int(userdata["expiry"])
             clean_start = False
-        client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30, clean_start=clean_start,
-                       properties=properties)
+        client.connect(
+            settings.mqtt_host,
+            settings.mqtt_port,
+            keepalive=30,
+            clean_start=clean_start,
+            properties=properties,
+        )
     else:
         client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30)
     client.loop_start()
     if not done.wait(timeout_s):
         client.loop_stop()
-        raise MqttConnectError(f"no CONNACK from {settings.mqtt_host}:{settings.mqtt_port} within {timeout_s}s")
+        raise MqttConnectError(
+            f"no CONNACK from {settings.mqtt_host}:{settings.mqtt_port} within {timeout_s}s"
+        )
     client.on_connect = previous
     reason = outcome["reason"]
     if getattr(reason, "is_failure", False):

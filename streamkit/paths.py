@@ -3,6 +3,7 @@
 Kept in one place so the launcher, the tests and the services agree on them without passing
 paths around.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,12 @@ def default_run_dir() -> Path:
 
 def find_influxd() -> Path | None:
     """influxd 1.8.10 is built by scripts/setup.sh; users may also point INFLUXD_BIN at one."""
-    candidates = [os.environ.get("INFLUXD_BIN", ""), str(STACK_DIR / "influxd"),
-                  str(CACHE_DIR / "bin" / "influxd"),
-                  shutil.which("influxd") or ""]
+    candidates = [
+        os.environ.get("INFLUXD_BIN", ""),
+        str(STACK_DIR / "influxd"),
+        str(CACHE_DIR / "bin" / "influxd"),
+        shutil.which("influxd") or "",
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return Path(candidate)
@@ -36,5 +40,7 @@ def find_influxd() -> Path | None:
 
 def find_program(name: str, *extra_dirs: str) -> Path | None:
     """Debian puts some daemons in /usr/sbin, which is not on every user's PATH."""
-    found = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra_dirs, "/usr/sbin", "/sbin"]))
+    found = shutil.which(
+        name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra_dirs, "/usr/sbin", "/sbin"])
+    )
     return Path(found) if found else None

@@ -3,6 +3,7 @@
 A service must finish the unit it is in (flush the producer, commit offsets, close clients)
 rather than die mid-write, so the signal handler only records the request.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,7 @@ class ShutdownFlag:
     def __init__(self) -> None:
         self._event = threading.Event()
 
-    def install(self) -> "ShutdownFlag":
+    def install(self) -> ShutdownFlag:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._handle)
         return self

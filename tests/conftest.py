@@ -4,6 +4,7 @@ A stack that is already running (``python -m stacktools.stack up``) is reused an
 one that this test session started is stopped at the end, so CI leaves nothing behind.
 Set STACK_KEEP=1 to keep it running after the tests.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamkit.config import CREDENTIALS_FILE, Settings
 from stacktools.stack import Stack
+from streamkit.config import CREDENTIALS_FILE, Settings
 from tests.support.topology import Topology
 
 
@@ -57,9 +58,13 @@ REPLICATED_PORT_OFFSET = 10_000
 
 
 def replicated_ports(settings: Settings) -> dict[str, str]:
-    ports = {"KAFKA_PORT": settings.kafka_port, "KAFKA_CONTROLLER_PORT": settings.kafka_controller_port,
-             "MQTT_PORT": settings.mqtt_port, "INFLUX_PORT": settings.influx_port,
-             "PROMETHEUS_PORT": settings.prometheus_port}
+    ports = {
+        "KAFKA_PORT": settings.kafka_port,
+        "KAFKA_CONTROLLER_PORT": settings.kafka_controller_port,
+        "MQTT_PORT": settings.mqtt_port,
+        "INFLUX_PORT": settings.influx_port,
+        "PROMETHEUS_PORT": settings.prometheus_port,
+    }
     return {name: str(port + REPLICATED_PORT_OFFSET) for name, port in ports.items()}
 
 
@@ -74,10 +79,20 @@ def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[S
     credentials = run_dir / CREDENTIALS_FILE
     run_dir.mkdir(parents=True, exist_ok=True)
     credentials.touch(mode=0o600)
-    kept = [line for line in credentials.read_text().splitlines(keepends=True)
-            if not line.startswith("SPARK_CLUSTER_PASSWORD=")]
-    credentials.write_text("".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n")
-    environ = {**os.environ, **replicated_ports(stack_settings), "STACK_RUN_DIR": str(run_dir), "KAFKA_BROKERS": "3"}
+    kept = [
+        line
+        for line in credentials.read_text().splitlines(keepends=True)
+        if not line.startswith("SPARK_CLUSTER_PASSWORD=")
+    ]
+    credentials.write_text(
+        "".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n"
+    )
+    environ = {
+        **os.environ,
+        **replicated_ports(stack_settings),
+        "STACK_RUN_DIR": str(run_dir),
+        "KAFKA_BROKERS": "3",
+    }
     stack = Stack(Settings.from_sources(environ), ["kafka", "mosquitto", "influxdb", "prometheus"])
     was_running = all(s.state == "running" for s in stack.status())
     yield stack.up()
@@ -92,6 +107,10 @@ def topology(request: pytest.FixtureRequest, stack_settings: Settings) -> Topolo
     if request.param == "local":
         return Topology("local", stack_settings)
     master = request.getfixturevalue("spark_cluster")
-    return Topology("scaled-out", request.getfixturevalue("replicated_stack"),
-                    {"SPARK_MASTER": master, "SPARK_SINK": "executors"}, bridges=2,
-                    spark=Stack(stack_settings, ["spark"]))
+    return Topology(
+        "scaled-out",
+        request.getfixturevalue("replicated_stack"),
+        {"SPARK_MASTER": master, "SPARK_SINK": "executors"},
+        bridges=2,
+        spark=Stack(stack_settings, ["spark"]),
+    )

@@ -6,6 +6,7 @@ tested and read alone; the pure algorithms never import Spark, so they run witho
 the core imports it only inside the functions that build Spark columns of the wire contract,
 so importing the core never needs pyspark. Checked on the source with ``ast``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -91,7 +92,9 @@ def test_no_floor_imports_a_higher_one(package: str) -> None:
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     """The check itself can fail: an import of a service from the core is found."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from mqtt_bridge.bridge import main\n    import stacktools.stack\n")
+    bad.write_text(
+        "def f():\n    from mqtt_bridge.bridge import main\n    import stacktools.stack\n"
+    )
     assert imported_roots(bad) == {"mqtt_bridge", "stacktools"}
     assert imported_at_import_time(bad) == set()
     bad.write_text("import pyspark\nif TYPE_CHECKING:\n    import numpy\n")
@@ -116,13 +119,26 @@ def oracle_violations() -> list[str]:
     for path in sorted(ORACLES.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
-                     else ["." * node.level + (node.module or "")] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else ["." * node.level + (node.module or "")]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 root = name.split(".")[0]
-                own = name.startswith("tests.support.oracles") or (name.startswith(".") and not name.startswith(".."))
-                if own or root == "__future__" or root in sys.stdlib_module_names or root in ORACLE_THIRD_PARTY:
+                own = name.startswith("tests.support.oracles") or (
+                    name.startswith(".") and not name.startswith("..")
+                )
+                if (
+                    own
+                    or root == "__future__"
+                    or root in sys.stdlib_module_names
+                    or root in ORACLE_THIRD_PARTY
+                ):
                     continue
                 found.append(f"{path.relative_to(REPO_ROOT)} imports {name}")
     return found
@@ -137,9 +153,13 @@ def test_the_oracle_check_sees_a_violation(tmp_path: Path, monkeypatch: pytest.M
     """The check can fail: an oracle importing the bridge's splitter or a test helper is named."""
     fake = tmp_path / "tests" / "support" / "oracles"
     fake.mkdir(parents=True)
-    (fake / "bad.py").write_text("import json\nfrom mqtt_bridge.records import RowSplitter\n"
-                                 "from tests.support.harness import expected_records\nfrom . import join\n")
+    (fake / "bad.py").write_text(
+        "import json\nfrom mqtt_bridge.records import RowSplitter\n"
+        "from tests.support.harness import expected_records\nfrom . import join\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "ORACLES", fake)
     monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
-    assert oracle_violations() == ["tests/support/oracles/bad.py imports mqtt_bridge.records",
-                                   "tests/support/oracles/bad.py imports tests.support.harness"]
+    assert oracle_violations() == [
+        "tests/support/oracles/bad.py imports mqtt_bridge.records",
+        "tests/support/oracles/bad.py imports tests.support.harness",
+    ]

@@ -1,4 +1,5 @@
 """tests.support.require.cannot_run: a skip outside CI, a failure in it."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,9 @@ from tests.support.require import cannot_run
 
 
 @pytest.mark.parametrize("value", ["", "false", "0"])
-def test_outside_ci_a_test_that_cannot_run_skips(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+def test_outside_ci_a_test_that_cannot_run_skips(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.setenv("CI", value)
     with pytest.raises(pytest.skip.Exception, match="no broker to restart"):
         cannot_run("no broker to restart")

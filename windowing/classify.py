@@ -9,11 +9,13 @@ meets no other copy of itself, in the batch or in the state, counts iff it is ne
 nor late. :func:`classify` decides those with numpy and walks only the records that meet a
 copy; :func:`classify_each` walks every record, the rule as written and the reference.
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,10 +59,16 @@ class Verdicts:
 
     running: Running  # the key's clocks and horizons through the batch
     counted: np.ndarray  # records that count, ascending
-    aside: list[tuple[int, str, int]]  # (index, reason, horizon it was compared with), in index order
-    superseded: list[tuple[int, float, str, int]] = field(default_factory=list)  # held copies replaced:
+    aside: list[
+        tuple[int, str, int]
+    ]  # (index, reason, horizon it was compared with), in index order
+    superseded: list[tuple[int, float, str, int]] = field(
+        default_factory=list
+    )  # held copies replaced:
     # (time, value, row id, horizon the replacing copy was compared with), in the order replaced
-    dropped: list[int] = field(default_factory=list)  # positions in the state of the replaced held copies
+    dropped: list[int] = field(
+        default_factory=list
+    )  # positions in the state of the replaced held copies
     walked: int = 0  # records classified one by one (the others by numpy)
 
     @property
@@ -80,19 +88,29 @@ class _Judged:
 
     future: np.ndarray
     late: np.ndarray
-    behind_clock: np.ndarray  # of the late: behind clock - lateness (else only behind a flushed window)
+    behind_clock: (
+        np.ndarray
+    )  # of the late: behind clock - lateness (else only behind a flushed window)
     before: np.ndarray  # the horizon before each record
     running: Running
 
     def aside(self, at: np.ndarray) -> list[tuple[int, str, int]]:
         """(index, reason, horizon) of future or late records ``at``."""
-        reasons = [FUTURE_REASON if f else LATE_REASON if b else CLOSED_REASON
-                   for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist())]
+        reasons = [
+            FUTURE_REASON if f else LATE_REASON if b else CLOSED_REASON
+            for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist())
+        ]
         return list(zip(at.tolist(), reasons, self.before[at].tolist()))
 
 
-def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
-             now_ms: int | None) -> Verdicts:
+def classify(
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    now_ms: int | None,
+) -> Verdicts:
     """Numpy for the records that meet no copy of themselves, one by one for the others."""
     judged = _judge(rules, state, times, now_ms)
     set_aside = judged.future | judged.late
@@ -106,15 +124,35 @@ def classify(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.
     walked = _walk(rules, state, times, values, row_ids, judged, walk.tolist(), held_at)
     counts = np.zeros(len(times), bool)
     counts[candidates[~meets]] = counts[walked.counted] = True
-    return Verdicts(judged.running, np.flatnonzero(counts), sorted(aside + walked.aside),
-                    walked.superseded, walked.dropped, walked.walked)
+    return Verdicts(
+        judged.running,
+        np.flatnonzero(counts),
+        sorted(aside + walked.aside),
+        walked.superseded,
+        walked.dropped,
+        walked.walked,
+    )
 
 
-def classify_each(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
-                  now_ms: int | None) -> Verdicts:
+def classify_each(
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    now_ms: int | None,
+) -> Verdicts:
     """Every record in arrival order: the rule as written, the reference for :func:`classify`."""
-    return _walk(rules, state, times, values, row_ids, _judge(rules, state, times, now_ms), range(len(times)),
-                 range(len(state.times)))
+    return _walk(
+        rules,
+        state,
+        times,
+        values,
+        row_ids,
+        _judge(rules, state, times, now_ms),
+        range(len(times)),
+        range(len(state.times)),
+    )
 
 
 def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int | None) -> _Judged:
@@ -122,7 +160,9 @@ def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int |
     future = np.zeros(n, bool)
     if rules.max_future_ms is not None and now_ms is not None:
         future = times > now_ms + rules.max_future_ms
-    clocks = np.maximum.accumulate(np.concatenate([[state.clock_ms], np.where(future, NO_TIME, times)]))
+    clocks = np.maximum.accumulate(
+        np.concatenate([[state.clock_ms], np.where(future, NO_TIME, times)])
+    )
     pushes = np.where(future, NO_TIME, _minus(times, rules.allowed_lateness_ms))
     horizons = np.maximum.accumulate(np.concatenate([[state.horizon_ms], pushes]))
     before = horizons[:-1]
@@ -136,8 +176,9 @@ def _minus(times: np.ndarray, amount: int) -> np.ndarray:
     return np.where(times == NO_TIME, NO_TIME, times - amount)
 
 
-def _meeting(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray
-             ) -> np.ndarray:
+def _meeting(
+    by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray
+) -> np.ndarray:
     """Which of the records ``at`` are the same record as another of them or a held one. Equal
     times decide it, except by row id: then the (time, row id) of the records of shared times."""
     mine = times[at]
@@ -153,7 +194,9 @@ def _meeting(by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[
     keys = list(zip(mine[some].tolist(), [row_ids[i] for i in at[some].tolist()]))
     held = _held_at(state.times, mine[some])
     copies = Counter(keys)
-    copies.update(zip(state.times[held].tolist(), [state.row_ids[k] for k in held]))  # one copy each at most
+    copies.update(
+        zip(state.times[held].tolist(), [state.row_ids[k] for k in held])
+    )  # one copy each at most
     shared[some] = [copies[key] > 1 for key in keys]
     return shared
 
@@ -172,11 +215,24 @@ def _held_at(held: np.ndarray, times: np.ndarray) -> list[int]:
     return [k for low, high in zip(lows.tolist(), highs.tolist()) for k in range(low, high)]
 
 
-def _walk(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
-          judged: _Judged, batch_at: Sequence[int], held_at: Sequence[int]) -> Verdicts:
+def _walk(
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    judged: _Judged,
+    batch_at: Sequence[int],
+    held_at: Sequence[int],
+) -> Verdicts:
     """The records ``batch_at`` one by one in arrival order, against the held records ``held_at``
     and each other (all of them, or at least every copy of each record walked)."""
-    future, late, behind_clock, before = judged.future, judged.late, judged.behind_clock, judged.before
+    future, late, behind_clock, before = (
+        judged.future,
+        judged.late,
+        judged.behind_clock,
+        judged.before,
+    )
     identity = (lambda t, row_id: (t, row_id)) if rules.same_by_row_id else (lambda t, row_id: t)
     held_before = {identity(int(state.times[k]), state.row_ids[k]): k for k in held_at}
     dropped: list[int] = []  # state records replaced by a copy in this batch

@@ -9,13 +9,15 @@ its length times the key's rate), so a batch takes a few numpy calls per size in
 several per window. tests/windowing/test_fast_path.py holds this against the one-window
 formula.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def run_statistics(values: np.ndarray, firsts: np.ndarray, counts: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def run_statistics(
+    values: np.ndarray, firsts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Mean, min, max and sample stddev (NaN for one value) of each run
     ``values[first:first + count]`` (count >= 1): as ``np.sum(run) / count``, ``run.min()``,
     ``run.max()`` and ``np.sqrt(np.sum((run - mean) ** 2) / (count - 1))``."""
@@ -25,5 +27,7 @@ def run_statistics(values: np.ndarray, firsts: np.ndarray, counts: np.ndarray
         block = values[firsts[which, None] + np.arange(n)]
         sums = np.sum(block, axis=1) / n
         mean[which], low[which], high[which] = sums, block.min(axis=1), block.max(axis=1)
-        stddev[which] = np.sqrt(np.sum((block - sums[:, None]) ** 2, axis=1) / (n - 1)) if n > 1 else np.nan
+        stddev[which] = (
+            np.sqrt(np.sum((block - sums[:, None]) ** 2, axis=1) / (n - 1)) if n > 1 else np.nan
+        )
     return mean, low, high, stddev

@@ -32,6 +32,7 @@ The rules, for each key's records in arrival order (exactly; ``docs/windows.md``
   first reached its closing time, the event time that made it closable (latency is measured from
   it). A function of the records, not of the batch they came in; None when an idle flush closed it.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,13 +43,41 @@ import numpy as np
 
 from streamkit.durations import parse_duration_ms
 from streamkit.wire.labels import window_label
-from windowing.classify import (CLOSED_REASON, DUPLICATE_REASON, FUTURE_REASON, LATE_REASON, NO_TIME,
-                                SUPERSEDED_REASON, Running, Verdicts, classify, classify_each)
+from windowing.classify import (
+    CLOSED_REASON,
+    DUPLICATE_REASON,
+    FUTURE_REASON,
+    LATE_REASON,
+    NO_TIME,
+    SUPERSEDED_REASON,
+    Running,
+    Verdicts,
+    classify,
+    classify_each,
+)
 from windowing.statistics import run_statistics
 
-__all__ = ["CLOSED_REASON", "DUPLICATE_REASON", "END_OF_TIME", "FUTURE_REASON", "LATE_REASON", "NO_TIME", "STAGE",
-           "SUPERSEDED_REASON", "KeyState", "SetAside", "Step", "Superseded", "Window", "WindowRules", "WindowSpec",
-           "flush", "parse_windows", "process", "process_reference"]
+__all__ = [
+    "CLOSED_REASON",
+    "DUPLICATE_REASON",
+    "END_OF_TIME",
+    "FUTURE_REASON",
+    "LATE_REASON",
+    "NO_TIME",
+    "STAGE",
+    "SUPERSEDED_REASON",
+    "KeyState",
+    "SetAside",
+    "Step",
+    "Superseded",
+    "Window",
+    "WindowRules",
+    "WindowSpec",
+    "flush",
+    "parse_windows",
+    "process",
+    "process_reference",
+]
 
 STAGE = "aggregate"
 END_OF_TIME = 2**63 - 1
@@ -94,7 +123,9 @@ def parse_windows(tumbling: str, sliding: str, sessions: str = "") -> list[Windo
             raise ValueError(f"sliding window needs SIZE/SLIDE, got {part!r}")
         size, slide = parse_duration_ms(size_text), parse_duration_ms(slide_text)
         if slide > size:
-            raise ValueError(f"slide {slide_text} larger than size {size_text}: records would fall between windows")
+            raise ValueError(
+                f"slide {slide_text} larger than size {size_text}: records would fall between windows"
+            )
         specs.append(WindowSpec("sliding", size, slide))
     for part in _items(sessions):
         gap = parse_duration_ms(part)
@@ -105,7 +136,11 @@ def parse_windows(tumbling: str, sliding: str, sessions: str = "") -> list[Windo
 
 
 def _items(text: str) -> list[str]:
-    return [p for p in (part.strip() for part in text.split(",")) if p and p.lower() not in {"off", "none"}]
+    return [
+        p
+        for p in (part.strip() for part in text.split(","))
+        if p and p.lower() not in {"off", "none"}
+    ]
 
 
 @dataclass(frozen=True)
@@ -132,14 +167,24 @@ class KeyState:
         return bool(len(self.times))
 
     def to_row(self) -> tuple[int, int, bytes, bytes, str]:
-        return (self.clock_ms, self.horizon_ms, self.times.astype("<i8").tobytes(),
-                self.values.astype("<f8").tobytes(), json.dumps(self.row_ids))
+        return (
+            self.clock_ms,
+            self.horizon_ms,
+            self.times.astype("<i8").tobytes(),
+            self.values.astype("<f8").tobytes(),
+            json.dumps(self.row_ids),
+        )
 
     @classmethod
     def from_row(cls, row: tuple) -> KeyState:
         clock, horizon, times, values, row_ids = row
-        return cls(int(clock), int(horizon), np.frombuffer(times, "<i8").astype(np.int64),
-                   np.frombuffer(values, "<f8").astype(np.float64), json.loads(row_ids))
+        return cls(
+            int(clock),
+            int(horizon),
+            np.frombuffer(times, "<i8").astype(np.int64),
+            np.frombuffer(values, "<f8").astype(np.float64),
+            json.loads(row_ids),
+        )
 
 
 @dataclass(frozen=True)
@@ -185,24 +230,45 @@ class Step:
     superseded: list[Superseded] = field(default_factory=list)
 
 
-def process(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray, row_ids: list[str],
-            now_ms: int | None = None) -> Step:
+def process(
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    now_ms: int | None = None,
+) -> Step:
     """One key's records of one batch, in arrival order: classify, count, emit what closed."""
     return _step(classify, rules, state, times, values, row_ids, now_ms)
 
 
-def process_reference(rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray,
-                      row_ids: list[str], now_ms: int | None = None) -> Step:
+def process_reference(
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    now_ms: int | None = None,
+) -> Step:
     """:func:`process` with every record classified one by one, also those numpy can decide at
     once: the rule as written, which :func:`process` must equal (tests, benchmarks)."""
     return _step(classify_each, rules, state, times, values, row_ids, now_ms)
 
 
-_Classifier = Callable[[WindowRules, KeyState, np.ndarray, np.ndarray, list, "int | None"], Verdicts]
+_Classifier = Callable[
+    [WindowRules, KeyState, np.ndarray, np.ndarray, list, "int | None"], Verdicts
+]
 
 
-def _step(classifier: _Classifier, rules: WindowRules, state: KeyState, times: np.ndarray, values: np.ndarray,
-          row_ids: list[str], now_ms: int | None) -> Step:
+def _step(
+    classifier: _Classifier,
+    rules: WindowRules,
+    state: KeyState,
+    times: np.ndarray,
+    values: np.ndarray,
+    row_ids: list[str],
+    now_ms: int | None,
+) -> Step:
     times = np.asarray(times, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
     row_ids = row_ids if isinstance(row_ids, list) else list(row_ids)  # slices of it are lists too
@@ -210,21 +276,34 @@ def _step(classifier: _Classifier, rules: WindowRules, state: KeyState, times: n
     held_times, held_values, held_ids = state.times, state.values, state.row_ids
     if verdicts.dropped:
         keep = np.setdiff1d(np.arange(len(held_times)), verdicts.dropped)
-        held_times, held_values, held_ids = held_times[keep], held_values[keep], _take(held_ids, keep)
+        held_times, held_values, held_ids = (
+            held_times[keep],
+            held_values[keep],
+            _take(held_ids, keep),
+        )
     counted = verdicts.counted
-    kept = _sorted_records(np.concatenate([held_times, times[counted]]),
-                           np.concatenate([held_values, values[counted]]), held_ids + _take(row_ids, counted))
+    kept = _sorted_records(
+        np.concatenate([held_times, times[counted]]),
+        np.concatenate([held_values, values[counted]]),
+        held_ids + _take(row_ids, counted),
+    )
     grown = KeyState(verdicts.clock_ms, verdicts.horizon_ms, *kept)
     windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms, verdicts.running)
-    return Step(windows, [SetAside(*a) for a in verdicts.aside], remaining,
-                [Superseded(*s) for s in verdicts.superseded])
+    return Step(
+        windows,
+        [SetAside(*a) for a in verdicts.aside],
+        remaining,
+        [Superseded(*s) for s in verdicts.superseded],
+    )
 
 
 def flush(rules: WindowRules, state: KeyState) -> Step:
     """Emit every open window of an idle key now; later records in them are ``window_closed``.
     No record closed them, so their ``closed_at_ms`` is None."""
     windows, remaining = _close(rules, state, state.horizon_ms, END_OF_TIME)
-    ends = [state.horizon_ms] + [w.end_ms + (w.spec.size_ms if w.spec.kind == "session" else 0) for w in windows]
+    ends = [state.horizon_ms] + [
+        w.end_ms + (w.spec.size_ms if w.spec.kind == "session" else 0) for w in windows
+    ]
     return Step(windows, [], replace(remaining, horizon_ms=max(ends)))
 
 
@@ -236,17 +315,18 @@ def _take(items: list[str], at: np.ndarray) -> list[str]:
         return []
     breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
     if not breaks:
-        return items[int(at[0]):int(at[0]) + len(at)]
+        return items[int(at[0]) : int(at[0]) + len(at)]
     if len(breaks) > len(at) // 4:  # scattered: one by one is cheaper
         return [items[i] for i in at.tolist()]
     out: list[str] = []
     for first, a, b in zip(at[[0, *breaks]].tolist(), [0, *breaks], [*breaks, len(at)]):
-        out += items[first:first + b - a]
+        out += items[first : first + b - a]
     return out
 
 
-def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]
-                    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _sorted_records(
+    times: np.ndarray, values: np.ndarray, row_ids: list[str]
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """By (event time, row id): numpy for the times, Python only for the row ids of equal times."""
     if len(times) < 2 or bool(np.all(times[1:] > times[:-1])):
         return times, values, row_ids
@@ -260,8 +340,13 @@ def _sorted_records(times: np.ndarray, values: np.ndarray, row_ids: list[str]
     return times[order], values[order], _take(row_ids, order)
 
 
-def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int, running: Running | None = None
-           ) -> tuple[list[Window], KeyState]:
+def _close(
+    rules: WindowRules,
+    state: KeyState,
+    after_ms: int,
+    until_ms: int,
+    running: Running | None = None,
+) -> tuple[list[Window], KeyState]:
     """Windows whose closing time is in (after_ms, until_ms], and the state without the records
     that no open window needs any more. ``running``: the batch whose records moved the horizon
     from after_ms to until_ms (None: an idle flush, no record closed them)."""
@@ -277,15 +362,27 @@ def _close(rules: WindowRules, state: KeyState, after_ms: int, until_ms: int, ru
         windows.extend(found)
         needed |= still_open
     keep = np.flatnonzero(needed)
-    remaining = KeyState(state.clock_ms, state.horizon_ms, times[keep], values[keep], _take(state.row_ids, keep))
+    remaining = KeyState(
+        state.clock_ms, state.horizon_ms, times[keep], values[keep], _take(state.row_ids, keep)
+    )
     return windows, remaining
 
 
-def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int, until_ms: int,
-                   running: Running | None) -> list[Window]:
+def _fixed_windows(
+    spec: WindowSpec,
+    times: np.ndarray,
+    values: np.ndarray,
+    after_ms: int,
+    until_ms: int,
+    running: Running | None,
+) -> list[Window]:
     """The windows ending in (after_ms, until_ms]: only records in (after_ms - size, until_ms)
     can be in one (the state may hold far more, e.g. a long window at a high rate)."""
-    low = 0 if after_ms - spec.size_ms < NO_TIME else int(np.searchsorted(times, after_ms - spec.size_ms, "right"))
+    low = (
+        0
+        if after_ms - spec.size_ms < NO_TIME
+        else int(np.searchsorted(times, after_ms - spec.size_ms, "right"))
+    )
     high = int(np.searchsorted(times, until_ms, "left"))
     rows, starts = spec.starts(times[low:high])
     rows += low
@@ -299,11 +396,19 @@ def _fixed_windows(spec: WindowSpec, times: np.ndarray, values: np.ndarray, afte
     firsts = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
     counts = np.diff(np.append(firsts, len(rows)))
     ends = starts[firsts] + spec.size_ms
-    return _windows(spec, starts[firsts], ends, values[rows], firsts, counts, _closed_at(running, ends))
+    return _windows(
+        spec, starts[firsts], ends, values[rows], firsts, counts, _closed_at(running, ends)
+    )
 
 
-def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms: int, until_ms: int,
-              running: Running | None) -> tuple[list[Window], np.ndarray]:
+def _sessions(
+    spec: WindowSpec,
+    times: np.ndarray,
+    values: np.ndarray,
+    after_ms: int,
+    until_ms: int,
+    running: Running | None,
+) -> tuple[list[Window], np.ndarray]:
     """Sessions (records less than a gap apart) closing in the range; and which records belong
     to a session still open."""
     if not len(times):
@@ -314,8 +419,15 @@ def _sessions(spec: WindowSpec, times: np.ndarray, values: np.ndarray, after_ms:
     closes_at = times[lasts] + spec.size_ms
     still_open = closes_at > until_ms
     emit = ~still_open & (closes_at > after_ms)
-    found = _windows(spec, times[firsts[emit]], times[lasts[emit]], values, firsts[emit], counts[emit],
-                     _closed_at(running, closes_at[emit]))
+    found = _windows(
+        spec,
+        times[firsts[emit]],
+        times[lasts[emit]],
+        values,
+        firsts[emit],
+        counts[emit],
+        _closed_at(running, closes_at[emit]),
+    )
     return found, np.repeat(still_open, counts)
 
 
@@ -327,10 +439,20 @@ def _closed_at(running: Running | None, closes: np.ndarray) -> list[int | None]:
     return running.clock_reaching(closes)
 
 
-def _windows(spec: WindowSpec, starts: np.ndarray, ends: np.ndarray, values: np.ndarray, firsts: np.ndarray,
-             counts: np.ndarray, closed_at: list[int | None]) -> list[Window]:
+def _windows(
+    spec: WindowSpec,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    values: np.ndarray,
+    firsts: np.ndarray,
+    counts: np.ndarray,
+    closed_at: list[int | None],
+) -> list[Window]:
     """One window per run ``values[first:first + count]``, in the order given."""
     stats = (column.tolist() for column in run_statistics(values, firsts, counts))
-    return [Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None, closed)
-            for start, end, n, mean, low, high, stddev, closed
-            in zip(starts.tolist(), ends.tolist(), counts.tolist(), *stats, closed_at)]
+    return [
+        Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None, closed)
+        for start, end, n, mean, low, high, stddev, closed in zip(
+            starts.tolist(), ends.tolist(), counts.tolist(), *stats, closed_at
+        )
+    ]

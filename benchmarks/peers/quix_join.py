@@ -25,6 +25,7 @@ of the first consumed record, then a summary (end time after the last commit, co
 
 The Kafka password comes from the environment (QUIX_KAFKA_PASSWORD), never the command line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,18 +95,32 @@ class LatestPartnerJoin:
         partner = state.get(self.other[quantity])
         if partner is None:
             return []
-        (left_t, left_v), (right_t, right_v) = ((time_ms, number), partner) if quantity == self.left \
-            else (partner, (time_ms, number))
+        (left_t, left_v), (right_t, right_v) = (
+            ((time_ms, number), partner) if quantity == self.left else (partner, (time_ms, number))
+        )
         thing = value["thing"]
         self.pairs += 1
-        return [{"id": f"{thing}|{left_t}|{right_t}", "thing": thing, "left_quantity": self.left,
-                 "right_quantity": self.right, "left_time_ms": left_t, "right_time_ms": right_t,
-                 "left_value": left_v, "right_value": right_v, "result_name": self.result_name,
-                 "result": RPM_TO_RAD_PER_S * left_v * right_v, "event_time_ms": max(left_t, right_t)}]
+        return [
+            {
+                "id": f"{thing}|{left_t}|{right_t}",
+                "thing": thing,
+                "left_quantity": self.left,
+                "right_quantity": self.right,
+                "left_time_ms": left_t,
+                "right_time_ms": right_t,
+                "left_value": left_v,
+                "right_value": right_v,
+                "result_name": self.result_name,
+                "result": RPM_TO_RAD_PER_S * left_v * right_v,
+                "event_time_ms": max(left_t, right_t),
+            }
+        ]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--username", required=True)
     parser.add_argument("--security-protocol", default="SASL_PLAINTEXT")
@@ -114,11 +129,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--consumer-group", required=True)
     parser.add_argument("--state-dir", type=Path, required=True)
-    parser.add_argument("--schema-dir", type=Path, required=True, help="where measurement.avsc and joined.avsc are")
-    parser.add_argument("--pair", default="actSpeed_C11:vaTorque_C11:mechanical_power", help="left:right:result")
-    parser.add_argument("--expected-records", type=int, required=True, help="stop once this many were consumed")
-    parser.add_argument("--idle-timeout-s", type=float, default=120.0,
-                        help="also stop after this long without a record (then the summary shows the shortfall)")
+    parser.add_argument(
+        "--schema-dir", type=Path, required=True, help="where measurement.avsc and joined.avsc are"
+    )
+    parser.add_argument(
+        "--pair", default="actSpeed_C11:vaTorque_C11:mechanical_power", help="left:right:result"
+    )
+    parser.add_argument(
+        "--expected-records", type=int, required=True, help="stop once this many were consumed"
+    )
+    parser.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=120.0,
+        help="also stop after this long without a record (then the summary shows the shortfall)",
+    )
     return parser.parse_args(argv)
 
 
@@ -129,23 +154,55 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("only mechanical_power is restated here")
     sasl = args.security_protocol.upper().startswith("SASL")
     connection = ConnectionConfig(
-        bootstrap_servers=args.bootstrap, security_protocol=args.security_protocol.lower(),
-        **({"sasl_mechanism": args.sasl_mechanism, "sasl_username": args.username,
-            "sasl_password": os.environ["QUIX_KAFKA_PASSWORD"]} if sasl else {}))
-    app = Application(broker_address=connection, consumer_group=args.consumer_group, auto_offset_reset="earliest",
-                      processing_guarantee="exactly-once", state_dir=args.state_dir, loglevel="WARNING")
-    schema = {name: json.loads((args.schema_dir / f"{name}.avsc").read_text()) for name in ("measurement", "joined")}
-    raw = app.topic(args.input_topic, key_deserializer=ThingKey(),
-                    value_deserializer=AvroDeserializer(schema["measurement"]))
-    out = app.topic(args.output_topic, key_serializer="string", value_serializer=AvroSerializer(schema["joined"]))
+        bootstrap_servers=args.bootstrap,
+        security_protocol=args.security_protocol.lower(),
+        **(
+            {
+                "sasl_mechanism": args.sasl_mechanism,
+                "sasl_username": args.username,
+                "sasl_password": os.environ["QUIX_KAFKA_PASSWORD"],
+            }
+            if sasl
+            else {}
+        ),
+    )
+    app = Application(
+        broker_address=connection,
+        consumer_group=args.consumer_group,
+        auto_offset_reset="earliest",
+        processing_guarantee="exactly-once",
+        state_dir=args.state_dir,
+        loglevel="WARNING",
+    )
+    schema = {
+        name: json.loads((args.schema_dir / f"{name}.avsc").read_text())
+        for name in ("measurement", "joined")
+    }
+    raw = app.topic(
+        args.input_topic,
+        key_deserializer=ThingKey(),
+        value_deserializer=AvroDeserializer(schema["measurement"]),
+    )
+    out = app.topic(
+        args.output_topic,
+        key_serializer="string",
+        value_serializer=AvroSerializer(schema["joined"]),
+    )
     counter = Counter(app, args.expected_records, (left, right))
     join = LatestPartnerJoin(left, right, result_name)
     sdf = app.dataframe(raw)
     sdf = sdf.filter(counter).apply(join, stateful=True, expand=True)
     sdf.to_topic(out)
     app.run(timeout=args.idle_timeout_s, collect=False)
-    emit({"event": "done", "time": time.time(), "consumed": counter.consumed, "pairs": join.pairs,
-          "late": join.late})
+    emit(
+        {
+            "event": "done",
+            "time": time.time(),
+            "consumed": counter.consumed,
+            "pairs": join.pairs,
+            "late": join.late,
+        }
+    )
     return 0 if counter.consumed == args.expected_records else 1
 
 

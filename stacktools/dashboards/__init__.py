@@ -15,6 +15,7 @@ that gap in two steps:
 Only the stdlib and PyYAML are used, so the check runs wherever the stack runs. The CLI
 (``python -m stacktools.dashboards validate|list|check``) is in :mod:`.cli`.
 """
+
 from stacktools.dashboards.check import PanelResult, check_dashboards
 from stacktools.dashboards.cli import main
 from stacktools.dashboards.model import (

@@ -1,4 +1,5 @@
 """``python -m stacktools.dashboards``: see :mod:`stacktools.dashboards.cli`."""
+
 import sys
 
 from stacktools.dashboards.cli import main

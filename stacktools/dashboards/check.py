@@ -4,13 +4,13 @@ Variables are resolved first, in definition order, by running their own queries;
 panel (repeats expanded) gets its ``$__interval`` and macros like in Grafana's frontend, and
 each target's answer is reported as series and points, or as the error the datasource gave.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streamkit.config import Settings
 from stacktools.dashboards.durations import parse_duration_ms
 from stacktools.dashboards.macros import (
     SCREEN_WIDTH_PX,
@@ -45,6 +45,7 @@ from stacktools.dashboards.variables import (
     given_selection,
     sort_options,
 )
+from streamkit.config import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,16 +83,32 @@ class _Runner:
             raise QueryError(f"unknown datasource {ref!r}")
         return self.datasources[uid]
 
-    def interval_ms(self, datasource: Datasource, points: int, panel_interval: str | None = None) -> int:
+    def interval_ms(
+        self, datasource: Datasource, points: int, panel_interval: str | None = None
+    ) -> int:
         low = parse_duration_ms(panel_interval) if panel_interval else datasource.time_interval_ms
         return calculate_interval_ms(self.time_range.range_ms, points, low)
 
-    def fill(self, query: str, datasource: Datasource, interval_ms: int, variables: Mapping[str, str]) -> str:
-        return fill_query(query, self.time_range, interval_ms, datasource.time_interval_ms, variables, datasource.type)
+    def fill(
+        self, query: str, datasource: Datasource, interval_ms: int, variables: Mapping[str, str]
+    ) -> str:
+        return fill_query(
+            query,
+            self.time_range,
+            interval_ms,
+            datasource.time_interval_ms,
+            variables,
+            datasource.type,
+        )
 
 
-def _variable_options(runner: _Runner, variable: Mapping[str, Any], text: Mapping[str, str],
-                      dashboard: str, results: list[PanelResult]) -> list[str]:
+def _variable_options(
+    runner: _Runner,
+    variable: Mapping[str, Any],
+    text: Mapping[str, str],
+    dashboard: str,
+    results: list[PanelResult],
+) -> list[str]:
     """The options of one variable; a query variable's query is run (and reported) for them."""
     kind = variable.get("type")
     raw = variable_query(variable)
@@ -104,11 +121,22 @@ def _variable_options(runner: _Runner, variable: Mapping[str, Any], text: Mappin
     try:
         datasource = runner.datasource(variable.get("datasource"))
     except QueryError as exc:
-        results.append(PanelResult(dashboard, f"variable {variable['name']}", "", "?", raw, error=str(exc),
-                                   kind="variable"))
+        results.append(
+            PanelResult(
+                dashboard,
+                f"variable {variable['name']}",
+                "",
+                "?",
+                raw,
+                error=str(exc),
+                kind="variable",
+            )
+        )
         return []
     query = runner.fill(raw, datasource, runner.interval_ms(datasource, SCREEN_WIDTH_PX), text)
-    result = PanelResult(dashboard, f"variable {variable['name']}", "", datasource.uid, query, kind="variable")
+    result = PanelResult(
+        dashboard, f"variable {variable['name']}", "", datasource.uid, query, kind="variable"
+    )
     try:
         if datasource.type == "influxdb":
             series = influx_query(runner.settings, runner.database, query)
@@ -121,65 +149,112 @@ def _variable_options(runner: _Runner, variable: Mapping[str, Any], text: Mappin
         found = []
         result = dataclasses.replace(result, error=str(exc))
     results.append(result)
-    return sort_options(apply_variable_regex(found, str(variable.get("regex") or "")), int(variable.get("sort") or 0))
+    return sort_options(
+        apply_variable_regex(found, str(variable.get("regex") or "")),
+        int(variable.get("sort") or 0),
+    )
 
 
-def _resolve_variables(runner: _Runner, dashboard: Dashboard, given: Mapping[str, str | Sequence[str]],
-                       results: list[PanelResult]) -> dict[str, Selection]:
+def _resolve_variables(
+    runner: _Runner,
+    dashboard: Dashboard,
+    given: Mapping[str, str | Sequence[str]],
+    results: list[PanelResult],
+) -> dict[str, Selection]:
     """Every variable's selection, in definition order, so later queries can use earlier ones."""
     selections: dict[str, Selection] = {}
     definitions = dashboard.variables_by_name
     for name, variable in definitions.items():
         text = {n: format_variable(s, definitions[n]) for n, s in selections.items()}
         options = _variable_options(runner, variable, text, dashboard.title, results)
-        selections[name] = (given_selection(given[name], options) if name in given
-                            else default_selection(variable, options))
+        selections[name] = (
+            given_selection(given[name], options)
+            if name in given
+            else default_selection(variable, options)
+        )
     return selections
 
 
-def _run_target(runner: _Runner, dashboard: Dashboard, panel: Mapping[str, Any], target: Mapping[str, Any],
-                text: Mapping[str, str]) -> PanelResult:
+def _run_target(
+    runner: _Runner,
+    dashboard: Dashboard,
+    panel: Mapping[str, Any],
+    target: Mapping[str, Any],
+    text: Mapping[str, str],
+) -> PanelResult:
     title = interpolate(str(panel.get("title", "")), text)
     try:
         datasource = runner.datasource(target.get("datasource", panel.get("datasource")))
     except QueryError as exc:
-        return PanelResult(dashboard.title, title, str(target.get("refId", "")), "?", "", error=str(exc),
-                           panel_id=panel.get("id"))
-    interval_ms = runner.interval_ms(datasource, max_data_points(panel), panel.get("interval") or None)
+        return PanelResult(
+            dashboard.title,
+            title,
+            str(target.get("refId", "")),
+            "?",
+            "",
+            error=str(exc),
+            panel_id=panel.get("id"),
+        )
+    interval_ms = runner.interval_ms(
+        datasource, max_data_points(panel), panel.get("interval") or None
+    )
     query = runner.fill(target_query(target, datasource.type), datasource, interval_ms, text)
-    result = PanelResult(dashboard.title, title, str(target.get("refId", "")), datasource.uid, query,
-                         panel_id=panel.get("id"))
+    result = PanelResult(
+        dashboard.title,
+        title,
+        str(target.get("refId", "")),
+        datasource.uid,
+        query,
+        panel_id=panel.get("id"),
+    )
     try:
         if datasource.type == "influxdb":
             series = influx_query(runner.settings, runner.database, query)
             return dataclasses.replace(result, series=len(series), points=influx_points(series))
         if datasource.type == "prometheus":
             instant = bool(target.get("instant")) and not target.get("range")
-            count, points = prometheus_query(runner.settings, query, runner.time_range, interval_ms, instant)
+            count, points = prometheus_query(
+                runner.settings, query, runner.time_range, interval_ms, instant
+            )
             return dataclasses.replace(result, series=count, points=points)
-        return dataclasses.replace(result, error=f"no runner for datasource type {datasource.type!r}")
+        return dataclasses.replace(
+            result, error=f"no runner for datasource type {datasource.type!r}"
+        )
     except QueryError as exc:
         return dataclasses.replace(result, error=str(exc))
 
 
-def check_dashboards(settings: Settings, from_ms: int, to_ms: int,
-                     variables: Mapping[str, str | Sequence[str]] | None = None, database: str | None = None, *,
-                     dashboards: Sequence[Dashboard] | None = None,
-                     datasources: Mapping[str, Datasource] | None = None) -> list[PanelResult]:
+def check_dashboards(
+    settings: Settings,
+    from_ms: int,
+    to_ms: int,
+    variables: Mapping[str, str | Sequence[str]] | None = None,
+    database: str | None = None,
+    *,
+    dashboards: Sequence[Dashboard] | None = None,
+    datasources: Mapping[str, Datasource] | None = None,
+) -> list[PanelResult]:
     """Run every variable query and every panel query of the dashboards against the stack.
 
     ``variables`` pins variables by name (a list for several values, ``$__all`` for All); the
     others are resolved like Grafana does on first load. ``database`` replaces the provisioned
     InfluxDB database (e.g. a test's private one). Errors are reported per result, not raised.
     """
-    runner = _Runner(settings, database or settings.influx_database,
-                     datasources if datasources is not None else load_datasources(), TimeRange(from_ms, to_ms))
+    runner = _Runner(
+        settings,
+        database or settings.influx_database,
+        datasources if datasources is not None else load_datasources(),
+        TimeRange(from_ms, to_ms),
+    )
     results: list[PanelResult] = []
     for dashboard in dashboards if dashboards is not None else load_dashboards():
         selections = _resolve_variables(runner, dashboard, variables or {}, results)
         definitions = dashboard.variables_by_name
         for panel, scope in expand_panels(dashboard, selections):
-            text = {name: format_variable(selection, definitions[name]) for name, selection in scope.items()}
+            text = {
+                name: format_variable(selection, definitions[name])
+                for name, selection in scope.items()
+            }
             for target in panel.get("targets") or []:
                 if isinstance(target, dict) and not target.get("hide"):
                     results.append(_run_target(runner, dashboard, panel, target, text))

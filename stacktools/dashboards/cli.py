@@ -7,6 +7,7 @@
 validate: the structural check only. list: every variable and panel query, unfilled.
 check: the structural check, then every query filled in and run against the local stack.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from streamkit.config import Settings, login_as
 from stacktools.dashboards.check import PanelResult, check_dashboards
 from stacktools.dashboards.model import (
     Dashboard,
@@ -27,6 +27,7 @@ from stacktools.dashboards.model import (
     variable_query,
 )
 from stacktools.dashboards.validate import validate_dashboards
+from streamkit.config import Settings, login_as
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,20 +37,26 @@ class GrafanaSettings(Settings):
     influx_username: str = login_as("influx", "grafana")
 
 
-def list_queries(dashboards: Sequence[Dashboard], datasources: Mapping[str, Datasource]) -> list[str]:
+def list_queries(
+    dashboards: Sequence[Dashboard], datasources: Mapping[str, Datasource]
+) -> list[str]:
     """One line per variable query and panel target, unfilled: what the dashboards ask for."""
     lines = []
     for dashboard in dashboards:
         for variable in dashboard.variables:
             if variable.get("type") == "query":
-                lines.append(f"{dashboard.title} | variable {variable.get('name')} | "
-                             f"{(variable.get('datasource') or {}).get('uid')} | {variable_query(variable)}")
+                lines.append(
+                    f"{dashboard.title} | variable {variable.get('name')} | "
+                    f"{(variable.get('datasource') or {}).get('uid')} | {variable_query(variable)}"
+                )
         for panel, _row in iter_panels(dashboard.model):
             for target in panel.get("targets") or []:
                 ref = target.get("datasource", panel.get("datasource")) or {}
                 kind = datasources[ref["uid"]].type if ref.get("uid") in datasources else ""
-                lines.append(f"{dashboard.title} | panel {panel.get('id')} {panel.get('title')!r} "
-                             f"{target.get('refId')} | {ref.get('uid')} | {target_query(target, kind)}")
+                lines.append(
+                    f"{dashboard.title} | panel {panel.get('id')} {panel.get('title')!r} "
+                    f"{target.get('refId')} | {ref.get('uid')} | {target_query(target, kind)}"
+                )
     return lines
 
 
@@ -70,8 +77,10 @@ def report(results: Sequence[PanelResult], *, require_data: bool, show_queries: 
         bad = r.error is not None or (require_data and r.series == 0)
         failed += bad
         status = "ERROR" if r.error else ("EMPTY" if r.series == 0 else "ok")
-        print(f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | series={r.series} "
-              f"points={r.points}" + (f" | {r.error}" if r.error else ""))
+        print(
+            f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | series={r.series} "
+            f"points={r.points}" + (f" | {r.error}" if r.error else "")
+        )
         if show_queries or bad:
             print(f"      {r.query}")
     print(f"{len(results)} queries, {failed} failed")
@@ -79,15 +88,27 @@ def report(results: Sequence[PanelResult], *, require_data: bool, show_queries: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacktools.dashboards", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m stacktools.dashboards",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("action", choices=["validate", "list", "check"])
-    parser.add_argument("--from-ms", type=int, help="start of the time range (default: an hour before --to-ms)")
+    parser.add_argument(
+        "--from-ms", type=int, help="start of the time range (default: an hour before --to-ms)"
+    )
     parser.add_argument("--to-ms", type=int, help="end of the time range (default: now)")
-    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                        help="pin a template variable (repeat for several values; VALUE '$__all' for All)")
+    parser.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="pin a template variable (repeat for several values; VALUE '$__all' for All)",
+    )
     parser.add_argument("--database", help="InfluxDB database instead of INFLUX_DATABASE")
-    parser.add_argument("--require-data", action="store_true", help="fail when a query returns no series")
+    parser.add_argument(
+        "--require-data", action="store_true", help="fail when a query returns no series"
+    )
     parser.add_argument("--show-queries", action="store_true", help="print every filled query")
     settings, args = GrafanaSettings.parse(argv, parser=parser)
     datasources = load_datasources()
@@ -111,7 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     defined = {v.get("name") for d in dashboards for v in d.variables}
     for name in sorted(set(variables) - defined):
         print(f"warning: no dashboard defines variable {name!r}", file=sys.stderr)
-    results = check_dashboards(settings, from_ms, to_ms, variables, args.database, dashboards=dashboards,
-                               datasources=datasources)
+    results = check_dashboards(
+        settings,
+        from_ms,
+        to_ms,
+        variables,
+        args.database,
+        dashboards=dashboards,
+        datasources=datasources,
+    )
     failed = report(results, require_data=args.require_data, show_queries=args.show_queries)
     return 1 if problems or failed else 0

@@ -5,6 +5,7 @@ and the scrape interval, ``$timeFilter`` and friends from the range; template va
 formatted the way the InfluxDB and Prometheus datasources format them. Getting these exactly
 right is the point: a query that only works with hand-picked values proves nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,12 @@ def _seconds_text(ms: int) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-def builtin_values(time_range: TimeRange, interval_ms: int, scrape_interval_ms: int,
-                   datasource_type: str = "influxdb") -> dict[str, str]:
+def builtin_values(
+    time_range: TimeRange,
+    interval_ms: int,
+    scrape_interval_ms: int,
+    datasource_type: str = "influxdb",
+) -> dict[str, str]:
     """The text each Grafana macro is replaced with for one query.
 
     InfluxQL gets ``$__interval`` in Grafana's largest-unit form ('1m'); Prometheus gets the
@@ -66,20 +71,33 @@ def builtin_values(time_range: TimeRange, interval_ms: int, scrape_interval_ms: 
     range_s = time_range.range_ms // 1000
     values = {
         "timeFilter": f"time >= {time_range.from_ms}ms and time <= {time_range.to_ms}ms",
-        "__from": str(time_range.from_ms), "__to": str(time_range.to_ms),
-        "__range": f"{range_s}s", "__range_s": str(range_s), "__range_ms": str(time_range.range_ms),
+        "__from": str(time_range.from_ms),
+        "__to": str(time_range.to_ms),
+        "__range": f"{range_s}s",
+        "__range_s": str(range_s),
+        "__range_ms": str(time_range.range_ms),
     }
     values["__timeFilter"] = values["timeFilter"]
     if datasource_type == "prometheus":
         step_ms = int(prometheus_step_s(time_range, interval_ms) * 1000)
         rate = rate_interval_ms(step_ms, scrape_interval_ms)
         text = _seconds_text(step_ms)
-        return values | {"__interval": text, "interval": text, "__interval_ms": str(step_ms),
-                         "__rate_interval": _seconds_text(rate), "__rate_interval_ms": str(rate)}
+        return values | {
+            "__interval": text,
+            "interval": text,
+            "__interval_ms": str(step_ms),
+            "__rate_interval": _seconds_text(rate),
+            "__rate_interval_ms": str(rate),
+        }
     rate = rate_interval_ms(interval_ms, scrape_interval_ms)
     text = format_duration(interval_ms)
-    return values | {"__interval": text, "interval": text, "__interval_ms": str(interval_ms),
-                     "__rate_interval": format_duration(rate), "__rate_interval_ms": str(rate)}
+    return values | {
+        "__interval": text,
+        "interval": text,
+        "__interval_ms": str(interval_ms),
+        "__rate_interval": format_duration(rate),
+        "__rate_interval_ms": str(rate),
+    }
 
 
 # ------------------------------------------------------------------------------------ variables
@@ -108,19 +126,30 @@ def format_variable(selection: Selection, variable: Mapping[str, Any]) -> str:
 
 def variable_references(text: str) -> list[str]:
     """Names used as ``$name``, ``${name}``, ``${name:format}`` or ``[[name]]``."""
-    return [next(group for group in match.groups() if group) for match in _VARIABLE_REF.finditer(text or "")]
+    return [
+        next(group for group in match.groups() if group)
+        for match in _VARIABLE_REF.finditer(text or "")
+    ]
 
 
 def interpolate(text: str, values: Mapping[str, str]) -> str:
     """Replace every ``$name``/``${name}``/``[[name]]`` found in ``values``; leave others as they are."""
+
     def replace(match: re.Match[str]) -> str:
         name = next(group for group in match.groups() if group)
         return values.get(name, match.group(0))
+
     return _VARIABLE_REF.sub(replace, text)
 
 
-def fill_query(query: str, time_range: TimeRange, interval_ms: int, scrape_interval_ms: int,
-               variables: Mapping[str, str], datasource_type: str = "influxdb") -> str:
+def fill_query(
+    query: str,
+    time_range: TimeRange,
+    interval_ms: int,
+    scrape_interval_ms: int,
+    variables: Mapping[str, str],
+    datasource_type: str = "influxdb",
+) -> str:
     """A query as Grafana would send it: macros and template variables filled in."""
     macros = builtin_values(time_range, interval_ms, scrape_interval_ms, datasource_type)
     return interpolate(query, {**variables, **macros})

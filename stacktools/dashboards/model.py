@@ -3,6 +3,7 @@
 Loading, panel iteration and the expansion of repeated rows and panels live together because
 they describe the dashboards themselves; validating and running them are separate modules.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -86,8 +87,9 @@ def load_datasources(path: Path = DATASOURCES_FILE) -> dict[str, Datasource]:
     found: dict[str, Datasource] = {}
     for entry in config.get("datasources") or []:
         interval = (entry.get("jsonData") or {}).get("timeInterval") or "1s"
-        found[entry["uid"]] = Datasource(uid=entry["uid"], type=entry["type"],
-                                         time_interval_ms=parse_duration_ms(interval))
+        found[entry["uid"]] = Datasource(
+            uid=entry["uid"], type=entry["type"], time_interval_ms=parse_duration_ms(interval)
+        )
     return found
 
 
@@ -138,7 +140,9 @@ def variable_query(variable: Mapping[str, Any]) -> str:
     return str(query or "")
 
 
-def _repeat_scopes(repeat: str | None, selections: Mapping[str, Selection]) -> list[dict[str, Selection]]:
+def _repeat_scopes(
+    repeat: str | None, selections: Mapping[str, Selection]
+) -> list[dict[str, Selection]]:
     """One scope per value of the repeat variable, each holding that single value (Grafana's clones)."""
     if not repeat or repeat not in selections:
         return [{}]
@@ -146,8 +150,9 @@ def _repeat_scopes(repeat: str | None, selections: Mapping[str, Selection]) -> l
     return [{repeat: Selection((value,), False, (value,))} for value in values] or [{}]
 
 
-def expand_panels(dashboard: Dashboard,
-                  selections: Mapping[str, Selection]) -> Iterator[tuple[dict[str, Any], dict[str, Selection]]]:
+def expand_panels(
+    dashboard: Dashboard, selections: Mapping[str, Selection]
+) -> Iterator[tuple[dict[str, Any], dict[str, Selection]]]:
     """Every data panel as Grafana shows it: repeated rows and panels cloned per selected value."""
     for panel, row in iter_panels(dashboard.model):
         if panel.get("type") == "row":

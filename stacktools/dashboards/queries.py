@@ -3,6 +3,7 @@
 Both are POSTed (the provisioned datasources use httpMode/httpMethod POST). Failures become
 :class:`QueryError` so the check can report them per target and keep going.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,10 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streamkit.config import Settings
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
 from stacktools.influx import InfluxClient
+from streamkit.config import Settings
 
 HTTP_TIMEOUT_S = 30.0
 
@@ -51,7 +52,9 @@ def influx_points(series: Sequence[Mapping[str, Any]]) -> int:
     for one in series:
         columns = one.get("columns") or []
         value_columns = [i for i, name in enumerate(columns) if name != "time"]
-        total += sum(1 for row in one.get("values") or [] if any(row[i] is not None for i in value_columns))
+        total += sum(
+            1 for row in one.get("values") or [] if any(row[i] is not None for i in value_columns)
+        )
     return total
 
 
@@ -60,8 +63,11 @@ def influx_values(series: Sequence[Mapping[str, Any]]) -> list[str]:
     values: list[str] = []
     for one in series:
         columns = list(one.get("columns") or [])
-        index = columns.index("value") if "value" in columns else next(
-            (i for i, name in enumerate(columns) if name != "time"), 0)
+        index = (
+            columns.index("value")
+            if "value" in columns
+            else next((i for i, name in enumerate(columns) if name != "time"), 0)
+        )
         for row in one.get("values") or []:
             text = str(row[index])
             if row[index] is not None and text not in values:
@@ -72,8 +78,10 @@ def influx_values(series: Sequence[Mapping[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------------------------ Prometheus
 def _prometheus(settings: Settings, path: str, params: Mapping[str, Any]) -> Any:
     """POST to the HTTP API; returns ``data``. Error answers (400, 422) carry JSON too."""
-    request = urllib.request.Request(f"http://127.0.0.1:{settings.prometheus_port}{path}",
-                                     data=urllib.parse.urlencode(params, doseq=True).encode())
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{settings.prometheus_port}{path}",
+        data=urllib.parse.urlencode(params, doseq=True).encode(),
+    )
     try:
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
             raw = response.read()
@@ -84,22 +92,30 @@ def _prometheus(settings: Settings, path: str, params: Mapping[str, Any]) -> Any
     try:
         body = json.loads(raw or b"{}")
     except json.JSONDecodeError:
-        raise QueryError(f"Prometheus answered with something that is not JSON: {raw[:300]!r}") from None
+        raise QueryError(
+            f"Prometheus answered with something that is not JSON: {raw[:300]!r}"
+        ) from None
     if body.get("status") != "success":
         raise QueryError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
     return body.get("data")
 
 
-def prometheus_query(settings: Settings, expr: str, time_range: TimeRange, interval_ms: int,
-                     instant: bool = False) -> tuple[int, int]:
+def prometheus_query(
+    settings: Settings, expr: str, time_range: TimeRange, interval_ms: int, instant: bool = False
+) -> tuple[int, int]:
     """Run a PromQL expression over the range (or at its end); returns (series, points)."""
     if instant:
-        data = _prometheus(settings, "/api/v1/query", {"query": expr, "time": time_range.to_ms / 1000})
+        data = _prometheus(
+            settings, "/api/v1/query", {"query": expr, "time": time_range.to_ms / 1000}
+        )
     else:
         step = prometheus_step_s(time_range, interval_ms)
         start = math.floor(time_range.from_ms / 1000 / step) * step  # aligned like Grafana does
-        data = _prometheus(settings, "/api/v1/query_range",
-                           {"query": expr, "start": start, "end": time_range.to_ms / 1000, "step": step})
+        data = _prometheus(
+            settings,
+            "/api/v1/query_range",
+            {"query": expr, "start": start, "end": time_range.to_ms / 1000, "step": step},
+        )
     if data.get("resultType") in {"scalar", "string"}:
         return 1, 1
     series = data.get("result") or []

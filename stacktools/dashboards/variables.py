@@ -4,6 +4,7 @@ A variable's query returns raw values; Grafana filters them with the variable's 
 them, then picks the saved value, the first option or All. Panels see only the result, so a
 wrong choice here would check other queries than a user gets.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,13 @@ def js_regex(text: str) -> re.Pattern[str]:
     match = re.fullmatch(r"/(.*)/([gimsuy]*)", text.strip(), re.DOTALL)
     if not match:
         raise ValueError("expected /pattern/flags")
-    flags = (re.IGNORECASE if "i" in match.group(2) else 0) | (re.MULTILINE if "m" in match.group(2) else 0)
-    return re.compile(match.group(1).replace("(?<", "(?P<").replace("(?P<=", "(?<=").replace("(?P<!", "(?<!"), flags)
+    flags = (re.IGNORECASE if "i" in match.group(2) else 0) | (
+        re.MULTILINE if "m" in match.group(2) else 0
+    )
+    return re.compile(
+        match.group(1).replace("(?<", "(?P<").replace("(?P<=", "(?<=").replace("(?P<!", "(?<!"),
+        flags,
+    )
 
 
 def apply_variable_regex(values: Sequence[str], regex: str) -> list[str]:
@@ -37,7 +43,11 @@ def apply_variable_regex(values: Sequence[str], regex: str) -> list[str]:
         if not match:
             continue
         groups = match.groupdict()
-        chosen = groups.get("value") or groups.get("text") or (match.group(1) if match.groups() else value)
+        chosen = (
+            groups.get("value")
+            or groups.get("text")
+            or (match.group(1) if match.groups() else value)
+        )
         if chosen is not None and chosen not in kept:
             kept.append(chosen)
     return kept
@@ -45,9 +55,11 @@ def apply_variable_regex(values: Sequence[str], regex: str) -> list[str]:
 
 def sort_options(values: Sequence[str], sort: int) -> list[str]:
     """Grafana's variable sort: 0 none, 1/2 alphabetical, 3/4 numerical, 5/6 case-insensitive."""
+
     def number(value: str) -> float:
         match = re.search(r"-?\d+(?:\.\d+)?", value)
         return float(match.group(0)) if match else math.inf
+
     keys = {1: str, 2: str, 3: number, 4: number, 5: str.lower, 6: str.lower}
     if sort not in keys:
         return list(values)

@@ -12,6 +12,7 @@ The events file is checked before anything starts: one that cannot be replayed (
 unreadable, not UTF-8, neither JSON lines nor a JSON array, empty, no valid row) is refused
 with one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,17 +27,17 @@ from tqdm import tqdm
 from simulator.events_file import EventsFileError
 from simulator.generate import DEFAULT_ROWS, generate
 from simulator.source import EventsCheck, check_events
-from streamkit.config import Settings
 from stacktools.demo import plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
-from streamkit.logs import setup_logging
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
-from stacktools.wiring import Wiring
 from stacktools.stack import Stack, StackError
 from stacktools.stack.components import DEFAULT_GROUPS
 from stacktools.stack.process import KeptService, port_open
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+from streamkit.logs import setup_logging
 
 log = logging.getLogger("demo")
 
@@ -50,38 +51,73 @@ def events_file(args: argparse.Namespace) -> Path:
     if not path.exists():
         partial = path.with_suffix(".partial")
         with partial.open("w") as handle:
-            for row in tqdm(generate(args.rows, args.things, seed=1), total=args.rows, unit="row",
-                            desc="generating events.json", file=sys.stderr):
+            for row in tqdm(
+                generate(args.rows, args.things, seed=1),
+                total=args.rows,
+                unit="row",
+                desc="generating events.json",
+                file=sys.stderr,
+            ):
                 handle.write(json.dumps(row) + "\n")
         partial.rename(path)
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacktools.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=Path,
-                        help="events file to replay: JSON lines or a JSON array, UTF-8 (a byte-order mark and CRLF "
-                             "are fine), plain or gzip; checked before anything starts (default: generate one)")
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="rows to generate without --events")
+    parser = argparse.ArgumentParser(
+        prog="python -m stacktools.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--events",
+        type=Path,
+        help="events file to replay: JSON lines or a JSON array, UTF-8 (a byte-order mark and CRLF "
+        "are fine), plain or gzip; checked before anything starts (default: generate one)",
+    )
+    parser.add_argument(
+        "--rows", type=int, default=DEFAULT_ROWS, help="rows to generate without --events"
+    )
     parser.add_argument("--things", type=int, default=100, help="machines in the generated file")
-    parser.add_argument("--rate", type=float, default=0.0, help="rows/s to replay at (default: as fast as possible)")
-    parser.add_argument("--live", action="store_true",
-                        help="stamp rows with the wall clock as they are published: event-to-InfluxDB latency "
-                             "becomes measurable and dashboards on 'last 15 minutes' show the run")
-    parser.add_argument("--out", type=Path, default=Path("demo-output"), help="folder for the summary and plots")
-    parser.add_argument("--keep-running", action="store_true", help="leave the stack and services up to explore")
-    parser.add_argument("--timeout-s", type=float, default=3600, help="give up waiting for the drain after this")
-    parser.add_argument("--spark-cluster", action="store_true",
-                        help="run Spark on the launcher's standalone cluster (started if needed: a master and "
-                             "SPARK_WORKERS workers), the output written from the executors (SPARK_SINK=executors); "
-                             "with --kafka-brokers 3 the whole scaled-out stack")
-    parser.add_argument("--bridges", type=int, default=1,
-                        help="MQTT bridges on disjoint Thing shards (the simulator publishes Thing X under "
-                             "<prefix>/<crc32(X) mod N>/X; bridge k subscribes to <prefix>/k/#)")
-    parser.add_argument("--shape", choices=list(SHAPES), default=DEFAULT_SHAPE,
-                        help="the Spark part: one stateful pass per thing (default), or the join and the aggregate "
-                             "as two jobs")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="rows/s to replay at (default: as fast as possible)"
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="stamp rows with the wall clock as they are published: event-to-InfluxDB latency "
+        "becomes measurable and dashboards on 'last 15 minutes' show the run",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("demo-output"), help="folder for the summary and plots"
+    )
+    parser.add_argument(
+        "--keep-running", action="store_true", help="leave the stack and services up to explore"
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=3600, help="give up waiting for the drain after this"
+    )
+    parser.add_argument(
+        "--spark-cluster",
+        action="store_true",
+        help="run Spark on the launcher's standalone cluster (started if needed: a master and "
+        "SPARK_WORKERS workers), the output written from the executors (SPARK_SINK=executors); "
+        "with --kafka-brokers 3 the whole scaled-out stack",
+    )
+    parser.add_argument(
+        "--bridges",
+        type=int,
+        default=1,
+        help="MQTT bridges on disjoint Thing shards (the simulator publishes Thing X under "
+        "<prefix>/<crc32(X) mod N>/X; bridge k subscribes to <prefix>/k/#)",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=list(SHAPES),
+        default=DEFAULT_SHAPE,
+        help="the Spark part: one stateful pass per thing (default), or the join and the aggregate "
+        "as two jobs",
+    )
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging("WARNING", service="demo")
     try:  # the user's file, before anything starts (a generated one is checked once written)
@@ -98,17 +134,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[demo] cannot replay {exc}", file=sys.stderr, flush=True)
         return 2
     except StackError as exc:
-        print(f"\n[demo] the local stack did not start: {exc}\n[demo] {server_logs}", file=sys.stderr)
+        print(
+            f"\n[demo] the local stack did not start: {exc}\n[demo] {server_logs}", file=sys.stderr
+        )
         return 2
     except (RuntimeError, TimeoutError) as exc:
-        print(f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
-              f"folder printed above); {server_logs}", file=sys.stderr)
+        print(
+            f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
+            f"folder printed above); {server_logs}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("\n[demo] interrupted: what the demo started is stopped", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug of ours: still one line, and everything started is stopped (run's finally)
-        print(f"\n[demo] failed: {type(exc).__name__}: {exc}\n[demo] {server_logs}", file=sys.stderr)
+    except (
+        Exception
+    ) as exc:  # a bug of ours: still one line, and everything started is stopped (run's finally)
+        print(
+            f"\n[demo] failed: {type(exc).__name__}: {exc}\n[demo] {server_logs}", file=sys.stderr
+        )
         return 1
 
 
@@ -123,54 +168,100 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
     try:
         print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
         settings = stack.up()  # a first run generates the passwords only now
-        spark_env = ({"SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}", "SPARK_SINK": "executors"}
-                     if args.spark_cluster else {})
+        spark_env = (
+            {
+                "SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}",
+                "SPARK_SINK": "executors",
+            }
+            if args.spark_cluster
+            else {}
+        )
         wiring = Wiring.fresh(settings, "demo")
-        default_ports = not any(port_open(port) for port in (spec.metrics_port for spec in SERVICES.values()))
-        work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"  # checkpoints and logs of this run only
-        pipeline = Pipeline(settings, wiring, work_dir, default_ports=default_ports, shape=args.shape, env=spark_env,
-                            bridges=args.bridges)
-        print(f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) through topics "
-              f"*.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; service logs in {work_dir}", flush=True)
+        default_ports = not any(
+            port_open(port) for port in (spec.metrics_port for spec in SERVICES.values())
+        )
+        work_dir = (
+            args.out / f"run-{wiring.query_suffix.strip('-')}"
+        )  # checkpoints and logs of this run only
+        pipeline = Pipeline(
+            settings,
+            wiring,
+            work_dir,
+            default_ports=default_ports,
+            shape=args.shape,
+            env=spark_env,
+            bridges=args.bridges,
+        )
+        print(
+            f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) through topics "
+            f"*.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; service logs in {work_dir}",
+            flush=True,
+        )
         started = time.monotonic()
         pipeline.start_stages()
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
-        replay_args = [*(["--rate", str(args.rate)] if args.rate else []), *(["--live"] if args.live else []),
-                       *([] if args.events else ["--order", "file"])]  # generated files are in event-time order
+        replay_args = [
+            *(["--rate", str(args.rate)] if args.rate else []),
+            *(["--live"] if args.live else []),
+            *([] if args.events else ["--order", "file"]),
+        ]  # generated files are in event-time order
         replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
-        if not replay.drained and replay.simulator_exit in (None, 0) and replay.simulator.get("rows_published"):
-            print(f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far", flush=True)
+        if (
+            not replay.drained
+            and replay.simulator_exit in (None, 0)
+            and replay.simulator.get("rows_published")
+        ):
+            print(
+                f"WARNING: not drained after {args.timeout_s:.0f} s; reporting what landed so far",
+                flush=True,
+            )
         elapsed = time.monotonic() - started
-        result = summary(settings, wiring.database, replay.samples, replay.metrics, checked.rows_in_file, elapsed,
-                         args.live)
+        result = summary(
+            settings,
+            wiring.database,
+            replay.samples,
+            replay.metrics,
+            checked.rows_in_file,
+            elapsed,
+            args.live,
+        )
         result["rejected"] = rejected(replay.simulator)
         result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
         result["topics"] = wiring.connector_topics  # where this run's records are, by kind
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
-        written = [plots.throughput(replay.samples, args.out / "throughput.png"),
-                   plots.latency(replay.samples, args.live, args.out / "latency.png"),
-                   plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
-                   plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png")]
+        written = [
+            plots.throughput(replay.samples, args.out / "throughput.png"),
+            plots.latency(replay.samples, args.live, args.out / "latency.png"),
+            plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
+            plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png"),
+        ]
         print("plots: " + ", ".join(str(p) for p in written if p))
         succeeded = replay.simulator_exit in (None, 0)
     finally:
         if not (succeeded and args.keep_running):
             stop_started(settings, pipeline, not_running)
     if not succeeded:
-        print(f"[demo] the simulator exited with code {replay.simulator_exit}: see {pipeline.log('simulator')}",
-              file=sys.stderr)
+        print(
+            f"[demo] the simulator exited with code {replay.simulator_exit}: see {pipeline.log('simulator')}",
+            file=sys.stderr,
+        )
         return 1
     if args.keep_running:
-        for name, service in pipeline.services.items():  # `stack down` stops them, `stack status` shows them
+        for (
+            name,
+            service,
+        ) in pipeline.services.items():  # `stack down` stops them, `stack status` shows them
             if service.alive() and service.process is not None:
                 KeptService.record(settings.run_dir, name, service.process.pid, pipeline.log(name))
-        print(f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
-              f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"
-              "`.venv/bin/python -m stacktools.stack status` lists the servers and the services; "
-              "`.venv/bin/python -m stacktools.stack down` stops both, the services first.")
+        print(
+            f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
+            f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"
+            "`.venv/bin/python -m stacktools.stack status` lists the servers and the services; "
+            "`.venv/bin/python -m stacktools.stack down` stops both, the services first."
+        )
     return 0
 
 
@@ -181,7 +272,10 @@ def stop_started(settings: Settings, pipeline: Pipeline | None, not_running: lis
         try:
             pipeline.stop()
         except Exception as exc:  # e.g. a stage that ignores SIGTERM past the timeout
-            print(f"[demo] stopping the services: {type(exc).__name__}: {exc}; killing them", file=sys.stderr)
+            print(
+                f"[demo] stopping the services: {type(exc).__name__}: {exc}; killing them",
+                file=sys.stderr,
+            )
             for service in pipeline.services.values():
                 if service.alive():
                     service.kill9()
@@ -189,5 +283,8 @@ def stop_started(settings: Settings, pipeline: Pipeline | None, not_running: lis
         try:
             Stack(settings, not_running).down()
         except Exception as exc:
-            print(f"[demo] could not stop the servers it started ({', '.join(not_running)}): {exc}; "
-                  "`.venv/bin/python -m stacktools.stack down` stops them", file=sys.stderr)
+            print(
+                f"[demo] could not stop the servers it started ({', '.join(not_running)}): {exc}; "
+                "`.venv/bin/python -m stacktools.stack down` stops them",
+                file=sys.stderr,
+            )

@@ -1,13 +1,14 @@
 """Prometheus histograms as scraped from /metrics: their buckets, what was observed between two
 scrapes or over a run's consecutive samples, and percentiles like PromQL's histogram_quantile.
 The demo's summary and plots and the end-to-end benchmark all read latency this way."""
+
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
 
-_BUCKET = re.compile(r'^(?P<name>\w+)_bucket\{(?P<labels>[^}]*)\}$')
+_BUCKET = re.compile(r"^(?P<name>\w+)_bucket\{(?P<labels>[^}]*)\}$")
 _LE = re.compile(r'le="([^"]+)"')
 
 Buckets = list[tuple[float, float]]  #: (upper bound, cumulative count), ascending, +Inf last
@@ -47,12 +48,16 @@ def histograms_by_label(values: dict[str, float], name: str, label: str) -> dict
     return {label_value: sorted(buckets.items()) for label_value, buckets in per_value.items()}
 
 
-def histogram_between(before: dict[str, float], after: dict[str, float], name: str,
-                      contains: str = "") -> Buckets:
+def histogram_between(
+    before: dict[str, float], after: dict[str, float], name: str, contains: str = ""
+) -> Buckets:
     """The histogram of what was observed between two scrapes of a process: percentiles over a
     window (steady state after a warm-up) instead of since the start."""
     earlier = dict(histogram_buckets(before, name, contains))
-    return [(upper, count - earlier.get(upper, 0.0)) for upper, count in histogram_buckets(after, name, contains)]
+    return [
+        (upper, count - earlier.get(upper, 0.0))
+        for upper, count in histogram_buckets(after, name, contains)
+    ]
 
 
 def percentile(buckets: Buckets, q: float) -> float | None:
@@ -66,7 +71,9 @@ def percentile(buckets: Buckets, q: float) -> float | None:
         if cumulative >= rank:
             if math.isinf(upper):
                 return math.inf
-            return lower + (upper - lower) * ((rank - below) / (cumulative - below) if cumulative > below else 1.0)
+            return lower + (upper - lower) * (
+                (rank - below) / (cumulative - below) if cumulative > below else 1.0
+            )
         lower, below = upper, cumulative
     return math.inf
 
@@ -80,12 +87,21 @@ def increases(counts: Sequence[Sequence[float]]) -> list[tuple[float, ...]]:
     added = [tuple(0.0 for _ in counts[0])]
     for previous, current in zip(counts, counts[1:]):
         restarted = current[-1] < previous[-1]
-        added.append(tuple(current) if restarted else tuple(now - before for now, before in zip(current, previous)))
+        added.append(
+            tuple(current)
+            if restarted
+            else tuple(now - before for now, before in zip(current, previous))
+        )
     return added
 
 
-def quantiles_over_time(times: Sequence[float], bounds: Sequence[float], counts: Sequence[Sequence[float]],
-                        quantiles: Sequence[float], window_s: float) -> dict[float, list[float | None]]:
+def quantiles_over_time(
+    times: Sequence[float],
+    bounds: Sequence[float],
+    counts: Sequence[Sequence[float]],
+    quantiles: Sequence[float],
+    window_s: float,
+) -> dict[float, list[float | None]]:
     """Each quantile at each sample, over what was observed in the ``window_s`` before it (the
     sum of the consecutive increases in that window, like a rate over a range in PromQL); None
     where nothing was observed."""
@@ -95,7 +111,7 @@ def quantiles_over_time(times: Sequence[float], bounds: Sequence[float], counts:
     for index, now in enumerate(times):
         while times[start] <= now - window_s:
             start += 1
-        observed = [sum(column) for column in zip(*added[start:index + 1])]
+        observed = [sum(column) for column in zip(*added[start : index + 1])]
         buckets = list(zip(bounds, observed))
         for q in quantiles:
             series[q].append(percentile(buckets, q))

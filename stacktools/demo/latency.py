@@ -5,6 +5,7 @@ Event time -> InfluxDB means something only when rows are stamped as they are pu
 Then the demo shows the part that does not depend on them: the record's Kafka write (the
 bridge's, or the Spark sink's for joined and aggregate records) -> InfluxDB.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,16 +40,27 @@ def latency_view(samples: Samples, live: bool, window_s: float = WINDOW_S) -> La
     """p50 and p99 per measurement at each sample, from the differences of consecutive samples
     of the connector's histogram."""
     metric = latency_metric(live)
-    title = ("End-to-end latency: event time → InfluxDB ack (aggregates: from when the data made "
-             "their window closable)" if live else
-             "Ingest latency: Kafka write → InfluxDB ack (a file replay: its event times are the "
-             "file's, so event time → InfluxDB means nothing here)")
-    kept = {measurement: histogram for (name, measurement), histogram in samples.histograms.items() if name == metric}
-    order = sorted(kept, key=lambda m: (MEASUREMENTS.index(m) if m in MEASUREMENTS else len(MEASUREMENTS), m))
+    title = (
+        "End-to-end latency: event time → InfluxDB ack (aggregates: from when the data made "
+        "their window closable)"
+        if live
+        else "Ingest latency: Kafka write → InfluxDB ack (a file replay: its event times are the "
+        "file's, so event time → InfluxDB means nothing here)"
+    )
+    kept = {
+        measurement: histogram
+        for (name, measurement), histogram in samples.histograms.items()
+        if name == metric
+    }
+    order = sorted(
+        kept, key=lambda m: (MEASUREMENTS.index(m) if m in MEASUREMENTS else len(MEASUREMENTS), m)
+    )
     series = {}
     for measurement in order:
         histogram = kept[measurement]
-        quantiles = quantiles_over_time(samples.times, histogram.bounds, histogram.counts, QUANTILES, window_s)
+        quantiles = quantiles_over_time(
+            samples.times, histogram.bounds, histogram.counts, QUANTILES, window_s
+        )
         if any(value is not None for values in quantiles.values() for value in values):
             series[measurement] = quantiles
     bounds = [b for histogram in kept.values() for b in histogram.bounds if not math.isinf(b)]

@@ -1,25 +1,34 @@
 """The demo's results: what landed in InfluxDB, how fast each stage went, and how long an event
 took to reach InfluxDB (from the connector's latency histograms)."""
+
 from __future__ import annotations
 
 import math
 
-from streamkit.config import Settings
 from stacktools.demo.histograms import histogram_buckets, percentile
 from stacktools.demo.latency import latency_metric
 from stacktools.demo.sampler import Samples
-from stacktools.scrape import metric_sum
 from stacktools.influx import InfluxClient
+from stacktools.scrape import metric_sum
+from streamkit.config import Settings
 
 #: One field every point of the measurement has: counting it counts the points.
-COUNTED_FIELD = {"raw": "value", "joined": "result", "aggregate": "mean", "late": "value", "dead_letter": "bytes"}
+COUNTED_FIELD = {
+    "raw": "value",
+    "joined": "result",
+    "aggregate": "mean",
+    "late": "value",
+    "dead_letter": "bytes",
+}
 
 
 def influx_counts(settings: Settings, database: str) -> dict[str, int]:
     influx = InfluxClient(settings)
     counts = {}
     for measurement, field_name in COUNTED_FIELD.items():
-        status, body = influx.query(f'SELECT count("{field_name}") FROM "{measurement}"', database=database)
+        status, body = influx.query(
+            f'SELECT count("{field_name}") FROM "{measurement}"', database=database
+        )
         series = body.get("results", [{}])[0].get("series", []) if status == 200 else []
         counts[measurement] = int(series[0]["values"][0][1]) if series else 0
     return counts
@@ -29,13 +38,24 @@ def latency(connector_metrics: dict[str, float], live: bool) -> dict[str, float 
     """Event -> InfluxDB for live replays (event time = publish time); otherwise the part that
     does not depend on the file's timestamps: bridge's Kafka write -> InfluxDB."""
     buckets = histogram_buckets(connector_metrics, latency_metric(live), 'measurement="raw"')
-    return {"measured": "event time -> InfluxDB ack (raw points)" if live else
-            "bridge's Kafka write -> InfluxDB ack (raw points)",
-            "p50_s": percentile(buckets, 0.5), "p99_s": percentile(buckets, 0.99)}
+    return {
+        "measured": "event time -> InfluxDB ack (raw points)"
+        if live
+        else "bridge's Kafka write -> InfluxDB ack (raw points)",
+        "p50_s": percentile(buckets, 0.5),
+        "p99_s": percentile(buckets, 0.99),
+    }
 
 
-def summary(settings: Settings, database: str, samples: Samples, metrics: dict[str, dict[str, float]],
-            rows_in_file: int, elapsed_s: float, live: bool) -> dict:
+def summary(
+    settings: Settings,
+    database: str,
+    samples: Samples,
+    metrics: dict[str, dict[str, float]],
+    rows_in_file: int,
+    elapsed_s: float,
+    live: bool,
+) -> dict:
     counts = influx_counts(settings, database)
     bridge = metrics.get("mqtt_bridge", {})
     return {
@@ -54,8 +74,14 @@ def rejected(simulator: dict) -> dict:
     """The rows the simulator rejected, from its summary: the exact count, by reason, and the
     first of them (the simulator lists at most simulator.source.LISTED_REJECTIONS) with their lines."""
     rows = simulator.get("rejected_rows", [])
-    return {"count": int(simulator.get("rows_rejected", 0)), "by_reason": simulator.get("rejected_by_reason", {}),
-            "rows": [{"line": r.get("line"), "reason": r.get("reason"), "detail": r.get("detail")} for r in rows]}
+    return {
+        "count": int(simulator.get("rows_rejected", 0)),
+        "by_reason": simulator.get("rejected_by_reason", {}),
+        "rows": [
+            {"line": r.get("line"), "reason": r.get("reason"), "detail": r.get("detail")}
+            for r in rows
+        ],
+    }
 
 
 def rejected_line(result: dict) -> str | None:
@@ -63,7 +89,9 @@ def rejected_line(result: dict) -> str | None:
     info = result.get("rejected", {})
     if not info.get("count"):
         return None
-    reasons = ", ".join(f"{reason} {count:,}" for reason, count in info.get("by_reason", {}).items())
+    reasons = ", ".join(
+        f"{reason} {count:,}" for reason, count in info.get("by_reason", {}).items()
+    )
     lines = ", ".join(str(r["line"]) for r in info.get("rows", [])[:5])
     more = " ..." if info["count"] > min(5, len(info.get("rows", []))) else ""
     word = "line" if len(info.get("rows", [])) == 1 else "lines"
@@ -87,7 +115,8 @@ def render(result: dict) -> str:
         f"windows               {counts['aggregate']:>12,}",
         f"late records          {counts['late']:>12,}",
         f"dead letters          {counts['dead_letter']:>12,}",
-        "peak rate per stage:  " + ", ".join(f"{k} {v:,}/s" for k, v in result["peak_rates_per_s"].items()),
+        "peak rate per stage:  "
+        + ", ".join(f"{k} {v:,}/s" for k, v in result["peak_rates_per_s"].items()),
         f"latency ({lat['measured']}): p50 {seconds(lat['p50_s'])}, p99 {seconds(lat['p99_s'])}",
         f"elapsed               {result['elapsed_s']:>10} s",
     ]

@@ -1,5 +1,6 @@
 """One replay through a running pipeline, watched until every stage has drained: shared by the
 demo and the end-to-end benchmark."""
+
 from __future__ import annotations
 
 import time
@@ -9,8 +10,8 @@ from pathlib import Path
 
 from stacktools.demo.sampler import Sampler, Samples
 from stacktools.demo.simulator_run import SimulatorRun
-from stacktools.scrape import metric_sum
 from stacktools.pipeline import Pipeline
+from stacktools.scrape import metric_sum
 from stacktools.services import WINDOWED, spark_stages
 from streamkit.deadline import Deadline
 
@@ -23,7 +24,9 @@ class Replay:
     metrics: dict[str, dict[str, float]]
     elapsed_s: float
     drained: bool
-    simulator: dict  # the simulator's own summary: rows_published, rows_rejected, rejected_rows, ...
+    simulator: (
+        dict  # the simulator's own summary: rows_published, rows_rejected, rejected_rows, ...
+    )
     simulator_exit: int | None  # its exit code; None if it still ran (the timeout)
 
 
@@ -36,10 +39,16 @@ def drained(sampler: Sampler, state: dict, published: int) -> bool:
     raw = metric_sum(bridge, "bridge_records_total")
     taken = metric_sum(bridge, "bridge_messages_total")
     spark = spark_stages(sampler.pipeline.stages)
-    if not (published and taken >= published and metric_sum(bridge, "bridge_unacked_messages") == 0
-            and all(metric_sum(m.get(name, {}), "spark_input_rows_total") >= raw for name in spark)):
+    if not (
+        published
+        and taken >= published
+        and metric_sum(bridge, "bridge_unacked_messages") == 0
+        and all(metric_sum(m.get(name, {}), "spark_input_rows_total") >= raw for name in spark)
+    ):
         return False
-    last_batches = tuple(metric_sum(m.get(name, {}), "spark_last_batch_id") for name in spark if name in WINDOWED)
+    last_batches = tuple(
+        metric_sum(m.get(name, {}), "spark_last_batch_id") for name in spark if name in WINDOWED
+    )
     state.setdefault("input_complete_batches", last_batches)
     if any(now <= then for now, then in zip(last_batches, state["input_complete_batches"])):
         return False
@@ -49,7 +58,9 @@ def drained(sampler: Sampler, state: dict, published: int) -> bool:
     return time.monotonic() - state["since"] >= QUIET_S
 
 
-def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str], timeout_s: float) -> Replay:
+def replay_until_drained(
+    pipeline: Pipeline, events: Path, replay_args: list[str], timeout_s: float
+) -> Replay:
     """Start the simulator on `events` and sample every stage until all have drained (or the
     timeout); a stage that dies is an error, not a wait. A simulator that fails (exits non-zero,
     or publishes nothing) ends the wait at once: there is nothing to drain."""
@@ -58,12 +69,18 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
     started = time.monotonic()
     # The simulator keeps /metrics up for two samples after it is done, so even a replay shorter
     # than the sampling interval shows in the samples when it happened, not at the very end.
-    simulator = SimulatorRun(pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1)))
+    simulator = SimulatorRun(
+        pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1))
+    )
     sampler.start(started)
     state: dict = {}
     try:
-        done = watch(simulator, lambda: check_stages(pipeline),
-                     lambda: drained(sampler, state, simulator.published), Deadline(timeout_s))
+        done = watch(
+            simulator,
+            lambda: check_stages(pipeline),
+            lambda: drained(sampler, state, simulator.published),
+            Deadline(timeout_s),
+        )
     finally:
         sampler.stop()
     elapsed = time.monotonic() - started
@@ -71,7 +88,14 @@ def replay_until_drained(pipeline: Pipeline, events: Path, replay_args: list[str
     simulator.finished()
     published = sampler.samples.counters["simulator rows"]
     published[-1] = max(published[-1], simulator.published)
-    return Replay(sampler.samples, sampler.metrics, elapsed, done, simulator.summary or {}, simulator.exit_code())
+    return Replay(
+        sampler.samples,
+        sampler.metrics,
+        elapsed,
+        done,
+        simulator.summary or {},
+        simulator.exit_code(),
+    )
 
 
 def check_stages(pipeline: Pipeline) -> None:
@@ -80,8 +104,13 @@ def check_stages(pipeline: Pipeline) -> None:
             raise RuntimeError(f"{name} stopped: see {pipeline.log(name)}")
 
 
-def watch(simulator: SimulatorRun, check_stages: Callable[[], None], drained: Callable[[], bool],
-          deadline: Deadline, tick_s: float = 1.0) -> bool:
+def watch(
+    simulator: SimulatorRun,
+    check_stages: Callable[[], None],
+    drained: Callable[[], bool],
+    deadline: Deadline,
+    tick_s: float = 1.0,
+) -> bool:
     """Until the pipeline has drained what the simulator published (True), the simulator failed
     or the deadline passed (False). Says once how the simulator ended, when it does."""
     said = False
@@ -95,5 +124,7 @@ def watch(simulator: SimulatorRun, check_stages: Callable[[], None], drained: Ca
                 return False
             if drained():
                 return True
-        simulator.wait(min(tick_s, deadline.remaining()))  # returns at once when the simulator exits
+        simulator.wait(
+            min(tick_s, deadline.remaining())
+        )  # returns at once when the simulator exits
     return False

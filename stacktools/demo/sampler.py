@@ -2,6 +2,7 @@
 histograms, sampled once a second from the services' own /metrics, kept as time series (for the
 throughput and latency plots and the rates in the summary) and printed as periodic status lines
 (the demo's progress)."""
+
 from __future__ import annotations
 
 import logging
@@ -22,11 +23,17 @@ Counter = tuple[str, str, str]
 
 def stage_counters(stages: tuple[str, ...]) -> dict[str, Counter]:
     """What each stage of the pipeline has done so far, by name ('join input', ...)."""
-    spark = {f"{SERVICES[name].title.removeprefix('Spark ')} input": (name, "spark_input_rows_total", "")
-             for name in spark_stages(stages)}
-    return {"simulator rows": ("simulator", "simulator_rows_published_total", ""),
-            "bridge records": ("mqtt_bridge", "bridge_records_total", ""), **spark,
-            "points written": ("db_connector", "connector_points_written_total", "")}
+    spark = {
+        f"{SERVICES[name].title.removeprefix('Spark ')} input": (name, "spark_input_rows_total", "")
+        for name in spark_stages(stages)
+    }
+    return {
+        "simulator rows": ("simulator", "simulator_rows_published_total", ""),
+        "bridge records": ("mqtt_bridge", "bridge_records_total", ""),
+        **spark,
+        "points written": ("db_connector", "connector_points_written_total", ""),
+    }
+
 
 #: The connector's histograms kept at every sample, per measurement: event time -> InfluxDB and
 #: Kafka write -> InfluxDB (which one means something depends on the replay: stacktools.demo.latency).
@@ -54,9 +61,13 @@ class Samples:
         the scrape has not changed."""
         for name in LATENCY_HISTOGRAMS:
             for measurement, buckets in histograms_by_label(values, name, "measurement").items():
-                kept = self.histograms.setdefault((name, measurement), HistogramSamples(tuple(b for b, _ in buckets)))
+                kept = self.histograms.setdefault(
+                    (name, measurement), HistogramSamples(tuple(b for b, _ in buckets))
+                )
                 if len(kept.counts) < len(self.times) - 1:
-                    kept.counts += [(0.0,) * len(buckets)] * (len(self.times) - 1 - len(kept.counts))
+                    kept.counts += [(0.0,) * len(buckets)] * (
+                        len(self.times) - 1 - len(kept.counts)
+                    )
                 kept.counts.append(tuple(count for _, count in buckets))
         for kept in self.histograms.values():
             if len(kept.counts) < len(self.times):
@@ -84,7 +95,9 @@ class Samples:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, pipeline: Pipeline, every_s: float = 1.0, status_every_s: float = 5.0) -> None:
+    def __init__(
+        self, pipeline: Pipeline, every_s: float = 1.0, status_every_s: float = 5.0
+    ) -> None:
         super().__init__(daemon=True, name="demo-sampler")
         self.pipeline, self.every_s, self.status_every_s = pipeline, every_s, status_every_s
         self.counters = stage_counters(pipeline.stages)

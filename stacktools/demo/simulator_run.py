@@ -1,6 +1,7 @@
 """The demo's simulator, watched: done once it has logged its summary or exited, whichever
 comes first, so the demo never polls a replay that is over until its timeout, and says what it
 published, what it rejected and how it ended."""
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,9 @@ class SimulatorRun:
     def finished(self) -> bool:
         """Whether the replay is over; reads the summary the first time it is."""
         if self.summary is None:
-            exited = self.exit_code() is not None  # before reading the log: an exit's last words are in it
+            exited = (
+                self.exit_code() is not None
+            )  # before reading the log: an exit's last words are in it
             summary = parse_summary(self.service.logged_since_start())
             if summary or exited:
                 self.summary = summary
@@ -74,7 +77,9 @@ class SimulatorRun:
         """One line for the demo's output once ``finished()``."""
         summary = self.summary or {}
         rejected = int(summary.get("rows_rejected", 0))
-        said = f"published {self.published:,} rows" + (f", rejected {rejected:,} (see summary.json)" if rejected else "")
+        said = f"published {self.published:,} rows" + (
+            f", rejected {rejected:,} (see summary.json)" if rejected else ""
+        )
         code = self.exit_code()
         if code not in (None, 0):
             return f"simulator exited with code {code}: {said}; its last line: {self.last_words()}"

@@ -5,16 +5,17 @@ generated credentials live under the run directory (default ./run, STACK_RUN_DIR
 only creates the users, rights, topics and databases on servers running elsewhere (docker
 compose), with the passwords given in the environment.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 import time
 
-from streamkit.config import Settings
 from stacktools.stack import Stack, StackError
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
+from streamkit.config import Settings
 
 
 def print_status(stack: Stack) -> bool:
@@ -22,7 +23,9 @@ def print_status(stack: Stack) -> bool:
     print(f"{'component':<15} {'state':<10} {'pid':>7}  {'address':<24} log")
     for row in rows:
         print(f"{row.name:<15} {row.state:<10} {row.pid or '-':>7}  {row.address:<24} {row.log}")
-    print(f"run directory: {stack.settings.run_dir}  (credentials: {stack.settings.credentials_path})")
+    print(
+        f"run directory: {stack.settings.run_dir}  (credentials: {stack.settings.credentials_path})"
+    )
     return all(row.state in {"running", "external"} for row in rows)
 
 
@@ -42,11 +45,19 @@ def follow(processes: list[ManagedProcess]) -> None:
 def main(argv: list[str] | None = None) -> int:
     names = list(DEFAULT_GROUPS)
     optional = ", ".join(OPTIONAL_GROUPS)
-    parser = argparse.ArgumentParser(prog="python -m stacktools.stack", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m stacktools.stack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
-    parser.add_argument("components", nargs="*", metavar="component", help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), and "
-                             f"the optional {optional} (a standalone master and SPARK_WORKERS workers; only when named)")
+    parser.add_argument(
+        "components",
+        nargs="*",
+        metavar="component",
+        help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), and "
+        f"the optional {optional} (a standalone master and SPARK_WORKERS workers; only when named)",
+    )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)

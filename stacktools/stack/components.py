@@ -4,6 +4,7 @@ Each writes its generated configuration under ``<run dir>/<name>/``, its data un
 ``<run dir>/data/<name>/`` and its log to ``<run dir>/logs/<name>.log``. Everything binds to
 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,17 @@ from pathlib import Path
 from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
 from stacktools.credentials import new_cluster_id
 from stacktools.influx import InfluxClient, InfluxError, basic_auth
-from streamkit.config import Settings, credential_env
-from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
 from stacktools.stack.process import StackError, port_open
+from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
+from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
 
 KAFKA_VERSION = "4.3.1"
 
 
-def http_get(url: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+def http_get(
+    url: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None
+) -> tuple[int, bytes]:
     request = urllib.request.Request(url)
     if auth:
         request.add_header("Authorization", basic_auth(*auth))
@@ -82,10 +85,16 @@ class Component:
         """One-time bootstrap once the server answers (users, databases, topics)."""
 
     def require_passwords(self, system: str, users: Iterable[str]) -> None:
-        missing = [credential_env(system, user) for user in users if not self.settings.credential(system, user)]
+        missing = [
+            credential_env(system, user)
+            for user in users
+            if not self.settings.credential(system, user)
+        ]
         if missing:
-            raise StackError(f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
-                             f"for {', '.join(missing)}")
+            raise StackError(
+                f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
+                f"for {', '.join(missing)}"
+            )
 
 
 class Kafka(Component):
@@ -135,7 +144,9 @@ class Kafka(Component):
             raise StackError(f"KAFKA_BROKERS must be at least 1, not {s.kafka_brokers}")
         replicas, min_insync = self.replication
         client_port, controller_port = self.ports
-        voters = ",".join(f"{n}@127.0.0.1:{self.controller_port(n)}" for n in range(1, s.kafka_brokers + 1))
+        voters = ",".join(
+            f"{n}@127.0.0.1:{self.controller_port(n)}" for n in range(1, s.kafka_brokers + 1)
+        )
         properties = {
             "process.roles": "broker,controller",
             "node.id": str(self.node),
@@ -176,18 +187,25 @@ class Kafka(Component):
             "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
             "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
             "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
-            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n")
+            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n"
+        )
         nodes_file = self.data_dir / self.NODES_MARKER
         if not (self.data_dir / "meta.properties").exists():
             self._format_storage()
             nodes_file.write_text(f"{s.kafka_brokers}\n")
         elif not (self.data_dir / self.AUTH_MARKER).exists():
-            raise StackError(f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
-                             "admin user: remove that directory (its topics are lost) and start again")
-        elif (made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1) != s.kafka_brokers:
-            raise StackError(f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), not "
-                             f"KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
-                             f"{s.run_dir / 'data'}/kafka* (its topics are lost)")
+            raise StackError(
+                f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
+                "admin user: remove that directory (its topics are lost) and start again"
+            )
+        elif (
+            made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1
+        ) != s.kafka_brokers:
+            raise StackError(
+                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), not "
+                f"KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+                f"{s.run_dir / 'data'}/kafka* (its topics are lost)"
+            )
 
     NODES_MARKER = "cluster-nodes"
     AUTH_MARKER = "scram-users-created"
@@ -201,13 +219,17 @@ class Kafka(Component):
 
         s = self.settings
         controller = s.credential("kafka", "controller")
-        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
-                 f'password="{controller}" user_controller="{controller}";')
+        plain = (
+            'org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
+            f'password="{controller}" user_controller="{controller}";'
+        )
         return {
             "sasl.enabled.mechanisms": SASL_MECHANISM,
             "sasl.mechanism.inter.broker.protocol": SASL_MECHANISM,
             "listener.name.client.sasl.enabled.mechanisms": SASL_MECHANISM,
-            f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config("admin", s.credential("kafka", "admin")),
+            f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config(
+                "admin", s.credential("kafka", "admin")
+            ),
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.controller.plain.sasl.jaas.config": plain,
@@ -217,9 +239,18 @@ class Kafka(Component):
         }
 
     def _java(self, main_class: str, *args: str) -> list[str]:
-        return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
-                "-cp", f"{KAFKA_JARS_DIR}/*", main_class, *args]
+        return [
+            "java",
+            "-Xms256m",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
+            "-cp",
+            f"{KAFKA_JARS_DIR}/*",
+            main_class,
+            *args,
+        ]
 
     def _format_storage(self) -> None:
         if self.node == 1 or not self.cluster_id_file.exists():
@@ -229,9 +260,20 @@ class Kafka(Component):
         admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
         # `--cluster-id=ID` in one word: a random id may begin with "-", which the tool would
         # take for an option of its own when given as a separate argument.
-        result = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-                                           "-c", str(self.conf_dir / "server.properties"), "--add-scram", admin),
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                f"--cluster-id={cluster_id}",
+                "-c",
+                str(self.conf_dir / "server.properties"),
+                "--add-scram",
+                admin,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if result.returncode != 0:
             raise StackError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
         (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
@@ -257,8 +299,14 @@ class Kafka(Component):
             return set()
         # log_level 0: a broker that is still starting is expected here, not worth a log line
         try:  # without a password (a run dir of its own), the client cannot even be made
-            admin = AdminClient({**client_config(self.settings, "stack-health"), "bootstrap.servers": self.address,
-                                 "socket.timeout.ms": 2000, "log_level": 0})
+            admin = AdminClient(
+                {
+                    **client_config(self.settings, "stack-health"),
+                    "bootstrap.servers": self.address,
+                    "socket.timeout.ms": 2000,
+                    "log_level": 0,
+                }
+            )
             return set(admin.list_topics(timeout=2).brokers)
         except Exception:  # noqa: BLE001 - any failure means "not (yet) healthy"
             return set()
@@ -270,20 +318,28 @@ class Kafka(Component):
         """Users, rights and topics, once per cluster (node 1) and only when every node is
         registered: a topic with three replicas cannot be created on fewer brokers."""
         from stacktools.kafka_access import grant_prefixes, upsert_users
-        from streamkit.kafka_clients import admin_client
         from stacktools.topics import load_topic_specs, provision
+        from streamkit.kafka_clients import admin_client
 
         if self.node != 1:
             return
         everyone = set(range(1, self.settings.kafka_brokers + 1))
         try:
-            wait_until(lambda: self.registered_nodes() >= everyone, self.start_timeout_s,
-                       "every Kafka node registered", interval_s=1)
+            wait_until(
+                lambda: self.registered_nodes() >= everyone,
+                self.start_timeout_s,
+                "every Kafka node registered",
+                interval_s=1,
+            )
         except TimedOut:
-            raise StackError(f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} registered "
-                             f"after {self.start_timeout_s:.0f} s (see the kafka-N logs)") from None
+            raise StackError(
+                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} registered "
+                f"after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
+            ) from None
         self.require_passwords("kafka", USERS["kafka"])
-        admin = admin_client(self.settings)  # held until the results are in: a dropped client cancels them
+        admin = admin_client(
+            self.settings
+        )  # held until the results are in: a dropped client cancels them
         upsert_users(admin, self.settings)
         grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
@@ -318,11 +374,27 @@ class Mosquitto(Component):
         passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
         passwd.unlink(missing_ok=True)
         passwd.touch(mode=0o600)
-        for user in USERS["mqtt"]:  # -b: the password from the command line; the file keeps a salted hash
-            subprocess.run([str(find_program("mosquitto_passwd")), "-b", str(passwd), user, s.credential("mqtt", user)],
-                           check=True, capture_output=True, timeout=30)
-        acl.write_text("".join(f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
-                               for user, (access, topic) in MQTT_RIGHTS.items()))
+        for user in USERS[
+            "mqtt"
+        ]:  # -b: the password from the command line; the file keeps a salted hash
+            subprocess.run(
+                [
+                    str(find_program("mosquitto_passwd")),
+                    "-b",
+                    str(passwd),
+                    user,
+                    s.credential("mqtt", user),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=30,
+            )
+        acl.write_text(
+            "".join(
+                f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
+                for user, (access, topic) in MQTT_RIGHTS.items()
+            )
+        )
         lines = [
             f"listener {s.mqtt_port} 127.0.0.1",
             "allow_anonymous false",
@@ -340,7 +412,9 @@ class Mosquitto(Component):
             "log_type notice",
         ]
         if os.geteuid() == 0:
-            lines.append("user root")  # otherwise it switches to 'mosquitto' and cannot read our run dir
+            lines.append(
+                "user root"
+            )  # otherwise it switches to 'mosquitto' and cannot read our run dir
         (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
 
     def command(self) -> list[str]:
@@ -374,7 +448,11 @@ class InfluxDB(Component):
         return self.settings.influx_base_url
 
     def missing_install(self) -> str | None:
-        return None if find_influxd() else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
+        return (
+            None
+            if find_influxd()
+            else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
+        )
 
     def prepare(self) -> None:
         super().prepare()
@@ -414,21 +492,34 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
         client = InfluxClient(s)
         status, _ = client.query("SHOW DATABASES")
         if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
-            status, body = client.query(f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password}' "
-                                        "WITH ALL PRIVILEGES", auth=False)
+            status, body = client.query(
+                f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password}' "
+                "WITH ALL PRIVILEGES",
+                auth=False,
+            )
             if status != 200 or "error" in json.dumps(body):
-                raise StackError(f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
-                                 f"created ({body}); the data in {self.data_dir} was made with other credentials: "
-                                 "restore them or remove that directory")
+                raise StackError(
+                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
+                    f"created ({body}); the data in {self.data_dir} was made with other credentials: "
+                    "restore them or remove that directory"
+                )
         self.require_passwords("influx", INFLUX_RIGHTS)
         _, body = client.query("SHOW USERS")
-        existing = {row[0] for result in body.get("results", []) for series in result.get("series", [])
-                    for row in series.get("values", [])}
+        existing = {
+            row[0]
+            for result in body.get("results", [])
+            for series in result.get("series", [])
+            for row in series.get("values", [])
+        }
         try:
             for user in INFLUX_RIGHTS:
                 password = s.credential("influx", user)
-                client.execute(f"SET PASSWORD FOR \"{user}\" = '{password}'" if user in existing
-                               else f"CREATE USER \"{user}\" WITH PASSWORD '{password}'", f"create user {user}")
+                client.execute(
+                    f"SET PASSWORD FOR \"{user}\" = '{password}'"
+                    if user in existing
+                    else f"CREATE USER \"{user}\" WITH PASSWORD '{password}'",
+                    f"create user {user}",
+                )
             client.create_database(s.influx_database)
         except InfluxError as exc:
             raise StackError(str(exc)) from None
@@ -453,24 +544,54 @@ class Prometheus(Component):
         return [self.settings.prometheus_port]
 
     def missing_install(self) -> str | None:
-        return None if find_program("prometheus") else "prometheus not found: run scripts/setup.sh (Debian package)"
+        return (
+            None
+            if find_program("prometheus")
+            else "prometheus not found: run scripts/setup.sh (Debian package)"
+        )
 
     def prepare(self) -> None:
         super().prepare()
         (self.conf_dir / "targets").mkdir(exist_ok=True)
-        jobs = [{"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}]}]
-        jobs += [{"job_name": service, "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service}}]}
-                 for service, port in metrics_ports().items()]
-        jobs.append({"job_name": "extra", "file_sd_configs": [{"files": [str(self.conf_dir / "targets" / "*.json")],
-                                                               "refresh_interval": "5s"}]})
-        config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": jobs}
+        jobs = [
+            {
+                "job_name": "prometheus",
+                "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}],
+            }
+        ]
+        jobs += [
+            {
+                "job_name": service,
+                "static_configs": [
+                    {"targets": [f"127.0.0.1:{port}"], "labels": {"service": service}}
+                ],
+            }
+            for service, port in metrics_ports().items()
+        ]
+        jobs.append(
+            {
+                "job_name": "extra",
+                "file_sd_configs": [
+                    {"files": [str(self.conf_dir / "targets" / "*.json")], "refresh_interval": "5s"}
+                ],
+            }
+        )
+        config = {
+            "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+            "scrape_configs": jobs,
+        }
         # JSON is valid YAML, and needs no YAML writer here
         (self.conf_dir / "prometheus.yml").write_text(json.dumps(config, indent=2))
 
     def command(self) -> list[str]:
-        return [str(find_program("prometheus")), f"--config.file={self.conf_dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.data_dir}", f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
-                "--web.enable-lifecycle", "--storage.tsdb.retention.time=7d"]
+        return [
+            str(find_program("prometheus")),
+            f"--config.file={self.conf_dir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.data_dir}",
+            f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
+            "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=7d",
+        ]
 
     def healthy(self) -> bool:
         return http_get(f"http://127.0.0.1:{self.settings.prometheus_port}/-/ready")[0] == 200
@@ -499,8 +620,12 @@ class SparkCluster(Component):
     def prepare(self) -> None:
         super().prepare()
         self.require_passwords("spark", ("cluster",))
-        properties = {"spark.authenticate": "true", "spark.master.rest.enabled": "false",
-                      "spark.worker.cleanup.enabled": "true", "spark.ui.showConsoleProgress": "false"}
+        properties = {
+            "spark.authenticate": "true",
+            "spark.master.rest.enabled": "false",
+            "spark.worker.cleanup.enabled": "true",
+            "spark.ui.showConsoleProgress": "false",
+        }
         self.properties_file.write_text("".join(f"{k} {v}\n" for k, v in properties.items()))
 
     @property
@@ -508,13 +633,24 @@ class SparkCluster(Component):
         return self.conf_dir / "spark.conf"
 
     def env(self) -> dict[str, str]:
-        return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",  # the UI binds there too
-                "_SPARK_AUTH_SECRET": self.settings.credential("spark", "cluster"),
-                "SPARK_LOG_DIR": str(self.data_dir), "SPARK_WORKER_DIR": str(self.data_dir / "work")}
+        return {
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",  # the UI binds there too
+            "_SPARK_AUTH_SECRET": self.settings.credential("spark", "cluster"),
+            "SPARK_LOG_DIR": str(self.data_dir),
+            "SPARK_WORKER_DIR": str(self.data_dir / "work"),
+        }
 
     def spark_class(self, *args: str) -> list[str]:
-        return [str(spark_home() / "bin" / "spark-class"), self.main_class, "--host", "127.0.0.1",
-                "--properties-file", str(self.properties_file), *args]
+        return [
+            str(spark_home() / "bin" / "spark-class"),
+            self.main_class,
+            "--host",
+            "127.0.0.1",
+            "--properties-file",
+            str(self.properties_file),
+            *args,
+        ]
 
     def master_status(self) -> dict:
         """The master's JSON status (``status``, ``workers``), or {} while it does not answer."""
@@ -540,8 +676,12 @@ class SparkMaster(SparkCluster):
         return f"spark://127.0.0.1:{self.settings.spark_master_port}"
 
     def command(self) -> list[str]:
-        return self.spark_class("--port", str(self.settings.spark_master_port),
-                                "--webui-port", str(self.settings.spark_master_ui_port))
+        return self.spark_class(
+            "--port",
+            str(self.settings.spark_master_port),
+            "--webui-port",
+            str(self.settings.spark_master_ui_port),
+        )
 
     def healthy(self) -> bool:
         return self.master_status().get("status") == "ALIVE"
@@ -560,17 +700,32 @@ class SparkWorker(SparkCluster):
 
     @property
     def ports(self) -> list[int]:
-        return [self.settings.spark_master_port + self.index, self.settings.spark_master_ui_port + self.index]
+        return [
+            self.settings.spark_master_port + self.index,
+            self.settings.spark_master_ui_port + self.index,
+        ]
 
     def command(self) -> list[str]:
         s = self.settings
-        return self.spark_class("--port", str(self.ports[0]), "--webui-port", str(self.ports[1]),
-                                "--cores", str(s.spark_worker_cores), "--memory", s.spark_worker_memory,
-                                "--work-dir", str(self.data_dir / "work"), f"spark://127.0.0.1:{s.spark_master_port}")
+        return self.spark_class(
+            "--port",
+            str(self.ports[0]),
+            "--webui-port",
+            str(self.ports[1]),
+            "--cores",
+            str(s.spark_worker_cores),
+            "--memory",
+            s.spark_worker_memory,
+            "--work-dir",
+            str(self.data_dir / "work"),
+            f"spark://127.0.0.1:{s.spark_master_port}",
+        )
 
     def healthy(self) -> bool:
-        return any(w.get("port") == self.ports[0] and w.get("state") == "ALIVE"
-                   for w in self.master_status().get("workers", []))
+        return any(
+            w.get("port") == self.ports[0] and w.get("state") == "ALIVE"
+            for w in self.master_status().get("workers", [])
+        )
 
     def executors(self) -> int:
         """Executors this worker runs now (its own JSON status), 0 while it does not answer."""
@@ -582,7 +737,10 @@ class SparkWorker(SparkCluster):
 
 
 def spark_cluster(settings: Settings) -> list[Component]:
-    return [SparkMaster(settings), *(SparkWorker(settings, i) for i in range(1, settings.spark_workers + 1))]
+    return [
+        SparkMaster(settings),
+        *(SparkWorker(settings, i) for i in range(1, settings.spark_workers + 1)),
+    ]
 
 
 def single(component: type[Component]) -> Callable[[Settings], list[Component]]:
@@ -591,6 +749,10 @@ def single(component: type[Component]) -> Callable[[Settings], list[Component]]:
 
 #: The servers ``up`` starts by default, by group, in start order (``kafka``: KAFKA_BROKERS nodes).
 DEFAULT_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {
-    "kafka": kafka_nodes, "mosquitto": single(Mosquitto), "influxdb": single(InfluxDB), "prometheus": single(Prometheus)}
+    "kafka": kafka_nodes,
+    "mosquitto": single(Mosquitto),
+    "influxdb": single(InfluxDB),
+    "prometheus": single(Prometheus),
+}
 #: Started only when named (``up spark``): a Spark standalone master and SPARK_WORKERS workers.
 OPTIONAL_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {"spark": spark_cluster}

@@ -3,6 +3,7 @@
 A pid file alone is not proof of ownership (pids are reused), so a process counts as ours only
 while its command line still names our run directory.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,9 @@ def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> boo
 def port_owner(port: int) -> str:
     """Best effort 'pid N (cmd)' of whoever listens on a port, for error messages."""
     try:
-        out = subprocess.run(["ss", "-H", "-ltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(
+            ["ss", "-H", "-ltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown process"
     return out.split("users:", 1)[1].strip() if "users:" in out else "unknown process"
@@ -78,22 +81,36 @@ class ManagedProcess:
         self.pid_file.unlink(missing_ok=True)
         return None
 
-    def start(self, command: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
+    def start(
+        self, command: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> int:
         """Start detached (own session) so it outlives the launcher; output goes to the log file."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log:
-            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode())
+            log.write(
+                f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode()
+            )
             log.flush()
-            process = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       cwd=cwd or self.run_dir, env={**os.environ, **(env or {})},
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                list(command),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd or self.run_dir,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
         self.pid_file.write_text(str(process.pid))
         # Until exec completes, /proc/<pid>/cmdline is empty and the process would not look like
         # ours yet; wait for that, so callers can rely on pid() right after start().
         try:
-            wait_until(lambda: _cmdline(process.pid) or process.poll() is not None, 5,
-                       f"{self.name} exec'd", interval_s=0.01)
+            wait_until(
+                lambda: _cmdline(process.pid) or process.poll() is not None,
+                5,
+                f"{self.name} exec'd",
+                interval_s=0.01,
+            )
         except TimedOut:
             pass  # pid() will tell
         return process.pid
@@ -105,12 +122,21 @@ class ManagedProcess:
             return False
         os.kill(pid, signal.SIGTERM)
         try:
-            wait_until(lambda: self.pid() is None or not _reap_or_alive(pid), timeout_s,
-                       f"{self.name} stopped on SIGTERM", interval_s=0.2)
+            wait_until(
+                lambda: self.pid() is None or not _reap_or_alive(pid),
+                timeout_s,
+                f"{self.name} stopped on SIGTERM",
+                interval_s=0.2,
+            )
         except TimedOut:
             os.kill(pid, signal.SIGKILL)
             try:  # a big JVM takes a moment to be torn down
-                wait_until(lambda: not _reap_or_alive(pid), 10, f"{self.name} gone after SIGKILL", interval_s=0.1)
+                wait_until(
+                    lambda: not _reap_or_alive(pid),
+                    10,
+                    f"{self.name} gone after SIGKILL",
+                    interval_s=0.1,
+                )
             except TimedOut:
                 pass  # the pid file goes all the same: pid() checks the process is ours
         self.pid_file.unlink(missing_ok=True)
@@ -118,22 +144,32 @@ class ManagedProcess:
 
     def wait_until(self, healthy: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Poll until healthy; fail fast with the log tail if the process died or time ran out."""
+
         def started() -> bool:
             if healthy():
                 return True
             if self.pid() is None:
-                raise StackError(f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}")
+                raise StackError(
+                    f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}"
+                )
             return False
 
         try:
             wait_until(started, timeout_s, f"{self.name} healthy ({what})", interval_s=0.3)
         except TimedOut:
-            raise StackTimedOut(f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}") from None
+            raise StackTimedOut(
+                f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}"
+            ) from None
 
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        return (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode("utf-8", "replace")
+        )
     except OSError:
         return ""
 
@@ -179,8 +215,11 @@ class KeptService:
         kept.pid_file.write_text(f"{pid} {_start_time(pid)} {log}\n")
 
     @classmethod
-    def all(cls, run_dir: Path) -> list["KeptService"]:
-        return [cls(path.stem, run_dir) for path in sorted((run_dir / "pids" / "services").glob("*.pid"))]
+    def all(cls, run_dir: Path) -> list[KeptService]:
+        return [
+            cls(path.stem, run_dir)
+            for path in sorted((run_dir / "pids" / "services").glob("*.pid"))
+        ]
 
     def _fields(self) -> list[str]:
         try:
@@ -196,7 +235,12 @@ class KeptService:
     def pid(self) -> int | None:
         """The pid while that very process lives (same start time), else None (the file goes)."""
         fields = self._fields()
-        if len(fields) >= 2 and fields[0].isdigit() and fields[1] and _start_time(int(fields[0])) == fields[1]:
+        if (
+            len(fields) >= 2
+            and fields[0].isdigit()
+            and fields[1]
+            and _start_time(int(fields[0])) == fields[1]
+        ):
             return int(fields[0])
         self.pid_file.unlink(missing_ok=True)
         return None
@@ -209,11 +253,21 @@ class KeptService:
             return False
         _signal_group(pid, signal.SIGTERM)
         try:
-            wait_until(lambda: not group_alive(pid), timeout_s, f"{self.name} stopped on SIGTERM", interval_s=0.2)
+            wait_until(
+                lambda: not group_alive(pid),
+                timeout_s,
+                f"{self.name} stopped on SIGTERM",
+                interval_s=0.2,
+            )
         except TimedOut:
             _signal_group(pid, signal.SIGKILL)
             try:
-                wait_until(lambda: not group_alive(pid), 10, f"{self.name} gone after SIGKILL", interval_s=0.1)
+                wait_until(
+                    lambda: not group_alive(pid),
+                    10,
+                    f"{self.name} gone after SIGKILL",
+                    interval_s=0.1,
+                )
             except TimedOut:
                 pass
         self.pid_file.unlink(missing_ok=True)

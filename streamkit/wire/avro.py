@@ -2,12 +2,13 @@
 same .avsc), the connector (reader) and the tests. Plain Avro binary, no registry header: that
 is what ``from_avro`` expects. The hand-written encoder and reader of ``measurement`` sit next
 to each other so the two halves of the hot path cannot drift apart."""
+
 from __future__ import annotations
 
 import io
 import json
 import struct
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import fastavro
@@ -15,13 +16,13 @@ import fastavro
 from streamkit.paths import SCHEMA_DIR
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_text(name: str) -> str:
     """The .avsc as text: spark-avro takes the JSON string, fastavro the parsed form."""
     return (SCHEMA_DIR / f"{name}.avsc").read_text()
 
 
-@lru_cache(maxsize=None)
+@cache
 def parsed_schema(name: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_text(name)))
 
@@ -84,7 +85,9 @@ class MeasurementEncoder:
             raise RuntimeError(f"measurement.avsc changed ({fields}): update MeasurementEncoder")
         self._quantity_cache: dict[str, bytes] = {}
 
-    def encode_row(self, thing: str, row_id: str, event_time_ms: int, quantities: dict[str, float]) -> list[tuple[str, bytes]]:
+    def encode_row(
+        self, thing: str, row_id: str, event_time_ms: int, quantities: dict[str, float]
+    ) -> list[tuple[str, bytes]]:
         """(quantity, Avro bytes) for every quantity of one row."""
         thing_bytes = avro_string(thing)
         tail = avro_string(row_id)
@@ -95,7 +98,12 @@ class MeasurementEncoder:
             quantity_bytes = cache.get(quantity)
             if quantity_bytes is None:
                 quantity_bytes = cache[quantity] = avro_string(quantity)
-            out.append((quantity, b"".join((thing_bytes, quantity_bytes, time_bytes, avro_double(value), tail))))
+            out.append(
+                (
+                    quantity,
+                    b"".join((thing_bytes, quantity_bytes, time_bytes, avro_double(value), tail)),
+                )
+            )
         return out
 
 
@@ -136,5 +144,5 @@ def split_measurement(value: bytes) -> tuple[int, int, float]:
     length, pos = read_long(value, pos + 8)
     if length < 0 or pos + length != len(value):
         raise ValueError("row id does not end the record")
-    value[pos:pos + length].decode()
+    value[pos : pos + length].decode()
     return head_end, time_ms, number

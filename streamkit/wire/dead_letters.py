@@ -3,6 +3,7 @@ they could not handle, and what the connector reads back into the ``dead_letter`
 The value and key of a dead letter are the original bytes, so these headers are the only place
 the reason and the origin live; one set of names keeps every writer readable by the one reader.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -35,29 +36,46 @@ def _detail(detail: str) -> bytes:
 
 def mqtt_headers(reason: str, detail: str, mqtt_topic: str, payload_bytes: int) -> Headers:
     """The bridge's: an MQTT message it could not turn into records."""
-    return [(REASON, reason.encode()), (DETAIL, _detail(detail)),
-            (MQTT_TOPIC, mqtt_topic.encode("utf-8", "replace")), (PAYLOAD_BYTES, str(payload_bytes).encode())]
+    return [
+        (REASON, reason.encode()),
+        (DETAIL, _detail(detail)),
+        (MQTT_TOPIC, mqtt_topic.encode("utf-8", "replace")),
+        (PAYLOAD_BYTES, str(payload_bytes).encode()),
+    ]
 
 
-def record_headers(reason: str, detail: str, source: str, partition: int, offset: int, payload_bytes: int) -> Headers:
+def record_headers(
+    reason: str, detail: str, source: str, partition: int, offset: int, payload_bytes: int
+) -> Headers:
     """The connector's: a Kafka record it could not write to InfluxDB."""
-    return [(REASON, reason.encode()), (DETAIL, _detail(detail)), (SOURCE, source.encode()),
-            (SOURCE_PARTITION, str(partition).encode()), (SOURCE_OFFSET, str(offset).encode()),
-            (PAYLOAD_BYTES, str(payload_bytes).encode())]
+    return [
+        (REASON, reason.encode()),
+        (DETAIL, _detail(detail)),
+        (SOURCE, source.encode()),
+        (SOURCE_PARTITION, str(partition).encode()),
+        (SOURCE_OFFSET, str(offset).encode()),
+        (PAYLOAD_BYTES, str(payload_bytes).encode()),
+    ]
 
 
-def record_header_column(reason: str, stage: str, source: str, partition: "Column", offset: "Column",
-                         payload: "Column") -> "Column":
+def record_header_column(
+    reason: str, stage: str, source: str, partition: Column, offset: Column, payload: Column
+) -> Column:
     """The Spark jobs' (an array<struct<key, value>> column): a Kafka record they could not
     decode, with the stage instead of a detail (spark-avro gives no reason)."""
     from pyspark.sql import functions as F
 
-    def header(name: str, value: "Column") -> "Column":
+    def header(name: str, value: Column) -> Column:
         return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
 
-    return F.array(header(REASON, F.lit(reason)), header(STAGE, F.lit(stage)), header(SOURCE, F.lit(source)),
-                   header(SOURCE_PARTITION, partition.cast("string")), header(SOURCE_OFFSET, offset.cast("string")),
-                   header(PAYLOAD_BYTES, F.length(payload).cast("string")))
+    return F.array(
+        header(REASON, F.lit(reason)),
+        header(STAGE, F.lit(stage)),
+        header(SOURCE, F.lit(source)),
+        header(SOURCE_PARTITION, partition.cast("string")),
+        header(SOURCE_OFFSET, offset.cast("string")),
+        header(PAYLOAD_BYTES, F.length(payload).cast("string")),
+    )
 
 
 def read_headers(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:

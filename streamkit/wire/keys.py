@@ -15,6 +15,7 @@ partition, in order, in every topic; the default partitioner would hash the whol
 scatter a thing's records over all partitions. The Spark jobs compute the same partition as a
 column (:func:`thing_partition_column`).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -48,7 +49,9 @@ def parse_record_key(key: bytes) -> RecordKey:
         raise ValueError(f"not a record key: {problem}")
     event_time_ms = int(time_text)
     if str(event_time_ms) != time_text:  # "+1", " 1", "1_0", "０" are no key's time
-        raise ValueError(f"not a record key: time {time_text[:40]!r} is not as record_key writes it")
+        raise ValueError(
+            f"not a record key: time {time_text[:40]!r} is not as record_key writes it"
+        )
     return RecordKey(thing, quantity, event_time_ms)
 
 
@@ -73,7 +76,9 @@ def machine_topic(prefix: str, thing: str, shards: int = 1) -> str:
     problem = thing_problem(thing)
     if problem is not None:
         raise ValueError(problem)
-    return f"{prefix}/{thing_partition(thing, shards)}/{thing}" if shards > 1 else f"{prefix}/{thing}"
+    return (
+        f"{prefix}/{thing_partition(thing, shards)}/{thing}" if shards > 1 else f"{prefix}/{thing}"
+    )
 
 
 def shard_prefix(prefix: str, shard: int, shards: int) -> str:
@@ -81,23 +86,31 @@ def shard_prefix(prefix: str, shard: int, shards: int) -> str:
     return f"{prefix}/{shard}" if shards > 1 else prefix
 
 
-def thing_partition_column(partitions: int, thing: str = "thing") -> "Column":
+def thing_partition_column(partitions: int, thing: str = "thing") -> Column:
     """:func:`thing_partition` as a Spark column (Spark's crc32 is zlib's, unsigned)."""
     from pyspark.sql import functions as F
 
     return F.pmod(F.crc32(F.encode(thing, "UTF-8")), F.lit(partitions))
 
 
-def record_key_column(thing: str = "thing", quantity: str = "quantity", event_time_ms: str = "event_time_ms") -> "Column":
+def record_key_column(
+    thing: str = "thing", quantity: str = "quantity", event_time_ms: str = "event_time_ms"
+) -> Column:
     """:func:`record_key` as a Spark (string) column."""
     from pyspark.sql import functions as F
 
     return F.concat_ws(SEPARATOR, thing, quantity, F.col(event_time_ms).cast("string"))
 
 
-def aggregate_key_column(thing: str = "thing", quantity: str = "quantity", window_label: str = "window_label",
-                         window_start_ms: str = "window_start_ms") -> "Column":
+def aggregate_key_column(
+    thing: str = "thing",
+    quantity: str = "quantity",
+    window_label: str = "window_label",
+    window_start_ms: str = "window_start_ms",
+) -> Column:
     """:func:`aggregate_key` as a Spark (string) column."""
     from pyspark.sql import functions as F
 
-    return F.concat_ws(SEPARATOR, thing, quantity, window_label, F.col(window_start_ms).cast("string"))
+    return F.concat_ws(
+        SEPARATOR, thing, quantity, window_label, F.col(window_start_ms).cast("string")
+    )

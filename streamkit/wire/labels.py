@@ -2,6 +2,7 @@
 (docs/influxdb-schema.md), which dashboards select by. One function so that the aggregate job
 and the connector cannot drift apart (they did: the connector wrote ``sliding-<size>`` for a
 sliding window whose slide equals its size, the job ``sliding-<size>-<slide>``)."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -25,7 +26,11 @@ def parse_window_label(label: str) -> WindowLabel:
     """Inverse of :func:`window_label`; ValueError for anything else."""
     kind, _, numbers = label.partition("-")
     texts = numbers.split("-")
-    if kind not in KINDS or len(texts) != (2 if kind == "sliding" else 1) or not all(t.isdigit() for t in texts):
+    if (
+        kind not in KINDS
+        or len(texts) != (2 if kind == "sliding" else 1)
+        or not all(t.isdigit() for t in texts)
+    ):
         raise ValueError(f"not a window label: {label!r}")
     parts = [int(t) for t in texts]
     return WindowLabel(kind, parts[0], parts[-1])

@@ -1,5 +1,6 @@
 """The benchmarks' process-group sampler: CPU over a window, including the last moments of a
 group whose leader exits right after its work (what the peer benchmark's windows end on)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,10 +15,14 @@ from benchmarks.process_group import GroupSampler
 def test_the_cpu_of_a_leader_that_exits_at_once_is_still_seen() -> None:
     busy = "import time\ntime.sleep(0.5)\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
     child = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
-    with GroupSampler(child.pid, interval_s=5) as sampler:  # only the first sample and the one at exit
+    with GroupSampler(
+        child.pid, interval_s=5
+    ) as sampler:  # only the first sample and the one at exit
         assert sampler.wait(child) == 0
     assert len(sampler.times) == 2
-    assert 0.5 <= sampler.cpu_between(sampler.times[0], sampler.times[-1]) < 3.0  # 10 ms clock ticks
+    assert (
+        0.5 <= sampler.cpu_between(sampler.times[0], sampler.times[-1]) < 3.0
+    )  # 10 ms clock ticks
     assert sampler.peak_total_mb > 0
 
 

@@ -4,13 +4,15 @@ serves them), failed offset commits and transactions, InfluxDB outages. They kee
 thing the oracle needs: which records InfluxDB acknowledged and which offsets and dead letters
 were committed. A model of the client contract only, for the connector's loop; the real
 servers are in tests/end_to_end and tests/db_connector/test_connector_stack.py."""
+
 from __future__ import annotations
 
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
@@ -25,19 +27,35 @@ POISON = b"poison"
 @dataclass(frozen=True)
 class Record:
     """What the connector reads of a consumed message."""
+
     _topic: str
     _partition: int
     _offset: int
     _value: bytes
 
-    def topic(self) -> str: return self._topic
-    def partition(self) -> int: return self._partition
-    def offset(self) -> int: return self._offset
-    def value(self) -> bytes: return self._value
-    def key(self) -> bytes: return b"k"
-    def error(self) -> None: return None
-    def timestamp(self) -> tuple[int, int]: return (1, 0)
-    def headers(self) -> list: return []
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def error(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def headers(self) -> list:
+        return []
 
 
 def line_of(message: Record) -> str:
@@ -50,6 +68,7 @@ def line_of(message: Record) -> str:
 @dataclass
 class Broker:
     """The log, the group's committed offsets and the committed dead letters."""
+
     log: dict[tuple[str, int], list[Record]]
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
     dead_letters: Counter = field(default_factory=Counter)
@@ -63,8 +82,14 @@ class Broker:
 
 
 class SimulatedConsumer:
-    def __init__(self, broker: Broker, rng: random.Random, rebalance_rate: float, commit_fault_rate: float,
-                 on_idle: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        rng: random.Random,
+        rebalance_rate: float,
+        commit_fault_rate: float,
+        on_idle: Callable[[], None],
+    ) -> None:
         self.broker, self.rng = broker, rng
         self.rebalance_rate, self.commit_fault_rate = rebalance_rate, commit_fault_rate
         self.on_idle = on_idle
@@ -104,8 +129,10 @@ class SimulatedConsumer:
         readable = [tp for tp in self.positions if tp not in self.paused]
         self.rng.shuffle(readable)
         for tp in readable:
-            chunk = self.broker.log[tp][self.positions[tp]:self.positions[tp] + self.rng.randint(1, 40)]
-            chunk = chunk[:num_messages - len(taken)]
+            chunk = self.broker.log[tp][
+                self.positions[tp] : self.positions[tp] + self.rng.randint(1, 40)
+            ]
+            chunk = chunk[: num_messages - len(taken)]
             taken.extend(chunk)
             self.positions[tp] += len(chunk)
         if not taken:
@@ -126,25 +153,38 @@ class SimulatedConsumer:
 
     def seek(self, partition: TopicPartition) -> None:
         offset = partition.offset
-        self.positions[(partition.topic, partition.partition)] = 0 if offset == OFFSET_BEGINNING else offset
+        self.positions[(partition.topic, partition.partition)] = (
+            0 if offset == OFFSET_BEGINNING else offset
+        )
 
     # offsets
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = False) -> None:
         if self.rng.random() < self.commit_fault_rate:
             kind = self.rng.choice(["retriable", "non_retriable", "stale"])
             if kind == "stale":  # refused after a rebalance
-                raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION, "simulated commit fault"))
+                raise KafkaException(
+                    KafkaError(KafkaError.ILLEGAL_GENERATION, "simulated commit fault")
+                )
             raise kafka_error(kind, "commit")
         self.broker.commit(offsets)
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
-        return [TopicPartition(p.topic, p.partition, self.broker.committed.get((p.topic, p.partition), -1001))
-                for p in partitions]
+        return [
+            TopicPartition(
+                p.topic, p.partition, self.broker.committed.get((p.topic, p.partition), -1001)
+            )
+            for p in partitions
+        ]
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(p.topic, p.partition, self.positions[(p.topic, p.partition)]) for p in partitions]
+        return [
+            TopicPartition(p.topic, p.partition, self.positions[(p.topic, p.partition)])
+            for p in partitions
+        ]
 
-    def get_watermark_offsets(self, partition: TopicPartition, cached: bool = True) -> tuple[int, int]:
+    def get_watermark_offsets(
+        self, partition: TopicPartition, cached: bool = True
+    ) -> tuple[int, int]:
         return 0, len(self.broker.log[(partition.topic, partition.partition)])
 
     def consumer_group_metadata(self) -> object:
@@ -159,7 +199,9 @@ class SimulatedProducer:
 
     def __init__(self, broker: Broker, rng: random.Random, fault_rate: float) -> None:
         self.broker, self.rng, self.fault_rate = broker, rng, fault_rate
-        self.letters: list[tuple[str, int, int]] = []  # the dead-lettered records' (topic, partition, offset)
+        self.letters: list[
+            tuple[str, int, int]
+        ] = []  # the dead-lettered records' (topic, partition, offset)
         self.offsets: list[TopicPartition] = []
         self.open = False
 
@@ -173,9 +215,13 @@ class SimulatedProducer:
 
     def produce(self, _topic: str, **kwargs: Any) -> None:
         headers = dict(kwargs["headers"])
-        self.letters.append((headers[SOURCE].decode(), int(headers[SOURCE_PARTITION]), int(headers[SOURCE_OFFSET])))
+        self.letters.append(
+            (headers[SOURCE].decode(), int(headers[SOURCE_PARTITION]), int(headers[SOURCE_OFFSET]))
+        )
 
-    def send_offsets_to_transaction(self, offsets: list[TopicPartition], _metadata: object, _timeout: float) -> None:
+    def send_offsets_to_transaction(
+        self, offsets: list[TopicPartition], _metadata: object, _timeout: float
+    ) -> None:
         self._maybe_fail("send_offsets")
         self.offsets = list(offsets)
 
@@ -189,7 +235,9 @@ class SimulatedProducer:
 
     def abort_transaction(self, _timeout: float) -> None:
         if not self.open:
-            raise KafkaException(KafkaError(KafkaError._STATE, "Operation not valid in state Ready"))
+            raise KafkaException(
+                KafkaError(KafkaError._STATE, "Operation not valid in state Ready")
+            )
         self.open = False
 
     def poll(self, _timeout: float) -> int:

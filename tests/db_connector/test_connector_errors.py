@@ -1,22 +1,33 @@
 """The connector's reading of in-band consumer errors: a fatal one ends the process (a live
 connector that reads nothing is worse than a restart); the others are only logged."""
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from db_connector.connector import Connector, ConsumerFailed
 
 
-@pytest.mark.parametrize("fenced", [
-    KafkaError(KafkaError._FATAL, "static consumer fenced"),  # as the consumer reports it in-band
-    KafkaError(KafkaError._FENCED, "static consumer fenced", fatal=True)])
+@pytest.mark.parametrize(
+    "fenced",
+    [
+        KafkaError(
+            KafkaError._FATAL, "static consumer fenced"
+        ),  # as the consumer reports it in-band
+        KafkaError(KafkaError._FENCED, "static consumer fenced", fatal=True),
+    ],
+)
 def test_a_fatal_consumer_error_ends_the_connector(fenced: KafkaError) -> None:
     with pytest.raises(ConsumerFailed, match="fenced"):
         Connector._check_errors([KafkaError(KafkaError._PARTITION_EOF), fenced])
 
 
 def test_transient_consumer_errors_are_only_logged(caplog: pytest.LogCaptureFixture) -> None:
-    Connector._check_errors([KafkaError(KafkaError._PARTITION_EOF),
-                             KafkaError(KafkaError._TRANSPORT, "broker down", retriable=True)])
+    Connector._check_errors(
+        [
+            KafkaError(KafkaError._PARTITION_EOF),
+            KafkaError(KafkaError._TRANSPORT, "broker down", retriable=True),
+        ]
+    )
     assert [r.getMessage() for r in caplog.records] == ["consumer error"]
 
 
@@ -29,14 +40,22 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     from streamkit.shutdown import ShutdownFlag
 
     # no servers: only the retry logic
-    committer = Committer(ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2}),
-                          consumer=None, producer=None, shutdown=ShutdownFlag(), wait=lambda _s: False,
-                          generation=lambda: 0, forget_polled=lambda: None)
+    committer = Committer(
+        ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2}),
+        consumer=None,
+        producer=None,
+        shutdown=ShutdownFlag(),
+        wait=lambda _s: False,
+        generation=lambda: 0,
+        forget_polled=lambda: None,
+    )
     calls = []
 
     def timing_out() -> None:
         calls.append(1)
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "add offsets timed out", retriable=True))
+        raise KafkaException(
+            KafkaError(KafkaError._TIMED_OUT, "add offsets timed out", retriable=True)
+        )
 
     with pytest.raises(TransactionStuck):
         committer._retrying(timing_out)
@@ -51,11 +70,20 @@ def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
     from db_connector.dead_letters import produce_dead_letter
 
     class Source:  # the record being dead-lettered, as the consumer returned it
-        def topic(self) -> str: return "machinedata.late"
-        def partition(self) -> int: return 1
-        def offset(self) -> int: return 42
-        def key(self) -> bytes: return b"poison"
-        def value(self) -> bytes: return b"\x00garbage"
+        def topic(self) -> str:
+            return "machinedata.late"
+
+        def partition(self) -> int:
+            return 1
+
+        def offset(self) -> int:
+            return 42
+
+        def key(self) -> bytes:
+            return b"poison"
+
+        def value(self) -> bytes:
+            return b"\x00garbage"
 
     class FullThenFree:
         def __init__(self) -> None:
@@ -72,6 +100,8 @@ def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
             return 0
 
     producer = FullThenFree()
-    produce_dead_letter(producer, "machinedata.dlq", DeadLetter(Source(), "undecodable", "not Avro"))
+    produce_dead_letter(
+        producer, "machinedata.dlq", DeadLetter(Source(), "undecodable", "not Avro")
+    )
     assert producer.produced == [("machinedata.dlq", b"poison", b"\x00garbage", b"undecodable")]
     assert producer.polls == 2

@@ -4,6 +4,7 @@ Every test has private topics, consumer group and InfluxDB database. The records
 real sample split by the bridge's own code, plus records of every other kind encoded with the
 Spark jobs' own encoders, plus bad ones; the oracle is computed from what was fed.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,19 +22,19 @@ from confluent_kafka import Consumer, TopicPartition
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import joined_time_and_tags
 from mqtt_bridge.records import RowSplitter
-from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
-from streamkit.config import Settings
-from streamkit.events import parse_row
 from stacktools.influx import InfluxClient
 from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
+from stacktools.stack import Stack
 from stacktools.wiring import Wiring, private_database, private_topic
+from streamkit.config import Settings
+from streamkit.events import parse_row
+from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.kafka_io import high_watermarks, read_to_end
 from streamkit.paths import REPO_ROOT
-from tests.support.harness import metric
-from streamkit.kafka_clients import client_config, idempotent_producer
-from stacktools.stack import Stack
+from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
 from tests.support.avro import FlatRecordEncoder
+from tests.support.harness import metric
 from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
@@ -79,50 +80,154 @@ def sample_feed(partitions: int = 2, *, duplicates: bool = True) -> Feed:
 def add_bad_records(feed: Feed) -> None:
     encoder = MeasurementEncoder()
     feed.add("raw", b"garbage", b"\x99\x01not avro")
-    feed.add("raw", b"nan", encoder.encode_row("T-nan", "r1", 1_600_000_000_000, {"speed": math.nan})[0][1])
-    feed.add("raw", b"empty-thing", encoder.encode_row("", "r2", 1_600_000_000_000, {"speed": 1.0})[0][1])
-    feed.add("raw", b"conflict", encoder.encode_row("T-conflict", "r3", CONFLICT_MS + 1000, {"speed": 2.5})[0][1])
+    feed.add(
+        "raw",
+        b"nan",
+        encoder.encode_row("T-nan", "r1", 1_600_000_000_000, {"speed": math.nan})[0][1],
+    )
+    feed.add(
+        "raw", b"empty-thing", encoder.encode_row("", "r2", 1_600_000_000_000, {"speed": 1.0})[0][1]
+    )
+    feed.add(
+        "raw",
+        b"conflict",
+        encoder.encode_row("T-conflict", "r3", CONFLICT_MS + 1000, {"speed": 2.5})[0][1],
+    )
     # names the bridge refuses, written by someone else: never a tag, a dead letter with the bridge's reason
-    feed.add("raw", b"slash-thing", encoder.encode_row("M1/+", "r4", 1_600_000_000_000, {"speed": 1.0})[0][1])
+    feed.add(
+        "raw",
+        b"slash-thing",
+        encoder.encode_row("M1/+", "r4", 1_600_000_000_000, {"speed": 1.0})[0][1],
+    )
     base = 1_700_000_000_000
-    feed.add("aggregates", b"pipe-quantity", FlatRecordEncoder("aggregate").encode(
-        ("T1", "a|b", "tumbling", 10_000, 10_000, base, base + 10_000, 3, 1.0, 0.5, 1.5, None, None)))
-    feed.add("late", b"control-thing", FlatRecordEncoder("late").encode(
-        ("T\x00", "a", base, 1.0, "row-1", "behind_watermark", "join", None)))
-    feed.add("joined", b"backslash-quantity", FlatRecordEncoder("joined").encode(
-        ("id", "T1", "a\\", "b", base, base, 2.0, 3.0, "mechanical_power", 6.0, base)))
-    feed.bad = {"undecodable": 1, "non_finite_value": 1, "bad_thing": 3, "bad_quantity_name": 2, "influx_rejected": 1}
+    feed.add(
+        "aggregates",
+        b"pipe-quantity",
+        FlatRecordEncoder("aggregate").encode(
+            (
+                "T1",
+                "a|b",
+                "tumbling",
+                10_000,
+                10_000,
+                base,
+                base + 10_000,
+                3,
+                1.0,
+                0.5,
+                1.5,
+                None,
+                None,
+            )
+        ),
+    )
+    feed.add(
+        "late",
+        b"control-thing",
+        FlatRecordEncoder("late").encode(
+            ("T\x00", "a", base, 1.0, "row-1", "behind_watermark", "join", None)
+        ),
+    )
+    feed.add(
+        "joined",
+        b"backslash-quantity",
+        FlatRecordEncoder("joined").encode(
+            ("id", "T1", "a\\", "b", base, base, 2.0, 3.0, "mechanical_power", 6.0, base)
+        ),
+    )
+    feed.bad = {
+        "undecodable": 1,
+        "non_finite_value": 1,
+        "bad_thing": 3,
+        "bad_quantity_name": 2,
+        "influx_rejected": 1,
+    }
     # a name the rule allows with everything the line protocol escapes: read back unchanged
     thing, quantity = 'Fräse 3,a=b "x"', "power/kW"
-    feed.add("raw", b"tricky-names", encoder.encode_row(thing, "r5", 1_600_000_000_000, {quantity: 4.5})[0][1])
+    feed.add(
+        "raw",
+        b"tricky-names",
+        encoder.encode_row(thing, "r5", 1_600_000_000_000, {quantity: 4.5})[0][1],
+    )
     feed.raw_points[(thing, quantity, 1_600_000_000_000 * NS_PER_MS)] = 4.5
 
 
 def add_derived_records(feed: Feed, thing: str) -> None:
     """Joined pairs that share max(left, right) (the discriminator's case) and one with a long
     gap; aggregates with and without stddev; late records of two stages."""
-    joined, aggregate, late = FlatRecordEncoder("joined"), FlatRecordEncoder("aggregate"), FlatRecordEncoder("late")
+    joined, aggregate, late = (
+        FlatRecordEncoder("joined"),
+        FlatRecordEncoder("aggregate"),
+        FlatRecordEncoder("late"),
+    )
     base = 1_700_000_000_000
-    pairs = [(base + 5000, base + 3000), (base + 5000, base + 4000), (base + 5000, base + 5000),
-             (base + 4000, base + 5000), (base + 10_000, base + 10_000 + 900_000)]
+    pairs = [
+        (base + 5000, base + 3000),
+        (base + 5000, base + 4000),
+        (base + 5000, base + 5000),
+        (base + 4000, base + 5000),
+        (base + 10_000, base + 10_000 + 900_000),
+    ]
     for left, right in pairs:
         pair_id = f"{thing}|a:b|{left}|{right}"
-        feed.add("joined", pair_id.encode(), joined.encode(
-            (pair_id, thing, "a", "b", left, right, 2.0, 3.0, "mechanical_power", 6.0, max(left, right))))
+        feed.add(
+            "joined",
+            pair_id.encode(),
+            joined.encode(
+                (
+                    pair_id,
+                    thing,
+                    "a",
+                    "b",
+                    left,
+                    right,
+                    2.0,
+                    3.0,
+                    "mechanical_power",
+                    6.0,
+                    max(left, right),
+                )
+            ),
+        )
         feed.joined_ids.add(pair_id)
     for start, stddev in ((base, 0.5), (base + 10_000, None)):
         for quantity in ("a", "b"):
-            feed.add("aggregates", aggregate_key(thing, quantity, "tumbling-10000", start), aggregate.encode(
-                (thing, quantity, "tumbling", 10_000, 10_000, start, start + 10_000, 3, 1.0, 0.5, 1.5, stddev,
-                 start + 25_000 if stddev is None else None)))
+            feed.add(
+                "aggregates",
+                aggregate_key(thing, quantity, "tumbling-10000", start),
+                aggregate.encode(
+                    (
+                        thing,
+                        quantity,
+                        "tumbling",
+                        10_000,
+                        10_000,
+                        start,
+                        start + 10_000,
+                        3,
+                        1.0,
+                        0.5,
+                        1.5,
+                        stddev,
+                        start + 25_000 if stddev is None else None,
+                    )
+                ),
+            )
             feed.aggregate_keys.add((thing, quantity, "tumbling-10000", start * NS_PER_MS))
     for stage in ("join", "aggregate"):
-        feed.add("late", record_key(thing, "a", base),
-                 late.encode((thing, "a", base, 1.0, "row-1", "behind_watermark", stage, base + 5000)))
+        feed.add(
+            "late",
+            record_key(thing, "a", base),
+            late.encode((thing, "a", base, 1.0, "row-1", "behind_watermark", stage, base + 5000)),
+        )
         feed.late_keys.add((thing, "a", stage, base * NS_PER_MS))
 
 
-def produce(settings: Settings, topics: dict[str, str], records: list[tuple[str, bytes | None, bytes, int | None]]) -> None:
+def produce(
+    settings: Settings,
+    topics: dict[str, str],
+    records: list[tuple[str, bytes | None, bytes, int | None]],
+) -> None:
     producer = idempotent_producer(settings, "connector-test-feed")
     for kind, key, value, partition in records:
         if partition is None:
@@ -139,7 +244,10 @@ def all_records(feed: Feed) -> list[tuple[str, bytes | None, bytes, int | None]]
 
 @pytest.fixture
 def lane(stack_settings: Settings) -> Iterator[tuple[Settings, dict[str, str], str]]:
-    topics = {kind: private_topic(stack_settings, kind, 2) for kind in ("raw", "joined", "aggregates", "late", "dlq")}
+    topics = {
+        kind: private_topic(stack_settings, kind, 2)
+        for kind in ("raw", "joined", "aggregates", "late", "dlq")
+    }
     database = private_database(stack_settings)
     write_conflict_seed(stack_settings, database)
     yield stack_settings, topics, database
@@ -151,8 +259,12 @@ def group_of(database: str) -> str:
     return f"db-connector-{database}"
 
 
-def start(settings: Settings, topics: dict[str, str], database: str, log: Path, *extra: str) -> ServiceProcess:
-    return service_process("db_connector", Wiring.for_connector(topics, group_of(database), database), log, *extra).start()
+def start(
+    settings: Settings, topics: dict[str, str], database: str, log: Path, *extra: str
+) -> ServiceProcess:
+    return service_process(
+        "db_connector", Wiring.for_connector(topics, group_of(database), database), log, *extra
+    ).start()
 
 
 def write_conflict_seed(settings: Settings, database: str) -> None:
@@ -162,8 +274,14 @@ def write_conflict_seed(settings: Settings, database: str) -> None:
 
 
 def raw_points(settings: Settings, database: str) -> dict[tuple[str, str, int], float]:
-    rows = InfluxClient(settings).rows(database, 'SELECT "value" FROM "raw" WHERE time > 0 GROUP BY *')
-    return {(r["thing"], r["quantity"], r["time"]): r["value"] for r in rows if r["thing"] != "T-conflict"}
+    rows = InfluxClient(settings).rows(
+        database, 'SELECT "value" FROM "raw" WHERE time > 0 GROUP BY *'
+    )
+    return {
+        (r["thing"], r["quantity"], r["time"]): r["value"]
+        for r in rows
+        if r["thing"] != "T-conflict"
+    }
 
 
 def count(settings: Settings, database: str, measurement: str) -> int:
@@ -171,33 +289,48 @@ def count(settings: Settings, database: str, measurement: str) -> int:
     return max((v for r in rows for k, v in r.items() if k.startswith("count_")), default=0)
 
 
-def wait_until_exact(settings: Settings, database: str, feed: Feed, service: ServiceProcess | None, timeout_s: float) -> None:
+def wait_until_exact(
+    settings: Settings, database: str, feed: Feed, service: ServiceProcess | None, timeout_s: float
+) -> None:
     got: dict = {}
 
     def landed() -> bool:
         nonlocal got
         got = raw_points(settings, database)
-        if len(got) >= len(feed.raw_points) and count(settings, database, "late") >= len(feed.late_keys):
+        if len(got) >= len(feed.raw_points) and count(settings, database, "late") >= len(
+            feed.late_keys
+        ):
             return True
         assert service is None or service.alive(), "the connector died"
         return False
 
     settle(landed, timeout_s, "the feed's points in InfluxDB")
-    assert len(got) == len(feed.raw_points), f"{len(got)} raw points, expected {len(feed.raw_points)}"
+    assert len(got) == len(feed.raw_points), (
+        f"{len(got)} raw points, expected {len(feed.raw_points)}"
+    )
 
 
-def assert_influx_equals_oracle(settings: Settings, database: str, feed: Feed, dlq_topic: str) -> None:
+def assert_influx_equals_oracle(
+    settings: Settings, database: str, feed: Feed, dlq_topic: str
+) -> None:
     assert raw_points(settings, database) == feed.raw_points
     joined = InfluxClient(settings).rows(database, 'SELECT * FROM "joined"')
-    assert {f"{r['thing']}|{r['pair']}|{r['left_time_ms']}|{r['right_time_ms']}" for r in joined} == feed.joined_ids
+    assert {
+        f"{r['thing']}|{r['pair']}|{r['left_time_ms']}|{r['right_time_ms']}" for r in joined
+    } == feed.joined_ids
     assert len(joined) == len(feed.joined_ids)
     for row in joined:
         assert row["time"] == joined_time_and_tags(row["left_time_ms"], row["right_time_ms"])[0]
         assert (row["result"], row["result_name"]) == (6.0, "mechanical_power")
     assert [r for r in joined if r["long_gap_ms"]] and all(
-        int(r["long_gap_ms"]) == r["right_time_ms"] - r["left_time_ms"] for r in joined if r["long_gap_ms"])
+        int(r["long_gap_ms"]) == r["right_time_ms"] - r["left_time_ms"]
+        for r in joined
+        if r["long_gap_ms"]
+    )
     aggregates = InfluxClient(settings).rows(database, 'SELECT * FROM "aggregate"')
-    assert {(r["thing"], r["quantity"], r["window"], r["time"]) for r in aggregates} == feed.aggregate_keys
+    assert {
+        (r["thing"], r["quantity"], r["window"], r["time"]) for r in aggregates
+    } == feed.aggregate_keys
     assert len(aggregates) == len(feed.aggregate_keys)
     assert sorted(r["stddev"] is None for r in aggregates) == [False, False, True, True]
     assert sorted(r["closed_at_ms"] is None for r in aggregates) == [False, False, True, True]
@@ -222,7 +355,9 @@ def data_ends(settings: Settings, topic: str) -> dict[int, int]:
     return passed
 
 
-def offsets_behind(settings: Settings, group: str, topics: dict[str, str]) -> dict[str, tuple[dict, dict]]:
+def offsets_behind(
+    settings: Settings, group: str, topics: dict[str, str]
+) -> dict[str, tuple[dict, dict]]:
     """The topics whose data records the group has not all committed: {topic: (committed,
     data ends)}; empty when it has consumed everything. The committed offsets are read first and
     the ends after them, so a match means that every record there by then had been written to
@@ -233,15 +368,24 @@ def offsets_behind(settings: Settings, group: str, topics: dict[str, str]) -> di
         committed = {}
         for topic in topics.values():
             partitions = [TopicPartition(topic, p) for p in high_watermarks(settings, topic)]
-            committed[topic] = {c.partition: c.offset for c in consumer.committed(partitions, timeout=30)
-                                if c.offset >= 0}  # never committed: OFFSET_INVALID
+            committed[topic] = {
+                c.partition: c.offset
+                for c in consumer.committed(partitions, timeout=30)
+                if c.offset >= 0
+            }  # never committed: OFFSET_INVALID
     finally:
         consumer.close()
     ends = {topic: data_ends(settings, topic) for topic in topics.values()}
-    return {topic: (committed[topic], ends[topic]) for topic in topics.values() if committed[topic] != ends[topic]}
+    return {
+        topic: (committed[topic], ends[topic])
+        for topic in topics.values()
+        if committed[topic] != ends[topic]
+    }
 
 
-def wait_consumed_to_end(settings: Settings, group: str, topics: dict[str, str], timeout_s: float) -> None:
+def wait_consumed_to_end(
+    settings: Settings, group: str, topics: dict[str, str], timeout_s: float
+) -> None:
     """Until the connector's own progress (its committed offsets) has reached the end of every
     topic, the dead-letter topic included: after that anything extra in InfluxDB would already
     be there, so an assertion of "nothing more" is a check, not a guess about speed."""
@@ -266,7 +410,9 @@ def test_replay_lands_exactly_with_dead_letters(lane, tmp_path: Path) -> None:
     feed = sample_feed()
     produce(settings, topics, all_records(feed))
     # nothing consumed yet, and so seen: the wait for the connector's commits is not vacuous
-    assert set(offsets_behind(settings, group_of(database), topics)) == {t for k, t in topics.items() if k != "dlq"}
+    assert set(offsets_behind(settings, group_of(database), topics)) == {
+        t for k, t in topics.items() if k != "dlq"
+    }
     service = start(settings, topics, database, tmp_path / "connector.log")
     try:
         wait_until_exact(settings, database, feed, service, 120)
@@ -279,14 +425,18 @@ def test_replay_lands_exactly_with_dead_letters(lane, tmp_path: Path) -> None:
     assert_offsets_committed(settings, group_of(database), topics)
 
 
-def feed_in_chunks(settings: Settings, topics: dict[str, str], feed: Feed, chunks: int, pause_s: float) -> threading.Thread:
+def feed_in_chunks(
+    settings: Settings, topics: dict[str, str], feed: Feed, chunks: int, pause_s: float
+) -> threading.Thread:
     records = all_records(feed)
     size = math.ceil(len(records) / chunks)
 
     def run() -> None:
         for start_index in range(0, len(records), size):
-            produce(settings, topics, records[start_index:start_index + size])
-            time.sleep(pause_s)  # the feed's pace: records keep arriving while the connector is killed
+            produce(settings, topics, records[start_index : start_index + size])
+            time.sleep(
+                pause_s
+            )  # the feed's pace: records keep arriving while the connector is killed
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -317,7 +467,9 @@ def test_connector_killed_repeatedly_stays_exact(lane, tmp_path: Path) -> None:
         assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
     finally:
         assert service.terminate() == 0, log.read_text()[-3000:]
-    assert any(points < len(feed.raw_points) for _, points in faults), "no kill hit the connector mid-replay"
+    assert any(points < len(feed.raw_points) for _, points in faults), (
+        "no kill hit the connector mid-replay"
+    )
 
 
 @pytest.mark.chaos
@@ -332,10 +484,20 @@ def test_influxdb_outage_loses_nothing(lane, tmp_path: Path) -> None:
     port = int(service.args[service.args.index("--metrics-port") + 1])
     influx = Stack(settings, ["influxdb"])
     try:
-        settle(lambda: raw_points(settings, database), 60, "the first points in InfluxDB", interval_s=0.5)
+        settle(
+            lambda: raw_points(settings, database),
+            60,
+            "the first points in InfluxDB",
+            interval_s=0.5,
+        )
         influx.down()
         produce(settings, topics, records[half:])
-        settle(lambda: metric(port, "connector_write_retries_total") >= 3, 30, "three write retries", interval_s=0.5)
+        settle(
+            lambda: metric(port, "connector_write_retries_total") >= 3,
+            30,
+            "three write retries",
+            interval_s=0.5,
+        )
         assert metric(port, "connector_influx_available") == 0
         assert metric(port, "connector_write_retries_total") >= 3
         assert service.alive()

@@ -4,6 +4,7 @@ configuration files they mount. No Docker engine needed.
 `docker compose config` runs where the compose CLI plugin (or a v2 standalone docker-compose)
 exists; the YAML checks below always run and cover what compose itself does not enforce.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,28 +37,69 @@ KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
-SECRETS = (*(credential_env(system, user) for system, users in USERS.items() for user in users),
-           "GRAFANA_ADMIN_PASSWORD")
+SECRETS = (
+    *(credential_env(system, user) for system, users in USERS.items() for user in users),
+    "GRAFANA_ADMIN_PASSWORD",
+)
 SPARK_CLUSTER = ("spark-master", "spark-worker-1", "spark-worker-2")
 #: The one config model every service reads (see streamkit.config); .env.example documents all.
-CONFIG_MODEL = ("KAFKA_BOOTSTRAP_SERVERS", "MQTT_HOST", "MQTT_PORT", "INFLUX_URL", "INFLUX_DATABASE",
-                "LOG_LEVEL", "TOPIC_PARTITIONS", "SPARK_MASTER", *SECRETS)
+CONFIG_MODEL = (
+    "KAFKA_BOOTSTRAP_SERVERS",
+    "MQTT_HOST",
+    "MQTT_PORT",
+    "INFLUX_URL",
+    "INFLUX_DATABASE",
+    "LOG_LEVEL",
+    "TOPIC_PARTITIONS",
+    "SPARK_MASTER",
+    *SECRETS,
+)
 #: Each service's own passwords: (compose variable, what the service reads it as).
 OWN_PASSWORDS = {
     "simulator": {"MQTT_PASSWORD": "MQTT_MACHINE_PASSWORD"},
-    "mqtt-bridge": {"KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD", "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD"},
-    "spark-single-pass": {"KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD", "SPARK_CLUSTER_PASSWORD": "SPARK_CLUSTER_PASSWORD"},
-    "db-connector": {"KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD", "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD"},
-    "grafana": {"GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD", "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD"},
+    "mqtt-bridge": {
+        "KAFKA_PASSWORD": "KAFKA_BRIDGE_PASSWORD",
+        "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD",
+    },
+    "spark-single-pass": {
+        "KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD",
+        "SPARK_CLUSTER_PASSWORD": "SPARK_CLUSTER_PASSWORD",
+    },
+    "db-connector": {
+        "KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD",
+        "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD",
+    },
+    "grafana": {
+        "GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD",
+        "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD",
+    },
 }
 #: The services the product is made of; the compose file must declare every one.
-REQUIRED_SERVICES = ("kafka", "provision", "mosquitto", "influxdb", "prometheus", "grafana", *SPARK_CLUSTER,
-                     "simulator", "mqtt-bridge", "spark-single-pass", "db-connector")
-DEFAULT_METRICS_PORTS = {"simulator": 9201, "mqtt-bridge": 9202, "spark-single-pass": 9206, "db-connector": 9205}
+REQUIRED_SERVICES = (
+    "kafka",
+    "provision",
+    "mosquitto",
+    "influxdb",
+    "prometheus",
+    "grafana",
+    *SPARK_CLUSTER,
+    "simulator",
+    "mqtt-bridge",
+    "spark-single-pass",
+    "db-connector",
+)
+DEFAULT_METRICS_PORTS = {
+    "simulator": 9201,
+    "mqtt-bridge": 9202,
+    "spark-single-pass": 9206,
+    "db-connector": 9205,
+}
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ${NAME?err}, ${NAME:+x}, and bare $NAME.
-_INTERPOLATION = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?+])?(?P<arg>[^}]*)\}"
-                            r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+_INTERPOLATION = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?+])?(?P<arg>[^}]*)\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -169,10 +211,17 @@ def named_volumes(service: dict[str, Any]) -> list[str]:
 def test_docker_compose_config_accepts_the_file() -> None:
     cli = compose_cli()
     if cli is None:
-        pytest.skip("neither `docker compose` (CLI plugin) nor a v2 docker-compose is installed; "
-                    "the YAML checks in this file still run")
-    result = subprocess.run([*cli, "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE), "config", "--quiet"],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+        pytest.skip(
+            "neither `docker compose` (CLI plugin) nor a v2 docker-compose is installed; "
+            "the YAML checks in this file still run"
+        )
+    result = subprocess.run(
+        [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE), "config", "--quiet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
 
 
@@ -183,10 +232,17 @@ def test_docker_compose_config_refuses_missing_secrets(tmp_path: Path) -> None:
     for secret in SECRETS:
         env_file = tmp_path / f"without-{secret}.env"
         env_file.write_text("".join(f"{k}={v}\n" for k, v in env_example().items() if k != secret))
-        result = subprocess.run([*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--quiet"],
-                                cwd=REPO, capture_output=True, text=True, timeout=60,
-                                env={k: v for k, v in os.environ.items() if k not in env_example()})
-        assert result.returncode != 0 and secret in result.stderr, f"compose accepted a missing {secret}"
+        result = subprocess.run(
+            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--quiet"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={k: v for k, v in os.environ.items() if k not in env_example()},
+        )
+        assert result.returncode != 0 and secret in result.stderr, (
+            f"compose accepted a missing {secret}"
+        )
 
 
 # ------------------------------------------------------------------------------------ YAML checks
@@ -219,13 +275,20 @@ def test_built_services_use_the_repo_dockerfile() -> None:
         if build is None:
             continue
         context = build if isinstance(build, str) else build.get("context", ".")
-        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
-        assert (REPO / context / dockerfile).resolve() == DOCKERFILE.resolve(), f"{name} builds {context}/{dockerfile}"
+        dockerfile = (
+            "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        )
+        assert (REPO / context / dockerfile).resolve() == DOCKERFILE.resolve(), (
+            f"{name} builds {context}/{dockerfile}"
+        )
 
 
 def test_services_serving_a_port_have_a_healthcheck() -> None:
-    missing = [name for name, service in services().items()
-               if (service.get("ports") or service.get("expose")) and not healthcheck_is_real(service)]
+    missing = [
+        name
+        for name, service in services().items()
+        if (service.get("ports") or service.get("expose")) and not healthcheck_is_real(service)
+    ]
     assert not missing, f"services that serve a port without a healthcheck: {missing}"
 
 
@@ -242,22 +305,36 @@ def test_depends_on_uses_conditions_on_existing_services() -> None:
             condition = (spec or {}).get("condition")
             if target not in services():
                 problems.append(f"{name}: depends on unknown service {target}")
-            elif condition not in {"service_healthy", "service_completed_successfully", "service_started"}:
+            elif condition not in {
+                "service_healthy",
+                "service_completed_successfully",
+                "service_started",
+            }:
                 problems.append(f"{name} -> {target}: condition {condition!r}")
             elif condition == "service_healthy" and not healthcheck_is_real(services()[target]):
-                problems.append(f"{name} -> {target}: waits for health but {target} has no healthcheck")
-            elif condition == "service_completed_successfully" and services()[target].get("restart", "no") != "no":
-                problems.append(f"{name} -> {target}: one-shot {target} must have restart: \"no\"")
+                problems.append(
+                    f"{name} -> {target}: waits for health but {target} has no healthcheck"
+                )
+            elif (
+                condition == "service_completed_successfully"
+                and services()[target].get("restart", "no") != "no"
+            ):
+                problems.append(f'{name} -> {target}: one-shot {target} must have restart: "no"')
     assert not problems, "\n".join(problems)
 
 
 def test_provisioning_runs_once_after_kafka_and_influxdb_and_gates_the_pipeline() -> None:
     provision = services()["provision"]
-    assert " ".join(map(str, provision.get("command") or [])).endswith("stacktools.stack provision kafka influxdb")
+    assert " ".join(map(str, provision.get("command") or [])).endswith(
+        "stacktools.stack provision kafka influxdb"
+    )
     for server in ("kafka", "influxdb"):
         assert provision["depends_on"][server]["condition"] == "service_healthy"
     for consumer in ("mqtt-bridge", "spark-single-pass", "db-connector", "grafana"):
-        assert services()[consumer]["depends_on"]["provision"]["condition"] == "service_completed_successfully"
+        assert (
+            services()[consumer]["depends_on"]["provision"]["condition"]
+            == "service_completed_successfully"
+        )
 
 
 def test_each_service_is_given_only_its_own_passwords() -> None:
@@ -265,13 +342,28 @@ def test_each_service_is_given_only_its_own_passwords() -> None:
     only the one-shot provisioning job (the admin) sees the service users' passwords."""
     for name, own in OWN_PASSWORDS.items():
         env = environment(services()[name])
-        given = {key: interpolations(value)[0][0] for key, value in env.items() if "PASSWORD" in key}
+        given = {
+            key: interpolations(value)[0][0] for key, value in env.items() if "PASSWORD" in key
+        }
         assert given == own, f"{name}: {given}"
-    provision = {interpolations(v)[0][0] for k, v in environment(services()["provision"]).items() if "PASSWORD" in k}
-    assert provision == {credential_env(system, user) for system in ("kafka", "influx") for user in USERS[system]}
+    provision = {
+        interpolations(v)[0][0]
+        for k, v in environment(services()["provision"]).items()
+        if "PASSWORD" in k
+    }
+    assert provision == {
+        credential_env(system, user) for system in ("kafka", "influx") for user in USERS[system]
+    }
     for name, service in services().items():
-        if name not in OWN_PASSWORDS and name not in ("provision", "kafka", "mosquitto", "influxdb"):
-            assert not [k for k in environment(service) if "PASSWORD" in k], f"{name} is given a password"
+        if name not in OWN_PASSWORDS and name not in (
+            "provision",
+            "kafka",
+            "mosquitto",
+            "influxdb",
+        ):
+            assert not [k for k in environment(service) if "PASSWORD" in k], (
+                f"{name} is given a password"
+            )
 
 
 def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one_does() -> None:
@@ -280,18 +372,27 @@ def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one
     launcher's settings; the job is the only other service given the secret."""
     for name in SPARK_CLUSTER:
         env = environment(services()[name])
-        options = env.get("SPARK_MASTER_OPTS" if name == "spark-master" else "SPARK_WORKER_OPTS", "")
+        options = env.get(
+            "SPARK_MASTER_OPTS" if name == "spark-master" else "SPARK_WORKER_OPTS", ""
+        )
         assert "-Dspark.authenticate=true" in options.split(), name
-        assert interpolations(env["_SPARK_AUTH_SECRET"]) == [("SPARK_CLUSTER_PASSWORD", ":?", "set it in .env")], name
+        assert interpolations(env["_SPARK_AUTH_SECRET"]) == [
+            ("SPARK_CLUSTER_PASSWORD", ":?", "set it in .env")
+        ], name
         if name != "spark-master":
             assert interpolations(env["SPARK_WORKER_CORES"])[0][0] == "SPARK_WORKER_CORES"
             assert interpolations(env["SPARK_WORKER_MEMORY"])[0][0] == "SPARK_WORKER_MEMORY"
-    holders = {name for name, service in services().items()
-               if any("SPARK_CLUSTER_PASSWORD" in str(value) for value in environment(service).values())}
+    holders = {
+        name
+        for name, service in services().items()
+        if any("SPARK_CLUSTER_PASSWORD" in str(value) for value in environment(service).values())
+    }
     assert holders == {*SPARK_CLUSTER, "spark-single-pass"}
     hosts = [services()[name]["hostname"] for name in SPARK_CLUSTER]
-    assert len(set(hosts)) == len(hosts) and all(f'"{host}"' in json.dumps(services()[name]["command"])
-                                                 for name, host in zip(SPARK_CLUSTER, hosts))
+    assert len(set(hosts)) == len(hosts) and all(
+        f'"{host}"' in json.dumps(services()[name]["command"])
+        for name, host in zip(SPARK_CLUSTER, hosts)
+    )
 
 
 def test_named_volumes_are_declared_and_bind_sources_exist() -> None:
@@ -307,15 +408,25 @@ def test_named_volumes_are_declared_and_bind_sources_exist() -> None:
             if not (REPO / source).exists():
                 problems.append(f"{name}: bind source {source} does not exist in the repo")
     unused = declared - used
-    assert not problems and not unused, "\n".join(problems + [f"declared but unused: {sorted(unused)}"])
+    assert not problems and not unused, "\n".join(
+        problems + [f"declared but unused: {sorted(unused)}"]
+    )
 
 
 def test_stateful_servers_keep_data_in_named_volumes() -> None:
-    data_dirs = {"kafka": "/var/lib/kafka/data", "influxdb": "/var/lib/influxdb", "prometheus": "/prometheus",
-                 "grafana": "/var/lib/grafana", "mosquitto": "/mosquitto/data"}
+    data_dirs = {
+        "kafka": "/var/lib/kafka/data",
+        "influxdb": "/var/lib/influxdb",
+        "prometheus": "/prometheus",
+        "grafana": "/var/lib/grafana",
+        "mosquitto": "/mosquitto/data",
+    }
     for name, target in data_dirs.items():
-        targets = [v.split(":")[1] for v in services()[name].get("volumes", [])
-                   if isinstance(v, str) and not v.startswith((".", "/"))]
+        targets = [
+            v.split(":")[1]
+            for v in services()[name].get("volumes", [])
+            if isinstance(v, str) and not v.startswith((".", "/"))
+        ]
         assert target in targets, f"{name}: {target} is not on a named volume"
 
 
@@ -343,15 +454,26 @@ def test_secrets_have_no_default_in_compose() -> None:
         for key, value in environment(service).items():
             if "PASSWORD" in key:
                 refs = interpolations(value)
-                assert len(refs) == 1 and refs[0][0] in SECRETS and refs[0][1] in (":?", "?") \
-                    and _unescaped(value).strip() == _INTERPOLATION.search(_unescaped(value)).group(0), \
-                    f"{service_name}: {key}={value!r} is not a bare secret reference"
+                assert (
+                    len(refs) == 1
+                    and refs[0][0] in SECRETS
+                    and refs[0][1] in (":?", "?")
+                    and _unescaped(value).strip()
+                    == _INTERPOLATION.search(_unescaped(value)).group(0)
+                ), f"{service_name}: {key}={value!r} is not a bare secret reference"
     for key in SECRETS:
-        assert any(name == key for name, _, _ in interpolations(compose_text())), f"{key} is never used"
+        assert any(name == key for name, _, _ in interpolations(compose_text())), (
+            f"{key} is never used"
+        )
 
 
 def test_secret_detection_catches_defaults() -> None:
-    ops = {name: op for name, op, _ in interpolations("a: ${MQTT_PASSWORD:-hunter2} b: $$NOT_A_VAR c: $LOG_LEVEL")}
+    ops = {
+        name: op
+        for name, op, _ in interpolations(
+            "a: ${MQTT_PASSWORD:-hunter2} b: $$NOT_A_VAR c: $LOG_LEVEL"
+        )
+    }
     assert ops == {"MQTT_PASSWORD": ":-", "LOG_LEVEL": None}
 
 
@@ -359,7 +481,9 @@ def test_every_compose_variable_is_in_env_example() -> None:
     documented = env_example()
     used = {name for name, _, _ in interpolations(compose_text())}
     missing = sorted(used - documented.keys())
-    assert not missing, f"variables used in docker-compose.yml but missing from .env.example: {missing}"
+    assert not missing, (
+        f"variables used in docker-compose.yml but missing from .env.example: {missing}"
+    )
 
 
 def test_env_example_documents_the_config_model_with_placeholder_secrets() -> None:
@@ -367,26 +491,40 @@ def test_env_example_documents_the_config_model_with_placeholder_secrets() -> No
     missing = [name for name in CONFIG_MODEL if name not in documented]
     assert not missing, f".env.example lacks {missing}"
     for secret in SECRETS:
-        assert documented[secret] == "change-me", f"{secret} in .env.example must be the placeholder change-me"
+        assert documented[secret] == "change-me", (
+            f"{secret} in .env.example must be the placeholder change-me"
+        )
     text = ENV_EXAMPLE.read_text()
     for key in documented:  # every variable has a comment right above it (or above its group)
         block = text.split(f"\n{key}=", 1)[0].rstrip().splitlines()
-        assert block and (block[-1].startswith("#") or re.match(r"[A-Z_]+=", block[-1])), f"{key} has no comment"
+        assert block and (block[-1].startswith("#") or re.match(r"[A-Z_]+=", block[-1])), (
+            f"{key} has no comment"
+        )
 
 
 def test_services_read_the_config_model_with_in_network_addresses() -> None:
-    expected = {"KAFKA_BOOTSTRAP_SERVERS": "kafka:", "MQTT_HOST": "mosquitto", "INFLUX_URL": "http://influxdb:8086",
-                "SPARK_MASTER": "spark://spark-master:7077"}
+    expected = {
+        "KAFKA_BOOTSTRAP_SERVERS": "kafka:",
+        "MQTT_HOST": "mosquitto",
+        "INFLUX_URL": "http://influxdb:8086",
+        "SPARK_MASTER": "spark://spark-master:7077",
+    }
     for name, port in DEFAULT_METRICS_PORTS.items():
         env = environment(services()[name])
-        assert env.get("METRICS_PORT") == str(port), f"{name}: METRICS_PORT {env.get('METRICS_PORT')!r} != {port}"
-        assert str(port) in [str(p) for p in services()[name].get("expose", [])], f"{name} does not expose {port}"
+        assert env.get("METRICS_PORT") == str(port), (
+            f"{name}: METRICS_PORT {env.get('METRICS_PORT')!r} != {port}"
+        )
+        assert str(port) in [str(p) for p in services()[name].get("expose", [])], (
+            f"{name} does not expose {port}"
+        )
         for key, prefix in expected.items():
             assert env.get(key, "").startswith(prefix), f"{name}: {key}={env.get(key)!r}"
         for key in ("INFLUX_DATABASE", "LOG_LEVEL", "TOPIC_PARTITIONS"):
             assert key in env, f"{name} lacks {key}"
     bootstrap = environment(services()["simulator"])["KAFKA_BOOTSTRAP_SERVERS"]
-    assert f"INTERNAL://{bootstrap}" in KAFKA_ENTRYPOINT.read_text(), f"{bootstrap} is not an advertised listener"
+    assert f"INTERNAL://{bootstrap}" in KAFKA_ENTRYPOINT.read_text(), (
+        f"{bootstrap} is not an advertised listener"
+    )
 
 
 def kafka_properties() -> dict[str, str]:
@@ -401,44 +539,79 @@ def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
     assert ("./docker/kafka", "/docker/kafka") in bind_sources(kafka)
     props = kafka_properties()
     assert props["process.roles"] == "broker,controller"
-    for key in ("transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-                "offsets.topic.replication.factor"):
+    for key in (
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "offsets.topic.replication.factor",
+    ):
         assert props.get(key) == "1", f"{key}={props.get(key)!r}"
     listeners = {part.split("://")[0] for part in props["listeners"].split(",")}
-    assert {"INTERNAL", "HOST", "CONTROLLER"} == listeners and props["inter.broker.listener.name"] == "INTERNAL"
+    assert {"INTERNAL", "HOST", "CONTROLLER"} == listeners and props[
+        "inter.broker.listener.name"
+    ] == "INTERNAL"
     protocol_map = dict(p.split(":") for p in props["listener.security.protocol.map"].split(","))
-    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_PLAINTEXT"}, "a listener without auth"
+    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_PLAINTEXT"}, (
+        "a listener without auth"
+    )
 
 
 def test_compose_kafka_has_the_local_stack_s_security() -> None:
     """The same mechanisms, authorizer and super users as the launcher's broker; the password
     lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
-    from streamkit.config import Settings
     from stacktools.stack.components import Kafka
+    from streamkit.config import Settings
 
     local = Kafka(Settings.from_sources(environ={}))._auth_properties()
     props = kafka_properties()
-    static = {k: v for k, v in local.items() if "jaas" not in k and not k.startswith("listener.name.client.")}
+    static = {
+        k: v
+        for k, v in local.items()
+        if "jaas" not in k and not k.startswith("listener.name.client.")
+    }
     assert {k: props.get(k) for k in static} == static
-    assert props["listener.name.internal.sasl.enabled.mechanisms"] == local["listener.name.client.sasl.enabled.mechanisms"]
+    assert (
+        props["listener.name.internal.sasl.enabled.mechanisms"]
+        == local["listener.name.client.sasl.enabled.mechanisms"]
+    )
     script = KAFKA_ENTRYPOINT.read_text()
-    assert all(f"listener.name.{name}.scram-sha-512.sasl.jaas.config" in script for name in ("internal", "host"))
-    assert "listener.name.controller.plain.sasl.jaas.config" in script and 'user_controller=' in script
+    assert all(
+        f"listener.name.{name}.scram-sha-512.sasl.jaas.config" in script
+        for name in ("internal", "host")
+    )
+    assert (
+        "listener.name.controller.plain.sasl.jaas.config" in script and "user_controller=" in script
+    )
     assert "--add-scram" in script and "name=admin" in script
 
 
 def test_mosquitto_requires_a_password() -> None:
-    conf = {line.split(None, 1)[0]: line.split(None, 1)[1].strip() for line in MOSQUITTO_CONFIG.read_text().splitlines()
-            if line.strip() and not line.startswith("#") and len(line.split(None, 1)) == 2}
+    conf = {
+        line.split(None, 1)[0]: line.split(None, 1)[1].strip()
+        for line in MOSQUITTO_CONFIG.read_text().splitlines()
+        if line.strip() and not line.startswith("#") and len(line.split(None, 1)) == 2
+    }
     assert conf.get("allow_anonymous") == "false"
     assert conf.get("password_file"), "no password_file"
     mosquitto = services()["mosquitto"]
-    script = " ".join(map(str, mosquitto.get("entrypoint") or [])) + " " + " ".join(map(str, mosquitto.get("command") or []))
-    script_files = [REPO / src / Path(p).relative_to(dst) for src, dst in bind_sources(mosquitto)
-                    for p in script.split() if p.startswith(dst + "/")]
+    script = (
+        " ".join(map(str, mosquitto.get("entrypoint") or []))
+        + " "
+        + " ".join(map(str, mosquitto.get("command") or []))
+    )
+    script_files = [
+        REPO / src / Path(p).relative_to(dst)
+        for src, dst in bind_sources(mosquitto)
+        for p in script.split()
+        if p.startswith(dst + "/")
+    ]
     body = script + "".join(f.read_text() for f in script_files if f.is_file())
-    assert "mosquitto_passwd" in body and all(credential_env("mqtt", user) in body for user in USERS["mqtt"])
-    assert "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
+    assert "mosquitto_passwd" in body and all(
+        credential_env("mqtt", user) in body for user in USERS["mqtt"]
+    )
+    assert (
+        "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body
+        and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
+    )
 
 
 def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
@@ -455,22 +628,39 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
         cannot_run("mosquitto is not installed (scripts/setup.sh installs it)")
     port = free_ports(1)[0]
-    conf = MOSQUITTO_CONFIG.read_text().replace("/mosquitto/", f"{tmp_path}/").replace("listener 1883",
-                                                                                       f"listener {port} 127.0.0.1")
+    conf = (
+        MOSQUITTO_CONFIG.read_text()
+        .replace("/mosquitto/", f"{tmp_path}/")
+        .replace("listener 1883", f"listener {port} 127.0.0.1")
+    )
     (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
     (tmp_path / "data").mkdir()
     passwords = {credential_env("mqtt", user): f"password-of-{user}" for user in USERS["mqtt"]}
-    env = {**os.environ, **passwords, "MQTT_TOPIC_PREFIX": "plant", "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
-           "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"), "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
-           "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin"}
-    broker = subprocess.Popen(["sh", str(REPO / "docker" / "mosquitto" / "entrypoint.sh")], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        **passwords,
+        "MQTT_TOPIC_PREFIX": "plant",
+        "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
+        "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"),
+        "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
+        "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin",
+    }
+    broker = subprocess.Popen(
+        ["sh", str(REPO / "docker" / "mosquitto" / "entrypoint.sh")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     clients = []
     try:
-        base = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port})
+        base = Settings.from_sources(
+            environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port}
+        )
 
         def client(user: str):  # noqa: ANN202
-            settings = dataclasses.replace(base, mqtt_username=user, mqtt_password=f"password-of-{user}")
+            settings = dataclasses.replace(
+                base, mqtt_username=user, mqtt_password=f"password-of-{user}"
+            )
             clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
             for _ in range(50):  # the broker is starting
                 try:
@@ -512,24 +702,41 @@ def test_influxdb_has_auth_flux_and_the_database() -> None:
     influx = services()["influxdb"]
     assert influx["image"] == "influxdb:1.8.10"
     env = environment(influx)
-    assert env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true" and env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
+    assert (
+        env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true" and env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
+    )
     assert "INFLUX_DATABASE" in env["INFLUXDB_DB"] and env["INFLUXDB_ADMIN_USER"] == "admin"
     assert "INFLUX_ADMIN_PASSWORD" in env["INFLUXDB_ADMIN_PASSWORD"]
 
 
 def test_prometheus_scrapes_every_service_with_metrics() -> None:
     prometheus = services()["prometheus"]
-    mounted = {dst for src, dst in bind_sources(prometheus) if (REPO / src).resolve() == PROMETHEUS_CONFIG.resolve()}
+    mounted = {
+        dst
+        for src, dst in bind_sources(prometheus)
+        if (REPO / src).resolve() == PROMETHEUS_CONFIG.resolve()
+    }
     assert mounted, "docker/prometheus/prometheus.yml is not mounted into prometheus"
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    targets = {target for job in config["scrape_configs"] for static in job.get("static_configs", [])
-               for target in static.get("targets", [])}
-    with_metrics = {name: environment(s)["METRICS_PORT"] for name, s in services().items()
-                    if "METRICS_PORT" in environment(s)}
+    targets = {
+        target
+        for job in config["scrape_configs"]
+        for static in job.get("static_configs", [])
+        for target in static.get("targets", [])
+    }
+    with_metrics = {
+        name: environment(s)["METRICS_PORT"]
+        for name, s in services().items()
+        if "METRICS_PORT" in environment(s)
+    }
     assert set(DEFAULT_METRICS_PORTS) <= with_metrics.keys()
-    missing = [f"{name}:{port}" for name, port in with_metrics.items() if f"{name}:{port}" not in targets]
+    missing = [
+        f"{name}:{port}" for name, port in with_metrics.items() if f"{name}:{port}" not in targets
+    ]
     assert not missing, f"prometheus.yml does not scrape {missing}"
-    unknown = [t for t in targets if t.split(":")[0] not in services() and t.split(":")[0] != "localhost"]
+    unknown = [
+        t for t in targets if t.split(":")[0] not in services() and t.split(":")[0] != "localhost"
+    ]
     assert not unknown, f"prometheus.yml scrapes hosts that are no compose service: {unknown}"
 
 
@@ -540,7 +747,9 @@ def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> No
     providers = yaml.safe_load(DASHBOARD_PROVIDERS.read_text())["providers"]
     for provider in providers:
         assert provider["type"] == "file"
-        assert mounts.get(provider["options"]["path"]) == (REPO / "grafana" / "dashboards").resolve()
+        assert (
+            mounts.get(provider["options"]["path"]) == (REPO / "grafana" / "dashboards").resolve()
+        )
     assert "GRAFANA_ADMIN_PASSWORD" in environment(grafana)["GF_SECURITY_ADMIN_PASSWORD"]
 
     datasources = {d["uid"]: d for d in yaml.safe_load(DATASOURCES.read_text())["datasources"]}
@@ -553,17 +762,24 @@ def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> No
         assert host == service and host in services(), f"{source['name']} points at {source['url']}"
     # Credentials and database come from Grafana's environment, never literals.
     env_ref = re.compile(r"^\$(__env\{(?P<a>\w+)\}|\{(?P<b>\w+)\}|(?P<c>\w+))$")
-    for value, expected in ((influx["user"], "INFLUX_USERNAME"), (influx["secureJsonData"]["password"], "INFLUX_PASSWORD"),
-                            (influx["jsonData"]["dbName"], "INFLUX_DATABASE")):
+    for value, expected in (
+        (influx["user"], "INFLUX_USERNAME"),
+        (influx["secureJsonData"]["password"], "INFLUX_PASSWORD"),
+        (influx["jsonData"]["dbName"], "INFLUX_DATABASE"),
+    ):
         m = env_ref.match(str(value))
-        assert m and expected in m.groupdict().values(), f"{value!r} is not a reference to ${expected}"
+        assert m and expected in m.groupdict().values(), (
+            f"{value!r} is not a reference to ${expected}"
+        )
         assert expected in environment(grafana), f"grafana's environment lacks {expected}"
 
 
 def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
     text = DOCKERFILE.read_text()
     stages, bases = set(), []
-    for m in re.finditer(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE | re.IGNORECASE):
+    for m in re.finditer(
+        r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE | re.IGNORECASE
+    ):
         if m.group(1) not in stages:
             bases.append(m.group(1))
         if m.group(2):
@@ -580,22 +796,41 @@ def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
     assert users and users[-1] not in {"root", "0"}, f"final USER is {users[-1:] or 'root (unset)'}"
 
 
-def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_certificates() -> None:
+def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_certificates() -> (
+    None
+):
     """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the build."""
     text = DOCKERFILE.read_text()
-    assert text.index("pip install -r") < text.index("COPY . /app"), "the source is copied before the dependencies"
+    assert text.index("pip install -r") < text.index("COPY . /app"), (
+        "the source is copied before the dependencies"
+    )
     assert "COPY pyproject.toml" in text and "COPY --from=requirements" in text
-    assert len(re.findall(r"^ARG EXTRA_CA_CERTS", text, re.MULTILINE)) == 2, "both stages (Maven and pip) take the CAs"
+    assert len(re.findall(r"^ARG EXTRA_CA_CERTS", text, re.MULTILINE)) == 2, (
+        "both stages (Maven and pip) take the CAs"
+    )
     build = services()["provision"]["build"]
     assert build["args"]["EXTRA_CA_CERTS"] == "${EXTRA_CA_CERTS:-}"
-    assert [name for name, service in services().items() if "build" in service] == ["provision"], \
+    assert [name for name, service in services().items() if "build" in service] == ["provision"], (
         "one service builds the app image; the others run it (pull_policy: never)"
+    )
 
 
 def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
-    patterns = {line.strip().rstrip("/") for line in DOCKERIGNORE.read_text().splitlines()
-                if line.strip() and not line.startswith("#")}
-    for required in (".venv", "run", ".stack", ".git", ".env", "data", "tests/data", "demo-output*"):
+    patterns = {
+        line.strip().rstrip("/")
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for required in (
+        ".venv",
+        "run",
+        ".stack",
+        ".git",
+        ".env",
+        "data",
+        "tests/data",
+        "demo-output*",
+    ):
         assert required in patterns, f".dockerignore lacks {required}"
     assert any("__pycache__" in p for p in patterns)
 

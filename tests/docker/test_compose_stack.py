@@ -5,6 +5,7 @@ InfluxDB and the committed Kafka outputs compared with the oracles, values inclu
 
 Runs wherever podman or a Docker engine is (scripts/setup-containers.sh installs podman); it
 fails rather than skips when the engine cannot be started, so CI cannot pass without it."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,13 @@ from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from tests.support import server_checks as checks
-from tests.support.compose import ONE_SHOT, PIPELINE_SERVICES, SERVER_SERVICES, ComposeProject, build_images
+from tests.support.compose import (
+    ONE_SHOT,
+    PIPELINE_SERVICES,
+    SERVER_SERVICES,
+    ComposeProject,
+    build_images,
+)
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.oracles.join import parse_pairs
 from tests.support.oracles.pipeline import PipelineSpec
@@ -37,19 +44,30 @@ DATABASE = "machinedata"
 #: The single pass's default windows (spark_jobs.config): tumbling 10 s, 10 s allowed lateness.
 WINDOWS, LATENESS_MS = [Spec("tumbling", 10_000, 10_000)], 10_000
 #: The compose stack's join (JOIN_PAIRS's default) and windows, for the oracle.
-COMPOSE_PIPELINE = PipelineSpec(pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
-                                windows=tuple(WINDOWS), lateness_ms=LATENESS_MS)
+COMPOSE_PIPELINE = PipelineSpec(
+    pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+    windows=tuple(WINDOWS),
+    lateness_ms=LATENESS_MS,
+)
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in flight.
 REPLAY_RATE = 250
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
-TOPICS = {"raw": "machinedata.raw", "joined": "machinedata.joined", "aggregates": "machinedata.aggregates",
-          "late": "machinedata.late"}
+TOPICS = {
+    "raw": "machinedata.raw",
+    "joined": "machinedata.joined",
+    "aggregates": "machinedata.aggregates",
+    "late": "machinedata.late",
+}
 #: (seconds into the replay, what): each service's processes SIGKILLed as a crash would, and one
 #: broker restart. A crash, not `docker compose kill`: podman takes that for a user's stop and
 #: applies no restart policy, where the crash must be brought back by the policy alone.
-FAULTS = ((4.0, "crash", "mqtt-bridge"), (8.0, "crash", "spark-single-pass"), (12.0, "crash", "db-connector"),
-          (15.0, "restart", "kafka"))
+FAULTS = (
+    (4.0, "crash", "mqtt-bridge"),
+    (8.0, "crash", "spark-single-pass"),
+    (12.0, "crash", "db-connector"),
+    (15.0, "restart", "kafka"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +75,22 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     build_images()
     container_engine.start()
     work = tmp_path_factory.mktemp("compose")
-    names = ("KAFKA_PORT", "MQTT_PORT", "INFLUX_PORT", "PROMETHEUS_PORT", "SPARK_MASTER_UI_PORT", "GRAFANA_PORT")
-    compose = ComposeProject(f"mdtest{os.getpid()}", work, dict(zip(names, free_ports(len(names)))),
-                             # file times; windows closed by the data alone, as the oracle closes them (an
-                             # idle flush between the rounds would close them by the wall clock)
-                             {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"})
+    names = (
+        "KAFKA_PORT",
+        "MQTT_PORT",
+        "INFLUX_PORT",
+        "PROMETHEUS_PORT",
+        "SPARK_MASTER_UI_PORT",
+        "GRAFANA_PORT",
+    )
+    compose = ComposeProject(
+        f"mdtest{os.getpid()}",
+        work,
+        dict(zip(names, free_ports(len(names)))),
+        # file times; windows closed by the data alone, as the oracle closes them (an
+        # idle flush between the rounds would close them by the wall clock)
+        {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"},
+    )
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
     shutil.copyfile(SAMPLE, files[0])
     files[1].write_text(shifted(SAMPLE.read_text(), SHIFT_MS))
@@ -99,14 +128,24 @@ def replay(compose: ComposeProject, events: Path, rate: int, faults: tuple = ())
     # --no-deps: podman's API makes Compose recreate every running service an `up` names (its
     # divergence check; not so with Docker), and the replay must not restart the pipeline.
     compose.run("--profile", "replay", "rm", "--force", "--stop", "simulator", timeout_s=120)
-    compose.run("--profile", "replay", "up", "-d", "--no-deps", "simulator", timeout_s=300,
-                env={"EVENTS_FILE": events.name, "REPLAY_RATE": str(rate)})
+    compose.run(
+        "--profile",
+        "replay",
+        "up",
+        "-d",
+        "--no-deps",
+        "simulator",
+        timeout_s=300,
+        env={"EVENTS_FILE": events.name, "REPLAY_RATE": str(rate)},
+    )
     started, done = time.monotonic(), []
     for at_s, action, service in faults:
         time.sleep(max(0.0, started + at_s - time.monotonic()))
         inject(compose, action, service)
         done.append(f"{action} {service} at {time.monotonic() - started:.1f} s")
-    settle(lambda: compose.states().get("simulator", {}).get("State") == "exited", 600, "the replay")
+    settle(
+        lambda: compose.states().get("simulator", {}).get("State") == "exited", 600, "the replay"
+    )
     assert compose.states()["simulator"]["ExitCode"] == 0, compose.logs("simulator")
     return done
 
@@ -116,7 +155,9 @@ def assert_equals_the_oracle(settings: Settings, files: list[Path]) -> str:
     (the pairs from the files' rows; the windows and late records from what the raw topic holds,
     in its order), value for value: nothing missing, extra, duplicated or different."""
     records = measurements([row for file in files for row in event_time_order(file_rows(file))])
-    summary = assert_pipeline_exact(settings, TOPICS, DATABASE, COMPOSE_PIPELINE, records, timeout_s=900)
+    summary = assert_pipeline_exact(
+        settings, TOPICS, DATABASE, COMPOSE_PIPELINE, records, timeout_s=900
+    )
     assert not InfluxClient(settings).rows(DATABASE, 'SELECT * FROM "dead_letter"')
     return summary
 
@@ -127,13 +168,16 @@ def test_compose_replay_equals_the_oracle(project: ComposeProject, tmp_path: Pat
     replay(project, files[0], rate=1000)
     settings = project.host_settings(tmp_path)
     print(assert_equals_the_oracle(settings, files))
-    counts = {name: len(InfluxClient(settings).rows(DATABASE, f'SELECT * FROM "{name}"'))
-              for name in ("raw", "joined", "aggregate", "late")}
+    counts = {
+        name: len(InfluxClient(settings).rows(DATABASE, f'SELECT * FROM "{name}"'))
+        for name in ("raw", "joined", "aggregate", "late")
+    }
     assert counts == {"raw": 19_825, "joined": 7_548, "aggregate": 5_812, "late": 0}, counts
 
 
-def test_compose_replay_with_killed_containers_still_equals_the_oracle(project: ComposeProject,
-                                                                      tmp_path: Path) -> None:
+def test_compose_replay_with_killed_containers_still_equals_the_oracle(
+    project: ComposeProject, tmp_path: Path
+) -> None:
     """The same machines a month later, while the bridge's, the Spark job's and the connector's
     containers crash and Kafka restarts; restart policies alone bring them back."""
     files = project.events
@@ -148,8 +192,17 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(project: 
 def test_a_placeholder_password_is_refused_naming_the_variable(project: ComposeProject) -> None:
     """The provisioning job, run with the .env.example placeholder for one password."""
     name = f"{project.name}-placeholder-check"
-    done = project.run("run", "--name", name, "--no-deps", "-e", "KAFKA_BRIDGE_PASSWORD=change-me", "provision",
-                       check=False, timeout_s=300)
+    done = project.run(
+        "run",
+        "--name",
+        name,
+        "--no-deps",
+        "-e",
+        "KAFKA_BRIDGE_PASSWORD=change-me",
+        "provision",
+        check=False,
+        timeout_s=300,
+    )
     try:
         # The container's own exit code: podman's API may report a finished `run` as 0.
         status, body = container_engine.api("GET", f"/containers/{name}/json")
@@ -159,8 +212,9 @@ def test_a_placeholder_password_is_refused_naming_the_variable(project: ComposeP
     assert "KAFKA_BRIDGE_PASSWORD is still the placeholder 'change-me'" in done.stdout + done.stderr
 
 
-def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(project: ComposeProject,
-                                                                          tmp_path: Path) -> None:
+def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
+    project: ComposeProject, tmp_path: Path
+) -> None:
     """The same server checks as the local stack's, on the compose stack's published ports:
     Kafka transactions, MQTT and InfluxDB refusing anonymous and wrong credentials; and
     Prometheus scraping every running service of ours by its compose name."""
@@ -170,7 +224,14 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(proje
     checks.check_influx_write_read(settings)
 
     def scraped() -> set[str]:
-        return {t["labels"]["job"] for t in checks.prometheus_targets(settings) if t["health"] == "up"}
+        return {
+            t["labels"]["job"] for t in checks.prometheus_targets(settings) if t["health"] == "up"
+        }
 
-    settle(lambda: {"mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped(), 60, "targets up", interval_s=2)
+    settle(
+        lambda: {"mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped(),
+        60,
+        "targets up",
+        interval_s=2,
+    )
     assert {"prometheus", "mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped()

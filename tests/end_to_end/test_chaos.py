@@ -19,6 +19,7 @@ process group: a lost machine) and restarted, and Mosquitto is killed, besides e
 Knobs: CHAOS_KILLS_PER_STAGE (2; 1 scaled out), CHAOS_SEED (random; printed), CHAOS_ROWS (12000;
 half scaled out), CHAOS_AGGREGATE_PAUSE_S (60).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,20 +32,26 @@ from pathlib import Path
 import pytest
 
 from simulator.generate import generate
-from streamkit.config import Settings
-from streamkit.deadline import Deadline
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, WINDOWED
-from stacktools.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.components import SparkWorker, spark_cluster
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+from streamkit.deadline import Deadline
+from tests.support.exactness import (
+    PIPELINE,
+    assert_back,
+    assert_exactly_once,
+    kill_group,
+    pipeline_args,
+    restart_broker,
+)
 from tests.support.oracles.pipeline import expected_outputs
 from tests.support.oracles.rows import file_rows, measurements
-from tests.support.topology import Topology
-from tests.support.exactness import (PIPELINE, assert_back, assert_exactly_once, kill_group, pipeline_args,
-                                    restart_broker)
 from tests.support.require import cannot_run
+from tests.support.topology import Topology
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
 KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
@@ -63,7 +70,10 @@ def write_events(path: Path, count: int) -> Path:
     rows = list(generate(count, THINGS, seed=11))
     dense = list(generate(count // THINGS * DENSITY, 1, seed=12))
     first = dense[0]["Timestamp"]
-    rows += [{**row, "Thing": "DENSE", "Timestamp": first + (row["Timestamp"] - first) // DENSITY} for row in dense]
+    rows += [
+        {**row, "Thing": "DENSE", "Timestamp": first + (row["Timestamp"] - first) // DENSITY}
+        for row in dense
+    ]
     rows.sort(key=lambda row: row["Timestamp"])
     with path.open("w") as handle:
         for row in rows:
@@ -74,9 +84,16 @@ def write_events(path: Path, count: int) -> Path:
 def chaos_faults(topology: Topology) -> tuple[list[str], int, int]:
     """The faults besides the stages' kills, the kills per stage and the rows of the round."""
     if not topology.scaled_out:
-        return (["kafka-restart", "kafka-kill", "mosquitto-kill", "windows-stopped"], KILLS_PER_STAGE, ROWS)
-    return (["kafka-node-kill", "spark-worker-kill", "mosquitto-kill"], int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")),
-            ROWS // 2)
+        return (
+            ["kafka-restart", "kafka-kill", "mosquitto-kill", "windows-stopped"],
+            KILLS_PER_STAGE,
+            ROWS,
+        )
+    return (
+        ["kafka-node-kill", "spark-worker-kill", "mosquitto-kill"],
+        int(os.environ.get("CHAOS_KILLS_PER_STAGE", "1")),
+        ROWS // 2,
+    )
 
 
 def shape_of(topology: Topology) -> str:
@@ -88,8 +105,15 @@ def shape_of(topology: Topology) -> str:
 @pytest.fixture
 def pipeline(topology: Topology, tmp_path: Path):
     wiring = Wiring.private(topology.settings)
-    run = Pipeline(topology.settings, wiring, tmp_path / "run", extra_args=pipeline_args(), env=topology.env,
-                   bridges=topology.bridges, shape=shape_of(topology))
+    run = Pipeline(
+        topology.settings,
+        wiring,
+        tmp_path / "run",
+        extra_args=pipeline_args(),
+        env=topology.env,
+        bridges=topology.bridges,
+        shape=shape_of(topology),
+    )
     yield run
     run.stop()
     InfluxClient(topology.settings).drop_database(wiring.database)
@@ -100,7 +124,9 @@ def executing_workers(settings: Settings, pipeline: Pipeline, timeout_s: float =
     worker killed is one whose executor holds tasks and state of the running query."""
     deadline = Deadline(timeout_s)
     while not deadline.expired():
-        busy = [w.name for w in spark_cluster(settings) if isinstance(w, SparkWorker) and w.executors()]
+        busy = [
+            w.name for w in spark_cluster(settings) if isinstance(w, SparkWorker) and w.executors()
+        ]
         if busy:
             return busy
         pipeline.supervise()
@@ -122,15 +148,20 @@ def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()
         time.sleep(0.5)
 
 
-def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: Topology, pipeline: Pipeline,
-                                                                      tmp_path: Path) -> None:
+def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
+    topology: Topology, pipeline: Pipeline, tmp_path: Path
+) -> None:
     settings = topology.settings
     kafka, mosquitto = Stack(settings, ["kafka"]), Stack(settings, ["mosquitto"])
     if any(status.state != "running" for status in (*kafka.status(), *mosquitto.status())):
-        cannot_run("Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill them")
+        cannot_run(
+            "Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill them"
+        )
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
-    assert len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000  # a round worth judging
+    assert (
+        len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000
+    )  # a round worth judging
 
     pipeline.start_stages()
     pipeline.wait_bridges()
@@ -154,7 +185,10 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
             kafka.down()
             supervise_for(pipeline, 3)
             restart_broker(kafka)
-        elif fault in ("kafka-kill", "kafka-node-kill"):  # the single broker, or one of three (min.insync 2)
+        elif fault in (
+            "kafka-kill",
+            "kafka-node-kill",
+        ):  # the single broker, or one of three (min.insync 2)
             killed = kill_group(kafka, rng)
             fault = f"{fault} {killed.name}"
             supervise_for(pipeline, rng.uniform(5, 20))
@@ -168,7 +202,9 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
         elif fault == "spark-worker-kill":  # its executor's tasks re-run on the other worker
             assert topology.spark is not None
             busy = executing_workers(topology.spark.settings, pipeline)
-            spare = tuple(c.name for c in spark_cluster(topology.spark.settings) if c.name not in busy)
+            spare = tuple(
+                c.name for c in spark_cluster(topology.spark.settings) if c.name not in busy
+            )
             killed = kill_group(topology.spark, rng, spare=spare)
             fault = f"{fault} {killed.name} (running an executor)"
             supervise_for(pipeline, rng.uniform(2, 10))
@@ -188,4 +224,6 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(topology: 
     unrestarted = {stage: n for stage, n in pipeline.restarts.items() if n < kills_per_stage}
     assert not unrestarted, f"a killed stage was not started again: {unrestarted}"
 
-    print("chaos:", assert_exactly_once(settings, pipeline, simulator, events), f"faults {injected}")
+    print(
+        "chaos:", assert_exactly_once(settings, pipeline, simulator, events), f"faults {injected}"
+    )

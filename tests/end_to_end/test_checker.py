@@ -5,6 +5,7 @@ InfluxDB, and the check passes. Then a joined record is written twice and an agg
 written again with a wrong mean, and a raw point is overwritten in InfluxDB with a wrong value:
 each is named, at the level where it shows. The duplicate shows only in Kafka (InfluxDB
 collapses it onto its own point), which is why the committed topics are judged too."""
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,8 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition
-from tests.support.judge import parsed_schema_file
 from tests.support.exactness import PIPELINE, assert_pipeline_exact, judge_pipeline
+from tests.support.judge import parsed_schema_file
 from tests.support.oracles.pipeline import Outputs, expected_outputs
 from tests.support.oracles.rows import file_rows, measurements
 from tests.support.waits import settle
@@ -47,23 +48,45 @@ def encoder(schema: str):
 
 def kafka_records(outputs: Outputs) -> list[tuple[str, bytes, bytes]]:
     """(kind, key, value) of every record, keyed as the wire contract says."""
-    encode = {kind: encoder(schema) for kind, schema in
-              (("raw", "measurement"), ("joined", "joined"), ("aggregates", "aggregate"), ("late", "late"))}
+    encode = {
+        kind: encoder(schema)
+        for kind, schema in (
+            ("raw", "measurement"),
+            ("joined", "joined"),
+            ("aggregates", "aggregate"),
+            ("late", "late"),
+        )
+    }
     out = []
     for r in outputs.raw + outputs.late:
         kind = "late" if "stage" in r else "raw"
-        out.append((kind, f"{r['thing']}|{r['quantity']}|{r['event_time_ms']}".encode(), encode[kind](r)))
+        out.append(
+            (kind, f"{r['thing']}|{r['quantity']}|{r['event_time_ms']}".encode(), encode[kind](r))
+        )
     for r in outputs.joined:
-        ident = pair_id(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])
+        ident = pair_id(
+            r["thing"],
+            r["left_quantity"],
+            r["right_quantity"],
+            r["left_time_ms"],
+            r["right_time_ms"],
+        )
         out.append(("joined", ident.encode(), encode["joined"]({**r, "id": ident})))
     for r in outputs.aggregates:
         label = f"{r['window_kind']}-{r['window_size_ms']}"
-        out.append(("aggregates", f"{r['thing']}|{r['quantity']}|{label}|{r['window_start_ms']}".encode(),
-                    encode["aggregates"](r)))
+        out.append(
+            (
+                "aggregates",
+                f"{r['thing']}|{r['quantity']}|{label}|{r['window_start_ms']}".encode(),
+                encode["aggregates"](r),
+            )
+        )
     return out
 
 
-def produce(settings: Settings, topics: dict[str, str], records: list[tuple[str, bytes, bytes]]) -> None:
+def produce(
+    settings: Settings, topics: dict[str, str], records: list[tuple[str, bytes, bytes]]
+) -> None:
     """Partitioned by thing, as every stage writes: a key's records stay in order."""
     producer = idempotent_producer(settings, "checker-test-feed")
     for kind, key, value in records:
@@ -78,7 +101,9 @@ def lane(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[dict[str, s
     topics = {kind: private_topic(stack_settings, kind, PARTITIONS) for kind in (*KINDS, "dlq")}
     database = private_database(stack_settings)
     wiring = Wiring.for_connector(topics, f"db-connector-{database}", database)
-    connector = service_process("db_connector", wiring, tmp_path / "connector.log", "--flush-interval-ms", "200")
+    connector = service_process(
+        "db_connector", wiring, tmp_path / "connector.log", "--flush-interval-ms", "200"
+    )
     connector.start()
     yield topics, database
     code = connector.terminate()
@@ -87,13 +112,18 @@ def lane(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[dict[str, s
 
 
 def test_the_check_passes_on_the_oracle_and_names_a_duplicate_and_wrong_values(
-        stack_settings: Settings, lane: tuple[dict[str, str], str], tmp_path: Path) -> None:
+    stack_settings: Settings, lane: tuple[dict[str, str], str], tmp_path: Path
+) -> None:
     topics, database = lane
     events = tmp_path / "events.json"
     events.write_bytes(b"\n".join(SAMPLE.read_bytes().splitlines()[:600]) + b"\n")
     records = measurements(file_rows(events))
     perfect = expected_outputs(PIPELINE, records)
-    assert perfect.joined and perfect.aggregates and {r["stage"] for r in perfect.late} == {"join", "aggregate"}
+    assert (
+        perfect.joined
+        and perfect.aggregates
+        and {r["stage"] for r in perfect.late} == {"join", "aggregate"}
+    )
     records_out = kafka_records(perfect)
     produce(stack_settings, topics, records_out)
     judged = {kind: topics[kind] for kind in KINDS}
@@ -102,25 +132,52 @@ def test_the_check_passes_on_the_oracle_and_names_a_duplicate_and_wrong_values(
     twice = next(r for r in records_out if r[0] == "joined")
     window = perfect.aggregates[0]
     wrong_mean = {**window, "mean": window["mean"] + 1.0}
-    key = next(k for kind, k, _ in records_out if kind == "aggregates" and k.decode().endswith(
-        f"|{window['window_start_ms']}") and k.decode().startswith(f"{window['thing']}|{window['quantity']}|"))
+    key = next(
+        k
+        for kind, k, _ in records_out
+        if kind == "aggregates"
+        and k.decode().endswith(f"|{window['window_start_ms']}")
+        and k.decode().startswith(f"{window['thing']}|{window['quantity']}|")
+    )
     produce(stack_settings, topics, [twice, ("aggregates", key, encoder("aggregate")(wrong_mean))])
     raw = perfect.raw[0]
-    assert InfluxClient(stack_settings).write(database, [
-        f"raw,quantity={raw['quantity']},thing={raw['thing']} value={raw['value'] + 0.5!r} "
-        f"{raw['event_time_ms'] * 1_000_000}"]) == 204
+    assert (
+        InfluxClient(stack_settings).write(
+            database,
+            [
+                f"raw,quantity={raw['quantity']},thing={raw['thing']} value={raw['value'] + 0.5!r} "
+                f"{raw['event_time_ms'] * 1_000_000}"
+            ],
+        )
+        == 204
+    )
 
     def wrong_mean_landed() -> bool:
-        rows = InfluxClient(stack_settings).rows(database, f'SELECT "mean" FROM "aggregate" WHERE time = '
-                                                           f'{window["window_start_ms"] * 1_000_000}')
+        rows = InfluxClient(stack_settings).rows(
+            database,
+            f'SELECT "mean" FROM "aggregate" WHERE time = {window["window_start_ms"] * 1_000_000}',
+        )
         return any(r["mean"] == wrong_mean["mean"] for r in rows)
 
     assert settle(wrong_mean_landed, 60, "the connector writing the wrong mean")
-    verdicts = {v.what: v for v in judge_pipeline(stack_settings, judged, database, PIPELINE, records)}
-    joined_identity = (perfect.joined[0]["thing"], perfect.joined[0]["left_quantity"],
-                       perfect.joined[0]["right_quantity"], perfect.joined[0]["left_time_ms"],
-                       perfect.joined[0]["right_time_ms"])
-    window_identity = (window["thing"], window["quantity"], "tumbling", 10_000, 10_000, window["window_start_ms"])
+    verdicts = {
+        v.what: v for v in judge_pipeline(stack_settings, judged, database, PIPELINE, records)
+    }
+    joined_identity = (
+        perfect.joined[0]["thing"],
+        perfect.joined[0]["left_quantity"],
+        perfect.joined[0]["right_quantity"],
+        perfect.joined[0]["left_time_ms"],
+        perfect.joined[0]["right_time_ms"],
+    )
+    window_identity = (
+        window["thing"],
+        window["quantity"],
+        "tumbling",
+        10_000,
+        10_000,
+        window["window_start_ms"],
+    )
     assert verdicts["kafka joined"].duplicated == [(joined_identity, 2, 1)]
     assert verdicts["influxdb joined"].exact  # InfluxDB hides the duplicate: one point
     assert verdicts["kafka aggregates"].duplicated == [(window_identity, 2, 1)]
@@ -129,6 +186,15 @@ def test_the_check_passes_on_the_oracle_and_names_a_duplicate_and_wrong_values(
     assert different[1] == {"mean": (window["mean"], wrong_mean["mean"])}
     (different,) = verdicts["influxdb raw"].different
     assert different[1] == {"value": (raw["value"], raw["value"] + 0.5)}
-    assert verdicts["kafka raw"].exact and verdicts["kafka late"].exact and verdicts["influxdb late"].exact
+    assert (
+        verdicts["kafka raw"].exact
+        and verdicts["kafka late"].exact
+        and verdicts["influxdb late"].exact
+    )
     wrong = [what for what, v in verdicts.items() if not v.exact]
-    assert sorted(wrong) == ["influxdb aggregate", "influxdb raw", "kafka aggregates", "kafka joined"], wrong
+    assert sorted(wrong) == [
+        "influxdb aggregate",
+        "influxdb raw",
+        "kafka aggregates",
+        "kafka joined",
+    ], wrong

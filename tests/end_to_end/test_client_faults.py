@@ -12,6 +12,7 @@ fault must have been injected.
 Knobs: CLIENT_FAULT_SCALE (1.0: multiplies every fault rate), CLIENT_FAULT_ROWS (6000),
 CLIENT_FAULT_SEED (random; printed), CLIENT_FAULT_KAFKA_PAUSE_S (50), CLIENT_FAULT_INFLUX_PAUSE_S (20).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,19 @@ from pathlib import Path
 import pytest
 
 from simulator.generate import generate
-from streamkit.wire import AvroCodec
+from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
+from stacktools.stack import Stack
+from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
-from stacktools.influx import InfluxClient
-from streamkit.kafka_io import read_to_end
 from streamkit.kafka_clients import idempotent_producer
-from stacktools.pipeline import Pipeline
-from stacktools.wiring import Wiring
-from stacktools.stack import Stack
-from tests.support.oracles.pipeline import expected_outputs
-from tests.support.oracles.rows import file_rows, measurements
+from streamkit.kafka_io import read_to_end
+from streamkit.wire import AvroCodec
 from tests.support.exactness import PIPELINE, assert_exactly_once, pipeline_args
 from tests.support.influx_checks import POISON_KEY
+from tests.support.oracles.pipeline import expected_outputs
+from tests.support.oracles.rows import file_rows, measurements
 from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]
@@ -46,14 +47,25 @@ KAFKA_PAUSE_S = float(os.environ.get("CLIENT_FAULT_KAFKA_PAUSE_S", "50"))
 INFLUX_PAUSE_S = float(os.environ.get("CLIENT_FAULT_INFLUX_PAUSE_S", "20"))
 RATE = 100  # rows/s
 FAULT_SITE = Path(__file__).resolve().parents[1] / "support" / "faults" / "site"
-KINDS = {"retriable", "non_retriable", "abortable", "fatal", "unknown_outcome", "buffer_full", "connection", "server"}
+KINDS = {
+    "retriable",
+    "non_retriable",
+    "abortable",
+    "fatal",
+    "unknown_outcome",
+    "buffer_full",
+    "connection",
+    "server",
+}
 
 
 def paused(settings: Settings, component: str, seconds: float, pipeline: Pipeline) -> None:
     """SIGSTOP the stack component's process for ``seconds`` (supervising meanwhile), then SIGCONT."""
     (status,) = Stack(settings, [component]).status()
     if status.state != "running" or status.pid is None:
-        cannot_run(f"{component} was not started by this stack launcher, so the test cannot pause it")
+        cannot_run(
+            f"{component} was not started by this stack launcher, so the test cannot pause it"
+        )
     os.kill(status.pid, signal.SIGSTOP)
     try:
         pause = Deadline(seconds)
@@ -112,19 +124,27 @@ def pipeline(stack_settings: Settings, tmp_path: Path):
     seed = int(os.environ.get("CLIENT_FAULT_SEED", str(time.time_ns() % 1_000_000)))
     print(f"client fault seed {seed}, scale {SCALE}")
     wiring = Wiring.private(stack_settings)
-    run = Pipeline(stack_settings, wiring, tmp_path / "run", extra_args=pipeline_args(),
-                   env={"PYTHONPATH": str(FAULT_SITE), "CLIENT_FAULTS": f"{seed},{SCALE}"})
+    run = Pipeline(
+        stack_settings,
+        wiring,
+        tmp_path / "run",
+        extra_args=pipeline_args(),
+        env={"PYTHONPATH": str(FAULT_SITE), "CLIENT_FAULTS": f"{seed},{SCALE}"},
+    )
     yield run
     run.stop()
     InfluxClient(stack_settings).drop_database(wiring.database)
 
 
 def test_pipeline_stays_exactly_once_when_client_calls_fail_and_servers_pause(
-        stack_settings: Settings, pipeline: Pipeline, tmp_path: Path) -> None:
+    stack_settings: Settings, pipeline: Pipeline, tmp_path: Path
+) -> None:
     settings = stack_settings
     events = tmp_path / "events.json"
     events.write_text("".join(json.dumps(row) + "\n" for row in generate(ROWS, 10, seed=5)))
-    assert len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 500  # a round worth judging
+    assert (
+        len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 500
+    )  # a round worth judging
 
     pipeline.start_stages()
     pipeline.wait_ready()
@@ -135,14 +155,25 @@ def test_pipeline_stays_exactly_once_when_client_calls_fail_and_servers_pause(
     paused(settings, "kafka", KAFKA_PAUSE_S, pipeline)
     poison.write_for(replay_s / 4, pipeline)
     paused(settings, "influxdb", INFLUX_PAUSE_S, pipeline)
-    summary = assert_exactly_once(settings, pipeline, simulator, events, skip_keys=frozenset({POISON_KEY}))
+    summary = assert_exactly_once(
+        settings, pipeline, simulator, events, skip_keys=frozenset({POISON_KEY})
+    )
     letters = connector_dead_letters(settings, pipeline.wiring.dlq, pipeline.wiring.late)
-    assert letters == Counter({(POISON_KEY, value, b"undecodable"): 1 for value in poison.values}), letters
+    assert letters == Counter(
+        {(POISON_KEY, value, b"undecodable"): 1 for value in poison.values}
+    ), letters
 
     seen = injected_faults(pipeline)
     kinds = {kind for _, kind in seen}
-    print(f"client faults: {summary}; injected {sum(seen.values())}: {dict(seen)}; restarts {pipeline.restarts}")
+    print(
+        f"client faults: {summary}; injected {sum(seen.values())}: {dict(seen)}; restarts {pipeline.restarts}"
+    )
     assert {"retriable", "non_retriable", "abortable", "unknown_outcome"} <= kinds, seen
     assert kinds <= KINDS
-    assert {call for call, _ in seen} >= {"produce_batch", "commit_transaction", "send_offsets_to_transaction",
-                                          "commit", "influx_write"}, seen
+    assert {call for call, _ in seen} >= {
+        "produce_batch",
+        "commit_transaction",
+        "send_offsets_to_transaction",
+        "commit",
+        "influx_write",
+    }, seen

@@ -1,8 +1,10 @@
 """The client fault plan (tests/support/faults) exercises what the client-faults test checks
 for whatever the seed, so that test cannot fail by an unlucky draw."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.faults import INFLUX_WRITE, KAFKA_CALLS, NEVER_FORCED, FaultPlan
 

@@ -7,6 +7,7 @@ sharded bridges, three Kafka nodes: tests/support/topology.py).
 Afterwards InfluxDB must hold exactly what Kafka committed (per measurement, point by point),
 and every panel and variable query of every dashboard must return data.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,33 +16,39 @@ from pathlib import Path
 
 import pytest
 
-from streamkit.deadline import TimedOut, wait_until
 from stacktools.dashboards import check_dashboards
 from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
+from stacktools.wiring import Wiring
+from streamkit.deadline import TimedOut, wait_until
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
-from tests.support.harness import expected_records, wait_for_keys
-from tests.support.waits import settle
-from stacktools.pipeline import Pipeline
-from stacktools.wiring import Wiring
 from tests.support.exactness import assert_pipeline_exact
+from tests.support.harness import expected_records, wait_for_keys
 from tests.support.influx_checks import point_count
+from tests.support.mqtt import RawPublisher
 from tests.support.oracles.join import parse_pairs
 from tests.support.oracles.pipeline import PipelineSpec
 from tests.support.oracles.rows import file_rows, measurements
 from tests.support.oracles.windows import Spec
-from tests.support.mqtt import RawPublisher
 from tests.support.topology import Topology
+from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 ROW_SPACING_MS = 100
 #: The single pass with its default join and windows (spark_jobs.config) and a 500 ms session gap.
-SINGLE_PASS_DEFAULTS = PipelineSpec(pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
-                                    windows=(Spec("tumbling", 10_000, 10_000), Spec("session", 500, 500)),
-                                    lateness_ms=10_000)
-BAD_PAYLOADS = [b"not json", b'{"Thing": "T", "Timestamp": 1}', b'{"Thing": "T", "Timestamp": 1554000000000, "x": "hi"}']
+SINGLE_PASS_DEFAULTS = PipelineSpec(
+    pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+    windows=(Spec("tumbling", 10_000, 10_000), Spec("session", 500, 500)),
+    lateness_ms=10_000,
+)
+BAD_PAYLOADS = [
+    b"not json",
+    b'{"Thing": "T", "Timestamp": 1}',
+    b'{"Thing": "T", "Timestamp": 1554000000000, "x": "hi"}',
+]
 
 
 def recent_events(path: Path, end_ms: int) -> Path:
@@ -57,7 +64,9 @@ def recent_events(path: Path, end_ms: int) -> Path:
     return path
 
 
-def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: float, *, then_idle: bool = False) -> None:
+def wait_for_input_rows(
+    log: Path, rows: int, job: ServiceProcess, timeout_s: float, *, then_idle: bool = False
+) -> None:
     """Until a streaming job's progress lines account for `rows` input records: it has read
     the whole raw topic (and keeps running, so Prometheus sees its final counters). With
     `then_idle`, also until a batch without input ran after that: the no-data batch in which a
@@ -80,24 +89,40 @@ def wait_for_input_rows(log: Path, rows: int, job: ServiceProcess, timeout_s: fl
     try:
         wait_until(caught_up, timeout_s, f"{log.name}: {rows} input rows", interval_s=2)
     except TimedOut:
-        raise TimedOut(f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s") from None
+        raise TimedOut(
+            f"{log.name}: {seen} of {rows} input rows (idle batch: {idle}) after {timeout_s}s"
+        ) from None
 
 
-def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(topology: Topology, tmp_path: Path) -> None:
+def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
+    topology: Topology, tmp_path: Path
+) -> None:
     settings = topology.settings
     started_ms = int(time.time() * 1000)
     events = recent_events(tmp_path / "events.json", started_ms)
     wiring = Wiring.private(settings)
     topics = wiring.connector_topics
-    pipeline = Pipeline(settings, wiring, tmp_path / "run", extra_args={
-        "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
-        "db_connector": ["--flush-interval-ms", "500"]}, env=topology.env, bridges=topology.bridges)
+    pipeline = Pipeline(
+        settings,
+        wiring,
+        tmp_path / "run",
+        extra_args={
+            "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
+            "db_connector": ["--flush-interval-ms", "500"],
+        },
+        env=topology.env,
+        bridges=topology.bridges,
+    )
     try:
         pipeline.start_stages()
         pipeline.wait_bridges()
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
         assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
-        publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=10, client_prefix=f"bad-{wiring.prefix}")
+        publisher = RawPublisher(
+            settings.acting_as("mqtt", "machine"),
+            max_inflight=10,
+            client_prefix=f"bad-{wiring.prefix}",
+        )
         for payload in BAD_PAYLOADS:
             publisher.publish_raw(f"{topology.machine_prefix(wiring.prefix)}/bad", payload)
         assert publisher.wait_all_acked(len(BAD_PAYLOADS))
@@ -105,29 +130,60 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(topology: T
         expected_raw = expected_records(events)
         assert set(expected_raw) <= wait_for_keys(settings, topics["raw"], set(expected_raw), 120)
         raw_count = len(read_to_end(settings, topics["raw"]))
-        wait_for_input_rows(pipeline.log("spark_single_pass"), raw_count, pipeline.services["spark_single_pass"], 600,
-                            then_idle=True)
+        wait_for_input_rows(
+            pipeline.log("spark_single_pass"),
+            raw_count,
+            pipeline.services["spark_single_pass"],
+            600,
+            then_idle=True,
+        )
 
         # Every output topic and measurement equal to the oracle, values included; the file's own
         # order makes late records at both stages, which must be the oracle's too.
         records = measurements(file_rows(events))
-        print(assert_pipeline_exact(settings, {kind: topics[kind] for kind in ("raw", "joined", "aggregates", "late")},
-                                    wiring.database, SINGLE_PASS_DEFAULTS, records, timeout_s=300,
-                                    meanwhile=lambda: pipeline.services["db_connector"].alive() or pytest.fail(
-                                        pipeline.log("db_connector").read_text()[-3000:])))
-        late_stages = {r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')}
-        assert late_stages == {"join", "aggregate"}, late_stages  # the file order makes late records at both
+        print(
+            assert_pipeline_exact(
+                settings,
+                {kind: topics[kind] for kind in ("raw", "joined", "aggregates", "late")},
+                wiring.database,
+                SINGLE_PASS_DEFAULTS,
+                records,
+                timeout_s=300,
+                meanwhile=lambda: (
+                    pipeline.services["db_connector"].alive()
+                    or pytest.fail(pipeline.log("db_connector").read_text()[-3000:])
+                ),
+            )
+        )
+        late_stages = {
+            r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')
+        }
+        assert late_stages == {"join", "aggregate"}, (
+            late_stages
+        )  # the file order makes late records at both
         dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
-        settle(lambda: point_count(settings, wiring.database, "dead_letter") == dead_letters, 60, "the dead letters")
+        settle(
+            lambda: point_count(settings, wiring.database, "dead_letter") == dead_letters,
+            60,
+            "the dead letters",
+        )
         assert point_count(settings, wiring.database, "dead_letter") == dead_letters
 
         time.sleep(12)  # two more scrapes of the long-running services
         thing = min(m.thing for m in records)
-        results = check_dashboards(settings, started_ms - len(records) * ROW_SPACING_MS - 60_000,
-                                   int(time.time() * 1000) + 5_000, {"thing": thing}, database=wiring.database)
-        failed = [f"{r.dashboard} / {r.panel} / {r.ref_id}: {r.error or 'no data'} :: {r.query[:200]}"
-                  for r in results if r.error or not r.series]
+        results = check_dashboards(
+            settings,
+            started_ms - len(records) * ROW_SPACING_MS - 60_000,
+            int(time.time() * 1000) + 5_000,
+            {"thing": thing},
+            database=wiring.database,
+        )
+        failed = [
+            f"{r.dashboard} / {r.panel} / {r.ref_id}: {r.error or 'no data'} :: {r.query[:200]}"
+            for r in results
+            if r.error or not r.series
+        ]
         assert results and not failed, "\n".join(failed)
     finally:
         codes = pipeline.stop()

@@ -6,6 +6,7 @@ two decoders read the same bytes they must agree. Run coverage-guided by ``pytho
 tests.fuzz`` (atheris), and replayed over the corpus and every saved crash by
 ``tests/fuzz/test_fuzzers.py``.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -20,15 +21,29 @@ from pathlib import Path
 
 import fastavro
 
-from db_connector.lineprotocol import NS_PER_MS, PointError, quantity_tag, string_field, tag_value, thing_tag
+from db_connector.lineprotocol import (
+    NS_PER_MS,
+    PointError,
+    quantity_tag,
+    string_field,
+    tag_value,
+    thing_tag,
+)
 from db_connector.points import KINDS, raw_converter
 from mqtt_bridge.records import RowSplitter
 from simulator.events_file import EventsFileError
 from simulator.source import EventsCheck, SourceStats, check_events, read_rows
-from streamkit.wire import AvroCodec, aggregate_key, machine_topic, parse_record_key, parsed_schema, record_key
 from streamkit.durations import parse_duration_ms
 from streamkit.events import Row, RowError, check_event_time, parse_row
 from streamkit.identifiers import MAX_CHARS, is_quantity, is_thing
+from streamkit.wire import (
+    AvroCodec,
+    aggregate_key,
+    machine_topic,
+    parse_record_key,
+    parsed_schema,
+    record_key,
+)
 
 
 class FakeMessage:
@@ -113,8 +128,10 @@ def raw_avro(data: bytes) -> None:
     try:
         if not math.isfinite(r["value"]):
             raise PointError("non_finite_value", "")
-        want: str | None = (f"raw,quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])} "
-                            f"value={r['value']!r} {r['event_time_ms'] * NS_PER_MS}")
+        want: str | None = (
+            f"raw,quantity={quantity_tag(r['quantity'])},thing={thing_tag(r['thing'])} "
+            f"value={r['value']!r} {r['event_time_ms'] * NS_PER_MS}"
+        )
     except PointError:
         want = None
     if got is not None or _MEASUREMENT.encode(r) == data:
@@ -153,7 +170,7 @@ def line_protocol(data: bytes) -> None:
     field = string_field(text)
     assert "\n" not in field and field.startswith('"') and field.endswith('"')
     inner = field[1:-1]
-    assert '"' not in inner.replace('\\\\', "").replace('\\"', ""), field
+    assert '"' not in inner.replace("\\\\", "").replace('\\"', ""), field
 
 
 def durations(data: bytes) -> None:
@@ -209,16 +226,20 @@ _QUANTITY_FORBIDDEN = "|\\"
 
 def reference_name(name: str, forbidden: str) -> bool:
     """The rule as docs/architecture.md states it, written without the implementation's shortcuts."""
-    return (0 < len(name) <= MAX_CHARS and name[0] != " " and name[-1] != " "
-            and all(c == " " or unicodedata.category(c)[0] not in "CZ" for c in name)
-            and not any(c in forbidden for c in name))
+    return (
+        0 < len(name) <= MAX_CHARS
+        and name[0] != " "
+        and name[-1] != " "
+        and all(c == " " or unicodedata.category(c)[0] not in "CZ" for c in name)
+        and not any(c in forbidden for c in name)
+    )
 
 
 def unescape_tag(escaped: str) -> str:
     """A tag value as InfluxDB reads it back; an unescaped ``,``, ``=`` or space would end it."""
     out, i = [], 0
     while i < len(escaped):
-        if escaped[i] == "\\" and escaped[i + 1:i + 2] in (",", "=", " "):
+        if escaped[i] == "\\" and escaped[i + 1 : i + 2] in (",", "=", " "):
             out.append(escaped[i + 1])
             i += 2
             continue
@@ -238,15 +259,24 @@ def names_hold(row: Row) -> None:
     for quantity in row.quantities:
         assert reference_name(quantity, _QUANTITY_FORBIDDEN), quantity
         assert parse_record_key(record_key(row.thing, quantity, row.timestamp_ms)) == (
-            row.thing, quantity, row.timestamp_ms)
+            row.thing,
+            quantity,
+            row.timestamp_ms,
+        )
         assert aggregate_key(row.thing, quantity, "tumbling-10000", 0).decode().split("|") == [
-            row.thing, quantity, "tumbling-10000", "0"]
+            row.thing,
+            quantity,
+            "tumbling-10000",
+            "0",
+        ]
         assert unescape_tag(quantity_tag(quantity)) == quantity
 
 
 def _text(data: bytes) -> str:
     """Arbitrary bytes as a str that may hold lone surrogates (as JSON escapes can)."""
-    return data.decode("utf-8", "surrogatepass") if _decodes(data) else data.decode("utf-8", "replace")
+    return (
+        data.decode("utf-8", "surrogatepass") if _decodes(data) else data.decode("utf-8", "replace")
+    )
 
 
 def _decodes(data: bytes) -> bool:
@@ -266,23 +296,46 @@ def names(data: bytes) -> None:
     body = data[1:]
     cut = data[0] % (len(body) + 1)
     thing, quantity = _text(body[:cut]), _text(body[cut:])
-    for name, valid, forbidden in ((thing, is_thing(thing), _THING_FORBIDDEN),
-                                   (quantity, is_quantity(quantity), _QUANTITY_FORBIDDEN)):
+    for name, valid, forbidden in (
+        (thing, is_thing(thing), _THING_FORBIDDEN),
+        (quantity, is_quantity(quantity), _QUANTITY_FORBIDDEN),
+    ):
         assert valid == reference_name(name, forbidden), name
     if not is_thing(thing):
         _refused(lambda: machine_topic("machines", thing), ValueError)
         _refused(lambda: thing_tag(thing), PointError)
-        _refused(lambda: parse_record_key(f"{thing}|q|1".encode("utf-8", "surrogatepass")), ValueError)
+        _refused(
+            lambda: parse_record_key(f"{thing}|q|1".encode("utf-8", "surrogatepass")), ValueError
+        )
     if not is_quantity(quantity):
         _refused(lambda: quantity_tag(quantity), PointError)
-        _refused(lambda: parse_record_key(f"T|{quantity}|1".encode("utf-8", "surrogatepass")), ValueError)
-    payload = json.dumps({"Thing": thing, "Timestamp": 1_554_000_000_000, quantity: 1.5}, ensure_ascii=data[0] % 2 == 0)
+        _refused(
+            lambda: parse_record_key(f"T|{quantity}|1".encode("utf-8", "surrogatepass")), ValueError
+        )
+    payload = json.dumps(
+        {"Thing": thing, "Timestamp": 1_554_000_000_000, quantity: 1.5},
+        ensure_ascii=data[0] % 2 == 0,
+    )
     try:
         row = parse_row(payload.encode("utf-8", "surrogatepass"))
     except RowError as exc:
-        expected = "bad_thing" if not is_thing(thing) else "bad_quantity_name" if not is_quantity(quantity) else None
-        assert expected is None or exc.reason in (expected, "not_utf8"), (exc.reason, thing, quantity)
-        assert expected is not None or quantity in ("Thing", "Timestamp", "id"), (exc.reason, thing, quantity)
+        expected = (
+            "bad_thing"
+            if not is_thing(thing)
+            else "bad_quantity_name"
+            if not is_quantity(quantity)
+            else None
+        )
+        assert expected is None or exc.reason in (expected, "not_utf8"), (
+            exc.reason,
+            thing,
+            quantity,
+        )
+        assert expected is not None or quantity in ("Thing", "Timestamp", "id"), (
+            exc.reason,
+            thing,
+            quantity,
+        )
         return
     names_hold(row)
 
@@ -305,9 +358,16 @@ def source_file_gzip(data: bytes) -> None:
     decompressor, or refused as one error."""
     packed = gzip.compress(data, mtime=0)
     _replay_file(packed)
-    _replay_file(packed[:len(packed) // 2])
+    _replay_file(packed[: len(packed) // 2])
 
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
-    "rows": rows, "raw_avro": raw_avro, "output_avro": output_avro, "line_protocol": line_protocol,
-    "durations": durations, "source_file": source_file, "source_file_gzip": source_file_gzip, "names": names}
+    "rows": rows,
+    "raw_avro": raw_avro,
+    "output_avro": output_avro,
+    "line_protocol": line_protocol,
+    "durations": durations,
+    "source_file": source_file,
+    "source_file_gzip": source_file_gzip,
+    "names": names,
+}

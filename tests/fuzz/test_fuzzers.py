@@ -5,6 +5,7 @@ target, from the corpus in tests/fuzz/corpus; and the corpus plus every crash ev
 A crash found here is copied into tests/fuzz/crashes/<target>/ of the working tree: fix the
 code, and commit the input with the fix.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,11 +22,21 @@ pytestmark = pytest.mark.fuzz
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "60"))
-DICTIONARIES = {"rows": "rows.dict", "source_file": "rows.dict", "source_file_gzip": "rows.dict", "names": "names.dict"}
+DICTIONARIES = {
+    "rows": "rows.dict",
+    "source_file": "rows.dict",
+    "source_file_gzip": "rows.dict",
+    "names": "names.dict",
+}
 
 
 def saved_inputs(target: str) -> list[Path]:
-    return sorted(p for folder in ("corpus", "crashes") for p in (HERE / folder / target).glob("*") if p.is_file())
+    return sorted(
+        p
+        for folder in ("corpus", "crashes")
+        for p in (HERE / folder / target).glob("*")
+        if p.is_file()
+    )
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -42,12 +53,30 @@ def test_fuzzing_finds_nothing(target: str, tmp_path: Path) -> None:
     corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
     corpus.mkdir()
     artifacts.mkdir()
-    options = [f"-max_total_time={SECONDS}", f"-artifact_prefix={artifacts}/", "-rss_limit_mb=2048",
-               "-max_len=65536", "-print_final_stats=1"]
+    options = [
+        f"-max_total_time={SECONDS}",
+        f"-artifact_prefix={artifacts}/",
+        "-rss_limit_mb=2048",
+        "-max_len=65536",
+        "-print_final_stats=1",
+    ]
     if target in DICTIONARIES:
         options.append(f"-dict={HERE / DICTIONARIES[target]}")
-    run = subprocess.run([sys.executable, "-m", "tests.fuzz", target, *options, str(corpus), str(HERE / "corpus" / target)],
-                         cwd=REPO, capture_output=True, text=True, timeout=SECONDS + 300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.fuzz",
+            target,
+            *options,
+            str(corpus),
+            str(HERE / "corpus" / target),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SECONDS + 300,
+    )
     crashes = sorted(artifacts.iterdir())
     if crashes or run.returncode != 0:
         keep = HERE / "crashes" / target
@@ -55,5 +84,11 @@ def test_fuzzing_finds_nothing(target: str, tmp_path: Path) -> None:
         for crash in crashes:
             shutil.copy(crash, keep / crash.name)
         pytest.fail(f"{target}: the fuzzer found a crash (kept in {keep}):\n{run.stderr[-3000:]}")
-    runs = [line for line in run.stderr.splitlines() if line.startswith("stat::number_of_executed_units")]
-    print(f"{target}: {runs[0].split(':')[-1].strip() if runs else '?'} inputs in {SECONDS} s, nothing found")
+    runs = [
+        line
+        for line in run.stderr.splitlines()
+        if line.startswith("stat::number_of_executed_units")
+    ]
+    print(
+        f"{target}: {runs[0].split(':')[-1].strip() if runs else '?'} inputs in {SECONDS} s, nothing found"
+    )

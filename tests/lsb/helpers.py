@@ -29,7 +29,9 @@ PairKey = tuple[str, str, int, int]  # key, pair name, left time, right time
 @dataclass
 class Run:
     pairs: list[PairKey] = field(default_factory=list)
-    late: list[tuple[str, str, int, str]] = field(default_factory=list)  # key, quantity, time, reason
+    late: list[tuple[str, str, int, str]] = field(
+        default_factory=list
+    )  # key, quantity, time, reason
     snapshots: list[bytes] = field(default_factory=list)
 
     def pair_set(self) -> set[PairKey]:
@@ -39,7 +41,9 @@ class Run:
         return [p for p, n in Counter(self.pairs).items() if n > 1]
 
 
-def run_records(config: JoinConfig, events: list[Event], restore_at: frozenset[int] = frozenset()) -> Run:
+def run_records(
+    config: JoinConfig, events: list[Event], restore_at: frozenset[int] = frozenset()
+) -> Run:
     """Per-record path; at positions in ``restore_at`` every state goes through bytes."""
     from lsb import from_bytes
 
@@ -50,18 +54,29 @@ def run_records(config: JoinConfig, events: list[Event], restore_at: frozenset[i
             states = {k: from_bytes(to_bytes(s, config), config) for k, s in states.items()}
         s = states.setdefault(key, KeyState.empty(config))
         r = process_record(config, key, s, q, t, v, pos)
-        out.pairs += [(p.key, f"{p.left_quantity}~{p.right_quantity}", p.left_time, p.right_time) for p in r.pairs]
+        out.pairs += [
+            (p.key, f"{p.left_quantity}~{p.right_quantity}", p.left_time, p.right_time)
+            for p in r.pairs
+        ]
         out.late += [(x.key, x.quantity, x.time, x.reason) for x in r.late]
     out.snapshots = [to_bytes(states[k], config) for k in sorted(states)]
     for key in sorted(states):
         r = flush_state(config, key, states[key])
-        out.pairs += [(p.key, f"{p.left_quantity}~{p.right_quantity}", p.left_time, p.right_time) for p in r.pairs]
-        out.late += [(x.key, x.quantity, x.time, x.reason) for x in r.late]  # reorder drain + timeout
+        out.pairs += [
+            (p.key, f"{p.left_quantity}~{p.right_quantity}", p.left_time, p.right_time)
+            for p in r.pairs
+        ]
+        out.late += [
+            (x.key, x.quantity, x.time, x.reason) for x in r.late
+        ]  # reorder drain + timeout
     return out
 
 
 def run_batches(
-    config: JoinConfig, events: list[Event], cuts: set[int] | frozenset[int] = frozenset(), serialize: bool = True
+    config: JoinConfig,
+    events: list[Event],
+    cuts: set[int] | frozenset[int] = frozenset(),
+    serialize: bool = True,
 ) -> Run:
     """Batch path: the event list cut at ``cuts``; each batch is split per key like Spark does."""
     states: dict[str, object] = {}
@@ -93,11 +108,14 @@ def _collect(out: Run, config: JoinConfig, key: str, res) -> None:
     names = [p.name for p in config.pairs]
     pc = res.pairs
     out.pairs += [
-        (key, names[k], a, b) for k, a, b in zip(pc.pair.tolist(), pc.left_time.tolist(), pc.right_time.tolist())
+        (key, names[k], a, b)
+        for k, a, b in zip(pc.pair.tolist(), pc.left_time.tolist(), pc.right_time.tolist())
     ]
     out.late += [
         (key, config.quantities[q], t, r)
-        for q, t, r in zip(res.late.quantity.tolist(), res.late.time.tolist(), res.late.reason_names())
+        for q, t, r in zip(
+            res.late.quantity.tolist(), res.late.time.tolist(), res.late.reason_names()
+        )
     ]
 
 

@@ -14,7 +14,6 @@ import pytest
 
 from lsb import cli, jsonl
 from lsb.results import mechanical_power
-
 from tests.support.oracles.join import oracle_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +23,11 @@ SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "lsb", *args], cwd=ROOT, capture_output=True, input=stdin, timeout=120
+        [sys.executable, "-m", "lsb", *args],
+        cwd=ROOT,
+        capture_output=True,
+        input=stdin,
+        timeout=120,
     )
 
 
@@ -84,14 +87,27 @@ def test_real_sample_joins_and_reports_its_late_count(tmp_path):
         assert g["left_value"] == values[(g["thing"], g["left_time"], SPEED)]
         assert g["right_value"] == values[(g["thing"], g["right_time"], TORQUE)]
         assert math.isclose(
-            g["result"], mechanical_power(g["left_value"], g["right_value"]), rel_tol=1e-12, abs_tol=1e-12
+            g["result"],
+            mechanical_power(g["left_value"], g["right_value"]),
+            rel_tol=1e-12,
+            abs_tol=1e-12,
         )
         assert g["event_time"] == max(g["left_time"], g["right_time"])
         assert len(g["id"]) == 32
 
 
 def test_stdout_and_max_gap():
-    r = run_cli("--input", str(SAMPLE), "--left", SPEED, "--right", TORQUE, "--max-gap-ms", "1500", "--no-id")
+    r = run_cli(
+        "--input",
+        str(SAMPLE),
+        "--left",
+        SPEED,
+        "--right",
+        TORQUE,
+        "--max-gap-ms",
+        "1500",
+        "--no-id",
+    )
     assert r.returncode == 0, r.stderr
     got = [json.loads(x) for x in r.stdout.decode().splitlines()]
     rows = [json.loads(x) for x in SAMPLE.read_text().splitlines()]
@@ -169,7 +185,16 @@ def test_bad_input_through_the_real_entry_point(tmp_path):
     data, n_bad, _ = _messy_file()
     path = tmp_path / "messy.jsonl"
     path.write_bytes(data)
-    r = run_cli("--input", str(path), "--left", SPEED, "--right", TORQUE, "--output", str(tmp_path / "o.jsonl"))
+    r = run_cli(
+        "--input",
+        str(path),
+        "--left",
+        SPEED,
+        "--right",
+        TORQUE,
+        "--output",
+        str(tmp_path / "o.jsonl"),
+    )
     assert r.returncode == 0, r.stderr
     assert int(summary(r.stderr)["bad_lines"]) == n_bad
     assert b"bad line" in r.stderr
@@ -181,7 +206,12 @@ def test_row_holding_both_quantities_gives_one_tie_pair():
     s = cli.run(data, out, SPEED, TORQUE)
     (line,) = out.getvalue().decode().splitlines()
     g = json.loads(line)
-    assert (g["left_time"], g["right_time"], g["left_value"], g["right_value"]) == (5, 5, 100.0, 2.0)
+    assert (g["left_time"], g["right_time"], g["left_value"], g["right_value"]) == (
+        5,
+        5,
+        100.0,
+        2.0,
+    )
     assert math.isclose(g["result"], 2 * math.pi / 60 * 200.0)
     assert s.records == 2 and s.pairs == 1
 
@@ -201,5 +231,8 @@ def test_reorder_stage_on_the_real_sample_joins_every_record():
     in_order = sorted(rows, key=lambda r: r["Timestamp"])
     want, late = reference(in_order, SPEED, TORQUE)
     assert late == 0
-    got = {(g["thing"], g["left_time"], g["right_time"]) for g in map(json.loads, out.getvalue().decode().splitlines())}
+    got = {
+        (g["thing"], g["left_time"], g["right_time"])
+        for g in map(json.loads, out.getvalue().decode().splitlines())
+    }
     assert got == want and s.pairs == len(want)

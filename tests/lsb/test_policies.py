@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
+from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
-from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 
 def accepted_times(events, late, key, q):
@@ -46,7 +46,9 @@ def test_late_record_is_handed_back_not_joined():
         process_record(cfg, "m", st_, q, t, 1.0)
     late = process_record(cfg, "m", st_, "l", 15, 7.0, index=3)
     assert late.pairs == []
-    assert [(x.quantity, x.time, x.value, x.reason, x.index) for x in late.late] == [("l", 15, 7.0, "late", 3)]
+    assert [(x.quantity, x.time, x.value, x.reason, x.index) for x in late.late] == [
+        ("l", 15, 7.0, "late", 3)
+    ]
     dup = process_record(cfg, "m", st_, "r", 10, 1.0)
     assert [x.reason for x in dup.late] == ["late"]
     pairs = {(p.left_time, p.right_time) for p in flush_state(cfg, "m", st_).pairs}
@@ -56,7 +58,11 @@ def test_late_record_is_handed_back_not_joined():
 def test_invalid_values_are_reported():
     cfg = JoinConfig.single("l", "r")
     res = process_batch(
-        cfg, None, np.array(["l", "r", "x", "l"]), np.array([1, 2, 3, 4]), np.array([np.nan, 1.0, 1.0, np.inf])
+        cfg,
+        None,
+        np.array(["l", "r", "x", "l"]),
+        np.array([1, 2, 3, 4]),
+        np.array([np.nan, 1.0, 1.0, np.inf]),
     )
     assert res.late.reason_names() == ["invalid_value", "invalid_value"]
     assert res.late.index.tolist() == [0, 3]
@@ -80,7 +86,9 @@ def test_default_policy_joins_exactly_the_accepted_records(ls, rs, data):
             else:
                 top = t
         assert sorted(x for x in a.late if x[1] == stream[0][1]) == sorted(want)
-    expect = oracle_pairs(accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r"))
+    expect = oracle_pairs(
+        accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r")
+    )
     assert a.pair_set() == b.pair_set() == {("m", "l~r", x, y) for x, y in expect}
     assert not a.duplicates() and not b.duplicates()
 
@@ -91,12 +99,16 @@ def test_default_policy_joins_exactly_the_accepted_records(ls, rs, data):
 def test_allowed_disorder_rescues_mildly_out_of_order_records():
     strict = JoinConfig.single("l", "r")
     tolerant = JoinConfig.single("l", "r", allowed_disorder_ms=5)
-    events = [("m", "l", t, 1.0) for t in [0, 3, 2, 6, 4, 10, 1]] + [("m", "r", t, 1.0) for t in [1, 5, 9]]
+    events = [("m", "l", t, 1.0) for t in [0, 3, 2, 6, 4, 10, 1]] + [
+        ("m", "r", t, 1.0) for t in [1, 5, 9]
+    ]
     s = run_records(strict, events)
     d = run_records(tolerant, events)
     assert sorted(x[2] for x in s.late) == [1, 2, 4]
     assert [x[2:] for x in d.late] == [(1, "late")]  # 1 is more than 5 ms behind 10 when it comes
-    assert d.pair_set() == {("m", "l~r", a, b) for a, b in oracle_pairs([0, 2, 3, 4, 6, 10], [1, 5, 9])}
+    assert d.pair_set() == {
+        ("m", "l~r", a, b) for a, b in oracle_pairs([0, 2, 3, 4, 6, 10], [1, 5, 9])
+    }
     assert run_batches(tolerant, events, {4}).pair_set() == d.pair_set()
 
 
@@ -115,14 +127,31 @@ def test_in_the_reorder_stage_the_last_copy_of_a_record_wins_in_both_paths():
     """Last wins, as in compaction: a changed copy replaces the held one (handed back as
     superseded, with its value); once released, a copy is late and the released one stands."""
     cfg = JoinConfig.single("l", "r", allowed_disorder_ms=10)
-    events = [("m", "r", 0, 1.0), ("m", "l", 0, 1.0), ("m", "l", 0, 5.0), ("m", "l", 0, 5.0), ("m", "l", 0, 7.0),
-              ("m", "r", 10, 2.0), ("m", "l", 10, 3.0), ("m", "l", 0, 9.0)]
+    events = [
+        ("m", "r", 0, 1.0),
+        ("m", "l", 0, 1.0),
+        ("m", "l", 0, 5.0),
+        ("m", "l", 0, 5.0),
+        ("m", "l", 0, 7.0),
+        ("m", "r", 10, 2.0),
+        ("m", "l", 10, 3.0),
+        ("m", "l", 0, 9.0),
+    ]
     late = [(x.time, x.value, x.reason) for x in _record_late(cfg, events)]
-    assert late == [(0, 1.0, "superseded"), (0, 5.0, "duplicate"), (0, 5.0, "superseded"), (0, 9.0, "late")]
+    assert late == [
+        (0, 1.0, "superseded"),
+        (0, 5.0, "duplicate"),
+        (0, 5.0, "superseded"),
+        (0, 9.0, "late"),
+    ]
     for cuts in (set(), {2}, {3, 5}, {1, 4, 7}):
-        assert sorted(run_batches(cfg, events, cuts).late) == sorted(("m", "l", t, reason) for t, _, reason in late)
+        assert sorted(run_batches(cfg, events, cuts).late) == sorted(
+            ("m", "l", t, reason) for t, _, reason in late
+        )
     pairs = _record_pairs(cfg, events)
-    assert (0, 7.0, 0) in {(p.left_time, p.left_value, p.right_time) for p in pairs}  # the last copy joined
+    assert (0, 7.0, 0) in {
+        (p.left_time, p.left_value, p.right_time) for p in pairs
+    }  # the last copy joined
     assert all(p.left_value == 7.0 for p in pairs if p.left_time == 0)
 
 
@@ -146,7 +175,9 @@ def test_reorder_stage_same_in_both_paths(ls, rs, disorder, data):
     b = run_batches(cfg, events, cuts_for(data.draw, len(events)))
     assert sorted(a.late) == sorted(b.late)
     assert a.snapshots == b.snapshots
-    expect = oracle_pairs(accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r"))
+    expect = oracle_pairs(
+        accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r")
+    )
     assert a.pair_set() == b.pair_set() == {("m", "l~r", x, y) for x, y in expect}
     assert not a.duplicates() and not b.duplicates()
     # With enough tolerance nothing but repeated timestamps is late.
@@ -159,7 +190,9 @@ def test_reorder_stage_same_in_both_paths(ls, rs, disorder, data):
 
 def test_partner_timeout_emits_prev_pairs_of_a_silent_partner_and_drops_its_stragglers():
     events = (
-        [("m", "r", 0, 2.0)] + [("m", "l", t, 1.0) for t in range(0, 10)] + [("m", "r", 2, 5.0), ("m", "r", 12, 3.0)]
+        [("m", "r", 0, 2.0)]
+        + [("m", "l", t, 1.0) for t in range(0, 10)]
+        + [("m", "r", 2, 5.0), ("m", "r", 12, 3.0)]
     )
     plain = JoinConfig.single("l", "r")
     timed = JoinConfig.single("l", "r", partner_timeout_ms=3)
@@ -167,22 +200,32 @@ def test_partner_timeout_emits_prev_pairs_of_a_silent_partner_and_drops_its_stra
         st_ = KeyState.empty(cfg)
         got = set()
         for _, q, t, v in events[:11]:
-            got |= {(p.left_time, p.right_time) for p in process_record(cfg, "m", st_, q, t, v).pairs}
+            got |= {
+                (p.left_time, p.right_time) for p in process_record(cfg, "m", st_, q, t, v).pairs
+            }
         # l9 moved r's watermark to 9 - 3 = 6: prev(l0..l6) = r0 is now certain.
         assert got == want_while_silent
         straggler = process_record(cfg, "m", st_, "r", 2, 5.0)
         if cfg is timed:
-            assert [(x.quantity, x.time, x.reason) for x in straggler.late] == [("r", 2, "partner_timeout")]
+            assert [(x.quantity, x.time, x.reason) for x in straggler.late] == [
+                ("r", 2, "partner_timeout")
+            ]
             assert straggler.pairs == []
         else:
             assert straggler.late == []  # without a timeout r2 is simply joined
-            assert {(p.left_time, p.right_time) for p in straggler.pairs} == {(1, 0), (1, 2), (2, 2)}
+            assert {(p.left_time, p.right_time) for p in straggler.pairs} == {
+                (1, 0),
+                (1, 2),
+                (2, 2),
+            }
     res = run_records(timed, events)
     assert res.pair_set() == {("m", "l~r", a, b) for a, b in oracle_pairs(list(range(10)), [0, 12])}
 
 
 @LSB_SETTINGS
-@given(disordered_stream("l", 40), disordered_stream("r", 40), st.sampled_from([0, 1, 3, 8]), st.data())
+@given(
+    disordered_stream("l", 40), disordered_stream("r", 40), st.sampled_from([0, 1, 3, 8]), st.data()
+)
 def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, data):
     cfg = JoinConfig.single("l", "r", partner_timeout_ms=timeout)
     events = data.draw(interleaving([ls, rs]))
@@ -201,7 +244,9 @@ def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, d
             want.append((k, q, t, "partner_timeout"))
     assert sorted(a.late) == sorted(b.late) == sorted(want)
     assert a.snapshots == b.snapshots
-    expect = oracle_pairs(accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r"))
+    expect = oracle_pairs(
+        accepted_times(events, a.late, "m", "l"), accepted_times(events, a.late, "m", "r")
+    )
     assert a.pair_set() == b.pair_set() == {("m", "l~r", x, y) for x, y in expect}
     assert not a.duplicates() and not b.duplicates()
 
@@ -260,11 +305,21 @@ def test_all_policies_together_same_in_both_paths(ls, rs, cs, disorder, timeout,
 
 
 @LSB_SETTINGS
-@given(stream_times(30), stream_times(30), st.sampled_from([None, 1, 4]), st.sampled_from([None, 0, 2]), st.data())
-def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(left, right, timeout, gap, data):
+@given(
+    stream_times(30),
+    stream_times(30),
+    st.sampled_from([None, 1, 4]),
+    st.sampled_from([None, 0, 2]),
+    st.data(),
+)
+def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(
+    left, right, timeout, gap, data
+):
     """After every record: emitted == pairs certain under the side watermarks, gap-filtered."""
     cfg = JoinConfig.single("l", "r", partner_timeout_ms=timeout, max_gap_ms=gap)
-    events = data.draw(interleaving([[("m", "l", t, 0.0) for t in left], [("m", "r", t, 0.0) for t in right]]))
+    events = data.draw(
+        interleaving([[("m", "l", t, 0.0) for t in left], [("m", "r", t, 0.0) for t in right]])
+    )
     state = KeyState.empty(cfg)
     emitted: set[tuple[int, int]] = set()
     accepted: dict[str, list[int]] = {"l": [], "r": []}

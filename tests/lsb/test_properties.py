@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from lsb import JoinConfig, KeyState, PairSpec, process_batch, process_record, to_bytes
 from lsb.results import product
+from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
-from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 KEYS = ["R0815", "H31415", "R27182"]
 
@@ -31,7 +31,11 @@ def scenario(draw, max_len: int = 200, max_keys: int = 3):
 
 
 def expected(truth, gap):
-    return {(k, "speed~torque", a, b) for k, (lt, rt) in truth.items() for a, b in oracle_pairs(lt, rt, gap)}
+    return {
+        (k, "speed~torque", a, b)
+        for k, (lt, rt) in truth.items()
+        for a, b in oracle_pairs(lt, rt, gap)
+    }
 
 
 @LSB_SETTINGS
@@ -140,6 +144,8 @@ def test_in_order_streams_keep_memory_bounded():
         process_record(cfg, "m", state, "l" if i % 3 else "r", i, 1.0)
         peak = max(peak, state.buffered_records())
     assert peak <= 4
-    res = process_batch(cfg, None, np.array(["l", "r"] * 10_000), np.repeat(np.arange(10_000), 2), np.ones(20_000))
+    res = process_batch(
+        cfg, None, np.array(["l", "r"] * 10_000), np.repeat(np.arange(10_000), 2), np.ones(20_000)
+    )
     assert res.state.buffered_records() <= 2
     assert len(to_bytes(res.state, cfg)) < 200

@@ -28,7 +28,9 @@ from .helpers import LSB_SETTINGS
 
 def test_mechanical_power_is_2pi_over_60_speed_torque():
     assert mechanical_power(1000.0, 10.0) == pytest.approx(2 * math.pi / 60 * 1000 * 10)
-    np.testing.assert_allclose(mechanical_power(np.array([60.0, 0.0]), np.array([1.0, 5.0])), [2 * math.pi, 0.0])
+    np.testing.assert_allclose(
+        mechanical_power(np.array([60.0, 0.0]), np.array([1.0, 5.0])), [2 * math.pi, 0.0]
+    )
 
 
 def test_pluggable_result_and_event_time_in_both_paths():
@@ -62,12 +64,18 @@ def test_ids_are_deterministic_distinct_and_equal_across_paths():
     st_ = KeyState.empty(cfg)
     process_record(cfg, "R0815", st_, "speed", 5, 1.0)
     (p,) = process_record(cfg, "R0815", st_, "torque", 5, 2.0).pairs
-    res = process_batch(cfg, None, np.array(["speed", "torque"]), np.array([5, 5]), np.array([1.0, 2.0]))
+    res = process_batch(
+        cfg, None, np.array(["speed", "torque"]), np.array([5, 5]), np.array([1.0, 2.0])
+    )
     assert res.pairs.ids("R0815", cfg) == [p.id]
 
 
 state_events = st.lists(
-    st.tuples(st.sampled_from(["speed", "torque", "current", "load"]), st.integers(0, 60), st.floats(-1e6, 1e6)),
+    st.tuples(
+        st.sampled_from(["speed", "torque", "current", "load"]),
+        st.integers(0, 60),
+        st.floats(-1e6, 1e6),
+    ),
     max_size=120,
 )
 
@@ -105,14 +113,21 @@ def test_state_restores_into_a_changed_config_by_name():
 
 def test_batch_accepts_bytes_none_and_codes_and_flush_empties_state():
     cfg = JoinConfig.single("speed", "torque")
-    r1 = process_batch(cfg, None, np.array([0, 1, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 1.0]))
+    r1 = process_batch(
+        cfg, None, np.array([0, 1, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 1.0])
+    )
     assert list(zip(r1.pairs.left_time.tolist(), r1.pairs.right_time.tolist())) == [(1, 3)]
     # prev(torque 5) = speed 1 is pending until speed reaches 5 or the stream ends ...
     end = flush(cfg, "k", r1.state_bytes(cfg))
     assert list(zip(end.pairs.left_time.tolist(), end.pairs.right_time.tolist())) == [(1, 5)]
     # ... while speed 4 instead takes that place: prev(torque 5) = speed 4, and (1, 5) never exists.
-    r2 = process_batch(cfg, r1.state_bytes(cfg), np.array(["speed"]), np.array([4]), np.array([1.0]))
-    assert sorted(zip(r2.pairs.left_time.tolist(), r2.pairs.right_time.tolist())) == [(4, 3), (4, 5)]
+    r2 = process_batch(
+        cfg, r1.state_bytes(cfg), np.array(["speed"]), np.array([4]), np.array([1.0])
+    )
+    assert sorted(zip(r2.pairs.left_time.tolist(), r2.pairs.right_time.tolist())) == [
+        (4, 3),
+        (4, 5),
+    ]
     assert len(flush(cfg, "k", r2.state).pairs) == 0
     assert end.state.is_empty()
     with pytest.raises(ValueError):
@@ -120,19 +135,26 @@ def test_batch_accepts_bytes_none_and_codes_and_flush_empties_state():
 
 
 def test_column_outputs_for_a_spark_udf():
-    cfg = JoinConfig(pairs=(PairSpec("speed", "torque"), PairSpec("current", "load", product)), partner_timeout_ms=2)
+    cfg = JoinConfig(
+        pairs=(PairSpec("speed", "torque"), PairSpec("current", "load", product)),
+        partner_timeout_ms=2,
+    )
     q = np.array(["speed", "torque", "current", "load", "speed", "speed", "torque"], dtype=object)
     t = np.array([1, 1, 2, 2, 1, 9, 3], dtype=np.int64)
     v = np.arange(7, dtype=np.float64)
     res = process_batch(cfg, None, q, t, v)
     cols = res.pairs.to_columns("R0815", cfg)
-    rows = sorted(zip(cols["left_quantity"], cols["right_quantity"], cols["left_time"], cols["right_time"]))
+    rows = sorted(
+        zip(cols["left_quantity"], cols["right_quantity"], cols["left_time"], cols["right_time"])
+    )
     # (speed 9, torque 1) waits: torque's timeout watermark is only 9 - 2 = 7.
     assert rows == [("current", "load", 2, 2), ("speed", "torque", 1, 1)]
     assert set(cols["key"]) == {"R0815"} and all(len(i) == 32 for i in cols["id"])
     late = res.late.to_columns("R0815", cfg)
     # speed 1 again: own-stream late; torque 3: 3 <= 9 - 2, timed out by speed for that pair.
-    assert list(zip(late["quantity"], late["time"], late["reason"], late["pair"], late["index"])) == [
+    assert list(
+        zip(late["quantity"], late["time"], late["reason"], late["pair"], late["index"])
+    ) == [
         ("speed", 1, "late", None, 4),
         ("torque", 3, "partner_timeout", "speed~torque", 6),
     ]

@@ -7,9 +7,9 @@ import itertools
 import pytest
 
 from lsb import JoinConfig
+from tests.support.oracles.join import oracle_pairs
 
 from .helpers import run_batches, run_records
-from tests.support.oracles.join import oracle_pairs
 
 CFG = JoinConfig.single("r", "s")
 
@@ -54,7 +54,9 @@ def test_five_and_five_pending_pairs_come_only_with_end_of_stream():
     for _, q, t, v in pattern(5, 2):
         before_flush += process_record(CFG, "m", st, q, t, v).pairs
     assert len(before_flush) == 23  # what the original reports: the rest needs end of stream
-    assert not {(14, s) for s in range(16, 20)} & {(p.left_time, p.right_time) for p in before_flush}
+    assert not {(14, s) for s in range(16, 20)} & {
+        (p.left_time, p.right_time) for p in before_flush
+    }
 
 
 @pytest.mark.parametrize("runner", [run_records, run_batches])
@@ -74,12 +76,19 @@ def _orders():
 @pytest.mark.parametrize("order", list(_orders()))
 def test_r0_r10_s2_s5_in_every_order(order):
     events = [("m", q, t, 1.0) for q, t in order]
-    for res in (run_records(CFG, events), run_batches(CFG, events), run_batches(CFG, events, {1, 2, 3})):
+    for res in (
+        run_records(CFG, events),
+        run_batches(CFG, events),
+        run_batches(CFG, events, {1, 2, 3}),
+    ):
         assert sorted((a, b) for _, _, a, b in res.pairs) == [(0, 2), (0, 5), (10, 2), (10, 5)]
 
 
 @pytest.mark.parametrize("runner", [run_records, run_batches])
 def test_single_tie_gives_one_pair(runner):
-    for events in ([("m", "r", 0, 1.0), ("m", "s", 0, 2.0)], [("m", "s", 0, 2.0), ("m", "r", 0, 1.0)]):
+    for events in (
+        [("m", "r", 0, 1.0), ("m", "s", 0, 2.0)],
+        [("m", "s", 0, 2.0), ("m", "r", 0, 1.0)],
+    ):
         res = runner(CFG, events)
         assert res.pairs == [("m", "r~s", 0, 0)]

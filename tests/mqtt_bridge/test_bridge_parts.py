@@ -1,4 +1,5 @@
 """The bridge's pure parts: in-order MQTT acks after Kafka, keys and partitions."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,11 +7,10 @@ import itertools
 import random
 
 import pytest
-
-from hypothesis import given, settings, strategies as st
 from confluent_kafka import KafkaError, KafkaException
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from paho.mqtt.client import MQTTMessage
-
 from prometheus_client import REGISTRY
 
 from mqtt_bridge.acks import InOrderAcks
@@ -25,7 +25,9 @@ from tests.mqtt_bridge.test_records import SAMPLE
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=30), st.randoms(use_true_random=False))
-def test_acks_leave_in_arrival_order_only_when_complete(record_counts: list[int], rng: random.Random) -> None:
+def test_acks_leave_in_arrival_order_only_when_complete(
+    record_counts: list[int], rng: random.Random
+) -> None:
     sent: list[int] = []
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     entries = [acks.add(mid, 1, n) for mid, n in enumerate(record_counts)]
@@ -55,7 +57,9 @@ def test_reset_forgets_pending_messages_of_a_lost_connection() -> None:
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     stale = acks.add(7, 1, 1)
     assert acks.reset() == 1
-    acks.confirm(stale, True)  # confirmed after the reconnect: its mid belongs to the old connection
+    acks.confirm(
+        stale, True
+    )  # confirmed after the reconnect: its mid belongs to the old connection
     assert sent == []
 
 
@@ -63,11 +67,19 @@ def test_rows_split_into_deterministic_records_in_the_things_partition() -> None
     row = Row("R0815", 1_554_096_380_468, "id-1", {"actSpeed_C11": 1.5, "vaTorque_C11": -4.25})
     splitter = RowSplitter(partitions=4)
     records = splitter.split(row)
-    assert [r.key for r in records] == [b"R0815|actSpeed_C11|1554096380468", b"R0815|vaTorque_C11|1554096380468"]
+    assert [r.key for r in records] == [
+        b"R0815|actSpeed_C11|1554096380468",
+        b"R0815|vaTorque_C11|1554096380468",
+    ]
     assert {r.partition for r in records} == {thing_partition("R0815", 4)}
     decoded = [AvroCodec("measurement").decode(r.value) for r in records]
-    assert decoded[1] == {"thing": "R0815", "quantity": "vaTorque_C11", "event_time_ms": 1_554_096_380_468,
-                          "value": -4.25, "row_id": "id-1"}
+    assert decoded[1] == {
+        "thing": "R0815",
+        "quantity": "vaTorque_C11",
+        "event_time_ms": 1_554_096_380_468,
+        "value": -4.25,
+        "row_id": "id-1",
+    }
     assert splitter.split(row) == records  # a redelivered row gives byte-identical records
     with pytest.raises(RowError):  # a Thing holding the key separator never reaches a key
         parse_row(b'{"Thing": "a|b", "Timestamp": 1554096380468, "q": 1}')
@@ -96,14 +108,23 @@ class _RecordingProducer:
         return 0
 
 
-def _bridge_without_servers(splitter: object, producer: object = None, acked: list[int] | None = None) -> Bridge:
+def _bridge_without_servers(
+    splitter: object, producer: object = None, acked: list[int] | None = None
+) -> Bridge:
     bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
     bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
-    bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = ShutdownFlag(), 3_600_000, None, False
+    bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = (
+        ShutdownFlag(),
+        3_600_000,
+        None,
+        False,
+    )
     bridge.closing = False
     bridge.producer, bridge.splitter = producer or _RecordingProducer(), splitter
     sent = acked if acked is not None else []
-    bridge.acks = InOrderAcks(lambda mid, _qos: sent.append(mid), on_delivery_failure=bridge._delivery_failed)
+    bridge.acks = InOrderAcks(
+        lambda mid, _qos: sent.append(mid), on_delivery_failure=bridge._delivery_failed
+    )
     return bridge
 
 
@@ -149,12 +170,26 @@ def test_each_message_is_acked_after_kafka_confirmed_all_its_records_and_in_arri
         bridge._on_message(None, None, message)
     codec = AvroCodec("measurement")
     expected = []
-    for message in messages:  # the bytes from the definitions: the codec, the key format, the partitioner
+    for (
+        message
+    ) in messages:  # the bytes from the definitions: the codec, the key format, the partitioner
         row = parse_row(message.payload)
-        expected += [(record_key(row.thing, q, row.timestamp_ms),
-                      codec.encode({"thing": row.thing, "quantity": q, "event_time_ms": row.timestamp_ms, "value": v,
-                                    "row_id": row.row_id}), thing_partition(row.thing, 4))
-                     for q, v in row.quantities.items()]
+        expected += [
+            (
+                record_key(row.thing, q, row.timestamp_ms),
+                codec.encode(
+                    {
+                        "thing": row.thing,
+                        "quantity": q,
+                        "event_time_ms": row.timestamp_ms,
+                        "value": v,
+                        "row_id": row.row_id,
+                    }
+                ),
+                thing_partition(row.thing, 4),
+            )
+            for q, v in row.quantities.items()
+        ]
     assert producer.produced == expected and acked == []
     assert _metric("bridge_messages_total", outcome="ok") - ok == len(messages)
     assert _metric("bridge_records_total") - records == len(expected)
@@ -175,13 +210,18 @@ def test_a_failed_delivery_keeps_its_message_unacked_and_defers_every_later_one(
     producer = _LateReportsProducer()
     bridge = _bridge_without_servers(RowSplitter(4), producer, acked)
     first, second, third = _sample_messages(3)
-    failures, deferred = _metric("bridge_delivery_failures_total"), _metric("bridge_messages_total", outcome="deferred")
+    failures, deferred = (
+        _metric("bridge_delivery_failures_total"),
+        _metric("bridge_messages_total", outcome="deferred"),
+    )
     bridge._on_message(None, None, first)
     bridge._on_message(None, None, second)
     reports = list(producer.reports)
     for report in reports[1:]:
         report(None, None)
-    reports[0](KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)  # the first message's first record
+    reports[0](
+        KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None
+    )  # the first message's first record
     assert acked == [] and bridge.acks.blocked_by_failure and bridge.produce_failed
     assert _metric("bridge_delivery_failures_total") - failures == 1
     bridge._on_message(None, None, third)  # must not overtake the failed one in its partition
@@ -198,7 +238,7 @@ def test_an_unforeseen_failure_on_one_message_is_a_dead_letter_not_a_dead_callba
     message = MQTTMessage(mid=1, topic=b"machines/M1")
     message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
     bridge._on_message(None, None, message)  # must not raise
-    (topic, value, headers), = bridge.producer.produced
+    ((topic, value, headers),) = bridge.producer.produced
     assert (topic, value, dict(headers)["reason"]) == ("dlq", message.payload, b"unprocessable")
     assert bridge.failure is None and len(bridge.acks) == 0  # acked: never redelivered
 
@@ -219,13 +259,18 @@ def test_after_a_failed_produce_no_later_message_overtakes_it() -> None:
     messages = []
     for mid in (1, 2):
         message = MQTTMessage(mid=mid, topic=b"machines/M1")
-        message.payload, message.qos = b'{"Thing": "M1", "Timestamp": %d, "a": 1}' % (1554000000000 + mid), 1
+        message.payload, message.qos = (
+            b'{"Thing": "M1", "Timestamp": %d, "a": 1}' % (1554000000000 + mid),
+            1,
+        )
         messages.append(message)
     bridge.producer.refuse_batches = True
     bridge._on_message(None, None, messages[0])
     bridge.producer.refuse_batches = False  # Kafka would take message 2 now
     bridge._on_message(None, None, messages[1])
-    assert bridge.producer.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
+    assert (
+        bridge.producer.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
+    )
 
 
 def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next_run() -> None:
@@ -237,7 +282,12 @@ def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next
     first, second = _sample_messages(2)
     deferred = _metric("bridge_messages_total", outcome="deferred")
     bridge._on_message(None, None, first)  # unconfirmed: the limit is reached
-    producer.poll = lambda _timeout: bridge.shutdown.request() or 0  # SIGTERM while the second waits for room
+    producer.poll = lambda _timeout: (
+        bridge.shutdown.request() or 0
+    )  # SIGTERM while the second waits for room
     bridge._on_message(None, None, second)
-    assert len(producer.produced) == len(parse_row(first.payload).quantities) and bridge.failure is None
+    assert (
+        len(producer.produced) == len(parse_row(first.payload).quantities)
+        and bridge.failure is None
+    )
     assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1

@@ -18,6 +18,7 @@ re-sends nothing (it flushes Kafka, acks all it confirmed and lets Mosquitto rea
 before the connection ends: streamkit.mqtt_client.BufferedClient._sock_close; before that, a
 graceful restart under an unthrottled flood re-sent about 26,000 messages).
 Peak memory of the bridge and of Mosquitto is printed."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -31,15 +32,15 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.config import BridgeSettings
-from streamkit.config import Settings
-from streamkit.deadline import Deadline
-from stacktools.wiring import Wiring
-from streamkit.kafka_io import read_to_end, wait_for_count
 from stacktools.scrape import metric_sum, scrape_metrics
 from stacktools.services import service_process
+from stacktools.stack import Stack
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+from streamkit.deadline import Deadline
+from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.wire import parse_record_key, record_key
 from tests.support.harness import group_by_key, start_bridge, wait_for_keys
-from stacktools.stack import Stack
 from tests.support.kafka_quota import ProduceQuota
 from tests.support.mqtt import RawPublisher
 
@@ -78,7 +79,10 @@ class Sampler(threading.Thread):
                 for name, pid in self.pids.items():
                     if pid is not None:
                         self.peak_mb[name] = max(self.peak_mb[name], rss_mb(pid))
-                self.peak_unacked = max(self.peak_unacked, metric_sum(scrape_metrics(self.port), "bridge_unacked_messages"))
+                self.peak_unacked = max(
+                    self.peak_unacked,
+                    metric_sum(scrape_metrics(self.port), "bridge_unacked_messages"),
+                )
             except OSError:  # the bridge between its stop and its restart
                 continue
 
@@ -86,10 +90,16 @@ class Sampler(threading.Thread):
 PUBLISHERS = 3
 
 
-def flood(settings: Settings, prefix: str, index: int, seconds: float, counts: "multiprocessing.Queue") -> None:
+def flood(
+    settings: Settings, prefix: str, index: int, seconds: float, counts: multiprocessing.Queue
+) -> None:
     """One publisher process: valid rows of its own five Things and every fourth message
     invalid, as fast as Mosquitto takes them, for ``seconds``."""
-    publisher = RawPublisher(settings.acting_as("mqtt", "machine"), max_inflight=2000, client_prefix=f"flood-{index}-{prefix}")
+    publisher = RawPublisher(
+        settings.acting_as("mqtt", "machine"),
+        max_inflight=2000,
+        client_prefix=f"flood-{index}-{prefix}",
+    )
     published = 0
     deadline = Deadline(seconds)
     while not deadline.expired():
@@ -108,7 +118,12 @@ def flood_payload(index: int, n: int) -> bytes:
 
 
 def expected_keys(index: int, published: int) -> set[bytes]:
-    return {record_key(f"F{index}-{n % 5}", q, T0 + n) for n in range(published) if n % 4 != 3 for q in "ab"}
+    return {
+        record_key(f"F{index}-{n % 5}", q, T0 + n)
+        for n in range(published)
+        if n % 4 != 3
+        for q in "ab"
+    }
 
 
 @pytest.fixture
@@ -127,8 +142,9 @@ def resent_messages(raw: list, dead: list) -> int:
     return len(rows) + sum(n - 1 for n in Counter(m.value() for m in dead).values())
 
 
-def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_settings: Settings, lane: Wiring,
-                                                                    tmp_path: Path) -> None:
+def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
+    stack_settings: Settings, lane: Wiring, tmp_path: Path
+) -> None:
     settings = stack_settings
     bridge_user = BridgeSettings.from_sources().kafka_username
     context = multiprocessing.get_context("spawn")
@@ -141,8 +157,10 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_sett
         sampler.start()
         started = time.monotonic()
         try:
-            workers = [context.Process(target=flood, args=(settings, lane.prefix, i, SECONDS, counts))
-                       for i in range(PUBLISHERS)]
+            workers = [
+                context.Process(target=flood, args=(settings, lane.prefix, i, SECONDS, counts))
+                for i in range(PUBLISHERS)
+            ]
             for worker in workers:
                 worker.start()
             # The scenario's timing, not a wait for a condition: the middle third of the flood
@@ -153,8 +171,13 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_sett
             time.sleep(SECONDS / 3)
             # Resuming its session, it misses nothing whenever its SUBACK comes: Mosquitto sends the
             # kept messages first, and the bridge takes them at the throttled pace.
-            service = service_process("mqtt_bridge", lane, tmp_path / "bridge-restarted.log",
-                                      "--max-unacked", str(MAX_UNACKED)).start()
+            service = service_process(
+                "mqtt_bridge",
+                lane,
+                tmp_path / "bridge-restarted.log",
+                "--max-unacked",
+                str(MAX_UNACKED),
+            ).start()
             service.wait_logged('"metrics endpoint up"', 60)
             metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
             sampler.watch_bridge(service.process.pid, metrics_port)
@@ -166,31 +189,41 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(stack_sett
             quota.lift()  # the backlog drains at full speed
             valid = set().union(*(expected_keys(i, n) for i, n in published.items()))
             invalid = sum(n // 4 for n in published.values())  # n % 4 == 3 for n < published
-            missing = valid - wait_for_keys(settings, lane.raw, valid, 600)  # re-sends inflate counts
+            missing = valid - wait_for_keys(
+                settings, lane.raw, valid, 600
+            )  # re-sends inflate counts
             assert not missing, f"{len(missing)} valid records lost, e.g. {sorted(missing)[:3]}"
             drained_s = time.monotonic() - started
             assert wait_for_count(settings, lane.dlq, invalid, 120) >= invalid
             assert service.alive(), "the bridge died under load"
-            assert '"bridge running"' in service.logged_since_start(), "the restarted bridge never got its SUBACK"
+            assert '"bridge running"' in service.logged_since_start(), (
+                "the restarted bridge never got its SUBACK"
+            )
         finally:
             sampler.stop.set()
             service.terminate()
     raw = read_to_end(settings, lane.raw)
     assert {m.key() for m in raw} == valid
-    assert all(len(set(values)) == 1 for values in group_by_key(raw).values()), "a re-send that is not identical"
+    assert all(len(set(values)) == 1 for values in group_by_key(raw).values()), (
+        "a re-send that is not identical"
+    )
     dead = read_to_end(settings, lane.dlq)
     letters = Counter(m.value() for m in dead)
     assert {dict(m.headers())["reason"] for m in dead} == {b"bad_timestamp"}
     assert len(letters) == invalid, (len(letters), invalid)  # each invalid payload is unique
     total = sum(published.values())
     resent = resent_messages(raw, dead)
-    print(f"re-sent messages after the graceful restart: {resent} (raw records {len(raw) - len(valid)}, "
-          f"dead letters {len(dead) - invalid})")
-    print(f"flood: {total:,} messages from {PUBLISHERS} publishers in {publish_s:.1f} s "
-          f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to {QUOTA_BYTES_PER_S:,} B/s), "
-          f"bridge done after {drained_s:.1f} s; {len(raw):,} raw records, {invalid:,} dead letters; peak RSS "
-          f"bridge {sampler.peak_mb['bridge']:.0f} MB, mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; "
-          f"peak unacked {throttled_peak:.0f} while throttled (limit {MAX_UNACKED})")
+    print(
+        f"re-sent messages after the graceful restart: {resent} (raw records {len(raw) - len(valid)}, "
+        f"dead letters {len(dead) - invalid})"
+    )
+    print(
+        f"flood: {total:,} messages from {PUBLISHERS} publishers in {publish_s:.1f} s "
+        f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to {QUOTA_BYTES_PER_S:,} B/s), "
+        f"bridge done after {drained_s:.1f} s; {len(raw):,} raw records, {invalid:,} dead letters; peak RSS "
+        f"bridge {sampler.peak_mb['bridge']:.0f} MB, mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; "
+        f"peak unacked {throttled_peak:.0f} while throttled (limit {MAX_UNACKED})"
+    )
     # The throttle makes the flood exceed the bridge: it must have filled its window.
     assert throttled_peak >= MAX_UNACKED, "no backpressure although Kafka throttled the bridge"
     assert sampler.peak_mb["bridge"] < BRIDGE_RSS_LIMIT_MB

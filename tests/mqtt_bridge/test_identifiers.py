@@ -1,6 +1,7 @@
 """Bad Thing and quantity names at the bridge: each message is a dead letter with its reason
 and a metric, nothing of it reaches the raw topic, it is never taken again after a restart,
 and the bridge goes on with the next valid message."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,24 @@ from tests.support.harness import start_bridge, wait_for_keys
 from tests.support.mqtt import RawPublisher
 
 T0 = 1_554_000_000_000
-BAD_THINGS: list[object] = ["", " M1", "M1 ", "M1\n", "M\x001", "a|b", "M/1", "M+", "M#", "M\\1", "M" * (MAX_CHARS + 1),
-                            "M\u200b1", "M\u00a01", "M\ud8001", 5, None]
+BAD_THINGS: list[object] = [
+    "",
+    " M1",
+    "M1 ",
+    "M1\n",
+    "M\x001",
+    "a|b",
+    "M/1",
+    "M+",
+    "M#",
+    "M\\1",
+    "M" * (MAX_CHARS + 1),
+    "M\u200b1",
+    "M\u00a01",
+    "M\ud8001",
+    5,
+    None,
+]
 BAD_QUANTITIES = ["a|b", "", " q", "q\t", "q\\", "q" * (MAX_CHARS + 1), "\x07", "q\u2028"]
 
 
@@ -33,15 +50,19 @@ def payload(thing: object, quantity: str = "vaTorque_C11", time_ms: int = T0) ->
 
 
 def bad_payloads() -> list[tuple[bytes, str]]:
-    return ([(payload(thing), "bad_thing") for thing in BAD_THINGS]
-            + [(payload("M1", quantity), "bad_quantity_name") for quantity in BAD_QUANTITIES])
+    return [(payload(thing), "bad_thing") for thing in BAD_THINGS] + [
+        (payload("M1", quantity), "bad_quantity_name") for quantity in BAD_QUANTITIES
+    ]
 
 
 def test_a_bad_name_is_a_dead_letter_with_its_reason() -> None:
     """The callback alone (no servers): each message dead-lettered, counted and acknowledged."""
     acked: list[int] = []
     bridge = _bridge_without_servers(RowSplitter(4), acked=acked)
-    before = {reason: _metric("bridge_dlq_total", reason=reason) for reason in ("bad_thing", "bad_quantity_name")}
+    before = {
+        reason: _metric("bridge_dlq_total", reason=reason)
+        for reason in ("bad_thing", "bad_quantity_name")
+    }
     cases = bad_payloads()
     for mid, (value, _reason) in enumerate(cases, 1):
         message = MQTTMessage(mid=mid, topic=b"machines/M1")
@@ -52,12 +73,15 @@ def test_a_bad_name_is_a_dead_letter_with_its_reason() -> None:
     assert [topic for topic, _, _ in produced] == ["dlq"] * len(cases)
     assert [(value, dict(headers)["reason"].decode()) for _, value, headers in produced] == cases
     assert _metric("bridge_dlq_total", reason="bad_thing") - before["bad_thing"] == len(BAD_THINGS)
-    assert _metric("bridge_dlq_total", reason="bad_quantity_name") - before["bad_quantity_name"] == len(BAD_QUANTITIES)
+    assert _metric("bridge_dlq_total", reason="bad_quantity_name") - before[
+        "bad_quantity_name"
+    ] == len(BAD_QUANTITIES)
 
 
 @pytest.mark.stack
-def test_bad_names_over_real_mqtt_are_dead_letters_and_the_bridge_goes_on(stack_settings: Settings,
-                                                                          tmp_path: Path) -> None:
+def test_bad_names_over_real_mqtt_are_dead_letters_and_the_bridge_goes_on(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
     lane = Wiring.private(stack_settings, bridge_only=True)
     service = start_bridge(lane, tmp_path / "bridge.log")
     port = int(service.args[service.args.index("--metrics-port") + 1])
@@ -65,23 +89,35 @@ def test_bad_names_over_real_mqtt_are_dead_letters_and_the_bridge_goes_on(stack_
     # valid rows after the bad ones, one with every character the rule allows but a line
     # protocol or a topic might trip on
     good = [payload("M1", time_ms=T0 + 1), payload('Fräse 3,a=b "x"', "power/kW", T0 + 2)]
-    publisher = RawPublisher(stack_settings.acting_as("mqtt", "machine"), client_prefix=f"names-{lane.prefix}")
+    publisher = RawPublisher(
+        stack_settings.acting_as("mqtt", "machine"), client_prefix=f"names-{lane.prefix}"
+    )
     try:
         for value in [value for value, _ in cases] + good:
             publisher.publish_raw(f"{lane.prefix}/names", value)
         assert publisher.wait_all_acked(len(cases) + len(good))
-        expected = {record_key(row.thing, q, row.timestamp_ms) for row in map(parse_row, good) for q in row.quantities}
+        expected = {
+            record_key(row.thing, q, row.timestamp_ms)
+            for row in map(parse_row, good)
+            for q in row.quantities
+        }
         assert wait_for_keys(stack_settings, lane.raw, expected, 60) == expected
         assert wait_for_count(stack_settings, lane.dlq, len(cases), 60) >= len(cases)
         letters = read_to_end(stack_settings, lane.dlq)
         assert [(m.value(), dict(m.headers())["reason"].decode()) for m in letters] == cases
-        assert all(dict(m.headers())["detail"] for m in letters)  # the reason's detail, e.g. which character
+        assert all(
+            dict(m.headers())["detail"] for m in letters
+        )  # the reason's detail, e.g. which character
         raw = read_to_end(stack_settings, lane.raw)
-        assert {m.key() for m in raw} == expected and len(raw) == len(expected)  # nothing of the bad ones
+        assert {m.key() for m in raw} == expected and len(raw) == len(
+            expected
+        )  # nothing of the bad ones
         assert {parse_record_key(m.key()).thing for m in raw} == {"M1", 'Fräse 3,a=b "x"'}
         values = scrape_metrics(port)
         assert metric_sum(values, "bridge_dlq_total", 'reason="bad_thing"') == len(BAD_THINGS)
-        assert metric_sum(values, "bridge_dlq_total", 'reason="bad_quantity_name"') == len(BAD_QUANTITIES)
+        assert metric_sum(values, "bridge_dlq_total", 'reason="bad_quantity_name"') == len(
+            BAD_QUANTITIES
+        )
         assert metric_sum(values, "bridge_messages_total", 'outcome="dlq"') == len(cases)
 
         # A restart takes none of them again: they were acknowledged once dead-lettered.
@@ -92,7 +128,9 @@ def test_bad_names_over_real_mqtt_are_dead_letters_and_the_bridge_goes_on(stack_
         publisher.publish_raw(f"{lane.prefix}/names", marker)
         assert publisher.wait_all_acked(len(cases) + len(good) + 1)
         marker_key = record_key("M2", "vaTorque_C11", T0 + 3)
-        assert wait_for_keys(stack_settings, lane.raw, expected | {marker_key}, 60) == expected | {marker_key}
+        assert wait_for_keys(stack_settings, lane.raw, expected | {marker_key}, 60) == expected | {
+            marker_key
+        }
         assert len(read_to_end(stack_settings, lane.dlq)) == len(cases)
     finally:
         publisher.close()

@@ -1,10 +1,12 @@
 """The bridge's records, built straight from a row, against the reference: fastavro's encoding
 (AvroCodec) of each record's dict, the wire contract's key and partition."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqtt_bridge.records import KafkaRecord, RowSplitter
 from streamkit.events import Row, parse_row
@@ -17,20 +19,39 @@ PARTITIONS = 6
 #: never change the bytes of a later row.
 SPLITTER = RowSplitter(PARTITIONS)
 
-texts = st.text(st.characters(blacklist_categories=["Cs"]))  # UTF-8 encodable, as validated rows are
-quantity_names = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="|"), min_size=1)
-rows = st.builds(Row, thing=texts.filter(bool), timestamp_ms=st.integers(-2**63, 2**63 - 1), row_id=texts,
-                 quantities=st.dictionaries(quantity_names, st.floats(allow_nan=False), min_size=1, max_size=12))
+texts = st.text(
+    st.characters(blacklist_categories=["Cs"])
+)  # UTF-8 encodable, as validated rows are
+quantity_names = st.text(
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="|"), min_size=1
+)
+rows = st.builds(
+    Row,
+    thing=texts.filter(bool),
+    timestamp_ms=st.integers(-(2**63), 2**63 - 1),
+    row_id=texts,
+    quantities=st.dictionaries(quantity_names, st.floats(allow_nan=False), min_size=1, max_size=12),
+)
 
 
 def reference(row: Row) -> tuple[int, list[dict[str, bytes]]]:
     """What each record must be, from the definitions: fastavro's bytes of the record's dict,
     the key ``thing|quantity|event time ms`` in UTF-8, the thing's partition."""
     return thing_partition(row.thing, PARTITIONS), [
-        {"key": f"{row.thing}|{quantity}|{row.timestamp_ms}".encode(),
-         "value": CODEC.encode({"thing": row.thing, "quantity": quantity, "event_time_ms": row.timestamp_ms,
-                                "value": value, "row_id": row.row_id})}
-        for quantity, value in row.quantities.items()]
+        {
+            "key": f"{row.thing}|{quantity}|{row.timestamp_ms}".encode(),
+            "value": CODEC.encode(
+                {
+                    "thing": row.thing,
+                    "quantity": quantity,
+                    "event_time_ms": row.timestamp_ms,
+                    "value": value,
+                    "row_id": row.row_id,
+                }
+            ),
+        }
+        for quantity, value in row.quantities.items()
+    ]
 
 
 @settings(max_examples=1000, deadline=None)

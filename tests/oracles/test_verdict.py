@@ -1,5 +1,6 @@
 """The value comparison that every end-to-end test ends with: each kind of wrong is named as
 itself, and a float computed two ways is equal to rounding only where it must be."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,9 +9,20 @@ from tests.support.verdict import assert_exact, compare
 
 
 def test_missing_extra_duplicated_and_different_are_told_apart() -> None:
-    want = {1: [{"a": 1.0}], 2: [{"a": 2.0}], 3: [{"a": 3.0}], 5: [{"a": 5.0}], 6: [{"a": 6.0}, {"a": 6.0}]}
-    got = {1: [{"a": 1.0}, {"a": 1.0}], 2: [{"a": 2.5}], 3: [{"a": 3.0}, {"a": 9.0}], 4: [{"a": 4.0}],
-           6: [{"a": 6.0}]}
+    want = {
+        1: [{"a": 1.0}],
+        2: [{"a": 2.0}],
+        3: [{"a": 3.0}],
+        5: [{"a": 5.0}],
+        6: [{"a": 6.0}, {"a": 6.0}],
+    }
+    got = {
+        1: [{"a": 1.0}, {"a": 1.0}],
+        2: [{"a": 2.5}],
+        3: [{"a": 3.0}, {"a": 9.0}],
+        4: [{"a": 4.0}],
+        6: [{"a": 6.0}],
+    }
     verdict = compare("t", want, got)
     assert verdict.missing == [5, (6, 1)] and verdict.extra == [4]
     assert sorted(verdict.duplicated) == [(1, 2, 1), (3, 2, 1)]
@@ -21,11 +33,15 @@ def test_missing_extra_duplicated_and_different_are_told_apart() -> None:
 
 
 def test_a_field_on_one_side_only_is_a_difference() -> None:
-    assert compare("t", {1: [{"a": 1, "b": None}]}, {1: [{"a": 1}]}).different == [(1, {"b": (None, None)})]
+    assert compare("t", {1: [{"a": 1, "b": None}]}, {1: [{"a": 1}]}).different == [
+        (1, {"b": (None, None)})
+    ]
 
 
 def test_means_are_equal_to_rounding_everything_else_exactly() -> None:
-    assert compare("t", {1: [{"mean": 0.1 + 0.2, "count": 3}]}, {1: [{"mean": 0.3, "count": 3}]}).exact
+    assert compare(
+        "t", {1: [{"mean": 0.1 + 0.2, "count": 3}]}, {1: [{"mean": 0.3, "count": 3}]}
+    ).exact
     assert not compare("t", {1: [{"value": 0.1 + 0.2}]}, {1: [{"value": 0.3}]}).exact
     assert not compare("t", {1: [{"mean": 0.3}]}, {1: [{"mean": 0.3001}]}).exact
 

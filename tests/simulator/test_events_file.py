@@ -1,6 +1,7 @@
 """The simulator's one file reader: every accepted format reads the same rows, a rejected row is
 counted with the line it is on, and a file that cannot be replayed is refused by the check with
 its cause."""
+
 from __future__ import annotations
 
 import gzip
@@ -15,12 +16,15 @@ from hypothesis import strategies as st
 from simulator.events_file import MAX_ROW_BYTES, EventsFileError
 from simulator.source import LISTED_REJECTIONS, SourceStats, check_events, read_rows
 
-ROW = st.fixed_dictionaries({
-    # valid names (streamkit.identifiers): the file formats are the subject here
-    "Thing": st.text(st.characters(categories=("L", "N", "Pd", "Pc")), min_size=1, max_size=8),
-    "Timestamp": st.integers(1_500_000_000_000, 1_800_000_000_000),
-    "speed": st.floats(allow_nan=False, allow_infinity=False, width=64),
-}, optional={"id": st.uuids().map(str), "torque": st.integers(-10**6, 10**6)})
+ROW = st.fixed_dictionaries(
+    {
+        # valid names (streamkit.identifiers): the file formats are the subject here
+        "Thing": st.text(st.characters(categories=("L", "N", "Pd", "Pc")), min_size=1, max_size=8),
+        "Timestamp": st.integers(1_500_000_000_000, 1_800_000_000_000),
+        "speed": st.floats(allow_nan=False, allow_infinity=False, width=64),
+    },
+    optional={"id": st.uuids().map(str), "torque": st.integers(-(10**6), 10**6)},
+)
 
 
 def jsonl(rows: list[dict], end: str = "\n") -> bytes:
@@ -33,9 +37,13 @@ FORMATS = {
     "json array": lambda rows: json.dumps(rows).encode(),
     "pretty json array": lambda rows: json.dumps(rows, indent=2).encode(),
     "bom and crlf": lambda rows: b"\xef\xbb\xbf" + jsonl(rows, "\r\n"),
-    "bom pretty array, crlf": lambda rows: b"\xef\xbb\xbf" + json.dumps(rows, indent=4).replace("\n", "\r\n").encode(),
+    "bom pretty array, crlf": lambda rows: (
+        b"\xef\xbb\xbf" + json.dumps(rows, indent=4).replace("\n", "\r\n").encode()
+    ),
     "gzip json lines": lambda rows: gzip.compress(jsonl(rows)),
-    "gzip bom pretty array": lambda rows: gzip.compress(b"\xef\xbb\xbf" + json.dumps(rows, indent=2).encode()),
+    "gzip bom pretty array": lambda rows: gzip.compress(
+        b"\xef\xbb\xbf" + json.dumps(rows, indent=2).encode()
+    ),
 }
 
 
@@ -44,7 +52,9 @@ def read(path: Path) -> tuple[list, SourceStats]:
     return list(read_rows(path, stats)), stats
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(rows=st.lists(ROW, min_size=1, max_size=12))
 def test_every_format_reads_the_same_rows(tmp_path: Path, rows: list[dict]) -> None:
     results = {}
@@ -65,26 +75,50 @@ def pretty_array(entries: list[object]) -> tuple[bytes, list[int]]:
     text, starts = "[\n", []
     for index, entry in enumerate(entries):
         starts.append(text.count("\n") + 1)
-        text += "  " + json.dumps(entry, indent=2).replace("\n", "\n  ") + (",\n" if index < len(entries) - 1 else "\n")
+        text += (
+            "  "
+            + json.dumps(entry, indent=2).replace("\n", "\n  ")
+            + (",\n" if index < len(entries) - 1 else "\n")
+        )
     return (text + "]\n").encode(), starts
 
 
-BAD = st.sampled_from([("oops", "not_object"), ({"Timestamp": 1, "x": 1}, "missing_thing"),
-                       ({"Thing": "A", "Timestamp": 1}, "no_quantities"),
-                       ({"Thing": "A", "Timestamp": 1, "x": "fast"}, "bad_quantity")])
+BAD = st.sampled_from(
+    [
+        ("oops", "not_object"),
+        ({"Timestamp": 1, "x": 1}, "missing_thing"),
+        ({"Thing": "A", "Timestamp": 1}, "no_quantities"),
+        ({"Thing": "A", "Timestamp": 1, "x": "fast"}, "bad_quantity"),
+    ]
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(ROW, min_size=1, max_size=8), bad=BAD, at=st.integers(0, 8),
-       blanks=st.lists(st.integers(0, 8), max_size=4), crlf=st.booleans())
-def test_a_rejected_row_is_counted_on_its_own_line(tmp_path: Path, rows: list[dict], bad: tuple[object, str],
-                                                   at: int, blanks: list[int], crlf: bool) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(ROW, min_size=1, max_size=8),
+    bad=BAD,
+    at=st.integers(0, 8),
+    blanks=st.lists(st.integers(0, 8), max_size=4),
+    crlf=st.booleans(),
+)
+def test_a_rejected_row_is_counted_on_its_own_line(
+    tmp_path: Path,
+    rows: list[dict],
+    bad: tuple[object, str],
+    at: int,
+    blanks: list[int],
+    crlf: bool,
+) -> None:
     entry, reason = bad
     at = min(at, len(rows))
     entries = [*rows[:at], entry, *rows[at:]]
     end = "\r\n" if crlf else "\n"
     lines = [json.dumps(e) for e in entries]
-    for position in sorted(blanks, reverse=True):  # blank lines count as lines, as an editor shows them
+    for position in sorted(
+        blanks, reverse=True
+    ):  # blank lines count as lines, as an editor shows them
         lines.insert(min(position, len(lines)), "")
     bad_line = lines.index(json.dumps(entry)) + 1
     as_lines = tmp_path / "lines.json"
@@ -95,55 +129,94 @@ def test_a_rejected_row_is_counted_on_its_own_line(tmp_path: Path, rows: list[di
     for path, line in ((as_lines, bad_line), (as_array, starts[at])):
         got, stats = read(path)
         assert len(got) == len(rows)
-        assert stats.listed == [{"line": line, "reason": reason, "detail": stats.listed[0]["detail"]}], path.name
+        assert stats.listed == [
+            {"line": line, "reason": reason, "detail": stats.listed[0]["detail"]}
+        ], path.name
 
 
 def test_rejections_are_listed_up_to_the_cap_and_counted_exactly(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
-    path.write_text("".join('{"Thing": "A", "Timestamp": %d, "x": 1}\nnot json\n' % i for i in range(300)))
+    path.write_text(
+        "".join('{"Thing": "A", "Timestamp": %d, "x": 1}\nnot json\n' % i for i in range(300))
+    )
     got, stats = read(path)
     assert len(got) == 300 and stats.rejected_total == 300 and stats.rejected == {"not_json": 300}
     assert len(stats.listed) == LISTED_REJECTIONS
     assert [entry["line"] for entry in stats.listed] == list(range(2, 2 * LISTED_REJECTIONS + 1, 2))
 
 
-def test_a_row_too_long_or_with_an_unreadable_number_is_one_rejection_not_the_file(tmp_path: Path) -> None:
+def test_a_row_too_long_or_with_an_unreadable_number_is_one_rejection_not_the_file(
+    tmp_path: Path,
+) -> None:
     good = '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}'
     lines = tmp_path / "lines.json"
-    lines.write_text(f'{good}\n{{"Thing": "A", "Timestamp": 1, "pad": "{"x" * MAX_ROW_BYTES}"}}\n{good}\n')
+    lines.write_text(
+        f'{good}\n{{"Thing": "A", "Timestamp": 1, "pad": "{"x" * MAX_ROW_BYTES}"}}\n{good}\n'
+    )
     got, stats = read(lines)
-    assert len(got) == 2 and stats.listed[0]["line"] == 2 and stats.listed[0]["reason"] == "row_too_long"
+    assert (
+        len(got) == 2
+        and stats.listed[0]["line"] == 2
+        and stats.listed[0]["reason"] == "row_too_long"
+    )
     array = tmp_path / "array.json"
     array.write_text(f'[{good},\n {{"Thing": "A", "Timestamp": 1, "x": {"9" * 5000}}},\n {good}]')
     got, stats = read(array)
-    assert len(got) == 2 and stats.listed[0]["line"] == 2 and stats.listed[0]["reason"] == "bad_number"
+    assert (
+        len(got) == 2 and stats.listed[0]["line"] == 2 and stats.listed[0]["reason"] == "bad_number"
+    )
 
 
 GOOD = b'{"Thing": "A", "Timestamp": 1554096380000, "x": 1}\n'
 
 
-@pytest.mark.parametrize(("content", "cause"), [
-    (b"", "is empty"),
-    (b"\xef\xbb\xbf", "is empty"),
-    (b"\n \r\n\t\n", "holds only white space"),
-    (b"[]", "is an empty JSON array"),
-    (b"[\n]\n", "is an empty JSON array"),
-    ('{"Thing": "A", "Timestamp": 1554096380000, "x": 1}\n'.encode("utf-16"), "is UTF-16 little-endian text"),
-    ('{"Thing": "Mühle", "Timestamp": 1554096380000, "x": 1}\n'.encode("latin-1") * 3,
-     "is not UTF-8 text: all 3 rows rejected (not_utf8 3); first: line 1"),
-    (b"Thing,Timestamp,x\nA,1554096380000,1\n", "is neither JSON lines nor a JSON array: all 2 rows rejected"),
-    (b'{"Timestamp": 1, "x": 1}\n{"Thing": "A", "Timestamp": 1}\n',
-     "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line 1: Thing is missing"),
-    (b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n {"Thing": "B" "Timestamp": 1}]',
-     "is not a valid JSON array: Expecting ',' delimiter on line 2"),
-    (b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n', "is not a valid JSON array: the array is not closed on line 2"),
-    (b'[{"Thing": "A", "Timestamp": 1, "x": 1}]\n{"Thing": "A", "Timestamp": 2, "x": 1}\n',
-     "is not a valid JSON array: text after the array's end on line 2"),
-    (b'[{"Thing": "A", "Timestamp": 1, "x": 1}, "\xff"]', "is not UTF-8: invalid byte 0xff on line 1"),
-    (gzip.compress(GOOD * 1000)[:-40], "is a damaged or truncated gzip file"),
-    (gzip.compress(GOOD) + b"junk", "is not a readable gzip file"),
-])
-def test_a_file_that_cannot_be_replayed_is_refused_with_its_cause(tmp_path: Path, content: bytes, cause: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "cause"),
+    [
+        (b"", "is empty"),
+        (b"\xef\xbb\xbf", "is empty"),
+        (b"\n \r\n\t\n", "holds only white space"),
+        (b"[]", "is an empty JSON array"),
+        (b"[\n]\n", "is an empty JSON array"),
+        (
+            '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}\n'.encode("utf-16"),
+            "is UTF-16 little-endian text",
+        ),
+        (
+            '{"Thing": "Mühle", "Timestamp": 1554096380000, "x": 1}\n'.encode("latin-1") * 3,
+            "is not UTF-8 text: all 3 rows rejected (not_utf8 3); first: line 1",
+        ),
+        (
+            b"Thing,Timestamp,x\nA,1554096380000,1\n",
+            "is neither JSON lines nor a JSON array: all 2 rows rejected",
+        ),
+        (
+            b'{"Timestamp": 1, "x": 1}\n{"Thing": "A", "Timestamp": 1}\n',
+            "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line 1: Thing is missing",
+        ),
+        (
+            b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n {"Thing": "B" "Timestamp": 1}]',
+            "is not a valid JSON array: Expecting ',' delimiter on line 2",
+        ),
+        (
+            b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n',
+            "is not a valid JSON array: the array is not closed on line 2",
+        ),
+        (
+            b'[{"Thing": "A", "Timestamp": 1, "x": 1}]\n{"Thing": "A", "Timestamp": 2, "x": 1}\n',
+            "is not a valid JSON array: text after the array's end on line 2",
+        ),
+        (
+            b'[{"Thing": "A", "Timestamp": 1, "x": 1}, "\xff"]',
+            "is not UTF-8: invalid byte 0xff on line 1",
+        ),
+        (gzip.compress(GOOD * 1000)[:-40], "is a damaged or truncated gzip file"),
+        (gzip.compress(GOOD) + b"junk", "is not a readable gzip file"),
+    ],
+)
+def test_a_file_that_cannot_be_replayed_is_refused_with_its_cause(
+    tmp_path: Path, content: bytes, cause: str
+) -> None:
     path = tmp_path / "events.json"
     path.write_bytes(content)
     with pytest.raises(EventsFileError) as refused:
@@ -153,8 +226,11 @@ def test_a_file_that_cannot_be_replayed_is_refused_with_its_cause(tmp_path: Path
 
 
 def test_what_is_not_a_readable_file_is_refused_by_name(tmp_path: Path) -> None:
-    causes = {tmp_path / "missing.json": "no such file", tmp_path: "is a directory, not a file",
-              tmp_path / "missing" / "deeper.json": "no such file"}
+    causes = {
+        tmp_path / "missing.json": "no such file",
+        tmp_path: "is a directory, not a file",
+        tmp_path / "missing" / "deeper.json": "no such file",
+    }
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     causes[fifo] = "is not a regular file"  # opening it would block: refused before

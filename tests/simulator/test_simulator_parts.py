@@ -1,4 +1,5 @@
 """The simulator's pure parts: reading, external sorting, pacing and the generator."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import time
 from pathlib import Path
 
 from simulator.generate import generate
-from streamkit.identifiers import is_quantity, is_thing
 from simulator.pacing import Pacer
 from simulator.source import SourceStats, read_rows, sorted_rows
+from streamkit.identifiers import is_quantity, is_thing
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "test_events.json"
 
@@ -18,29 +19,43 @@ def test_sample_reads_completely_and_sorts_with_spills(tmp_path: Path) -> None:
     stats = SourceStats()
     in_file_order = list(read_rows(SAMPLE, stats))
     assert stats.rows == 5000 and not stats.rejected
-    assert sum(a.timestamp_ms > b.timestamp_ms for a, b in zip(in_file_order, in_file_order[1:])) == 646
+    assert (
+        sum(a.timestamp_ms > b.timestamp_ms for a, b in zip(in_file_order, in_file_order[1:]))
+        == 646
+    )
     spilled = list(sorted_rows(iter(in_file_order), chunk_rows=333))  # 16 spill files
     in_memory = list(sorted_rows(iter(in_file_order), chunk_rows=10**6))
-    expected = [row for _, row in sorted(enumerate(in_file_order), key=lambda p: (p[1].timestamp_ms, p[0]))]
+    expected = [
+        row for _, row in sorted(enumerate(in_file_order), key=lambda p: (p[1].timestamp_ms, p[0]))
+    ]
     assert spilled == in_memory == expected
 
 
 def test_bad_lines_are_counted_with_reasons_and_python_dicts_become_json(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
-    path.write_text("\n".join([
-        '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}',
-        "{'Thing': 'A', 'Timestamp': 1554096381000, 'x': 2}",
-        "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",  # bytes: no JSON form
-        'not json at all',
-        '{"Thing": "A", "Timestamp": 3000, "x": NaN}',
-        '{"Timestamp": 4000, "x": 1}',
-        '',
-    ]))
+    path.write_text(
+        "\n".join(
+            [
+                '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}',
+                "{'Thing': 'A', 'Timestamp': 1554096381000, 'x': 2}",
+                "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",  # bytes: no JSON form
+                "not json at all",
+                '{"Thing": "A", "Timestamp": 3000, "x": NaN}',
+                '{"Timestamp": 4000, "x": 1}',
+                "",
+            ]
+        )
+    )
     stats = SourceStats()
     rows = list(read_rows(path, stats))
     assert [r.timestamp_ms for r in rows] == [1554096380000, 1554096381000, 1554096382000]
     assert json.loads(rows[1].payload) == {"Thing": "A", "Timestamp": 1554096381000, "x": 2}
-    assert json.loads(rows[2].payload) == {"Thing": "A", "Timestamp": 1554096382000, "id": "b'raw'", "x": 3}
+    assert json.loads(rows[2].payload) == {
+        "Thing": "A",
+        "Timestamp": 1554096382000,
+        "id": "b'raw'",
+        "x": 3,
+    }
     assert dict(stats.rejected) == {"not_json": 1, "bad_quantity": 1, "missing_thing": 1}
     assert "line 4" in stats.examples["not_json"]
 
@@ -57,8 +72,10 @@ def test_generator_is_deterministic_and_physical() -> None:
     first = list(generate(3000, 4, seed=7))
     assert first == list(generate(3000, 4, seed=7)) and first != list(generate(3000, 4, seed=8))
     assert len({row["Thing"] for row in first}) == 4
-    assert all(is_thing(row["Thing"]) and all(map(is_quantity, row.keys() - {"Thing", "Timestamp", "id"}))
-               for row in first)  # names the bridge takes (streamkit.identifiers)
+    assert all(
+        is_thing(row["Thing"]) and all(map(is_quantity, row.keys() - {"Thing", "Timestamp", "id"}))
+        for row in first
+    )  # names the bridge takes (streamkit.identifiers)
     times = [row["Timestamp"] for row in first]
     assert times == sorted(times)
     both = [row for row in first if {"actSpeed_C11", "vaTorque_C11", "vaPower_C11"} <= row.keys()]

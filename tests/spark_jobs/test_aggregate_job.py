@@ -4,6 +4,7 @@ The oracle (tests/support/oracles/windows.py) reads each key's records in the or
 which is their Kafka arrival order: every window and every set-aside record must equal it,
 whatever trigger size cut the input into batches.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,16 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from streamkit.config import Settings
-from streamkit.wire import AvroCodec, thing_partition
-from stacktools.wiring import Wiring
 from stacktools.topics import TopicSpec, provision
+from stacktools.wiring import Wiring
+from streamkit.config import Settings
+from streamkit.deadline import TimedOut, wait_until
+from streamkit.wire import AvroCodec, thing_partition
+from tests.support.aggregates import (
+    assert_windows_equal,
+    decoded,
+    produce_measurements,
+    window_args,
+)
 from tests.support.oracles.pipeline import distinct_records
 from tests.support.oracles.rows import event_time_order, file_rows
-from tests.support.spark import REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service
-from tests.support.aggregates import assert_windows_equal, decoded, produce_measurements, window_args
 from tests.support.oracles.windows import Record, Spec, window_oracle
-from streamkit.deadline import TimedOut, wait_until
+from tests.support.spark import (
+    REPO,
+    log_tail,
+    private_topic,
+    produce_committed,
+    read_to_end,
+    spark_service,
+)
 from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
@@ -48,21 +61,36 @@ def things_on_partitions(partitions: int) -> tuple[str, str, str, str]:
 
 
 def aside_of(got: list[tuple[bytes, dict]]) -> Counter:
-    return Counter((r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"]) for _, r in got)
+    return Counter(
+        (r["thing"], r["quantity"], r["event_time_ms"], r["row_id"], r["reason"]) for _, r in got
+    )
 
 
 class Outputs:
     """Private output topics and a checkpoint for one run of the job."""
 
     def __init__(self, settings: Settings, tmp: Path, name: str) -> None:
-        self.aggregates, self.late = private_topic(settings, "aggregates", 2), private_topic(settings, "late", 2)
+        self.aggregates, self.late = (
+            private_topic(settings, "aggregates", 2),
+            private_topic(settings, "late", 2),
+        )
         self.markers = private_topic(settings, "markers", 1, compact=True)
         self.query = f"{name}-{uuid.uuid4().hex[:8]}"
         self.checkpoint, self.log = tmp / f"{name}-checkpoint", tmp / f"{name}.log"
 
     def args(self) -> list[str]:
-        return ["--aggregates-topic", self.aggregates, "--late-topic", self.late, "--marker-topic", self.markers,
-                "--query-name", self.query, "--checkpoint-dir", str(self.checkpoint)]
+        return [
+            "--aggregates-topic",
+            self.aggregates,
+            "--late-topic",
+            self.late,
+            "--marker-topic",
+            self.markers,
+            "--query-name",
+            self.query,
+            "--checkpoint-dir",
+            str(self.checkpoint),
+        ]
 
 
 def skewed_and_bad_clock_input(partitions: int) -> list[Record]:
@@ -74,9 +102,15 @@ def skewed_and_bad_clock_input(partitions: int) -> list[Record]:
     records: list[Record] = []
     for second in range(1000):
         t = T0 + second * 1000
-        records += [(a, "speed", t, float(second % 7), f"a{second}"), (c, "speed", t, float(second % 5), f"c{second}"),
-                    (d, "speed", t, float(second % 3), f"d{second}")]
-        records += [(b, "speed", t + k * 100, float(k), f"b{second}.{k}") for k in range(1 if second < 500 else 10)]
+        records += [
+            (a, "speed", t, float(second % 7), f"a{second}"),
+            (c, "speed", t, float(second % 5), f"c{second}"),
+            (d, "speed", t, float(second % 3), f"d{second}"),
+        ]
+        records += [
+            (b, "speed", t + k * 100, float(k), f"b{second}.{k}")
+            for k in range(1 if second < 500 else 10)
+        ]
         if second == 400:
             records.append((c, "speed", t + 10 * 365 * 86_400_000, 99.0, "c-bad-clock"))
     records += [(thing, "speed", T0 + 1_010_000, 0.0, f"{thing}-closer") for thing in (a, b, c, d)]
@@ -95,48 +129,94 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     poison = [(lane.raw, b"poison-a", b"\xff\xfe not avro", 0), (lane.raw, b"poison-b", b"", 1)]
     produce_committed(stack_settings, poison)
     specs = [TUMBLING]
-    expected = window_oracle(records, specs, LATENESS_MS, now_ms=int(time.time() * 1000), max_future_ms=3_600_000)
-    assert len(expected.windows) == 400 and all(w["window_end_ms"] <= T0 + 1_000_000
-                                                for w in expected.windows.values())
+    expected = window_oracle(
+        records, specs, LATENESS_MS, now_ms=int(time.time() * 1000), max_future_ms=3_600_000
+    )
+    assert len(expected.windows) == 400 and all(
+        w["window_end_ms"] <= T0 + 1_000_000 for w in expected.windows.values()
+    )
     runs = []
     for trigger in (400, 1300, 100_000):
         out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
-        service = spark_service("spark_jobs.aggregate", [
-            "--raw-topic", lane.raw, "--dlq-topic", lane.dlq, *out.args(), *window_args(specs, LATENESS_MS),
-            "--available-now", "--max-offsets-per-trigger", str(trigger)], out.log).start()
+        service = spark_service(
+            "spark_jobs.aggregate",
+            [
+                "--raw-topic",
+                lane.raw,
+                "--dlq-topic",
+                lane.dlq,
+                *out.args(),
+                *window_args(specs, LATENESS_MS),
+                "--available-now",
+                "--max-offsets-per-trigger",
+                str(trigger),
+            ],
+            out.log,
+        ).start()
         assert service.process.wait(600) == 0, log_tail(out.log)
-        letters = [(m.key(), m.value(), dict(m.headers())["reason"]) for m in read_to_end(stack_settings, lane.dlq)]
-        assert Counter(letters) == {(key, value, b"undecodable"): len(runs) + 1 for _, key, value, _ in poison}
-        aggregates, late = decoded(stack_settings, out.aggregates, "aggregate"), decoded(stack_settings, out.late, "late")
+        letters = [
+            (m.key(), m.value(), dict(m.headers())["reason"])
+            for m in read_to_end(stack_settings, lane.dlq)
+        ]
+        assert Counter(letters) == {
+            (key, value, b"undecodable"): len(runs) + 1 for _, key, value, _ in poison
+        }
+        aggregates, late = (
+            decoded(stack_settings, out.aggregates, "aggregate"),
+            decoded(stack_settings, out.late, "late"),
+        )
         assert_windows_equal(aggregates, expected)
-        assert [(r["row_id"], r["reason"]) for _, r in late] == [("c-bad-clock", "future_timestamp")], trigger
+        assert [(r["row_id"], r["reason"]) for _, r in late] == [
+            ("c-bad-clock", "future_timestamp")
+        ], trigger
         runs.append((Counter((k, tuple(sorted(v.items()))) for k, v in aggregates), aside_of(late)))
     assert runs[0] == runs[1] == runs[2]  # bit for bit, not only close
 
 
-def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(stack_settings: Settings,
-                                                                               tmp_path: Path) -> None:
+def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
     """The sample with re-sent rows and late probes, tumbling, sliding and session windows, then
     both sides of the idle timeout: a key that speaks again within it keeps its windows open
     (its second record counts in the same windows as its first); a key silent longer has them
     emitted, and a record in them afterwards is ``window_closed``."""
     partitions = stack_settings.topic_partitions
-    sample = [(thing, quantity, t, value, f"row{i}") for i, (thing, quantity, t, value)
-              in enumerate(distinct_records(event_time_order(file_rows(SAMPLE))))]
+    sample = [
+        (thing, quantity, t, value, f"row{i}")
+        for i, (thing, quantity, t, value) in enumerate(
+            distinct_records(event_time_order(file_rows(SAMPLE)))
+        )
+    ]
     thing = sample[-1][0]
     newest = max(r[2] for r in sample if r[0] == thing)
-    probes = [(thing, "probe", newest, 1.0, "p1"), (thing, "probe", newest - 20_000, 2.0, "p2"),  # late
-              (thing, "probe", newest - 10_000, 3.0, "p3"),  # exactly at the allowed lateness: on time
-              (thing, "probe", newest, 4.0, "p4")]  # a changed copy of p1: the last copy wins, p1 superseded
-    phase1 = sample + sample[-40:] + probes  # the last rows re-sent (as after a bridge restart): duplicates
+    probes = [
+        (thing, "probe", newest, 1.0, "p1"),
+        (thing, "probe", newest - 20_000, 2.0, "p2"),  # late
+        (thing, "probe", newest - 10_000, 3.0, "p3"),  # exactly at the allowed lateness: on time
+        (thing, "probe", newest, 4.0, "p4"),
+    ]  # a changed copy of p1: the last copy wins, p1 superseded
+    phase1 = (
+        sample + sample[-40:] + probes
+    )  # the last rows re-sent (as after a bridge restart): duplicates
     specs = [TUMBLING, SLIDING, SESSION]
     idle_s = 20
     lane = Wiring.private(stack_settings, bridge_only=True)
     out = Outputs(stack_settings, tmp_path, "agglive")
     produce_measurements(stack_settings, lane.raw, phase1, partitions)
-    service = spark_service("spark_jobs.aggregate", [
-        "--raw-topic", lane.raw, *out.args(), *window_args(specs, LATENESS_MS), "--idle-timeout", f"{idle_s}s",
-        "--trigger-seconds", "0.5"], out.log).start()
+    service = spark_service(
+        "spark_jobs.aggregate",
+        [
+            "--raw-topic",
+            lane.raw,
+            *out.args(),
+            *window_args(specs, LATENESS_MS),
+            "--idle-timeout",
+            f"{idle_s}s",
+            "--trigger-seconds",
+            "0.5",
+        ],
+        out.log,
+    ).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
     metrics = ""
 
@@ -158,8 +238,15 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
         phase3 = [(*talking, T0 + 1000, 2.0, "t2")]
         produce_measurements(stack_settings, lane.raw, phase3, partitions)
         # each flushed: 1 tumbling, 3 sliding (60 s every 20 s), 1 session window
-        wait_for(stack_settings, out.aggregates, 10, service, out.log, idle_s * 4,
-                 match=lambda r: r["thing"] in ("Silent", "Talking"))
+        wait_for(
+            stack_settings,
+            out.aggregates,
+            10,
+            service,
+            out.log,
+            idle_s * 4,
+            match=lambda r: r["thing"] in ("Silent", "Talking"),
+        )
         phase4 = [(*silent, T0 + 2000, 3.0, "s2")]  # in a window the idle flush closed
         produce_measurements(stack_settings, lane.raw, phase4, partitions)
         wait_for(stack_settings, out.late, 1, service, out.log, match=lambda r: r["row_id"] == "s2")
@@ -170,7 +257,11 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
             counts every record produced: whatever it makes of them is in the topics now."""
             nonlocal metrics
             assert service.alive(), f"job died: {log_tail(out.log)}"
-            metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+            metrics = (
+                urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+                .read()
+                .decode()
+            )
             return (query_metric("spark_input_rows_total") or 0) >= everything
 
         # a hang detector: the batch holding s2 already committed, only its progress report is due
@@ -180,8 +271,12 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     assert code == 0, f"SIGTERM exit {code}: {log_tail(out.log)}"
 
     # Silent went idle after its 1st record, Talking after its 2nd (and only then)
-    expected = window_oracle(phase1 + phase2 + phase3 + phase4, specs, LATENESS_MS,
-                             flush_after=[*sample_flushes, (*silent, 1), (*talking, 2)])
+    expected = window_oracle(
+        phase1 + phase2 + phase3 + phase4,
+        specs,
+        LATENESS_MS,
+        flush_after=[*sample_flushes, (*silent, 1), (*talking, 2)],
+    )
     aggregates = decoded(stack_settings, out.aggregates, "aggregate")
     assert_windows_equal(aggregates, expected)
     assert {v["count"] for _, v in aggregates if v["thing"] == "Talking"} == {2}
@@ -189,9 +284,15 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     late = decoded(stack_settings, out.late, "late")
     assert aside_of(late) == expected.late_topic()
     reasons = Counter(r["reason"] for _, r in late)
-    assert reasons["duplicate"] >= 10 and reasons["behind_watermark"] >= 1 and reasons["window_closed"] == 1, reasons
+    assert (
+        reasons["duplicate"] >= 10
+        and reasons["behind_watermark"] >= 1
+        and reasons["window_closed"] == 1
+    ), reasons
     assert [r["row_id"] for _, r in late if r["reason"] == "superseded"] == ["p1"]
-    assert ("probe", "p2") in {(r["quantity"], r["row_id"]) for _, r in late if r["reason"] == "behind_watermark"}
+    assert ("probe", "p2") in {
+        (r["quantity"], r["row_id"]) for _, r in late if r["reason"] == "behind_watermark"
+    }
     assert all(r["stage"] == "aggregate" and r["watermark_ms"] is not None for _, r in late)
 
     event_time_s = query_metric("spark_event_time_seconds")
@@ -200,8 +301,16 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(sta
     assert query_metric("spark_input_rows_total") == everything
 
 
-def wait_for(settings: Settings, topic: str, count: int, service, log: Path, timeout_s: float = 240, *,
-             match=lambda record: True) -> None:
+def wait_for(
+    settings: Settings,
+    topic: str,
+    count: int,
+    service,
+    log: Path,
+    timeout_s: float = 240,
+    *,
+    match=lambda record: True,
+) -> None:
     schema = "late" if ".late." in topic else "aggregate"
     found = 0
 
@@ -214,7 +323,9 @@ def wait_for(settings: Settings, topic: str, count: int, service, log: Path, tim
     try:
         wait_until(enough, timeout_s, f"{count} records in {topic}", interval_s=1)
     except TimedOut:
-        raise TimedOut(f"{topic}: {found} of {count} records after {timeout_s}s: {log_tail(log)}") from None
+        raise TimedOut(
+            f"{topic}: {found} of {count} records after {timeout_s}s: {log_tail(log)}"
+        ) from None
 
 
 def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
@@ -228,23 +339,59 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
         if quantity in ("actSpeed_C11", "vaTorque_C11"):
             pairs.extend(buffer.push(thing, quantity, t, value).pairs)
     assert len(pairs) > 1000
-    as_records: list[Record] = [(p.key, "mechanical_power", p.event_time, p.result, p.id) for p in pairs]
+    as_records: list[Record] = [
+        (p.key, "mechanical_power", p.event_time, p.result, p.id) for p in pairs
+    ]
     specs = [TUMBLING, SLIDING]
-    expected = window_oracle(as_records, specs, LATENESS_MS, same_by_row_id=True)  # pairs share event times
+    expected = window_oracle(
+        as_records, specs, LATENESS_MS, same_by_row_id=True
+    )  # pairs share event times
     assert expected.windows
 
     joined = private_topic(stack_settings, "joined", 1)
     codec = AvroCodec("joined")
-    produce_committed(stack_settings, [
-        (joined, row_id.encode(), codec.encode({
-            "id": row_id, "thing": thing, "left_quantity": "actSpeed_C11", "right_quantity": "vaTorque_C11",
-            "left_time_ms": t, "right_time_ms": t, "left_value": 0.0, "right_value": 0.0,
-            "result_name": quantity, "result": value, "event_time_ms": t}), 0)
-        for thing, quantity, t, value, row_id in as_records])
+    produce_committed(
+        stack_settings,
+        [
+            (
+                joined,
+                row_id.encode(),
+                codec.encode(
+                    {
+                        "id": row_id,
+                        "thing": thing,
+                        "left_quantity": "actSpeed_C11",
+                        "right_quantity": "vaTorque_C11",
+                        "left_time_ms": t,
+                        "right_time_ms": t,
+                        "left_value": 0.0,
+                        "right_value": 0.0,
+                        "result_name": quantity,
+                        "result": value,
+                        "event_time_ms": t,
+                    }
+                ),
+                0,
+            )
+            for thing, quantity, t, value, row_id in as_records
+        ],
+    )
     out = Outputs(stack_settings, tmp_path, "aggjoined")
-    service = spark_service("spark_jobs.aggregate", [
-        "--source", "joined", "--joined-topic", joined, *out.args(), *window_args(specs, LATENESS_MS),
-        "--max-offsets-per-trigger", "700", "--available-now"], out.log).start()
+    service = spark_service(
+        "spark_jobs.aggregate",
+        [
+            "--source",
+            "joined",
+            "--joined-topic",
+            joined,
+            *out.args(),
+            *window_args(specs, LATENESS_MS),
+            "--max-offsets-per-trigger",
+            "700",
+            "--available-now",
+        ],
+        out.log,
+    ).start()
     assert service.process.wait(600) == 0, log_tail(out.log)
     assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
     assert aside_of(decoded(stack_settings, out.late, "late")) == expected.late_topic()
@@ -258,18 +405,25 @@ def copies_within_lateness(partitions: int) -> list[Record]:
     records: list[Record] = []
     for second in range(120):
         t = T0 + second * 1000
-        records += [(a, "speed", t, float(second % 11), f"a{second}"), (b, "speed", t, float(second % 13), f"b{second}")]
+        records += [
+            (a, "speed", t, float(second % 11), f"a{second}"),
+            (b, "speed", t, float(second % 13), f"b{second}"),
+        ]
     arrival = list(records)
     for index, record in enumerate(records):
         if index % 10 == 0:
             arrival.insert(min(len(arrival), arrival.index(record) + 7), record)
         if index % 7 == 0:
-            arrival.insert(min(len(arrival), arrival.index(record) + 11), (*record[:3], record[3] + 100.0, record[4]))
+            arrival.insert(
+                min(len(arrival), arrival.index(record) + 11),
+                (*record[:3], record[3] + 100.0, record[4]),
+            )
     return arrival
 
 
-def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_settings: Settings,
-                                                                      tmp_path: Path) -> None:
+def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
     """The last copy of a record wins in the aggregates as in Kafka compaction, so a rerun from a
     fresh checkpoint after the broker really compacted the raw topic gives the same windows as
     the first run over the copies. Compaction is switched on only after the first run."""
@@ -281,8 +435,13 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     produce_measurements(settings, raw, arrival, partitions)
     # The closers (one per key, so one per data partition) come a second later: their appends
     # roll the data's segments, and only the active segment is never compacted.
-    time.sleep(1)  # the scenario: the broker rolls a segment by age (segment.ms 100), so time must pass
-    closers = [(thing, "speed", T0 + 200_000, 0.0, f"{thing}-closer") for thing in sorted({r[0] for r in arrival})]
+    time.sleep(
+        1
+    )  # the scenario: the broker rolls a segment by age (segment.ms 100), so time must pass
+    closers = [
+        (thing, "speed", T0 + 200_000, 0.0, f"{thing}-closer")
+        for thing in sorted({r[0] for r in arrival})
+    ]
     produce_measurements(settings, raw, closers, partitions)
     arrival += closers
     keys = {(thing, quantity, t) for thing, quantity, t, _, _ in arrival}
@@ -290,8 +449,19 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
 
     def run(name: str) -> list[tuple[bytes, dict]]:
         out = Outputs(settings, tmp_path, name)
-        service = spark_service("spark_jobs.aggregate", ["--raw-topic", raw, *out.args(), *window_args([TUMBLING], LATENESS_MS),
-                                                         "--available-now", "--max-offsets-per-trigger", "50"], out.log)
+        service = spark_service(
+            "spark_jobs.aggregate",
+            [
+                "--raw-topic",
+                raw,
+                *out.args(),
+                *window_args([TUMBLING], LATENESS_MS),
+                "--available-now",
+                "--max-offsets-per-trigger",
+                "50",
+            ],
+            out.log,
+        )
         assert service.start().process.wait(600) == 0, log_tail(out.log)
         return decoded(settings, out.aggregates, "aggregate")
 
@@ -300,9 +470,22 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     assert expected.superseded and len(expected.windows) > 20
     assert_windows_equal(first, expected)
 
-    provision(settings, [TopicSpec(raw, partitions, {**uncompacted, "cleanup.policy": "compact",
-                                                     "min.compaction.lag.ms": "0",
-                                                     "min.cleanable.dirty.ratio": "0.01"})], fix_config=True)
+    provision(
+        settings,
+        [
+            TopicSpec(
+                raw,
+                partitions,
+                {
+                    **uncompacted,
+                    "cleanup.policy": "compact",
+                    "min.compaction.lag.ms": "0",
+                    "min.cleanable.dirty.ratio": "0.01",
+                },
+            )
+        ],
+        fix_config=True,
+    )
     compacted: list = []
 
     def compacted_to_keys() -> bool:
@@ -317,8 +500,10 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(stack_setti
     # The same windows; only closed_at_ms may move (the copy that closed a window may be gone), so
     # it is checked against the oracle of the records the topic holds now.
     codec = AvroCodec("measurement")
-    survivors = [(r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"])
-                 for r in (codec.decode(m.value()) for m in compacted)]
+    survivors = [
+        (r["thing"], r["quantity"], r["event_time_ms"], r["value"], r["row_id"])
+        for r in (codec.decode(m.value()) for m in compacted)
+    ]
     assert_windows_equal(rerun, window_oracle(survivors, [TUMBLING], LATENESS_MS))
     without_closing = {key: {**value, "closed_at_ms": None} for key, value in first}
     assert {key: {**value, "closed_at_ms": None} for key, value in rerun} == without_closing

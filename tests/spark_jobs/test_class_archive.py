@@ -1,4 +1,5 @@
 """The driver JVM's class archive: written once, published only whole, then used by every job."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,9 @@ from spark_jobs import class_archive
 
 def fake_jvm(dump: Path | None) -> subprocess.Popen:
     """A process that, like the JVM, exits when its stdin closes and writes its dump then."""
-    code = "import sys\nsys.stdin.read()\n" + (f"open({str(dump)!r}, 'wb').write(b'classes' * 1000)\n" if dump else "")
+    code = "import sys\nsys.stdin.read()\n" + (
+        f"open({str(dump)!r}, 'wb').write(b'classes' * 1000)\n" if dump else ""
+    )
     return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
 
 

@@ -1,5 +1,6 @@
 """Undecodable input records reach the jobs' state functions as rows without a thing (no Spark:
 the GroupState is a stand-in); each function hands them back as dead letters, touching no state."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,9 +8,8 @@ import pandas as pd
 from spark_jobs import dead_letters
 from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
 from spark_jobs.aggregate import WindowFunction
-from spark_jobs.config import AggregateSettings
+from spark_jobs.config import AggregateSettings, JoinSettings
 from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
-from spark_jobs.config import JoinSettings
 from spark_jobs.join import GroupJoiner, join_config
 
 
@@ -21,11 +21,19 @@ class UntouchableState:
 
 
 def undecodable(n: int) -> pd.DataFrame:
-    return pd.DataFrame({"thing": [None] * n, "quantity": [None] * n, "event_time_ms": [None] * n,
-                         "value": [None] * n, "row_id": [None] * n, "kafka_partition": [i % 2 for i in range(n)],
-                         "kafka_offset": [100 + i for i in range(n)],
-                         "undecodable_key": [b"k%d" % i for i in range(n)],
-                         "undecodable_value": [b"\xff garbage %d" % i for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "thing": [None] * n,
+            "quantity": [None] * n,
+            "event_time_ms": [None] * n,
+            "value": [None] * n,
+            "row_id": [None] * n,
+            "kafka_partition": [i % 2 for i in range(n)],
+            "kafka_offset": [100 + i for i in range(n)],
+            "undecodable_key": [b"k%d" % i for i in range(n)],
+            "undecodable_value": [b"\xff garbage %d" % i for i in range(n)],
+        }
+    )
 
 
 def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], n: int) -> None:
@@ -40,15 +48,24 @@ def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], 
 
 def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
     config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
-    out = list(GroupJoiner(config, max_future_ms=3_600_000)((None,), iter([undecodable(3)]), UntouchableState()))
+    out = list(
+        GroupJoiner(config, max_future_ms=3_600_000)(
+            (None,), iter([undecodable(3)]), UntouchableState()
+        )
+    )
     assert_dead_letters(out, JOIN_FIELDS, 3)
 
 
 def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
     settings = AggregateSettings.from_sources(environ={})
     function = WindowFunction(settings.window_rules(), settings.idle_timeout_ms())
-    frames = [undecodable(4).iloc[:2], undecodable(4).iloc[2:]]  # Spark may hand a key's rows in parts
-    assert_dead_letters(list(function((None, None), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4)
+    frames = [
+        undecodable(4).iloc[:2],
+        undecodable(4).iloc[2:],
+    ]  # Spark may hand a key's rows in parts
+    assert_dead_letters(
+        list(function((None, None), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4
+    )
 
 
 def test_the_sink_counts_the_dead_letters_it_writes_by_reason() -> None:
@@ -71,8 +88,12 @@ def test_the_sink_counts_the_dead_letters_it_writes_by_reason() -> None:
             pass
 
     reason = [("reason", b"undecodable"), ("stage", b"join")]
-    rows = [("out", b"k", b"v", 0, None), ("dlq", b"k", b"x", 1, reason), ("dlq", None, None, 0, reason),
-            ("out", b"k", b"v", None, [("trace", b"1")])]
+    rows = [
+        ("out", b"k", b"v", 0, None),
+        ("dlq", b"k", b"x", 1, reason),
+        ("dlq", None, None, 0, reason),
+        ("out", b"k", b"v", None, [("trace", b"1")]),
+    ]
     producer = QueueOnce()
     assert produce_all(producer, rows) == (4, {"undecodable": 2})
     assert [topic for topic, _ in producer.produced] == ["out", "dlq", "dlq", "out"]

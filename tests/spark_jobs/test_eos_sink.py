@@ -1,5 +1,6 @@
 """The exactly-once sink on the real broker: visibility, replay skips, fencing, aborts, and a
 driver killed with SIGKILL at every fault point and restarted from its checkpoint."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from streamkit.config import Settings
 from streamkit.kafka_clients import transactional_producer
-from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
-from tests.support.spark import (key_values, log_tail, private_topic, produce_committed, read_to_end, spark_service,
-                                 wait_pid_gone)
+from tests.support.spark import (
+    key_values,
+    log_tail,
+    private_topic,
+    produce_committed,
+    read_to_end,
+    spark_service,
+    wait_pid_gone,
+)
 from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
@@ -27,11 +35,15 @@ FAULT_ROUNDS = int(os.environ.get("EOS_FAULT_ROUNDS", "1"))
 
 @pytest.fixture
 def topics(stack_settings: Settings) -> tuple[str, str]:
-    return private_topic(stack_settings, "joined"), private_topic(stack_settings, "markers", 1, compact=True)
+    return private_topic(stack_settings, "joined"), private_topic(
+        stack_settings, "markers", 1, compact=True
+    )
 
 
 def rows(topic: str, batch: int, n: int = 5) -> list[tuple]:
-    return [(topic, f"b{batch}-{i}".encode(), f"v{batch}-{i}".encode(), i % 2, None) for i in range(n)]
+    return [
+        (topic, f"b{batch}-{i}".encode(), f"v{batch}-{i}".encode(), i % 2, None) for i in range(n)
+    ]
 
 
 def expected(*batches: list[tuple]) -> Counter:
@@ -39,10 +51,14 @@ def expected(*batches: list[tuple]) -> Counter:
 
 
 def new_sink(settings: Settings, marker_topic: str, query: str) -> ExactlyOnceSink:
-    return ExactlyOnceSink(settings, query, marker_topic, transaction_timeout_ms=20000, marker_timeout_s=20)
+    return ExactlyOnceSink(
+        settings, query, marker_topic, transaction_timeout_ms=20000, marker_timeout_s=20
+    )
 
 
-def test_committed_output_visible_and_replayed_batch_skipped(stack_settings: Settings, topics: tuple[str, str]) -> None:
+def test_committed_output_visible_and_replayed_batch_skipped(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     out, markers = topics
     query = f"q-{uuid.uuid4().hex[:8]}"
     sink = new_sink(stack_settings, markers, query)
@@ -69,7 +85,9 @@ def test_committed_output_visible_and_replayed_batch_skipped(stack_settings: Set
     fresh.close()
 
 
-def test_sink_prepared_ahead_keeps_the_marker_rules(stack_settings: Settings, topics: tuple[str, str]) -> None:
+def test_sink_prepared_ahead_keeps_the_marker_rules(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     """prepare() fences and reads the marker before the query id is known; the first batch
     then adopts it: its own query's marker skips the replay, another query id's is ignored,
     and a zombie is fenced by the preparation alone."""
@@ -90,22 +108,33 @@ def test_sink_prepared_ahead_keeps_the_marker_rules(stack_settings: Settings, to
     replaced.prepare()
     assert replaced.write_batch(0, rows(out, 7, 2), query_id="id-2") == "committed"
     replaced.close()
-    assert key_values(read_to_end(stack_settings, out)) == expected(rows(out, 0), rows(out, 1), rows(out, 7, 2))
+    assert key_values(read_to_end(stack_settings, out)) == expected(
+        rows(out, 0), rows(out, 1), rows(out, 7, 2)
+    )
 
 
-def test_sink_not_prepared_opens_at_the_first_batch(stack_settings: Settings, topics: tuple[str, str]) -> None:
+def test_sink_not_prepared_opens_at_the_first_batch(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     """A preparation that fails (here: no marker topic yet) is only logged; the first batch opens the sink."""
     out, _ = topics
     markers = f"test.markers.{uuid.uuid4().hex[:10]}"  # does not exist while preparing
-    sink = ExactlyOnceSink(stack_settings, f"q-{uuid.uuid4().hex[:8]}", markers, transaction_timeout_ms=20000,
-                           marker_timeout_s=2)
+    sink = ExactlyOnceSink(
+        stack_settings,
+        f"q-{uuid.uuid4().hex[:8]}",
+        markers,
+        transaction_timeout_ms=20000,
+        marker_timeout_s=2,
+    )
     sink.prepare()
     assert not sink._prepared
     with pytest.raises(SinkError):  # still no marker topic: the batch fails, as without preparation
         sink.write_batch(0, rows(out, 0), query_id="id-1")
 
 
-def test_zombie_with_same_transactional_id_is_fenced(stack_settings: Settings, topics: tuple[str, str]) -> None:
+def test_zombie_with_same_transactional_id_is_fenced(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     out, markers = topics
     query = f"q-{uuid.uuid4().hex[:8]}"
     zombie = new_sink(stack_settings, markers, query)
@@ -119,7 +148,9 @@ def test_zombie_with_same_transactional_id_is_fenced(stack_settings: Settings, t
     successor.close()
 
 
-def test_forced_abort_leaves_nothing_visible(stack_settings: Settings, topics: tuple[str, str]) -> None:
+def test_forced_abort_leaves_nothing_visible(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     out, markers = topics
     query = f"q-{uuid.uuid4().hex[:8]}"
     sink = new_sink(stack_settings, markers, query)
@@ -135,15 +166,18 @@ def test_forced_abort_leaves_nothing_visible(stack_settings: Settings, topics: t
     assert TRANSACTIONS.labels(query, "aborted")._value.get() == aborted_before + 1
     assert read_to_end(stack_settings, out) == []
     assert read_marker(stack_settings, markers, query) is None
-    assert len(read_to_end(stack_settings, out, "read_uncommitted")) == 20  # they were written, then aborted
+    assert (
+        len(read_to_end(stack_settings, out, "read_uncommitted")) == 20
+    )  # they were written, then aborted
     # the retry of the same batch (what Spark does after a restart) commits it once
     assert sink.write_batch(0, rows(out, 0, 20)) == "committed"
     assert key_values(read_to_end(stack_settings, out)) == expected(rows(out, 0, 20))
     sink.close()
 
 
-def test_marker_behind_another_writers_open_transaction_is_found(stack_settings: Settings,
-                                                                  topics: tuple[str, str]) -> None:
+def test_marker_behind_another_writers_open_transaction_is_found(
+    stack_settings: Settings, topics: tuple[str, str]
+) -> None:
     """Reading markers only to the last stable offset would miss batch 1 here and redo it."""
     out, markers = topics
     query = f"q-{uuid.uuid4().hex[:8]}"
@@ -153,7 +187,9 @@ def test_marker_behind_another_writers_open_transaction_is_found(stack_settings:
     other.begin_transaction()
     other.produce(markers, key=b"another-query", value=b'{"batch_id": 7}', partition=0)
     other.flush()
-    assert sink.write_batch(1, rows(out, 1)) == "committed"  # our marker lands after the open transaction
+    assert (
+        sink.write_batch(1, rows(out, 1)) == "committed"
+    )  # our marker lands after the open transaction
     sink.close()
     threading.Timer(2.0, other.commit_transaction).start()
     started = time.monotonic()
@@ -163,10 +199,14 @@ def test_marker_behind_another_writers_open_transaction_is_found(stack_settings:
 
 
 # ----------------------------------------------------------------------------- Spark, kill -9
-def run_driver(settings: Settings, work: Path, name: str, args: list[str], env: dict[str, str]) -> tuple[int, Path]:
+def run_driver(
+    settings: Settings, work: Path, name: str, args: list[str], env: dict[str, str]
+) -> tuple[int, Path]:
     log = work / f"{name}.log"
     pid_file = work / f"{name}.jvm.pid"
-    service = spark_service("tests.support.eos_driver", [*args, "--jvm-pid-file", str(pid_file)], log, env).start()
+    service = spark_service(
+        "tests.support.eos_driver", [*args, "--jvm-pid-file", str(pid_file)], log, env
+    ).start()
     code = service.process.wait(300)
     wait_pid_gone(pid_file)
     return code, log
@@ -185,25 +225,50 @@ def fault_plan(rounds: int, batches: int) -> list[tuple[str, int]]:
 
 
 @pytest.mark.chaos
-def test_driver_killed_at_each_fault_point_gives_exact_output(stack_settings: Settings, tmp_path: Path) -> None:
+def test_driver_killed_at_each_fault_point_gives_exact_output(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
     per_batch = 40
     plan_length = 3 + 2 * (FAULT_ROUNDS - 1)
     batches = 20 + plan_length * 2  # room for the SIGTERM run after the kills
     raw = private_topic(stack_settings, "raw")
     out = private_topic(stack_settings, "joined")
     markers = private_topic(stack_settings, "markers", 1, compact=True)
-    records = [(raw, f"k{i}".encode(), f"value-{i}".encode(), i % 2) for i in range(per_batch * batches)]
+    records = [
+        (raw, f"k{i}".encode(), f"value-{i}".encode(), i % 2) for i in range(per_batch * batches)
+    ]
     produce_committed(stack_settings, records)
     want = Counter((key, value) for _, key, value, _ in records)
     query = f"eos-{uuid.uuid4().hex[:8]}"
-    args = ["--raw-topic", raw, "--output-topic", out, "--marker-topic", markers, "--query-name", query,
-            "--checkpoint-dir", str(tmp_path / "checkpoint"), "--max-offsets-per-trigger", str(per_batch),
-            "--available-now", "--trigger-seconds", "0.2"]
+    args = [
+        "--raw-topic",
+        raw,
+        "--output-topic",
+        out,
+        "--marker-topic",
+        markers,
+        "--query-name",
+        query,
+        "--checkpoint-dir",
+        str(tmp_path / "checkpoint"),
+        "--max-offsets-per-trigger",
+        str(per_batch),
+        "--available-now",
+        "--trigger-seconds",
+        "0.2",
+    ]
 
     for round_no, (point, batch) in enumerate(fault_plan(FAULT_ROUNDS, batches)):
-        code, log = run_driver(stack_settings, tmp_path, f"run{round_no}-{point}", args,
-                               {"EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)})
-        assert code == -9, f"driver was not killed at {point}/{batch} (exit {code}): {log_tail(log)}"
+        code, log = run_driver(
+            stack_settings,
+            tmp_path,
+            f"run{round_no}-{point}",
+            args,
+            {"EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)},
+        )
+        assert code == -9, (
+            f"driver was not killed at {point}/{batch} (exit {code}): {log_tail(log)}"
+        )
         # A transaction left open by the kill (after_produce) holds read_committed readers at its
         # first offset until a restart fences it: do what the restart does first, then look.
         new_sink(stack_settings, markers, query).open()
@@ -213,14 +278,22 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(stack_settings: Se
         marker = read_marker(stack_settings, markers, query)
         committed = marker.batch_id if marker else -1
         # the kill happened inside `batch`: it is committed exactly when the kill came after the commit
-        assert committed == (batch if point == "after_commit" else batch - 1), (point, batch, committed)
+        assert committed == (batch if point == "after_commit" else batch - 1), (
+            point,
+            batch,
+            committed,
+        )
         assert sum(seen.values()) == (committed + 1) * per_batch
 
     # SIGTERM while batches are flowing: exit 0, stop after the batch in the sink
     log = tmp_path / "sigterm.log"
     continuous = [a for a in args if a != "--available-now"]
-    service = spark_service("tests.support.eos_driver", [*continuous, "--jvm-pid-file", str(tmp_path / "sigterm.pid")],
-                            log).start()
+    service = spark_service(
+        "tests.support.eos_driver",
+        [*continuous, "--jvm-pid-file", str(tmp_path / "sigterm.pid")],
+        log,
+    ).start()
+
     def two_more_batches() -> bool:
         if not service.alive():
             return True  # the assertion below says why
@@ -232,12 +305,19 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(stack_settings: Se
     wait_pid_gone(tmp_path / "sigterm.pid")
     stopped_at = read_marker(stack_settings, markers, query).batch_id
     assert stopped_at >= committed + 2
-    assert sum(key_values(read_to_end(stack_settings, out)).values()) == (stopped_at + 1) * per_batch
+    assert (
+        sum(key_values(read_to_end(stack_settings, out)).values()) == (stopped_at + 1) * per_batch
+    )
 
     code, log = run_driver(stack_settings, tmp_path, "final", args, {})
     assert code == 0, log_tail(log)
-    assert key_values(read_to_end(stack_settings, out)) == want, "read_committed output != input as a multiset"
+    assert key_values(read_to_end(stack_settings, out)) == want, (
+        "read_committed output != input as a multiset"
+    )
     after_commit_rounds = [b for p, b in fault_plan(FAULT_ROUNDS, batches) if p == "after_commit"]
     all_logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("*.log"))
     for batch in after_commit_rounds:  # the replay of a batch committed before the kill was skipped
-        assert f'"msg": "batch already committed: skipped", "query": "{query}", "batch_id": {batch},' in all_logs
+        assert (
+            f'"msg": "batch already committed: skipped", "query": "{query}", "batch_id": {batch},'
+            in all_logs
+        )

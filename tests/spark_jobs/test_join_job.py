@@ -1,5 +1,6 @@
 """The streaming join job on the real stack: its committed output equals the library's oracle,
 exactly once, also when the driver is killed with SIGKILL at random points and restarted."""
+
 from __future__ import annotations
 
 import os
@@ -12,15 +13,22 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from spark_jobs.config import JoinSettings
-from streamkit.wire import AvroCodec
 from streamkit.config import Settings
+from streamkit.wire import AvroCodec
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
 from tests.support.oracles.pipeline import join_pairs
-from tests.support.spark import (REPO, log_tail, private_topic, produce_committed, read_to_end, spark_service,
-                                 wait_driver_gone)
-from tests.support.waits import settle
 from tests.support.require import cannot_run
+from tests.support.spark import (
+    REPO,
+    log_tail,
+    private_topic,
+    produce_committed,
+    read_to_end,
+    spark_service,
+    wait_driver_gone,
+)
+from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
@@ -38,37 +46,69 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
         for record in splitter.split(row):
             records.append((topic, record.key, record.value, record.partition))
             decoded = codec.decode(record.value)
-            fed.append((decoded["thing"], decoded["quantity"], decoded["event_time_ms"], decoded["value"]))
+            fed.append(
+                (decoded["thing"], decoded["quantity"], decoded["event_time_ms"], decoded["value"])
+            )
     produce_committed(settings, records)
     return fed
-
 
 
 @pytest.fixture
 def join_lane(stack_settings: Settings, tmp_path: Path) -> dict:
     raw = private_topic(stack_settings, "raw", partitions=2)
-    lane = {"raw": raw, "joined": private_topic(stack_settings, "joined"), "late": private_topic(stack_settings, "late"),
-            "markers": private_topic(stack_settings, "markers", partitions=1, compact=True)}
+    lane = {
+        "raw": raw,
+        "joined": private_topic(stack_settings, "joined"),
+        "late": private_topic(stack_settings, "late"),
+        "markers": private_topic(stack_settings, "markers", partitions=1, compact=True),
+    }
     lane["fed"] = feed_raw(stack_settings, raw, 2)
-    lane["args"] = ["--raw-topic", raw, "--joined-topic", lane["joined"], "--late-topic", lane["late"],
-                    "--marker-topic", lane["markers"], "--checkpoint-dir", str(tmp_path / "checkpoint"),
-                    "--query-name", f"join-{raw}", "--pairs", PAIRS, "--shuffle-partitions", "2"]
-    lane["settings"] = JoinSettings.from_sources(cli={"run_dir": stack_settings.run_dir, "pairs": PAIRS})
+    lane["args"] = [
+        "--raw-topic",
+        raw,
+        "--joined-topic",
+        lane["joined"],
+        "--late-topic",
+        lane["late"],
+        "--marker-topic",
+        lane["markers"],
+        "--checkpoint-dir",
+        str(tmp_path / "checkpoint"),
+        "--query-name",
+        f"join-{raw}",
+        "--pairs",
+        PAIRS,
+        "--shuffle-partitions",
+        "2",
+    ]
+    lane["settings"] = JoinSettings.from_sources(
+        cli={"run_dir": stack_settings.run_dir, "pairs": PAIRS}
+    )
     return lane
 
 
-def test_join_job_output_equals_the_oracle_exactly_once(stack_settings: Settings, join_lane: dict,
-                                                        tmp_path: Path) -> None:
+def test_join_job_output_equals_the_oracle_exactly_once(
+    stack_settings: Settings, join_lane: dict, tmp_path: Path
+) -> None:
     log = tmp_path / "join.log"
-    job = spark_service("spark_jobs.join", [*join_lane["args"], "--available-now",
-                                            "--max-offsets-per-trigger", "6000"], log).start()
+    job = spark_service(
+        "spark_jobs.join",
+        [*join_lane["args"], "--available-now", "--max-offsets-per-trigger", "6000"],
+        log,
+    ).start()
     assert job.process.wait(600) == 0, log_tail(log)
     expected, expected_late = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert sum(expected.values()) > 1000 and max(expected.values()) == 1
-    assert got == expected, (len(got), len(expected), list((got - expected).items())[:3],
-                             list((expected - got).items())[:3])
-    late = [AvroCodec("late").decode(m.value()) for m in read_to_end(stack_settings, join_lane["late"])]
+    assert got == expected, (
+        len(got),
+        len(expected),
+        list((got - expected).items())[:3],
+        list((expected - got).items())[:3],
+    )
+    late = [
+        AvroCodec("late").decode(m.value()) for m in read_to_end(stack_settings, join_lane["late"])
+    ]
     assert len(late) == expected_late
     # In event-time order only exact repeats of a (thing, quantity, time) can be late here.
     assert {(r["reason"], r["stage"]) for r in late} <= {("late", "join"), ("duplicate", "join")}
@@ -77,16 +117,26 @@ def test_join_job_output_equals_the_oracle_exactly_once(stack_settings: Settings
 POISON = [b"\xff\xfe not avro", b"", b"\x02"]  # random bytes, empty, a string cut short
 
 
-def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(stack_settings: Settings,
-                                                                           join_lane: dict, tmp_path: Path) -> None:
+def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(
+    stack_settings: Settings, join_lane: dict, tmp_path: Path
+) -> None:
     """Records the job cannot decode (written by the admin: only the bridge may write the raw
     topic) used to fail the query at every restart. Now each is dead-lettered once, in its
     batch's transaction; the pairs are the oracle's, and a restart neither repeats them nor
     stops at a new one."""
     raw, dlq = join_lane["raw"], private_topic(stack_settings, "dlq", 1)
-    produce_committed(stack_settings, [(raw, b"poison-%d" % i, value, i % 2) for i, value in enumerate(POISON)])
+    produce_committed(
+        stack_settings, [(raw, b"poison-%d" % i, value, i % 2) for i, value in enumerate(POISON)]
+    )
     log = tmp_path / "join.log"
-    args = [*join_lane["args"], "--dlq-topic", dlq, "--available-now", "--max-offsets-per-trigger", "6000"]
+    args = [
+        *join_lane["args"],
+        "--dlq-topic",
+        dlq,
+        "--available-now",
+        "--max-offsets-per-trigger",
+        "6000",
+    ]
     assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     assert committed_pairs(stack_settings, join_lane["joined"]) == expected
@@ -96,19 +146,29 @@ def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(stac
 
     letters = dead_letters()
     assert sorted((key, value) for key, value, _ in letters) == sorted(
-        (b"poison-%d" % i, value) for i, value in enumerate(POISON))
+        (b"poison-%d" % i, value) for i, value in enumerate(POISON)
+    )
     for key, value, headers in letters:
-        assert (headers["reason"], headers["stage"], headers["source"]) == (b"undecodable", b"join", raw.encode())
-        assert int(headers["source_partition"]) == int(key[-1:]) % 2 and int(headers["payload_bytes"]) == len(value)
+        assert (headers["reason"], headers["stage"], headers["source"]) == (
+            b"undecodable",
+            b"join",
+            raw.encode(),
+        )
+        assert int(headers["source_partition"]) == int(key[-1:]) % 2 and int(
+            headers["payload_bytes"]
+        ) == len(value)
     produce_committed(stack_settings, [(raw, b"poison-late", b"\xff", 0)])
     assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
-    assert sorted(key for key, _, _ in dead_letters()) == sorted([b"poison-late", *(k for k, _, _ in letters)])
+    assert sorted(key for key, _, _ in dead_letters()) == sorted(
+        [b"poison-late", *(k for k, _, _ in letters)]
+    )
     assert committed_pairs(stack_settings, join_lane["joined"]) == expected
 
 
 @pytest.mark.chaos
-def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Settings, join_lane: dict,
-                                                             tmp_path: Path) -> None:
+def test_join_job_killed_at_random_points_stays_exactly_once(
+    stack_settings: Settings, join_lane: dict, tmp_path: Path
+) -> None:
     """SIGKILL the driver at random moments (inside a batch, between produce and commit, after
     the Kafka commit before Spark's commit log: wherever the moment falls) and at the sink's
     named fault points, restarting from the checkpoint each time."""
@@ -121,7 +181,9 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
     for round_no in range(KILL_ROUNDS):
         if round_no < len(fault_points):
             env = {"EOS_FAULT_POINT": fault_points[round_no], "EOS_FAULT_BATCH": str(round_no + 1)}
-            job = spark_service("tests.support.faulty_job", ["spark_jobs.join", *args], log, env).start()
+            job = spark_service(
+                "tests.support.faulty_job", ["spark_jobs.join", *args], log, env
+            ).start()
             code = job.process.wait(600)
             injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")
         else:
@@ -139,23 +201,34 @@ def test_join_job_killed_at_random_points_stays_exactly_once(stack_settings: Set
     assert final.process.wait(900) == 0, log_tail(log)
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
-    assert got == expected, (f"seed {seed}", injected, sum(got.values()), sum(expected.values()),
-                             list((got - expected).items())[:3], list((expected - got).items())[:3])
+    assert got == expected, (
+        f"seed {seed}",
+        injected,
+        sum(got.values()),
+        sum(expected.values()),
+        list((got - expected).items())[:3],
+        list((expected - got).items())[:3],
+    )
 
 
 @pytest.mark.chaos
-def test_join_job_recovers_after_a_broker_restart(stack_settings: Settings, join_lane: dict, tmp_path: Path) -> None:
+def test_join_job_recovers_after_a_broker_restart(
+    stack_settings: Settings, join_lane: dict, tmp_path: Path
+) -> None:
     """Restart the Kafka broker under a running join job. The job either rides it out or fails
     and is restarted from its checkpoint (as a supervisor would): the output stays exact."""
     from stacktools.stack import Stack
 
     kafka = Stack(stack_settings, ["kafka"])
     if kafka.status()[0].state != "running":
-        cannot_run("the broker was not started by this stack launcher, so the test cannot restart it")
+        cannot_run(
+            "the broker was not started by this stack launcher, so the test cannot restart it"
+        )
     log = tmp_path / "join.log"
     args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
     job = spark_service("spark_jobs.join", args, log).start()
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
+
     def first_batch() -> bool:
         if '"msg": "batch committed"' in log.read_text(errors="replace"):
             return True

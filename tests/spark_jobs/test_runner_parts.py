@@ -1,4 +1,5 @@
 """The runner's graceful stop and the listener's export, without a Spark session."""
+
 from __future__ import annotations
 
 import threading
@@ -26,7 +27,9 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
     threading.Timer(0.5, release.set).start()
     started = time.monotonic()
     assert gate.stop_after_current(10) is True
-    assert time.monotonic() - started >= 0.4 and done == [7], "stop did not wait for the in-flight batch"
+    assert time.monotonic() - started >= 0.4 and done == [7], (
+        "stop did not wait for the in-flight batch"
+    )
     worker.join(5)
     with pytest.raises(StopRequested):
         gate(None, 8)
@@ -34,15 +37,32 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
 
 
 def test_listener_exports_progress() -> None:
-    operator = SimpleNamespace(numRowsTotal=24, memoryUsedBytes=4096, numRowsDroppedByWatermark=0,
-                               allUpdatesTimeMs=5, allRemovalsTimeMs=0, commitTimeMs=2, customMetrics={})
-    progress = SimpleNamespace(name="unit-q", id="x", batchId=3, batchDuration=1500, inputRowsPerSecond=float("nan"),
-                               processedRowsPerSecond=1200.0, numInputRows=50, stateOperators=[operator],
-                               observedMetrics={"event_time": {"newest_ms": 1_554_096_380_000}})
+    operator = SimpleNamespace(
+        numRowsTotal=24,
+        memoryUsedBytes=4096,
+        numRowsDroppedByWatermark=0,
+        allUpdatesTimeMs=5,
+        allRemovalsTimeMs=0,
+        commitTimeMs=2,
+        customMetrics={},
+    )
+    progress = SimpleNamespace(
+        name="unit-q",
+        id="x",
+        batchId=3,
+        batchDuration=1500,
+        inputRowsPerSecond=float("nan"),
+        processedRowsPerSecond=1200.0,
+        numInputRows=50,
+        stateOperators=[operator],
+        observedMetrics={"event_time": {"newest_ms": 1_554_096_380_000}},
+    )
     listener = PrometheusListener()
     listener.record(progress)
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
-    older = SimpleNamespace(**{**vars(progress), "observedMetrics": {"event_time": {"newest_ms": 1_000}}})
+    older = SimpleNamespace(
+        **{**vars(progress), "observedMetrics": {"event_time": {"newest_ms": 1_000}}}
+    )
     listener.record(older)  # an older batch maximum never moves it back
     assert EVENT_TIME.labels("unit-q")._value.get() == 1554096380.0
     listener.record(SimpleNamespace(**{**vars(progress), "observedMetrics": {}}))
@@ -50,17 +70,33 @@ def test_listener_exports_progress() -> None:
 
 
 def state_operator(updates: int, commit: int, custom: dict[str, int]) -> SimpleNamespace:
-    return SimpleNamespace(allUpdatesTimeMs=updates, allRemovalsTimeMs=0, commitTimeMs=commit, customMetrics=custom)
+    return SimpleNamespace(
+        allUpdatesTimeMs=updates, allRemovalsTimeMs=0, commitTimeMs=commit, customMetrics=custom
+    )
 
 
 def test_state_times_sum_the_operators_and_keep_only_latencies() -> None:
     from spark_jobs.listener import _state_times
 
-    operators = [state_operator(120, 30, {"rocksdbCommitFlushLatency": 7, "rocksdbSstFileSize": 10_000,
-                                          "timerProcessingTimeMs": 4}),
-                 state_operator(80, 10, {"rocksdbCommitFlushLatency": 3})]
-    assert _state_times(operators) == {"updates": 200, "removals": 0, "commit": 40,
-                                       "rocksdbCommitFlushLatency": 10, "timerProcessingTimeMs": 4}
+    operators = [
+        state_operator(
+            120,
+            30,
+            {
+                "rocksdbCommitFlushLatency": 7,
+                "rocksdbSstFileSize": 10_000,
+                "timerProcessingTimeMs": 4,
+            },
+        ),
+        state_operator(80, 10, {"rocksdbCommitFlushLatency": 3}),
+    ]
+    assert _state_times(operators) == {
+        "updates": 200,
+        "removals": 0,
+        "commit": 40,
+        "rocksdbCommitFlushLatency": 10,
+        "timerProcessingTimeMs": 4,
+    }
     assert _state_times([]) == {}
 
 
@@ -81,7 +117,14 @@ def test_driver_java_options_keep_the_configured_ones_and_add_the_class_archive(
 
     archive = class_archive.prepare(tmp_path)
     quick = SparkJobSettings(driver_java_options="-XX:TieredStopAtLevel=1")
-    assert driver_java_options(quick, archive) == f"-XX:TieredStopAtLevel=1 {archive.java_options()}"
+    assert (
+        driver_java_options(quick, archive) == f"-XX:TieredStopAtLevel=1 {archive.java_options()}"
+    )
     assert driver_java_options(quick, None) == "-XX:TieredStopAtLevel=1"
-    assert driver_java_options(SparkJobSettings(driver_java_options=" "), archive) == archive.java_options()
-    assert SparkJobSettings().driver_java_options == "-XX:TieredStopAtLevel=1", "the default is the quick JIT"
+    assert (
+        driver_java_options(SparkJobSettings(driver_java_options=" "), archive)
+        == archive.java_options()
+    )
+    assert SparkJobSettings().driver_java_options == "-XX:TieredStopAtLevel=1", (
+        "the default is the quick JIT"
+    )

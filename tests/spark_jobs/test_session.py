@@ -1,7 +1,8 @@
 """The session our jobs share starts Python workers that keep their zip archives' directories."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +15,9 @@ def archives_reread_by_invalidation(_: Iterator[int]) -> Iterator[tuple[int, int
     import sys
     import zipimport
 
-    importers = [i for i in sys.path_importer_cache.values() if isinstance(i, zipimport.zipimporter)]
+    importers = [
+        i for i in sys.path_importer_cache.values() if isinstance(i, zipimport.zipimporter)
+    ]
     before = [id(i._files) for i in importers]  # type: ignore[attr-defined]
     importlib.invalidate_caches()
     yield len(importers), sum(id(i._files) != b for i, b in zip(importers, before))  # type: ignore[attr-defined]
@@ -25,7 +28,11 @@ def test_python_workers_do_not_reread_archives_per_task() -> None:
 
     spark = build_session("daemon-check")
     try:
-        (importers, reread), = spark.sparkContext.parallelize([0], 1).mapPartitions(archives_reread_by_invalidation).collect()
+        ((importers, reread),) = (
+            spark.sparkContext.parallelize([0], 1)
+            .mapPartitions(archives_reread_by_invalidation)
+            .collect()
+        )
     finally:
         spark.stop()
     assert importers >= 1, "no zip archive on the workers' path: the check would prove nothing"
@@ -46,7 +53,9 @@ def test_progress_events_do_not_make_py4j_resolve_class_names() -> None:
         client = SparkContext._jvm._gateway_client
         sent: list[str] = []
         original = client.send_command
-        client.send_command = lambda command, *args, **kwargs: sent.append(command) or original(command, *args, **kwargs)
+        client.send_command = lambda command, *args, **kwargs: (
+            sent.append(command) or original(command, *args, **kwargs)
+        )
         try:
             utils = SparkContext._jvm.PythonSQLUtils
             SparkContext._jvm.SparkConf  # any other name still goes to the JVM: the counter can see it

@@ -5,13 +5,15 @@ The join's and the windows' functions are each proven against their brute-force 
 single pass must write, record for record, what they write together, however the input is cut
 into batches, and flush a quantity that fell idle while its thing's other quantities go on.
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
 
 import pandas as pd
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs import aggregate, join, single_pass
 from spark_jobs.config import SinglePassSettings
@@ -36,7 +38,11 @@ class Keyed:
         for key, frame in groups.items():
             out += list(self.function(key, iter([frame]), self.call(key, now_ms, False)))
         for key, state in list(self.states.items()):
-            if key not in groups and state.deadline_ms != NO_DEADLINE and state.deadline_ms <= now_ms:
+            if (
+                key not in groups
+                and state.deadline_ms != NO_DEADLINE
+                and state.deadline_ms <= now_ms
+            ):
                 out += list(self.function(key, iter([]), self.call(key, now_ms, True)))
         return out
 
@@ -47,12 +53,19 @@ class Keyed:
 
 
 def frame(records: list[tuple], offset: int) -> pd.DataFrame:
-    return pd.DataFrame({
-        "thing": [r[0] for r in records], "quantity": [r[1] for r in records],
-        "event_time_ms": pd.array([r[2] for r in records], dtype="int64"),
-        "value": pd.array([r[3] for r in records], dtype="float64"), "row_id": [r[4] for r in records],
-        "kafka_partition": 0, "kafka_offset": range(offset, offset + len(records)),
-        "undecodable_key": None, "undecodable_value": None})
+    return pd.DataFrame(
+        {
+            "thing": [r[0] for r in records],
+            "quantity": [r[1] for r in records],
+            "event_time_ms": pd.array([r[2] for r in records], dtype="int64"),
+            "value": pd.array([r[3] for r in records], dtype="float64"),
+            "row_id": [r[4] for r in records],
+            "kafka_partition": 0,
+            "kafka_offset": range(offset, offset + len(records)),
+            "undecodable_key": None,
+            "undecodable_value": None,
+        }
+    )
 
 
 def two_jobs(settings: SinglePassSettings):
@@ -62,8 +75,13 @@ def two_jobs(settings: SinglePassSettings):
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
         joined = batch[batch["quantity"].isin(quantities)]
-        return {"join": joiner.batch({(t,): g for t, g in joined.groupby("thing")}, now_ms),
-                "aggregate": windows.batch({k: g for k, g in batch.groupby(["thing", "quantity"])}, now_ms)}
+        return {
+            "join": joiner.batch({(t,): g for t, g in joined.groupby("thing")}, now_ms),
+            "aggregate": windows.batch(
+                {k: g for k, g in batch.groupby(["thing", "quantity"])}, now_ms
+            ),
+        }
+
     return run
 
 
@@ -71,8 +89,14 @@ def one_pass(settings: SinglePassSettings):
     keyed = Keyed(single_pass.thing_pass(settings))
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
-        out = pd.concat(keyed.batch({(t,): g for t, g in batch.groupby("thing")}, now_ms) or [pd.DataFrame()])
-        return {stage: [out[out.get("stage") == stage]] if len(out) else [] for stage in ("join", "aggregate")}
+        out = pd.concat(
+            keyed.batch({(t,): g for t, g in batch.groupby("thing")}, now_ms) or [pd.DataFrame()]
+        )
+        return {
+            stage: [out[out.get("stage") == stage]] if len(out) else []
+            for stage in ("join", "aggregate")
+        }
+
     return run
 
 
@@ -85,10 +109,17 @@ def rows(frames: list[pd.DataFrame], fields: list[tuple[str, str]]) -> Counter:
             return None
         return value.item() if hasattr(value, "item") else value
 
-    return Counter(tuple(plain(v) for v in row) for f in frames if len(f) for row in f[names].itertuples(index=False))
+    return Counter(
+        tuple(plain(v) for v in row)
+        for f in frames
+        if len(f)
+        for row in f[names].itertuples(index=False)
+    )
 
 
-def compare(records: list[tuple], cuts: list[int], clock_steps: list[int], settings: SinglePassSettings) -> None:
+def compare(
+    records: list[tuple], cuts: list[int], clock_steps: list[int], settings: SinglePassSettings
+) -> None:
     jobs, passed = two_jobs(settings), one_pass(settings)
     want = {"join": [], "aggregate": []}
     got = {"join": [], "aggregate": []}
@@ -101,45 +132,78 @@ def compare(records: list[tuple], cuts: list[int], clock_steps: list[int], setti
             for stage, frames in run(batch, now).items():
                 target[stage] += frames
     assert rows(got["join"], join.OUTPUT_FIELDS) == rows(want["join"], join.OUTPUT_FIELDS)
-    assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(want["aggregate"], aggregate.OUTPUT_FIELDS)
+    assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(
+        want["aggregate"], aggregate.OUTPUT_FIELDS
+    )
 
 
-record = st.tuples(st.sampled_from(["T1", "T2"]), st.sampled_from(["speed", "torque", "temp"]),
-                   st.integers(0, 40).map(lambda s: T0 + s * 500), st.integers(0, 5).map(float),
-                   st.sampled_from(["a", "b"]))
+record = st.tuples(
+    st.sampled_from(["T1", "T2"]),
+    st.sampled_from(["speed", "torque", "temp"]),
+    st.integers(0, 40).map(lambda s: T0 + s * 500),
+    st.integers(0, 5).map(float),
+    st.sampled_from(["a", "b"]),
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(record, min_size=1, max_size=60), st.lists(st.integers(0, 60), max_size=6))
-def test_the_pass_writes_what_the_join_and_the_aggregate_write(records: list[tuple], cuts: list[int]) -> None:
+def test_the_pass_writes_what_the_join_and_the_aggregate_write(
+    records: list[tuple], cuts: list[int]
+) -> None:
     """Random things, quantities, repeats and disorder, random batch cuts: pairs, windows and
     late records equal the two jobs' (tumbling, sliding and session windows)."""
-    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "2s", "sliding": "4s/2s",
-                                                     "session_gap": "3s", "allowed_lateness": "1s",
-                                                     "idle_timeout": "off"})
+    settings_ = SinglePassSettings.from_sources(
+        cli={
+            "pairs": PAIRS,
+            "tumbling": "2s",
+            "sliding": "4s/2s",
+            "session_gap": "3s",
+            "allowed_lateness": "1s",
+            "idle_timeout": "off",
+        }
+    )
     compare([(*r[:4], f"{r[4]}{i}") for i, r in enumerate(records)], cuts, [], settings_)
 
 
 def test_a_far_future_record_is_set_aside_by_each_stage_as_before() -> None:
     settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "idle_timeout": "off"})
-    records = [("T1", "speed", T0, 1.0, "a"), ("T1", "torque", T0 + 500, 2.0, "b"),
-               ("T1", "torque", NOW_MS + 3_600_001, 9.0, "bad"), ("T1", "speed", T0 + 1000, 3.0, "c")]
+    records = [
+        ("T1", "speed", T0, 1.0, "a"),
+        ("T1", "torque", T0 + 500, 2.0, "b"),
+        ("T1", "torque", NOW_MS + 3_600_001, 9.0, "bad"),
+        ("T1", "speed", T0 + 1000, 3.0, "c"),
+    ]
     compare(records, [2], [], settings_)
     out = one_pass(settings_)(frame(records, 0), NOW_MS)
-    late = {stage: f[0][f[0]["reason"] == "future_timestamp"]["row_id"].tolist() for stage, f in out.items()}
+    late = {
+        stage: f[0][f[0]["reason"] == "future_timestamp"]["row_id"].tolist()
+        for stage, f in out.items()
+    }
     assert late == {"join": ["bad"], "aggregate": ["bad"]}
 
 
 def idle_run(batches: list[tuple[int, list[tuple]]], idle: str) -> list[tuple[int, str]]:
     """(ms after NOW_MS, quantity) of every window the pass emits; each batch's windows and
     late records equal the two jobs' on the way."""
-    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "10s", "idle_timeout": idle})
+    settings_ = SinglePassSettings.from_sources(
+        cli={"pairs": PAIRS, "tumbling": "10s", "idle_timeout": idle}
+    )
     jobs, passed = two_jobs(settings_), one_pass(settings_)
     emitted = []
     for k, (at_ms, batch) in enumerate(batches):
-        want, got = jobs(frame(batch, 10 * k), NOW_MS + at_ms), passed(frame(batch, 10 * k), NOW_MS + at_ms)
-        assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(want["aggregate"], aggregate.OUTPUT_FIELDS)
-        emitted += [(at_ms, q) for f in got["aggregate"] for q in f[f["record_type"] == "aggregate"]["quantity"]]
+        want, got = (
+            jobs(frame(batch, 10 * k), NOW_MS + at_ms),
+            passed(frame(batch, 10 * k), NOW_MS + at_ms),
+        )
+        assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(
+            want["aggregate"], aggregate.OUTPUT_FIELDS
+        )
+        emitted += [
+            (at_ms, q)
+            for f in got["aggregate"]
+            for q in f[f["record_type"] == "aggregate"]["quantity"]
+        ]
     return emitted
 
 
@@ -159,7 +223,12 @@ def test_a_timer_long_overdue_is_armed_again_not_fired() -> None:
     """A timer found more than two idle periods late means the query was not running: the key
     had no chance to speak, so its windows stay open one more idle period (both shapes)."""
     temp = ("T1", "temp", T0, 20.0, "t0")
-    batches = [(0, [temp, speed(0)]), (11_000, [speed(1)]), (13_000, [speed(2)]), (16_000, [speed(3)])]
+    batches = [
+        (0, [temp, speed(0)]),
+        (11_000, [speed(1)]),
+        (13_000, [speed(2)]),
+        (16_000, [speed(3)]),
+    ]
     assert idle_run(batches, "5s") == [(16_000, "temp")]
     assert idle_run([(0, [temp]), (11_000, []), (16_000, [])], "5s") == [(16_000, "temp")]
 
@@ -167,8 +236,9 @@ def test_a_timer_long_overdue_is_armed_again_not_fired() -> None:
 def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_flush() -> None:
     """closed_at_ms reaches the output columns in both shapes: speed's first window closes at the
     record 1 s (the allowed lateness) past its end; temp's window, flushed idle, has none."""
-    settings_ = SinglePassSettings.from_sources(cli={"pairs": PAIRS, "tumbling": "10s", "allowed_lateness": "1s",
-                                                     "idle_timeout": "5s"})
+    settings_ = SinglePassSettings.from_sources(
+        cli={"pairs": PAIRS, "tumbling": "10s", "allowed_lateness": "1s", "idle_timeout": "5s"}
+    )
     jobs, passed = two_jobs(settings_), one_pass(settings_)
     temp = ("T1", "temp", T0, 20.0, "t0")
     closed = {"jobs": {}, "pass": {}}
@@ -176,21 +246,44 @@ def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_
         for shape, run in (("jobs", jobs), ("pass", passed)):
             for f in run(frame(batch, 10 * k), NOW_MS + k * 1000)["aggregate"]:
                 windows = f[f["record_type"] == "aggregate"]
-                closed[shape] |= {(q, start): None if pd.isna(at) else int(at) for q, start, at
-                                  in zip(windows["quantity"], windows["window_start_ms"], windows["closed_at_ms"])}
+                closed[shape] |= {
+                    (q, start): None if pd.isna(at) else int(at)
+                    for q, start, at in zip(
+                        windows["quantity"], windows["window_start_ms"], windows["closed_at_ms"]
+                    )
+                }
     assert closed["pass"] == closed["jobs"] == {("temp", T0): None, ("speed", T0): T0 + 11_000}
 
 
-window_states = st.tuples(st.integers(-2**62, 2**62), st.integers(-2**62, 2**62), st.binary(max_size=64),
-                          st.binary(max_size=64), st.text(max_size=40), st.integers(0, 2**62))
+window_states = st.tuples(
+    st.integers(-(2**62), 2**62),
+    st.integers(-(2**62), 2**62),
+    st.binary(max_size=64),
+    st.binary(max_size=64),
+    st.text(max_size=40),
+    st.integers(0, 2**62),
+)
 
 
-@given(st.dictionaries(st.text(min_size=1, max_size=12), st.tuples(window_states, st.integers(0, 2**62)), max_size=6),
-       st.one_of(st.none(), st.binary(max_size=32)))
-def test_a_things_state_comes_back_from_its_row_as_it_was(quantities: dict, lsb: bytes | None) -> None:
-    held = single_pass.ThingState(None if lsb is None else (lsb,), {q: w for q, (w, _) in quantities.items()},
-                                  {q: d for q, (_, d) in quantities.items()})
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12),
+        st.tuples(window_states, st.integers(0, 2**62)),
+        max_size=6,
+    ),
+    st.one_of(st.none(), st.binary(max_size=32)),
+)
+def test_a_things_state_comes_back_from_its_row_as_it_was(
+    quantities: dict, lsb: bytes | None
+) -> None:
+    held = single_pass.ThingState(
+        None if lsb is None else (lsb,),
+        {q: w for q, (w, _) in quantities.items()},
+        {q: d for q, (_, d) in quantities.items()},
+    )
     row = held.to_row()
     assert all(value is None or isinstance(value, bytes) for value in row)  # binary columns only
-    back = single_pass.ThingState.from_row((row[0], bytearray(row[1])))  # Spark may hand back a bytearray
+    back = single_pass.ThingState.from_row(
+        (row[0], bytearray(row[1]))
+    )  # Spark may hand back a bytearray
     assert back == held

@@ -3,6 +3,7 @@
 The expected verdicts come from the issue's wording (written out here) and, for the full
 matrix, from the access table; the verdicts themselves are the servers' answers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,13 +17,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from stacktools.access import TOPIC_RIGHTS
-from streamkit.config import Settings
-from stacktools.wiring import private_database, private_topic
+from stacktools.influx import InfluxClient
 from stacktools.kafka_access import SERVICE_USERS
+from stacktools.wiring import private_database, private_topic
+from streamkit.config import Settings
+from streamkit.deadline import Deadline, TimedOut
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
-from stacktools.influx import InfluxClient
-from streamkit.deadline import Deadline, TimedOut
 from tests.support.waits import ONE_MESSAGE_S
 
 pytestmark = pytest.mark.stack
@@ -31,8 +32,11 @@ pytestmark = pytest.mark.stack
 READ_LIMIT_S = 60.0
 
 #: The group each user may use (its own prefix); the bridge has none, so any name will do.
-GROUPS = {"bridge": "bridge-access-check", "spark": "spark-kafka-source-access-check",
-          "connector": "db-connector-access-check"}
+GROUPS = {
+    "bridge": "bridge-access-check",
+    "spark": "spark-kafka-source-access-check",
+    "connector": "db-connector-access-check",
+}
 
 
 # ----------------------------------------------------------------------------- Kafka
@@ -48,11 +52,18 @@ def can_write(settings: Settings, topic: str) -> bool:
 
 def can_read(settings: Settings, topic: str) -> bool:
     """A record is known to be there (written by the admin), so a permitted read returns it."""
-    consumer = Consumer({**client_config(settings, "access-check"), "group.id": GROUPS[settings.kafka_username],
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            **client_config(settings, "access-check"),
+            "group.id": GROUPS[settings.kafka_username],
+            "enable.auto.commit": False,
+        }
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        if metadata.error is not None:  # not even Describe: a fetch would wait for the topic forever
+        if (
+            metadata.error is not None
+        ):  # not even Describe: a fetch would wait for the topic forever
             assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
             return False
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -89,21 +100,29 @@ def test_anonymous_and_wrong_password_are_refused(stack_settings: Settings) -> N
     """A client without SASL gets no answer but a closed connection (the listener speaks only
     SASL, there is nothing to refuse it with); a wrong password is refused by SCRAM."""
     errors: list[KafkaError] = []
-    anonymous = {"bootstrap.servers": stack_settings.bootstrap_servers, "socket.timeout.ms": 3000,
-                 "error_cb": errors.append}
+    anonymous = {
+        "bootstrap.servers": stack_settings.bootstrap_servers,
+        "socket.timeout.ms": 3000,
+        "error_cb": errors.append,
+    }
     with pytest.raises(KafkaException) as refused:
         AdminClient(anonymous).list_topics(timeout=5)
     assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value
     assert not any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
     errors.clear()
-    wrong = {**client_config(stack_settings.acting_as("kafka", "bridge"), "wrong"), "sasl.password": "wrong-password",
-             "error_cb": errors.append}
+    wrong = {
+        **client_config(stack_settings.acting_as("kafka", "bridge"), "wrong"),
+        "sasl.password": "wrong-password",
+        "error_cb": errors.append,
+    }
     client = AdminClient(wrong)
     with pytest.raises(KafkaException):
         client.list_topics(timeout=5)
     client.poll(2)  # serves the error callbacks
-    assert any(error.code() == KafkaError._AUTHENTICATION and "SASL authentication error" in error.str()
-               for error in errors), errors
+    assert any(
+        error.code() == KafkaError._AUTHENTICATION and "SASL authentication error" in error.str()
+        for error in errors
+    ), errors
     assert AdminClient(client_config(stack_settings, "right")).list_topics(timeout=10).brokers
 
 
@@ -116,7 +135,9 @@ def test_the_issue_s_refusals(stack_settings: Settings, role_topics: dict[str, s
     assert can_write(bridge, role_topics["raw"]) and can_read(connector, role_topics["joined"])
 
 
-def test_every_user_has_exactly_its_topic_rights(stack_settings: Settings, role_topics: dict[str, str]) -> None:
+def test_every_user_has_exactly_its_topic_rights(
+    stack_settings: Settings, role_topics: dict[str, str]
+) -> None:
     verdicts, expected = {}, {}
     for user in SERVICE_USERS:
         settings = stack_settings.acting_as("kafka", user)
@@ -127,17 +148,23 @@ def test_every_user_has_exactly_its_topic_rights(stack_settings: Settings, role_
     assert verdicts == expected
 
 
-def test_transactional_ids_and_groups_are_per_service(stack_settings: Settings, role_topics: dict[str, str]) -> None:
+def test_transactional_ids_and_groups_are_per_service(
+    stack_settings: Settings, role_topics: dict[str, str]
+) -> None:
     connector = stack_settings.acting_as("kafka", "connector")
     stolen = Producer({**client_config(connector, "thief"), "transactional.id": "eos-lsb-join"})
     with pytest.raises(KafkaException) as refused:
         stolen.init_transactions(20)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     spark = stack_settings.acting_as("kafka", "spark")
-    consumer = Consumer({**client_config(spark, "thief"), "group.id": "db-connector", "enable.auto.commit": False})
+    consumer = Consumer(
+        {**client_config(spark, "thief"), "group.id": "db-connector", "enable.auto.commit": False}
+    )
     try:
         consumer.assign([TopicPartition(role_topics["raw"], 0, 0)])
-        errors = [m.error().code() for m in iter(lambda: consumer.poll(10), None) if m.error() is not None][:1]
+        errors = [
+            m.error().code() for m in iter(lambda: consumer.poll(10), None) if m.error() is not None
+        ][:1]
         assert errors == [KafkaError.GROUP_AUTHORIZATION_FAILED], "Spark used the connector's group"
     finally:
         consumer.close()
@@ -151,12 +178,17 @@ def _mqtt(settings: Settings, user: str) -> mqtt.Client:
     return client
 
 
-def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscribes(stack_settings: Settings) -> None:
+def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscribes(
+    stack_settings: Settings,
+) -> None:
     prefix = f"{stack_settings.mqtt_topic_prefix}/access-{uuid.uuid4().hex[:6]}"
     received: list[tuple[str, bytes]] = []
     arrived = threading.Event()
     watcher = _mqtt(stack_settings, "admin")
-    watcher.on_message = lambda _c, _u, message: (received.append((message.topic, message.payload)), arrived.set())
+    watcher.on_message = lambda _c, _u, message: (
+        received.append((message.topic, message.payload)),
+        arrived.set(),
+    )
     subacks = threading.Semaphore(0)
     watcher.on_subscribe = lambda *_args: subacks.release()
     watcher.subscribe("#", qos=1)
@@ -175,7 +207,9 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
         clients[-1].publish(topic, payload, qos=1).wait_for_publish(ONE_MESSAGE_S)
 
     try:
-        assert subacks.acquire(timeout=ONE_MESSAGE_S) and subacks.acquire(timeout=ONE_MESSAGE_S), "no SUBACK"  # subscriptions in place
+        assert subacks.acquire(timeout=ONE_MESSAGE_S) and subacks.acquire(timeout=ONE_MESSAGE_S), (
+            "no SUBACK"
+        )  # subscriptions in place
         publish("machine", "elsewhere/R0815", b"outside the prefix")
         publish("bridge", f"{prefix}/R0815", b"from the bridge")
         publish("machine", f"{prefix}/R0815", b"from a machine")
@@ -195,15 +229,21 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
 
 
 def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
-    wrong = dataclasses.replace(stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password")
+    wrong = dataclasses.replace(
+        stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password"
+    )
     with pytest.raises(MqttConnectError, match="refused") as refused:
         connect(make_client(wrong), wrong, timeout_s=5)
-    assert refused.value.reason == "Not authorized", refused.value  # Mosquitto's CONNACK for a bad password
+    assert refused.value.reason == "Not authorized", (
+        refused.value
+    )  # Mosquitto's CONNACK for a bad password
 
 
 # ----------------------------------------------------------------------------- InfluxDB
 def _write(settings: Settings, database: str) -> int:
-    return InfluxClient(settings).write(database, ["access_check,thing=R0815 power=1 1700000000000"], "ms")
+    return InfluxClient(settings).write(
+        database, ["access_check,thing=R0815 power=1 1700000000000"], "ms"
+    )
 
 
 def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Settings) -> None:

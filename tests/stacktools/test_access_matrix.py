@@ -1,9 +1,10 @@
 """The access table: the README shows it as it is, and it keeps each service to its own names."""
+
 from __future__ import annotations
 
 from stacktools.access import MQTT_RIGHTS, PREFIX_GRANTS, TOPIC_RIGHTS, USERS, matrix_markdown
-from streamkit.paths import REPO_ROOT
 from stacktools.topics import load_topic_specs
+from streamkit.paths import REPO_ROOT
 
 
 def test_the_readme_shows_the_access_matrix_as_declared() -> None:
@@ -21,9 +22,15 @@ def test_every_declared_topic_has_a_role_with_rights() -> None:
 def test_no_service_may_write_what_it_reads_from_another_stage_or_use_another_s_names() -> None:
     # the issue's own sentences, independent of the table's layout
     assert TOPIC_RIGHTS["raw"]["bridge"] == ("write",) and "connector" not in {
-        user for user, rights in TOPIC_RIGHTS["raw"].items() if "write" in rights}
-    assert not any("bridge" in rights for role, rights in TOPIC_RIGHTS.items() if role not in ("raw", "dlq"))
-    assert {user for rights in TOPIC_RIGHTS.values() for user in rights} <= set(USERS["kafka"]) - {"admin", "controller"}
+        user for user, rights in TOPIC_RIGHTS["raw"].items() if "write" in rights
+    }
+    assert not any(
+        "bridge" in rights for role, rights in TOPIC_RIGHTS.items() if role not in ("raw", "dlq")
+    )
+    assert {user for rights in TOPIC_RIGHTS.values() for user in rights} <= set(USERS["kafka"]) - {
+        "admin",
+        "controller",
+    }
     prefixes = [(g.resource, g.prefix) for g in PREFIX_GRANTS]
     for (kind, a), (other, b) in [(x, y) for x in prefixes for y in prefixes if x != y]:
         assert kind != other or not (a.startswith(b) or b.startswith(a)), f"{a} and {b} overlap"

@@ -1,5 +1,6 @@
 """The compose .env generator, the one password rule, and the wall between compose's .env
 passwords and the local stack's."""
+
 from __future__ import annotations
 
 import os
@@ -17,14 +18,24 @@ from streamkit.config import Settings, read_env_file
 from streamkit.paths import REPO_ROOT
 
 
-@pytest.mark.parametrize("value, reason", [("", "empty"), (PLACEHOLDER, "placeholder"), ("elevenchars", "11 characters"),
-                                           ('twelve"chars', "contains"), ("with space here", "contains")])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("", "empty"),
+        (PLACEHOLDER, "placeholder"),
+        ("elevenchars", "11 characters"),
+        ('twelve"chars', "contains"),
+        ("with space here", "contains"),
+    ],
+)
 def test_weak_passwords_are_refused_with_the_variable_named(value: str, reason: str) -> None:
     problem = password_problem("KAFKA_ADMIN_PASSWORD", value)
     assert problem and "KAFKA_ADMIN_PASSWORD" in problem and reason in problem
 
 
-def test_generated_env_has_a_good_password_for_every_placeholder_and_a_new_cluster_id(tmp_path: Path) -> None:
+def test_generated_env_has_a_good_password_for_every_placeholder_and_a_new_cluster_id(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / ".env"
     assert compose_env.main(["--output", str(target)]) == 0
     example, written = read_env_file(compose_env.EXAMPLE), read_env_file(target)
@@ -33,10 +44,16 @@ def test_generated_env_has_a_good_password_for_every_placeholder_and_a_new_clust
     assert len(placeholders) >= 13
     for key in placeholders:
         assert password_problem(key, written[key]) is None, key
-    assert len({written[key] for key in placeholders}) == len(placeholders), "a password was used twice"
-    assert written["KAFKA_CLUSTER_ID"] != example["KAFKA_CLUSTER_ID"] and len(written["KAFKA_CLUSTER_ID"]) == 22
-    assert {k: v for k, v in written.items() if k not in placeholders and k != "KAFKA_CLUSTER_ID"} == \
-        {k: v for k, v in example.items() if k not in placeholders and k != "KAFKA_CLUSTER_ID"}
+    assert len({written[key] for key in placeholders}) == len(placeholders), (
+        "a password was used twice"
+    )
+    assert (
+        written["KAFKA_CLUSTER_ID"] != example["KAFKA_CLUSTER_ID"]
+        and len(written["KAFKA_CLUSTER_ID"]) == 22
+    )
+    assert {
+        k: v for k, v in written.items() if k not in placeholders and k != "KAFKA_CLUSTER_ID"
+    } == {k: v for k, v in example.items() if k not in placeholders and k != "KAFKA_CLUSTER_ID"}
     assert target.stat().st_mode & 0o777 == 0o600
     assert PLACEHOLDER in compose_env.EXAMPLE.read_text(), ".env.example must keep its placeholders"
 
@@ -52,14 +69,20 @@ def test_an_existing_env_is_kept_and_checked(tmp_path: Path) -> None:
 
 def test_the_generator_runs_with_a_bare_python(tmp_path: Path) -> None:
     """A Docker user runs it before installing anything: no third-party import may sneak in."""
-    result = subprocess.run([sys.executable, "-S", "-m", "stacktools.compose_env", "--output", str(tmp_path / "e")],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-                            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "stacktools.compose_env", "--output", str(tmp_path / "e")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert result.returncode == 0, result.stderr
 
 
-def test_provisioning_refuses_placeholder_passwords_before_touching_a_server(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provisioning_refuses_placeholder_passwords_before_touching_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KAFKA_ADMIN_PASSWORD", PLACEHOLDER)
     monkeypatch.setenv("INFLUX_GRAFANA_PASSWORD", "short")
     settings = Settings.from_sources(cli={"run_dir": tmp_path, "kafka_port": 1, "influx_port": 1})
@@ -71,9 +94,13 @@ def test_provisioning_refuses_placeholder_passwords_before_touching_a_server(tmp
     assert "KAFKA_BRIDGE_PASSWORD is empty" in message
 
 
-def test_local_services_ignore_the_passwords_of_compose_s_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_services_ignore_the_passwords_of_compose_s_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dotenv = tmp_path / ".env"
-    dotenv.write_text("KAFKA_PORT=19999\nKAFKA_ADMIN_PASSWORD=compose-admin-password\nMQTT_PASSWORD=compose-pw-1234\n")
+    dotenv.write_text(
+        "KAFKA_PORT=19999\nKAFKA_ADMIN_PASSWORD=compose-admin-password\nMQTT_PASSWORD=compose-pw-1234\n"
+    )
     monkeypatch.setattr(config, "DOTENV", dotenv)
     for name in ("KAFKA_ADMIN_PASSWORD", "MQTT_PASSWORD", "KAFKA_PORT"):
         monkeypatch.delenv(name, raising=False)
@@ -83,4 +110,7 @@ def test_local_services_ignore_the_passwords_of_compose_s_env(tmp_path: Path, mo
     settings = Settings.from_sources(cli={"run_dir": run_dir})
     assert settings.kafka_port == 19999, "the non-secret settings of .env still apply"
     assert settings.credential("kafka", "admin") == "local-admin-password"
-    assert settings.kafka_password == "local-admin-password" and settings.mqtt_password != "compose-pw-1234"
+    assert (
+        settings.kafka_password == "local-admin-password"
+        and settings.mqtt_password != "compose-pw-1234"
+    )

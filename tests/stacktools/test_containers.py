@@ -4,6 +4,7 @@ compose file's own entry points and settings, so auth is on (SCRAM for Kafka, pa
 Mosquitto and InfluxDB) exactly as users run it. testcontainers talks to podman's Docker API
 (stacktools.container_engine) where there is no Docker engine. Never skipped where containers
 can run: only on a machine with neither podman nor Docker, outside CI."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,9 @@ def _engine_env() -> dict[str, str]:
     except Exception:  # noqa: BLE001 - no Docker engine: podman's API instead
         pass
     if not shutil.which("podman"):
-        cannot_run("neither a Docker engine nor podman (scripts/setup-containers.sh installs podman)")
+        cannot_run(
+            "neither a Docker engine nor podman (scripts/setup-containers.sh installs podman)"
+        )
     container_engine.start()
     return container_engine.engine_env()
 
@@ -54,36 +57,71 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
     from testcontainers.core.container import DockerContainer
 
     work = tmp_path_factory.mktemp("containers")
-    passwords = {name: new_password() for name in ("KAFKA_ADMIN_PASSWORD", "KAFKA_CONTROLLER_PASSWORD",
-                                                   "MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD",
-                                                   "MQTT_BRIDGE_PASSWORD", "INFLUX_ADMIN_PASSWORD")}
+    passwords = {
+        name: new_password()
+        for name in (
+            "KAFKA_ADMIN_PASSWORD",
+            "KAFKA_CONTROLLER_PASSWORD",
+            "MQTT_ADMIN_PASSWORD",
+            "MQTT_MACHINE_PASSWORD",
+            "MQTT_BRIDGE_PASSWORD",
+            "INFLUX_ADMIN_PASSWORD",
+        )
+    }
     kafka_port, mqtt_port, influx_port, prometheus_port = free_ports(4)
-    kafka = (DockerContainer(IMAGES["kafka"]).with_bind_ports(9092, kafka_port)
-             .with_volume_mapping(str(REPO_ROOT / "docker" / "kafka"), "/docker/kafka", "ro")
-             .with_env("CLUSTER_ID", new_cluster_id()).with_env("KAFKA_PORT", str(kafka_port))
-             .with_env("KAFKA_ADMIN_PASSWORD", passwords["KAFKA_ADMIN_PASSWORD"])
-             .with_env("KAFKA_CONTROLLER_PASSWORD", passwords["KAFKA_CONTROLLER_PASSWORD"])
-             .with_kwargs(hostname="kafka", entrypoint=["/bin/bash", "/docker/kafka/entrypoint.sh"]))
-    mosquitto = (DockerContainer(IMAGES["mosquitto"]).with_bind_ports(1883, mqtt_port)
-                 .with_volume_mapping(str(REPO_ROOT / "docker" / "mosquitto"), "/docker/mosquitto", "ro")
-                 .with_kwargs(entrypoint=["/bin/sh", "/docker/mosquitto/entrypoint.sh"]))
+    kafka = (
+        DockerContainer(IMAGES["kafka"])
+        .with_bind_ports(9092, kafka_port)
+        .with_volume_mapping(str(REPO_ROOT / "docker" / "kafka"), "/docker/kafka", "ro")
+        .with_env("CLUSTER_ID", new_cluster_id())
+        .with_env("KAFKA_PORT", str(kafka_port))
+        .with_env("KAFKA_ADMIN_PASSWORD", passwords["KAFKA_ADMIN_PASSWORD"])
+        .with_env("KAFKA_CONTROLLER_PASSWORD", passwords["KAFKA_CONTROLLER_PASSWORD"])
+        .with_kwargs(hostname="kafka", entrypoint=["/bin/bash", "/docker/kafka/entrypoint.sh"])
+    )
+    mosquitto = (
+        DockerContainer(IMAGES["mosquitto"])
+        .with_bind_ports(1883, mqtt_port)
+        .with_volume_mapping(str(REPO_ROOT / "docker" / "mosquitto"), "/docker/mosquitto", "ro")
+        .with_kwargs(entrypoint=["/bin/sh", "/docker/mosquitto/entrypoint.sh"])
+    )
     for name in ("MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD", "MQTT_BRIDGE_PASSWORD"):
         mosquitto.with_env(name, passwords[name])
     influx = DockerContainer(IMAGES["influxdb"]).with_bind_ports(8086, influx_port)
     for key, value in COMPOSE["influxdb"]["environment"].items():
-        influx.with_env(key, passwords["INFLUX_ADMIN_PASSWORD"] if "PASSWORD" in key
-                        else "machinedata" if "INFLUX_DATABASE" in str(value) else str(value))
-    prometheus = (DockerContainer(IMAGES["prometheus"]).with_bind_ports(9090, prometheus_port)
-                  .with_volume_mapping(str(REPO_ROOT / "docker" / "prometheus" / "prometheus.yml"),
-                                       "/etc/prometheus/prometheus.yml", "ro"))
+        influx.with_env(
+            key,
+            passwords["INFLUX_ADMIN_PASSWORD"]
+            if "PASSWORD" in key
+            else "machinedata"
+            if "INFLUX_DATABASE" in str(value)
+            else str(value),
+        )
+    prometheus = (
+        DockerContainer(IMAGES["prometheus"])
+        .with_bind_ports(9090, prometheus_port)
+        .with_volume_mapping(
+            str(REPO_ROOT / "docker" / "prometheus" / "prometheus.yml"),
+            "/etc/prometheus/prometheus.yml",
+            "ro",
+        )
+    )
     started = []
     try:
         for container in (kafka, mosquitto, influx, prometheus):
             container.start()
             started.append(container)
-        settings = Settings.from_sources(environ={
-            **passwords, "STACK_RUN_DIR": str(work), "KAFKA_PORT": str(kafka_port), "MQTT_PORT": str(mqtt_port),
-            "INFLUX_PORT": str(influx_port), "PROMETHEUS_PORT": str(prometheus_port), "INFLUX_DATABASE": "machinedata"})
+        settings = Settings.from_sources(
+            environ={
+                **passwords,
+                "STACK_RUN_DIR": str(work),
+                "KAFKA_PORT": str(kafka_port),
+                "MQTT_PORT": str(mqtt_port),
+                "INFLUX_PORT": str(influx_port),
+                "PROMETHEUS_PORT": str(prometheus_port),
+                "INFLUX_DATABASE": "machinedata",
+            }
+        )
         wait_until(lambda: _answers(settings), 180, "the containers answering", interval_s=1)
         yield settings
     finally:
@@ -117,7 +155,9 @@ def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settin
     client = AdminClient({**client_config(wrong, "wrong"), "error_cb": errors.append})
     with pytest.raises(KafkaException) as refused:
         client.list_topics(timeout=10)
-    assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value  # SCRAM closed the connection
+    assert refused.value.args[0].code() == KafkaError._TRANSPORT, (
+        refused.value
+    )  # SCRAM closed the connection
     client.poll(2)  # serves the error callbacks
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
 
@@ -131,6 +171,8 @@ def test_influxdb_in_containers(container_settings: Settings) -> None:
 
 
 def test_prometheus_in_containers(container_settings: Settings) -> None:
-    assert {t["labels"]["job"] for t in checks.prometheus_targets(container_settings) if t["health"] == "up"} \
-        >= {"prometheus"}
-
+    assert {
+        t["labels"]["job"]
+        for t in checks.prometheus_targets(container_settings)
+        if t["health"] == "up"
+    } >= {"prometheus"}

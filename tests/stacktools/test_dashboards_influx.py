@@ -6,6 +6,7 @@ dashboards runs through ``check_dashboards`` as Grafana would send it. InfluxDB 
 return data; Prometheus queries must parse and run (whether the services have produced metrics
 yet is the pipeline test's business).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -16,7 +17,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamkit.config import Settings
 from stacktools.dashboards import (
     PanelResult,
     check_dashboards,
@@ -25,6 +25,7 @@ from stacktools.dashboards import (
 )
 from stacktools.dashboards.macros import variable_references
 from stacktools.influx import InfluxClient
+from streamkit.config import Settings
 
 pytestmark = pytest.mark.stack
 
@@ -49,10 +50,15 @@ def raw_lines(t0_ms: int) -> list[str]:
     lines = []
     for k, thing in enumerate(THINGS):
         for s in range(SECONDS):
-            values = {"actSpeed_C11": speed(k, s), "vaTorque_C11": torque(k, s),
-                      "vaPower_C11": 2 * math.pi / 60 * speed(k, s) * torque(k, s)}
+            values = {
+                "actSpeed_C11": speed(k, s),
+                "vaTorque_C11": torque(k, s),
+                "vaPower_C11": 2 * math.pi / 60 * speed(k, s) * torque(k, s),
+            }
             for quantity, value in values.items():
-                lines.append(f"raw,quantity={quantity},thing={thing} value={value} {(t0_ms + s * 1000) * 1_000_000}")
+                lines.append(
+                    f"raw,quantity={quantity},thing={thing} value={value} {(t0_ms + s * 1000) * 1_000_000}"
+                )
     return lines
 
 
@@ -64,9 +70,11 @@ def joined_lines(t0_ms: int) -> list[str]:
             left_ms, right_ms = t0_ms + s * 1000, t0_ms + s * 1000 + RIGHT_DELAY_MS
             left, right = speed(k, s), torque(k, s)
             ns = max(left_ms, right_ms) * 1_000_000 + 2 * abs(left_ms - right_ms) + 1
-            lines.append(f"joined,pair=actSpeed_C11:vaTorque_C11,result_name=mechanical_power,thing={thing} "
-                         f"result={2 * math.pi / 60 * left * right},left_value={left},right_value={right},"
-                         f"left_time_ms={left_ms}i,right_time_ms={right_ms}i {ns}")
+            lines.append(
+                f"joined,pair=actSpeed_C11:vaTorque_C11,result_name=mechanical_power,thing={thing} "
+                f"result={2 * math.pi / 60 * left * right},left_value={left},right_value={right},"
+                f"left_time_ms={left_ms}i,right_time_ms={right_ms}i {ns}"
+            )
     return lines
 
 
@@ -80,30 +88,41 @@ def aggregate_lines(t0_ms: int) -> list[str]:
                     values = [of(k, s) for s in range(start // 1000, (start + size) // 1000)]
                     mean = sum(values) / len(values)
                     stddev = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-                    lines.append(f"aggregate,quantity={quantity},thing={thing},window={window} count={len(values)}i,"
-                                 f"mean={mean},min={min(values)},max={max(values)},stddev={stddev},"
-                                 f"window_end_ms={t0_ms + start + size}i {(t0_ms + start) * 1_000_000}")
-        for start, (quantity, of) in itertools.product(range(0, SECONDS * 1000, 30_000), (
-                ("actSpeed_C11", speed), ("vaTorque_C11", torque))):  # sessions: 20 s running, 10 s stopped
+                    lines.append(
+                        f"aggregate,quantity={quantity},thing={thing},window={window} count={len(values)}i,"
+                        f"mean={mean},min={min(values)},max={max(values)},stddev={stddev},"
+                        f"window_end_ms={t0_ms + start + size}i {(t0_ms + start) * 1_000_000}"
+                    )
+        for start, (quantity, of) in itertools.product(
+            range(0, SECONDS * 1000, 30_000), (("actSpeed_C11", speed), ("vaTorque_C11", torque))
+        ):  # sessions: 20 s running, 10 s stopped
             values = [of(k, s) for s in range(start // 1000, start // 1000 + 20)]
-            lines.append(f"aggregate,quantity={quantity},thing={thing},window={SESSIONS} count=20i,"
-                         f"mean={sum(values) / 20},min={min(values)},max={max(values)},"
-                         f"window_end_ms={t0_ms + start + 19_000}i,duration_ms=19000i {(t0_ms + start) * 1_000_000}")
+            lines.append(
+                f"aggregate,quantity={quantity},thing={thing},window={SESSIONS} count=20i,"
+                f"mean={sum(values) / 20},min={min(values)},max={max(values)},"
+                f"window_end_ms={t0_ms + start + 19_000}i,duration_ms=19000i {(t0_ms + start) * 1_000_000}"
+            )
     return lines
 
 
 def late_and_dead_letter_lines(t0_ms: int) -> list[str]:
     """measurements late (count always 1) and dead_letter (time plus offset discriminator)."""
     late_ms = t0_ms + 5_000
-    behind = (f"late,quantity=actSpeed_C11,reason=behind_watermark,stage=aggregate,thing=Thing1 value=1234.5,"
-              f"watermark_ms={late_ms + 60_000}i,count=1i {late_ms * 1_000_000}")
+    behind = (
+        f"late,quantity=actSpeed_C11,reason=behind_watermark,stage=aggregate,thing=Thing1 value=1234.5,"
+        f"watermark_ms={late_ms + 60_000}i,count=1i {late_ms * 1_000_000}"
+    )
     late = f"late,quantity=vaTorque_C11,reason=late,stage=join,thing=Thing2 value=21.5,count=1i {late_ms * 1_000_000}"
-    not_json = ('dead_letter,partition=0,reason=not_json,source=mqtt bytes=17i,'
-                'detail="payload is neither JSON nor a Python-style dict",count=1i '
-                f"{(t0_ms + 30_000) * 1_000_000 + 41}")
-    bad_time = ("dead_letter,partition=2,reason=bad_timestamp,source=mqtt bytes=88i,"
-                'detail="Timestamp \'x\' is neither a number nor ISO-8601",count=1i '
-                f"{(t0_ms + 31_000) * 1_000_000 + 7}")
+    not_json = (
+        "dead_letter,partition=0,reason=not_json,source=mqtt bytes=17i,"
+        'detail="payload is neither JSON nor a Python-style dict",count=1i '
+        f"{(t0_ms + 30_000) * 1_000_000 + 41}"
+    )
+    bad_time = (
+        "dead_letter,partition=2,reason=bad_timestamp,source=mqtt bytes=88i,"
+        "detail=\"Timestamp 'x' is neither a number nor ISO-8601\",count=1i "
+        f"{(t0_ms + 31_000) * 1_000_000 + 7}"
+    )
     return [behind, late, not_json, bad_time]
 
 
@@ -120,8 +139,14 @@ def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
     try:
         now_ms = int(time.time() * 1000)
         t0_ms = (now_ms - 20 * 60_000) // 60_000 * 60_000
-        write_lines(stack_settings, name, raw_lines(t0_ms) + joined_lines(t0_ms) + aggregate_lines(t0_ms)
-                    + late_and_dead_letter_lines(t0_ms))
+        write_lines(
+            stack_settings,
+            name,
+            raw_lines(t0_ms)
+            + joined_lines(t0_ms)
+            + aggregate_lines(t0_ms)
+            + late_and_dead_letter_lines(t0_ms),
+        )
         yield name, t0_ms - 10 * 60_000, now_ms
     finally:
         influx.query(f'DROP DATABASE "{name}"')
@@ -132,8 +157,10 @@ def by_datasource(results: list[PanelResult], uid: str) -> list[PanelResult]:
 
 
 def describe(results: list[PanelResult]) -> str:
-    return "\n".join(f"{r.dashboard} | {r.panel} {r.ref_id} | series={r.series} error={r.error} | {r.query}"
-                     for r in results)
+    return "\n".join(
+        f"{r.dashboard} | {r.panel} {r.ref_id} | series={r.series} error={r.error} | {r.query}"
+        for r in results
+    )
 
 
 def influx_targets() -> set[tuple[str, int, str]]:
@@ -149,8 +176,9 @@ def influx_targets() -> set[tuple[str, int, str]]:
     return found
 
 
-def test_every_query_runs_and_influx_queries_return_data(stack_settings: Settings,
-                                                         dashboard_db: tuple[str, int, int]) -> None:
+def test_every_query_runs_and_influx_queries_return_data(
+    stack_settings: Settings, dashboard_db: tuple[str, int, int]
+) -> None:
     database, from_ms, to_ms = dashboard_db
     results = check_dashboards(stack_settings, from_ms, to_ms, {}, database=database)
 
@@ -159,35 +187,50 @@ def test_every_query_runs_and_influx_queries_return_data(stack_settings: Setting
     influx = by_datasource(results, "influxdb")
     empty = [r for r in influx if r.series == 0 or r.points == 0]
     assert not empty, "InfluxDB queries without data:\n" + describe(empty)
-    assert {(r.dashboard, r.panel_id, r.ref_id) for r in influx if r.kind == "panel"} == influx_targets()
+    assert {
+        (r.dashboard, r.panel_id, r.ref_id) for r in influx if r.kind == "panel"
+    } == influx_targets()
     variables = {(r.dashboard, r.panel) for r in influx if r.kind == "variable"}
-    assert ("Machine data", "variable thing") in variables and ("Joined power", "variable left") in variables
-    assert by_datasource(results, "prometheus"), "the pipeline-health dashboard has Prometheus panels"
+    assert ("Machine data", "variable thing") in variables and (
+        "Joined power",
+        "variable left",
+    ) in variables
+    assert by_datasource(results, "prometheus"), (
+        "the pipeline-health dashboard has Prometheus panels"
+    )
     unfilled = [r for r in results if variable_references(r.query)]
     assert not unfilled, "macros or variables left in:\n" + describe(unfilled)
 
 
-def test_variables_and_repeats_resolve_like_grafana(stack_settings: Settings,
-                                                    dashboard_db: tuple[str, int, int]) -> None:
+def test_variables_and_repeats_resolve_like_grafana(
+    stack_settings: Settings, dashboard_db: tuple[str, int, int]
+) -> None:
     database, from_ms, to_ms = dashboard_db
-    results = check_dashboards(stack_settings, from_ms, to_ms, {"thing": "Thing2"}, database=database)
+    results = check_dashboards(
+        stack_settings, from_ms, to_ms, {"thing": "Thing2"}, database=database
+    )
 
     # Machine data repeats its quantity panel once per quantity of the pinned Thing.
     repeated = [r for r in results if r.dashboard == "Machine data" and r.panel_id == 2]
     assert sorted(r.panel for r in repeated) == sorted(QUANTITIES)
-    assert all(r.series == 1 and r.points > 0 and "Thing2" in r.query for r in repeated), describe(repeated)
+    assert all(r.series == 1 and r.points > 0 and "Thing2" in r.query for r in repeated), describe(
+        repeated
+    )
     # Joined power derives its hidden left/right inputs from the pair tag with a variable regex.
     raw_inputs = [r for r in results if r.dashboard == "Joined power" and r.panel_id == 3]
     assert {r.panel for r in raw_inputs} == {"Raw inputs: actSpeed_C11 and vaTorque_C11"}
     assert all(r.points > 0 for r in raw_inputs), describe(raw_inputs)
     # Window aggregates repeats its row per window and the band panel per quantity inside it.
     bands = [r for r in results if r.dashboard == "Window aggregates" and r.panel_id == 3]
-    assert sorted(r.panel for r in bands) == sorted(f"{q} ({w})" for q in QUANTITIES[:2] for w in [*WINDOWS, SESSIONS])
+    assert sorted(r.panel for r in bands) == sorted(
+        f"{q} ({w})" for q in QUANTITIES[:2] for w in [*WINDOWS, SESSIONS]
+    )
     assert all(r.points > 0 for r in bands), describe(bands)
 
 
-def test_fault_only_counters_return_an_explicit_zero(stack_settings: Settings,
-                                                     dashboard_db: tuple[str, int, int]) -> None:
+def test_fault_only_counters_return_an_explicit_zero(
+    stack_settings: Settings, dashboard_db: tuple[str, int, int]
+) -> None:
     """The dropped/rejected/dead-lettered panel has data even when nothing went wrong (or no
     service has run at all): each target falls back to a 0 series instead of "No data"."""
     database, from_ms, to_ms = dashboard_db

@@ -1,5 +1,6 @@
 """The demo's arithmetic: histogram percentiles (between two scrapes and over the run), peak rates,
 metric sums, and which latency the demo plots."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ METRICS = {
     'connector_event_latency_seconds_bucket{le="0.5",measurement="joined"}': 5.0,
     'connector_event_latency_seconds_bucket{le="+Inf",measurement="joined"}': 5.0,
     'connector_event_latency_seconds_count{measurement="raw"}': 100.0,
-    'bridge_records_total': 7.0,
+    "bridge_records_total": 7.0,
     'spark_input_rows_total{query="a"}': 3.0,
     'spark_input_rows_total{query="b"}': 4.0,
 }
@@ -30,7 +31,11 @@ METRICS = {
 
 def test_histogram_buckets_are_cumulative_per_bound_and_filtered_by_label() -> None:
     assert histogram_buckets(METRICS, "connector_event_latency_seconds", 'measurement="raw"') == [
-        (0.5, 10.0), (1.0, 90.0), (2.0, 100.0), (math.inf, 100.0)]
+        (0.5, 10.0),
+        (1.0, 90.0),
+        (2.0, 100.0),
+        (math.inf, 100.0),
+    ]
     assert histogram_buckets(METRICS, "connector_event_latency_seconds")[0] == (0.5, 15.0)
 
 
@@ -49,7 +54,9 @@ def test_metric_sum_adds_label_sets_and_matches_whole_names_only() -> None:
 
 
 def test_peak_rate_is_the_best_sustained_window() -> None:
-    samples = Samples(times=[0, 1, 2, 3, 4, 5, 6, 7], counters={"x": [0, 10, 20, 30, 130, 230, 240, 250]})
+    samples = Samples(
+        times=[0, 1, 2, 3, 4, 5, 6, 7], counters={"x": [0, 10, 20, 30, 130, 230, 240, 250]}
+    )
     assert samples.peak_rate("x", window_s=2.0) == pytest.approx(100.0)
     assert samples.peak_rate("x", window_s=10.0) == pytest.approx(250 / 7)
 
@@ -57,10 +64,16 @@ def test_peak_rate_is_the_best_sustained_window() -> None:
 def test_a_window_holds_only_what_was_observed_between_the_two_scrapes() -> None:
     """Warm-up (here: ten slow observations) does not count in the steady-state percentiles."""
     name = "connector_event_latency_seconds"
-    before = {f'{name}_bucket{{le="0.5",measurement="raw"}}': 0.0, f'{name}_bucket{{le="8.0",measurement="raw"}}': 10.0,
-              f'{name}_bucket{{le="+Inf",measurement="raw"}}': 10.0}
-    after = {f'{name}_bucket{{le="0.5",measurement="raw"}}': 100.0, f'{name}_bucket{{le="8.0",measurement="raw"}}': 110.0,
-             f'{name}_bucket{{le="+Inf",measurement="raw"}}': 110.0}
+    before = {
+        f'{name}_bucket{{le="0.5",measurement="raw"}}': 0.0,
+        f'{name}_bucket{{le="8.0",measurement="raw"}}': 10.0,
+        f'{name}_bucket{{le="+Inf",measurement="raw"}}': 10.0,
+    }
+    after = {
+        f'{name}_bucket{{le="0.5",measurement="raw"}}': 100.0,
+        f'{name}_bucket{{le="8.0",measurement="raw"}}': 110.0,
+        f'{name}_bucket{{le="+Inf",measurement="raw"}}': 110.0,
+    }
     window = histogram_between(before, after, name, 'measurement="raw"')
     assert window == [(0.5, 100.0), (8.0, 100.0), (math.inf, 100.0)]
     assert percentile(window, 0.99) <= 0.5 < percentile(histogram_buckets(after, name), 0.99)
@@ -76,18 +89,32 @@ class Connector:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.event = Histogram("connector_event_latency_seconds", "h", ["measurement"], buckets=BOUNDS,
-                               registry=self.registry)
-        self.ingest = Histogram("connector_ingest_latency_seconds", "h", ["measurement"], buckets=BOUNDS,
-                                registry=self.registry)
+        self.event = Histogram(
+            "connector_event_latency_seconds",
+            "h",
+            ["measurement"],
+            buckets=BOUNDS,
+            registry=self.registry,
+        )
+        self.ingest = Histogram(
+            "connector_ingest_latency_seconds",
+            "h",
+            ["measurement"],
+            buckets=BOUNDS,
+            registry=self.registry,
+        )
 
     def scrape(self) -> dict[str, float]:
         lines = generate_latest(self.registry).decode().splitlines()
-        return {key: float(value) for key, _, value in (line.rpartition(" ") for line in lines if line[:1] != "#")}
+        return {
+            key: float(value)
+            for key, _, value in (line.rpartition(" ") for line in lines if line[:1] != "#")
+        }
 
 
-def oracle(observed: list[tuple[float, str, float]], measurement: str, since: float, until: float, q: float
-           ) -> float | None:
+def oracle(
+    observed: list[tuple[float, str, float]], measurement: str, since: float, until: float, q: float
+) -> float | None:
     """The quantile of the observations in (since, until], bucketed from the list itself."""
     values = [latency for at, m, latency in observed if m == measurement and since < at <= until]
     buckets = [(bound, float(sum(v <= bound for v in values))) for bound in (*BOUNDS, math.inf)]
@@ -99,13 +126,19 @@ def test_latency_over_the_run_is_what_was_observed_in_each_window() -> None:
     connector restarted at t=20.5 s (its histograms start from zero again): at every sample the
     p50 and p99 are those of the observations in the window before it."""
     rng = random.Random(7)
-    observed = [(t + 0.1 * k, "raw", rng.choice([0.3, 0.4, 0.6, 0.9, 1.5])) for t in range(30) for k in range(1, 8)]
+    observed = [
+        (t + 0.1 * k, "raw", rng.choice([0.3, 0.4, 0.6, 0.9, 1.5]))
+        for t in range(30)
+        for k in range(1, 8)
+    ]
     observed += [(t + 0.5, "aggregate", rng.uniform(10.5, 25)) for t in range(10, 30)]
     observed.sort()
     samples, connector, pending = Samples(), Connector(), list(observed)
     for second in range(31):
         if second == 21:
-            connector = Connector()  # restarted at 20.5 s; nothing was observed since the scrape at 20 s
+            connector = (
+                Connector()
+            )  # restarted at 20.5 s; nothing was observed since the scrape at 20 s
         while pending and pending[0][0] <= second:
             _, measurement, latency = pending.pop(0)
             connector.event.labels(measurement).observe(latency)
@@ -133,7 +166,10 @@ def test_a_file_replay_plots_the_ingest_latency_and_says_why() -> None:
     assert replayed.title.startswith("Ingest latency") and "file replay" in replayed.title
     assert replayed.series["raw"][0.5] == pytest.approx([None, 0.5 + 0.5 * 0.5, 2 + 3 * 0.5])
     live = latency_view(samples, live=True, window_s=1.0)
-    assert live.title.startswith("End-to-end latency") and live.series["raw"][0.5][1:] == [math.inf, math.inf]
+    assert live.title.startswith("End-to-end latency") and live.series["raw"][0.5][1:] == [
+        math.inf,
+        math.inf,
+    ]
 
 
 def test_increases_read_a_drop_as_a_restart() -> None:
@@ -144,8 +180,12 @@ def test_a_histogram_seen_late_is_zero_before_and_unchanged_when_missing() -> No
     samples = Samples(times=[0.0])
     samples.add_histograms({})
     samples.times.append(1.0)
-    samples.add_histograms({'connector_event_latency_seconds_bucket{le="1.0",measurement="joined"}': 2.0,
-                            'connector_event_latency_seconds_bucket{le="+Inf",measurement="joined"}': 3.0})
+    samples.add_histograms(
+        {
+            'connector_event_latency_seconds_bucket{le="1.0",measurement="joined"}': 2.0,
+            'connector_event_latency_seconds_bucket{le="+Inf",measurement="joined"}': 3.0,
+        }
+    )
     samples.times.append(2.0)
     samples.add_histograms({})
     kept = samples.histograms[("connector_event_latency_seconds", "joined")]
@@ -159,7 +199,9 @@ def test_the_latency_png_is_written_only_with_observations(tmp_path: Path) -> No
     assert plots.latency(samples, True, tmp_path / "none.png") is None
     for second in range(10):
         connector.event.labels("raw").observe(0.4)
-        connector.event.labels("aggregate").observe(100.0 if second == 5 else 12.0)  # beyond 30 s: drawn at 30 s
+        connector.event.labels("aggregate").observe(
+            100.0 if second == 5 else 12.0
+        )  # beyond 30 s: drawn at 30 s
         samples.times.append(float(second))
         samples.add_histograms(connector.scrape())
     written = plots.latency(samples, True, tmp_path / "latency.png")

@@ -1,5 +1,6 @@
 """The stack launcher's own behaviour: config precedence, clear errors for taken ports and
 missing installs, ownership of processes, the credentials in effect after a first ``up()``."""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.config import BridgeSettings
-from streamkit.config import SYSTEMS, Settings, identity_fields
 from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
+from streamkit.config import SYSTEMS, Settings, identity_fields
 from streamkit.deadline import wait_until
 from tests.support.ports import free_ports
 
@@ -27,7 +28,10 @@ def test_precedence_cli_over_env_over_credentials_file(tmp_path: Path) -> None:
     assert settings.mqtt_password == "from-env"
     assert settings.influx_password == "file2"
     assert settings.bootstrap_servers == "127.0.0.1:19092"
-    assert Settings.from_sources(environ=env, cli={"kafka_port": 29092}).bootstrap_servers == "127.0.0.1:29092"
+    assert (
+        Settings.from_sources(environ=env, cli={"kafka_port": 29092}).bootstrap_servers
+        == "127.0.0.1:29092"
+    )
     assert "from-env" not in str(settings.redacted())
 
 
@@ -48,7 +52,9 @@ def test_taken_port_gives_a_clear_message_quickly(tmp_path: Path, free_port: int
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", free_port))
         squatter.listen()
-        settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "PROMETHEUS_PORT": str(free_port)})
+        settings = Settings.from_sources(
+            environ={"STACK_RUN_DIR": str(tmp_path), "PROMETHEUS_PORT": str(free_port)}
+        )
         started = time.monotonic()
         with pytest.raises(StackError, match=f"port {free_port} is already in use"):
             Stack(settings, ["prometheus"], allow_external=False).up()
@@ -59,8 +65,22 @@ def test_cli_reports_taken_port_with_exit_code_2(tmp_path: Path, free_port: int)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", free_port))
         squatter.listen()
-        result = subprocess.run([sys.executable, "-m", "stacktools.stack", "up", "mosquitto", "--run-dir", str(tmp_path),
-                                 "--mqtt-port", str(free_port)], capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "stacktools.stack",
+                "up",
+                "mosquitto",
+                "--run-dir",
+                str(tmp_path),
+                "--mqtt-port",
+                str(free_port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 2
     assert f"port {free_port} is already in use" in result.stderr
 
@@ -90,17 +110,36 @@ def test_only_processes_naming_our_run_dir_count_as_ours(tmp_path: Path) -> None
 def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_path: Path) -> None:
     """A child gets the caller's run dir, ports and topics, but logs in as its own user with
     its own password: the launcher's admin password never reaches a service."""
-    (tmp_path / "credentials.env").write_text("KAFKA_ADMIN_PASSWORD=admin-pw\nKAFKA_BRIDGE_PASSWORD=bridge-pw\n")
-    settings = Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
-                                     cli={"kafka_port": 19092, "influx_database": "db"})
-    assert (settings.kafka_username, settings.kafka_password, settings.mqtt_password) == ("admin", "admin-pw", "p w=1")
+    (tmp_path / "credentials.env").write_text(
+        "KAFKA_ADMIN_PASSWORD=admin-pw\nKAFKA_BRIDGE_PASSWORD=bridge-pw\n"
+    )
+    settings = Settings.from_sources(
+        environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
+        cli={"kafka_port": 19092, "influx_database": "db"},
+    )
+    assert (settings.kafka_username, settings.kafka_password, settings.mqtt_password) == (
+        "admin",
+        "admin-pw",
+        "p w=1",
+    )
     environment = settings.as_environment()
     assert not {"KAFKA_PASSWORD", "MQTT_PASSWORD", "KAFKA_USERNAME"} & set(environment)
     child = BridgeSettings.from_sources(environ=environment)
-    assert (child.kafka_username, child.kafka_password, child.mqtt_password) == ("bridge", "bridge-pw", "")
+    assert (child.kafka_username, child.kafka_password, child.mqtt_password) == (
+        "bridge",
+        "bridge-pw",
+        "",
+    )
     identities = {name for system in SYSTEMS for name in identity_fields(system)}
-    shared = (vars(child).keys() & vars(settings).keys()) - identities  # the bridge has no InfluxDB settings
-    assert {"run_dir", "kafka_port", "raw_topic", "mqtt_port"} <= shared and "influx_database" not in shared
+    shared = (
+        vars(child).keys() & vars(settings).keys()
+    ) - identities  # the bridge has no InfluxDB settings
+    assert {
+        "run_dir",
+        "kafka_port",
+        "raw_topic",
+        "mqtt_port",
+    } <= shared and "influx_database" not in shared
     assert {k: vars(child)[k] for k in shared} == {k: vars(settings)[k] for k in shared}
 
 
@@ -124,8 +163,9 @@ def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path)
         stack.down()
 
 
-
-def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_them(tmp_path: Path) -> None:
+def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_them(
+    tmp_path: Path,
+) -> None:
     """A kept service is a process group (a Spark driver with its JVM and Python workers): the
     whole group goes, on SIGTERM, and a pid reused by another process is never signalled."""
     settings = Settings.from_sources(cli={"run_dir": tmp_path})
@@ -142,14 +182,22 @@ def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_th
         wait_until(lambda: children.read_text().strip(), 30, "the service's child sleep started")
         rows = {row.name: row for row in Stack(settings).status()}
         assert rows["mqtt_bridge"].pid == service.pid and rows["mqtt_bridge"].state == "running"
-        assert rows["mqtt_bridge"].log == str(tmp_path / "bridge.log") and "db_connector" not in rows
-        assert Stack(settings, ["kafka"]).kept_services() == [], "down/status of named servers leave services"
+        assert (
+            rows["mqtt_bridge"].log == str(tmp_path / "bridge.log") and "db_connector" not in rows
+        )
+        assert Stack(settings, ["kafka"]).kept_services() == [], (
+            "down/status of named servers leave services"
+        )
         started = time.monotonic()
         assert Stack(settings).down() == ["mqtt_bridge"]
         assert time.monotonic() - started < Stack.STOP_TIMEOUT_S
-        assert service.wait(5) is not None and not group_alive(service.pid), "the service's child outlived it"
+        assert service.wait(5) is not None and not group_alive(service.pid), (
+            "the service's child outlived it"
+        )
         assert stranger.poll() is None, "a process that reused a kept pid was signalled"
-        assert not Stack(settings).status() or all(row.name != "mqtt_bridge" for row in Stack(settings).status())
+        assert not Stack(settings).status() or all(
+            row.name != "mqtt_bridge" for row in Stack(settings).status()
+        )
     finally:
         for process in (service, stranger):
             try:

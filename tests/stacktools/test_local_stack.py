@@ -1,4 +1,5 @@
 """The real servers, started as local processes by the stack launcher."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from streamkit.config import Settings
 from stacktools.services import SERVICES
-from tests.support import server_checks as checks
+from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
+from tests.support import server_checks as checks
 
 pytestmark = pytest.mark.stack
 
@@ -30,7 +31,9 @@ def test_influxdb_client_write_read_back_with_influxql(stack_settings: Settings)
     checks.check_influx_write_read(stack_settings)
 
 
-def test_prometheus_scrapes_every_service_and_extra_targets(stack_settings: Settings, free_port: int) -> None:
+def test_prometheus_scrapes_every_service_and_extra_targets(
+    stack_settings: Settings, free_port: int
+) -> None:
     jobs = {t["labels"]["job"] for t in checks.prometheus_targets(stack_settings)}
     assert set(SERVICES) | {"prometheus"} <= jobs
     # A live /metrics endpoint dropped in as a file target is scraped and reported up.
@@ -38,13 +41,19 @@ def test_prometheus_scrapes_every_service_and_extra_targets(stack_settings: Sett
     Counter("stack_test_ticks", "a counter only this test exports", registry=registry).inc(3)
     server, thread = start_http_server(free_port, addr="127.0.0.1", registry=registry)
     targets_file = stack_settings.run_dir / "prometheus" / "targets" / "pytest.json"
-    targets_file.write_text(json.dumps([{"targets": [f"127.0.0.1:{free_port}"], "labels": {"service": "pytest"}}]))
+    targets_file.write_text(
+        json.dumps([{"targets": [f"127.0.0.1:{free_port}"], "labels": {"service": "pytest"}}])
+    )
     try:
         health = None
 
         def scraped() -> bool:
             nonlocal health
-            mine = [t for t in checks.prometheus_targets(stack_settings) if t["labels"].get("service") == "pytest"]
+            mine = [
+                t
+                for t in checks.prometheus_targets(stack_settings)
+                if t["labels"].get("service") == "pytest"
+            ]
             health = mine[0]["health"] if mine else None
             return health == "up"
 

@@ -1,4 +1,5 @@
 """Topic provisioning against the real broker: declared configs, idempotence, drift reports."""
+
 from __future__ import annotations
 
 import uuid
@@ -7,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stacktools.topics import _describe_configs, load_topic_specs, main, provision
 from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client
-from stacktools.topics import _describe_configs, load_topic_specs, main, provision
 
 pytestmark = pytest.mark.stack
 
@@ -17,8 +18,14 @@ pytestmark = pytest.mark.stack
 def test_declared_topics_exist_with_declared_configs(stack_settings: Settings) -> None:
     specs = load_topic_specs(stack_settings.topic_partitions)
     names = {s.name for s in specs}
-    assert {"machinedata.raw", "machinedata.joined", "machinedata.aggregates", "machinedata.late",
-            "machinedata.dlq", "machinedata.commit-markers"} <= names
+    assert {
+        "machinedata.raw",
+        "machinedata.joined",
+        "machinedata.aggregates",
+        "machinedata.late",
+        "machinedata.dlq",
+        "machinedata.commit-markers",
+    } <= names
     metadata = admin_client(stack_settings).list_topics(timeout=10).topics
     actual = _describe_configs(admin_client(stack_settings), sorted(names))
     for spec in specs:
@@ -38,18 +45,27 @@ def test_provisioning_twice_changes_nothing(stack_settings: Settings) -> None:
 
 def _declare(tmp_path: Path, name: str, partitions: int, config: dict[str, str]) -> Path:
     path = tmp_path / "topics.yaml"
-    path.write_text(yaml.safe_dump({"topics": {name: {"partitions": partitions, "config": config}}}))
+    path.write_text(
+        yaml.safe_dump({"topics": {name: {"partitions": partitions, "config": config}}})
+    )
     return path
 
 
-def test_drift_is_reported_and_config_drift_can_be_fixed(stack_settings: Settings, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_drift_is_reported_and_config_drift_can_be_fixed(
+    stack_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     name = f"test.drift.{uuid.uuid4().hex[:8]}"
     first = _declare(tmp_path, name, 2, {"cleanup.policy": "compact", "retention.ms": "1000000"})
     report = provision(stack_settings, load_topic_specs(4, first))
     assert report.created == [name]
     changed = _declare(tmp_path, name, 3, {"cleanup.policy": "compact", "retention.ms": "2000000"})
-    cli = ["--file", str(changed), "--kafka-bootstrap-servers", stack_settings.bootstrap_servers, "--check"]
+    cli = [
+        "--file",
+        str(changed),
+        "--kafka-bootstrap-servers",
+        stack_settings.bootstrap_servers,
+        "--check",
+    ]
     assert main(cli) == 3
     out = capsys.readouterr().out
     assert f"DRIFT     {name}: partitions declared 3, actual 2" in out
@@ -61,7 +77,9 @@ def test_drift_is_reported_and_config_drift_can_be_fixed(stack_settings: Setting
     assert actual["retention.ms"] == "2000000"
 
 
-def test_a_creation_kafka_never_confirms_says_what_to_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_creation_kafka_never_confirms_says_what_to_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With a node down, the admin client may send the creation to that node and wait out the
     timeout (measured on the three-node stack): the error names the likely cause."""
     from concurrent.futures import Future

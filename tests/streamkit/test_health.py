@@ -1,13 +1,14 @@
 """/healthz and the progress gauge on a real HTTP server: healthy while the loop beats, 503 once
 it has not for longer than the limit."""
+
 from __future__ import annotations
 
 import time
 import urllib.error
 import urllib.request
 
-from streamkit.config import Settings
 from stacktools.processes import free_port
+from streamkit.config import Settings
 from streamkit.health import WATCHDOG, beat
 from streamkit.metrics import serve_metrics
 
@@ -21,8 +22,10 @@ def _get(port: int, path: str) -> tuple[int, str]:
 
 
 def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() -> None:
-    port = serve_metrics("db_connector", Settings.from_sources(cli={"metrics_port": free_port(),
-                                                                    "health_stall_s": 0.3}))
+    port = serve_metrics(
+        "db_connector",
+        Settings.from_sources(cli={"metrics_port": free_port(), "health_stall_s": 0.3}),
+    )
     status, body = _get(port, "/healthz")
     assert status == 200 and body.startswith("ok: db_connector")
     time.sleep(0.5)  # the scenario: no beat for longer than health_stall_s (0.3 s)
@@ -32,7 +35,10 @@ def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() 
     beat()
     assert _get(port, "/healthz")[0] == 200
     status, metrics = _get(port, "/metrics")
-    line = next(l for l in metrics.splitlines()
-                if l.startswith('service_last_progress_timestamp_seconds{service="db_connector"}'))
+    line = next(
+        l
+        for l in metrics.splitlines()
+        if l.startswith('service_last_progress_timestamp_seconds{service="db_connector"}')
+    )
     assert float(line.split()[-1]) >= before - 1
     WATCHDOG.stall_s = 120.0  # leave the process's watchdog as other tests expect it

@@ -1,6 +1,7 @@
 """The one naming rule (streamkit.identifiers): what passes round-trips through every key, tag
 and topic made of it unchanged; what does not is refused with its reason, by the row parser,
 the key reader and the topic builder alike."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from streamkit.identifiers import MAX_CHARS, is_quantity, is_thing, quantity_pro
 from streamkit.wire import aggregate_key, machine_topic, parse_record_key, record_key, shard_prefix
 from tests.support.names import bad_quantities, bad_things, quantities, things
 
-times = st.integers(-2**62, 2**62)
+times = st.integers(-(2**62), 2**62)
 
 
 def unescape_tag(escaped: str) -> str:
@@ -40,18 +41,25 @@ def row(thing: object, quantity: object = "q") -> bytes:
 
 
 @given(things, quantities, times, st.integers(0, 2**62))
-def test_valid_names_round_trip_through_every_key_tag_and_topic(thing: str, quantity: str, time_ms: int,
-                                                                start_ms: int) -> None:
+def test_valid_names_round_trip_through_every_key_tag_and_topic(
+    thing: str, quantity: str, time_ms: int, start_ms: int
+) -> None:
     assert parse_record_key(record_key(thing, quantity, time_ms)) == (thing, quantity, time_ms)
     assert aggregate_key(thing, quantity, "sliding-60000-10000", start_ms).decode().split("|") == [
-        thing, quantity, "sliding-60000-10000", str(start_ms)]
+        thing,
+        quantity,
+        "sliding-60000-10000",
+        str(start_ms),
+    ]
     assert unescape_tag(tag_value(thing)) == thing and unescape_tag(tag_value(quantity)) == quantity
     for shards in (1, 3):
         topic = machine_topic("machines", thing, shards)
         assert topic.rsplit("/", 1)[1] == thing
         # one level below the shard's prefix, matched by the bridge's subscription, no wildcard
         level = shard_prefix("machines", int(topic.split("/")[1]) if shards > 1 else 0, shards)
-        assert mqtt.topic_matches_sub(level + "/+", topic) and mqtt.topic_matches_sub(level + "/#", topic)
+        assert mqtt.topic_matches_sub(level + "/+", topic) and mqtt.topic_matches_sub(
+            level + "/#", topic
+        )
     parsed = parse_row(row(thing, quantity))
     assert (parsed.thing, list(parsed.quantities)) == (thing, [quantity])
 
@@ -82,19 +90,46 @@ def test_bad_quantity_names_are_refused_everywhere(bad: tuple[str, str]) -> None
         parse_record_key(f"T1|{quantity}|1".encode("utf-8", "surrogatepass"))
 
 
-@pytest.mark.parametrize(("thing", "detail"), [
-    ("", "empty"), (" M1", "space"), ("M1 ", "space"), ("M\x001", "U+0000"), ("M1\n", "U+000A"),
-    ("M\u200b1", "U+200B"), ("M\u00a01", "U+00A0"), ("M\ud8001", "lone surrogate"), ("a|b", "key separator"),
-    ("a/b", "topic level"), ("a+", "wildcard"), ("#", "wildcard"), ("a\\", "escape character"),
-    ("M" * (MAX_CHARS + 1), "129 characters long"), (5, "not int"), (None, "not NoneType"), (["M1"], "not list"),
-])
+@pytest.mark.parametrize(
+    ("thing", "detail"),
+    [
+        ("", "empty"),
+        (" M1", "space"),
+        ("M1 ", "space"),
+        ("M\x001", "U+0000"),
+        ("M1\n", "U+000A"),
+        ("M\u200b1", "U+200B"),
+        ("M\u00a01", "U+00A0"),
+        ("M\ud8001", "lone surrogate"),
+        ("a|b", "key separator"),
+        ("a/b", "topic level"),
+        ("a+", "wildcard"),
+        ("#", "wildcard"),
+        ("a\\", "escape character"),
+        ("M" * (MAX_CHARS + 1), "129 characters long"),
+        (5, "not int"),
+        (None, "not NoneType"),
+        (["M1"], "not list"),
+    ],
+)
 def test_each_bad_thing_says_why(thing: object, detail: str) -> None:
     assert detail in (thing_problem(thing) or "")
     assert not is_thing(thing)
 
 
-@pytest.mark.parametrize("name", ["R0815", "vaTorque_C11", "M" * MAX_CHARS, "Fräse 3", "a,b=c", 'say "hi"',
-                                  "机床-7", "\U0001f527 tool"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "R0815",
+        "vaTorque_C11",
+        "M" * MAX_CHARS,
+        "Fräse 3",
+        "a,b=c",
+        'say "hi"',
+        "机床-7",
+        "\U0001f527 tool",
+    ],
+)
 def test_names_the_rule_allows(name: str) -> None:
     assert is_thing(name) and is_quantity(name)
 

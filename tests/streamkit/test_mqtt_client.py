@@ -1,6 +1,7 @@
 """The buffered paho client's coalesced writes: every queued byte leaves once, in order,
 whatever the socket accepts per call (partial sends, would-block); and its close after a
 DISCONNECT, which must not throw away what the broker has not read yet."""
+
 from __future__ import annotations
 
 import random
@@ -8,9 +9,9 @@ import socket
 import threading
 
 import paho.mqtt.client as mqtt
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamkit.mqtt_client import BufferedClient, linger_close
 
@@ -43,10 +44,17 @@ def client_with(sock: ChokingSocket) -> BufferedClient:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.large_base_example])
-@given(st.lists(st.tuples(st.sampled_from(["puback", "qos1", "qos0"]), st.binary(min_size=1, max_size=40)),
-                min_size=1, max_size=40),
-       st.randoms(use_true_random=False))
-def test_queued_packets_leave_whole_and_in_order(packets: list[tuple[str, bytes]], rng: random.Random) -> None:
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["puback", "qos1", "qos0"]), st.binary(min_size=1, max_size=40)),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_queued_packets_leave_whole_and_in_order(
+    packets: list[tuple[str, bytes]], rng: random.Random
+) -> None:
     sock = ChokingSocket(rng)
     client = client_with(sock)
     published: list[int] = []
@@ -69,7 +77,9 @@ def test_queued_packets_leave_whole_and_in_order(packets: list[tuple[str, bytes]
 
 def test_a_run_of_acks_goes_out_in_one_send() -> None:
     sock = ChokingSocket(random.Random(0))
-    sock.rng = type("AlwaysAll", (), {"random": lambda self: 1.0, "randint": lambda self, a, b: b})()
+    sock.rng = type(
+        "AlwaysAll", (), {"random": lambda self: 1.0, "randint": lambda self, a, b: b}
+    )()
     client = client_with(sock)
     for mid in range(1, 501):
         client._send_puback(mid)
@@ -89,7 +99,9 @@ UNREAD = b"P" * 64 * 1024  # PUBLISHes the broker sent that the client never rea
 ACKS = b"\x40\x02\x00\x01" * 1000  # PUBACKs the client sent that the broker has not read yet
 
 
-def test_a_plain_close_with_unread_input_resets_the_connection_under_the_peers_unread_bytes() -> None:
+def test_a_plain_close_with_unread_input_resets_the_connection_under_the_peers_unread_bytes() -> (
+    None
+):
     """The failure linger_close prevents: unread bytes make close() send RST, so the broker's
     next write fails while our PUBACKs still wait in its buffer; Mosquitto, writing a flood
     to us, drops the connection there and never reads them (it redelivers those messages)."""
@@ -109,7 +121,9 @@ def test_a_lingering_close_lets_the_peer_read_everything_before_the_connection_e
     client.sendall(ACKS)
     received = bytearray()
 
-    def broker_reads_then_closes() -> None:  # Mosquitto: writes and reads up to our FIN, then closes
+    def broker_reads_then_closes() -> (
+        None
+    ):  # Mosquitto: writes and reads up to our FIN, then closes
         broker.sendall(UNREAD)  # taken and thrown away by the lingering close, no reset
         while chunk := broker.recv(65536):
             received.extend(chunk)

@@ -1,5 +1,6 @@
 """The window jobs' test side: their options for a list of window specs, measurements written
 as the bridge writes them, and committed windows compared with the window oracle."""
+
 from __future__ import annotations
 
 import math
@@ -14,17 +15,45 @@ from tests.support.spark import produce_committed, read_to_end
 def window_args(specs: list[Spec], lateness_ms: int) -> list[str]:
     args = {"tumbling": [], "sliding": [], "session": []}
     for s in specs:
-        args[s.kind].append(f"{s.size_ms}ms" if s.kind != "sliding" else f"{s.size_ms}ms/{s.slide_ms}ms")
-    return ["--tumbling", ",".join(args["tumbling"]) or "off", "--sliding", ",".join(args["sliding"]) or "off",
-            "--session-gap", ",".join(args["session"]) or "off", "--allowed-lateness", f"{lateness_ms}ms"]
+        args[s.kind].append(
+            f"{s.size_ms}ms" if s.kind != "sliding" else f"{s.size_ms}ms/{s.slide_ms}ms"
+        )
+    return [
+        "--tumbling",
+        ",".join(args["tumbling"]) or "off",
+        "--sliding",
+        ",".join(args["sliding"]) or "off",
+        "--session-gap",
+        ",".join(args["session"]) or "off",
+        "--allowed-lateness",
+        f"{lateness_ms}ms",
+    ]
 
 
-def produce_measurements(settings: Settings, topic: str, records: list[Record], partitions: int) -> None:
+def produce_measurements(
+    settings: Settings, topic: str, records: list[Record], partitions: int
+) -> None:
     codec = AvroCodec("measurement")
-    produce_committed(settings, [
-        (topic, record_key(thing, quantity, t),
-         codec.encode({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value, "row_id": row_id}),
-         thing_partition(thing, partitions)) for thing, quantity, t, value, row_id in records])
+    produce_committed(
+        settings,
+        [
+            (
+                topic,
+                record_key(thing, quantity, t),
+                codec.encode(
+                    {
+                        "thing": thing,
+                        "quantity": quantity,
+                        "event_time_ms": t,
+                        "value": value,
+                        "row_id": row_id,
+                    }
+                ),
+                thing_partition(thing, partitions),
+            )
+            for thing, quantity, t, value, row_id in records
+        ],
+    )
 
 
 def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, dict]]:
@@ -34,10 +63,15 @@ def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, di
 
 def assert_windows_equal(got: list[tuple[bytes, dict]], expected: Expected) -> None:
     keys = Counter(key for key, _ in got)
-    assert max(keys.values(), default=1) == 1, f"windows emitted twice: {[k for k, n in keys.items() if n > 1][:3]}"
+    assert max(keys.values(), default=1) == 1, (
+        f"windows emitted twice: {[k for k, n in keys.items() if n > 1][:3]}"
+    )
     have = {key: value for key, value in got}
     want = {"|".join(map(str, k)).encode(): v for k, v in expected.windows.items()}
-    assert have.keys() == want.keys(), (sorted(want.keys() - have.keys())[:3], sorted(have.keys() - want.keys())[:3])
+    assert have.keys() == want.keys(), (
+        sorted(want.keys() - have.keys())[:3],
+        sorted(have.keys() - want.keys())[:3],
+    )
     for key, w in want.items():
         h = have[key]
         for field in ("window_start_ms", "window_end_ms", "count", "min", "max", "closed_at_ms"):

@@ -1,4 +1,5 @@
 """Avro for test fixtures: the services never write these records from Python."""
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,17 @@ class FlatRecordEncoder:
         kind = field["type"]
         if isinstance(kind, str) and kind in cls._WRITERS:
             return cls._WRITERS[kind]
-        if isinstance(kind, list) and len(kind) == 2 and kind[0] == "null" and kind[1] in cls._WRITERS:
+        if (
+            isinstance(kind, list)
+            and len(kind) == 2
+            and kind[0] == "null"
+            and kind[1] in cls._WRITERS
+        ):
             inner = cls._WRITERS[kind[1]]  # optional value: branch 0 is null, branch 1 the value
             return lambda value: b"\x00" if value is None else b"\x02" + inner(value)
-        raise ValueError(f"{schema}.avsc: field {field['name']} is not a flat primitive or [null, primitive]")
+        raise ValueError(
+            f"{schema}.avsc: field {field['name']} is not a flat primitive or [null, primitive]"
+        )
 
     def encode(self, values: Sequence[Any]) -> bytes:
         """Values in schema field order."""

@@ -3,6 +3,7 @@ a Spark cluster; prints JSON of where its Python code ran.
 
 A process of its own: a test process may already hold a JVM of a ``local`` session, and a
 session's master is fixed when its JVM starts."""
+
 from __future__ import annotations
 
 import json
@@ -20,14 +21,19 @@ def _ancestors() -> list[str]:
     lines, pid = [], os.getppid()
     while pid > 1:
         try:
-            lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace"))
+            lines.append(
+                open(f"/proc/{pid}/cmdline", "rb")
+                .read()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
             pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
         except OSError:
             break
     return lines
 
 
-def where(frames: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+def where(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """In a Python worker: its pid, whether an executor JVM is an ancestor, and whether the
     jobs' package imports there (executors get this checkout on their path)."""
     import pandas as pd
@@ -45,10 +51,24 @@ def main() -> None:
     master, secret = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
     spark = build_session("cluster-probe", master, 2, cluster_secret=secret)
     try:
-        result = spark.range(0, 1000, 1, 4).mapInPandas(where, "pid long, executor boolean, rows long").collect()
-        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # without the driver
-        print(json.dumps({"executors": executors, "rows": sum(r.rows for r in result),
-                          "python_pids": sorted({r.pid for r in result}), "on_executors": all(r.executor for r in result)}))
+        result = (
+            spark.range(0, 1000, 1, 4)
+            .mapInPandas(where, "pid long, executor boolean, rows long")
+            .collect()
+        )
+        executors = (
+            spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+        )  # without the driver
+        print(
+            json.dumps(
+                {
+                    "executors": executors,
+                    "rows": sum(r.rows for r in result),
+                    "python_pids": sorted({r.pid for r in result}),
+                    "on_executors": all(r.executor for r in result),
+                }
+            )
+        )
     finally:
         spark.stop()
 

@@ -1,11 +1,12 @@
 """What a committed output topic holds, decoded into the shape its oracle produces."""
+
 from __future__ import annotations
 
 from collections import Counter
 
-from streamkit.wire import AvroCodec
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
+from streamkit.wire import AvroCodec
 
 
 def committed_pairs(settings: Settings, topic: str) -> Counter:
@@ -16,5 +17,13 @@ def committed_pairs(settings: Settings, topic: str) -> Counter:
     for message in read_to_end(settings, topic):
         r = codec.decode(message.value())
         assert message.key().decode() == r["id"], (message.key(), r["id"])
-        pairs[(r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])] += 1
+        pairs[
+            (
+                r["thing"],
+                r["left_quantity"],
+                r["right_quantity"],
+                r["left_time_ms"],
+                r["right_time_ms"],
+            )
+        ] += 1
     return pairs

@@ -1,6 +1,7 @@
 """A docker compose project of docker-compose.yml, driven as a user drives it (the `docker
 compose` CLI, Compose v2), against whatever engine DOCKER_HOST names: here podman's API
 (stacktools.container_engine). Each test project has its own name, .env and host ports."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,15 @@ from streamkit.paths import CACHE_DIR, REPO_ROOT
 
 #: Every service of the compose file but Grafana (no image of it can be made here) and the
 #: replay's simulator (a profile of its own).
-SERVER_SERVICES = ("kafka", "mosquitto", "influxdb", "prometheus", "spark-master", "spark-worker-1", "spark-worker-2")
+SERVER_SERVICES = (
+    "kafka",
+    "mosquitto",
+    "influxdb",
+    "prometheus",
+    "spark-master",
+    "spark-worker-1",
+    "spark-worker-2",
+)
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
 ONE_SHOT = ("provision",)
 
@@ -28,7 +37,13 @@ def compose_cli() -> list[str] | None:
     """`docker compose` where the docker client has the plugin, else a v2 standalone
     docker-compose (on PATH or where scripts/setup-containers.sh builds it); None without one."""
     docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30).returncode == 0:
+    if (
+        docker
+        and subprocess.run(
+            [docker, "compose", "version"], capture_output=True, timeout=30
+        ).returncode
+        == 0
+    ):
         return [docker, "compose"]
     standalone = shutil.which("docker-compose") or str(CACHE_DIR / "bin" / "docker-compose")
     try:
@@ -36,7 +51,11 @@ def compose_cli() -> list[str] | None:
     except OSError:
         return None
     # v1 (python) does not understand the compose spec fully: v2 only
-    return [standalone] if probe.returncode == 0 and not re.search(r"version 1\.", probe.stdout) else None
+    return (
+        [standalone]
+        if probe.returncode == 0 and not re.search(r"version 1\.", probe.stdout)
+        else None
+    )
 
 
 def compose_command() -> list[str]:
@@ -47,9 +66,12 @@ def compose_command() -> list[str]:
 
 def build_images() -> None:
     """The stand-ins of the official images (cached: a no-op when their inputs did not change)."""
-    done = subprocess.run(["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=2400)
-    assert done.returncode == 0, f"building the images failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = subprocess.run(
+        ["scripts/container-images.sh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=2400
+    )
+    assert done.returncode == 0, (
+        f"building the images failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
 
 
 @dataclass
@@ -65,26 +87,44 @@ class ComposeProject:
         self.env_file = self.work / ".env"
         lines = render(EXAMPLE.read_text())
         extra = {**{key: str(port) for key, port in self.ports.items()}, **self.overrides}
-        write_private(self.env_file, lines + "".join(f"{key}={value}\n" for key, value in extra.items()))
+        write_private(
+            self.env_file, lines + "".join(f"{key}={value}\n" for key, value in extra.items())
+        )
         self.values = read_env_file(self.env_file)
 
     def env(self) -> dict[str, str]:
         """The engine's variables; none of the project's settings (compose reads them from the file)."""
         ours = set(self.values) | {"STACK_RUN_DIR", "DOCKER_HOST"}
         env = {k: v for k, v in os.environ.items() if k not in ours}
-        ca = "".join(p.read_text() for p in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")))
+        ca = "".join(
+            p.read_text() for p in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+        )
         return {**env, **container_engine.engine_env(), "EXTRA_CA_CERTS": ca}
 
-    def run(self, *args: str, timeout_s: float = 600, check: bool = True,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *args: str,
+        timeout_s: float = 600,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """`docker compose ARGS` on this project; ``env``: variables that override the .env file
         for this call (compose prefers the environment)."""
         command = [*compose_command(), "-p", self.name, "--env-file", str(self.env_file), *args]
-        done = subprocess.run(command, cwd=REPO_ROOT, env={**self.env(), **(env or {})}, capture_output=True,
-                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env={**self.env(), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
         if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(command[-len(args) - 4:])} exited {done.returncode}:\n"
-                                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            raise AssertionError(
+                f"{' '.join(command[-len(args) - 4 :])} exited {done.returncode}:\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
         return done
 
     def states(self) -> dict[str, dict]:
@@ -95,7 +135,9 @@ class ComposeProject:
             rows = rows[0]
         return {row["Service"]: row for row in rows}
 
-    def wait_ready(self, services: tuple[str, ...], one_shots: tuple[str, ...] = (), timeout_s: float = 600) -> None:
+    def wait_ready(
+        self, services: tuple[str, ...], one_shots: tuple[str, ...] = (), timeout_s: float = 600
+    ) -> None:
         """Every service running and healthy, every one-shot exited 0; fails early on a one-shot
         that failed, with its log."""
         deadline = time.monotonic() + timeout_s
@@ -106,14 +148,23 @@ class ComposeProject:
                 row = states.get(name, {})
                 if row.get("State") == "exited" and row.get("ExitCode") not in (0, None):
                     raise AssertionError(f"{name} exited {row.get('ExitCode')}:\n{self.logs(name)}")
-            if all(states.get(n, {}).get("State") == "running" and states[n].get("Health") == "healthy"
-                   for n in services) and all(states.get(n, {}).get("State") == "exited" for n in one_shots):
+            if all(
+                states.get(n, {}).get("State") == "running" and states[n].get("Health") == "healthy"
+                for n in services
+            ) and all(states.get(n, {}).get("State") == "exited" for n in one_shots):
                 return
             time.sleep(3)  # the polling pace; the deadline above bounds the wait
-        summary = {n: (states.get(n, {}).get("State"), states.get(n, {}).get("Health")) for n in (*services, *one_shots)}
-        late = [n for n, (state, health) in summary.items() if state != "running" or health != "healthy"]
-        raise AssertionError(f"not ready after {timeout_s:.0f} s: {summary}\n" +
-                             "\n".join(f"--- {n}\n{self.logs(n)}" for n in late if n not in one_shots))
+        summary = {
+            n: (states.get(n, {}).get("State"), states.get(n, {}).get("Health"))
+            for n in (*services, *one_shots)
+        }
+        late = [
+            n for n, (state, health) in summary.items() if state != "running" or health != "healthy"
+        ]
+        raise AssertionError(
+            f"not ready after {timeout_s:.0f} s: {summary}\n"
+            + "\n".join(f"--- {n}\n{self.logs(n)}" for n in late if n not in one_shots)
+        )
 
     def restart_count(self, service: str) -> int:
         """How often the engine restarted the service's container by its restart policy."""
@@ -123,21 +174,40 @@ class ComposeProject:
         return int(json.loads(body).get("RestartCount") or 0)
 
     def logs(self, service: str, lines: int = 60) -> str:
-        done = self.run("logs", "--no-color", "--tail", str(lines), service, timeout_s=60, check=False)
+        done = self.run(
+            "logs", "--no-color", "--tail", str(lines), service, timeout_s=60, check=False
+        )
         return (done.stdout + done.stderr)[-6000:]
 
     def host_settings(self, run_dir: Path) -> Settings:
         """How a tool on the host reaches the project's servers: published ports, the admins."""
-        environ = {"STACK_RUN_DIR": str(run_dir), "KAFKA_PORT": str(self.ports["KAFKA_PORT"]),
-                   "INFLUX_PORT": str(self.ports["INFLUX_PORT"]), "MQTT_PORT": str(self.ports["MQTT_PORT"]),
-                   "PROMETHEUS_PORT": str(self.ports["PROMETHEUS_PORT"]), "KAFKA_USERNAME": "admin",
-                   "INFLUX_USERNAME": "admin", "MQTT_USERNAME": "admin"}
+        environ = {
+            "STACK_RUN_DIR": str(run_dir),
+            "KAFKA_PORT": str(self.ports["KAFKA_PORT"]),
+            "INFLUX_PORT": str(self.ports["INFLUX_PORT"]),
+            "MQTT_PORT": str(self.ports["MQTT_PORT"]),
+            "PROMETHEUS_PORT": str(self.ports["PROMETHEUS_PORT"]),
+            "KAFKA_USERNAME": "admin",
+            "INFLUX_USERNAME": "admin",
+            "MQTT_USERNAME": "admin",
+        }
         environ |= {key: value for key, value in self.values.items() if key.endswith("_PASSWORD")}
-        environ |= {"KAFKA_PASSWORD": self.values["KAFKA_ADMIN_PASSWORD"],
-                    "INFLUX_PASSWORD": self.values["INFLUX_ADMIN_PASSWORD"],
-                    "MQTT_PASSWORD": self.values["MQTT_ADMIN_PASSWORD"]}
+        environ |= {
+            "KAFKA_PASSWORD": self.values["KAFKA_ADMIN_PASSWORD"],
+            "INFLUX_PASSWORD": self.values["INFLUX_ADMIN_PASSWORD"],
+            "MQTT_PASSWORD": self.values["MQTT_ADMIN_PASSWORD"],
+        }
         return Settings.from_sources(environ=environ)
 
     def down(self) -> None:
-        self.run("--profile", "replay", "down", "--volumes", "--remove-orphans", "--timeout", "20",
-                 timeout_s=300, check=False)
+        self.run(
+            "--profile",
+            "replay",
+            "down",
+            "--volumes",
+            "--remove-orphans",
+            "--timeout",
+            "20",
+            timeout_s=300,
+            check=False,
+        )

@@ -6,17 +6,17 @@ the fault-injection test can compare output and input as multisets. Runs with
 --jvm-pid-file so the test can wait for a killed driver's JVM to be gone before restarting.
 With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there (tests/support/sink_faults.py).
 """
+
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamkit.config import setting
-from streamkit.kafka_clients import spark_kafka_options
-
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.job import StreamingJob
+from streamkit.config import setting
+from streamkit.kafka_clients import spark_kafka_options
 from tests.support.sink_faults import kill_hook_from_env
 
 
@@ -33,18 +33,34 @@ def build(settings: DriverSettings):  # type: ignore[no-untyped-def]
         from pyspark.sql import functions as F
 
         if settings.jvm_pid_file:
-            Path(settings.jvm_pid_file).write_text(str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
-        frame = (spark.readStream.format("kafka").options(**spark_kafka_options(settings))
-                 .option("subscribe", settings.raw_topic).option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-                 .option("kafka.isolation.level", "read_committed").load())
-        return frame.select(F.lit(settings.output_topic).alias("topic"), "key", "value", "partition")
+            Path(settings.jvm_pid_file).write_text(
+                str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+            )
+        frame = (
+            spark.readStream.format("kafka")
+            .options(**spark_kafka_options(settings))
+            .option("subscribe", settings.raw_topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+            .option("kafka.isolation.level", "read_committed")
+            .load()
+        )
+        return frame.select(
+            F.lit(settings.output_topic).alias("topic"), "key", "value", "partition"
+        )
 
     return query
 
 
-JOB = StreamingJob("eos_driver", "tests.support.eos_driver", __doc__, DriverSettings, lambda _: "eos-driver", build,
-                   session_conf={})
+JOB = StreamingJob(
+    "eos_driver",
+    "tests.support.eos_driver",
+    __doc__,
+    DriverSettings,
+    lambda _: "eos-driver",
+    build,
+    session_conf={},
+)
 
 
 def main(argv: list[str] | None = None) -> int:

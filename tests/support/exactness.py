@@ -2,6 +2,7 @@
 equal, value for value, what the specification's oracles compute offline (tests/support/oracles:
 the joined pairs from the file, the windows and late records from the raw topic in arrival
 order): nothing lost, nothing twice, nothing different."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,15 @@ from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.stack.process import StackError, group_alive
-from streamkit.deadline import wait_until
 from streamkit.config import Settings
-from tests.support.judge import arrival, committed_outputs, influx_points, judge_points, judge_topics
+from streamkit.deadline import wait_until
+from tests.support.judge import (
+    arrival,
+    committed_outputs,
+    influx_points,
+    judge_points,
+    judge_topics,
+)
 from tests.support.oracles.join import parse_pairs
 from tests.support.oracles.pipeline import PipelineSpec, expected_outputs
 from tests.support.oracles.points import expected_points
@@ -37,29 +44,61 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
     test in tests/spark_jobs)."""
     spark = ["--shuffle-partitions", "2", "--trigger-seconds", str(trigger_s)]
     join = ["--pairs", PAIRS]
-    windows = ["--tumbling", f"{WINDOW_MS}ms", "--sliding", "off", "--session-gap", "off",
-               "--allowed-lateness", f"{LATENESS_MS // 1000}s", "--idle-timeout", "off"]
-    return {"spark_join": [*join, *spark], "spark_aggregate": [*windows, *spark],
-            "spark_single_pass": [*join, *windows, *spark], "db_connector": ["--flush-interval-ms", "200"]}
+    windows = [
+        "--tumbling",
+        f"{WINDOW_MS}ms",
+        "--sliding",
+        "off",
+        "--session-gap",
+        "off",
+        "--allowed-lateness",
+        f"{LATENESS_MS // 1000}s",
+        "--idle-timeout",
+        "off",
+    ]
+    return {
+        "spark_join": [*join, *spark],
+        "spark_aggregate": [*windows, *spark],
+        "spark_single_pass": [*join, *windows, *spark],
+        "db_connector": ["--flush-interval-ms", "200"],
+    }
 
 
 #: What the oracle needs of the stages' options above.
-PIPELINE = PipelineSpec(pairs=tuple(parse_pairs(PAIRS)), windows=(Spec("tumbling", WINDOW_MS, WINDOW_MS),),
-                        lateness_ms=LATENESS_MS)
+PIPELINE = PipelineSpec(
+    pairs=tuple(parse_pairs(PAIRS)),
+    windows=(Spec("tumbling", WINDOW_MS, WINDOW_MS),),
+    lateness_ms=LATENESS_MS,
+)
 
 
-def judge_pipeline(settings: Settings, topics: dict[str, str], database: str, spec: PipelineSpec,
-                   file_records: list[Measurement], skip_keys: frozenset[bytes] = frozenset()) -> list[Verdict]:
+def judge_pipeline(
+    settings: Settings,
+    topics: dict[str, str],
+    database: str,
+    spec: PipelineSpec,
+    file_records: list[Measurement],
+    skip_keys: frozenset[bytes] = frozenset(),
+) -> list[Verdict]:
     """Every output topic and every InfluxDB measurement against the oracle, by value."""
     got = committed_outputs(settings, topics, skip_keys)
     want = expected_outputs(spec, file_records, arrival(got))
-    return judge_topics(want, got) + judge_points(expected_points(want), influx_points(settings, database))
+    return judge_topics(want, got) + judge_points(
+        expected_points(want), influx_points(settings, database)
+    )
 
 
-def assert_pipeline_exact(settings: Settings, topics: dict[str, str], database: str, spec: PipelineSpec,
-                          file_records: list[Measurement], *, timeout_s: float,
-                          meanwhile: Callable[[], object] = lambda: None,
-                          skip_keys: frozenset[bytes] = frozenset()) -> str:
+def assert_pipeline_exact(
+    settings: Settings,
+    topics: dict[str, str],
+    database: str,
+    spec: PipelineSpec,
+    file_records: list[Measurement],
+    *,
+    timeout_s: float,
+    meanwhile: Callable[[], object] = lambda: None,
+    skip_keys: frozenset[bytes] = frozenset(),
+) -> str:
     """Waits (calling ``meanwhile``, e.g. a supervisor) until the outputs equal the oracle's,
     then asserts it: the AssertionError lists what is missing, extra, duplicated, different."""
     verdicts: list[Verdict] = []
@@ -98,13 +137,20 @@ def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) ->
     """SIGKILL one running server of ``stack`` but ``spare`` at random, with its whole process
     group (a Spark worker's executors and their Python workers die with it, as on a lost
     machine), and wait until the group is gone: a kill that did not happen fails here."""
-    running = [status for status in stack.status()
-               if status.state == "running" and status.pid and status.name not in spare]
+    running = [
+        status
+        for status in stack.status()
+        if status.state == "running" and status.pid and status.name not in spare
+    ]
     if not running:
         raise AssertionError(f"nothing of {stack.names} runs to be killed")
     victim = rng.choice(running)
     os.killpg(victim.pid, signal.SIGKILL)
-    wait_until(lambda: not group_alive(victim.pid), 30, f"{victim.name} (pid {victim.pid}) gone after SIGKILL")
+    wait_until(
+        lambda: not group_alive(victim.pid),
+        30,
+        f"{victim.name} (pid {victim.pid}) gone after SIGKILL",
+    )
     return Killed(victim.name, victim.pid)
 
 
@@ -114,20 +160,38 @@ def assert_back(stack: Stack, killed: Killed) -> None:
     assert status.state == "running" and status.pid not in (None, killed.pid), (killed, status)
 
 
-def assert_exactly_once(settings: Settings, pipeline: Pipeline, simulator: ServiceProcess, events: Path,
-                        skip_keys: frozenset[bytes] = frozenset()) -> str:
+def assert_exactly_once(
+    settings: Settings,
+    pipeline: Pipeline,
+    simulator: ServiceProcess,
+    events: Path,
+    skip_keys: frozenset[bytes] = frozenset(),
+) -> str:
     """Drain (the simulator finishes, supervised meanwhile), then every output equal to the
     oracle of the file, by value; returns a one-line summary."""
+
     def replayed() -> bool:
         if not simulator.alive():
             return True
         pipeline.supervise()
         return False
 
-    settle(replayed, 900, "the simulator's replay")  # a simulator still running fails the assertion below
+    settle(
+        replayed, 900, "the simulator's replay"
+    )  # a simulator still running fails the assertion below
     assert simulator.process.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
     records = measurements(file_rows(events))
     wiring = pipeline.wiring
-    topics = {kind: wiring.connector_topics[kind] for kind in ("raw", "joined", "aggregates", "late")}
-    return assert_pipeline_exact(settings, topics, wiring.database, PIPELINE, records, timeout_s=900,
-                                 meanwhile=pipeline.supervise, skip_keys=skip_keys)
+    topics = {
+        kind: wiring.connector_topics[kind] for kind in ("raw", "joined", "aggregates", "late")
+    }
+    return assert_pipeline_exact(
+        settings,
+        topics,
+        wiring.database,
+        PIPELINE,
+        records,
+        timeout_s=900,
+        meanwhile=pipeline.supervise,
+        skip_keys=skip_keys,
+    )

@@ -1,5 +1,6 @@
 """What the stack tests check the services' output with: the records a file of events must
 become, and waits for a topic to hold given keys."""
+
 from __future__ import annotations
 
 import collections
@@ -7,13 +8,13 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
+from simulator.source import SourceStats, read_rows, sorted_rows
 from stacktools.processes import ServiceProcess
 from stacktools.scrape import metric_sum, scrape_metrics
 from stacktools.services import service_process
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
-from simulator.source import SourceStats, read_rows, sorted_rows
 from streamkit.events import Row, parse_row
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import record_key

@@ -1,5 +1,6 @@
 """Small InfluxDB checks of the end-to-end tests (the point-by-point comparison with the oracle
 is tests/support/judge.py)."""
+
 from __future__ import annotations
 
 from stacktools.influx import InfluxClient

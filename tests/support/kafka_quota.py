@@ -6,6 +6,7 @@ set on the pair (user, client id), so it slows exactly one test's client and nob
 the shared broker. librdkafka's admin API has no client quotas, so Kafka's own tool
 (``kafka-configs``, i.e. ``kafka.admin.ConfigCommand``) sets them, as the admin user.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,30 +27,65 @@ def _config_command(settings: Settings, *args: str) -> str:
     properties = f"security.protocol={settings.kafka_security_protocol}\n"
     if settings.kafka_security_protocol.startswith("SASL"):
         password = settings.credential("kafka", "admin")
-        properties += f"sasl.mechanism={SASL_MECHANISM}\nsasl.jaas.config={jaas_config('admin', password)}\n"
+        properties += (
+            f"sasl.mechanism={SASL_MECHANISM}\nsasl.jaas.config={jaas_config('admin', password)}\n"
+        )
     with tempfile.NamedTemporaryFile("w", suffix=".properties") as handle:
         os.chmod(handle.name, 0o600)
         handle.write(properties)
         handle.flush()
         result = subprocess.run(
-            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_JARS_DIR}/*", "kafka.admin.ConfigCommand",
-             "--bootstrap-server", settings.bootstrap_servers, "--command-config", handle.name, *args],
-            capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+            [
+                "java",
+                "-Xmx256m",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                f"{KAFKA_JARS_DIR}/*",
+                "kafka.admin.ConfigCommand",
+                "--bootstrap-server",
+                settings.bootstrap_servers,
+                "--command-config",
+                handle.name,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT_S,
+        )
     if result.returncode != 0:
-        raise RuntimeError(f"kafka-configs {' '.join(args)} failed:\n{result.stdout}\n{result.stderr[-2000:]}")
+        raise RuntimeError(
+            f"kafka-configs {' '.join(args)} failed:\n{result.stdout}\n{result.stderr[-2000:]}"
+        )
     return result.stdout
 
 
 def _entity(user: str, client_id: str) -> list[str]:
-    return ["--entity-type", "users", "--entity-name", user, "--entity-type", "clients", "--entity-name", client_id]
+    return [
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        client_id,
+    ]
 
 
 def set_produce_quota(settings: Settings, user: str, client_id: str, bytes_per_s: int) -> None:
-    _config_command(settings, "--alter", "--add-config", f"producer_byte_rate={bytes_per_s}", *_entity(user, client_id))
+    _config_command(
+        settings,
+        "--alter",
+        "--add-config",
+        f"producer_byte_rate={bytes_per_s}",
+        *_entity(user, client_id),
+    )
 
 
 def remove_produce_quota(settings: Settings, user: str, client_id: str) -> None:
-    _config_command(settings, "--alter", "--delete-config", "producer_byte_rate", *_entity(user, client_id))
+    _config_command(
+        settings, "--alter", "--delete-config", "producer_byte_rate", *_entity(user, client_id)
+    )
 
 
 def produce_quota(settings: Settings, user: str, client_id: str) -> float | None:
@@ -65,10 +101,15 @@ class ProduceQuota:
     """The quota while the ``with`` block runs; :meth:`lift` ends it earlier (once either way)."""
 
     def __init__(self, settings: Settings, user: str, client_id: str, bytes_per_s: int) -> None:
-        self.settings, self.user, self.client_id, self.bytes_per_s = settings, user, client_id, bytes_per_s
+        self.settings, self.user, self.client_id, self.bytes_per_s = (
+            settings,
+            user,
+            client_id,
+            bytes_per_s,
+        )
         self.in_force = False
 
-    def __enter__(self) -> "ProduceQuota":
+    def __enter__(self) -> ProduceQuota:
         set_produce_quota(self.settings, self.user, self.client_id, self.bytes_per_s)
         self.in_force = True
         return self

@@ -1,4 +1,5 @@
 """Publishing what no real machine would: for tests and fuzzing only."""
+
 from __future__ import annotations
 
 from simulator.publisher import MqttPublisher

@@ -1,4 +1,5 @@
 """Free local ports for a stack of a test's own, beside any stack that is already up."""
+
 from __future__ import annotations
 
 import socket

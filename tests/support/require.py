@@ -4,6 +4,7 @@ A chaos, fault, stack or container test that skips passes silently; in CI that w
 run pass without ever exercising what it exists for (a broker the launcher cannot restart, no
 container engine, a missing install). CI sets ``CI`` (true/1/yes); there the same reason fails.
 """
+
 from __future__ import annotations
 
 import os

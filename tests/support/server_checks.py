@@ -1,5 +1,6 @@
 """Checks of a running stack, shared by the local-process tests and the testcontainers tests
 so both prove the same things against different deployments of the same servers."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,12 +14,12 @@ import paho.mqtt.client as mqtt
 from influxdb_client import InfluxDBClient, Point, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from streamkit.config import Settings
-from stacktools.wiring import private_topic
-from streamkit.kafka_io import read_to_end
-from streamkit.kafka_clients import idempotent_producer, transactional_producer
-from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from stacktools.influx import InfluxClient
+from stacktools.wiring import private_topic
+from streamkit.config import Settings
+from streamkit.kafka_clients import idempotent_producer, transactional_producer
+from streamkit.kafka_io import read_to_end
+from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from tests.support.waits import ONE_MESSAGE_S
 
 
@@ -48,8 +49,9 @@ def check_transactions(settings: Settings, topic: str | None = None) -> None:
     assert committed == [b"committed-0", b"committed-1", b"committed-2"], committed
     # The control: the aborted records really were written, a read_uncommitted reader sees them.
     uncommitted = read_all(settings, topic, "read_uncommitted")
-    assert sorted(uncommitted) == sorted([f"aborted-{i}".encode() for i in range(5)]
-                                         + [f"committed-{i}".encode() for i in range(3)]), uncommitted
+    assert sorted(uncommitted) == sorted(
+        [f"aborted-{i}".encode() for i in range(5)] + [f"committed-{i}".encode() for i in range(3)]
+    ), uncommitted
 
 
 def check_plain_produce_consume(settings: Settings, topic: str | None = None) -> None:
@@ -102,20 +104,37 @@ def check_mqtt_auth(settings: Settings) -> None:
 
 
 def influx_query(settings: Settings, statement: str, *, auth: bool = True) -> tuple[int, dict]:
-    return InfluxClient(settings).query(statement, auth=auth, database=settings.influx_database, epoch="ms")
+    return InfluxClient(settings).query(
+        statement, auth=auth, database=settings.influx_database, epoch="ms"
+    )
 
 
 def check_influx_write_read(settings: Settings) -> None:
     """influxdb-client's v2 write API stores points that InfluxQL reads back; no auth, no access."""
     measurement = f"check_{uuid.uuid4().hex[:10]}"
     now_ms = int(time.time() * 1000)
-    with InfluxDBClient(url=settings.influx_base_url, token=f"{settings.influx_username}:{settings.influx_password}",
-                        org="-") as client:
+    with InfluxDBClient(
+        url=settings.influx_base_url,
+        token=f"{settings.influx_username}:{settings.influx_password}",
+        org="-",
+    ) as client:
         client.write_api(write_options=SYNCHRONOUS).write(
-            bucket=f"{settings.influx_database}/autogen", write_precision=WritePrecision.MS,
-            record=[Point(measurement).tag("thing", "R0815").field("power", 12.5).time(now_ms, WritePrecision.MS),
-                    Point(measurement).tag("thing", "R0815").field("power", 13.5).time(now_ms + 1, WritePrecision.MS)])
-    status, body = influx_query(settings, f'SELECT "power" FROM "{measurement}" WHERE "thing" = \'R0815\'')
+            bucket=f"{settings.influx_database}/autogen",
+            write_precision=WritePrecision.MS,
+            record=[
+                Point(measurement)
+                .tag("thing", "R0815")
+                .field("power", 12.5)
+                .time(now_ms, WritePrecision.MS),
+                Point(measurement)
+                .tag("thing", "R0815")
+                .field("power", 13.5)
+                .time(now_ms + 1, WritePrecision.MS),
+            ],
+        )
+    status, body = influx_query(
+        settings, f'SELECT "power" FROM "{measurement}" WHERE "thing" = \'R0815\''
+    )
     assert status == 200, body
     values = body["results"][0]["series"][0]["values"]
     assert values == [[now_ms, 12.5], [now_ms + 1, 13.5]], values
@@ -124,5 +143,7 @@ def check_influx_write_read(settings: Settings) -> None:
 
 
 def prometheus_targets(settings: Settings) -> list[dict]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{settings.prometheus_port}/api/v1/targets", timeout=10) as response:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{settings.prometheus_port}/api/v1/targets", timeout=10
+    ) as response:
         return json.loads(response.read())["data"]["activeTargets"]

@@ -1,6 +1,7 @@
 """The exactly-once sink's fault injection, on the test side only: a hook that SIGKILLs the
 driver at one fault point of one batch, chosen by ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH``
 (the tests set them for the driver processes they start; the services never read them)."""
+
 from __future__ import annotations
 
 import logging

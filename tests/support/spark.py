@@ -1,4 +1,5 @@
 """Shared helpers of the Spark tests: private topics, reading to the true end, running drivers."""
+
 from __future__ import annotations
 
 import os
@@ -8,14 +9,14 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
-from streamkit.config import Settings
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.stack.process import group_alive
 from stacktools.wiring import private_topic
+from streamkit.config import Settings
+from streamkit.deadline import wait_until
+from streamkit.kafka_clients import transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT as REPO
-from streamkit.kafka_clients import transactional_producer
-from streamkit.deadline import wait_until
 
 
 def key_values(messages: list[Message]) -> Counter:
@@ -23,7 +24,9 @@ def key_values(messages: list[Message]) -> Counter:
     return Counter((m.key(), m.value()) for m in messages)
 
 
-def produce_committed(settings: Settings, records: list[tuple[str, bytes, bytes, int | None]]) -> None:
+def produce_committed(
+    settings: Settings, records: list[tuple[str, bytes, bytes, int | None]]
+) -> None:
     """(topic, key, value, partition) records in one committed transaction: all visible at once."""
     producer = transactional_producer(settings, f"test-feed-{uuid.uuid4().hex[:8]}")
     producer.begin_transaction()
@@ -36,7 +39,9 @@ def produce_committed(settings: Settings, records: list[tuple[str, bytes, bytes,
     producer.commit_transaction()
 
 
-def spark_service(module: str, args: list[str], log: Path, env: dict[str, str] | None = None) -> ServiceProcess:
+def spark_service(
+    module: str, args: list[str], log: Path, env: dict[str, str] | None = None
+) -> ServiceProcess:
     """A job as a subprocess (python -m module) with a private metrics port."""
     return ServiceProcess(module, [*args, "--metrics-port", str(free_port())], log, env)
 
@@ -47,6 +52,7 @@ def wait_pid_gone(pid_file: Path, timeout_s: float = 60) -> None:
     if not pid_file.exists():
         return
     pid = int(pid_file.read_text().strip())
+
     def gone() -> bool:
         try:
             os.kill(pid, 0)
@@ -65,12 +71,26 @@ def wait_driver_gone(job: ServiceProcess, timeout_s: float = 120) -> None:
     if job.process is None:
         raise RuntimeError(f"{job.module} was never started")
     pgid = job.process.pid
-    wait_until(lambda: not group_alive(pgid), timeout_s, f"process group of {job.module} gone", interval_s=0.2)
+    wait_until(
+        lambda: not group_alive(pgid),
+        timeout_s,
+        f"process group of {job.module} gone",
+        interval_s=0.2,
+    )
 
 
 def log_tail(path: Path, chars: int = 4000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else "(no log)"
 
 
-__all__ = ["REPO", "private_topic", "read_to_end", "key_values", "produce_committed", "spark_service",
-           "wait_pid_gone", "wait_driver_gone", "log_tail"]
+__all__ = [
+    "REPO",
+    "private_topic",
+    "read_to_end",
+    "key_values",
+    "produce_committed",
+    "spark_service",
+    "wait_pid_gone",
+    "wait_driver_gone",
+    "log_tail",
+]

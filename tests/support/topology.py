@@ -1,6 +1,7 @@
 """Where a whole-pipeline test runs: on the main stack in ``local[*]`` with one bridge, or
 scaled out (the launcher's Spark cluster with the executors' sink, two sharded bridges, a
 second stack of three Kafka nodes)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +15,9 @@ from streamkit.wire import shard_prefix
 class Topology:
     name: str  #: "local" or "scaled-out"
     settings: Settings
-    env: dict[str, str] = field(default_factory=dict)  #: every stage's environment on top of the settings'
+    env: dict[str, str] = field(
+        default_factory=dict
+    )  #: every stage's environment on top of the settings'
     bridges: int = 1
     spark: Stack | None = None  #: the Spark cluster (its workers may be killed)
 

@@ -1,6 +1,7 @@
 """Exactly-once judged on values: two multisets of records (or points), each keyed by its
 identity, compared into what is missing, extra, duplicated and different, reported separately
 so a failure says which of the four went wrong and shows a few of each."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,11 @@ CLOSE = {"mean": 1e-12, "result": 1e-12, "stddev": 1e-9}
 SHOWN = 3
 
 
-def table(records: Iterable[dict], identity: Callable[[dict], Hashable],
-          fields: Callable[[dict], dict] = lambda r: r) -> Table:
+def table(
+    records: Iterable[dict],
+    identity: Callable[[dict], Hashable],
+    fields: Callable[[dict], dict] = lambda r: r,
+) -> Table:
     out: Table = {}
     for r in records:
         out.setdefault(identity(r), []).append(fields(r))
@@ -31,8 +35,11 @@ def same_value(name: str, want: object, got: object) -> bool:
 
 def differing(want: dict, got: dict) -> list[str]:
     """The fields whose values differ (a field on one side only counts)."""
-    return [name for name in sorted(want.keys() | got.keys())
-            if name not in want or name not in got or not same_value(name, want[name], got[name])]
+    return [
+        name
+        for name in sorted(want.keys() | got.keys())
+        if name not in want or name not in got or not same_value(name, want[name], got[name])
+    ]
 
 
 @dataclass
@@ -51,9 +58,16 @@ class Verdict:
     def __str__(self) -> str:
         if self.exact:
             return f"{self.what}: {self.compared} equal"
-        parts = [f"{len(found)} {kind} (e.g. {found[:SHOWN]})" for kind, found in
-                 (("missing", self.missing), ("extra", self.extra), ("duplicated", self.duplicated),
-                  ("different", self.different)) if found]
+        parts = [
+            f"{len(found)} {kind} (e.g. {found[:SHOWN]})"
+            for kind, found in (
+                ("missing", self.missing),
+                ("extra", self.extra),
+                ("duplicated", self.duplicated),
+                ("different", self.different),
+            )
+            if found
+        ]
         return f"{self.what}: " + "; ".join(parts)
 
 
@@ -68,7 +82,9 @@ def compare(what: str, want: Table, got: Table, copies_allowed: bool = False) ->
     for key in want.keys() & got.keys():
         mine, theirs = want[key], got[key]
         if copies_allowed:
-            theirs = [r for i, r in enumerate(theirs) if all(differing(r, other) for other in theirs[:i])]
+            theirs = [
+                r for i, r in enumerate(theirs) if all(differing(r, other) for other in theirs[:i])
+            ]
         if len(theirs) > len(mine):
             verdict.duplicated.append((key, len(theirs), len(mine)))
         elif len(theirs) < len(mine):
@@ -86,7 +102,9 @@ def compare(what: str, want: Table, got: Table, copies_allowed: bool = False) ->
         for other in unmatched:
             record = (unexplained or mine)[0]
             if differing(record, other) and all(differing(r, other) for r in mine):
-                verdict.different.append((key, {f: (record.get(f), other.get(f)) for f in differing(record, other)}))
+                verdict.different.append(
+                    (key, {f: (record.get(f), other.get(f)) for f in differing(record, other)})
+                )
     return verdict
 
 

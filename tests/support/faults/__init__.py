@@ -22,6 +22,7 @@ never forced (:data:`NEVER_FORCED`).
 Every injected fault is written to stderr as one JSON line (``"fault injected"``) so a test can
 check that each kind was really exercised.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,14 @@ KAFKA_CALLS: dict[str, tuple[float, tuple[str, ...]]] = {
     "produce": (0.00002, ("buffer_full",) * 3 + ("non_retriable",)),  # per record: rare
     "produce_batch": (0.001, ("buffer_full", "retriable") * 2 + ("non_retriable",)),
     "begin_transaction": (0.05, ("retriable", "non_retriable") * 3 + ("fatal",)),
-    "send_offsets_to_transaction": (0.15, ("abortable", "retriable", "unknown_outcome") * 2 + ("fatal",)),
-    "commit_transaction": (0.15, ("abortable", "unknown_outcome", "retriable", "non_retriable") * 2 + ("fatal",)),
+    "send_offsets_to_transaction": (
+        0.15,
+        ("abortable", "retriable", "unknown_outcome") * 2 + ("fatal",),
+    ),
+    "commit_transaction": (
+        0.15,
+        ("abortable", "unknown_outcome", "retriable", "non_retriable") * 2 + ("fatal",),
+    ),
     "abort_transaction": (0.05, ("retriable",) * 4 + ("fatal",)),
     "commit": (0.1, ("retriable", "non_retriable", "unknown_outcome")),
     "consume": (0.001, ("retriable",)),
@@ -82,8 +89,13 @@ class FaultPlan:
         if not self.next_kinds.get(call):
             self.next_kinds[call] = list(reversed(kinds))
         kind = self.next_kinds[call].pop()
-        print(json.dumps({"message": "fault injected", "call": call, "kind": kind, "pid": os.getpid()}),
-              file=sys.stderr, flush=True)
+        print(
+            json.dumps(
+                {"message": "fault injected", "call": call, "kind": kind, "pid": os.getpid()}
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
         return kind
 
 
@@ -115,21 +127,29 @@ def _faulty(plan: FaultPlan, name: str, real: Callable[..., Any]) -> Callable[..
             real(self, *args, **kwargs)
             plan.pending_success.add(name)
         raise kafka_error(kind, name)
+
     return call
 
 
 def _with_faulty_deliveries(plan: FaultPlan, real: Callable[..., Any]) -> Callable[..., Any]:
     """A produce whose delivery report may say "failed" for a record the broker stored."""
+
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         callback = kwargs.get("on_delivery") or kwargs.get("callback")
         if callback is not None:
+
             def report(err: Any, msg: Any) -> None:
                 if err is None and plan.draw("delivery", KAFKA_CALLS["delivery"]):
                     from confluent_kafka import KafkaError
-                    err = KafkaError(KafkaError._MSG_TIMED_OUT, "injected unknown_outcome delivery report")
+
+                    err = KafkaError(
+                        KafkaError._MSG_TIMED_OUT, "injected unknown_outcome delivery report"
+                    )
                 callback(err, msg)
+
             kwargs = {**kwargs, ("on_delivery" if "on_delivery" in kwargs else "callback"): report}
         return real(self, *args, **kwargs)
+
     return call
 
 
@@ -139,13 +159,23 @@ def install(seed: int, scale: float) -> None:
     import confluent_kafka
 
     plan = FaultPlan(seed, scale)
-    producer_methods = {name: _faulty(plan, name, getattr(confluent_kafka.Producer, name))
-                        for name in ("produce", "produce_batch", "begin_transaction",
-                                     "send_offsets_to_transaction", "commit_transaction", "abort_transaction")}
+    producer_methods = {
+        name: _faulty(plan, name, getattr(confluent_kafka.Producer, name))
+        for name in (
+            "produce",
+            "produce_batch",
+            "begin_transaction",
+            "send_offsets_to_transaction",
+            "commit_transaction",
+            "abort_transaction",
+        )
+    }
     for name in ("produce", "produce_batch"):
         producer_methods[name] = _with_faulty_deliveries(plan, producer_methods[name])
-    consumer_methods = {name: _faulty(plan, name, getattr(confluent_kafka.Consumer, name))
-                        for name in ("commit", "consume", "poll")}
+    consumer_methods = {
+        name: _faulty(plan, name, getattr(confluent_kafka.Consumer, name))
+        for name in ("commit", "consume", "poll")
+    }
     confluent_kafka.Producer = type("FaultyProducer", (confluent_kafka.Producer,), producer_methods)
     confluent_kafka.Consumer = type("FaultyConsumer", (confluent_kafka.Consumer,), consumer_methods)
     _install_influx(plan)
@@ -166,7 +196,9 @@ def _install_influx(plan: FaultPlan) -> None:
             raise ApiException(status=503, reason="injected server fault")
         result = real(self, *args, **kwargs)
         if kind == "unknown_outcome":
-            raise urllib3.exceptions.ReadTimeoutError(None, "/api/v2/write", "injected unknown_outcome fault")
+            raise urllib3.exceptions.ReadTimeoutError(
+                None, "/api/v2/write", "injected unknown_outcome fault"
+            )
         return result
 
     WriteApi.write = write

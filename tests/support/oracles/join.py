@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 
-def oracle_pairs(left: list[int], right: list[int], max_gap: int | None = None) -> set[tuple[int, int]]:
+def oracle_pairs(
+    left: list[int], right: list[int], max_gap: int | None = None
+) -> set[tuple[int, int]]:
     """The set {(x, prev(x)), (x, next(x))} as (left time, right time) tuples."""
     out: set[tuple[int, int]] = set()
     for a in left:
@@ -34,7 +36,9 @@ def oracle_pairs(left: list[int], right: list[int], max_gap: int | None = None) 
     return out
 
 
-def certain_pairs(left: list[int], right: list[int], w_left: int, w_right: int) -> set[tuple[int, int]]:
+def certain_pairs(
+    left: list[int], right: list[int], w_left: int, w_right: int
+) -> set[tuple[int, int]]:
     """Pairs that are in the result whatever records arrive later.
 
     A later record of a stream is newer than that stream's watermark.  The
@@ -76,8 +80,9 @@ def parse_pairs(text: str) -> list[Pair]:
     return [Pair(*item.strip().split(":")) for item in text.split(",") if item.strip()]
 
 
-def accepted_and_late(records: Iterable[tuple[str, str, int, float, str]], quantities: set[str]
-                      ) -> tuple[dict[tuple[str, str], list[tuple[int, float]]], list[dict]]:
+def accepted_and_late(
+    records: Iterable[tuple[str, str, int, float, str]], quantities: set[str]
+) -> tuple[dict[tuple[str, str], list[tuple[int, float]]], list[dict]]:
     """Default late policy: in arrival order, a record not newer than the last one its (thing,
     quantity) stream accepted is late. Quantities no pair uses are not the join's business."""
     accepted: dict[tuple[str, str], list[tuple[int, float]]] = {}
@@ -87,8 +92,18 @@ def accepted_and_late(records: Iterable[tuple[str, str, int, float, str]], quant
             continue
         stream = accepted.setdefault((thing, quantity), [])
         if stream and t <= stream[-1][0]:
-            late.append({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value,
-                         "row_id": row_id, "reason": "late", "stage": "join", "watermark_ms": None})
+            late.append(
+                {
+                    "thing": thing,
+                    "quantity": quantity,
+                    "event_time_ms": t,
+                    "value": value,
+                    "row_id": row_id,
+                    "reason": "late",
+                    "stage": "join",
+                    "watermark_ms": None,
+                }
+            )
         else:
             stream.append((t, value))
     return accepted, late
@@ -114,7 +129,9 @@ def certain_by(x_t: int, partner_t: int, other_watermark: int) -> bool:
     return not (partner_t < x_t and x_t > other_watermark)
 
 
-def stream_pairs(left: list[tuple[int, float]], right: list[tuple[int, float]]) -> set[tuple[int, int]]:
+def stream_pairs(
+    left: list[tuple[int, float]], right: list[tuple[int, float]]
+) -> set[tuple[int, int]]:
     """{(x, prev(x)), (x, next(x))} of both streams, as (left time, right time), each kept only if
     one of its reasons to be in the result can no longer be undone."""
     lt, rt = [t for t, _ in left], [t for t, _ in right]
@@ -131,22 +148,38 @@ def stream_pairs(left: list[tuple[int, float]], right: list[tuple[int, float]]) 
     return certain
 
 
-def stream_join(records: Iterable[tuple[str, str, int, float, str]], pairs: list[Pair],
-                max_gap_ms: int | None = None) -> tuple[list[dict], list[dict]]:
+def stream_join(
+    records: Iterable[tuple[str, str, int, float, str]],
+    pairs: list[Pair],
+    max_gap_ms: int | None = None,
+) -> tuple[list[dict], list[dict]]:
     """The joined records (Avro ``JoinedPair`` fields but the id) and the late records the join
     stage writes, for records in arrival order (thing, quantity, time, value, row id)."""
     accepted, late = accepted_and_late(records, {q for pair in pairs for q in pair[:2]})
     joined = []
     for thing in dict.fromkeys(thing for thing, _ in accepted):
         for pair in pairs:
-            left, right = accepted.get((thing, pair.left), []), accepted.get((thing, pair.right), [])
+            left, right = (
+                accepted.get((thing, pair.left), []),
+                accepted.get((thing, pair.right), []),
+            )
             values_l, values_r = dict(left), dict(right)
             for lt, rt in sorted(stream_pairs(left, right)):
                 if max_gap_ms is not None and abs(lt - rt) > max_gap_ms:
                     continue
                 lv, rv = values_l[lt], values_r[rt]
-                joined.append({"thing": thing, "left_quantity": pair.left, "right_quantity": pair.right,
-                               "left_time_ms": lt, "right_time_ms": rt, "left_value": lv, "right_value": rv,
-                               "result_name": pair.result_name, "result": RESULTS[pair.result_name](lv, rv),
-                               "event_time_ms": max(lt, rt)})
+                joined.append(
+                    {
+                        "thing": thing,
+                        "left_quantity": pair.left,
+                        "right_quantity": pair.right,
+                        "left_time_ms": lt,
+                        "right_time_ms": rt,
+                        "left_value": lv,
+                        "right_value": rv,
+                        "result_name": pair.result_name,
+                        "result": RESULTS[pair.result_name](lv, rv),
+                        "event_time_ms": max(lt, rt),
+                    }
+                )
     return joined, late

@@ -7,6 +7,7 @@ The joined pairs are a function of the file (each stream in file order); the win
 late records are a function of what the raw topic holds in arrival order (a re-sent row is
 there twice, and the stages see it twice), which the checker reads back and hands in.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -39,12 +40,20 @@ class Outputs:
 
 
 def raw_record(m: Measurement) -> dict:
-    return {"thing": m.thing, "quantity": m.quantity, "event_time_ms": m.time_ms, "value": m.value,
-            "row_id": m.row_id}
+    return {
+        "thing": m.thing,
+        "quantity": m.quantity,
+        "event_time_ms": m.time_ms,
+        "value": m.value,
+        "row_id": m.row_id,
+    }
 
 
-def expected_outputs(spec: PipelineSpec, file_records: list[Measurement],
-                     arrival: Iterable[Measurement] | None = None) -> Outputs:
+def expected_outputs(
+    spec: PipelineSpec,
+    file_records: list[Measurement],
+    arrival: Iterable[Measurement] | None = None,
+) -> Outputs:
     """``file_records``: the file's distinct records in replay order; ``arrival``: the raw
     topic's records in offset order (defaults to the file's: a run without re-sends)."""
     arrived = list(file_records if arrival is None else arrival)
@@ -63,6 +72,7 @@ def expected_outputs(spec: PipelineSpec, file_records: list[Measurement],
 # The shapes the job tests compare in: records as (thing, quantity, time, value), pairs as
 # (thing, left quantity, right quantity, left time, right time).
 
+
 def distinct_records(rows: list[SpecRow]) -> list[tuple[str, str, int, float]]:
     """The raw topic's distinct records of the rows, in order (first copy of each)."""
     return [(m.thing, m.quantity, m.time_ms, m.value) for m in measurements(rows)]
@@ -73,8 +83,12 @@ def join_pairs(options: object, fed: Iterable[tuple[str, str, int, float]]) -> t
     the number of late records, for a join configured by ``options`` (anything with the
     ``JOIN_*`` settings' attributes). The oracle knows the default late policy only."""
     if getattr(options, "allowed_disorder_ms", 0) or getattr(options, "partner_timeout_ms", 0):
-        raise NotImplementedError("the oracle models the default late policy (no reorder stage, no partner timeout)")
+        raise NotImplementedError(
+            "the oracle models the default late policy (no reorder stage, no partner timeout)"
+        )
     gap = getattr(options, "max_gap_ms", 0) or None
-    joined, late = stream_join([(*r, "") for r in fed], parse_pairs(getattr(options, "pairs")), gap)
-    return Counter((r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])
-                   for r in joined), len(late)
+    joined, late = stream_join([(*r, "") for r in fed], parse_pairs(options.pairs), gap)
+    return Counter(
+        (r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])
+        for r in joined
+    ), len(late)

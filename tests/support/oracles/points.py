@@ -5,6 +5,7 @@ time), a record written twice landing on its own point again.
 A point here is ``(measurement, tags, time ns) -> fields``, tags a sorted tuple of (name, value)
 with the absent ones left out, fields a dict without the absent (null) ones.
 """
+
 from __future__ import annotations
 
 from tests.support.oracles.pipeline import Outputs
@@ -18,7 +19,11 @@ LONGEST_DISCRIMINATED_GAP_MS = 499_999
 
 
 def identity(measurement: str, time_ns: int, **tags: object) -> Identity:
-    return measurement, tuple(sorted((k, str(v)) for k, v in tags.items() if v is not None)), time_ns
+    return (
+        measurement,
+        tuple(sorted((k, str(v)) for k, v in tags.items() if v is not None)),
+        time_ns,
+    )
 
 
 def present(**fields: object) -> dict:
@@ -30,38 +35,78 @@ def joined_point(r: dict) -> tuple[Identity, dict]:
     gap = abs(left - right)
     long_gap = right - left if gap > LONGEST_DISCRIMINATED_GAP_MS else None
     discriminator = 0 if long_gap is not None else 2 * gap + (1 if right > left else 0)
-    return (identity("joined", max(left, right) * NS_PER_MS + discriminator, thing=r["thing"],
-                     pair=f"{r['left_quantity']}:{r['right_quantity']}", result_name=r["result_name"],
-                     long_gap_ms=long_gap),
-            present(result=r["result"], left_value=r["left_value"], right_value=r["right_value"],
-                    left_time_ms=left, right_time_ms=right))
+    return (
+        identity(
+            "joined",
+            max(left, right) * NS_PER_MS + discriminator,
+            thing=r["thing"],
+            pair=f"{r['left_quantity']}:{r['right_quantity']}",
+            result_name=r["result_name"],
+            long_gap_ms=long_gap,
+        ),
+        present(
+            result=r["result"],
+            left_value=r["left_value"],
+            right_value=r["right_value"],
+            left_time_ms=left,
+            right_time_ms=right,
+        ),
+    )
 
 
 def aggregate_point(r: dict) -> tuple[Identity, dict]:
     session = r["window_kind"] == "session"
-    return (identity("aggregate", r["window_start_ms"] * NS_PER_MS, thing=r["thing"], quantity=r["quantity"],
-                     window=Spec(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]).label),
-            present(count=r["count"], mean=r["mean"], min=r["min"], max=r["max"], stddev=r["stddev"],
-                    window_end_ms=r["window_end_ms"], closed_at_ms=r["closed_at_ms"],
-                    duration_ms=r["window_end_ms"] - r["window_start_ms"] if session else None))
+    return (
+        identity(
+            "aggregate",
+            r["window_start_ms"] * NS_PER_MS,
+            thing=r["thing"],
+            quantity=r["quantity"],
+            window=Spec(r["window_kind"], r["window_size_ms"], r["window_slide_ms"]).label,
+        ),
+        present(
+            count=r["count"],
+            mean=r["mean"],
+            min=r["min"],
+            max=r["max"],
+            stddev=r["stddev"],
+            window_end_ms=r["window_end_ms"],
+            closed_at_ms=r["closed_at_ms"],
+            duration_ms=r["window_end_ms"] - r["window_start_ms"] if session else None,
+        ),
+    )
 
 
 def late_point(r: dict) -> tuple[Identity, dict]:
-    return (identity("late", r["event_time_ms"] * NS_PER_MS, thing=r["thing"], quantity=r["quantity"],
-                     stage=r["stage"], reason=r["reason"]),
-            present(value=r["value"], watermark_ms=r["watermark_ms"], count=1))
+    return (
+        identity(
+            "late",
+            r["event_time_ms"] * NS_PER_MS,
+            thing=r["thing"],
+            quantity=r["quantity"],
+            stage=r["stage"],
+            reason=r["reason"],
+        ),
+        present(value=r["value"], watermark_ms=r["watermark_ms"], count=1),
+    )
 
 
 def raw_point(r: dict) -> tuple[Identity, dict]:
-    return (identity("raw", r["event_time_ms"] * NS_PER_MS, thing=r["thing"], quantity=r["quantity"]),
-            {"value": r["value"]})
+    return (
+        identity("raw", r["event_time_ms"] * NS_PER_MS, thing=r["thing"], quantity=r["quantity"]),
+        {"value": r["value"]},
+    )
 
 
 def expected_points(outputs: Outputs) -> dict[Identity, dict]:
     """What InfluxDB must hold; of several records on one point, the last written stands (the
     oracle's records of one point agree wherever the pipeline's outputs are deterministic)."""
     points: dict[Identity, dict] = {}
-    for convert, records in ((raw_point, outputs.raw), (joined_point, outputs.joined),
-                             (aggregate_point, outputs.aggregates), (late_point, outputs.late)):
+    for convert, records in (
+        (raw_point, outputs.raw),
+        (joined_point, outputs.joined),
+        (aggregate_point, outputs.aggregates),
+        (late_point, outputs.late),
+    ):
         points.update(convert(r) for r in records)
     return points

@@ -5,19 +5,20 @@ accept is left out; which rows are refused and why is the services' business, te
 
 Only the standard library: a bug in ``streamkit.events`` must not be repeated here.
 """
+
 from __future__ import annotations
 
 import ast
 import gzip
 import json
 import math
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
 #: The timestamp's unit by magnitude: below 1e11 seconds, 1e14 ms, 1e17 µs, else ns.
 UNITS = ((10**11, Fraction(1000)), (10**14, Fraction(1)), (10**17, Fraction(1, 1000)))
@@ -57,7 +58,7 @@ def to_ms(stamp: object) -> int | None:
             except ValueError:
                 return None
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
+                parsed = parsed.replace(tzinfo=UTC)
             return (parsed - EPOCH) // MS
     if isinstance(stamp, bool) or not isinstance(stamp, (int, float, Decimal)):
         return None
@@ -86,8 +87,13 @@ def is_name(name: object, thing: bool) -> bool:
     """The naming rule (docs/architecture.md, "Names"): 1-128 printable characters, no space at
     either end, no ``|`` or ``\\``; a Thing also no ``/``, ``+`` or ``#``."""
     forbidden = set("|\\/+#" if thing else "|\\")
-    return (type(name) is str and 0 < len(name) <= 128 and name.isprintable() and name == name.strip(" ")
-            and not forbidden & set(name))
+    return (
+        type(name) is str
+        and 0 < len(name) <= 128
+        and name.isprintable()
+        and name == name.strip(" ")
+        and not forbidden & set(name)
+    )
 
 
 def spec_row(obj: dict) -> SpecRow | None:
@@ -111,8 +117,13 @@ def spec_row(obj: dict) -> SpecRow | None:
             return None
         quantities.append((name, number))
     row_id = obj.get("id", "")
-    return SpecRow(thing, time_ms, row_id if isinstance(row_id, str) else str(row_id), tuple(quantities)) \
-        if quantities else None
+    return (
+        SpecRow(
+            thing, time_ms, row_id if isinstance(row_id, str) else str(row_id), tuple(quantities)
+        )
+        if quantities
+        else None
+    )
 
 
 def lines_of(path: Path) -> list[bytes]:

@@ -1,6 +1,7 @@
 """A brute-force reference of the window rules (docs/windows.md), written without the windows
 library (nor anything else of the project): one record at a time in each key's arrival order, windows found by enumeration,
 statistics with exact arithmetic. Tests compare the library and the real job with it."""
+
 from __future__ import annotations
 
 import statistics
@@ -23,7 +24,11 @@ class Spec:
     def label(self) -> str:
         """The window's name in keys and tags (docs/influxdb-schema.md): the slide only where it
         is not the size by definition."""
-        return f"sliding-{self.size_ms}-{self.slide_ms}" if self.kind == "sliding" else f"{self.kind}-{self.size_ms}"
+        return (
+            f"sliding-{self.size_ms}-{self.slide_ms}"
+            if self.kind == "sliding"
+            else f"{self.kind}-{self.size_ms}"
+        )
 
 
 @dataclass
@@ -37,12 +42,17 @@ class Expected:
 
     def aggregate_records(self) -> list[dict]:
         """The aggregates topic's records (Avro ``WindowAggregate`` fields)."""
-        return [{"thing": thing, "quantity": quantity, **w} for (thing, quantity, _, _), w in self.windows.items()]
+        return [
+            {"thing": thing, "quantity": quantity, **w}
+            for (thing, quantity, _, _), w in self.windows.items()
+        ]
 
     def late_topic(self) -> Counter:
         """What the late topic must hold: (thing, quantity, event time, row id, reason)."""
-        out = Counter((thing, quantity, t, row_id, reason) for (thing, quantity, t, row_id, _), reason
-                      in self.aside.items())
+        out = Counter(
+            (thing, quantity, t, row_id, reason)
+            for (thing, quantity, t, row_id, _), reason in self.aside.items()
+        )
         for (thing, quantity, t, row_id, _), n in self.superseded.items():
             out[(thing, quantity, t, row_id, "superseded")] += n
         return out
@@ -60,13 +70,25 @@ def starts_containing(t: int, size: int, slide: int) -> list[int]:
 
 def statistics_of(values: list[float]) -> dict:
     exact = [Fraction(v) for v in values]
-    return {"count": len(values), "mean": float(sum(exact) / len(exact)), "min": min(values), "max": max(values),
-            "stddev": statistics.stdev(values) if len(values) > 1 else None}
+    return {
+        "count": len(values),
+        "mean": float(sum(exact) / len(exact)),
+        "min": min(values),
+        "max": max(values),
+        "stddev": statistics.stdev(values) if len(values) > 1 else None,
+    }
 
 
-def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int, *,
-                  flush_after: Iterable[tuple[str, str, int]] = (), now_ms: int | None = None,
-                  max_future_ms: int | None = None, same_by_row_id: bool = False) -> Expected:
+def window_oracle(
+    records: Iterable[Record],
+    specs: list[Spec],
+    lateness_ms: int,
+    *,
+    flush_after: Iterable[tuple[str, str, int]] = (),
+    now_ms: int | None = None,
+    max_future_ms: int | None = None,
+    same_by_row_id: bool = False,
+) -> Expected:
     """``records`` in arrival order (only each key's order matters); ``flush_after``: (thing,
     quantity, n): the key went idle after its n-th record (1-based). The same record: equal
     event time (and row id with ``same_by_row_id``); its last copy on time wins. A window's
@@ -79,15 +101,27 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
     expected = Expected({}, {})
     for (thing, quantity), mine in by_key.items():
         clock = horizon = None
-        reached: list[tuple[int, int]] = []  # (horizon, clock) after each record that moved the clocks
+        reached: list[
+            tuple[int, int]
+        ] = []  # (horizon, clock) after each record that moved the clocks
         segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
 
             def late(value: float, row_id: str, reason: str) -> None:
-                expected.late_records.append({"thing": thing, "quantity": quantity, "event_time_ms": t, "value": value,
-                                              "row_id": row_id, "reason": reason, "stage": "aggregate",
-                                              "watermark_ms": horizon})
+                expected.late_records.append(
+                    {
+                        "thing": thing,
+                        "quantity": quantity,
+                        "event_time_ms": t,
+                        "value": value,
+                        "row_id": row_id,
+                        "reason": reason,
+                        "stage": "aggregate",
+                        "watermark_ms": horizon,
+                    }
+                )
+
             if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
                 expected.aside[ident] = "future_timestamp"
             elif horizon is not None and t < horizon:
@@ -107,7 +141,9 @@ def window_oracle(records: Iterable[Record], specs: list[Spec], lateness_ms: int
                 late(value, row_id, expected.aside[ident])
             if expected.aside.get(ident) != "future_timestamp":
                 clock = t if clock is None else max(clock, t)
-                horizon = clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
+                horizon = (
+                    clock - lateness_ms if horizon is None else max(horizon, clock - lateness_ms)
+                )
                 reached.append((horizon, clock))
             if (thing, quantity, position) in flushes:
                 closed_until = _emit(expected, list(segment.values()), specs, None, reached)
@@ -122,8 +158,13 @@ def closed_at(reached: list[tuple[int, int]], closes: int) -> int | None:
     return next((clock for horizon, clock in reached if horizon >= closes), None)
 
 
-def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon: int | None,
-          reached: list[tuple[int, int]]) -> int | None:
+def _emit(
+    expected: Expected,
+    segment: list[Record],
+    specs: list[Spec],
+    horizon: int | None,
+    reached: list[tuple[int, int]],
+) -> int | None:
     """Windows of the segment that close by ``horizon`` (None: all of them); returns the latest
     closing time emitted. ``reached``: the key's (horizon, clock) after each record so far."""
     latest = None
@@ -151,8 +192,13 @@ def _emit(expected: Expected, segment: list[Record], specs: list[Spec], horizon:
             if horizon is None or closes <= horizon:
                 thing, quantity = members[0][0], members[0][1]
                 expected.windows[(thing, quantity, spec.label, start)] = {
-                    "window_kind": spec.kind, "window_size_ms": spec.size_ms, "window_slide_ms": spec.slide_ms,
-                    "window_start_ms": start, "window_end_ms": end, **statistics_of([r[3] for r in members]),
-                    "closed_at_ms": closed_at(reached, closes)}
+                    "window_kind": spec.kind,
+                    "window_size_ms": spec.size_ms,
+                    "window_slide_ms": spec.slide_ms,
+                    "window_start_ms": start,
+                    "window_end_ms": end,
+                    **statistics_of([r[3] for r in members]),
+                    "closed_at_ms": closed_at(reached, closes),
+                }
                 latest = closes if latest is None else max(latest, closes)
     return latest

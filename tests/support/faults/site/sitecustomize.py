@@ -1,5 +1,6 @@
 """Loaded by every Python process started with this folder on PYTHONPATH: installs the client
 faults of ``tests.support.faults`` when ``CLIENT_FAULTS`` is set (tests only; see that module)."""
+
 import sys
 from pathlib import Path
 
