@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 from benchmarks.timing import best_of, status
-from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
+from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
 from lsb.results import mechanical_power
 
 SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
@@ -166,7 +166,7 @@ def bench_record(cfg: JoinConfig, arrays, limit: int) -> tuple[int, int, float]:
     started = time.perf_counter()
     names = cfg.quantities
     for key, (q, t, v) in arrays.items():
-        state = KeyState.empty(cfg)
+        state = JoinState.empty(cfg)
         share = limit // len(arrays)
         for code, tt, vv in zip(q[:share].tolist(), t[:share].tolist(), v[:share].tolist()):
             pairs += len(process_record(cfg, key, state, names[code], tt, vv).pairs)

@@ -27,7 +27,16 @@ from collections.abc import Callable
 import numpy as np
 
 from benchmarks.timing import best_of, status
-from windowing import KeyState, Step, WindowRules, parse_windows, process, process_reference
+from operators import ms
+from windowing import (
+    Step,
+    WindowRules,
+    WindowState,
+    parse_windows,
+    process,
+    process_reference,
+    to_bytes,
+)
 
 START_MS = 1_554_096_380_468
 Input = tuple[np.ndarray, np.ndarray, list[str]]
@@ -68,7 +77,7 @@ def run(fn: Processor, rules: WindowRules, data: Input, batch: int) -> list[Step
     """Every batch through ``fn``, the state carried."""
     times, values, row_ids = data
     now_ms = int(times.max())
-    state, steps = KeyState(), []
+    state, steps = WindowState(), []
     for lo in range(0, len(times), batch):
         steps.append(
             fn(
@@ -87,7 +96,7 @@ def run(fn: Processor, rules: WindowRules, data: Input, batch: int) -> list[Step
 def exactly(steps: list[Step]) -> list[str]:
     """Each Step as an exact string: repr of a float round-trips, numpy scalars show their type."""
     return [
-        repr((step.windows, step.aside, step.superseded, step.state.to_row())) for step in steps
+        repr((step.windows, step.aside, step.superseded, to_bytes(step.state))) for step in steps
     ]
 
 
@@ -121,8 +130,8 @@ def main() -> int:
     args = ap.parse_args()
     rules = WindowRules(
         tuple(parse_windows(args.tumbling, args.sliding, args.sessions)),
-        args.lateness_ms,
-        max_future_ms=3_600_000,
+        ms(args.lateness_ms),
+        max_future=ms(3_600_000),
         same_by_row_id=args.by_row_id,
     )
     status(f"generating {args.records:,} records")

@@ -10,25 +10,30 @@ Entry points:
 * :func:`process_batch` / :func:`flush` - vectorized, one key per call (Spark).
 * :func:`process_record` / :func:`flush_state` - one record per call.
 * :class:`LocalStreamBuffer` - many keys in memory (tests, offline use).
-* :func:`to_bytes` / :func:`from_bytes` - state for the Spark state store.
+* :class:`JoinOperator` - the join as a keyed operator (``operators.contract``), what the
+  Spark jobs run.
+* :func:`to_bytes` / :func:`from_bytes` - the state in the operators' versioned encoding.
 """
 
 from .batch import BatchResult, flush, process_batch, quantity_codes
 from .buffer import LocalStreamBuffer
 from .config import END_TIME, NO_TIME, JoinConfig, PairSpec
+from .operator import JoinOperator, JoinStep
 from .output import JoinedPair, LateColumns, LateRecord, PairColumns
 from .policies import REASONS
 from .record import StepResult, flush_state, process_record
 from .results import RESULT_FUNCTIONS, event_time, mechanical_power, pair_id, pair_ids
 from .serde import from_bytes, to_bytes
-from .state import KeyState
+from .state import JoinState
 
 __all__ = [
     "BatchResult",
     "END_TIME",
     "JoinConfig",
+    "JoinOperator",
+    "JoinState",
+    "JoinStep",
     "JoinedPair",
-    "KeyState",
     "LateColumns",
     "LateRecord",
     "LocalStreamBuffer",

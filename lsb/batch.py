@@ -29,14 +29,14 @@ from .policies import (
     timeout_late_mask,
 )
 from .serde import coerce_state, to_bytes
-from .state import KeyState, SideBuffer
+from .state import JoinState, SideBuffer
 
 
 @dataclass
 class BatchResult:
     pairs: PairColumns
     late: LateColumns
-    state: KeyState
+    state: JoinState
     #: Records whose quantity the config does not join (ignored, not late).
     skipped: int
 
@@ -59,7 +59,7 @@ def quantity_codes(config: JoinConfig, quantities: object) -> np.ndarray:
 
 def process_batch(
     config: JoinConfig,
-    state: KeyState | bytes | None,
+    state: JoinState | bytes | None,
     quantities: object,
     times: object,
     values: object,
@@ -72,7 +72,7 @@ def process_batch(
     ``times``: int64 event times (ms); ``values``: float64.  With
     ``end_of_stream`` the reorder stage is drained, every remaining pair is
     emitted and the returned state is empty.  The input ``state`` object is
-    updated in place when it is a KeyState.
+    updated in place when it is a JoinState.
     """
     st = coerce_state(state, config)
     codes = quantity_codes(config, quantities)
@@ -112,12 +112,12 @@ def process_batch(
         if lc is not None:
             late_parts.append(lc)
     if end_of_stream:
-        st = KeyState.empty(config)
+        st = JoinState.empty(config)
     late = _concat_late(late_parts)
     return BatchResult(PairColumns.concat(pair_parts), late, st, int((~known).sum()))
 
 
-def flush(config: JoinConfig, key: str, state: KeyState | bytes | None) -> BatchResult:
+def flush(config: JoinConfig, key: str, state: JoinState | bytes | None) -> BatchResult:
     """End of stream for one key: every pair still pending is now certain."""
     empty = np.empty(0)
     return process_batch(config, state, np.empty(0, np.intp), empty, empty, end_of_stream=True)
@@ -153,7 +153,7 @@ def _side_arrays(side: SideBuffer) -> tuple[np.ndarray, np.ndarray]:
 
 def _join_pair(
     config: JoinConfig,
-    st: KeyState,
+    st: JoinState,
     k: int,
     a: int,
     b: int,

@@ -6,20 +6,20 @@ from .batch import BatchResult, process_batch
 from .config import JoinConfig
 from .record import StepResult, flush_state, process_record
 from .serde import from_bytes, to_bytes
-from .state import KeyState
+from .state import JoinState
 
 
 class LocalStreamBuffer:
-    """Holds a :class:`KeyState` per key; both paths may be mixed freely."""
+    """Holds a :class:`JoinState` per key; both paths may be mixed freely."""
 
     def __init__(self, config: JoinConfig) -> None:
         self.config = config
-        self.states: dict[str, KeyState] = {}
+        self.states: dict[str, JoinState] = {}
 
-    def state(self, key: str) -> KeyState:
+    def state(self, key: str) -> JoinState:
         st = self.states.get(key)
         if st is None:
-            st = self.states[key] = KeyState.empty(self.config)
+            st = self.states[key] = JoinState.empty(self.config)
         return st
 
     def push(self, key: str, quantity: str, time: int, value: float, index: int = -1) -> StepResult:

@@ -8,14 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
+from operators.time import END_TIME, NO_TIME
 
 from .results import ResultFn, mechanical_power
-
-#: Sentinel for "no time yet" / "never"; every real event time is larger.
-NO_TIME: int = int(np.iinfo(np.int64).min)
-#: Sentinel watermark meaning "end of stream": every pair is certain.
-END_TIME: int = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 All three look only at event times and at the order records arrive in, never
 at the wall clock, so a replay of the same input gives the same output.
 
-* Late (default): a record not newer than the last accepted record of its own
-  (key, quantity) stream is handed back instead of joined.
+* Behind the watermark (default): a record not newer than the last accepted record of its
+  own (key, quantity) stream is handed back instead of joined.
 * Reorder stage (``allowed_disorder_ms = D > 0``): records wait in a per-stream
   heap until the stream's own watermark (newest time seen - D) passes them and
   are then released in time order; only records behind the last released one
@@ -25,16 +25,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import NO_TIME, JoinConfig
-from .state import KeyState, QuantityState
+from operators import reasons
 
-# Reasons a record is handed back instead of joined (codes used in arrays).
-LATE = 0
+from .config import NO_TIME, JoinConfig
+from .state import JoinState, QuantityState
+
+# Reasons a record is handed back instead of joined: codes in arrays, their names (one
+# vocabulary with the windows: operators.reasons) in outputs.
+BEHIND_WATERMARK = 0
 DUPLICATE = 1
 PARTNER_TIMEOUT = 2
 INVALID_VALUE = 3
 SUPERSEDED = 4
-REASONS: tuple[str, ...] = ("late", "duplicate", "partner_timeout", "invalid_value", "superseded")
+REASONS: tuple[str, ...] = (
+    reasons.BEHIND_WATERMARK,
+    reasons.DUPLICATE,
+    reasons.PARTNER_TIMEOUT,
+    reasons.INVALID_VALUE,
+    reasons.SUPERSEDED,
+)
 
 
 def partner_watermark(partner_last: int, timeout: int | None) -> int:
@@ -64,7 +73,7 @@ def release_record(
     """Per-record own-stream policy: (released records, -1, value of the held copy this record
     superseded or None) or ([], reason code, None)."""
     if t <= qs.last:
-        return [], LATE, None
+        return [], BEHIND_WATERMARK, None
     if disorder <= 0:
         qs.last = t
         qs.max_seen = t if t > qs.max_seen else qs.max_seen
@@ -100,7 +109,7 @@ def drain(qs: QuantityState) -> list[tuple[int, float]]:
 
 def release_batch(
     config: JoinConfig,
-    state: KeyState,
+    state: JoinState,
     codes: np.ndarray,
     times: np.ndarray,
     values: np.ndarray,
@@ -128,7 +137,7 @@ def release_batch(
             prior = np.maximum.accumulate(np.concatenate(([qs.last], tq[:-1])))
             ok = tq > prior
             if not ok.all():
-                rejected.append((idx[~ok], LATE))
+                rejected.append((idx[~ok], BEHIND_WATERMARK))
             acc = idx[ok]
             if len(acc):
                 qs.last = int(times[acc[-1]])
@@ -143,7 +152,7 @@ def release_batch(
     t_out: list[int] = []
     v_out: list[float] = []
     s_out: list[int] = []
-    late_idx: dict[int, list[int]] = {LATE: [], DUPLICATE: []}
+    late_idx: dict[int, list[int]] = {BEHIND_WATERMARK: [], DUPLICATE: []}
     disorder = config.allowed_disorder_ms
     tl = times.tolist()
     vl = values.tolist()

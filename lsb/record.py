@@ -23,7 +23,7 @@ from .policies import (
     release_record,
 )
 from .results import event_time
-from .state import KeyState
+from .state import JoinState
 
 
 @dataclass
@@ -35,7 +35,7 @@ class StepResult:
 def process_record(
     config: JoinConfig,
     key: str,
-    state: KeyState,
+    state: JoinState,
     quantity: str,
     time: int,
     value: float,
@@ -66,7 +66,7 @@ def process_record(
     return res
 
 
-def flush_state(config: JoinConfig, key: str, state: KeyState) -> StepResult:
+def flush_state(config: JoinConfig, key: str, state: JoinState) -> StepResult:
     """End of stream: drain the reorder stages, emit every pending pair, empty the state."""
     res = StepResult()
     for code, qs in enumerate(state.quantities):
@@ -81,7 +81,7 @@ def flush_state(config: JoinConfig, key: str, state: KeyState) -> StepResult:
         wb = max(ps.right.last, partner_watermark(state.quantities[a].last, T))
         _emit(res, config, key, k, advance(ps.left, ps.right, wa, END_TIME), own_is_left=True)
         _emit(res, config, key, k, advance(ps.right, ps.left, wb, END_TIME), own_is_left=False)
-    fresh = KeyState.empty(config)
+    fresh = JoinState.empty(config)
     state.quantities, state.pairs = fresh.quantities, fresh.pairs
     return res
 
@@ -89,7 +89,7 @@ def flush_state(config: JoinConfig, key: str, state: KeyState) -> StepResult:
 def _join_released(
     config: JoinConfig,
     key: str,
-    state: KeyState,
+    state: JoinState,
     code: int,
     t: int,
     v: float,

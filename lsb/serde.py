@@ -1,119 +1,86 @@
-"""KeyState <-> bytes, one compact binary value per key for the Spark state store.
+"""JoinState <-> bytes in the operators' one versioned state encoding (``operators.codec``).
 
-Layout (little endian)::
+Fields of kind ``join``::
 
-    b"LSB" version:u8  n_quantities:u16  n_pairs:u16
-    per quantity: name (u16 length + utf-8)  last:i64  max_seen:i64  n_held:u32
-                  held times i64[n_held]  held values f64[n_held]   (heap order, kept as is)
-    per pair:     left name, right name (u16 length + utf-8)  n_left:u32  n_right:u32
-                  left times i64[], left values f64[], right times i64[], right values f64[]
+    n_quantities:u32, per quantity: name, last:i64, max_seen:i64,
+                      held times i64[], held values f64[]   (heap order, kept as is)
+    n_pairs:u32,      per pair: left name, right name,
+                      left times i64[], left values f64[], right times i64[], right values f64[]
 
-Entries are matched to the config by name on restore, so adding a pair to the
-config keeps the state of the others; entries the config no longer has are dropped.
+Entries are matched to the config by name on restore, so adding a pair to the config keeps the
+state of the others; entries the config no longer has are dropped.
 """
 
 from __future__ import annotations
 
-import struct
-
-import numpy as np
+from operators.codec import Reader, Writer
 
 from .config import JoinConfig
-from .state import KeyState, PairState, QuantityState, SideBuffer
+from .state import JoinState, PairState, QuantityState, SideBuffer
 
-MAGIC = b"LSB"
-VERSION = 1
-_HEAD = struct.Struct("<3sBHH")
-_QTY = struct.Struct("<qqI")
-_PAIR = struct.Struct("<II")
-_LEN = struct.Struct("<H")
+KIND = "join"
 
 
-def _name(buf: list[bytes], name: str) -> None:
-    raw = name.encode()
-    buf.append(_LEN.pack(len(raw)))
-    buf.append(raw)
-
-
-def to_bytes(state: KeyState, config: JoinConfig) -> bytes:
-    """Serialize; restoring with :func:`from_bytes` gives an identical state."""
-    out: list[bytes] = [_HEAD.pack(MAGIC, VERSION, len(state.quantities), len(state.pairs))]
+def write_state(state: JoinState, config: JoinConfig, out: Writer) -> None:
+    out.count(len(state.quantities))
     for name, qs in zip(config.quantities, state.quantities):
-        _name(out, name)
-        out.append(_QTY.pack(qs.last, qs.max_seen, len(qs.held)))
-        if qs.held:
-            out.append(np.array([h[0] for h in qs.held], dtype="<i8").tobytes())
-            out.append(np.array([h[1] for h in qs.held], dtype="<f8").tobytes())
+        out.text(name)
+        out.int(qs.last)
+        out.int(qs.max_seen)
+        out.ints([h[0] for h in qs.held])
+        out.floats([h[1] for h in qs.held])
+    out.count(len(state.pairs))
     for spec, ps in zip(config.pairs, state.pairs):
-        _name(out, spec.left)
-        _name(out, spec.right)
-        out.append(_PAIR.pack(len(ps.left), len(ps.right)))
+        out.text(spec.left)
+        out.text(spec.right)
         for side in (ps.left, ps.right):
-            if side.times:
-                out.append(np.array(side.times, dtype="<i8").tobytes())
-                out.append(np.array(side.values, dtype="<f8").tobytes())
-    return b"".join(out)
+            out.ints(side.times)
+            out.floats(side.values)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-
-    def unpack(self, st: struct.Struct) -> tuple:
-        vals = st.unpack_from(self.data, self.pos)
-        self.pos += st.size
-        return vals
-
-    def name(self) -> str:
-        (n,) = self.unpack(_LEN)
-        raw = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return raw.decode()
-
-    def array(self, dtype: str, n: int) -> list:
-        if n == 0:
-            return []
-        arr = np.frombuffer(self.data, dtype=dtype, count=n, offset=self.pos)
-        self.pos += 8 * n
-        return arr.tolist()
-
-
-def from_bytes(data: bytes, config: JoinConfig) -> KeyState:
-    """Inverse of :func:`to_bytes` (for the given config)."""
-    state = KeyState.empty(config)
-    r = _Reader(data)
-    magic, version, nq, npairs = r.unpack(_HEAD)
-    if magic != MAGIC or version != VERSION:
-        raise ValueError(f"not an LSB state (magic {magic!r}, version {version})")
-    for _ in range(nq):
-        name = r.name()
-        last, max_seen, nheld = r.unpack(_QTY)
-        times = r.array("<i8", nheld)
-        values = r.array("<f8", nheld)
+def read_state(data: Reader, config: JoinConfig) -> JoinState:
+    state = JoinState.empty(config)
+    for _ in range(data.count()):
+        name = data.text()
+        last, max_seen = data.int(), data.int()
+        times, values = data.ints().tolist(), data.floats().tolist()
         code = config.quantity_code(name)
         if code >= 0:
             state.quantities[code] = QuantityState(last, list(zip(times, values)), max_seen)
     index = {(p.left, p.right): k for k, p in enumerate(config.pairs)}
-    for _ in range(npairs):
-        left, right = r.name(), r.name()
-        nl, nr = r.unpack(_PAIR)
-        lt, lv = r.array("<i8", nl), r.array("<f8", nl)
-        rt, rv = r.array("<i8", nr), r.array("<f8", nr)
+    for _ in range(data.count()):
+        left, right = data.text(), data.text()
+        sides = [SideBuffer(data.ints().tolist(), data.floats().tolist()) for _ in range(2)]
         k = index.get((left, right))
         if k is not None:
-            state.pairs[k] = PairState(SideBuffer(lt, lv), SideBuffer(rt, rv))
+            state.pairs[k] = PairState(*sides)
+    return state
+
+
+def to_bytes(state: JoinState, config: JoinConfig) -> bytes:
+    """Serialize; restoring with :func:`from_bytes` gives an identical state."""
+    out = Writer(KIND)
+    write_state(state, config, out)
+    return out.finish()
+
+
+def from_bytes(data: bytes | bytearray | memoryview, config: JoinConfig) -> JoinState:
+    """Inverse of :func:`to_bytes` (for the given config); StateFormatError (a ValueError) for
+    bytes that are not a join state, StateVersionError for one of a newer release."""
+    reader = Reader(data, KIND)
+    state = read_state(reader, config)
+    reader.done()
     return state
 
 
 def coerce_state(
-    state: KeyState | bytes | bytearray | memoryview | None, config: JoinConfig
-) -> KeyState:
+    state: JoinState | bytes | bytearray | memoryview | None, config: JoinConfig
+) -> JoinState:
     """Accept a state object, its serialized form, or None (fresh key)."""
     if state is None:
-        return KeyState.empty(config)
-    if isinstance(state, KeyState):
+        return JoinState.empty(config)
+    if isinstance(state, JoinState):
         return state
     if len(state) == 0:
-        return KeyState.empty(config)
+        return JoinState.empty(config)
     return from_bytes(bytes(state), config)

@@ -52,14 +52,14 @@ class QuantityState:
 
 
 @dataclass
-class KeyState:
+class JoinState:
     """Everything the join remembers about one key."""
 
     quantities: list[QuantityState]
     pairs: list[PairState]
 
     @classmethod
-    def empty(cls, config: JoinConfig) -> KeyState:
+    def empty(cls, config: JoinConfig) -> JoinState:
         return cls(
             quantities=[QuantityState() for _ in config.quantities],
             pairs=[PairState() for _ in config.pairs],

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from operators import NO_TIME, Records, ms
+from operators.reasons import SUPERSEDED
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import AggregateSettings
 from spark_jobs.job import StreamingJob
-from spark_jobs.key_records import KeyRecords
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
+from spark_jobs.stateful import OperatorFunction
 from streamkit.wire import schema_text
-from windowing import NO_TIME, STAGE, SUPERSEDED_REASON, KeyState, Step, WindowRules, flush, process
+from windowing import STAGE, Step, WindowOperator, WindowRules
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("spark_jobs.aggregate")
@@ -105,152 +106,88 @@ OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 #: Long columns that may be null (a record compared with no horizon yet; windows have none; a
 #: window an idle flush closed has no record that closed it).
 NULLABLE = frozenset({"watermark_ms", "closed_at_ms"})
-#: KeyState.to_row() and the processing time of the key's last batch with data
-STATE_SCHEMA = (
-    "clock_ms long, horizon_ms long, times binary, vals binary, row_ids string, last_batch_ms long"
-)
 
 
-class WindowFunction:
-    """The per-(thing, quantity) function of ``applyInPandasWithState``. Picklable.
+def window_rows(
+    out: OutputRows, key: tuple, batch: Records, step: Step, tags: dict[str, Any]
+) -> None:
+    """Renders what the windows operator emitted for a (thing, quantity) as output rows: final
+    windows, set-aside records and superseded copies (each kind's other columns are filler)."""
+    import numpy as np
 
-    Rows come in the key's Kafka arrival order (a thing lives in one partition); the library
-    decides everything else. The idle timeout is Spark's processing-time timeout: it fires in a
-    batch without data for the key. A timer that fires more than an idle period late means the
-    query itself was not running (a stop, a crash): the key had no chance to speak, so the timer
-    is armed again instead of closing its windows.
-    """
+    thing, quantity = key
 
-    def __init__(self, rules: WindowRules, idle_timeout_ms: int) -> None:
-        self.rules = rules
-        self.idle_timeout_ms = idle_timeout_ms
+    def nullable(times: list[int]) -> np.ndarray:
+        return np.array([np.nan if t == NO_TIME else t for t in times], dtype=np.float64)
 
-    def __call__(
-        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
-    ) -> Iterator[pd.DataFrame]:
-        thing, quantity = key
-        if thing is None:  # records that did not decode: handed back, no state, no timer
-            yield dead_letters.rows(OUTPUT_FIELDS, frames)
-            return
-        out = OutputRows(OUTPUT_FIELDS, NULLABLE)
-        if state.hasTimedOut:
-            self.expire(thing, quantity, state, out)
-        else:
-            self.step(thing, quantity, KeyRecords.arrival_order(frames), state, out)
-        if len(out):
-            yield out.frame()
-
-    def expire(self, thing: str, quantity: str, state: Any, out: OutputRows, **tags: Any) -> None:
-        """The key's idle timer fired: emit its open windows."""
-        now = int(state.getCurrentProcessingTimeMs())
-        current, last_batch = KeyState.from_row(state.get[:5]), int(state.get[5])
-        if now - last_batch > 2 * self.idle_timeout_ms:
-            state.update((*current.to_row(), now))
-            state.setTimeoutDuration(self.idle_timeout_ms)
-            return
-        step = flush(self.rules, current)
-        state.update((*step.state.to_row(), now))
-        self.add_rows(out, thing, quantity, step, None, tags)
-
-    def step(
-        self,
-        thing: str,
-        quantity: str,
-        records: KeyRecords,
-        state: Any,
-        out: OutputRows,
-        **tags: Any,
-    ) -> None:
-        """The key's records of a batch, in arrival order, through the windows; final windows
-        and set-aside records (with the ``tags`` columns) added to ``out``."""
-        now = int(state.getCurrentProcessingTimeMs())
-        current = KeyState.from_row(state.get[:5]) if state.exists else KeyState()
-        step = process(
-            self.rules, current, records.event_time_ms, records.value, records.row_id.tolist(), now
+    if step.windows:
+        w = step.windows
+        out.add(
+            len(w),
+            record_type="aggregate",
+            thing=thing,
+            quantity=quantity,
+            window_kind=[x.spec.kind for x in w],
+            window_label=[x.spec.label for x in w],
+            window_size_ms=[x.spec.size_ms for x in w],
+            window_slide_ms=[x.spec.slide_ms for x in w],
+            window_start_ms=[x.start_ms for x in w],
+            window_end_ms=[x.end_ms for x in w],
+            count=[x.count for x in w],
+            mean=[x.mean for x in w],
+            min=[x.min for x in w],
+            max=[x.max for x in w],
+            stddev=[
+                np.nan if x.stddev is None else x.stddev for x in w
+            ],  # NaN reaches Spark as null
+            closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
+            **tags,
         )
-        state.update((*step.state.to_row(), now))
-        if self.idle_timeout_ms and step.state.has_open_windows:
-            state.setTimeoutDuration(self.idle_timeout_ms)
-        self.add_rows(out, thing, quantity, step, records, tags)
+    if step.aside:
+        at = np.array([a.index for a in step.aside], dtype=np.int64)
+        out.add(
+            len(at),
+            record_type="late",
+            thing=thing,
+            quantity=quantity,
+            event_time_ms=batch.event_time_ms[at],
+            value=batch.value[at],
+            row_id=batch.row_id[at],
+            reason=[a.reason for a in step.aside],
+            watermark_ms=nullable([a.horizon_ms for a in step.aside]),
+            **tags,
+        )
+    if step.superseded:
+        s = step.superseded
+        out.add(
+            len(s),
+            record_type="late",
+            thing=thing,
+            quantity=quantity,
+            reason=SUPERSEDED,
+            event_time_ms=[x.time_ms for x in s],
+            value=[x.value for x in s],
+            row_id=[x.row_id for x in s],
+            watermark_ms=nullable([x.horizon_ms for x in s]),
+            **tags,
+        )
 
-    @staticmethod
-    def add_rows(
-        out: OutputRows,
-        thing: str,
-        quantity: str,
-        step: Step,
-        records: KeyRecords | None,
-        tags: dict,
-    ) -> None:
-        """Windows, set-aside records and superseded copies (each kind's other columns are filler)."""
-        import numpy as np
 
-        def nullable(times: list[int]) -> np.ndarray:
-            return np.array([np.nan if t == NO_TIME else t for t in times], dtype=np.float64)
-
-        if step.windows:
-            w = step.windows
-            out.add(
-                len(w),
-                record_type="aggregate",
-                thing=thing,
-                quantity=quantity,
-                window_kind=[x.spec.kind for x in w],
-                window_label=[x.spec.label for x in w],
-                window_size_ms=[x.spec.size_ms for x in w],
-                window_slide_ms=[x.spec.slide_ms for x in w],
-                window_start_ms=[x.start_ms for x in w],
-                window_end_ms=[x.end_ms for x in w],
-                count=[x.count for x in w],
-                mean=[x.mean for x in w],
-                min=[x.min for x in w],
-                max=[x.max for x in w],
-                stddev=[
-                    np.nan if x.stddev is None else x.stddev for x in w
-                ],  # NaN reaches Spark as null
-                closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
-                **tags,
-            )
-        if step.aside:
-            at = np.array([a.index for a in step.aside], dtype=np.int64)
-            out.add(
-                len(at),
-                record_type="late",
-                thing=thing,
-                quantity=quantity,
-                event_time_ms=records.event_time_ms[at],
-                value=records.value[at],
-                row_id=records.row_id[at],
-                reason=[a.reason for a in step.aside],
-                watermark_ms=nullable([a.horizon_ms for a in step.aside]),
-                **tags,
-            )
-        if step.superseded:
-            s = step.superseded
-            out.add(
-                len(s),
-                record_type="late",
-                thing=thing,
-                quantity=quantity,
-                reason=SUPERSEDED_REASON,
-                event_time_ms=[x.time_ms for x in s],
-                value=[x.value for x in s],
-                row_id=[x.row_id for x in s],
-                watermark_ms=nullable([x.horizon_ms for x in s]),
-                **tags,
-            )
+def window_function(rules: WindowRules, idle_timeout_ms: int) -> OperatorFunction:
+    """The per-(thing, quantity) function Spark calls with the key's rows of one micro-batch, or
+    without rows when its idle timer fired (Spark's processing-time timeout)."""
+    return OperatorFunction(
+        WindowOperator(rules, ms(idle_timeout_ms)),
+        window_rows,
+        OUTPUT_FIELDS,
+        NULLABLE,
+        timers=bool(idle_timeout_ms),
+    )
 
 
 def window_records(measured: DataFrame, rules: WindowRules, idle_timeout_ms: int) -> DataFrame:
     """Aggregates and late records (OUTPUT_SCHEMA rows) from a measurement stream."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    timeout = (
-        GroupStateTimeout.ProcessingTimeTimeout if idle_timeout_ms else GroupStateTimeout.NoTimeout
-    )
-    return measured.groupBy("thing", "quantity").applyInPandasWithState(
-        WindowFunction(rules, idle_timeout_ms), OUTPUT_SCHEMA, STATE_SCHEMA, "append", timeout
-    )
+    return window_function(rules, idle_timeout_ms).apply(measured.groupBy("thing", "quantity"))
 
 
 def to_kafka_records(

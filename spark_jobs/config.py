@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS
+from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
 from streamkit.durations import parse_duration_ms
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR
@@ -214,8 +215,8 @@ class WindowSettings(SparkJobSettings):
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(
             tuple(specs),
-            parse_duration_ms(self.allowed_lateness, allow_zero=True),
-            self.max_future_ms(),
+            ms(parse_duration_ms(self.allowed_lateness, allow_zero=True)),
+            ms(self.max_future_ms()),
             same_by_row_id=same_by_row_id,
         )
 

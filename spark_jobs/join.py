@@ -1,37 +1,31 @@
 """python -m spark_jobs.join: the LocalStreamBuffer join as a Spark Structured Streaming job.
 
 Raw measurements (read_committed) are grouped by thing; each group of a micro-batch goes, in
-Kafka offset order, through the library's batch path inside ``applyInPandasWithState``, with
-the library's compact state as one binary value per thing in the RocksDB state store. Joined
+Kafka offset order, through the join operator inside ``applyInPandasWithState``, with its
+state snapshot as one binary value per thing in the RocksDB state store. Joined
 pairs go to the joined topic, records the library hands back (late, partner timeout) to the
 late topic, Avro-encoded by Spark (``to_avro``, in the JVM) and written exactly once by the
 runner's transactional sink.
 
-Why applyInPandasWithState rather than transformWithStateInPandas: measured with this job's own
-state function (benchmarks/bench_state_api.py; figures in the README, "Why applyInPandasWithState")
-it is faster at the batch sizes live traffic produces and warms up sooner after a start, slower
-only at the largest catch-up batches; the library keeps its own compact state (one binary value
-per thing), so the richer state API buys nothing here.
+The join is ``lsb.JoinOperator`` run by the one Spark adapter (``spark_jobs.stateful``).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from lsb import JoinConfig, PairSpec, process_batch
+from lsb import JoinConfig, JoinOperator, JoinStep, PairSpec
 from lsb.results import RESULT_FUNCTIONS
+from operators import Records
+from operators.reasons import FUTURE_TIMESTAMP
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
-from spark_jobs.key_records import KeyRecords
 from spark_jobs.output_columns import OutputRows
-from windowing import FUTURE_REASON
+from spark_jobs.stateful import OperatorFunction
 
 if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -82,64 +76,37 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     *dead_letters.OUTPUT_FIELDS,
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
-STATE_SCHEMA = "lsb binary"
 STAGE = "join"  #: the late records' stage
 
 
-class GroupJoiner:
-    """The per-thing function Spark calls with the thing's rows of one micro-batch. Picklable."""
+class JoinRows:
+    """Renders what the join operator emitted for a thing as output rows: records set aside for
+    a future timestamp, joined pairs, late records (each kind's other columns are filler:
+    ``to_kafka_records`` reads only its own kind's). Picklable."""
 
-    def __init__(self, config: JoinConfig, max_future_ms: int | None = None) -> None:
+    def __init__(self, config: JoinConfig) -> None:
         self.config = config
-        self.max_future_ms = max_future_ms
 
     def __call__(
-        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
-    ) -> Iterator[pd.DataFrame]:
-        thing = key[0]
-        if thing is None:  # records that did not decode: handed back, no state
-            yield dead_letters.rows(OUTPUT_FIELDS, frames)
-            return
-        out = OutputRows(OUTPUT_FIELDS)
-        self.step(thing, KeyRecords.arrival_order(frames), state, out)
-        yield out.frame()
-
-    def step(
-        self, thing: str, records: KeyRecords, state: Any, out: OutputRows, **tags: Any
+        self, out: OutputRows, key: tuple, batch: Records, step: JoinStep, tags: dict[str, Any]
     ) -> None:
-        """The thing's records of a batch, in arrival order, through the join; its pairs and
-        late records (with the ``tags`` columns) added to ``out``."""
-        if self.max_future_ms is not None:  # a bad clock moves no stream's clock (docs/windows.md)
-            future = records.event_time_ms > state.getCurrentProcessingTimeMs() + self.max_future_ms
-            if future.any():
-                ahead = records.take(future)
-                out.add(
-                    len(ahead),
-                    record_type="late",
-                    thing=thing,
-                    reason=FUTURE_REASON,
-                    quantity=ahead.quantity,
-                    row_id=ahead.row_id,
-                    event_time_ms=ahead.event_time_ms,
-                    value=ahead.value,
-                    **tags,
-                )
-                records = records.take(~future)
-        previous = state.get[0] if state.exists else None
-        result = process_batch(
-            self.config, previous, records.quantity, records.event_time_ms, records.value
-        )
-        state.update((result.state_bytes(self.config),))
-        self.add_rows(out, thing, result, records.row_id, tags)
-
-    def add_rows(
-        self, out: OutputRows, thing: str, result: Any, row_ids: np.ndarray, tags: dict
-    ) -> None:
-        """Joined pairs and late records (each kind's other columns are filler:
-        ``to_kafka_records`` reads only its own kind's)."""
         import numpy as np
 
-        pairs, late = result.pairs, result.late
+        thing = key[0]
+        ahead = step.ahead
+        if len(ahead):  # a bad clock moves no stream's clock (docs/windows.md)
+            out.add(
+                len(ahead),
+                record_type="late",
+                thing=thing,
+                reason=FUTURE_TIMESTAMP,
+                quantity=ahead.quantity,
+                row_id=ahead.row_id,
+                event_time_ms=ahead.event_time_ms,
+                value=ahead.value,
+                **tags,
+            )
+        pairs, late = step.result.pairs, step.result.late
         if len(pairs):
             columns = pairs.to_columns(thing, self.config)
             names = np.array([spec.result_name for spec in self.config.pairs], dtype=object)
@@ -162,6 +129,7 @@ class GroupJoiner:
         if len(late):
             columns = late.to_columns(thing, self.config)
             index = late.index
+            row_ids = step.joined.row_id
             out.add(
                 len(late),
                 record_type="late",
@@ -173,6 +141,11 @@ class GroupJoiner:
                 row_id=np.where(index >= 0, row_ids[np.maximum(index, 0)], ""),
                 **tags,
             )
+
+
+def join_function(config: JoinConfig, max_future_ms: int | None = None) -> OperatorFunction:
+    """The per-thing function Spark calls with the thing's rows of one micro-batch."""
+    return OperatorFunction(JoinOperator(config, max_future_ms), JoinRows(config), OUTPUT_FIELDS)
 
 
 def to_kafka_records(
@@ -200,12 +173,11 @@ def to_kafka_records(
 
 def build_join(settings: JoinSettings):
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
     from spark_jobs.runner import read_measurements, topic_partitions
 
-    joiner = GroupJoiner(join_config(settings), settings.max_future_ms())
-    wanted = list(joiner.config.quantities)
+    config = join_config(settings)
+    function = join_function(config, settings.max_future_ms())
+    wanted = list(config.quantities)
     partitions = {
         topic: topic_partitions(settings, topic)
         for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)
@@ -216,7 +188,7 @@ def build_join(settings: JoinSettings):
         relevant = measurements.where(
             measurements.quantity.isin(wanted) | measurements.thing.isNull()
         )
-        rows = (
+        rows = function.apply(
             relevant.select(
                 "thing",
                 "quantity",
@@ -226,11 +198,7 @@ def build_join(settings: JoinSettings):
                 "kafka_partition",
                 "kafka_offset",
                 *dead_letters.INPUT_COLUMNS,
-            )
-            .groupBy("thing")
-            .applyInPandasWithState(
-                joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
-            )
+            ).groupBy("thing")
         )
         return to_kafka_records(rows, settings, partitions)
 

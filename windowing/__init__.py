@@ -1,25 +1,21 @@
 """Event-time windows per (thing, quantity): the pure rules the aggregate job runs.
 
 Spark-free (numpy only) so the rules are property-tested and benchmarked alone; the rules
-themselves are documented in :mod:`windowing.windows` and ``docs/windows.md``.
+themselves are documented in :mod:`windowing.windows` and ``docs/windows.md``;
+:class:`WindowOperator` runs them as a keyed operator (``docs/operators.md``).
 """
 
+from windowing.operator import WindowOperator
+from windowing.serde import from_bytes, to_bytes
 from windowing.windows import (
-    CLOSED_REASON,
-    DUPLICATE_REASON,
-    END_OF_TIME,
-    FUTURE_REASON,
-    LATE_REASON,
-    NO_TIME,
     STAGE,
-    SUPERSEDED_REASON,
-    KeyState,
     SetAside,
     Step,
     Superseded,
     Window,
     WindowRules,
     WindowSpec,
+    WindowState,
     flush,
     parse_windows,
     process,
@@ -27,23 +23,19 @@ from windowing.windows import (
 )
 
 __all__ = [
-    "CLOSED_REASON",
-    "DUPLICATE_REASON",
-    "END_OF_TIME",
-    "FUTURE_REASON",
-    "LATE_REASON",
-    "NO_TIME",
     "STAGE",
-    "SUPERSEDED_REASON",
-    "KeyState",
     "SetAside",
     "Step",
     "Superseded",
     "Window",
+    "WindowOperator",
     "WindowRules",
     "WindowSpec",
+    "WindowState",
     "flush",
+    "from_bytes",
     "parse_windows",
     "process",
     "process_reference",
+    "to_bytes",
 ]

@@ -19,15 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # windows.py imports this module: the types only, for the hints
-    from windowing.windows import KeyState, WindowRules
+from operators.reasons import BEHIND_WATERMARK, DUPLICATE, FUTURE_TIMESTAMP, WINDOW_CLOSED
+from operators.time import NO_TIME
 
-LATE_REASON = "behind_watermark"
-CLOSED_REASON = "window_closed"
-DUPLICATE_REASON = "duplicate"
-SUPERSEDED_REASON = "superseded"
-FUTURE_REASON = "future_timestamp"
-NO_TIME = -(2**63)  # "never": below every event time
+if TYPE_CHECKING:  # windows.py imports this module: the types only, for the hints
+    from windowing.windows import WindowRules, WindowState
 
 
 @dataclass(frozen=True)
@@ -97,7 +93,7 @@ class _Judged:
     def aside(self, at: np.ndarray) -> list[tuple[int, str, int]]:
         """(index, reason, horizon) of future or late records ``at``."""
         reasons = [
-            FUTURE_REASON if f else LATE_REASON if b else CLOSED_REASON
+            FUTURE_TIMESTAMP if f else BEHIND_WATERMARK if b else WINDOW_CLOSED
             for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist())
         ]
         return list(zip(at.tolist(), reasons, self.before[at].tolist()))
@@ -105,7 +101,7 @@ class _Judged:
 
 def classify(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -136,7 +132,7 @@ def classify(
 
 def classify_each(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -155,7 +151,9 @@ def classify_each(
     )
 
 
-def _judge(rules: WindowRules, state: KeyState, times: np.ndarray, now_ms: int | None) -> _Judged:
+def _judge(
+    rules: WindowRules, state: WindowState, times: np.ndarray, now_ms: int | None
+) -> _Judged:
     n = len(times)
     future = np.zeros(n, bool)
     if rules.max_future_ms is not None and now_ms is not None:
@@ -177,7 +175,7 @@ def _minus(times: np.ndarray, amount: int) -> np.ndarray:
 
 
 def _meeting(
-    by_row_id: bool, state: KeyState, times: np.ndarray, row_ids: list[str], at: np.ndarray
+    by_row_id: bool, state: WindowState, times: np.ndarray, row_ids: list[str], at: np.ndarray
 ) -> np.ndarray:
     """Which of the records ``at`` are the same record as another of them or a held one. Equal
     times decide it, except by row id: then the (time, row id) of the records of shared times."""
@@ -202,7 +200,7 @@ def _meeting(
 
 
 def _held_at_all(held: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Which ``times`` a held record has. The held times are sorted (KeyState keeps its records
+    """Which ``times`` a held record has. The held times are sorted (WindowState keeps its records
     by time), so a binary search each: the state may be far larger than the batch."""
     at = np.searchsorted(held, times)
     return held[np.minimum(at, len(held) - 1)] == times if len(held) else np.zeros(len(times), bool)
@@ -217,7 +215,7 @@ def _held_at(held: np.ndarray, times: np.ndarray) -> list[int]:
 
 def _walk(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -241,9 +239,11 @@ def _walk(
     superseded: list[tuple[int, float, str, int]] = []
     for i in batch_at:
         if future[i]:
-            aside.append((i, FUTURE_REASON, int(before[i])))
+            aside.append((i, FUTURE_TIMESTAMP, int(before[i])))
         elif late[i]:
-            aside.append((i, LATE_REASON if behind_clock[i] else CLOSED_REASON, int(before[i])))
+            aside.append(
+                (i, BEHIND_WATERMARK if behind_clock[i] else WINDOW_CLOSED, int(before[i]))
+            )
         else:
             same = identity(int(times[i]), row_ids[i])
             if same in held:
@@ -256,7 +256,7 @@ def _walk(
                 held[same] = i
                 continue
             if old[1:] == (float(values[i]), row_ids[i]):
-                aside.append((i, DUPLICATE_REASON, int(before[i])))
+                aside.append((i, DUPLICATE, int(before[i])))
                 continue
             superseded.append((*old, int(before[i])))
             if from_state:

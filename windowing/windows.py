@@ -35,44 +35,27 @@ The rules, for each key's records in arrival order (exactly; ``docs/windows.md``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 import numpy as np
 
+from operators.time import END_TIME, NO_TIME, to_ms
 from streamkit.durations import parse_duration_ms
 from streamkit.wire.labels import window_label
-from windowing.classify import (
-    CLOSED_REASON,
-    DUPLICATE_REASON,
-    FUTURE_REASON,
-    LATE_REASON,
-    NO_TIME,
-    SUPERSEDED_REASON,
-    Running,
-    Verdicts,
-    classify,
-    classify_each,
-)
+from windowing.classify import Running, Verdicts, classify, classify_each
 from windowing.statistics import run_statistics
 
 __all__ = [
-    "CLOSED_REASON",
-    "DUPLICATE_REASON",
-    "END_OF_TIME",
-    "FUTURE_REASON",
-    "LATE_REASON",
-    "NO_TIME",
     "STAGE",
-    "SUPERSEDED_REASON",
-    "KeyState",
     "SetAside",
     "Step",
     "Superseded",
     "Window",
     "WindowRules",
     "WindowSpec",
+    "WindowState",
     "flush",
     "parse_windows",
     "process",
@@ -80,16 +63,48 @@ __all__ = [
 ]
 
 STAGE = "aggregate"
-END_OF_TIME = 2**63 - 1
+
+
+KINDS = ("tumbling", "sliding", "session")
 
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """A window kind: tumbling (slide = size), sliding, or session (size = slide = the gap)."""
+    """A window kind: tumbling (slide = size), sliding, or session (size = slide = the gap).
+    Sized by durations; the rules work in whole milliseconds (``size_ms``, ``slide_ms``)."""
 
     kind: str  # "tumbling" | "sliding" | "session"
-    size_ms: int
-    slide_ms: int
+    size: timedelta
+    slide: timedelta
+    size_ms: int = field(init=False, repr=False, compare=False)
+    slide_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"window kind must be one of {KINDS}, not {self.kind!r}")
+        size = to_ms(self.size, what=f"{self.kind} window size")
+        slide = to_ms(self.slide, what=f"{self.kind} window slide")
+        if self.kind != "sliding" and slide != size:
+            raise ValueError(f"a {self.kind} window slides by its size, got {self.slide}")
+        if slide > size:
+            raise ValueError(
+                f"slide {self.slide} larger than size {self.size}: records would fall between "
+                "windows"
+            )
+        object.__setattr__(self, "size_ms", size)
+        object.__setattr__(self, "slide_ms", slide)
+
+    @classmethod
+    def tumbling(cls, size: timedelta) -> WindowSpec:
+        return cls("tumbling", size, size)
+
+    @classmethod
+    def sliding(cls, size: timedelta, slide: timedelta) -> WindowSpec:
+        return cls("sliding", size, slide)
+
+    @classmethod
+    def session(cls, gap: timedelta) -> WindowSpec:
+        return cls("session", gap, gap)
 
     @property
     def label(self) -> str:
@@ -111,25 +126,20 @@ class WindowSpec:
 
 
 def parse_windows(tumbling: str, sliding: str, sessions: str = "") -> list[WindowSpec]:
-    """``tumbling``: comma list of sizes ('10s'; '' or 'off': none); ``sliding``: comma list of
-    SIZE/SLIDE ('60s/10s'); ``sessions``: comma list of gaps ('30s')."""
-    specs: list[WindowSpec] = []
-    for part in _items(tumbling):
-        size = parse_duration_ms(part)
-        specs.append(WindowSpec("tumbling", size, size))
+    """The window settings' text form: ``tumbling``: comma list of sizes ('10s'; '' or 'off':
+    none); ``sliding``: comma list of SIZE/SLIDE ('60s/10s'); ``sessions``: comma list of gaps
+    ('30s')."""
+
+    def duration(text: str) -> timedelta:
+        return timedelta(milliseconds=parse_duration_ms(text))
+
+    specs: list[WindowSpec] = [WindowSpec.tumbling(duration(part)) for part in _items(tumbling)]
     for part in _items(sliding):
         size_text, _, slide_text = part.partition("/")
         if not slide_text:
             raise ValueError(f"sliding window needs SIZE/SLIDE, got {part!r}")
-        size, slide = parse_duration_ms(size_text), parse_duration_ms(slide_text)
-        if slide > size:
-            raise ValueError(
-                f"slide {slide_text} larger than size {size_text}: records would fall between windows"
-            )
-        specs.append(WindowSpec("sliding", size, slide))
-    for part in _items(sessions):
-        gap = parse_duration_ms(part)
-        specs.append(WindowSpec("session", gap, gap))
+        specs.append(WindowSpec.sliding(duration(size_text), duration(slide_text)))
+    specs += [WindowSpec.session(duration(part)) for part in _items(sessions)]
     if not specs:
         raise ValueError("no window configured")
     return specs
@@ -146,45 +156,43 @@ def _items(text: str) -> list[str]:
 @dataclass(frozen=True)
 class WindowRules:
     specs: tuple[WindowSpec, ...]
-    allowed_lateness_ms: int
-    max_future_ms: int | None = None  # None: no check against the processing clock
+    allowed_lateness: timedelta
+    max_future: timedelta | None = None  # None: no check against the processing clock
     same_by_row_id: bool = False  # the same record: equal event time and row id (else: event time)
+    allowed_lateness_ms: int = field(init=False, repr=False, compare=False)
+    max_future_ms: int | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "specs", tuple(self.specs))
+        lateness = to_ms(self.allowed_lateness, what="allowed lateness", allow_zero=True)
+        object.__setattr__(self, "allowed_lateness_ms", lateness)
+        future = self.max_future
+        object.__setattr__(
+            self,
+            "max_future_ms",
+            None if future is None else to_ms(future, what="max future", allow_zero=True),
+        )
 
 
 @dataclass
-class KeyState:
-    """What a key carries from batch to batch: its clocks and the counted records that a window
-    not yet emitted still needs, sorted by (event time, row id)."""
+class WindowState:
+    """What a key carries from batch to batch: its clocks, the counted records that a window
+    not yet emitted still needs, sorted by (event time, row id), and its idle timer (kept by
+    :class:`windowing.operator.WindowOperator`; the rules here carry it along untouched)."""
 
     clock_ms: int = NO_TIME
     horizon_ms: int = NO_TIME
     times: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     values: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
     row_ids: list[str] = field(default_factory=list)
+    #: processing time of the key's last call with data (or of its last timer)
+    last_batch_ms: int = NO_TIME
+    #: processing time at which the idle flush is due; None: no timer
+    deadline_ms: int | None = None
 
     @property
     def has_open_windows(self) -> bool:
         return bool(len(self.times))
-
-    def to_row(self) -> tuple[int, int, bytes, bytes, str]:
-        return (
-            self.clock_ms,
-            self.horizon_ms,
-            self.times.astype("<i8").tobytes(),
-            self.values.astype("<f8").tobytes(),
-            json.dumps(self.row_ids),
-        )
-
-    @classmethod
-    def from_row(cls, row: tuple) -> KeyState:
-        clock, horizon, times, values, row_ids = row
-        return cls(
-            int(clock),
-            int(horizon),
-            np.frombuffer(times, "<i8").astype(np.int64),
-            np.frombuffer(values, "<f8").astype(np.float64),
-            json.loads(row_ids),
-        )
 
 
 @dataclass(frozen=True)
@@ -226,13 +234,13 @@ class Superseded:
 class Step:
     windows: list[Window]
     aside: list[SetAside]
-    state: KeyState
+    state: WindowState
     superseded: list[Superseded] = field(default_factory=list)
 
 
 def process(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -244,7 +252,7 @@ def process(
 
 def process_reference(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -256,14 +264,14 @@ def process_reference(
 
 
 _Classifier = Callable[
-    [WindowRules, KeyState, np.ndarray, np.ndarray, list, "int | None"], Verdicts
+    [WindowRules, WindowState, np.ndarray, np.ndarray, list, "int | None"], Verdicts
 ]
 
 
 def _step(
     classifier: _Classifier,
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     times: np.ndarray,
     values: np.ndarray,
     row_ids: list[str],
@@ -287,7 +295,14 @@ def _step(
         np.concatenate([held_values, values[counted]]),
         held_ids + _take(row_ids, counted),
     )
-    grown = KeyState(verdicts.clock_ms, verdicts.horizon_ms, *kept)
+    grown = replace(
+        state,
+        clock_ms=verdicts.clock_ms,
+        horizon_ms=verdicts.horizon_ms,
+        times=kept[0],
+        values=kept[1],
+        row_ids=kept[2],
+    )
     windows, remaining = _close(rules, grown, state.horizon_ms, grown.horizon_ms, verdicts.running)
     return Step(
         windows,
@@ -297,10 +312,10 @@ def _step(
     )
 
 
-def flush(rules: WindowRules, state: KeyState) -> Step:
+def flush(rules: WindowRules, state: WindowState) -> Step:
     """Emit every open window of an idle key now; later records in them are ``window_closed``.
     No record closed them, so their ``closed_at_ms`` is None."""
-    windows, remaining = _close(rules, state, state.horizon_ms, END_OF_TIME)
+    windows, remaining = _close(rules, state, state.horizon_ms, END_TIME)
     ends = [state.horizon_ms] + [
         w.end_ms + (w.spec.size_ms if w.spec.kind == "session" else 0) for w in windows
     ]
@@ -342,11 +357,11 @@ def _sorted_records(
 
 def _close(
     rules: WindowRules,
-    state: KeyState,
+    state: WindowState,
     after_ms: int,
     until_ms: int,
     running: Running | None = None,
-) -> tuple[list[Window], KeyState]:
+) -> tuple[list[Window], WindowState]:
     """Windows whose closing time is in (after_ms, until_ms], and the state without the records
     that no open window needs any more. ``running``: the batch whose records moved the horizon
     from after_ms to until_ms (None: an idle flush, no record closed them)."""
@@ -362,8 +377,8 @@ def _close(
         windows.extend(found)
         needed |= still_open
     keep = np.flatnonzero(needed)
-    remaining = KeyState(
-        state.clock_ms, state.horizon_ms, times[keep], values[keep], _take(state.row_ids, keep)
+    remaining = replace(
+        state, times=times[keep], values=values[keep], row_ids=_take(state.row_ids, keep)
     )
     return windows, remaining
 

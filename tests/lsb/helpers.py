@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, KeyState, flush, flush_state, process_batch, process_record, to_bytes
+from lsb import JoinConfig, JoinState, flush, flush_state, process_batch, process_record, to_bytes
 
 #: Hypothesis budget for this suite only (never the global profile, which other suites share):
 #: moderate by default for 2 shared cores; LSB_HYPOTHESIS_EXAMPLES raises it and
@@ -47,12 +47,12 @@ def run_records(
     """Per-record path; at positions in ``restore_at`` every state goes through bytes."""
     from lsb import from_bytes
 
-    states: dict[str, KeyState] = {}
+    states: dict[str, JoinState] = {}
     out = Run()
     for pos, (key, q, t, v) in enumerate(events):
         if pos in restore_at:
             states = {k: from_bytes(to_bytes(s, config), config) for k, s in states.items()}
-        s = states.setdefault(key, KeyState.empty(config))
+        s = states.setdefault(key, JoinState.empty(config))
         r = process_record(config, key, s, q, t, v, pos)
         out.pairs += [
             (p.key, f"{p.left_quantity}~{p.right_quantity}", p.left_time, p.right_time)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, KeyState, flush_state, process_batch, process_record
+from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
 from tests.support.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
@@ -41,16 +41,16 @@ def disordered_stream(draw, q: str, max_len: int = 60):
 
 def test_late_record_is_handed_back_not_joined():
     cfg = JoinConfig.single("l", "r")
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     for q, t in [("l", 10), ("r", 10), ("l", 20)]:
         process_record(cfg, "m", st_, q, t, 1.0)
     late = process_record(cfg, "m", st_, "l", 15, 7.0, index=3)
     assert late.pairs == []
     assert [(x.quantity, x.time, x.value, x.reason, x.index) for x in late.late] == [
-        ("l", 15, 7.0, "late", 3)
+        ("l", 15, 7.0, "behind_watermark", 3)
     ]
     dup = process_record(cfg, "m", st_, "r", 10, 1.0)
-    assert [x.reason for x in dup.late] == ["late"]
+    assert [x.reason for x in dup.late] == ["behind_watermark"]
     pairs = {(p.left_time, p.right_time) for p in flush_state(cfg, "m", st_).pairs}
     assert (15, 10) not in pairs and (20, 10) in pairs
 
@@ -82,7 +82,7 @@ def test_default_policy_joins_exactly_the_accepted_records(ls, rs, data):
         top, want = None, []
         for k, q, t, _ in stream:
             if top is not None and t <= top:
-                want.append((k, q, t, "late"))
+                want.append((k, q, t, "behind_watermark"))
             else:
                 top = t
         assert sorted(x for x in a.late if x[1] == stream[0][1]) == sorted(want)
@@ -105,7 +105,9 @@ def test_allowed_disorder_rescues_mildly_out_of_order_records():
     s = run_records(strict, events)
     d = run_records(tolerant, events)
     assert sorted(x[2] for x in s.late) == [1, 2, 4]
-    assert [x[2:] for x in d.late] == [(1, "late")]  # 1 is more than 5 ms behind 10 when it comes
+    assert [x[2:] for x in d.late] == [
+        (1, "behind_watermark")
+    ]  # 1 is more than 5 ms behind 10 when it comes
     assert d.pair_set() == {
         ("m", "l~r", a, b) for a, b in oracle_pairs([0, 2, 3, 4, 6, 10], [1, 5, 9])
     }
@@ -114,7 +116,7 @@ def test_allowed_disorder_rescues_mildly_out_of_order_records():
 
 def test_reorder_stage_reports_duplicates_and_holds_records_until_its_watermark():
     cfg = JoinConfig.single("l", "r", allowed_disorder_ms=10)
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     assert process_record(cfg, "m", st_, "r", 0, 1.0).pairs == []
     assert process_record(cfg, "m", st_, "l", 0, 1.0).pairs == []  # held: nothing released yet
     assert [x.reason for x in process_record(cfg, "m", st_, "l", 0, 1.0).late] == ["duplicate"]
@@ -142,7 +144,7 @@ def test_in_the_reorder_stage_the_last_copy_of_a_record_wins_in_both_paths():
         (0, 1.0, "superseded"),
         (0, 5.0, "duplicate"),
         (0, 5.0, "superseded"),
-        (0, 9.0, "late"),
+        (0, 9.0, "behind_watermark"),
     ]
     for cuts in (set(), {2}, {3, 5}, {1, 4, 7}):
         assert sorted(run_batches(cfg, events, cuts).late) == sorted(
@@ -156,12 +158,12 @@ def test_in_the_reorder_stage_the_last_copy_of_a_record_wins_in_both_paths():
 
 
 def _record_late(cfg, events):
-    state = KeyState.empty(cfg)
+    state = JoinState.empty(cfg)
     return [x for e in events for x in process_record(cfg, e[0], state, e[1], e[2], e[3]).late]
 
 
 def _record_pairs(cfg, events):
-    state = KeyState.empty(cfg)
+    state = JoinState.empty(cfg)
     pairs = [p for e in events for p in process_record(cfg, e[0], state, e[1], e[2], e[3]).pairs]
     return pairs + flush_state(cfg, "m", state).pairs
 
@@ -182,7 +184,7 @@ def test_reorder_stage_same_in_both_paths(ls, rs, disorder, data):
     assert not a.duplicates() and not b.duplicates()
     # With enough tolerance nothing but repeated timestamps is late.
     if disorder >= 5:
-        assert {x[3] for x in a.late} <= {"duplicate", "late"}
+        assert {x[3] for x in a.late} <= {"duplicate", "behind_watermark"}
 
 
 # --- partner timeout -------------------------------------------------------------
@@ -197,7 +199,7 @@ def test_partner_timeout_emits_prev_pairs_of_a_silent_partner_and_drops_its_stra
     plain = JoinConfig.single("l", "r")
     timed = JoinConfig.single("l", "r", partner_timeout_ms=3)
     for cfg, want_while_silent in ((plain, {(0, 0)}), (timed, {(t, 0) for t in range(0, 7)})):
-        st_ = KeyState.empty(cfg)
+        st_ = JoinState.empty(cfg)
         got = set()
         for _, q, t, v in events[:11]:
             got |= {
@@ -237,7 +239,7 @@ def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, d
     for k, q, t, _ in events:
         partner = "r" if q == "l" else "l"
         if last[q] is not None and t <= last[q]:
-            want.append((k, q, t, "late"))
+            want.append((k, q, t, "behind_watermark"))
             continue
         last[q] = t
         if last[partner] is not None and t <= last[partner] - timeout:
@@ -253,7 +255,7 @@ def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, d
 
 def test_silent_partner_records_wait_for_their_next_even_with_timeout():
     cfg = JoinConfig.single("l", "r", partner_timeout_ms=5)
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     process_record(cfg, "m", st_, "r", 0, 1.0)
     for t in range(1, 1000):
         process_record(cfg, "m", st_, "l", t, 1.0)
@@ -320,7 +322,7 @@ def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(
     events = data.draw(
         interleaving([[("m", "l", t, 0.0) for t in left], [("m", "r", t, 0.0) for t in right]])
     )
-    state = KeyState.empty(cfg)
+    state = JoinState.empty(cfg)
     emitted: set[tuple[int, int]] = set()
     accepted: dict[str, list[int]] = {"l": [], "r": []}
     seen_last = {"l": -1, "r": -1}  # newest time of each stream, late or not (times are >= 0)
@@ -359,7 +361,7 @@ def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(
 
 def test_silent_partner_with_timeout_and_gap_keeps_memory_bounded():
     cfg = JoinConfig.single("l", "r", partner_timeout_ms=5, max_gap_ms=3)
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     process_record(cfg, "m", st_, "r", 0, 1.0)
     for t in range(1, 1000):
         process_record(cfg, "m", st_, "l", t, 1.0)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, KeyState, PairSpec, process_batch, process_record, to_bytes
+from lsb import JoinConfig, JoinState, PairSpec, process_batch, process_record, to_bytes
 from lsb.results import product
 from tests.support.oracles.join import certain_pairs, oracle_pairs
 
@@ -91,7 +91,7 @@ def test_pairs_are_emitted_exactly_when_certain(left, right, data):
     streams = [[("m", "l", t, 0.0) for t in left], [("m", "r", t, 0.0) for t in right]]
     events = data.draw(interleaving(streams))
     cfg = JoinConfig.single("l", "r")
-    state = KeyState.empty(cfg)
+    state = JoinState.empty(cfg)
     emitted: set[tuple[int, int]] = set()
     seen = {"l": [], "r": []}
     for _, q, t, v in events:
@@ -138,7 +138,7 @@ def test_several_pairs_per_key_from_one_config(sc, data):
 
 def test_in_order_streams_keep_memory_bounded():
     cfg = JoinConfig.single("l", "r")
-    state = KeyState.empty(cfg)
+    state = JoinState.empty(cfg)
     peak = 0
     for i in range(20_000):
         process_record(cfg, "m", state, "l" if i % 3 else "r", i, 1.0)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lsb import (
     JoinConfig,
-    KeyState,
+    JoinState,
     PairSpec,
     flush,
     from_bytes,
@@ -35,7 +35,7 @@ def test_mechanical_power_is_2pi_over_60_speed_torque():
 
 def test_pluggable_result_and_event_time_in_both_paths():
     cfg = JoinConfig(pairs=(PairSpec("a", "b", product, "ab"),))
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     process_record(cfg, "k", st_, "a", 10, 3.0)
     (p,) = process_record(cfg, "k", st_, "b", 12, 4.0).pairs
     assert (p.result, p.event_time) == (12.0, 12)
@@ -61,7 +61,7 @@ def test_ids_are_deterministic_distinct_and_equal_across_paths():
     ]
     # Same id from the record path and the batch path for the same pair.
     cfg = JoinConfig.single("speed", "torque")
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     process_record(cfg, "R0815", st_, "speed", 5, 1.0)
     (p,) = process_record(cfg, "R0815", st_, "torque", 5, 2.0).pairs
     res = process_batch(
@@ -88,7 +88,7 @@ def test_state_bytes_round_trip_exactly(events, disorder, timeout):
         allowed_disorder_ms=disorder,
         partner_timeout_ms=timeout,
     )
-    st_ = KeyState.empty(cfg)
+    st_ = JoinState.empty(cfg)
     for q, t, v in events:
         process_record(cfg, "k", st_, q, t, v)
         raw = to_bytes(st_, cfg)
@@ -99,7 +99,7 @@ def test_state_bytes_round_trip_exactly(events, disorder, timeout):
 
 def test_state_restores_into_a_changed_config_by_name():
     old = JoinConfig(pairs=(PairSpec("speed", "torque"), PairSpec("current", "load")))
-    st_ = KeyState.empty(old)
+    st_ = JoinState.empty(old)
     for q, t in [("speed", 1), ("torque", 2), ("current", 1), ("load", 5)]:
         process_record(old, "k", st_, q, t, 1.0)
     new = JoinConfig(pairs=(PairSpec("current", "load"), PairSpec("a", "b")))
@@ -155,6 +155,6 @@ def test_column_outputs_for_a_spark_udf():
     assert list(
         zip(late["quantity"], late["time"], late["reason"], late["pair"], late["index"])
     ) == [
-        ("speed", 1, "late", None, 4),
+        ("speed", 1, "behind_watermark", None, 4),
         ("torque", 3, "partner_timeout", "speed~torque", 6),
     ]

@@ -47,9 +47,9 @@ def test_five_and_five_twice(runner, gap, expected):
 
 
 def test_five_and_five_pending_pairs_come_only_with_end_of_stream():
-    from lsb import KeyState, process_record
+    from lsb import JoinState, process_record
 
-    st = KeyState.empty(CFG)
+    st = JoinState.empty(CFG)
     before_flush = []
     for _, q, t, v in pattern(5, 2):
         before_flush += process_record(CFG, "m", st, q, t, v).pairs

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db_connector.points import aggregate_converter, dead_letter_converter
+from operators import ms
 from streamkit.wire import (
     AvroCodec,
     MeasurementEncoder,
@@ -117,7 +118,7 @@ def test_one_shard_is_the_plain_topic() -> None:
     ],
 )
 def test_window_label(kind: str, size: int, slide: int, label: str) -> None:
-    assert window_label(kind, size, slide) == label == WindowSpec(kind, size, slide).label
+    assert window_label(kind, size, slide) == label == WindowSpec(kind, ms(size), ms(slide)).label
     assert parse_window_label(label) == WindowLabel(kind, size, slide)
 
 

@@ -15,7 +15,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from windowing import KeyState, Step, WindowRules, WindowSpec, flush, process, process_reference
+from operators import ms
+from windowing import (
+    Step,
+    WindowRules,
+    WindowSpec,
+    WindowState,
+    flush,
+    from_bytes,
+    process,
+    process_reference,
+    to_bytes,
+)
 from windowing.classify import classify, classify_each
 from windowing.statistics import run_statistics
 from windowing.windows import _sorted_records, _take
@@ -73,15 +84,15 @@ def exactly(step: Step) -> tuple:
 def rules(draw: st.DrawFn) -> WindowRules:
     size = draw(st.integers(1, 25))
     kinds = {
-        "tumbling": WindowSpec("tumbling", size, size),
-        "sliding": WindowSpec("sliding", size + draw(st.integers(0, 20)), size),
-        "session": WindowSpec("session", size, size),
+        "tumbling": WindowSpec("tumbling", ms(size), ms(size)),
+        "sliding": WindowSpec("sliding", ms(size + draw(st.integers(0, 20))), ms(size)),
+        "session": WindowSpec("session", ms(size), ms(size)),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(kinds)), min_size=1, max_size=3, unique=True))
     return WindowRules(
         tuple(kinds[k] for k in chosen),
-        allowed_lateness_ms=draw(st.integers(0, 15)),
-        max_future_ms=draw(st.sampled_from([None, 0, 50])),
+        allowed_lateness=ms(draw(st.integers(0, 15))),
+        max_future=draw(st.sampled_from([None, ms(0), ms(50)])),
         same_by_row_id=draw(st.booleans()),
     )
 
@@ -139,7 +150,7 @@ def arrays(batch: list[Record]) -> tuple[np.ndarray, np.ndarray, list[str]]:
 def test_process_equals_the_record_by_record_reference(
     rules, stream, cuts, restarts, flushes, data
 ) -> None:
-    state, at, batch_no = KeyState(), 0, 0
+    state, at, batch_no = WindowState(), 0, 0
     while at < len(stream):
         batch = stream[at : at + cuts[batch_no % len(cuts)]]
         at += len(batch)
@@ -168,14 +179,18 @@ def test_process_equals_the_record_by_record_reference(
         if batch_no in flushes:
             state = flush(rules, state).state
         if batch_no in restarts:
-            state = KeyState.from_row(state.to_row())
+            state = from_bytes(to_bytes(state))
         batch_no += 1
 
 
 RULES = WindowRules(
-    (WindowSpec("tumbling", 10, 10), WindowSpec("sliding", 20, 5), WindowSpec("session", 7, 7)),
-    allowed_lateness_ms=5,
-    max_future_ms=100,
+    (
+        WindowSpec("tumbling", ms(10), ms(10)),
+        WindowSpec("sliding", ms(20), ms(5)),
+        WindowSpec("session", ms(7), ms(7)),
+    ),
+    allowed_lateness=ms(5),
+    max_future=ms(100),
 )
 
 
@@ -183,7 +198,12 @@ RULES = WindowRules(
 def test_only_the_copies_of_a_record_are_walked(by_row_id: bool) -> None:
     rules = replace(RULES, same_by_row_id=by_row_id)
     held = process(
-        rules, KeyState(), np.array([1, 4, 30]), np.array([1.0, 2.0, 3.0]), ["a", "b", "c"], NOW_MS
+        rules,
+        WindowState(),
+        np.array([1, 4, 30]),
+        np.array([1.0, 2.0, 3.0]),
+        ["a", "b", "c"],
+        NOW_MS,
     ).state
     assert held.times.tolist() == [30]  # the rest closed: 30 - 5 is past every window of 1 and 4
     # 20 is behind 31 - 5, NOW_MS + 500 from the future: set aside by numpy, with the reference's reasons

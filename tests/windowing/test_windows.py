@@ -13,9 +13,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from operators import NO_TIME, ms
 from streamkit.durations import parse_duration_ms
 from tests.support.oracles.windows import Record, Spec, starts_containing, window_oracle
-from windowing import NO_TIME, KeyState, WindowRules, WindowSpec, flush, parse_windows, process
+from windowing import (
+    WindowRules,
+    WindowSpec,
+    WindowState,
+    flush,
+    from_bytes,
+    parse_windows,
+    process,
+    to_bytes,
+)
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "150"))
 NOW_MS = 1_000_000
@@ -40,9 +50,9 @@ def test_durations_and_specs() -> None:
         with pytest.raises(ValueError):
             parse_duration_ms(bad)
     assert parse_windows("10s", "60s/10s", "30s") == [
-        WindowSpec("tumbling", 10_000, 10_000),
-        WindowSpec("sliding", 60_000, 10_000),
-        WindowSpec("session", 30_000, 30_000),
+        WindowSpec("tumbling", ms(10_000), ms(10_000)),
+        WindowSpec("sliding", ms(60_000), ms(10_000)),
+        WindowSpec("session", ms(30_000), ms(30_000)),
     ]
     assert parse_windows("off", "1m/30s")[0].label == "sliding-60000-30000"
     assert parse_windows("off", "", "5s")[0].label == "session-5000"
@@ -56,7 +66,7 @@ def test_durations_and_specs() -> None:
 )
 def test_every_window_containing_a_time_and_no_other(size: int, slide: int) -> None:
     times = np.array([0, 1, 9_999, 10_000, 59_999, 1_554_096_380_468, -1, -25_000], dtype=np.int64)
-    rows, starts = WindowSpec("sliding", size, slide).starts(times)
+    rows, starts = WindowSpec("sliding", ms(size), ms(slide)).starts(times)
     got = sorted(zip(rows.tolist(), starts.tolist()))
     want = sorted(
         (i, s) for i, t in enumerate(times.tolist()) for s in starts_containing(t, size, slide)
@@ -65,12 +75,13 @@ def test_every_window_containing_a_time_and_no_other(size: int, slide: int) -> N
 
 
 RULES = WindowRules(
-    (WindowSpec("tumbling", 10, 10), WindowSpec("session", 5, 5)), allowed_lateness_ms=5
+    (WindowSpec("tumbling", ms(10), ms(10)), WindowSpec("session", ms(5), ms(5))),
+    allowed_lateness=ms(5),
 )
 
 
 def run_key(rules: WindowRules, batches: list[list[tuple[int, float, str]]]) -> tuple[list, list]:
-    state, windows, aside = KeyState(), [], []
+    state, windows, aside = WindowState(), [], []
     for batch in batches:
         step = process(
             rules,
@@ -107,7 +118,7 @@ def test_lateness_is_judged_against_the_key_clock_and_the_allowed_lateness() -> 
 
 
 def test_a_far_future_record_moves_no_clock() -> None:
-    rules = WindowRules(RULES.specs, 5, max_future_ms=1000)
+    rules = WindowRules(RULES.specs, ms(5), max_future=ms(1000))
     windows, aside = run_key(rules, [[(0, 1.0, "a"), (NOW_MS + 1001, 9.0, "x"), (3, 2.0, "b")]])
     assert aside == [(NOW_MS + 1001, "future_timestamp", -5)]  # compared with 0 - 5
     assert windows == []  # nothing closed: the clock is still 3
@@ -118,8 +129,8 @@ def test_a_far_future_record_moves_no_clock() -> None:
 
 
 def test_the_last_copy_of_a_record_wins_while_its_windows_are_open() -> None:
-    rules = WindowRules((WindowSpec("tumbling", 10, 10),), 5)
-    first = process(rules, KeyState(), np.array([1, 2]), np.array([1.0, 2.0]), ["a", "b"])
+    rules = WindowRules((WindowSpec("tumbling", ms(10), ms(10)),), ms(5))
+    first = process(rules, WindowState(), np.array([1, 2]), np.array([1.0, 2.0]), ["a", "b"])
     # a changed copy of 2 (another row id) and one of 1 (same id, another value), in the next batch
     step = process(
         rules,
@@ -153,10 +164,10 @@ def test_the_last_copy_of_a_record_wins_while_its_windows_are_open() -> None:
         "behind_watermark"
     ] and not late.superseded  # its window is out
     joined = WindowRules(
-        rules.specs, 5, same_by_row_id=True
+        rules.specs, ms(5), same_by_row_id=True
     )  # pairs share event times: (time, id) is the record
     both = process(
-        joined, KeyState(), np.array([3, 3, 3]), np.array([1.0, 2.0, 4.0]), ["p", "q", "p"]
+        joined, WindowState(), np.array([3, 3, 3]), np.array([1.0, 2.0, 4.0]), ["p", "q", "p"]
     )
     assert [(s.row_id, s.value) for s in both.superseded] == [
         ("p", 1.0)
@@ -165,7 +176,7 @@ def test_the_last_copy_of_a_record_wins_while_its_windows_are_open() -> None:
 
 def test_an_idle_flush_closes_every_open_window_and_what_follows_in_them_is_window_closed() -> None:
     state = process(
-        RULES, KeyState(), np.array([1, 4, 11]), np.array([1.0, 2.0, 3.0]), ["a", "b", "c"]
+        RULES, WindowState(), np.array([1, 4, 11]), np.array([1.0, 2.0, 3.0]), ["a", "b", "c"]
     ).state
     step = flush(RULES, state)
     assert sorted((w.spec.label, w.start_ms, w.count) for w in step.windows) == [
@@ -182,7 +193,7 @@ def test_an_idle_flush_closes_every_open_window_and_what_follows_in_them_is_wind
         (0, "window_closed"),
         (1, "behind_watermark"),
     ]
-    assert flush(RULES, KeyState()).windows == []
+    assert flush(RULES, WindowState()).windows == []
 
 
 def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> None:
@@ -190,7 +201,8 @@ def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> N
     the clock at the end of its batch: the same in one batch as in one batch per record. What an
     idle flush closes has no such record: None."""
     rules = WindowRules(
-        (WindowSpec("tumbling", 10, 10), WindowSpec("session", 5, 5)), allowed_lateness_ms=5
+        (WindowSpec("tumbling", ms(10), ms(10)), WindowSpec("session", ms(5), ms(5))),
+        allowed_lateness=ms(5),
     )
     times = [1, 16, 12, 27, 40]  # horizons -4, 11, 11, 22, 35
     want = {
@@ -202,7 +214,7 @@ def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> N
         ("session-5", 27): 40,
     }  # at 6, 21, 32
     for cut in (len(times), 1, 2, 3):
-        state, closed = KeyState(), {}
+        state, closed = WindowState(), {}
         for first in range(0, len(times), cut):
             batch = times[first : first + cut]
             step = process(
@@ -219,9 +231,11 @@ def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> N
 
 def test_statistics_and_state_round_trip() -> None:
     values = [3.0, 1.0, 4.0, 1.5]
-    rules = WindowRules((WindowSpec("tumbling", 100, 100),), 0)
-    first = process(rules, KeyState(), np.array([1, 2, 3]), np.array(values[:3]), ["a", "b", "c"])
-    restored = KeyState.from_row(first.state.to_row())
+    rules = WindowRules((WindowSpec("tumbling", ms(100), ms(100)),), ms(0))
+    first = process(
+        rules, WindowState(), np.array([1, 2, 3]), np.array(values[:3]), ["a", "b", "c"]
+    )
+    restored = from_bytes(to_bytes(first.state))
     assert restored.row_ids == ["a", "b", "c"] and restored.times.tolist() == [1, 2, 3]
     (window,) = process(
         rules, restored, np.array([4, 200]), np.array([values[3], 0.0]), ["d", "e"]
@@ -235,7 +249,9 @@ def test_statistics_and_state_round_trip() -> None:
 # ------------------------------------------------------------------ the property, with hypothesis
 SPECS = [Spec("tumbling", 10, 10), Spec("sliding", 20, 5), Spec("session", 7, 7)]
 LIB_RULES = WindowRules(
-    tuple(WindowSpec(s.kind, s.size_ms, s.slide_ms) for s in SPECS), 8, max_future_ms=500
+    tuple(WindowSpec(s.kind, ms(s.size_ms), ms(s.slide_ms)) for s in SPECS),
+    ms(8),
+    max_future=ms(500),
 )
 
 
@@ -289,7 +305,7 @@ def run_batches(
     """The job's shape without Spark: each batch takes some records of each partition, groups by
     key in arrival order, and carries the states (through their bytes at a restart). ``late``
     collects the late topic's records as the job writes them (watermark None for "none")."""
-    states: dict[tuple, KeyState] = {}
+    states: dict[tuple, WindowState] = {}
     positions: dict[tuple, int] = {}
     windows: dict[tuple, dict] = {}
     aside: dict[tuple, str] = {}
@@ -308,7 +324,7 @@ def run_batches(
         for key, records in batch.items():
             step = process(
                 rules,
-                states.get(key, KeyState()),
+                states.get(key, WindowState()),
                 np.array([r[2] for r in records], np.int64),
                 np.array([r[3] for r in records]),
                 [r[4] for r in records],
@@ -328,7 +344,7 @@ def run_batches(
                     states[key] = flushed_step.state
                     flushed.append((*key, positions[key]))
         if batch_no in restarts:
-            states = {key: KeyState.from_row(state.to_row()) for key, state in states.items()}
+            states = {key: from_bytes(to_bytes(state)) for key, state in states.items()}
         batch_no += 1
     return windows, aside, flushed, superseded
 

@@ -99,7 +99,7 @@ def accepted_and_late(
                     "event_time_ms": t,
                     "value": value,
                     "row_id": row_id,
-                    "reason": "late",
+                    "reason": "behind_watermark",
                     "stage": "join",
                     "watermark_ms": None,
                 }

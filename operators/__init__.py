@@ -1,0 +1,34 @@
+"""The keyed-operator contract the join (``lsb``) and the windows (``windowing``) implement.
+
+Pure (numpy only, no Spark): the contract (:mod:`operators.contract`), the one versioned state
+encoding (:mod:`operators.codec`), the time sentinels and typed durations
+(:mod:`operators.time`), the reasons a record is handed back (:mod:`operators.reasons`) and the
+compositions the single pass is built from (:mod:`operators.compose`). ``docs/operators.md``.
+"""
+
+from operators import reasons
+from operators.codec import VERSION, Reader, Writer
+from operators.compose import ByQuantity, Emitted, Together
+from operators.contract import KeyedOperator, due
+from operators.errors import StateFormatError, StateVersionError
+from operators.records import Records
+from operators.time import END_TIME, NO_TIME, ms, to_ms
+
+__all__ = [
+    "END_TIME",
+    "NO_TIME",
+    "VERSION",
+    "ByQuantity",
+    "Emitted",
+    "KeyedOperator",
+    "Reader",
+    "Records",
+    "StateFormatError",
+    "StateVersionError",
+    "Together",
+    "Writer",
+    "due",
+    "ms",
+    "reasons",
+    "to_ms",
+]

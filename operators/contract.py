@@ -1,0 +1,85 @@
+"""The keyed-operator contract: one algorithm, one key at a time, its state a value.
+
+An operator holds only its configuration; the caller keeps one state per key and hands it in
+with each call, so the same operator runs in a dict of keys (tests, offline), in Spark's state
+store (``spark_jobs.stateful``) or nested in another operator (:mod:`operators.compose`). For
+one key it:
+
+* :meth:`~KeyedOperator.process` - takes a batch of the key's records in arrival order and
+  emits what the batch made certain (joined pairs, final windows, records handed back);
+* :meth:`~KeyedOperator.on_timer` - fires the processing-time timer it asked for with
+  :meth:`~KeyedOperator.deadline` (the windows' idle flush); operators without timers never
+  ask;
+* :meth:`~KeyedOperator.finish` - moves the watermark to ``END_TIME``: the stream ended,
+  everything pending is certain;
+* :meth:`~KeyedOperator.snapshot` / :meth:`~KeyedOperator.restore` - the state as bytes in the
+  one versioned encoding (:mod:`operators.codec`) and back.
+
+Outputs are functions of the records and of the processing times handed in, never of how the
+records were cut into batches or where a snapshot was taken: restore(snapshot(s)) continues
+exactly as s would have.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Generic, TypeVar
+
+from operators.codec import Reader, Writer
+from operators.records import Records
+
+S = TypeVar("S")
+O = TypeVar("O")  # noqa: E741
+
+
+class KeyedOperator(ABC, Generic[S, O]):
+    #: Names the state in its snapshot, so one operator's bytes are never read as another's.
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def initial(self) -> S:
+        """The state of a key never seen."""
+
+    @abstractmethod
+    def process(self, state: S, batch: Records, now_ms: int) -> tuple[S, O]:
+        """The key's records of one batch, in arrival order; ``now_ms`` is the batch's
+        processing time (for rules against a bad clock and for timers)."""
+
+    def deadline(self, state: S) -> int | None:
+        """Processing time at which :meth:`on_timer` wants to be called; None: no timer."""
+        return None
+
+    def on_timer(self, state: S, now_ms: int) -> tuple[S, O | None]:
+        """The timer of :meth:`deadline` is due (``now_ms`` >= it)."""
+        return state, None
+
+    @abstractmethod
+    def finish(self, state: S) -> tuple[S, O]:
+        """End of stream: everything pending is emitted."""
+
+    @abstractmethod
+    def write(self, state: S, out: Writer) -> None:
+        """The state's fields, in the order :meth:`read` reads them."""
+
+    @abstractmethod
+    def read(self, data: Reader) -> S:
+        """A state from the fields :meth:`write` wrote (any version up to the current one)."""
+
+    def snapshot(self, state: S) -> bytes:
+        out = Writer(self.kind)
+        self.write(state, out)
+        return out.finish()
+
+    def restore(self, data: bytes | bytearray | memoryview | None) -> S:
+        """The state a snapshot holds; None or empty bytes: a key never seen."""
+        if data is None or len(data) == 0:
+            return self.initial()
+        reader = Reader(data, self.kind)
+        state = self.read(reader)
+        reader.done()
+        return state
+
+
+def due(deadline: int | None, now_ms: int) -> bool:
+    """Whether a timer at ``deadline`` fires at ``now_ms``."""
+    return deadline is not None and deadline <= now_ms
