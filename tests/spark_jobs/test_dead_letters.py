@@ -7,10 +7,10 @@ import pandas as pd
 
 from spark_jobs import dead_letters
 from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
-from spark_jobs.aggregate import WindowFunction
+from spark_jobs.aggregate import window_function
 from spark_jobs.config import AggregateSettings, JoinSettings
 from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
-from spark_jobs.join import GroupJoiner, join_config
+from spark_jobs.join import join_config, join_function
 
 
 class UntouchableState:
@@ -49,7 +49,7 @@ def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], 
 def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
     config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     out = list(
-        GroupJoiner(config, max_future_ms=3_600_000)(
+        join_function(config, max_future_ms=3_600_000)(
             (None,), iter([undecodable(3)]), UntouchableState()
         )
     )
@@ -58,7 +58,7 @@ def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
 
 def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
     settings = AggregateSettings.from_sources(environ={})
-    function = WindowFunction(settings.window_rules(), settings.idle_timeout_ms())
+    function = window_function(settings.window_rules(), settings.idle_timeout_ms())
     frames = [
         undecodable(4).iloc[:2],
         undecodable(4).iloc[2:],

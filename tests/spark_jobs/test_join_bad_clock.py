@@ -1,13 +1,13 @@
 """The join's state function sets a far-future record aside and joins the rest as if it had
-never come (no Spark: the GroupState is the single pass's stand-in, ``Slot``)."""
+never come (no Spark: the GroupState is a stand-in, ``FakeGroupState``)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from spark_jobs.config import JoinSettings
-from spark_jobs.join import GroupJoiner, join_config
-from spark_jobs.single_pass import Slot
+from spark_jobs.join import join_config, join_function
+from tests.support.group_state import FakeGroupState
 
 NOW_MS = 1_700_000_000_000
 
@@ -18,7 +18,9 @@ def joined(rows: list[tuple[str, int, float, str]]) -> pd.DataFrame:
         kafka_partition=0, kafka_offset=range(len(rows))
     )
     out = list(
-        GroupJoiner(config, max_future_ms=3_600_000)(("T1",), iter([frame]), Slot(None, NOW_MS))
+        join_function(config, max_future_ms=3_600_000)(
+            ("T1",), iter([frame]), FakeGroupState(None, NOW_MS)
+        )
     )
     return pd.concat(out, ignore_index=True)
 

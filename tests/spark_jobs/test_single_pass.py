@@ -15,9 +15,11 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators import Records
 from spark_jobs import aggregate, join, single_pass
 from spark_jobs.config import SinglePassSettings
-from spark_jobs.single_pass import NO_DEADLINE, Slot
+from tests.support.group_state import NO_DEADLINE, FakeGroupState
+from tests.support.plain import plain
 
 NOW_MS = 1_700_000_000_000
 T0 = NOW_MS - 3_600_000
@@ -27,11 +29,11 @@ PAIRS = "speed:torque:mechanical_power"
 class Keyed:
     """A stateful function run as Spark runs it: per key, data calls, and timer calls in a batch
     without data for the key once its timer is due. The state is the pass's own GroupState
-    stand-in (``Slot``), which clears the timer at every call unless the function sets it again."""
+    stand-in (``FakeGroupState``), which clears the timer at every call unless the function sets it again."""
 
     def __init__(self, function) -> None:
         self.function = function
-        self.states: dict[tuple, Slot] = {}
+        self.states: dict[tuple, FakeGroupState] = {}
 
     def batch(self, groups: dict[tuple, pd.DataFrame], now_ms: int) -> list[pd.DataFrame]:
         out = []
@@ -46,9 +48,11 @@ class Keyed:
                 out += list(self.function(key, iter([]), self.call(key, now_ms, True)))
         return out
 
-    def call(self, key: tuple, now_ms: int, timed_out: bool) -> Slot:
+    def call(self, key: tuple, now_ms: int, timed_out: bool) -> FakeGroupState:
         previous = self.states.get(key)
-        self.states[key] = Slot(None if previous is None else previous.value, now_ms, timed_out)
+        self.states[key] = FakeGroupState(
+            None if previous is None else previous.value, now_ms, timed_out
+        )
         return self.states[key]
 
 
@@ -69,8 +73,8 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 
 def two_jobs(settings: SinglePassSettings):
-    joiner = Keyed(join.GroupJoiner(join.join_config(settings), settings.max_future_ms()))
-    windows = Keyed(aggregate.WindowFunction(settings.window_rules(), settings.idle_timeout_ms()))
+    joiner = Keyed(join.join_function(join.join_config(settings), settings.max_future_ms()))
+    windows = Keyed(aggregate.window_function(settings.window_rules(), settings.idle_timeout_ms()))
     quantities = set(join.join_config(settings).quantities)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
@@ -255,35 +259,31 @@ def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_
     assert closed["pass"] == closed["jobs"] == {("temp", T0): None, ("speed", T0): T0 + 11_000}
 
 
-window_states = st.tuples(
-    st.integers(-(2**62), 2**62),
-    st.integers(-(2**62), 2**62),
-    st.binary(max_size=64),
-    st.binary(max_size=64),
-    st.text(max_size=40),
-    st.integers(0, 2**62),
-)
-
-
-@given(
-    st.dictionaries(
-        st.text(min_size=1, max_size=12),
-        st.tuples(window_states, st.integers(0, 2**62)),
-        max_size=6,
-    ),
-    st.one_of(st.none(), st.binary(max_size=32)),
-)
-def test_a_things_state_comes_back_from_its_row_as_it_was(
-    quantities: dict, lsb: bytes | None
+@settings(max_examples=40, deadline=None)
+@given(st.lists(record, min_size=1, max_size=40), st.integers(0, 40))
+def test_a_things_state_comes_back_from_its_snapshot_as_it_was(
+    records: list[tuple], cut: int
 ) -> None:
-    held = single_pass.ThingState(
-        None if lsb is None else (lsb,),
-        {q: w for q, (w, _) in quantities.items()},
-        {q: d for q, (_, d) in quantities.items()},
+    """The composed state (the join's and every quantity's windows', with their timers) is one
+    binary value; restored, it is the state that was written, and goes on as it would have."""
+    settings_ = SinglePassSettings.from_sources(
+        cli={"pairs": PAIRS, "tumbling": "2s", "session_gap": "3s", "idle_timeout": "5s"}
     )
-    row = held.to_row()
-    assert all(value is None or isinstance(value, bytes) for value in row)  # binary columns only
-    back = single_pass.ThingState.from_row(
-        (row[0], bytearray(row[1]))
-    )  # Spark may hand back a bytearray
-    assert back == held
+    operator = single_pass.thing_operator(settings_, join.join_config(settings_))
+    batch = Records.of(
+        [r[1] for r in records],
+        [r[2] for r in records],
+        [r[3] for r in records],
+        [f"{r[4]}{i}" for i, r in enumerate(records)],
+    )
+    cut %= len(records) + 1
+    state, _ = operator.process(operator.initial(), batch.take(slice(0, cut)), NOW_MS)
+    snapshot = operator.snapshot(state)
+    assert isinstance(snapshot, bytes)
+    restored = operator.restore(bytearray(snapshot))  # Spark may hand back a bytearray
+    assert operator.snapshot(restored) == snapshot
+    assert operator.deadline(restored) == operator.deadline(state)
+    rest = batch.take(slice(cut, None))
+    _, after_restore = operator.process(restored, rest, NOW_MS + 1000)
+    _, uninterrupted = operator.process(state, rest, NOW_MS + 1000)
+    assert plain(after_restore) == plain(uninterrupted)
