@@ -89,7 +89,7 @@ def process_batch(
     )
     late_parts = [_late(idx, codes, t, v, reason, -1) for idx, reason in rejected]
     if superseded:
-        code, time, value = (np.array(column) for column in zip(*superseded))
+        code, time, value = (np.array(column) for column in zip(*superseded, strict=False))
         n = len(code)
         late_parts.append(
             LateColumns(

@@ -41,14 +41,16 @@ class Summary:
         rate = self.pairs / self.seconds if self.seconds > 0 else float("inf")
         return (
             f"lsb: records={self.records} late={self.late} bad_lines={self.bad_lines} "
-            f"pairs={self.pairs} keys={self.keys} seconds={self.seconds:.3f} joins_per_s={rate:,.0f}"
+            f"pairs={self.pairs} keys={self.keys} seconds={self.seconds:.3f} "
+            f"joins_per_s={rate:,.0f}"
         )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m lsb",
-        description="Join two quantities of an events.json file per key (LocalStreamBuffer semantics).",
+        description="Join two quantities of an events.json file per key "
+        "(LocalStreamBuffer semantics).",
     )
     p.add_argument("--input", required=True, help="JSON lines file ('-' for stdin)")
     p.add_argument("--left", required=True, help="left quantity field, e.g. actSpeed_C11")
@@ -66,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--allowed-disorder-ms",
         type=int,
         default=0,
-        help="reorder stage per stream: hold records until the stream is N ms past them (default 0: strict)",
+        help="reorder stage per stream: hold records until the stream is N ms past them "
+        "(default 0: strict)",
     )
     p.add_argument("--output", default=None, help="output JSON lines file (default: stdout)")
     p.add_argument("--no-id", action="store_true", help="leave out the deterministic pair id")

@@ -15,6 +15,7 @@ import ast
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class Rows:
     """Usable rows in file order: key, time and the two values (NaN = absent)."""
 
     #: Per parsed block: the keys, as a pyarrow array or a list of str.
-    key_chunks: list[object] = field(default_factory=list)
+    key_chunks: list[Any] = field(default_factory=list)
     times: list[np.ndarray] = field(default_factory=list)
     left: list[np.ndarray] = field(default_factory=list)
     right: list[np.ndarray] = field(default_factory=list)

@@ -45,7 +45,7 @@ class LateRecord(NamedTuple):
     #: Pair name for pair-level reasons (partner timeout), else None.
     pair: str | None
     #: Index of the record in the batch it came with; -1 if from an earlier batch.
-    index: int
+    index: int  # type: ignore[assignment]  # a field, not tuple.index
 
 
 @dataclass
@@ -86,7 +86,7 @@ class PairColumns:
                 ids = pair_ids(
                     key, spec.left, spec.right, self.left_time[rows], self.right_time[rows]
                 )
-                for r, h in zip(rows.tolist(), ids):
+                for r, h in zip(rows.tolist(), ids, strict=False):
                     out[r] = h
         return out
 
@@ -119,6 +119,7 @@ class PairColumns:
                 self.right_value.tolist(),
                 self.result.tolist(),
                 self.event_time.tolist(),
+                strict=False,
             )
         ]
 
@@ -195,5 +196,6 @@ class LateColumns:
                 self.value.tolist(),
                 self.reason.tolist(),
                 self.pair.tolist(),
+                strict=False,
             )
         ]

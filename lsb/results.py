@@ -10,11 +10,10 @@ import hashlib
 import math
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Union
 
 import numpy as np
 
-Number = Union[float, np.ndarray]
+Number = float | np.ndarray
 ResultFn = Callable[[Number, Number], Number]
 
 _RPM_TO_RAD_PER_S = 2.0 * math.pi / 60.0

@@ -23,14 +23,14 @@ KIND = "join"
 
 def write_state(state: JoinState, config: JoinConfig, out: Writer) -> None:
     out.count(len(state.quantities))
-    for name, qs in zip(config.quantities, state.quantities):
+    for name, qs in zip(config.quantities, state.quantities, strict=False):
         out.text(name)
-        out.int(qs.last)
-        out.int(qs.max_seen)
+        out.int64(qs.last)
+        out.int64(qs.max_seen)
         out.ints([h[0] for h in qs.held])
         out.floats([h[1] for h in qs.held])
     out.count(len(state.pairs))
-    for spec, ps in zip(config.pairs, state.pairs):
+    for spec, ps in zip(config.pairs, state.pairs, strict=False):
         out.text(spec.left)
         out.text(spec.right)
         for side in (ps.left, ps.right):
@@ -42,11 +42,13 @@ def read_state(data: Reader, config: JoinConfig) -> JoinState:
     state = JoinState.empty(config)
     for _ in range(data.count()):
         name = data.text()
-        last, max_seen = data.int(), data.int()
+        last, max_seen = data.int64(), data.int64()
         times, values = data.ints().tolist(), data.floats().tolist()
         code = config.quantity_code(name)
         if code >= 0:
-            state.quantities[code] = QuantityState(last, list(zip(times, values)), max_seen)
+            state.quantities[code] = QuantityState(
+                last, list(zip(times, values, strict=False)), max_seen
+            )
     index = {(p.left, p.right): k for k, p in enumerate(config.pairs)}
     for _ in range(data.count()):
         left, right = data.text(), data.text()

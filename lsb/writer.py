@@ -44,11 +44,8 @@ def write_pairs(
             else PairColumns(*(getattr(cols, f)[rows] for f in ("pair",) + _COLS))
         )
         left_q, right_q = spec_names[k]
-        prefix = '{"thing":%s,"left_quantity":%s,"right_quantity":%s,' % (
-            json.dumps(key),
-            json.dumps(left_q),
-            json.dumps(right_q),
-        )
+        thing, left, right = json.dumps(key), json.dumps(left_q), json.dumps(right_q)
+        prefix = f'{{"thing":{thing},"left_quantity":{left},"right_quantity":{right},'
         # Slices keep each pyarrow string array far below its 2 GB (int32 offsets) limit.
         for lo in range(0, len(sub), _SLICE):
             part = PairColumns(*(getattr(sub, f)[lo : lo + _SLICE] for f in ("pair",) + _COLS))
@@ -80,11 +77,14 @@ def _num_text(values: np.ndarray):
 
 
 def _fixed_width_strings(text: str, width: int):
-    """A pyarrow string array over one ASCII string cut every ``width`` chars, built from buffers."""
+    """A pyarrow string array over one ASCII string cut every ``width`` chars, built from
+    buffers."""
     n = len(text) // width
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
     return pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.encode("ascii"))]
+        pa.string(),
+        n,
+        [None, pa.py_buffer(offsets), pa.py_buffer(text.encode("ascii"))],
     )
 
 
@@ -135,6 +135,7 @@ def _python_lines(prefix: str, c: PairColumns, ids: str | None) -> str:
         c.right_value.tolist(),
         c.result.tolist(),
         c.event_time.tolist(),
+        strict=False,
     )
     for n, (lt, rt, lv, rv, res, ev) in enumerate(it):
         tail = f',"id":"{ids[32 * n : 32 * n + 32]}"' if ids is not None else ""

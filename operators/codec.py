@@ -43,10 +43,10 @@ class Writer:
             raise ValueError(f"a state kind needs 1..255 ascii characters, got {kind!r}")
         self.parts: list[bytes] = [_HEAD.pack(MAGIC, VERSION, len(raw)), raw]
 
-    def int(self, value: int) -> None:
+    def int64(self, value: int) -> None:
         self.parts.append(_I64.pack(value))
 
-    def optional_int(self, value: int | None) -> None:
+    def optional_int64(self, value: int | None) -> None:
         if value is None:
             self.parts.append(_FLAG.pack(0))
         else:
@@ -112,10 +112,10 @@ class Reader:
         (value,) = fmt.unpack(self._take(fmt.size))
         return int(value)
 
-    def int(self) -> int:
+    def int64(self) -> int:
         return self._unpack(_I64)
 
-    def optional_int(self) -> int | None:
+    def optional_int64(self) -> int | None:
         return self._unpack(_I64) if self._unpack(_FLAG) else None
 
     def count(self) -> int:
@@ -134,7 +134,7 @@ class Reader:
         lengths = np.frombuffer(self._take(4 * n), "<u4")
         ends = np.cumsum(lengths, dtype=np.int64)
         raw = self._take(int(ends[-1]))
-        bounds = zip([0, *ends[:-1].tolist()], ends.tolist())
+        bounds = zip([0, *ends[:-1].tolist()], ends.tolist(), strict=False)
         if raw.isascii():  # the usual case: one decode, then slices
             joined = raw.decode("ascii")
             return [joined[a:b] for a, b in bounds]

@@ -105,7 +105,9 @@ class Together(KeyedOperator[list[Any], Emitted]):
         return state, emitted
 
     def deadline(self, state: list[Any]) -> int | None:
-        return _earliest([operator.deadline(s) for (_, operator, _), s in zip(self.parts, state)])
+        return _earliest(
+            [operator.deadline(s) for (_, operator, _), s in zip(self.parts, state, strict=False)]
+        )
 
     def on_timer(self, state: list[Any], now_ms: int) -> tuple[list[Any], Emitted]:
         emitted: Emitted = []
@@ -125,7 +127,7 @@ class Together(KeyedOperator[list[Any], Emitted]):
 
     def write(self, state: list[Any], out: Writer) -> None:
         out.count(len(self.parts))
-        for (name, operator, _), part in zip(self.parts, state):
+        for (name, operator, _), part in zip(self.parts, state, strict=False):
             out.text(name)
             out.blob(operator.snapshot(part))
 
@@ -136,4 +138,7 @@ class Together(KeyedOperator[list[Any], Emitted]):
             raise StateFormatError(
                 f"a state of the parts {[n for n, _ in found]} where {names} were expected"
             )
-        return [operator.restore(blob) for (_, operator, _), (_, blob) in zip(self.parts, found)]
+        return [
+            operator.restore(blob)
+            for (_, operator, _), (_, blob) in zip(self.parts, found, strict=False)
+        ]

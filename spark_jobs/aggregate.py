@@ -242,7 +242,8 @@ def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
 
 
 def check(settings: AggregateSettings) -> None:
-    """Fail at start-up, before Spark, on a bad source or window rule (ValueError: a usage error)."""
+    """Fail at start-up, before Spark, on a bad source or window rule (ValueError: a usage
+    error)."""
     if settings.source not in ("raw", "joined"):
         raise ValueError(f"--source must be raw or joined, not {settings.source!r}")
     settings.window_rules()

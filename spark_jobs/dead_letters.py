@@ -53,7 +53,7 @@ def decode(frame: DataFrame, schema: str) -> DataFrame:
         "d",
         *[
             F.when(bad, F.col(raw)).alias(name)
-            for raw, name in zip(("key", "value"), INPUT_COLUMNS)
+            for raw, name in zip(("key", "value"), INPUT_COLUMNS, strict=False)
         ],
         "kafka_partition",
         "kafka_offset",

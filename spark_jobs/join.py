@@ -35,9 +35,8 @@ def parse_pairs(text: str) -> tuple[PairSpec, ...]:
         left, right, *rest = item.split(":")
         result = rest[0] if rest else "mechanical_power"
         if result not in RESULT_FUNCTIONS:
-            raise SystemExit(
-                f"unknown result function {result!r} in JOIN_PAIRS (known: {sorted(RESULT_FUNCTIONS)})"
-            )
+            known = sorted(RESULT_FUNCTIONS)
+            raise SystemExit(f"unknown result function {result!r} in JOIN_PAIRS (known: {known})")
         specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
     if not specs:
         raise SystemExit("JOIN_PAIRS names no pair")

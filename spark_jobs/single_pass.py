@@ -1,4 +1,5 @@
-"""python -m spark_jobs.single_pass: the join and the window aggregates in one stateful pass per thing.
+"""python -m spark_jobs.single_pass: the join and the window aggregates in one stateful pass
+per thing.
 
 One Spark application reads and decodes the raw topic once, hands each thing's records of a
 micro-batch once to Python, and writes joined pairs, final windows, late records and dead

@@ -16,7 +16,7 @@ compares the two on the join).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from operators import KeyedOperator, Records, due
@@ -62,7 +62,7 @@ class OperatorFunction:
         return ", ".join(f"{name} {kind}" for name, kind in self.fields)
 
     def __call__(
-        self, key: tuple, frames: Iterator[pd.DataFrame], state: Any
+        self, key: tuple, frames: Iterable[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
         if key[0] is None:  # records that did not decode: handed back, no state, no timer
             yield dead_letters.rows(self.fields, frames)

@@ -28,9 +28,9 @@ if TYPE_CHECKING:  # windows.py imports this module: the types only, for the hin
 
 @dataclass(frozen=True)
 class Running:
-    """The key's clock and horizon before a batch (position 0) and after each of its records (position
-    i + 1), in arrival order. Both never decrease; kept so that a window closed in the batch can
-    name the record that made it closable, whatever the batch cuts were."""
+    """The key's clock and horizon before a batch (position 0) and after each of its records
+    (position i + 1), in arrival order. Both never decrease; kept so that a window closed in the
+    batch can name the record that made it closable, whatever the batch cuts were."""
 
     clocks: np.ndarray
     horizons: np.ndarray
@@ -94,9 +94,9 @@ class _Judged:
         """(index, reason, horizon) of future or late records ``at``."""
         reasons = [
             FUTURE_TIMESTAMP if f else BEHIND_WATERMARK if b else WINDOW_CLOSED
-            for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist())
+            for f, b in zip(self.future[at].tolist(), self.behind_clock[at].tolist(), strict=False)
         ]
-        return list(zip(at.tolist(), reasons, self.before[at].tolist()))
+        return list(zip(at.tolist(), reasons, self.before[at].tolist(), strict=False))
 
 
 def classify(
@@ -189,11 +189,11 @@ def _meeting(
     if not by_row_id or not shared.any():
         return shared
     some = np.flatnonzero(shared)
-    keys = list(zip(mine[some].tolist(), [row_ids[i] for i in at[some].tolist()]))
+    keys = list(zip(mine[some].tolist(), [row_ids[i] for i in at[some].tolist()], strict=False))
     held = _held_at(state.times, mine[some])
     copies = Counter(keys)
     copies.update(
-        zip(state.times[held].tolist(), [state.row_ids[k] for k in held])
+        zip(state.times[held].tolist(), [state.row_ids[k] for k in held], strict=False)
     )  # one copy each at most
     shared[some] = [copies[key] > 1 for key in keys]
     return shared
@@ -210,7 +210,11 @@ def _held_at(held: np.ndarray, times: np.ndarray) -> list[int]:
     """Positions of the held records at any of ``times``."""
     wanted = np.unique(times)
     lows, highs = np.searchsorted(held, wanted, "left"), np.searchsorted(held, wanted, "right")
-    return [k for low, high in zip(lows.tolist(), highs.tolist()) for k in range(low, high)]
+    return [
+        k
+        for low, high in zip(lows.tolist(), highs.tolist(), strict=False)
+        for k in range(low, high)
+    ]
 
 
 def _walk(

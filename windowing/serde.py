@@ -13,24 +13,24 @@ KIND = "windows"
 
 
 def write_state(state: WindowState, out: Writer) -> None:
-    out.int(state.clock_ms)
-    out.int(state.horizon_ms)
+    out.int64(state.clock_ms)
+    out.int64(state.horizon_ms)
     out.ints(state.times)
     out.floats(state.values)
     out.texts(state.row_ids)
-    out.int(state.last_batch_ms)
-    out.optional_int(state.deadline_ms)
+    out.int64(state.last_batch_ms)
+    out.optional_int64(state.deadline_ms)
 
 
 def read_state(data: Reader) -> WindowState:
     return WindowState(
-        clock_ms=data.int(),
-        horizon_ms=data.int(),
+        clock_ms=data.int64(),
+        horizon_ms=data.int64(),
         times=data.ints(),
         values=data.floats(),
         row_ids=data.texts(),
-        last_batch_ms=data.int(),
-        deadline_ms=data.optional_int(),
+        last_batch_ms=data.int64(),
+        deadline_ms=data.optional_int64(),
     )
 
 

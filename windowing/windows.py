@@ -334,7 +334,9 @@ def _take(items: list[str], at: np.ndarray) -> list[str]:
     if len(breaks) > len(at) // 4:  # scattered: one by one is cheaper
         return [items[i] for i in at.tolist()]
     out: list[str] = []
-    for first, a, b in zip(at[[0, *breaks]].tolist(), [0, *breaks], [*breaks, len(at)]):
+    for first, a, b in zip(
+        at[[0, *breaks]].tolist(), [0, *breaks], [*breaks, len(at)], strict=False
+    ):
         out += items[first : first + b - a]
     return out
 
@@ -451,7 +453,7 @@ def _closed_at(running: Running | None, closes: np.ndarray) -> list[int | None]:
     it closable, or None for all when no record did (an idle flush)."""
     if running is None or not len(closes):
         return [None] * len(closes)
-    return running.clock_reaching(closes)
+    return [*running.clock_reaching(closes)]
 
 
 def _windows(
@@ -468,6 +470,6 @@ def _windows(
     return [
         Window(spec, start, end, n, mean, low, high, stddev if n > 1 else None, closed)
         for start, end, n, mean, low, high, stddev, closed in zip(
-            starts.tolist(), ends.tolist(), counts.tolist(), *stats, closed_at
+            starts.tolist(), ends.tolist(), counts.tolist(), *stats, closed_at, strict=False
         )
     ]

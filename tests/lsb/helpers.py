@@ -82,7 +82,7 @@ def run_batches(
     states: dict[str, object] = {}
     out = Run()
     bounds = [0] + sorted(c for c in cuts if 0 < c < len(events)) + [len(events)]
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         chunk = events[lo:hi]
         for key in sorted({e[0] for e in chunk}):
             rows = [e for e in chunk if e[0] == key]
@@ -109,12 +109,17 @@ def _collect(out: Run, config: JoinConfig, key: str, res) -> None:
     pc = res.pairs
     out.pairs += [
         (key, names[k], a, b)
-        for k, a, b in zip(pc.pair.tolist(), pc.left_time.tolist(), pc.right_time.tolist())
+        for k, a, b in zip(
+            pc.pair.tolist(), pc.left_time.tolist(), pc.right_time.tolist(), strict=False
+        )
     ]
     out.late += [
         (key, config.quantities[q], t, r)
         for q, t, r in zip(
-            res.late.quantity.tolist(), res.late.time.tolist(), res.late.reason_names()
+            res.late.quantity.tolist(),
+            res.late.time.tolist(),
+            res.late.reason_names(),
+            strict=False,
         )
     ]
 

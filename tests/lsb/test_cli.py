@@ -119,7 +119,8 @@ def test_stdout_and_max_gap():
 def test_cli_does_not_import_pyspark(tmp_path):
     probe = (
         "import runpy, sys\n"
-        f"sys.argv = ['lsb', '--input', {str(SAMPLE)!r}, '--left', {SPEED!r}, '--right', {TORQUE!r},"
+        f"sys.argv = ['lsb', '--input', {str(SAMPLE)!r},"
+        f" '--left', {SPEED!r}, '--right', {TORQUE!r},"
         f" '--output', {str(tmp_path / 'o.jsonl')!r}]\n"
         "try:\n    runpy.run_module('lsb', run_name='__main__')\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"

@@ -288,7 +288,8 @@ def test_config_rejects_negative_settings(bad):
     st.data(),
 )
 def test_all_policies_together_same_in_both_paths(ls, rs, cs, disorder, timeout, gap, data):
-    """Reorder + timeout + gap, three pairs sharing quantities: identical pairs, late records and state."""
+    """Reorder + timeout + gap, three pairs sharing quantities: identical pairs, late records and
+    state."""
     from lsb import PairSpec
 
     cfg = JoinConfig(

@@ -1,4 +1,5 @@
-"""Property tests against the brute-force oracle: order, batch cuts and state round trips don't matter."""
+"""Property tests against the brute-force oracle: order, batch cuts and state round trips don't
+matter."""
 
 from __future__ import annotations
 

@@ -57,7 +57,8 @@ def test_ids_are_deterministic_distinct_and_equal_across_paths():
     lt = np.array([1, 2, -5, 2**62], dtype=np.int64)
     rt = np.array([2, 1, 7, 0], dtype=np.int64)
     assert pair_ids("R0815", "speed", "torque", lt, rt) == [
-        pair_id("R0815", "speed", "torque", x, y) for x, y in zip(lt.tolist(), rt.tolist())
+        pair_id("R0815", "speed", "torque", x, y)
+        for x, y in zip(lt.tolist(), rt.tolist(), strict=False)
     ]
     # Same id from the record path and the batch path for the same pair.
     cfg = JoinConfig.single("speed", "torque")
@@ -116,15 +117,19 @@ def test_batch_accepts_bytes_none_and_codes_and_flush_empties_state():
     r1 = process_batch(
         cfg, None, np.array([0, 1, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 1.0])
     )
-    assert list(zip(r1.pairs.left_time.tolist(), r1.pairs.right_time.tolist())) == [(1, 3)]
+    assert list(zip(r1.pairs.left_time.tolist(), r1.pairs.right_time.tolist(), strict=False)) == [
+        (1, 3)
+    ]
     # prev(torque 5) = speed 1 is pending until speed reaches 5 or the stream ends ...
     end = flush(cfg, "k", r1.state_bytes(cfg))
-    assert list(zip(end.pairs.left_time.tolist(), end.pairs.right_time.tolist())) == [(1, 5)]
+    assert list(zip(end.pairs.left_time.tolist(), end.pairs.right_time.tolist(), strict=False)) == [
+        (1, 5)
+    ]
     # ... while speed 4 instead takes that place: prev(torque 5) = speed 4, and (1, 5) never exists.
     r2 = process_batch(
         cfg, r1.state_bytes(cfg), np.array(["speed"]), np.array([4]), np.array([1.0])
     )
-    assert sorted(zip(r2.pairs.left_time.tolist(), r2.pairs.right_time.tolist())) == [
+    assert sorted(zip(r2.pairs.left_time.tolist(), r2.pairs.right_time.tolist(), strict=False)) == [
         (4, 3),
         (4, 5),
     ]
@@ -145,7 +150,13 @@ def test_column_outputs_for_a_spark_udf():
     res = process_batch(cfg, None, q, t, v)
     cols = res.pairs.to_columns("R0815", cfg)
     rows = sorted(
-        zip(cols["left_quantity"], cols["right_quantity"], cols["left_time"], cols["right_time"])
+        zip(
+            cols["left_quantity"],
+            cols["right_quantity"],
+            cols["left_time"],
+            cols["right_time"],
+            strict=False,
+        )
     )
     # (speed 9, torque 1) waits: torque's timeout watermark is only 9 - 2 = 7.
     assert rows == [("current", "load", 2, 2), ("speed", "torque", 1, 1)]
@@ -153,7 +164,14 @@ def test_column_outputs_for_a_spark_udf():
     late = res.late.to_columns("R0815", cfg)
     # speed 1 again: own-stream late; torque 3: 3 <= 9 - 2, timed out by speed for that pair.
     assert list(
-        zip(late["quantity"], late["time"], late["reason"], late["pair"], late["index"])
+        zip(
+            late["quantity"],
+            late["time"],
+            late["reason"],
+            late["pair"],
+            late["index"],
+            strict=False,
+        )
     ) == [
         ("speed", 1, "behind_watermark", None, 4),
         ("torque", 3, "partner_timeout", "speed~torque", 6),

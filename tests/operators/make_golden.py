@@ -9,8 +9,9 @@ files of older versions stay as they are, since a release must still read them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from operators import VERSION
+from operators import VERSION, KeyedOperator, Records
 
 from .scenarios import NOW_MS, RECORDS, join_operator, thing_operator, window_operator
 
@@ -20,11 +21,12 @@ GOLDEN = Path(__file__).parent / "golden"
 def golden_snapshots() -> dict[str, bytes]:
     """Each operator's state after the first seven records of RECORDS, then the rest."""
     out = {}
-    for name, operator, records in (
+    cases: list[tuple[str, KeyedOperator[Any, Any], Records]] = [
         ("join", join_operator(), RECORDS),
         ("windows", window_operator(), RECORDS.take(RECORDS.quantity == "speed")),
         ("thing", thing_operator(), RECORDS),
-    ):
+    ]
+    for name, operator, records in cases:
         state, _ = operator.process(operator.initial(), records.take(slice(0, 7)), NOW_MS)
         state, _ = operator.process(state, records.take(slice(7, None)), NOW_MS + 500)
         out[f"{name}-v{VERSION}.bin"] = operator.snapshot(state)

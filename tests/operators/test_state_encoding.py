@@ -7,17 +7,23 @@ is refused with a clear error instead of being misread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from operators import VERSION, Reader, StateFormatError, StateVersionError, Writer
+from operators import VERSION, KeyedOperator, Reader, StateFormatError, StateVersionError, Writer
 
 from .make_golden import GOLDEN, golden_snapshots
 from .scenarios import join_operator, thing_operator, window_operator
 
-OPERATORS = {"join": join_operator, "windows": window_operator, "thing": thing_operator}
+OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
+    "join": join_operator,
+    "windows": window_operator,
+    "thing": thing_operator,
+}
 
 
 def golden(name: str, version: int = 1) -> bytes:
@@ -90,9 +96,9 @@ def test_bytes_that_are_no_snapshot_of_the_operator_are_refused() -> None:
 
 def test_fields_come_back_as_written() -> None:
     out = Writer("test")
-    out.int(-(2**63))
-    out.optional_int(None)
-    out.optional_int(2**63 - 1)
+    out.int64(-(2**63))
+    out.optional_int64(None)
+    out.optional_int64(2**63 - 1)
     out.texts(["", "a", "\u00e9\u4e2d", "x" * 300])
     out.texts(["plain", "ascii"])
     out.texts([])
@@ -100,7 +106,11 @@ def test_fields_come_back_as_written() -> None:
     out.floats([float("nan"), -0.0])
     out.blob(b"\0\1")
     data = Reader(out.finish(), "test")
-    assert (data.int(), data.optional_int(), data.optional_int()) == (-(2**63), None, 2**63 - 1)
+    assert (data.int64(), data.optional_int64(), data.optional_int64()) == (
+        -(2**63),
+        None,
+        2**63 - 1,
+    )
     assert data.texts() == ["", "a", "\u00e9\u4e2d", "x" * 300]
     assert data.texts() == ["plain", "ascii"] and data.texts() == []
     ints = data.ints()

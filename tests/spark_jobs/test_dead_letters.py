@@ -95,5 +95,5 @@ def test_the_sink_counts_the_dead_letters_it_writes_by_reason() -> None:
         ("out", b"k", b"v", None, [("trace", b"1")]),
     ]
     producer = QueueOnce()
-    assert produce_all(producer, rows) == (4, {"undecodable": 2})
+    assert produce_all(producer, rows) == (4, {"undecodable": 2})  # type: ignore[arg-type]
     assert [topic for topic, _ in producer.produced] == ["out", "dlq", "dlq", "out"]

@@ -28,8 +28,9 @@ PAIRS = "speed:torque:mechanical_power"
 
 class Keyed:
     """A stateful function run as Spark runs it: per key, data calls, and timer calls in a batch
-    without data for the key once its timer is due. The state is the pass's own GroupState
-    stand-in (``FakeGroupState``), which clears the timer at every call unless the function sets it again."""
+    without data for the key once its timer is due. The state is a GroupState
+    stand-in (``FakeGroupState``), which clears the timer at every call unless the function sets
+    it again."""
 
     def __init__(self, function) -> None:
         self.function = function
@@ -125,11 +126,13 @@ def compare(
     records: list[tuple], cuts: list[int], clock_steps: list[int], settings: SinglePassSettings
 ) -> None:
     jobs, passed = two_jobs(settings), one_pass(settings)
-    want = {"join": [], "aggregate": []}
-    got = {"join": [], "aggregate": []}
+    want: dict[str, list[pd.DataFrame]] = {"join": [], "aggregate": []}
+    got: dict[str, list[pd.DataFrame]] = {"join": [], "aggregate": []}
     bounds = [0, *sorted(set(c % (len(records) + 1) for c in cuts)), len(records)]
     now = NOW_MS
-    for (start, end), step in zip(zip(bounds, bounds[1:]), clock_steps + [0] * len(bounds)):
+    for (start, end), step in zip(
+        zip(bounds, bounds[1:], strict=False), clock_steps + [0] * len(bounds), strict=False
+    ):
         batch = frame(records[start:end], start)
         now += step
         for target, run in ((want, jobs), (got, passed)):
@@ -245,7 +248,7 @@ def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_
     )
     jobs, passed = two_jobs(settings_), one_pass(settings_)
     temp = ("T1", "temp", T0, 20.0, "t0")
-    closed = {"jobs": {}, "pass": {}}
+    closed: dict[str, dict[tuple, int | None]] = {"jobs": {}, "pass": {}}
     for k, batch in enumerate([[temp, speed(0)]] + [[speed(k)] for k in range(1, 13)]):
         for shape, run in (("jobs", jobs), ("pass", passed)):
             for f in run(frame(batch, 10 * k), NOW_MS + k * 1000)["aggregate"]:
@@ -253,7 +256,10 @@ def test_windows_carry_the_clock_that_made_them_closable_and_null_after_an_idle_
                 closed[shape] |= {
                     (q, start): None if pd.isna(at) else int(at)
                     for q, start, at in zip(
-                        windows["quantity"], windows["window_start_ms"], windows["closed_at_ms"]
+                        windows["quantity"],
+                        windows["window_start_ms"],
+                        windows["closed_at_ms"],
+                        strict=False,
                     )
                 }
     assert closed["pass"] == closed["jobs"] == {("temp", T0): None, ("speed", T0): T0 + 11_000}

@@ -1,7 +1,8 @@
 """``process`` (numpy classifies the records that meet no other copy of themselves, only the
 others are walked) against ``process_reference`` (every record walked in arrival order, the
-rule as written): the same Step to the bit, for any batch cuts, copies, equal times, future and late records, idle
-flushes and restarts; and the statistics of many windows at once against one window's formula."""
+rule as written): the same Step to the bit, for any batch cuts, copies, equal times, future and
+late records, idle flushes and restarts; and the statistics of many windows at once against one
+window's formula."""
 
 from __future__ import annotations
 
@@ -171,7 +172,7 @@ def test_process_equals_the_record_by_record_reference(
             verdicts.dropped,
         ) == (reference.counted.tolist(), reference.aside, reference.superseded, reference.dropped)
         assert verdicts.walked <= reference.walked == len(batch)
-        held = list(zip(fast.state.times.tolist(), fast.state.row_ids))
+        held = list(zip(fast.state.times.tolist(), fast.state.row_ids, strict=False))
         assert held == sorted(
             held
         )  # the state's order, which the windows' statistics are summed in
@@ -206,7 +207,8 @@ def test_only_the_copies_of_a_record_are_walked(by_row_id: bool) -> None:
         NOW_MS,
     ).state
     assert held.times.tolist() == [30]  # the rest closed: 30 - 5 is past every window of 1 and 4
-    # 20 is behind 31 - 5, NOW_MS + 500 from the future: set aside by numpy, with the reference's reasons
+    # 20 is behind 31 - 5, NOW_MS + 500 from the future: set aside by numpy, with the
+    # reference's reasons
     verdicts = classify(
         rules, held, np.array([31, 20, NOW_MS + 500, 27, 32]), np.arange(5.0), list("defgh"), NOW_MS
     )
@@ -244,8 +246,11 @@ def assert_bulk_equals_one_by_one(values: np.ndarray, counts: list[int]) -> None
     firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     with np.errstate(over="ignore", invalid="ignore"):  # extreme values: inf and NaN, alike in both
         bulk = run_statistics(values, firsts, np.array(counts, np.int64))
-        wants = [one_window(values[first : first + n]) for first, n in zip(firsts.tolist(), counts)]
-    for k, (n, want) in enumerate(zip(counts, wants)):
+        wants = [
+            one_window(values[first : first + n])
+            for first, n in zip(firsts.tolist(), counts, strict=False)
+        ]
+    for k, (n, want) in enumerate(zip(counts, wants, strict=False)):
         assert [bits(column[k]) for column in bulk] == [bits(x) for x in want], (k, n)
 
 

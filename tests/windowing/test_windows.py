@@ -67,7 +67,7 @@ def test_durations_and_specs() -> None:
 def test_every_window_containing_a_time_and_no_other(size: int, slide: int) -> None:
     times = np.array([0, 1, 9_999, 10_000, 59_999, 1_554_096_380_468, -1, -25_000], dtype=np.int64)
     rows, starts = WindowSpec("sliding", ms(size), ms(slide)).starts(times)
-    got = sorted(zip(rows.tolist(), starts.tolist()))
+    got = sorted(zip(rows.tolist(), starts.tolist(), strict=False))
     want = sorted(
         (i, s) for i, t in enumerate(times.tolist()) for s in starts_containing(t, size, slide)
     )
@@ -105,7 +105,8 @@ def test_lateness_is_judged_against_the_key_clock_and_the_allowed_lateness() -> 
             [(12, 2.0, "b"), (30, 5.0, "e")],
         ],
     )
-    # 7 = 12 - 5 is on time, 6 is behind; the re-sent (12, b) is a duplicate; 30 closes [0,10) and [10,20)
+    # 7 = 12 - 5 is on time, 6 is behind; the re-sent (12, b) is a duplicate; 30 closes [0,10)
+    # and [10,20)
     assert aside == [(6, "behind_watermark", 7), (12, "duplicate", 7)]
     assert ("tumbling-10", 0, 10, 2) in windows and ("tumbling-10", 10, 20, 1) in windows
     # sessions 0 | 7 | 12: a gap of 5 or more ends a session; all three closed by 30 - 5 >= 12 + 5
@@ -369,7 +370,8 @@ def collect(step, key: tuple, records: list[Record], base: int, windows: dict, a
 
 
 def late_records(step, key: tuple, records: list[Record]) -> list[tuple]:
-    """The step's records for the late topic: (thing, quantity, time, value, row id, reason, watermark)."""
+    """The step's records for the late topic: (thing, quantity, time, value, row id, reason,
+    watermark)."""
 
     def watermark(horizon_ms: int) -> int | None:
         return None if horizon_ms == NO_TIME else horizon_ms
