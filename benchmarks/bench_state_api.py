@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000] [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
-per-thing function (``spark_jobs.join.GroupJoiner``: the library's batch path, one binary
-state value per thing, RocksDB state store) on the same generated raw topic, and the job's
+per-thing function (``spark_jobs.join.join_function``: the join operator through the Spark
+adapter, one binary state value per thing, RocksDB state store) on the same generated raw topic, and the job's
 Kafka record encoding; only the operator differs. Each run is its own process (no JVM warmed
 by the other variant), variants alternate, and the rate excludes the first (warm-up) batch.
 The sink collects the batch as Arrow, as the exactly-once sink does, without producing.
@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from bench_join import PAIRS, feed
 
@@ -34,15 +35,10 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from spark_jobs.config import JoinSettings
-    from spark_jobs.join import (
-        OUTPUT_SCHEMA,
-        STATE_SCHEMA,
-        GroupJoiner,
-        join_config,
-        to_kafka_records,
-    )
+    from spark_jobs.join import OUTPUT_SCHEMA, join_config, join_function, to_kafka_records
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
+    from spark_jobs.stateful import STATE_SCHEMA
 
     settings = JoinSettings.from_sources(
         cli={
@@ -53,13 +49,21 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         }
     )
     spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
-    joiner = GroupJoiner(join_config(settings))
+    config = join_config(settings)
+    joiner = join_function(config)
 
     class ValueStateAsGroupState:
-        """GroupJoiner speaks applyInPandasWithState's GroupState; this adapts a ValueState."""
+        """The adapter speaks applyInPandasWithState's GroupState; this adapts a ValueState
+        (the join has no timers)."""
+
+        hasTimedOut = False
 
         def __init__(self, value_state: object) -> None:
             self.value_state = value_state
+
+        @staticmethod
+        def getCurrentProcessingTimeMs() -> int:
+            return int(time.time() * 1000)
 
         @property
         def exists(self) -> bool:
@@ -74,7 +78,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
 
     class JoinProcessor(StatefulProcessor):
         def init(self, handle: object) -> None:
-            self.state = ValueStateAsGroupState(handle.getValueState("lsb", STATE_SCHEMA))
+            self.state = ValueStateAsGroupState(handle.getValueState("state", STATE_SCHEMA))
 
         def handleInputRows(self, key: tuple, rows: object, timerValues: object) -> object:
             yield from joiner(key, rows, self.state)
@@ -84,8 +88,16 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
 
     measurements = read_measurements(spark, settings)
     grouped = (
-        measurements.where(measurements.quantity.isin(list(joiner.config.quantities)))
-        .select("thing", "quantity", "event_time_ms", "value", "row_id", "kafka_offset")
+        measurements.where(measurements.quantity.isin(list(config.quantities)))
+        .select(
+            "thing",
+            "quantity",
+            "event_time_ms",
+            "value",
+            "row_id",
+            "kafka_partition",
+            "kafka_offset",
+        )
         .groupBy("thing")
     )
     if variant == "applyInPandasWithState":
