@@ -79,7 +79,7 @@ def run_batches(
     serialize: bool = True,
 ) -> Run:
     """Batch path: the event list cut at ``cuts``; each batch is split per key like Spark does."""
-    states: dict[str, object] = {}
+    states: dict[str, JoinState | bytes] = {}
     out = Run()
     bounds = [0] + sorted(c for c in cuts if 0 < c < len(events)) + [len(events)]
     for lo, hi in zip(bounds, bounds[1:], strict=False):
@@ -95,12 +95,12 @@ def run_batches(
             )
             states[key] = res.state_bytes(config) if serialize else res.state
             _collect(out, config, key, res)
-    out.snapshots = [
-        states[k] if isinstance(states[k], bytes) else to_bytes(states[k], config)
-        for k in sorted(states)  # type: ignore[arg-type]
-    ]
+    out.snapshots = []
+    for k in sorted(states):
+        held = states[k]
+        out.snapshots.append(held if isinstance(held, bytes) else to_bytes(held, config))
     for key in sorted(states):
-        _collect(out, config, key, flush(config, key, states[key]))  # type: ignore[arg-type]
+        _collect(out, config, key, flush(config, key, states[key]))
     return out
 
 

@@ -137,7 +137,11 @@ def _messy_file() -> tuple[bytes, int, list[dict]]:
     good: list[dict] = []
     lines: list[str] = []
     for i in range(300):
-        row = {"Thing": "A" if i % 3 else "B", "Timestamp": 1000 * i, "id": f"x{i}"}
+        row: dict[str, object] = {
+            "Thing": "A" if i % 3 else "B",
+            "Timestamp": 1000 * i,
+            "id": f"x{i}",
+        }
         if i % 2 == 0:
             row[SPEED] = float(i)
         if i % 5 != 1:

@@ -102,7 +102,7 @@ def rules(draw: st.DrawFn) -> WindowRules:
 def records(draw: st.DrawFn) -> list[Record]:
     """One key's records in arrival order: mostly new and in order, some behind, equal times,
     exact re-sends, copies with another value or another row id, far-future clocks."""
-    t, out = 0, []
+    t, out = 0, list[Record]()
     for i in range(draw(st.integers(0, 60))):
         kind = draw(
             st.sampled_from(["next"] * 6 + ["back", "equal", "exact", "value", "row", "future"])

@@ -215,7 +215,7 @@ def test_a_window_closes_at_the_clock_of_the_record_that_made_it_closable() -> N
         ("session-5", 27): 40,
     }  # at 6, 21, 32
     for cut in (len(times), 1, 2, 3):
-        state, closed = WindowState(), {}
+        state, closed = WindowState(), dict[tuple[str, int], int | None]()
         for first in range(0, len(times), cut):
             batch = times[first : first + cut]
             step = process(
@@ -242,9 +242,8 @@ def test_statistics_and_state_round_trip() -> None:
         rules, restored, np.array([4, 200]), np.array([values[3], 0.0]), ["d", "e"]
     ).windows
     assert (window.count, window.min, window.max) == (4, 1.0, 4.0)
-    assert math.isclose(window.mean, 2.375) and math.isclose(
-        window.stddev, float(np.std(values, ddof=1))
-    )
+    assert window.stddev is not None and math.isclose(window.mean, 2.375)
+    assert math.isclose(window.stddev, float(np.std(values, ddof=1)))
 
 
 # ------------------------------------------------------------------ the property, with hypothesis
@@ -267,7 +266,7 @@ def key_streams(draw: st.DrawFn) -> list[list[Record]]:
     ]
     partitions: list[list[Record]] = [[], []]
     for n, (thing, quantity) in enumerate(keys):
-        t, out = 0, []
+        t, out = 0, list[Record]()
         for i in range(draw(st.integers(0, 40))):
             kind = draw(
                 st.sampled_from(["next"] * 6 + ["back", "resend", "conflict", "future", "jump"])
@@ -541,7 +540,7 @@ def streams_with_prompt_copies(draw: st.DrawFn) -> list[list[Record]]:
     more than the allowed lateness behind the key's clock (the bound of docs/windows.md)."""
     partitions: list[list[Record]] = [[], []]
     for n in range(draw(st.integers(1, 4))):
-        thing, t, out = f"T{n}", 0, []
+        thing, t, out = f"T{n}", 0, list[Record]()
         for i in range(draw(st.integers(1, 40))):
             recent = [r for r in out if r[2] >= t - LIB_RULES.allowed_lateness_ms]
             kind = draw(st.sampled_from(["next"] * 4 + ["resend", "change"]))
