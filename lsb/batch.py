@@ -1,10 +1,10 @@
 """Batch path: one call per key and micro-batch, numpy-vectorized.
 
-This is what the Spark job calls from ``applyInPandasWithState`` /
-``transformWithStateInPandas`` with the rows of one key::
+This is what :class:`lsb.operator.JoinOperator` (the join the Spark jobs run) calls with the
+rows of one key::
 
-    res = process_batch(config, state_bytes, quantities, times, values)
-    emit(res.pairs); route(res.late); store(res.state_bytes(config))
+    res = process_batch(config, state, quantities, times, values)
+    emit(res.pairs); route(res.late); keep(res.state)
 
 It gives exactly the pairs, late records and next state that feeding the same
 records one by one to :func:`lsb.record.process_record` gives.
