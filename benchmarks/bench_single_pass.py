@@ -106,7 +106,7 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
             stack.enter_context(GroupSampler(process.start().process.pid, role_of(module)))
             for module, process in jobs
         ]
-        for (_, process), sampler in zip(jobs, samplers):
+        for (_, process), sampler in zip(jobs, samplers, strict=True):
             sampler.wait(process.process)
     wall = time.monotonic() - started
     failed = [process.log for _, process in jobs if process.process.returncode != 0]
@@ -114,7 +114,7 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
         raise SystemExit(f"{shape} failed, see {failed}")
     batches_cpu = warm_cpu = 0.0
     warm_records = 0
-    for (_, process), sampler in zip(jobs, samplers):
+    for (_, process), sampler in zip(jobs, samplers, strict=True):
         progress = batch_progress(process.logged_since_start())
         first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
         batches_cpu += sampler.cpu_between(first_end - progress[0]["duration_ms"] / 1000, last_end)
@@ -187,7 +187,7 @@ def main() -> int:
             f"| {r.batches_cpu_s / records * 1e6:.1f} | {warm} | {r.rss_mb:,.0f} |"
         )
     print()
-    for two, one in zip(runs[::2], runs[1::2]):
+    for two, one in zip(runs[::2], runs[1::2], strict=True):
         print(
             f"batch {two.batch:,}: single pass / two jobs: wall {one.wall_s / two.wall_s:.2f}x, "
             f"CPU {one.cpu_s / two.cpu_s:.2f}x, CPU of the batches {one.batches_cpu_s / two.batches_cpu_s:.2f}x"

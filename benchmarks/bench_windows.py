@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -53,7 +54,10 @@ def with_copies(data: Input, share: float, seed: int) -> Input:
     rng = np.random.default_rng(seed + 1)
     at = np.flatnonzero(rng.random(len(times)) < share)
     for i, back, changed in zip(
-        at.tolist(), rng.integers(1, 21, len(at)).tolist(), (rng.random(len(at)) < 0.5)
+        at.tolist(),
+        rng.integers(1, 21, len(at)).tolist(),
+        (rng.random(len(at)) < 0.5),
+        strict=True,
     ):
         j = max(i - back, 0)
         times[i], row_ids[i] = times[j], row_ids[j]
@@ -144,12 +148,12 @@ def main() -> int:
     for name, data in inputs.items():
         for batch in (int(b) for b in args.batches.split(",")):
             ref, ref_s, ref_cpu = best_of(
-                lambda: run(process_reference, rules, data, batch),
+                partial(run, process_reference, rules, data, batch),
                 args.repeat,
                 f"{name} {batch} reference",
             )
             new, new_s, new_cpu = best_of(
-                lambda: run(process, rules, data, batch), args.repeat, f"{name} {batch} process"
+                partial(run, process, rules, data, batch), args.repeat, f"{name} {batch} process"
             )
             same = exactly(ref) == exactly(new)
             same_everywhere &= same

@@ -62,7 +62,7 @@ class InfluxClient:
         if status != 200 or "error" in result:
             raise InfluxError(f"{statement}: {status} {body}")
         return [
-            {**series.get("tags", {}), **dict(zip(series["columns"], values))}
+            {**series.get("tags", {}), **dict(zip(series["columns"], values, strict=True))}
             for series in result.get("series", [])
             for values in series["values"]
         ]

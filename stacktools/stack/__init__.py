@@ -254,7 +254,7 @@ class Stack:
                 # A restart right after (tests restart the broker) must find the ports free.
                 try:
                     wait_until(
-                        lambda: not any(port_open(port) for port in component.ports),
+                        lambda ports=component.ports: not any(port_open(port) for port in ports),
                         30,
                         f"{component.name}'s ports free",
                         interval_s=0.2,

@@ -391,7 +391,7 @@ def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one
     hosts = [services()[name]["hostname"] for name in SPARK_CLUSTER]
     assert len(set(hosts)) == len(hosts) and all(
         f'"{host}"' in json.dumps(services()[name]["command"])
-        for name, host in zip(SPARK_CLUSTER, hosts)
+        for name, host in zip(SPARK_CLUSTER, hosts, strict=True)
     )
 
 

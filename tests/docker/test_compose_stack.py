@@ -86,7 +86,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     compose = ComposeProject(
         f"mdtest{os.getpid()}",
         work,
-        dict(zip(names, free_ports(len(names)))),
+        dict(zip(names, free_ports(len(names)), strict=True)),
         # file times; windows closed by the data alone, as the oracle closes them (an
         # idle flush between the rounds would close them by the wall clock)
         {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"},

@@ -31,7 +31,9 @@ def test_acks_leave_in_arrival_order_only_when_complete(
     sent: list[int] = []
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     entries = [acks.add(mid, 1, n) for mid, n in enumerate(record_counts)]
-    confirmations = [entry for entry, n in zip(entries, record_counts) for _ in range(n)]
+    confirmations = [
+        entry for entry, n in zip(entries, record_counts, strict=True) for _ in range(n)
+    ]
     rng.shuffle(confirmations)
     for entry in confirmations:
         acks.confirm(entry, True)

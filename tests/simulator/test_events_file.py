@@ -137,7 +137,7 @@ def test_a_rejected_row_is_counted_on_its_own_line(
 def test_rejections_are_listed_up_to_the_cap_and_counted_exactly(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
     path.write_text(
-        "".join('{"Thing": "A", "Timestamp": %d, "x": 1}\nnot json\n' % i for i in range(300))
+        "".join(f'{{"Thing": "A", "Timestamp": {i}, "x": 1}}\nnot json\n' for i in range(300))
     )
     got, stats = read(path)
     assert len(got) == 300 and stats.rejected_total == 300 and stats.rejected == {"not_json": 300}

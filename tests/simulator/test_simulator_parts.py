@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from simulator.generate import generate
@@ -19,10 +20,7 @@ def test_sample_reads_completely_and_sorts_with_spills(tmp_path: Path) -> None:
     stats = SourceStats()
     in_file_order = list(read_rows(SAMPLE, stats))
     assert stats.rows == 5000 and not stats.rejected
-    assert (
-        sum(a.timestamp_ms > b.timestamp_ms for a, b in zip(in_file_order, in_file_order[1:]))
-        == 646
-    )
+    assert sum(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(in_file_order)) == 646
     spilled = list(sorted_rows(iter(in_file_order), chunk_rows=333))  # 16 spill files
     in_memory = list(sorted_rows(iter(in_file_order), chunk_rows=10**6))
     expected = [

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 
 #: thing, quantity, event time ms, value, row id: one record as the job reads it
 Record = tuple[str, str, int, float, str]
@@ -101,27 +102,13 @@ def window_oracle(
     expected = Expected({}, {})
     for (thing, quantity), mine in by_key.items():
         clock = horizon = None
-        reached: list[
-            tuple[int, int]
-        ] = []  # (horizon, clock) after each record that moved the clocks
+        # (horizon, clock) after each record that moved the clocks
+        reached: list[tuple[int, int]] = []
         segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
-
-            def late(value: float, row_id: str, reason: str) -> None:
-                expected.late_records.append(
-                    {
-                        "thing": thing,
-                        "quantity": quantity,
-                        "event_time_ms": t,
-                        "value": value,
-                        "row_id": row_id,
-                        "reason": reason,
-                        "stage": "aggregate",
-                        "watermark_ms": horizon,
-                    }
-                )
-
+            # A late record of this one's key and time, under the horizon before this record.
+            late = partial(_late, expected, thing, quantity, t, horizon)
             if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
                 expected.aside[ident] = "future_timestamp"
             elif horizon is not None and t < horizon:
@@ -147,10 +134,35 @@ def window_oracle(
                 reached.append((horizon, clock))
             if (thing, quantity, position) in flushes:
                 closed_until = _emit(expected, list(segment.values()), specs, None, reached)
-                horizon = max(horizon, closed_until) if closed_until is not None else horizon
+                if closed_until is not None:
+                    horizon = closed_until if horizon is None else max(horizon, closed_until)
                 segment = {}
         _emit(expected, list(segment.values()), specs, horizon, reached)
     return expected
+
+
+def _late(
+    expected: Expected,
+    thing: str,
+    quantity: str,
+    t: int,
+    horizon: int | None,
+    value: float,
+    row_id: str,
+    reason: str,
+) -> None:
+    expected.late_records.append(
+        {
+            "thing": thing,
+            "quantity": quantity,
+            "event_time_ms": t,
+            "value": value,
+            "row_id": row_id,
+            "reason": reason,
+            "stage": "aggregate",
+            "watermark_ms": horizon,
+        }
+    )
 
 
 def closed_at(reached: list[tuple[int, int]], closes: int) -> int | None:
