@@ -1,6 +1,7 @@
 """Benchmark: simulator -> MQTT -> bridge -> Kafka on this machine (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1] [--baseline-rows 10000] [--no-baseline]
+    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1]
+        [--baseline-rows 10000] [--no-baseline]
 
 Starts (or reuses) the local stack, generates a file, runs the real bridge and simulator as
 processes on private topics, and measures from the first row sent until Kafka holds every
@@ -249,23 +250,27 @@ def main() -> int:
     print(f"rows                       {result['rows']:>12,}")
     print(f"Kafka records              {result['records']:>12,}")
     print(
-        f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})"
+        f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: "
+        f"{result['simulator_seconds']:.2f})"
     )
     print(f"rows/s                     {result['rows_per_s']:>12,.0f}")
     print(f"records/s                  {result['records_per_s']:>12,.0f}")
     print(
-        f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  ({result['cpu_us_per_record']:.1f} per record)"
+        f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  "
+        f"({result['cpu_us_per_record']:.1f} per record)"
     )
     print(
-        f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} records/s, "
-        f"after start-up)"
+        f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} "
+        "records/s, after start-up)"
     )
     print(
-        f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  ({alone['cpu_us_per_record']:.1f} per record)"
+        f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  "
+        f"({alone['cpu_us_per_record']:.1f} per record)"
     )
     if baseline is not None:
         print(
-            f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)"
+            f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} "
+            "rows)"
         )
         print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
     return 0

@@ -1,6 +1,7 @@
 """Benchmark: the bridge's per-message path in this process, without servers (a script, not a test).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_bridge_path.py [--rows 50000] [--repeats 5] [--profile 25]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_bridge_path.py [--rows 50000] [--repeats 5]
+        [--profile 25]
 
 The real ``Bridge`` (its MQTT callback, row parser, record splitter, in-order acks and metrics)
 with stand-ins for paho and librdkafka: the producer takes each batch and, on the next poll,
@@ -149,7 +150,8 @@ def main() -> int:
             )
     best, records = min(timings), producer.records
     print(
-        f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per message)"
+        f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per "
+        "message)"
     )
     print(
         f"CPU us/message  {best / len(messages) * 1e6:8.2f}  (best of {args.repeats}; "

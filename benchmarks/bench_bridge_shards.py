@@ -1,6 +1,7 @@
 """Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100] [--bridges 1,2,4]
+    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100]
+        [--bridges 1,2,4]
 
 For each count B: B bridges create their persistent sessions (``<prefix>/<k>/#``) and stop,
 the simulator publishes the file under the shards (``--shards B``) into those sessions, then
@@ -111,17 +112,19 @@ def main() -> int:
             results.append(measure(settings, events, count, work))
     one = results[0]
     print(
-        f"\nhost: {os.cpu_count()} cores; {args.rows:,} rows, {args.things} machines; bridges alone (backlog drain)"
+        f"\nhost: {os.cpu_count()} cores; {args.rows:,} rows, {args.things} machines; bridges "
+        "alone (backlog drain)"
     )
     print(
-        f"{'bridges':>7} {'rows/s':>10} {'records/s':>10} {'CPU us/row':>11} {'vs ' + str(one['bridges']):>7} "
-        f"{'projected rows/s, a core per bridge':>36}"
+        f"{'bridges':>7} {'rows/s':>10} {'records/s':>10} {'CPU us/row':>11} "
+        f"{'vs ' + str(one['bridges']):>7} {'projected rows/s, a core per bridge':>36}"
     )
     for result in results:
         projected = result["bridges"] * 1e6 / result["cpu_us_per_row"]
         print(
-            f"{result['bridges']:>7} {result['rows_per_s']:>10,.0f} {result['records_per_s']:>10,.0f} "
-            f"{result['cpu_us_per_row']:>11.1f} {result['rows_per_s'] / one['rows_per_s']:>6.2f}x {projected:>36,.0f}"
+            f"{result['bridges']:>7} {result['rows_per_s']:>10,.0f} "
+            f"{result['records_per_s']:>10,.0f} {result['cpu_us_per_row']:>11.1f} "
+            f"{result['rows_per_s'] / one['rows_per_s']:>6.2f}x {projected:>36,.0f}"
         )
     return 0
 

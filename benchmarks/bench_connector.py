@@ -226,8 +226,8 @@ def measure_connector(
                     else 0
                 )
                 print(
-                    f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
-                    f" ({rate:,.0f} points/s)",
+                    f"  ... {metrics['points']:,.0f}/{records:,} points written after "
+                    f"{now - launched:.0f} s ({rate:,.0f} points/s)",
                     flush=True,
                 )
                 last_print = now
@@ -247,7 +247,8 @@ def measure_connector(
             service.terminate()
     if influxd_pid(settings) != influx_pid:
         print(
-            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers are not valid",
+            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers "
+            "are not valid",
             flush=True,
         )
     seconds = end[0] - first[0]
@@ -371,19 +372,20 @@ def print_table(results: list[dict], baseline: dict | None, command: str) -> Non
     print(f"Command: `{command}`")
     print()
     print(
-        "| loader | batch points | flush ms | points | seconds | points/s | vs baseline | points/batch "
-        "| mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | InfluxDB count |"
+        "| loader | batch points | flush ms | points | seconds | points/s | vs baseline | "
+        "points/batch | mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | "
+        "InfluxDB count |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in [*results, *([baseline] if baseline else [])]:
         check = "ok" if r["stored"] == r["records"] else "MISMATCH"
         ratio = f"{r['points_per_s'] / baseline['points_per_s']:.1f}x" if baseline else "n/a"
         print(
-            f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | {r['records']:,} "
-            f"| {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} "
-            f"| {r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | {fmt(r['cpu_s'], '.1f')} "
-            f"| {fmt(r['runqueue_s'], '.1f')} | {fmt(r['influx_cpu_s'], '.1f')} "
-            f"| {r['stored']:,} {check} |"
+            f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | "
+            f"{r['records']:,} | {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} | "
+            f"{r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | "
+            f"{fmt(r['cpu_s'], '.1f')} | {fmt(r['runqueue_s'], '.1f')} | "
+            f"{fmt(r['influx_cpu_s'], '.1f')} | {r['stored']:,} {check} |"
         )
 
 
@@ -449,23 +451,26 @@ def main() -> int:
                 r["batch_points"] = batch or defaults.batch_points
                 r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
                 results.append(r)
+                stored = (
+                    "ok" if r["stored"] == args.records else f"MISMATCH, expected {args.records:,}"
+                )
                 print(
-                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s ({r['from_launch_s']:.1f} s "
-                    f"from launch), {r['batches']:.0f} batches of {r['batch_ms']:.1f} ms mean; "
-                    f"InfluxDB holds {r['stored']:,} points: "
-                    f"{'ok' if r['stored'] == args.records else f'MISMATCH, expected {args.records:,}'}",
+                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s "
+                    f"({r['from_launch_s']:.1f} s from launch), {r['batches']:.0f} batches of "
+                    f"{r['batch_ms']:.1f} ms mean; InfluxDB holds {r['stored']:,} points: {stored}",
                     flush=True,
                 )
         baseline = None
         if not args.no_baseline:
             print(
-                f"baseline: naive loader (poll + fastavro + Point per record, write + commit per 1,000) on "
-                f"{args.baseline_records:,} records ...",
+                "baseline: naive loader (poll + fastavro + Point per record, write + commit per "
+                f"1,000) on {args.baseline_records:,} records ...",
                 flush=True,
             )
             baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
             print(
-                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points",
+                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds "
+                f"{baseline['stored']:,} points",
                 flush=True,
             )
     finally:

@@ -161,16 +161,17 @@ def our_rows(run: JobRun) -> list[Measured]:
 
 def print_table(quix: Measured, runs: list[Measured]) -> None:
     header = (
-        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} {'CPU µs/rec':>10} "
-        f"{'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} {'per core vs Quix':>16}"
+        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} "
+        f"{'CPU µs/rec':>10} {'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} "
+        f"{'per core vs Quix':>16}"
     )
     print(header)
     for m in [quix, *runs]:
         ratio = "" if m is quix else f"{m.per_core / quix.per_core:.2f}x"
         print(
-            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} {m.cpu_s:>7.1f} "
-            f"{m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} {m.rss_mb:>11,.0f} {m.per_core:>10,.0f} "
-            f"{m.pairs:>10,} {ratio:>16}"
+            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} "
+            f"{m.cpu_s:>7.1f} {m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} "
+            f"{m.rss_mb:>11,.0f} {m.per_core:>10,.0f} {m.pairs:>10,} {ratio:>16}"
         )
 
 
@@ -226,8 +227,8 @@ def main() -> int:
     print()
     for m in runs:
         print(
-            f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} records/s per core "
-            f"= {m.per_core / quix.per_core:.2f}x"
+            f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} "
+            f"records/s per core = {m.per_core / quix.per_core:.2f}x"
         )
     return 0
 

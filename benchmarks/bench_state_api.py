@@ -1,6 +1,7 @@
 """Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
 
-    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000] [--rounds 2]
+    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000]
+        [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
 per-thing function (``spark_jobs.join.GroupJoiner``: the library's batch path, one binary
@@ -163,12 +164,14 @@ def main() -> int:
                 result = json.loads(child.stdout.strip().splitlines()[-1])
                 results.setdefault((variant, batch), []).append(result)
                 print(
-                    f"  batch {batch:,} round {round_ + 1} {variant}: {result['warm_records_per_s']:,.0f} records/s "
-                    f"after the first batch ({result['batches']} batches, {result['output_rows']:,} output rows)",
+                    f"  batch {batch:,} round {round_ + 1} {variant}: "
+                    f"{result['warm_records_per_s']:,.0f} records/s after the first batch "
+                    f"({result['batches']} batches, {result['output_rows']:,} output rows)",
                     flush=True,
                 )
     print(
-        f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} {'first batch s':>14}"
+        f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} "
+        f"{'first batch s':>14}"
     )
     for (variant, batch), runs in results.items():
         mean = sum(r["warm_records_per_s"] for r in runs) / len(runs)

@@ -136,9 +136,9 @@ def main() -> int:
         f"{args.duplicates:.0%} copies": with_copies(plain, args.duplicates, args.seed),
     }
     print(
-        f"\n{args.records:,} records of one key; windows {', '.join(s.label for s in rules.specs)}; lateness "
-        f"{args.lateness_ms} ms; same record by {'(time, row id)' if args.by_row_id else 'time'}; "
-        f"best of {args.repeat}"
+        f"\n{args.records:,} records of one key; windows "
+        f"{', '.join(s.label for s in rules.specs)}; lateness {args.lateness_ms} ms; same record "
+        f"by {'(time, row id)' if args.by_row_id else 'time'}; best of {args.repeat}"
     )
     print(
         f"{'input':<12}{'batch':>8}{'path':>11}{'wall s':>9}{'records/s':>12}{'cpu s':>8}"
@@ -160,7 +160,8 @@ def main() -> int:
             n = len(data[0])
             for path, secs, cpu in (("reference", ref_s, ref_cpu), ("process", new_s, new_cpu)):
                 print(
-                    f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}{cpu:>8.3f}{n / cpu:>12,.0f}"
+                    f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}"
+                    f"{cpu:>8.3f}{n / cpu:>12,.0f}"
                     f"{ref_s / secs:>8.2f}{'yes' if same else 'NO':>6}"
                 )
     return 0 if same_everywhere else 1

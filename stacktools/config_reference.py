@@ -71,7 +71,8 @@ class Section:
         return self.settings
 
     def parents(self) -> list[Section]:
-        """The other sections whose class this one's derives from: their fields are documented there."""
+        """The other sections whose class this one's derives from: their fields are documented
+        there."""
         cls = self.settings_class()
         return [s for s in SECTIONS if s is not self and issubclass(cls, s.settings_class())]
 
@@ -101,47 +102,47 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Every service (`ServiceSettings`)",
         ServiceSettings,
-        "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
-        "default `METRICS_PORT`, given in its section; 0 means any free port.",
+        "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service "
+        "has its own default `METRICS_PORT`, given in its section; 0 means any free port.",
         concern=True,
         short="service base",
     ),
     Section(
         "Kafka (`KafkaSettings`)",
         KafkaSettings,
-        "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
-        "services that read or write Kafka.",
+        "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, "
+        "for the services that read or write Kafka.",
         concern=True,
     ),
     Section(
         "MQTT (`MqttSettings`)",
         MqttSettings,
-        "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
-        "publish or subscribe.",
+        "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the "
+        "services that publish or subscribe.",
         concern=True,
     ),
     Section(
         "InfluxDB (`InfluxSettings`)",
         InfluxSettings,
-        "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
-        "write or query InfluxDB.",
+        "`streamkit.config.InfluxSettings`: the server, the login and the database, for the "
+        "services that write or query InfluxDB.",
         concern=True,
     ),
     Section(
         "Stack launcher only (`StackSettings`)",
         StackSettings,
-        "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
-        "by the stack launcher and its tools only.",
+        "`streamkit.config.StackSettings`: servers no service talks to and how topics are "
+        "provisioned; read by the stack launcher and its tools only.",
         concern=True,
         short="stack launcher",
     ),
     Section(
         "Stack launcher, tools and tests (`Settings`)",
         Settings,
-        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
-        "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
-        "passes its values to the services it starts as environment variables; each service reads those of "
-        "its own concerns and ignores the rest.",
+        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m "
+        "stacktools.stack`), `python -m stacktools.topics`, the demo, the benchmarks and the tests "
+        "talk to every server. It passes its values to the services it starts as environment "
+        "variables; each service reads those of its own concerns and ignores the rest.",
     ),
     Section.of_service(
         "simulator",
@@ -150,14 +151,16 @@ SECTIONS: tuple[Section, ...] = (
     Section.of_service(
         "mqtt_bridge",
         "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
-        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
+        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT "
+        "session.",
     ),
     Section(
-        "Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        "Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, "
+        "`spark_jobs.single_pass`)",
         SparkJobSettings,
-        "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names the "
-        "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
-        "instances of one job) must never share it.",
+        "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names "
+        "the checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two "
+        "jobs (or two instances of one job) must never share it.",
         short="Spark jobs' common",
     ),
     Section.of_service(
@@ -176,8 +179,8 @@ SECTIONS: tuple[Section, ...] = (
         "spark_aggregate",
         "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
         "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
-        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
-        "the same host.",
+        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` "
+        "on the same host.",
     ),
     Section.of_service(
         "spark_single_pass",
@@ -187,15 +190,15 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section.of_service(
         "db_connector",
-        "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
-        "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+        "Committed Kafka records -> InfluxDB points. Several instances share the work with the "
+        "same `CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
     ),
     Section(
         "Dashboards checker (`python -m stacktools.dashboards`)",
         GrafanaSettings,
-        "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
-        "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
-        "flags, listed by `python -m stacktools.dashboards --help`.",
+        "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only "
+        "user. Its action (`validate`, `list`, `check`) and the check's time range, variables and "
+        "output are tool flags, listed by `python -m stacktools.dashboards --help`.",
     ),
 )
 
@@ -243,7 +246,8 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "EXTRA_CA_CERTS",
         "docker compose, image builds",
-        "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds",
+        "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image "
+        "builds",
     ),
     (
         "CONTAINER_SOCKET",
@@ -258,8 +262,9 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "EOS_FAULT_POINT",
         "tests (fault injection)",
-        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_job.py) give the "
-        "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it",
+        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, "
+        "tests/support/faulty_job.py) give the exactly-once sink a hook that SIGKILLs the driver "
+        "at that point of that batch; the services never read it",
     ),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
     (
@@ -270,7 +275,8 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "CLIENT_FAULTS",
         "tests (fault injection)",
-        "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production",
+        "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls "
+        "fail at random; never set it in production",
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (60)"),
@@ -358,7 +364,8 @@ def compose_app_environment(path: Path = COMPOSE_FILE) -> dict[str, str]:
 HEADER = f"""# Configuration reference
 
 <!-- Generated by `{GENERATOR}` from the Settings dataclasses; do not edit by hand.
-     `{GENERATOR} --check` (run by tests/stacktools/test_config_reference.py) fails when this file is stale. -->
+     `{GENERATOR} --check` (run by tests/stacktools/test_config_reference.py) fails when this
+     file is stale. -->
 
 Every service takes its configuration from one model (`streamkit/config.py`): each field of a
 service's settings dataclass is a command-line option **and** an environment variable, and
@@ -400,11 +407,12 @@ def users_and_passwords() -> list[str]:
     lines = [
         "## Users and passwords",
         "",
-        "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
-        "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
-        f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
-        "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
-        "the password of the one process they are given to.",
+        "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the "
+        "rights it needs (the README's access matrix). Each user's password is one variable; the "
+        f"stack launcher generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode "
+        "0600) on `up`, and docker compose requires them in `.env`. `KAFKA_PASSWORD`, "
+        "`MQTT_PASSWORD` and `INFLUX_PASSWORD` override the password of the one process they are "
+        "given to.",
         "",
     ]
     logins: dict[tuple[str, str], list[str]] = {}
@@ -474,8 +482,8 @@ def render() -> str:
         if section.service:
             lines += [
                 (
-                    f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
-                    f"service label `{section.service}`."
+                    f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by "
+                    f"default, service label `{section.service}`."
                 ),
                 "",
             ]
@@ -493,9 +501,9 @@ def render() -> str:
             "",
             (
                 "`docker-compose.yml` sets these for every container built from our `Dockerfile` "
-                "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT` and "
-                "ignores the variables of concerns it does not have. "
-                "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."
+                "(its `x-app-env`), on top of `.env`; each service also gets its own "
+                "`METRICS_PORT` and ignores the variables of concerns it does not have. `${X:-d}` "
+                "is compose's default, `${X:?...}` a variable it requires."
             ),
             "",
         ]
@@ -517,7 +525,7 @@ def render() -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------- checks used by the tests
+# ------------------------------------------------------------------------- checks used by the tests
 def all_settings_classes() -> list[type[ServiceSettings]]:
     return [section.settings_class() for section in SECTIONS]
 

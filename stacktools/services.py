@@ -164,12 +164,14 @@ BRIDGE = "mqtt_bridge"
 
 
 def service_of(stage: str) -> str:
-    """The service a stage runs: a stage is a service, or a further shard of one (``mqtt_bridge@1``)."""
+    """The service a stage runs: a stage is a service, or a further shard of one
+    (``mqtt_bridge@1``)."""
     return stage.partition("@")[0]
 
 
 def sharded_stages(stages: tuple[str, ...], bridges: int) -> tuple[str, ...]:
-    """``stages`` with ``bridges`` bridges on disjoint Thing shards: shard 0 keeps the plain name."""
+    """``stages`` with ``bridges`` bridges on disjoint Thing shards: shard 0 keeps the plain
+    name."""
     if bridges < 1:
         raise ValueError(f"bridges must be at least 1, not {bridges}")
     extra = tuple(f"{BRIDGE}@{shard}" for shard in range(1, bridges))

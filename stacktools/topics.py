@@ -112,8 +112,8 @@ def provision(
             except TimeoutError:
                 raise TimedOut(
                     f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
-                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the request to "
-                    "it: README, 'Three Kafka nodes')"
+                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the "
+                    "request to it: README, 'Three Kafka nodes')"
                 ) from None
     present = [s for s in specs if s.name not in report.created]
     if not present:
@@ -125,14 +125,16 @@ def provision(
         partitions = len(metadata[spec.name].partitions)
         if partitions != spec.partitions:
             problems.append(
-                f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not changed automatically)"
+                f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not "
+                "changed automatically)"
             )
         config_drift = {
             k: v for k, v in spec.config.items() if actual_configs[spec.name].get(k) != v
         }
         for key, value in config_drift.items():
             problems.append(
-                f"{spec.name}: {key} declared {value!r}, actual {actual_configs[spec.name].get(key)!r}"
+                f"{spec.name}: {key} declared {value!r}, actual "
+                f"{actual_configs[spec.name].get(key)!r}"
             )
         if config_drift and fix_config:
             resource = ConfigResource(

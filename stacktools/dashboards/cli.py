@@ -2,7 +2,8 @@
 
     python -m stacktools.dashboards validate
     python -m stacktools.dashboards list
-    python -m stacktools.dashboards check [--from-ms X --to-ms Y] [--var thing=Thing1 ...] [--require-data]
+    python -m stacktools.dashboards check [--from-ms X --to-ms Y] [--var thing=Thing1 ...]
+        [--require-data]
 
 validate: the structural check only. list: every variable and panel query, unfilled.
 check: the structural check, then every query filled in and run against the local stack.
@@ -78,8 +79,8 @@ def report(results: Sequence[PanelResult], *, require_data: bool, show_queries: 
         failed += bad
         status = "ERROR" if r.error else ("EMPTY" if r.series == 0 else "ok")
         print(
-            f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | series={r.series} "
-            f"points={r.points}" + (f" | {r.error}" if r.error else "")
+            f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | "
+            f"series={r.series} points={r.points}" + (f" | {r.error}" if r.error else "")
         )
         if show_queries or bad:
             print(f"      {r.query}")

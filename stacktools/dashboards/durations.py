@@ -62,7 +62,8 @@ def parse_duration_ms(text: str) -> int:
 
 
 def format_duration(ms: int) -> str:
-    """Grafana's secondsToHms: the largest whole unit, truncated ('90s' -> '1m', '1500ms' -> '1s')."""
+    """Grafana's secondsToHms: the largest whole unit, truncated ('90s' -> '1m', '1500ms' ->
+    '1s')."""
     for unit in ("y", "d", "h", "m", "s", "ms"):
         size = _UNIT_MS[unit]
         if ms >= size:

@@ -143,7 +143,8 @@ def variable_query(variable: Mapping[str, Any]) -> str:
 def _repeat_scopes(
     repeat: str | None, selections: Mapping[str, Selection]
 ) -> list[dict[str, Selection]]:
-    """One scope per value of the repeat variable, each holding that single value (Grafana's clones)."""
+    """One scope per value of the repeat variable, each holding that single value (Grafana's
+    clones)."""
     if not repeat or repeat not in selections:
         return [{}]
     values = selections[repeat].effective()

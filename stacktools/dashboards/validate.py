@@ -203,7 +203,8 @@ def _check_panel(
             problems.append(f"{where}: repeat refers to undefined variable {repeat!r}")
         elif not (variable.get("multi") or variable.get("includeAll")):
             problems.append(
-                f"{where}: repeat variable {repeat!r} allows one value only (set multi or includeAll)"
+                f"{where}: repeat variable {repeat!r} allows one value only (set multi or "
+                "includeAll)"
             )
         if panel.get("repeatDirection", "h") not in {"h", "v"}:
             problems.append(f"{where}: repeatDirection must be 'h' or 'v'")

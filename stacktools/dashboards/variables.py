@@ -33,7 +33,8 @@ def js_regex(text: str) -> re.Pattern[str]:
 
 
 def apply_variable_regex(values: Sequence[str], regex: str) -> list[str]:
-    """Grafana's variable regex: keep matching values; a capture group (or ``value``) replaces the value."""
+    """Grafana's variable regex: keep matching values; a capture group (or ``value``) replaces the
+    value."""
     if not regex:
         return list(values)
     pattern = js_regex(regex)

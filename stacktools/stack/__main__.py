@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         "components",
         nargs="*",
         metavar="component",
-        help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), and "
-        f"the optional {optional} (a standalone master and SPARK_WORKERS workers; only when named)",
+        help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), "
+        f"and the optional {optional} (a standalone master and SPARK_WORKERS workers; only "
+        "when named)",
     )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")

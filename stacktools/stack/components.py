@@ -92,8 +92,8 @@ class Component:
         ]
         if missing:
             raise StackError(
-                f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
-                f"for {', '.join(missing)}"
+                f"{self.name}: no password in the environment, .env or "
+                f"{self.settings.credentials_path} for {', '.join(missing)}"
             )
 
 
@@ -183,7 +183,8 @@ class Kafka(Component):
         (self.conf_dir / "log4j2.properties").write_text(
             "status = warn\n"
             "appender.out.type = Console\nappender.out.name = STDOUT\n"
-            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
             "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
             "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
             "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
@@ -195,15 +196,15 @@ class Kafka(Component):
             nodes_file.write_text(f"{s.kafka_brokers}\n")
         elif not (self.data_dir / self.AUTH_MARKER).exists():
             raise StackError(
-                f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
-                "admin user: remove that directory (its topics are lost) and start again"
+                f"the Kafka data in {self.data_dir} was made before authentication was on and has "
+                "no admin user: remove that directory (its topics are lost) and start again"
             )
         elif (
             made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1
         ) != s.kafka_brokers:
             raise StackError(
-                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), not "
-                f"KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), "
+                f"not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
                 f"{s.run_dir / 'data'}/kafka* (its topics are lost)"
             )
 
@@ -220,8 +221,8 @@ class Kafka(Component):
         s = self.settings
         controller = s.credential("kafka", "controller")
         plain = (
-            'org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
-            f'password="{controller}" user_controller="{controller}";'
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="controller" password="{controller}" user_controller="{controller}";'
         )
         return {
             "sasl.enabled.mechanisms": SASL_MECHANISM,
@@ -333,8 +334,8 @@ class Kafka(Component):
             )
         except TimedOut:
             raise StackError(
-                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} registered "
-                f"after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
+                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} "
+                f"registered after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
             ) from None
         self.require_passwords("kafka", USERS["kafka"])
         admin = admin_client(
@@ -403,9 +404,12 @@ class Mosquitto(Component):
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "autosave_interval 5",
-            "max_queued_messages 0",  # unlimited: a persistent session must not drop while the bridge is down
-            "persistent_client_expiration 7d",  # MQTT 3.1.1 persistent sessions end after a week offline
-            "max_inflight_messages 10000",  # towards the bridge, which acks only after Kafka confirmed
+            # unlimited: a persistent session must not drop while the bridge is down
+            "max_queued_messages 0",
+            # MQTT 3.1.1 persistent sessions end after a week offline
+            "persistent_client_expiration 7d",
+            # towards the bridge, which acks only after Kafka confirmed
+            "max_inflight_messages 10000",
             "log_dest stdout",
             "log_type error",
             "log_type warning",
@@ -499,9 +503,9 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
             )
             if status != 200 or "error" in json.dumps(body):
                 raise StackError(
-                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
-                    f"created ({body}); the data in {self.data_dir} was made with other credentials: "
-                    "restore them or remove that directory"
+                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could "
+                    f"be created ({body}); the data in {self.data_dir} was made with other "
+                    "credentials: restore them or remove that directory"
                 )
         self.require_passwords("influx", INFLUX_RIGHTS)
         _, body = client.query("SHOW USERS")
@@ -662,7 +666,8 @@ class SparkCluster(Component):
 
 
 class SparkMaster(SparkCluster):
-    """The Spark standalone master: ``SPARK_MASTER=spark://127.0.0.1:<port>`` runs a job on the cluster."""
+    """The Spark standalone master: ``SPARK_MASTER=spark://127.0.0.1:<port>`` runs a job on the
+    cluster."""
 
     name = "spark-master"
     main_class = "org.apache.spark.deploy.master.Master"

@@ -66,7 +66,8 @@ class ManagedProcess:
         self.log_file = run_dir / "logs" / f"{name}.log"
 
     def pid(self) -> int | None:
-        """The pid if the process is alive and still ours, else None (stale pid files are removed)."""
+        """The pid if the process is alive and still ours, else None (stale pid files are
+        removed)."""
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
@@ -88,9 +89,8 @@ class ManagedProcess:
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log:
-            log.write(
-                f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode()
-            )
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"\n--- {started} starting: {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
                 list(command),
@@ -116,7 +116,8 @@ class ManagedProcess:
         return process.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """SIGTERM (servers flush and close cleanly), SIGKILL after the timeout. True if it was running."""
+        """SIGTERM (servers flush and close cleanly), SIGKILL after the timeout. True if it was
+        running."""
         pid = self.pid()
         if pid is None:
             return False
@@ -150,7 +151,8 @@ class ManagedProcess:
                 return True
             if self.pid() is None:
                 raise StackError(
-                    f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}"
+                    f"{self.name} exited while starting ({what}); last lines of "
+                    f"{self.log_file}:\n{tail(self.log_file)}"
                 )
             return False
 
@@ -158,7 +160,8 @@ class ManagedProcess:
             wait_until(started, timeout_s, f"{self.name} healthy ({what})", interval_s=0.3)
         except TimedOut:
             raise StackTimedOut(
-                f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}"
+                f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of "
+                f"{self.log_file}:\n{tail(self.log_file)}"
             ) from None
 
 

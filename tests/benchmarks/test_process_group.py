@@ -13,7 +13,10 @@ from benchmarks.process_group import GroupSampler
 
 
 def test_the_cpu_of_a_leader_that_exits_at_once_is_still_seen() -> None:
-    busy = "import time\ntime.sleep(0.5)\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    busy = (
+        "import time\ntime.sleep(0.5)\nend = time.process_time() + 0.6\n"
+        "while time.process_time() < end: pass\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
     with GroupSampler(
         child.pid, interval_s=5

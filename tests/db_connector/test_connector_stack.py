@@ -93,7 +93,8 @@ def add_bad_records(feed: Feed) -> None:
         b"conflict",
         encoder.encode_row("T-conflict", "r3", CONFLICT_MS + 1000, {"speed": 2.5})[0][1],
     )
-    # names the bridge refuses, written by someone else: never a tag, a dead letter with the bridge's reason
+    # names the bridge refuses, written by someone else: never a tag, a dead letter with the
+    # bridge's reason
     feed.add(
         "raw",
         b"slash-thing",

@@ -207,7 +207,7 @@ def named_volumes(service: dict[str, Any]) -> list[str]:
     return names
 
 
-# ------------------------------------------------------------------------------------ docker compose config
+# ---------------------------------------------------------------------------- docker compose config
 def test_docker_compose_config_accepts_the_file() -> None:
     cli = compose_cli()
     if cli is None:
@@ -799,7 +799,8 @@ def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
 def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_certificates() -> (
     None
 ):
-    """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the build."""
+    """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the
+    build."""
     text = DOCKERFILE.read_text()
     assert text.index("pip install -r") < text.index("COPY . /app"), (
         "the source is copied before the dependencies"

@@ -49,7 +49,8 @@ COMPOSE_PIPELINE = PipelineSpec(
     windows=tuple(WINDOWS),
     lateness_ms=LATENESS_MS,
 )
-#: Rows per second of the faulted replay: slow enough that every fault lands while records are in flight.
+#: Rows per second of the faulted replay: slow enough that every fault lands while records are in
+#: flight.
 REPLAY_RATE = 250
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000

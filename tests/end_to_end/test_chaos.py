@@ -155,7 +155,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
     kafka, mosquitto = Stack(settings, ["kafka"]), Stack(settings, ["mosquitto"])
     if any(status.state != "running" for status in (*kafka.status(), *mosquitto.status())):
         cannot_run(
-            "Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill them"
+            "Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill "
+            "them"
         )
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)

@@ -10,7 +10,8 @@ oracles exactly, every poison record must be dead-lettered exactly once, and eve
 fault must have been injected.
 
 Knobs: CLIENT_FAULT_SCALE (1.0: multiplies every fault rate), CLIENT_FAULT_ROWS (6000),
-CLIENT_FAULT_SEED (random; printed), CLIENT_FAULT_KAFKA_PAUSE_S (50), CLIENT_FAULT_INFLUX_PAUSE_S (20).
+CLIENT_FAULT_SEED (random; printed), CLIENT_FAULT_KAFKA_PAUSE_S (50),
+CLIENT_FAULT_INFLUX_PAUSE_S (20).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ KINDS = {
 
 
 def paused(settings: Settings, component: str, seconds: float, pipeline: Pipeline) -> None:
-    """SIGSTOP the stack component's process for ``seconds`` (supervising meanwhile), then SIGCONT."""
+    """SIGSTOP the stack component's process for ``seconds`` (supervising meanwhile), then
+    SIGCONT."""
     (status,) = Stack(settings, [component]).status()
     if status.state != "running" or status.pid is None:
         cannot_run(
@@ -166,7 +168,8 @@ def test_pipeline_stays_exactly_once_when_client_calls_fail_and_servers_pause(
     seen = injected_faults(pipeline)
     kinds = {kind for _, kind in seen}
     print(
-        f"client faults: {summary}; injected {sum(seen.values())}: {dict(seen)}; restarts {pipeline.restarts}"
+        f"client faults: {summary}; injected {sum(seen.values())}: {dict(seen)}; restarts "
+        f"{pipeline.restarts}"
     )
     assert {"retriable", "non_retriable", "abortable", "unknown_outcome"} <= kinds, seen
     assert kinds <= KINDS

@@ -225,7 +225,8 @@ _QUANTITY_FORBIDDEN = "|\\"
 
 
 def reference_name(name: str, forbidden: str) -> bool:
-    """The rule as docs/architecture.md states it, written without the implementation's shortcuts."""
+    """The rule as docs/architecture.md states it, written without the implementation's
+    shortcuts."""
     return (
         0 < len(name) <= MAX_CHARS
         and name[0] != " "
@@ -349,7 +350,8 @@ def _refused(call: Callable[[], object], error: type[Exception]) -> None:
 
 
 def source_file(data: bytes) -> None:
-    """The simulator's file reader on the bytes as they are (JSON lines, a JSON array, a BOM, any junk)."""
+    """The simulator's file reader on the bytes as they are (JSON lines, a JSON array, a BOM, any
+    junk)."""
     _replay_file(data)
 
 

@@ -260,8 +260,8 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(
         assert [m.value() for i, m in enumerate(dlq) if i != 2] == [
             v for k, v in fuzz.items() if k != "huge"
         ]
-        # Throughput unaffected: the batch after the fuzz takes at most twice the one before (generous:
-        # a shared 2-core machine), and nothing of it is lost.
+        # Throughput unaffected: the batch after the fuzz takes at most twice the one before
+        # (generous: a shared 2-core machine), and nothing of it is lost.
         assert after < 2 * before + 2, (before, after)
     finally:
         service.terminate()

@@ -214,15 +214,16 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
     total = sum(published.values())
     resent = resent_messages(raw, dead)
     print(
-        f"re-sent messages after the graceful restart: {resent} (raw records {len(raw) - len(valid)}, "
-        f"dead letters {len(dead) - invalid})"
+        f"re-sent messages after the graceful restart: {resent} (raw records "
+        f"{len(raw) - len(valid)}, dead letters {len(dead) - invalid})"
     )
     print(
         f"flood: {total:,} messages from {PUBLISHERS} publishers in {publish_s:.1f} s "
-        f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to {QUOTA_BYTES_PER_S:,} B/s), "
-        f"bridge done after {drained_s:.1f} s; {len(raw):,} raw records, {invalid:,} dead letters; peak RSS "
-        f"bridge {sampler.peak_mb['bridge']:.0f} MB, mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; "
-        f"peak unacked {throttled_peak:.0f} while throttled (limit {MAX_UNACKED})"
+        f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to "
+        f"{QUOTA_BYTES_PER_S:,} B/s), bridge done after {drained_s:.1f} s; {len(raw):,} raw "
+        f"records, {invalid:,} dead letters; peak RSS bridge {sampler.peak_mb['bridge']:.0f} MB, "
+        f"mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; peak unacked {throttled_peak:.0f} while "
+        f"throttled (limit {MAX_UNACKED})"
     )
     # The throttle makes the flood exceed the bridge: it must have filled its window.
     assert throttled_peak >= MAX_UNACKED, "no backpressure although Kafka throttled the bridge"

@@ -192,7 +192,8 @@ GOOD = b'{"Thing": "A", "Timestamp": 1554096380000, "x": 1}\n'
         ),
         (
             b'{"Timestamp": 1, "x": 1}\n{"Thing": "A", "Timestamp": 1}\n',
-            "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line 1: Thing is missing",
+            "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line "
+            "1: Thing is missing",
         ),
         (
             b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n {"Thing": "B" "Timestamp": 1}]',

@@ -36,7 +36,8 @@ def test_bad_lines_are_counted_with_reasons_and_python_dicts_become_json(tmp_pat
             [
                 '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}',
                 "{'Thing': 'A', 'Timestamp': 1554096381000, 'x': 2}",
-                "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",  # bytes: no JSON form
+                # bytes: no JSON form
+                "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",
                 "not json at all",
                 '{"Thing": "A", "Timestamp": 3000, "x": NaN}',
                 '{"Timestamp": 4000, "x": 1}',

@@ -268,7 +268,8 @@ def test_env_example_names_are_all_documented() -> None:
 
 
 def test_each_section_says_which_concerns_its_class_has() -> None:
-    """The document shows a service has only what it uses: its concerns, named, and the others, named as absent."""
+    """The document shows a service has only what it uses: its concerns, named, and the others,
+    named as absent."""
     text = DOC.read_text()
     concern_classes = [section.settings_class() for section in ref.CONCERNS]
     assert {cls.__name__ for cls in concern_classes} == {
@@ -295,7 +296,8 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
 
 
 def test_every_registered_service_has_its_section() -> None:
-    """The reference documents the services the registry runs, with the registry's settings class."""
+    """The reference documents the services the registry runs, with the registry's settings
+    class."""
     from stacktools.services import SERVICES
 
     sections = {s.service: s for s in ref.SECTIONS if s.service}

@@ -41,7 +41,8 @@ def test_a_descendant_that_moved_to_a_group_of_its_own_is_still_charged_to_the_s
         "while time.process_time() < end: pass\nprint('idle', flush=True)\ntime.sleep(600)\n"
     )
     parent_code = (
-        f"import subprocess, sys, time\nchild = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
         "child.wait()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code], start_new_session=True)

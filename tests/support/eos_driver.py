@@ -4,7 +4,8 @@ Copies every record of --raw-topic (key, value, partition) to --output-topic exa
 the fault-injection test can compare output and input as multisets. Runs with
 ``--available-now`` (stop when caught up) or until SIGTERM. Writes its JVM's pid to
 --jvm-pid-file so the test can wait for a killed driver's JVM to be gone before restarting.
-With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there (tests/support/sink_faults.py).
+With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there
+(tests/support/sink_faults.py).
 """
 
 from __future__ import annotations

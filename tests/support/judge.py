@@ -65,7 +65,8 @@ def committed_outputs(
     settings: Settings, topics: dict[str, str], skip_keys: frozenset[bytes] = frozenset()
 ) -> Outputs:
     """Every committed record of the four output topics, in offset order per partition; a
-    joined record must be keyed by a pair id, a measurement or late record by thing|quantity|time."""
+    joined record must be keyed by a pair id, a measurement or late record by
+    thing|quantity|time."""
     out = Outputs()
     for kind, schema in SCHEMAS.items():
         decode = decoder(schema)

@@ -1,13 +1,12 @@
 """Client-level fault injection: every call a service makes to Kafka or InfluxDB may fail.
 
-Installed into a service process by ``tests/support/faults/site/sitecustomize.py`` (put that folder on
-``PYTHONPATH`` and set ``CLIENT_FAULTS``), before the service imports its clients, so the
-services run unchanged. Each call draws from a seeded RNG (seed + pid: a restarted process
-draws new faults) and may raise, before doing anything, an error of one kind. Besides the
-random faults, two calls of each kind early in each process fail for sure (numbers drawn from
-the RNG), so every call a process makes often enough shows its first two kinds whatever the
-seed: a test that checks which kinds were exercised does not fail by chance. Deliveries are
-never forced (:data:`NEVER_FORCED`).
+Installed into a service process by ``tests/support/faults/site/sitecustomize.py`` (put that folder
+on ``PYTHONPATH`` and set ``CLIENT_FAULTS``), before the service imports its clients, so the
+services run unchanged. Each call draws from a seeded RNG (seed + pid: a restarted process draws new
+faults) and may raise, before doing anything, an error of one kind. Besides the random faults, two
+calls of each kind early in each process fail for sure (numbers drawn from the RNG), so every call a
+process makes often enough shows its first two kinds whatever the seed: a test that checks which
+kinds were exercised does not fail by chance. Deliveries are never forced (:data:`NEVER_FORCED`).
 
 * ``retriable``: a timeout the client may retry (``KafkaError.retriable()``);
 * ``non_retriable``: a plain failure (``_FAIL``);

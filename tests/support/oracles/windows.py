@@ -1,6 +1,7 @@
 """A brute-force reference of the window rules (docs/windows.md), written without the windows
-library (nor anything else of the project): one record at a time in each key's arrival order, windows found by enumeration,
-statistics with exact arithmetic. Tests compare the library and the real job with it."""
+library (nor anything else of the project): one record at a time in each key's arrival order,
+windows found by enumeration, statistics with exact arithmetic. Tests compare the library and the
+real job with it."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class Spec:
 class Expected:
     windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics and closed_at_ms
     aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
-    #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id, value)
+    #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id,
+    #: value)
     superseded: Counter = field(default_factory=Counter)
     #: the late topic's records of this stage (Avro ``LateRecord`` fields), in arrival order
     late_records: list[dict] = field(default_factory=list)
