@@ -97,7 +97,7 @@ def measure_pipeline(
     rows = sum(1 for _ in events.open("rb"))
     service = service_process("mqtt_bridge", lane, work / "bridge.log").start()
     service.wait_logged('"bridge running"', 60)
-    cpu_started = process_cpu_seconds(service.process.pid)
+    cpu_started = process_cpu_seconds(service.popen.pid)
     started = time.perf_counter()
     sim = service_process(
         "simulator",
@@ -112,12 +112,12 @@ def measure_pipeline(
 
     def note_simulator_exit() -> None:
         nonlocal sim_done
-        if sim_done is None and sim.process.poll() is not None:
+        if sim_done is None and sim.popen.poll() is not None:
             sim_done = time.perf_counter()
 
     wait_in_kafka(settings, lane.raw, records, "pipeline", note_simulator_exit)
     elapsed = time.perf_counter() - started
-    cpu = process_cpu_seconds(service.process.pid) - cpu_started
+    cpu = process_cpu_seconds(service.popen.pid) - cpu_started
     service.terminate()
     return {
         "rows": rows,
@@ -146,7 +146,7 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     sim = service_process(
         "simulator", lane, work / "backlog-simulator.log", "--input", str(events)
     ).start()
-    if sim.process.wait(1800) != 0:
+    if sim.popen.wait(1800) != 0:
         raise RuntimeError("simulator failed while filling the backlog")
     service = service_process("mqtt_bridge", lane, work / "bridge-alone.log").start()
     cpu_at_first: list[float] = []
@@ -157,10 +157,10 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
         lane.raw,
         records,
         "bridge draining its backlog",
-        on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.process.pid)),
+        on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.popen.pid)),
     )
     elapsed = time.perf_counter() - started
-    cpu = process_cpu_seconds(service.process.pid) - cpu_at_first[0]
+    cpu = process_cpu_seconds(service.popen.pid) - cpu_at_first[0]
     service.terminate()
     drained = records - first_count
     return {
@@ -211,7 +211,7 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     ).start()
     received.wait(1800)
     elapsed = time.perf_counter() - started
-    sim.process.wait(60)
+    sim.popen.wait(60)
     client.disconnect()
     client.loop_stop()
     return {"rows": total, "seconds": elapsed, "rows_per_s": total / elapsed}

@@ -60,13 +60,13 @@ def measure(settings: Settings, events: Path, bridges: int, work: Path) -> dict[
         "--shards",
         str(bridges),
     ).start()
-    if simulator.process.wait(1800) != 0:
+    if simulator.popen.wait(1800) != 0:
         raise RuntimeError(f"the simulator failed while filling the backlog: {simulator.log}")
     running = start_bridges(lane, bridges, work, f"drain-{bridges}")
     cpu_at_first: list[float] = []
 
     def cpu() -> float:
-        return sum(process_cpu_seconds(bridge.process.pid) for bridge in running)
+        return sum(process_cpu_seconds(bridge.popen.pid) for bridge in running)
 
     started, first_count = wait_in_kafka(
         settings,

@@ -183,7 +183,7 @@ def measure_connector(
                     "-o",
                     str(out),
                     "-p",
-                    str(service.process.pid),
+                    str(service.popen.pid),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -195,7 +195,7 @@ def measure_connector(
         while True:
             if not service.alive():
                 raise SystemExit(
-                    f"connector exited ({service.process.returncode}): {log.read_text()[-2000:]}"
+                    f"connector exited ({service.popen.returncode}): {log.read_text()[-2000:]}"
                 )
             metrics = scrape(port)
             now = time.perf_counter()
@@ -203,9 +203,9 @@ def measure_connector(
                 first = (
                     now,
                     metrics["points"],
-                    cpu_seconds(service.process.pid),
+                    cpu_seconds(service.popen.pid),
                     cpu_seconds(influx_pid),
-                    runqueue_seconds(service.process.pid),
+                    runqueue_seconds(service.popen.pid),
                     metrics["batch_count"],
                 )
             if metrics["points"] != previous:
@@ -214,9 +214,9 @@ def measure_connector(
                 end = (
                     now,
                     metrics["points"],
-                    cpu_seconds(service.process.pid),
+                    cpu_seconds(service.popen.pid),
                     cpu_seconds(influx_pid),
-                    runqueue_seconds(service.process.pid),
+                    runqueue_seconds(service.popen.pid),
                 )
                 break
             if now - last_print > 5:

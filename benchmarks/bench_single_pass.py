@@ -103,13 +103,13 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
     started = time.monotonic()
     with ExitStack() as stack:
         samplers = [
-            stack.enter_context(GroupSampler(process.start().process.pid, role_of(module)))
+            stack.enter_context(GroupSampler(process.start().popen.pid, role_of(module)))
             for module, process in jobs
         ]
         for (_, process), sampler in zip(jobs, samplers, strict=True):
-            sampler.wait(process.process)
+            sampler.wait(process.popen)
     wall = time.monotonic() - started
-    failed = [process.log for _, process in jobs if process.process.returncode != 0]
+    failed = [process.log for _, process in jobs if process.popen.returncode != 0]
     if failed:
         raise SystemExit(f"{shape} failed, see {failed}")
     batches_cpu = warm_cpu = 0.0

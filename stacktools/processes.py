@@ -46,13 +46,15 @@ class ServiceProcess:
             )
         return self
 
-    def _started(self) -> subprocess.Popen:
+    @property
+    def popen(self) -> subprocess.Popen:
+        """The running (or exited) process of this run; an error before ``start``."""
         if self.process is None:
             raise RuntimeError(f"{self.module} was never started")
         return self.process
 
     def kill9(self) -> None:
-        process = self._started()
+        process = self.popen
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -61,7 +63,7 @@ class ServiceProcess:
         wait_until(lambda: not group_alive(process.pid), 30, f"process group of {self.module} gone")
 
     def terminate(self, timeout_s: float = 30) -> int:
-        process = self._started()
+        process = self.popen
         process.send_signal(signal.SIGTERM)
         return process.wait(timeout_s)
 

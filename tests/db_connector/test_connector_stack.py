@@ -35,6 +35,7 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
 from tests.support.avro import FlatRecordEncoder
 from tests.support.harness import metric
+from tests.support.messages import header_of
 from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
@@ -341,7 +342,7 @@ def assert_influx_equals_oracle(
     letters = read_to_end(settings, dlq_topic)
     reasons: dict[str, int] = {}
     for message in letters:
-        reason = dict(message.headers())["reason"].decode()
+        reason = header_of(message, "reason").decode()
         reasons[reason] = reasons.get(reason, 0) + 1
     assert reasons == feed.bad
     assert count(settings, database, "dead_letter") == len(letters)

@@ -137,7 +137,7 @@ def executing_workers(settings: Settings, pipeline: Pipeline, timeout_s: float =
 def killed_stage(pipeline: Pipeline, name: str) -> None:
     """SIGKILL a stage's process group; the kill is asserted (the process ended by SIGKILL)."""
     pipeline.kill9(name)
-    code = pipeline.services[name].process.returncode
+    code = pipeline.services[name].popen.returncode
     assert code == -signal.SIGKILL, f"{name} ended with {code}, not by SIGKILL"
 
 

@@ -117,7 +117,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         pipeline.start_stages()
         pipeline.wait_bridges()
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
-        assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
+        assert sim.popen.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
         publisher = RawPublisher(
             settings.acting_as("mqtt", "machine"),
             max_inflight=10,

@@ -42,6 +42,7 @@ from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.wire import parse_record_key, record_key
 from tests.support.harness import group_by_key, start_bridge, wait_for_keys
 from tests.support.kafka_quota import ProduceQuota
+from tests.support.messages import header_of
 from tests.support.mqtt import RawPublisher
 
 pytestmark = [pytest.mark.stack, pytest.mark.chaos]
@@ -153,7 +154,7 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
         service = start_bridge(lane, tmp_path / "bridge.log", "--max-unacked", str(MAX_UNACKED))
         metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
         (mosquitto,) = Stack(settings, ["mosquitto"]).status()
-        sampler = Sampler(service.process.pid, mosquitto.pid, metrics_port)
+        sampler = Sampler(service.popen.pid, mosquitto.pid, metrics_port)
         sampler.start()
         started = time.monotonic()
         try:
@@ -180,7 +181,7 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
             ).start()
             service.wait_logged('"metrics endpoint up"', 60)
             metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
-            sampler.watch_bridge(service.process.pid, metrics_port)
+            sampler.watch_bridge(service.popen.pid, metrics_port)
             published = dict(counts.get(timeout=SECONDS + 180) for _ in workers)
             for worker in workers:
                 worker.join(30)
@@ -209,7 +210,7 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
     )
     dead = read_to_end(settings, lane.dlq)
     letters = Counter(m.value() for m in dead)
-    assert {dict(m.headers())["reason"] for m in dead} == {b"bad_timestamp"}
+    assert {header_of(m, "reason") for m in dead} == {b"bad_timestamp"}
     assert len(letters) == invalid, (len(letters), invalid)  # each invalid payload is unique
     total = sum(published.values())
     resent = resent_messages(raw, dead)

@@ -179,7 +179,7 @@ def assert_exactly_once(
     settle(
         replayed, 900, "the simulator's replay"
     )  # a simulator still running fails the assertion below
-    assert simulator.process.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
+    assert simulator.popen.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
     records = measurements(file_rows(events))
     wiring = pipeline.wiring
     topics = {

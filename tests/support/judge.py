@@ -14,6 +14,7 @@ from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import SCHEMA_DIR
+from tests.support.messages import key_of, value_of
 from tests.support.oracles.pipeline import Outputs
 from tests.support.oracles.points import Identity
 from tests.support.oracles.rows import Measurement
@@ -74,8 +75,8 @@ def committed_outputs(
         for message in read_to_end(settings, topics[kind]):
             if message.key() in skip_keys:
                 continue
-            r = decode(message.value())
-            key = message.key().decode()
+            r = decode(value_of(message))
+            key = key_of(message).decode()
             if kind == "joined":
                 assert PAIR_ID.fullmatch(key) and key == r["id"], (key, r["id"])
                 del r["id"]

@@ -20,6 +20,7 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from tests.support.messages import value_of
 from tests.support.waits import ONE_MESSAGE_S
 
 
@@ -28,7 +29,7 @@ def create_topic(settings: Settings) -> str:
 
 
 def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
-    return [m.value() for m in read_to_end(settings, topic, isolation)]
+    return [value_of(m) for m in read_to_end(settings, topic, isolation)]
 
 
 def check_transactions(settings: Settings, topic: str | None = None) -> None:
@@ -73,7 +74,7 @@ def check_mqtt_auth(settings: Settings) -> None:
     subscriber.on_subscribe = lambda *_args: subscribed.set()
 
     def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
-        received.append(message.payload)
+        received.append(bytes(message.payload))
         got.set()
 
     subscriber.on_message = on_message
