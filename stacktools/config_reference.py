@@ -418,7 +418,7 @@ def users_and_passwords() -> list[str]:
     logins: dict[tuple[str, str], list[str]] = {}
     for section in SECTIONS:
         cls = section.settings_class()
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}
         for system in cls.systems():
             username = identity_fields(system)[0]
             # listed where a class sets its own user, not again in classes that inherit it

@@ -32,7 +32,9 @@ class ServiceSpec:
     @property
     def metrics_port(self) -> int:
         """Its default /metrics port (the local Prometheus scrapes exactly these)."""
-        return {f.name: f.default for f in dataclasses.fields(self.settings)}["metrics_port"]
+        port = {f.name: f.default for f in dataclasses.fields(self.settings)}["metrics_port"]
+        assert isinstance(port, int), f"{self.module}: metrics_port has no default"
+        return port
 
     def args(self, wiring: Wiring, work_dir: Path) -> list[str]:
         return self.wiring_args(wiring, work_dir)

@@ -79,7 +79,7 @@ class _Runner:
 
     def datasource(self, ref: Any) -> Datasource:
         uid = ref.get("uid") if isinstance(ref, dict) else None
-        if uid not in self.datasources:
+        if not isinstance(uid, str) or uid not in self.datasources:
             raise QueryError(f"unknown datasource {ref!r}")
         return self.datasources[uid]
 

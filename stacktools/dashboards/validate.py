@@ -272,7 +272,7 @@ def validate_dashboard(
         v for v in (model.get("templating") or {}).get("list") or [] if isinstance(v, dict)
     ]
     problems += _check_variables(variables, datasources)
-    by_name = {v.get("name"): v for v in variables if v.get("name")}
+    by_name = {name: v for v in variables if (name := v.get("name"))}
     known = set(by_name) | BUILTIN_VARIABLES
     panels = [panel for panel, _ in iter_panels(model)]
     ids = [p.get("id") for p in panels]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stacktools.dashboards.model import Selection
@@ -61,7 +61,14 @@ def sort_options(values: Sequence[str], sort: int) -> list[str]:
         match = re.search(r"-?\d+(?:\.\d+)?", value)
         return float(match.group(0)) if match else math.inf
 
-    keys = {1: str, 2: str, 3: number, 4: number, 5: str.lower, 6: str.lower}
+    keys: dict[int, Callable[[str], Any]] = {
+        1: str,
+        2: str,
+        3: number,
+        4: number,
+        5: str.lower,
+        6: str.lower,
+    }
     if sort not in keys:
         return list(values)
     return sorted(values, key=keys[sort], reverse=sort in {2, 4, 6})

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
@@ -64,13 +67,17 @@ def ensure_credentials(settings: Settings) -> Settings:
                 "# give each service only its own (see the README's access matrix).\n"
             )
             handle.writelines(f"{k}={v}\n" for k, v in generated.items())
-    identities = {}
+    identities: dict[str, Any] = {}  # replace() checks ** values against every field
     for system in SYSTEMS:
         username, password = identity_fields(system)
         identities[password] = getattr(settings, password) or settings.credential(
             system, getattr(settings, username)
         )
     return dataclasses.replace(settings, **identities)
+
+
+def _ports_free(ports: Iterable[int]) -> bool:
+    return not any(port_open(port) for port in ports)
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,7 @@ class Stack:
                 # A restart right after (tests restart the broker) must find the ports free.
                 try:
                     wait_until(
-                        lambda ports=component.ports: not any(port_open(port) for port in ports),
+                        partial(_ports_free, component.ports),
                         30,
                         f"{component.name}'s ports free",
                         interval_s=0.2,
