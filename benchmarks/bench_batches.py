@@ -121,10 +121,11 @@ class JoinedLatency(threading.Thread):
         try:
             while not self.stop.is_set():
                 for message in consumer.consume(10000, 0.05):
-                    if message.error() is None:
+                    value = message.value()
+                    if message.error() is None and value is not None:
                         now = time.time()
                         self.samples.append(
-                            (now, now - codec.decode(message.value())["event_time_ms"] / 1000)
+                            (now, now - codec.decode(value)["event_time_ms"] / 1000)
                         )
         finally:
             consumer.close()

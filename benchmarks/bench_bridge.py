@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from paho.mqtt.client import MQTTMessage
+
 from stacktools.cpu import process_cpu_seconds
 from stacktools.services import service_process
 from stacktools.stack import Stack
@@ -182,8 +184,8 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     done = {"rows": 0}
     total = sum(1 for _ in events.open("rb"))
 
-    def on_message(_c: object, _u: object, message: object) -> None:
-        row = parse_row(message.payload)
+    def on_message(_c: object, _u: object, message: MQTTMessage) -> None:
+        row = parse_row(bytes(message.payload))
         for quantity, value in row.quantities.items():
             record = {
                 "thing": row.thing,

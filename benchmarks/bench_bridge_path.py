@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from paho.mqtt.client import MQTTMessage
 
@@ -78,9 +79,10 @@ class _Client:
 
 def make_bridge() -> tuple[Any, _Producer, _Client]:
     client, producer = _Client(), _Producer()
-    bridge_module.make_client = lambda *_a, **_k: client
-    bridge_module.idempotent_producer = lambda *_a, **_k: producer
-    bridge_module.partition_count = lambda *_a, **_k: 4
+    # stand-ins for the servers, for the rest of this process
+    patch.object(bridge_module, "make_client", lambda *_a, **_k: client).start()
+    patch.object(bridge_module, "idempotent_producer", lambda *_a, **_k: producer).start()
+    patch.object(bridge_module, "partition_count", lambda *_a, **_k: 4).start()
     settings = BridgeSettings.from_sources(cli={"raw_topic": "raw", "dlq_topic": "dlq"})
     return bridge_module.Bridge(settings, ShutdownFlag()), producer, client
 

@@ -188,7 +188,8 @@ def measure_connector(
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-        first = None  # (time, points, connector cpu, influxd cpu, batch sum, batch count)
+        # (time, points, connector cpu, influxd cpu, batch sum, batch count)
+        first: tuple[float, float, float | None, float | None, float | None, float] | None = None
         last_print = time.perf_counter()
         stalled = Deadline(120)  # renewed on every progress
         previous = 0.0
@@ -251,6 +252,7 @@ def measure_connector(
             "are not valid",
             flush=True,
         )
+    assert first is not None  # set at the first point, before the last one ends the loop
     seconds = end[0] - first[0]
     points = end[1] - first[1]
     cpu = end[2] - first[2] if end[2] is not None and first[2] is not None else None
@@ -318,7 +320,9 @@ def measure_naive_baseline(
             continue
         if started is None:
             started, cpu_before = time.perf_counter(), time.process_time()
-        r = codec.decode(message.value())
+        value = message.value()
+        assert value is not None  # a record, not an error event
+        r = codec.decode(value)
         points.append(
             Point("raw")
             .tag("thing", r["thing"])
@@ -327,7 +331,12 @@ def measure_naive_baseline(
             .time(r["event_time_ms"] * NS_PER_MS, WritePrecision.NS)
         )
         if len(points) == 1000 or written + len(points) == records:
-            write_api.write(bucket=bucket, record=points, write_precision=WritePrecision.NS)
+            write_api.write(
+                bucket=bucket,
+                record=points,
+                # influxdb-client declares the constant WritePrecision.NS as a str
+                write_precision=WritePrecision.NS,  # type: ignore[arg-type]
+            )
             consumer.commit(asynchronous=False)
             written += len(points)
             points = []
@@ -339,6 +348,7 @@ def measure_naive_baseline(
                     flush=True,
                 )
                 last_print = now
+    assert started is not None and cpu_before is not None  # records > 0: the loop ran
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
     consumer.close()
@@ -419,7 +429,8 @@ def main() -> int:
         parser.error("--baseline-records must not exceed --records")
     settings = Stack(Settings.from_sources()).up()
     defaults = ConnectorSettings.from_sources()
-    batch_sizes = [int(b) for b in args.batch_points.split(",") if b.strip()] or [None]
+    batch_sizes: list[int | None] = [int(b) for b in args.batch_points.split(",") if b.strip()]
+    batch_sizes = batch_sizes or [None]  # None: the connector's default
     topic = private_topic(settings, "raw", PARTITIONS)
     dlq = private_topic(settings, "dlq", 1)
     databases: list[str] = []

@@ -103,7 +103,9 @@ def main() -> int:
                 (rows, "ratio executors/driver", 0.0, 0.0, results["driver"] / results["executors"])
             )
     finally:
-        jvm_peak_mb = peak_rss_mb(SparkContext._gateway.proc.pid)
+        gateway = SparkContext._gateway
+        assert gateway is not None, "the session's JVM is gone"
+        jvm_peak_mb = peak_rss_mb(gateway.proc.pid)
         spark.stop()
     print(
         f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master "

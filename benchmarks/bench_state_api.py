@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 
 from bench_join import PAIRS, feed
 
@@ -31,8 +32,15 @@ VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
 def run_variant(variant: str, raw: str, batch: int) -> dict:
     """In a child process: one --available-now run of the join with the given operator."""
+    import pandas as pd
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.streaming.stateful_processor import (
+        StatefulProcessorHandle,
+        TimerValues,
+        ValueState,
+    )
 
     from spark_jobs.config import JoinSettings
     from spark_jobs.join import (
@@ -59,7 +67,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     class ValueStateAsGroupState:
         """GroupJoiner speaks applyInPandasWithState's GroupState; this adapts a ValueState."""
 
-        def __init__(self, value_state: object) -> None:
+        def __init__(self, value_state: ValueState) -> None:
             self.value_state = value_state
 
         @property
@@ -67,17 +75,19 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
             return self.value_state.exists()
 
         @property
-        def get(self) -> tuple:
+        def get(self) -> tuple | None:
             return self.value_state.get()
 
         def update(self, value: tuple) -> None:
             self.value_state.update(value)
 
     class JoinProcessor(StatefulProcessor):
-        def init(self, handle: object) -> None:
+        def init(self, handle: StatefulProcessorHandle) -> None:
             self.state = ValueStateAsGroupState(handle.getValueState("lsb", STATE_SCHEMA))
 
-        def handleInputRows(self, key: tuple, rows: object, timerValues: object) -> object:
+        def handleInputRows(
+            self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+        ) -> Iterator[pd.DataFrame]:
             yield from joiner(key, rows, self.state)
 
         def close(self) -> None:
@@ -97,7 +107,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
     output = 0
 
-    def collect(frame: object, _batch_id: int) -> None:
+    def collect(frame: DataFrame, _batch_id: int) -> None:
         nonlocal output
         output += frame.toArrow().num_rows
 
