@@ -95,7 +95,7 @@ class SimulatedConsumer:
         self.on_idle = on_idle
         self.positions: dict[tuple[str, int], int] = {}
         self.paused: set[tuple[str, int]] = set()
-        self.callbacks: tuple[Any, Any] | None = None
+        self.callbacks: tuple[Any, Any] = (None, None)  # on_assign, on_revoke once subscribed
         self.calls = 0
         self.rebalances_left = 10  # bounded: the loop must be able to finish a batch between two
 

@@ -68,8 +68,8 @@ def sample_feed(partitions: int = 2, *, duplicates: bool = True) -> Feed:
     for row in rows:
         for record in splitter.split(row):
             feed.add("raw", record.key, record.value, record.partition)
-        for quantity, value in row.quantities.items():
-            feed.raw_points[(row.thing, quantity, row.timestamp_ms * NS_PER_MS)] = value
+        for quantity, measured in row.quantities.items():
+            feed.raw_points[(row.thing, quantity, row.timestamp_ms * NS_PER_MS)] = measured
     if duplicates:  # re-sends, as a restarted bridge makes them: same key, same bytes
         for key, value, partition in random.Random(1).sample(feed.records["raw"], 500):
             feed.add("raw", key, value, partition)
@@ -353,7 +353,9 @@ def data_ends(settings: Settings, topic: str) -> dict[int, int]:
     may follow: it is never handed to a consumer, so nothing commits past it)."""
     passed: dict[int, int] = {}
     for message in read_to_end(settings, topic):
-        passed[message.partition()] = max(passed.get(message.partition(), 0), message.offset() + 1)
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None  # a consumed record has both
+        passed[partition] = max(passed.get(partition, 0), offset + 1)
     return passed
 
 

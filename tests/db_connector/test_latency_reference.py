@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import Message
@@ -240,7 +241,8 @@ def test_the_connector_observes_aggregates_from_their_window_end() -> None:
         for m in ("raw", "aggregate", "late")
         for le in ("1.0", "3.0", "10.0", "30.0")
     }
-    Connector._observe_latency(SimpleNamespace(converters=converters), batch)
+    connector: Any = SimpleNamespace(converters=converters)  # all _observe_latency reads
+    Connector._observe_latency(connector, batch)
     after = {key: bucket(*key) - count for key, count in before.items()}
     assert [after[("aggregate", le)] for le in ("1.0", "3.0", "10.0", "30.0")] == [0, 1, 1, 2]
     assert after[("raw", "1.0")] == 0 and after[("raw", "3.0")] == 1
