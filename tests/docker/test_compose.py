@@ -458,8 +458,8 @@ def test_secrets_have_no_default_in_compose() -> None:
                     len(refs) == 1
                     and refs[0][0] in SECRETS
                     and refs[0][1] in (":?", "?")
-                    and _unescaped(value).strip()
-                    == _INTERPOLATION.search(_unescaped(value)).group(0)
+                    and (whole := _INTERPOLATION.search(_unescaped(value))) is not None
+                    and _unescaped(value).strip() == whole.group(0)
                 ), f"{service_name}: {key}={value!r} is not a bare secret reference"
     for key in SECRETS:
         assert any(name == key for name, _, _ in interpolations(compose_text())), (
@@ -621,6 +621,8 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     import threading
     import time
 
+    import paho.mqtt.client as mqtt
+
     from streamkit.config import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
     from tests.support.ports import free_ports
@@ -651,7 +653,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    clients = []
+    clients: list[mqtt.Client] = []
     try:
         base = Settings.from_sources(
             environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port}
@@ -677,7 +679,12 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         received: list[str] = []
         arrived = threading.Event()
         watcher = client("admin")
-        watcher.on_message = lambda _c, _u, message: (received.append(message.topic), arrived.set())
+
+        def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+            received.append(message.topic)
+            arrived.set()
+
+        watcher.on_message = on_message
         subscribed = threading.Event()
         watcher.on_subscribe = lambda *_args: subscribed.set()
         watcher.subscribe("#", qos=1)
@@ -758,7 +765,9 @@ def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> No
     assert influx["type"] == "influxdb" and influx["jsonData"]["version"] == "InfluxQL"
     assert prom["type"] == "prometheus"
     for source, service in ((influx, "influxdb"), (prom, "prometheus")):
-        host = re.match(r"https?://([^:/]+)", source["url"]).group(1)
+        match = re.match(r"https?://([^:/]+)", source["url"])
+        assert match, source["url"]
+        host = match.group(1)
         assert host == service and host in services(), f"{source['name']} points at {source['url']}"
     # Credentials and database come from Grafana's environment, never literals.
     env_ref = re.compile(r"^\$(__env\{(?P<a>\w+)\}|\{(?P<b>\w+)\}|(?P<c>\w+))$")

@@ -104,7 +104,7 @@ def connector_dead_letters(settings: Settings, dlq_topic: str, source_topic: str
     """The committed dead letters the connector made of records of ``source_topic``."""
     letters: Counter = Counter()
     for message in read_to_end(settings, dlq_topic):
-        headers = {key: value for key, value in message.headers() or []}
+        headers = dict(message.headers() or [])
         if headers.get("source") == source_topic.encode():
             letters[(message.key(), message.value(), headers.get("reason"))] += 1
     return letters

@@ -58,7 +58,9 @@ SAMPLE_S = 0.5
 
 def rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    assert match, f"no VmRSS for {pid}"
+    return int(match.group(1)) / 1024
 
 
 class Sampler(threading.Thread):

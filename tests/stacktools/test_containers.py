@@ -11,6 +11,7 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -37,7 +38,8 @@ def _engine_env() -> dict[str, str]:
     import docker
 
     try:
-        docker.from_env(timeout=5).ping()
+        # mypy resolves the name to the repository's docker/ folder, not the docker package
+        docker.from_env(timeout=5).ping()  # type: ignore[attr-defined]
         return {"TESTCONTAINERS_RYUK_DISABLED": "true"}
     except Exception:  # noqa: BLE001 - no Docker engine: podman's API instead
         pass
@@ -152,7 +154,8 @@ def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settin
 
     errors: list[KafkaError] = []
     wrong = dataclasses.replace(container_settings, kafka_password="not-the-password")
-    client = AdminClient({**client_config(wrong, "wrong"), "error_cb": errors.append})
+    config: dict[str, Any] = {**client_config(wrong, "wrong"), "error_cb": errors.append}
+    client = AdminClient(config)
     with pytest.raises(KafkaException) as refused:
         client.list_topics(timeout=10)
     assert refused.value.args[0].code() == KafkaError._TRANSPORT, (

@@ -18,6 +18,7 @@ def test_a_busy_group_is_charged_its_cpu_time() -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", busy], start_new_session=True, stdout=subprocess.PIPE, text=True
     )
+    assert child.stdout is not None  # stdout=PIPE
     try:
         assert child.stdout.readline() == "idle\n"  # from now on its CPU time stands still
         own, group = process_cpu_seconds(child.pid), group_cpu_seconds(os.getpgid(child.pid))

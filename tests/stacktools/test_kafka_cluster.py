@@ -146,8 +146,9 @@ def test_storage_is_formatted_with_a_cluster_id_that_begins_with_a_dash(
     """About one fresh stack in 64 drew such an id, and the storage tool took it for an option."""
     settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     node = Kafka(settings)
-    if node.missing_install():
-        cannot_run(node.missing_install())
+    missing = node.missing_install()
+    if missing:
+        cannot_run(missing)
     monkeypatch.setattr(components, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
     node.prepare()
     meta = dict(

@@ -149,7 +149,7 @@ def _message(value: bytes, headers: list | None = None) -> Message:
         value=value,
         headers=headers,
         timestamp=(1, 1000),
-    )  # type: ignore[call-arg]
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,10 @@ class DriverSettings(SparkJobSettings):
     jvm_pid_file: str = setting("", "EOS_TEST_JVM_PID_FILE", "file to write the JVM pid to")
 
 
-def build(settings: DriverSettings):  # type: ignore[no-untyped-def]
+def build(settings: DriverSettings):
     """Copy the raw topic as it is (key, value, partition) to the output topic."""
 
-    def query(spark):  # type: ignore[no-untyped-def]
+    def query(spark):
         from pyspark.sql import functions as F
 
         if settings.jvm_pid_file:

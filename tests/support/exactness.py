@@ -145,13 +145,11 @@ def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) ->
     if not running:
         raise AssertionError(f"nothing of {stack.names} runs to be killed")
     victim = rng.choice(running)
-    os.killpg(victim.pid, signal.SIGKILL)
-    wait_until(
-        lambda: not group_alive(victim.pid),
-        30,
-        f"{victim.name} (pid {victim.pid}) gone after SIGKILL",
-    )
-    return Killed(victim.name, victim.pid)
+    pid = victim.pid
+    assert pid is not None  # only servers with a pid were chosen
+    os.killpg(pid, signal.SIGKILL)
+    wait_until(lambda: not group_alive(pid), 30, f"{victim.name} (pid {pid}) gone after SIGKILL")
+    return Killed(victim.name, pid)
 
 
 def assert_back(stack: Stack, killed: Killed) -> None:

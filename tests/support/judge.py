@@ -54,7 +54,9 @@ MEASUREMENTS = ("raw", "joined", "aggregate", "late")
 
 def parsed_schema_file(schema: str) -> dict:
     """A schema of schemas/ as fastavro reads it (not through the services' codec)."""
-    return fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    parsed = fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    assert isinstance(parsed, dict), schema  # a record schema
+    return parsed
 
 
 def decoder(schema: str):
