@@ -302,7 +302,7 @@ def measure_naive_baseline(
     )
     client = InfluxDBClient(
         url=settings.influx_base_url,
-        token=f"{settings.influx_username}:{settings.influx_password}",
+        token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
         timeout=30_000,
     )

@@ -44,7 +44,7 @@ from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_dir
 
 QUIX = ("quixstreams", "3.28.1", "avro")  # distribution, version, extras (fastavro)
 QUIX_APP = Path(__file__).resolve().parent / "peers" / "quix_join.py"
@@ -99,13 +99,13 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
         "--state-dir",
         str(work / "quix-state"),
         "--schema-dir",
-        str(SCHEMA_DIR),
+        str(schema_dir()),
         "--pair",
         PAIRS,
         "--expected-records",
         str(records),
     ]
-    env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password}
+    env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password.reveal()}
     with log.open("wb") as handle:
         process = subprocess.Popen(
             args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env

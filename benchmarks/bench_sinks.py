@@ -73,7 +73,10 @@ def main() -> int:
     admin = Stack(Settings.from_sources()).up()
     settings = SparkJobSettings.from_sources()
     spark = build_session(
-        "bench-sinks", args.master, 2, cluster_secret=settings.credential("spark", "cluster")
+        "bench-sinks",
+        args.master,
+        2,
+        cluster_secret=settings.credential("spark", "cluster").reveal(),
     )
     spark.sparkContext.setLogLevel("ERROR")
     table = []

@@ -24,11 +24,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from prometheus_client import Counter, Gauge, Histogram
 
 from db_connector.batch import Batch, write_now
-from db_connector.committer import Committer, FencedOut, RewindFailed, TransactionStuck
+from db_connector.committer import Committer
 from db_connector.config import ConnectorSettings
 from db_connector.dead_letters import count_committed, letters_for
-from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
+from db_connector.errors import (
+    ConsumerFailed,
+    FencedOut,
+    RewindFailed,
+    TransactionStuck,
+    WriteUnavailable,
+)
+from db_connector.influx_writer import InfluxWriter, Refused
 from db_connector.points import Converter, converters_for, latency_references
+from streamkit.cli import entry_point
 from streamkit.deadline import Backoff, Deadline
 from streamkit.health import beat
 from streamkit.kafka_clients import committed_consumer, transactional_producer
@@ -382,10 +390,7 @@ class Connector:
         log.info("connector stopped")
 
 
-class ConsumerFailed(RuntimeError):
-    """The consumer reported a fatal error: it delivers nothing more; a restart makes a new one."""
-
-
+@entry_point("db_connector")
 def main(argv: list[str] | None = None) -> int:
     return run_service(
         "db_connector",

@@ -1,6 +1,8 @@
 """The connector's dead letters: records that cannot become points, and points InfluxDB
 refused. They go to the dead-letter topic in the transaction that commits the offsets passing
-them (see committer.py), so each is dead-lettered exactly once; here is what they are made of."""
+them (see committer.py), so each is dead-lettered exactly once. What a dead letter is (its
+headers, its reasons) is the wire contract's (:mod:`streamkit.wire.dead_letters`); this module
+only adapts it to the connector's batches."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def letters_for(
             # never dead-letter a dead letter: that could loop; it is logged and counted
             log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
             continue
-        dead.append(DeadLetter(message, "influx_rejected", item.reason))
+        dead.append(DeadLetter(message, wire_dead_letters.INFLUX_REJECTED, item.reason))
     return dead, written
 
 

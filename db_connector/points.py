@@ -29,6 +29,7 @@ from db_connector.lineprotocol import (
     tag_value,
     thing_tag,
 )
+from streamkit.errors import ConfigError
 from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
@@ -277,7 +278,9 @@ def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter
     """Topic name -> (converter, measurement) for the configured kinds."""
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        raise SystemExit(f"CONNECTOR_TOPICS: unknown kind(s) {unknown} (known: {sorted(KINDS)})")
+        raise ConfigError(
+            "CONNECTOR_TOPICS", f"unknown kind(s) {unknown} (known: {', '.join(sorted(KINDS))})"
+        )
     return {
         getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement)
         for k in kinds

@@ -22,8 +22,10 @@ from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.counts import Counts
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
+from streamkit.cli import entry_point
 from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
-from streamkit.durations import parse_duration_ms
+from streamkit.durations import duration_ms
+from streamkit.errors import TopicMissing
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
@@ -57,10 +59,7 @@ class Bridge:
     def __init__(self, settings: BridgeSettings, shutdown: ShutdownFlag) -> None:
         self.settings = settings
         self.shutdown = shutdown
-        try:
-            self.max_future_ms = parse_duration_ms(settings.max_future)
-        except ValueError as exc:
-            raise SystemExit(f"configuration error: BRIDGE_MAX_FUTURE: {exc}") from None
+        self.max_future_ms = duration_ms(settings.max_future)
         self.producer: Producer = idempotent_producer(
             settings, settings.mqtt_client_id, **{"linger.ms": settings.linger_ms}
         )
@@ -89,9 +88,9 @@ class Bridge:
     def _partitions(self, topic: str) -> int:
         try:
             return partition_count(self.settings, topic)
-        except LookupError:
-            raise SystemExit(
-                f"Kafka topic {topic} does not exist: run python -m stacktools.topics"
+        except TopicMissing:
+            raise TopicMissing(
+                f"Kafka topic {topic} does not exist: run mds-topics (python -m stacktools.topics)"
             ) from None
 
     # ------------------------------------------------------------------------- MQTT side
@@ -374,6 +373,7 @@ class Bridge:
         self.client.loop_stop()
 
 
+@entry_point("mqtt_bridge")
 def main(argv: list[str] | None = None) -> int:
     return run_service(
         "mqtt_bridge",

@@ -26,6 +26,7 @@ from simulator.events_file import EventsFileError
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
 from simulator.source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
+from streamkit.cli import entry_point
 from streamkit.health import beat
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -67,6 +68,7 @@ def refusal(exc: EventsFileError) -> str:
     return f"python -m simulator: cannot replay {exc}"
 
 
+@entry_point("simulator")
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error or a refused file, 1 if not every row was acknowledged."""
     checked: list[EventsCheck] = []

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from simulator.errors import EventsFileError
 from streamkit.events import RowError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -42,15 +43,6 @@ _CHUNK = 1 << 16
 WHITE = b" \t\n\r"
 #: What a read of a damaged or truncated gzip stream raises.
 _READ_ERRORS = (OSError, EOFError, zlib.error)
-
-
-class EventsFileError(Exception):
-    """The file cannot be replayed at all. Not a ValueError, so that no caller mistakes it for
-    one bad row or a usage error: ``str()`` is the one line to show."""
-
-    def __init__(self, path: Path, cause: str) -> None:
-        super().__init__(f"{path}: {cause}")
-        self.path, self.cause = path, cause
 
 
 @dataclass(frozen=True, slots=True)

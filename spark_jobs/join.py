@@ -27,6 +27,7 @@ from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.key_records import KeyRecords
 from spark_jobs.output_columns import OutputRows
+from streamkit.errors import ConfigError
 from windowing import FUTURE_REASON
 
 if TYPE_CHECKING:
@@ -38,15 +39,19 @@ if TYPE_CHECKING:
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        left, right, *rest = item.split(":")
+        parts = item.split(":")
+        if len(parts) not in (2, 3):
+            raise ConfigError("JOIN_PAIRS", f"{item!r} is not left:right[:result]")
+        left, right, *rest = parts
         result = rest[0] if rest else "mechanical_power"
         if result not in RESULT_FUNCTIONS:
-            raise SystemExit(
-                f"unknown result function {result!r} in JOIN_PAIRS (known: {sorted(RESULT_FUNCTIONS)})"
+            raise ConfigError(
+                "JOIN_PAIRS",
+                f"unknown result function {result!r} (known: {', '.join(sorted(RESULT_FUNCTIONS))})",
             )
         specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
     if not specs:
-        raise SystemExit("JOIN_PAIRS names no pair")
+        raise ConfigError("JOIN_PAIRS", "names no pair (left:right[:result], comma separated)")
     return tuple(specs)
 
 

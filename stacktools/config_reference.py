@@ -19,8 +19,11 @@ import argparse
 import dataclasses
 import difflib
 import sys
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -30,6 +33,7 @@ from spark_jobs.config import SparkJobSettings, WindowSettings
 from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
 from stacktools.services import SERVICES
+from streamkit.cli import HelpFormatter, entry_point
 from streamkit.config import (
     CREDENTIALS_FILE,
     SYSTEMS,
@@ -41,9 +45,12 @@ from streamkit.config import (
     StackSettings,
     choices_of,
     credential_env,
+    default_text,
     identity_fields,
 )
 from streamkit.paths import REPO_ROOT
+from streamkit.secret import Secret
+from streamkit.sizes import ByteSize
 
 OUTPUT = REPO_ROOT / "docs" / "configuration.md"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
@@ -283,7 +290,16 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 
-_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "string", Path: "path"}
+_TYPE_NAMES = {
+    bool: "bool",
+    int: "int",
+    float: "float",
+    str: "string",
+    Path: "path",
+    timedelta: "duration",
+    ByteSize: "size",
+    Secret: "secret",
+}
 
 
 def env_of(field: dataclasses.Field) -> str:
@@ -313,19 +329,12 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def format_default(value: Any, *, secret: bool) -> str:
-    if secret:
+def format_default(field: dataclasses.Field, kind: Any) -> str:
+    """The default as ``--help`` shows it (:func:`streamkit.config.default_text`)."""
+    if field.metadata.get("secret"):
         return "(generated)"
-    if isinstance(value, bool):
-        return code("true" if value else "false")
-    if isinstance(value, Path):
-        try:
-            return code("./" + value.relative_to(REPO_ROOT).as_posix())
-        except ValueError:
-            return code(value.as_posix())
-    if value == "":
-        return "(empty)"
-    return code(str(value))
+    text = default_text(field, kind)
+    return code(text) if text else "(empty)"
 
 
 # ----------------------------------------------------------------------------- settings rows
@@ -344,7 +353,7 @@ def settings_rows(section: Section) -> list[list[str]]:
                 code(option_of(field, kind)),
                 code(env_of(field)),
                 type_name,
-                format_default(field.default, secret=secret),
+                format_default(field, kind),
                 cell(help_text),
             ]
         )
@@ -361,6 +370,60 @@ def compose_app_environment(path: Path = COMPOSE_FILE) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- the document
+#: Each console script of pyproject.toml's [project.scripts]: its ``python -m`` module and
+#: what it is for (the unit test checks both lists name the same programs).
+PROGRAMS_RUN: dict[str, tuple[str, str]] = {
+    "mds-simulator": ("simulator", "replays an events file to MQTT as machines would"),
+    "mds-generate": (
+        "simulator.generate",
+        "writes a realistic events file, deterministic from a seed",
+    ),
+    "mds-bridge": ("mqtt_bridge", "MQTT -> Kafka bridge"),
+    "mds-join": ("spark_jobs.join", "Spark job: the LocalStreamBuffer join per Thing"),
+    "mds-aggregate": ("spark_jobs.aggregate", "Spark job: window aggregates"),
+    "mds-single-pass": (
+        "spark_jobs.single_pass",
+        "Spark job: the join and the windows in one query",
+    ),
+    "mds-connector": ("db_connector", "Kafka -> InfluxDB connector"),
+    "mds-lsb": ("lsb", "the join library offline, on a file"),
+    "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
+    "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),
+    "mds-dashboards": (
+        "stacktools.dashboards",
+        "checks the Grafana dashboards' queries without a Grafana",
+    ),
+    "mds-topics": ("stacktools.topics", "creates the declared Kafka topics, reports drift"),
+    "mds-config-reference": ("stacktools.config_reference", "renders this page"),
+    "mds-compose-env": (
+        "stacktools.compose_env",
+        "writes docker compose's .env with generated passwords",
+    ),
+    "mds-container-engine": (
+        "stacktools.container_engine",
+        "podman's Docker-compatible API for the compose stack",
+    ),
+}
+
+
+def console_scripts(path: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The names of ``[project.scripts]`` (an installed copy has no pyproject.toml: then the
+    installed distribution's)."""
+    if path.is_file():
+        with path.open("rb") as handle:
+            return list(tomllib.load(handle)["project"]["scripts"])
+    installed = {entry.name for entry in metadata.entry_points(group="console_scripts")}
+    return [name for name in PROGRAMS_RUN if name in installed]
+
+
+def program_rows() -> str:
+    rows = []
+    for name in console_scripts():
+        module, purpose = PROGRAMS_RUN[name]
+        rows.append(f"| `{name}` | `python -m {module}` | {purpose} |")
+    return "\n".join(rows)
+
+
 HEADER = f"""# Configuration reference
 
 <!-- Generated by `{GENERATOR}` from the Settings dataclasses; do not edit by hand.
@@ -388,10 +451,39 @@ Highest precedence first; the first source that sets a variable wins:
 
 The run directory itself (`STACK_RUN_DIR`) is taken from the command line, the environment or
 `.env` only. Booleans accept `1/0`, `true/false`, `yes/no`, `on/off` in the environment and
-`--x` / `--no-x` on the command line. A value that does not convert (e.g. `KAFKA_PORT=abc`) stops
-the service with `configuration error: ...`. Secrets have no default anywhere: the stack
-launcher generates local ones, docker compose refuses to start without them in `.env`, and logs
-show them as `***`.
+`--x` / `--no-x` on the command line. Secrets have no default anywhere: the stack launcher
+generates local ones, docker compose refuses to start without them in `.env`.
+
+## Types, checked when the settings load
+
+Every value is converted and checked when a program starts, never later where it is used:
+
+- **duration**: `500ms`, `10s`, `1m`, `2h` (a bare number is seconds); where the meaning says
+  so, `0` or `off` for none. Held as a `timedelta`.
+- **size**: bytes, or `64k`, `1m`, `2g` (binary multiples, as the JVM and Spark read them).
+- **secret**: a password; held as `streamkit.secret.Secret`, whose `repr` and `str` are `***`,
+  so a settings object in a log line or a traceback shows no password.
+- **a choice** (`a \\| b`): one of the values listed.
+
+## Errors and exit codes
+
+A value that does not convert, or settings that contradict each other, stop the program before
+it starts anything: one line on stderr naming the variable, e.g.
+`python -m mqtt_bridge: configuration error: BRIDGE_MAX_FUTURE: not a duration: '1 hour'`, and
+exit code 2 (the command line's own mistakes, e.g. `--max-future 1x`, are reported by option
+name, also with 2). Every error the project raises derives from `streamkit.errors.StackError`;
+each package keeps its own in its `errors.py`. A program's `main` turns them into one line and
+an exit code (`streamkit/cli.py`): 2 for configuration, the stack launcher's refusals and a
+file the simulator cannot replay, 1 for the rest.
+
+## Programs
+
+Every service and tool is a console script once the project is installed (`pip install .`), and
+also runs as `python -m <module>`:
+
+| command | module | what it is |
+|---|---|---|
+@PROGRAMS@
 """
 
 
@@ -460,7 +552,7 @@ def users_and_passwords() -> list[str]:
 
 
 def render() -> str:
-    lines = [HEADER.rstrip("\n"), ""]
+    lines = [HEADER.replace("@PROGRAMS@", program_rows()).rstrip("\n"), ""]
     lines += ["## Contents", ""]
     lines += [f"- {section.title}" for section in SECTIONS]
     lines += [
@@ -547,9 +639,10 @@ def env_conflicts() -> list[str]:
     ]
 
 
+@entry_point("stacktools.config_reference")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=GENERATOR, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=GENERATOR, description=__doc__, formatter_class=HelpFormatter
     )
     parser.add_argument(
         "--check",

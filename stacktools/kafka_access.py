@@ -68,7 +68,7 @@ def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0
         UserScramCredentialUpsertion(
             user,
             ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
-            settings.credential("kafka", user).encode(),
+            settings.credential("kafka", user).reveal().encode(),
         )
         for user in SERVICE_USERS
     ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from streamkit.errors import RowError
 from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
 
 META_FIELDS = ("Thing", "Timestamp", "id")
@@ -34,14 +35,6 @@ class Row:
     timestamp_ms: int
     row_id: str
     quantities: dict[str, float]
-
-
-class RowError(ValueError):
-    """A row that cannot be used; ``reason`` is a short machine-friendly code, ``args[0]`` the detail."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 #: More digits than any nanosecond timestamp InfluxDB can store has (19): refused before int()

@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from streamkit.config import KafkaSettings
-from streamkit.deadline import Deadline, TimedOut
+from streamkit.deadline import Deadline
+from streamkit.errors import TopicMissing
 
 #: Large enough for the dead-letter topic's oversized payloads (topic max.message.bytes is 16 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -36,7 +37,7 @@ def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
             {
                 "sasl.mechanism": SASL_MECHANISM,
                 "sasl.username": settings.kafka_username,
-                "sasl.password": settings.kafka_password,
+                "sasl.password": settings.kafka_password.reveal(),
             }
         )
     return config
@@ -48,7 +49,10 @@ def jaas_config(user: str, password: str) -> str:
     def quoted(value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    return f"org.apache.kafka.common.security.scram.ScramLoginModule required username={quoted(user)} password={quoted(password)};"
+    return (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f"username={quoted(user)} password={quoted(password)};"
+    )
 
 
 def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
@@ -62,7 +66,7 @@ def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
             {
                 "kafka.sasl.mechanism": SASL_MECHANISM,
                 "kafka.sasl.jaas.config": jaas_config(
-                    settings.kafka_username, settings.kafka_password
+                    settings.kafka_username, settings.kafka_password.reveal()
                 ),
             }
         )
@@ -129,11 +133,6 @@ def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> 
                 f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}"
             )
         time.sleep(1)
-
-
-class TopicMissing(LookupError, TimedOut):
-    """A topic still missing when the wait for it ran out: a timeout like every other, and a
-    LookupError for the callers that tell "no such topic" apart."""
 
 
 def produce_retrying(

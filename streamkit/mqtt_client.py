@@ -17,15 +17,7 @@ from paho.mqtt.properties import Properties
 
 from streamkit.config import MqttSettings
 from streamkit.deadline import Deadline
-
-
-class MqttConnectError(RuntimeError):
-    """No connection: ``reason`` is the broker's CONNACK reason code when it refused us
-    (e.g. "Not authorized"), None when no CONNACK came."""
-
-    def __init__(self, message: str, reason: mqtt.ReasonCode | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
+from streamkit.errors import MqttConnectError
 
 
 class BufferedClient(mqtt.Client):
@@ -228,7 +220,7 @@ def make_client(
     client = BufferedClient(
         mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **extra
     )
-    client.username_pw_set(settings.mqtt_username, settings.mqtt_password or None)
+    client.username_pw_set(settings.mqtt_username, settings.mqtt_password.reveal() or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
     return client
 

@@ -85,7 +85,8 @@ def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[S
         if not line.startswith("SPARK_CLUSTER_PASSWORD=")
     ]
     credentials.write_text(
-        "".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n"
+        "".join(kept)
+        + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster').reveal()}\n"
     )
     environ = {
         **os.environ,

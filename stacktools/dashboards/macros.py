@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from stacktools.dashboards.durations import format_duration, round_interval_ms
+from stacktools.dashboards.intervals import format_interval, round_interval_ms
 from stacktools.dashboards.model import GRID_COLUMNS, Selection, TimeRange
 
 #: Grafana uses the panel's width in pixels as max data points; on a 1920 px wide screen a
@@ -92,12 +92,12 @@ def builtin_values(
             "__rate_interval_ms": str(rate),
         }
     rate = rate_interval_ms(interval_ms, scrape_interval_ms)
-    text = format_duration(interval_ms)
+    text = format_interval(interval_ms)
     return values | {
         "__interval": text,
         "interval": text,
         "__interval_ms": str(interval_ms),
-        "__rate_interval": format_duration(rate),
+        "__rate_interval": format_interval(rate),
         "__rate_interval_ms": str(rate),
     }
 

@@ -15,16 +15,13 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stacktools.dashboards.errors import QueryError
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 
 HTTP_TIMEOUT_S = 30.0
-
-
-class QueryError(Exception):
-    """A datasource refused a query or could not be reached; the message is shown per target."""
 
 
 # ------------------------------------------------------------------------------------ InfluxDB

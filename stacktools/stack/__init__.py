@@ -20,18 +20,20 @@ from typing import Any
 from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component
-from stacktools.stack.process import (
-    KeptService,
-    ManagedProcess,
-    StackError,
-    StackTimedOut,
-    port_open,
-    port_owner,
-)
+from stacktools.stack.errors import LauncherError, StackTimedOut
+from stacktools.stack.process import KeptService, ManagedProcess, port_open, port_owner
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
+from streamkit.errors import StackError
 
-__all__ = ["Stack", "StackError", "ComponentStatus", "ensure_credentials"]
+__all__ = [
+    "ComponentStatus",
+    "LauncherError",
+    "Stack",
+    "StackError",
+    "StackTimedOut",
+    "ensure_credentials",
+]
 
 
 #: Written by launchers before each user had its own password: one password for everyone.
@@ -105,7 +107,7 @@ class Stack:
         wanted = set(names or DEFAULT_GROUPS)
         unknown = wanted - set(DEFAULT_GROUPS) - set(OPTIONAL_GROUPS)
         if unknown:
-            raise StackError(f"unknown component(s): {', '.join(sorted(unknown))}")
+            raise LauncherError(f"unknown component(s): {', '.join(sorted(unknown))}")
         self.default_groups = [g for g in DEFAULT_GROUPS if g in wanted]
         self.groups = [g for g in OPTIONAL_GROUPS if g in wanted]
         # A healthy server on our port that we did not start (e.g. docker compose) may be used
@@ -159,7 +161,7 @@ class Stack:
         components = self._components()
         problems = [p for p in (c.missing_install() for c in components) if p]
         if problems:
-            raise StackError("cannot start the stack:\n  " + "\n  ".join(problems))
+            raise LauncherError("cannot start the stack:\n  " + "\n  ".join(problems))
         for component in components:
             self._start(component)
         with ThreadPoolExecutor(max_workers=len(components)) as pool:
@@ -177,12 +179,12 @@ class Stack:
             for user in USERS[system]
             if (
                 problem := password_problem(
-                    credential_env(system, user), self.settings.credential(system, user)
+                    credential_env(system, user), self.settings.credential(system, user).reveal()
                 )
             )
         ]
         if problems:
-            raise StackError(
+            raise LauncherError(
                 "refusing to provision with these passwords:\n  " + "\n  ".join(problems)
             )
         for component in self._components():
@@ -214,7 +216,7 @@ class Stack:
             if self.allow_external and component.healthy():
                 return False
             port = busy[0]
-            raise StackError(
+            raise LauncherError(
                 f"{component.name}: port {port} is already in use by {port_owner(port)}, which "
                 "this stack did not start. Stop it, or choose another port (see --help for the "
                 f"{component.name} port option / environment variable), or set "
@@ -228,7 +230,7 @@ class Stack:
         process = self._process(component)
         if process.pid() is None:  # external server
             if not component.healthy():
-                raise StackError(
+                raise LauncherError(
                     f"{component.name}: the external server at {component.address} is not healthy"
                 )
         else:

@@ -14,16 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from stacktools.stack.errors import LauncherError, StackTimedOut
 from streamkit.deadline import TimedOut, wait_until
-
-
-class StackError(RuntimeError):
-    """A server could not be started or checked; the message says why and what to do."""
-
-
-class StackTimedOut(StackError, TimedOut):
-    """A server did not get there in time: a StackError to the launcher, a TimedOut like
-    every other wait that ran out."""
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
@@ -150,7 +142,7 @@ class ManagedProcess:
             if healthy():
                 return True
             if self.pid() is None:
-                raise StackError(
+                raise LauncherError(
                     f"{self.name} exited while starting ({what}); last lines of "
                     f"{self.log_file}:\n{tail(self.log_file)}"
                 )

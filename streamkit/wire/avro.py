@@ -13,13 +13,13 @@ from typing import Any
 
 import fastavro
 
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_file
 
 
 @cache
 def schema_text(name: str) -> str:
     """The .avsc as text: spark-avro takes the JSON string, fastavro the parsed form."""
-    return (SCHEMA_DIR / f"{name}.avsc").read_text()
+    return schema_file(name).read_text()
 
 
 @cache

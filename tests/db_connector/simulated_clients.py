@@ -16,7 +16,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-from db_connector.influx_writer import Refused, WriteUnavailable
+from db_connector.errors import WriteUnavailable
+from db_connector.influx_writer import Refused
 from db_connector.lineprotocol import PointError
 from streamkit.wire.dead_letters import SOURCE, SOURCE_OFFSET, SOURCE_PARTITION
 from tests.support.faults import kafka_error

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from db_connector.connector import Connector, ConsumerFailed
+from db_connector.connector import Connector
+from db_connector.errors import ConsumerFailed
 
 
 @pytest.mark.parametrize(
@@ -42,7 +43,7 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     the connector alive and idle: after a few attempts it exits, and the restart fences it."""
     from db_connector.committer import Committer
     from db_connector.config import ConnectorSettings
-    from db_connector.connector import TransactionStuck
+    from db_connector.errors import TransactionStuck
     from streamkit.shutdown import ShutdownFlag
 
     # no servers: only the retry logic

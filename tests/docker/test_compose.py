@@ -854,7 +854,10 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
     assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
     assert settings.influx_base_url == f"http://127.0.0.1:{values['INFLUX_PORT']}"
-    assert (settings.mqtt_port, settings.mqtt_password) == (int(values["MQTT_PORT"]), "change-me")
+    assert (settings.mqtt_port, settings.mqtt_password.reveal()) == (
+        int(values["MQTT_PORT"]),
+        "change-me",
+    )
     assert settings.topic_partitions == int(values["TOPIC_PARTITIONS"])
     # METRICS_PORT is documented but left unset: 0 would give every local service a random port.
     assert "METRICS_PORT" not in values and "\n# METRICS_PORT=\n" in ENV_EXAMPLE.read_text()

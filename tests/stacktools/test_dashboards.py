@@ -23,7 +23,7 @@ from stacktools.dashboards import (
     validate_dashboard,
     validate_dashboards,
 )
-from stacktools.dashboards.durations import format_duration, round_interval_ms
+from stacktools.dashboards.intervals import format_interval, round_interval_ms
 from stacktools.dashboards.macros import (
     builtin_values,
     calculate_interval_ms,
@@ -229,7 +229,7 @@ def test_round_interval_and_duration_text() -> None:
         31_536_000_000,
     ]
     assert [
-        format_duration(ms) for ms in (500, 1_500, 5_000, 60_000, 90_000, 3_600_000, 604_800_000)
+        format_interval(ms) for ms in (500, 1_500, 5_000, 60_000, 90_000, 3_600_000, 604_800_000)
     ] == ["500ms", "1s", "5s", "1m", "1m", "1h", "7d"]
 
 

@@ -67,7 +67,7 @@ def test_cluster_up_runs_jobs_on_its_workers_with_the_secret_and_down_stops_it(
             (settings.spark_master_port + i, 1, "ALIVE") for i in (1, 2)
         ]
         master = f"spark://127.0.0.1:{settings.spark_master_port}"
-        secret = settings.credential("spark", "cluster")
+        secret = settings.credential("spark", "cluster").reveal()
         assert len(secret) >= 20, "the launcher generates the cluster's secret"
         result = probe(master, secret, 240)
         assert result is not None, "the probe job did not run on the cluster"

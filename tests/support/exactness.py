@@ -16,9 +16,10 @@ from pathlib import Path
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
-from stacktools.stack.process import StackError, group_alive
+from stacktools.stack.process import group_alive
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
+from streamkit.errors import StackError
 from tests.support.judge import (
     arrival,
     committed_outputs,

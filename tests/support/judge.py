@@ -13,7 +13,7 @@ import fastavro
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_file
 from tests.support.messages import key_of, value_of
 from tests.support.oracles.pipeline import Outputs
 from tests.support.oracles.points import Identity
@@ -53,8 +53,8 @@ MEASUREMENTS = ("raw", "joined", "aggregate", "late")
 
 
 def parsed_schema_file(schema: str) -> dict:
-    """A schema of schemas/ as fastavro reads it (not through the services' codec)."""
-    parsed = fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    """A schema of the package's schemas/ as fastavro reads it (not through the services' codec)."""
+    parsed = fastavro.parse_schema(json.loads(schema_file(schema).read_text()))
     assert isinstance(parsed, dict), schema  # a record schema
     return parsed
 

@@ -116,7 +116,7 @@ def check_influx_write_read(settings: Settings) -> None:
     now_ms = int(time.time() * 1000)
     with InfluxDBClient(
         url=settings.influx_base_url,
-        token=f"{settings.influx_username}:{settings.influx_password}",
+        token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
     ) as client:
         client.write_api(write_options=SYNCHRONOUS).write(
