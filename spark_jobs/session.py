@@ -39,6 +39,10 @@ REQUIRED_JARS = (
 )
 
 
+#: The PySpark module whose pandas deprecation warning the Python workers are spared.
+PANDAS_SERIALIZERS = "pyspark.sql.pandas.serializers"
+
+
 def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     jars = sorted(directory.glob("*.jar"))
     missing = [
@@ -86,6 +90,9 @@ def build_session(
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
     # `python3` is on PATH (no pyarrow there); a cluster's own setting is kept.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # PySpark's own pandas code trips a pandas deprecation warning in every Python worker it
+    # starts: nothing this stack can act on (the workers inherit this environment)
+    os.environ.setdefault("PYTHONWARNINGS", f"ignore::FutureWarning:{PANDAS_SERIALIZERS}")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every callback at INFO
     cores = os.cpu_count() or 2
     builder = (
