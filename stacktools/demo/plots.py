@@ -121,7 +121,7 @@ def throughput(samples: Samples, path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(alpha=0.3)
-    ax.legend()
+    fig.legend(ncol=len(samples.counters), fontsize=8, loc="outside lower center")
     return _save(fig, path)
 
 
@@ -136,11 +136,13 @@ def latency(samples: Samples, live: bool, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
     clipped = False
+    lowest = math.inf
     count = len(view.series)
     for index, (measurement, quantiles) in enumerate(view.series.items()):
         for q, style in zip(QUANTILES, ("-", "--"), strict=True):
             values = [math.nan if v is None else min(v, view.top_bound_s) for v in quantiles[q]]
             clipped |= any(v is not None and v > view.top_bound_s for v in quantiles[q])
+            lowest = min([lowest, *(v for v in values if v > 0)])
             ax.plot(
                 samples.times,
                 values,
@@ -157,6 +159,8 @@ def latency(samples: Samples, live: bool, path: Path) -> Path | None:
     ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_locator(NullLocator())
+    if math.isfinite(lowest):  # down to a labelled tick, so the lowest line can be read off
+        ax.set_ylim(bottom=_tick_below(lowest))
     title, _, why = view.title.partition(" (")
     ax.set(
         title=title + (f"\n({why}" if why else ""),
@@ -167,6 +171,12 @@ def latency(samples: Samples, live: bool, path: Path) -> Path | None:
     ax.grid(alpha=0.3, which="both")
     ax.legend(ncol=count, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return _save(fig, path)
+
+
+def _tick_below(value: float) -> float:
+    """The largest of 1, 2 or 5 times a power of ten at or below ``value`` (> 0)."""
+    power = 10.0 ** math.floor(math.log10(value))
+    return max(step * power for step in (1.0, 2.0, 5.0) if step * power <= value * (1 + 1e-9))
 
 
 def _broken_line(ax: plt.Axes, frame: pd.DataFrame, column: str, **style: object) -> None:

@@ -4,6 +4,7 @@ the ones shown, window tags and quantities are said in words and units."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -108,3 +109,15 @@ def test_the_plotted_window_is_the_shortest_tumbling_one() -> None:
     assert window_slide_ms("sliding-60000-10000") == 10_000
     assert window_slide_ms("tumbling-10000") == 10_000
     assert window_slide_ms("session-30000") is None
+
+
+def test_the_throughput_png_is_written_and_latency_ticks_reach_the_lowest_line(
+    tmp_path: Path,
+) -> None:
+    from stacktools.demo import plots
+    from stacktools.demo.sampler import Samples
+
+    samples = Samples(times=[0.0, 1.0, 2.0], counters={"bridge records": [0.0, 50.0, 80.0]})
+    written = plots.throughput(samples, tmp_path / "throughput.png")
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [plots._tick_below(v) for v in (0.23, 0.5, 1.7, 7.0)] == [0.2, 0.5, 1.0, 5.0]
