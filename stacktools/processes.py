@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stacktools.stack.process import group_alive
 from streamkit.deadline import wait_until
+from streamkit.logs import LOG_FORMAT_ENV
 from streamkit.paths import REPO_ROOT
 
 
@@ -24,7 +25,9 @@ def free_port() -> int:
 class ServiceProcess:
     """One run of a service. kill -9 takes the whole group (for a Spark driver: its JVM and
     Python workers too), as a crash of the host would, so a restart never overlaps with
-    leftovers of the killed run. Logs are appended across restarts; each run reads its own."""
+    leftovers of the killed run. Logs are appended across restarts; each run reads its own.
+    They are JSON whatever LOG_FORMAT the caller has: the tools read them (ready lines, the
+    simulator's summary)."""
 
     def __init__(
         self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None
@@ -42,7 +45,7 @@ class ServiceProcess:
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **self.env},
+                env={**os.environ, LOG_FORMAT_ENV: "json", **self.env},
             )
         return self
 

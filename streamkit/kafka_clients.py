@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from streamkit.config import KafkaSettings
 from streamkit.deadline import Deadline
 from streamkit.errors import TopicMissing
+from streamkit.logs import KafkaClientLog
 
 #: Large enough for the dead-letter topic's oversized payloads (topic max.message.bytes is 16 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -26,11 +27,14 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 
 
 def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
-    """Where and as whom a librdkafka client connects: every client of every service starts here."""
-    config = {
+    """Where and as whom a librdkafka client connects: every client of every service starts here.
+    Its log lines go through the service's logging (a ``kafka`` logger, see streamkit.logs)
+    rather than librdkafka's own lines on stderr."""
+    config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": client_id,
         "security.protocol": settings.kafka_security_protocol,
+        "logger": KafkaClientLog(),
     }
     if settings.kafka_security_protocol.startswith("SASL"):
         config.update(
@@ -129,9 +133,8 @@ def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> 
         if topic in metadata.topics and metadata.topics[topic].error is None:
             return len(metadata.topics[topic].partitions)
         if deadline.expired():
-            raise TopicMissing(
-                f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}"
-            )
+            found = metadata.topics.get(topic)
+            raise TopicMissing(f"Kafka topic {topic}: {found.error if found else 'missing'}")
         time.sleep(1)
 
 
