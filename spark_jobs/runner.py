@@ -232,6 +232,7 @@ def run_query(
         jars_dir=settings.spark_jars_dir,
         driver_java_options=driver_java_options(settings, archive),
         cluster_secret=settings.credential("spark", "cluster").reveal(),
+        log_format=settings.log_format,
     )
     listener.attach(spark)
     gate = BatchGate(sink)

@@ -81,10 +81,13 @@ def build_session(
     jars_dir: Path = SPARK_JARS_DIR,
     driver_java_options: str = "",
     cluster_secret: str = "",
+    log_format: str | None = None,
 ) -> SparkSession:
-    """``cluster_secret``: a standalone cluster's shared secret (``spark.authenticate``); Spark
-    takes it only from its configuration, so it reaches the JVM in a private properties file,
-    never on a command line (the worker hands it to executors in their environment)."""
+    """``log_format``: the driver JVM's log lines, json or text like the Python ones (default:
+    LOG_FORMAT). ``cluster_secret``: a standalone cluster's shared secret
+    (``spark.authenticate``); Spark takes it only from its configuration, so it reaches the JVM
+    in a private properties file, never on a command line (the worker hands it to executors in
+    their environment)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
@@ -119,7 +122,9 @@ def build_session(
             )
             os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {secret_file} pyspark-shell"
     # before the JVM starts: PySpark hands the builder's settings to spark-submit
-    java_options = " ".join(part for part in (log_config_option(), driver_java_options) if part)
+    java_options = " ".join(
+        part for part in (log_config_option(log_format), driver_java_options) if part
+    )
     builder = builder.config("spark.driver.extraJavaOptions", java_options)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)

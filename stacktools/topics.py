@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="exit 3 when any drift remains")
     settings, args = Settings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="topics")
+    setup_logging(settings.log_level, service="topics", fmt=settings.log_format)
     report = provision(
         settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config
     )

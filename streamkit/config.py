@@ -232,6 +232,12 @@ class ServiceSettings:
         "directory for data, logs, pids and generated credentials",
     )
     log_level: str = setting("INFO", "LOG_LEVEL", "log level (DEBUG, INFO, WARNING, ERROR)")
+    log_format: Literal["json", "text"] = setting(
+        "json",
+        "LOG_FORMAT",
+        "json: one JSON object per line, for a log collector; text: plain lines for a person "
+        "at a terminal",
+    )
     metrics_port: int = setting(
         0,
         "METRICS_PORT",

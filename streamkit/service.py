@@ -49,7 +49,7 @@ def run_service(
         return exit_code(error, parser.prog)
     except ValueError as exc:  # the check's: what one field alone cannot say
         parser.error(str(exc))
-    setup_logging(settings.log_level, service=service)
+    setup_logging(settings.log_level, service=service, fmt=settings.log_format)
     shutdown = ShutdownFlag().install()
     serve_metrics(service, settings)
     return loop(settings, shutdown)
