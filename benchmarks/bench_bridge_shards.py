@@ -46,9 +46,8 @@ def measure(settings: Settings, events: Path, bridges: int, work: Path) -> dict[
     lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
-    for bridge in start_bridges(
-        lane, bridges, work, f"session-{bridges}"
-    ):  # the sessions and their subscriptions
+    # the sessions and their subscriptions
+    for bridge in start_bridges(lane, bridges, work, f"session-{bridges}"):
         bridge.wait_logged('"bridge running"', 60)
         bridge.terminate()
     simulator = service_process(

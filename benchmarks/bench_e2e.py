@@ -154,12 +154,10 @@ def steady_run(
     try:
         started = time.monotonic()
         pipeline.start_stages()
-        pipeline.wait_logged(
-            "mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60
-        )  # a new session keeps nothing before
-        pipeline.replay(
-            events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0"
-        )  # until stopped
+        # a new session keeps nothing before
+        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)
+        # until stopped
+        pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")
         joined = 'measurement="joined"'
         try:
             wait_until(
@@ -302,9 +300,10 @@ def main() -> int:
         for shape in shapes:
             if not args.no_full:
                 print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
+                # generated: in order
                 run, cpu = run_once(
                     settings, events, ["--order", "file"], work, args.timeout_s, shape
-                )  # generated: in order
+                )
                 peaks = {
                     name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters
                 }
@@ -352,9 +351,8 @@ def main() -> int:
                     )
                 )
             for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                rows = min(
-                    args.rows, int(rate * (args.warmup_s + args.measure_s))
-                )  # looped: live stamps are new
+                # looped: live stamps are new
+                rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
                 print(
                     f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
                     f"{args.measure_s:.0f} s measured ...",

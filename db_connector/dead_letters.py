@@ -15,7 +15,7 @@ from prometheus_client import Counter
 from db_connector.batch import Batch, DeadLetter
 from db_connector.influx_writer import Refused
 from db_connector.points import Converter
-from streamkit.kafka_clients import produce_retrying
+from streamkit.kafka_clients import produce_retrying, record_position
 from streamkit.wire import dead_letters as wire_dead_letters
 
 log = logging.getLogger("db_connector")
@@ -40,10 +40,11 @@ def letters_for(
     written = batch.points_per_measurement(converters)
     for item in refused:
         message = batch.origins[item.index]
-        measurement = converters[message.topic()][1]
+        topic = record_position(message)[0]
+        measurement = converters[topic][1]
         written[measurement] -= 1
         REJECTED.labels(measurement).inc()
-        if message.topic() == dlq_topic:
+        if topic == dlq_topic:
             # never dead-letter a dead letter: that could loop; it is logged and counted
             log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
             continue
@@ -64,9 +65,7 @@ def produce_dead_letter(producer: Producer, dlq_topic: str, letter: DeadLetter) 
     headers = wire_dead_letters.record_headers(
         letter.reason,
         letter.detail,
-        source.topic(),
-        source.partition(),
-        source.offset(),
+        *record_position(source),
         len(source.value() or b""),
     )
     produce_retrying(producer, dlq_topic, source.value(), source.key(), headers=headers)

@@ -80,7 +80,12 @@ class InfluxWriter:
     def _post(self, body: bytes) -> tuple[int | None, str]:
         """(None, "") when written; (status, reason) when InfluxDB refused points."""
         try:
-            self.api.write(bucket=self.bucket, record=body, write_precision=WritePrecision.NS)
+            self.api.write(
+                bucket=self.bucket,
+                record=body,
+                # influxdb_client annotates the parameter with its class, whose members are str
+                write_precision=WritePrecision.NS,  # type: ignore[arg-type]
+            )
             return None, ""
         except ApiException as exc:
             text = _error_text(exc)

@@ -47,11 +47,11 @@ UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka befo
 DELIVERY_FAILURES = Counter(
     "bridge_delivery_failures_total", "Kafka records that could not be delivered"
 )
-#: Without a SUBACK and without taking any message for this long, the subscription is taken as refused.
+#: Without a SUBACK and without taking any message for this long, the subscription is taken as
+#: refused.
 SUBACK_STALL_S = 30.0
-COUNTS = (
-    Counts()
-)  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+#: bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+COUNTS = Counts()
 REGISTRY.register(COUNTS)
 
 
@@ -131,9 +131,8 @@ class Bridge:
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
         while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
-            self.producer.poll(
-                0.05
-            )  # backpressure: wait for Kafka instead of buffering without bound
+            # backpressure: wait for Kafka instead of buffering without bound
+            self.producer.poll(0.05)
         if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
@@ -142,7 +141,7 @@ class Bridge:
             # flush has begun could miss its PUBACK and be sent again by the next run.
             COUNTS.deferred += 1
             return
-        payload: bytes = message.payload
+        payload = message.payload
         if len(payload) > self.settings.max_payload_bytes:
             self._dead_letter(
                 message,
@@ -168,9 +167,8 @@ class Bridge:
         entry = self.acks.add(message.mid, message.qos, records)
         if not self._produce_batch(batch, partition, entry):
             self.produce_failed = True
-            for _ in range(
-                records
-            ):  # never queued: the message stays unacknowledged, the bridge exits
+            # never queued: the message stays unacknowledged, the bridge exits
+            for _ in range(records):
                 self.acks.confirm(entry, False)
             return
         COUNTS.records += records
@@ -225,12 +223,12 @@ class Bridge:
             self.producer.poll(0.1)
 
     def _dead_letter(
-        self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes
+        self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes | bytearray
     ) -> None:
         entry = self.acks.add(message.mid, message.qos, 1)
         self._produce(
             self.settings.dlq_topic,
-            value,
+            bytes(value),  # paho's payload is bytes in practice (then this is no copy)
             message.topic.encode("utf-8", "replace"),
             lambda err, _m: self.acks.confirm(entry, err is None),
             dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)),
@@ -247,7 +245,7 @@ class Bridge:
         topic: str,
         value: bytes,
         key: bytes,
-        callback: Callable[[KafkaError | None, Message], None],
+        callback: Callable[[KafkaError | None, Message | None], None],
         headers: list[tuple[str, bytes]],
     ) -> None:
         backoff = Backoff(initial_s=0.1, max_s=2.0)
@@ -267,9 +265,8 @@ class Bridge:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     DELIVERY_FAILURES.inc()
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
-                    callback(
-                        exc.args[0], None
-                    )  # the message stays unacknowledged; the bridge exits
+                    # the message stays unacknowledged; the bridge exits
+                    callback(exc.args[0], None)
                     return
                 self.producer.poll(backoff.next_delay())
 
@@ -286,9 +283,8 @@ class Bridge:
 
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
-        self.client.subscribe(
-            f"{self.settings.mqtt_topic_prefix}/#", qos=1
-        )  # later reconnects: _on_connect
+        # later reconnects subscribe in _on_connect
+        self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
         if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
             # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
             log.error(
@@ -319,7 +315,8 @@ class Bridge:
                 return 1
             if self.acks.blocked_by_failure:
                 log.error(
-                    "a Kafka delivery failed for good; exiting so the broker redelivers unacked messages"
+                    "a Kafka delivery failed for good; "
+                    "exiting so the broker redelivers unacked messages"
                 )
                 self._close(flush=False)
                 return 1

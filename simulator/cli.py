@@ -101,7 +101,8 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
         )
     except OSError as exc:  # refused, unreachable, no such host: one line, no traceback
         print(
-            f"python -m simulator: cannot connect to MQTT at {settings.mqtt_host}:{settings.mqtt_port}: {exc}",
+            f"python -m simulator: cannot connect to MQTT at "
+            f"{settings.mqtt_host}:{settings.mqtt_port}: {exc}",
             file=sys.stderr,
             flush=True,
         )
@@ -164,7 +165,8 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
                                 "rows_per_s": round(published / (last_status - started)),
                             },
                         )
-            span = (low, high) if low is not None else span
+            if low is not None and high is not None:  # else no row this loop: the last span
+                span = (low, high)
             loop += 1
             if settings.shift_per_loop and span:
                 shift_ms += span[1] - span[0] + 1000

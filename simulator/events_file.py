@@ -19,6 +19,7 @@ show: the file and the cause.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import stat
@@ -27,7 +28,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from simulator.errors import EventsFileError
 from streamkit.events import RowError
@@ -77,7 +77,7 @@ def _refuse_os_error(path: Path, exc: OSError) -> EventsFileError:
 
 
 @contextmanager
-def _decompressed(path: Path) -> Iterator[BinaryIO]:
+def _decompressed(path: Path) -> Iterator[io.BufferedIOBase]:
     """The file's bytes, gunzipped if they are gzip; only a regular file (a FIFO would block,
     /dev/zero never end)."""
     try:
@@ -98,7 +98,7 @@ def _decompressed(path: Path) -> Iterator[BinaryIO]:
             yield raw
             return
         with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-            yield unzipped  # type: ignore[misc]
+            yield unzipped
 
 
 @contextmanager
@@ -148,7 +148,7 @@ def records(path: Path) -> Iterator[Record]:
         yield from (_array_records(path, stream) if layout.array else _line_records(stream))
 
 
-def _line_records(stream: BinaryIO) -> Iterator[Record]:
+def _line_records(stream: io.BufferedIOBase) -> Iterator[Record]:
     line_no = 0
     while line := stream.readline(MAX_ROW_BYTES + 1):
         line_no += 1
@@ -189,7 +189,7 @@ def _skip_white(text: str, pos: int) -> int:
     return pos
 
 
-def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
+def _array_records(path: Path, stream: io.BufferedIOBase) -> Iterator[Record]:
     """The elements of one JSON array, each as compact JSON: loads the whole text (see the
     module's docstring). A syntax error ends the array: EventsFileError with its line."""
     data = stream.read()

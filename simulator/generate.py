@@ -63,7 +63,8 @@ class Machine:
             "vaPower_C11": round(power, 3),
             "turnState_C11": float(self.speed > 1.0),
         }
-        # Like the real data, most rows carry a subset: torque nearly always, speed about half the time.
+        # Like the real data, most rows carry a subset: torque nearly always, speed about half the
+        # time.
         keep = {
             "vaTorque_C11": 0.94,
             "actSpeed_C11": 0.54,

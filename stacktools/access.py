@@ -26,10 +26,8 @@ USERS: dict[str, tuple[str, ...]] = {
 TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
     "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
     "dlq": {"bridge": ("write",), "spark": ("write",), "connector": ("read", "write")},
-    "joined": {
-        "spark": ("read", "write"),
-        "connector": ("read",),
-    },  # read: aggregates of the joined pairs
+    # spark's read: aggregates of the joined pairs
+    "joined": {"spark": ("read", "write"), "connector": ("read",)},
     "aggregates": {"spark": ("write",), "connector": ("read",)},
     "late": {"spark": ("write",), "connector": ("read",)},
     "markers": {"spark": ("read", "write")},

@@ -98,10 +98,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------------- lifecycle
     def start(self, name: str, *extra: str) -> ServiceProcess:
+        # run dir, ports and credentials in effect
         env = {
             **self.settings.as_environment(),
             **self.env,
-        }  # run dir, ports and credentials in effect
+        }
         service = ServiceProcess(
             SERVICES[service_of(name)].module, [*self._args(name), *extra], self.log(name), env
         ).start()

@@ -43,9 +43,8 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
-    replication_factor: int = (
-        -1
-    )  # -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
+    #: -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
+    replication_factor: int = -1
     doc: str = ""
     role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
 

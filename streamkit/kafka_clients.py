@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from streamkit.config import KafkaSettings
@@ -136,6 +136,16 @@ def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> 
             found = metadata.topics.get(topic)
             raise TopicMissing(f"Kafka topic {topic}: {found.error if found else 'missing'}")
         time.sleep(1)
+
+
+def record_position(message: Message) -> tuple[str, int, int]:
+    """A consumed record's (topic, partition, offset). confluent_kafka types each as optional
+    because an error event carries none; a record always has all three, so a missing one means
+    the caller passed an error event (check ``error()`` first)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"not a record but an error event: {message.error()}")
+    return topic, partition, offset
 
 
 def produce_retrying(

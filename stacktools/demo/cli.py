@@ -184,9 +184,8 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         default_ports = not any(
             port_open(port) for port in (spec.metrics_port for spec in SERVICES.values())
         )
-        work_dir = (
-            args.out / f"run-{wiring.query_suffix.strip('-')}"
-        )  # checkpoints and logs of this run only
+        # checkpoints and logs of this run only
+        work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"
         pipeline = Pipeline(
             settings,
             wiring,
@@ -206,11 +205,12 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         pipeline.start_stages()
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
+        # generated files are in event-time order
         replay_args = [
             *(["--rate", str(args.rate)] if args.rate else []),
             *(["--live"] if args.live else []),
             *([] if args.events else ["--order", "file"]),
-        ]  # generated files are in event-time order
+        ]
         replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
         if (
             not replay.drained

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -179,11 +180,11 @@ def _tick_below(value: float) -> float:
     return max(step * power for step in (1.0, 2.0, 5.0) if step * power <= value * (1 + 1e-9))
 
 
-def _broken_line(ax: plt.Axes, frame: pd.DataFrame, column: str, **style: object) -> None:
+def _broken_line(ax: plt.Axes, frame: pd.DataFrame, column: str, **style: Any) -> None:
     """A line through ``column`` that stops at every gap, with a dot on every point: a point
     alone between two gaps is still seen."""
     broken = shaping.break_gaps(frame[["time", column]])
-    ax.plot(broken["time"], broken[column], marker=".", ms=2.5, lw=0.9, **style)  # type: ignore[arg-type]
+    ax.plot(broken["time"], broken[column], marker=".", ms=2.5, lw=0.9, **style)
 
 
 def joined_power(settings: Settings, database: str, path: Path) -> Path | None:

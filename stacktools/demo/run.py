@@ -125,7 +125,6 @@ def watch(
                 return False
             if drained():
                 return True
-        simulator.wait(
-            min(tick_s, deadline.remaining())
-        )  # returns at once when the simulator exits
+        # returns at once when the simulator exits
+        simulator.wait(min(tick_s, deadline.remaining()))
     return False

@@ -341,9 +341,8 @@ class Kafka(Component):
                 f"registered after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
             ) from None
         self.require_passwords("kafka", USERS["kafka"])
-        admin = admin_client(
-            self.settings
-        )  # held until the results are in: a dropped client cancels them
+        # held until the results are in: a dropped client cancels them
+        admin = admin_client(self.settings)
         upsert_users(admin, self.settings)
         grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
@@ -378,9 +377,8 @@ class Mosquitto(Component):
         passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
         passwd.unlink(missing_ok=True)
         passwd.touch(mode=0o600)
-        for user in USERS[
-            "mqtt"
-        ]:  # -b: the password from the command line; the file keeps a salted hash
+        # -b: the password from the command line; the file keeps a salted hash
+        for user in USERS["mqtt"]:
             subprocess.run(
                 [
                     str(find_program("mosquitto_passwd")),
@@ -419,9 +417,8 @@ class Mosquitto(Component):
             "log_type notice",
         ]
         if os.geteuid() == 0:
-            lines.append(
-                "user root"
-            )  # otherwise it switches to 'mosquitto' and cannot read our run dir
+            # otherwise it switches to 'mosquitto' and cannot read our run dir
+            lines.append("user root")
         (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
 
     def command(self) -> list[str]:

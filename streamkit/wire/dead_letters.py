@@ -6,7 +6,7 @@ the reason and the origin live; one set of names keeps every writer readable by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 #: Header names. The value and key of a dead letter are the original bytes; these say why.
@@ -78,9 +78,23 @@ def record_headers(
     return [(name, _detail(v) if name == DETAIL else v.encode()) for name, v in fields]
 
 
-def read_headers(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
-    """A Kafka record's headers as text (undecodable bytes replaced, a later header wins)."""
-    return {key: (value or b"").decode("utf-8", "replace") for key, value in (headers or [])}
+HeaderValue = str | bytes | None
+
+
+def read_headers(
+    headers: Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None,
+) -> dict[str, str]:
+    """A Kafka record's headers as text (undecodable bytes replaced, a later header wins). A
+    consumed record has a list of (name, bytes) pairs; the other shapes are those
+    confluent_kafka's header type allows too."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or []
+    return {key: _header_text(value) for key, value in pairs}
+
+
+def _header_text(value: HeaderValue) -> str:
+    if isinstance(value, str):
+        return value
+    return (value or b"").decode("utf-8", "replace")
 
 
 def source_of(headers: dict[str, str]) -> str:

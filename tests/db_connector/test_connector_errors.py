@@ -13,9 +13,8 @@ from db_connector.errors import ConsumerFailed
 @pytest.mark.parametrize(
     "fenced",
     [
-        KafkaError(
-            KafkaError._FATAL, "static consumer fenced"
-        ),  # as the consumer reports it in-band
+        # as the consumer reports it in-band
+        KafkaError(KafkaError._FATAL, "static consumer fenced"),
         KafkaError(KafkaError._FENCED, "static consumer fenced", fatal=True),
     ],
 )

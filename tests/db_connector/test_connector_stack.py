@@ -372,11 +372,12 @@ def offsets_behind(
         committed = {}
         for topic in topics.values():
             partitions = [TopicPartition(topic, p) for p in high_watermarks(settings, topic)]
+            # never committed: OFFSET_INVALID
             committed[topic] = {
                 c.partition: c.offset
                 for c in consumer.committed(partitions, timeout=30)
                 if c.offset >= 0
-            }  # never committed: OFFSET_INVALID
+            }
     finally:
         consumer.close()
     ends = {topic: data_ends(settings, topic) for topic in topics.values()}
@@ -438,9 +439,8 @@ def feed_in_chunks(
     def run() -> None:
         for start_index in range(0, len(records), size):
             produce(settings, topics, records[start_index : start_index + size])
-            time.sleep(
-                pause_s
-            )  # the feed's pace: records keep arriving while the connector is killed
+            # the feed's pace: records keep arriving while the connector is killed
+            time.sleep(pause_s)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

@@ -271,9 +271,8 @@ def test_raw_fast_decoder_equals_fastavro(
     )
     convert = raw_converter()
     assert convert(message(encoded)) == reference_raw_line(encoded)
-    assert convert(message(encoded)) == reference_raw_line(
-        encoded
-    )  # second time: from the prefix cache
+    # second time: from the prefix cache
+    assert convert(message(encoded)) == reference_raw_line(encoded)
 
 
 @given(st.binary(max_size=60), st.data())

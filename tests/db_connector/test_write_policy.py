@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -34,8 +33,7 @@ class Pending:
     ],
 )
 def test_write_now(pending: Pending, writing: bool, caught_up: bool, expected: bool) -> None:
-    batch: Any = pending  # a Batch as write_now sees it: a length and an age
     assert (
-        write_now(batch, writing=writing, caught_up=caught_up, batch_points=100, flush_s=0.25)
+        write_now(pending, writing=writing, caught_up=caught_up, batch_points=100, flush_s=0.25)
         is expected
     )

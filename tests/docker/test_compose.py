@@ -625,6 +625,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
 
     from streamkit.config import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
+    from streamkit.secret import Secret
     from tests.support.ports import free_ports
 
     if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
@@ -661,7 +662,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
 
         def client(user: str):  # noqa: ANN202
             settings = dataclasses.replace(
-                base, mqtt_username=user, mqtt_password=f"password-of-{user}"
+                base, mqtt_username=user, mqtt_password=Secret(f"password-of-{user}")
             )
             clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
             for _ in range(50):  # the broker is starting

@@ -160,9 +160,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
         )
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
-    assert (
-        len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000
-    )  # a round worth judging
+    # a round worth judging
+    assert len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000
 
     pipeline.start_stages()
     pipeline.wait_bridges()
@@ -186,10 +185,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
             kafka.down()
             supervise_for(pipeline, 3)
             restart_broker(kafka)
-        elif fault in (
-            "kafka-kill",
-            "kafka-node-kill",
-        ):  # the single broker, or one of three (min.insync 2)
+        elif fault in ("kafka-kill", "kafka-node-kill"):
+            # the single broker, or one of three (min.insync 2)
             killed = kill_group(kafka, rng)
             fault = f"{fault} {killed.name}"
             supervise_for(pipeline, rng.uniform(5, 20))

@@ -61,9 +61,8 @@ def test_reset_forgets_pending_messages_of_a_lost_connection() -> None:
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     stale = acks.add(7, 1, 1)
     assert acks.reset() == 1
-    acks.confirm(
-        stale, True
-    )  # confirmed after the reconnect: its mid belongs to the old connection
+    # confirmed after the reconnect: its mid belongs to the old connection
+    acks.confirm(stale, True)
     assert sent == []
 
 
@@ -233,9 +232,8 @@ def test_a_failed_delivery_keeps_its_message_unacked_and_defers_every_later_one(
     reports = list(producer.reports)
     for report in reports[1:]:
         report(None, None)
-    reports[0](
-        KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None
-    )  # the first message's first record
+    # the first message's first record
+    reports[0](KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)
     assert acked == [] and bridge.acks.blocked_by_failure and bridge.produce_failed
     assert _metric("bridge_delivery_failures_total") - failures == 1
     bridge._on_message(NO_CLIENT, None, third)  # must not overtake the failed one in its partition

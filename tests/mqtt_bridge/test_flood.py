@@ -192,9 +192,8 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
             quota.lift()  # the backlog drains at full speed
             valid = set().union(*(expected_keys(i, n) for i, n in published.items()))
             invalid = sum(n // 4 for n in published.values())  # n % 4 == 3 for n < published
-            missing = valid - wait_for_keys(
-                settings, lane.raw, valid, 600
-            )  # re-sends inflate counts
+            # re-sends inflate counts
+            missing = valid - wait_for_keys(settings, lane.raw, valid, 600)
             assert not missing, f"{len(missing)} valid records lost, e.g. {sorted(missing)[:3]}"
             drained_s = time.monotonic() - started
             assert wait_for_count(settings, lane.dlq, invalid, 120) >= invalid

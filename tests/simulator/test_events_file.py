@@ -116,9 +116,8 @@ def test_a_rejected_row_is_counted_on_its_own_line(
     entries = [*rows[:at], entry, *rows[at:]]
     end = "\r\n" if crlf else "\n"
     lines = [json.dumps(e) for e in entries]
-    for position in sorted(
-        blanks, reverse=True
-    ):  # blank lines count as lines, as an editor shows them
+    # blank lines count as lines, as an editor shows them
+    for position in sorted(blanks, reverse=True):
         lines.insert(min(position, len(lines)), "")
     bad_line = lines.index(json.dumps(entry)) + 1
     as_lines = tmp_path / "lines.json"

@@ -71,10 +71,11 @@ def test_generator_is_deterministic_and_physical() -> None:
     first = list(generate(3000, 4, seed=7))
     assert first == list(generate(3000, 4, seed=7)) and first != list(generate(3000, 4, seed=8))
     assert len({row["Thing"] for row in first}) == 4
+    # names the bridge takes (streamkit.identifiers)
     assert all(
         is_thing(row["Thing"]) and all(map(is_quantity, row.keys() - {"Thing", "Timestamp", "id"}))
         for row in first
-    )  # names the bridge takes (streamkit.identifiers)
+    )
     times = [row["Timestamp"] for row in first]
     assert times == sorted(times)
     both = [row for row in first if {"actSpeed_C11", "vaTorque_C11", "vaPower_C11"} <= row.keys()]
@@ -104,7 +105,7 @@ def test_published_rows_are_exact_at_every_scrape() -> None:
         acked = 0
 
     publisher = Publisher()
-    progress = Progress(publisher)  # type: ignore[arg-type]
+    progress = Progress(publisher)  # type: ignore[arg-type]  # a stand-in: only its count
     registry = CollectorRegistry()
     registry.register(progress)
     for published in (1, 7, 1999, 2001):

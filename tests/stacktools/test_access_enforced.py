@@ -25,6 +25,7 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from streamkit.secret import Secret
 from tests.support.waits import ONE_MESSAGE_S
 
 pytestmark = pytest.mark.stack
@@ -62,9 +63,8 @@ def can_read(settings: Settings, topic: str) -> bool:
     )
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        if (
-            metadata.error is not None
-        ):  # not even Describe: a fetch would wait for the topic forever
+        # not even Describe: a fetch would wait for the topic forever
+        if metadata.error is not None:
             assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
             return False
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -213,9 +213,10 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
         clients[-1].publish(topic, payload, qos=1).wait_for_publish(ONE_MESSAGE_S)
 
     try:
+        # subscriptions in place
         assert subacks.acquire(timeout=ONE_MESSAGE_S) and subacks.acquire(timeout=ONE_MESSAGE_S), (
             "no SUBACK"
-        )  # subscriptions in place
+        )
         publish("machine", "elsewhere/R0815", b"outside the prefix")
         publish("bridge", f"{prefix}/R0815", b"from the bridge")
         publish("machine", f"{prefix}/R0815", b"from a machine")
@@ -236,13 +237,12 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
 
 def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
     wrong = dataclasses.replace(
-        stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password"
+        stack_settings.acting_as("mqtt", "machine"), mqtt_password=Secret("wrong-password")
     )
     with pytest.raises(MqttConnectError, match="refused") as refused:
         connect(make_client(wrong), wrong, timeout_s=5)
-    assert refused.value.reason == "Not authorized", (
-        refused.value
-    )  # Mosquitto's CONNACK for a bad password
+    # Mosquitto's CONNACK for a bad password
+    assert refused.value.reason == "Not authorized", refused.value
 
 
 # ----------------------------------------------------------------------------- InfluxDB
@@ -258,7 +258,8 @@ def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Setting
     grafana = stack_settings.acting_as("influx", "grafana")
     assert _write(connector, database) == 204
     assert _write(grafana, database) == 403, "Grafana's user wrote"
-    assert _write(dataclasses.replace(connector, influx_password="wrong-password"), database) == 401
+    wrong = dataclasses.replace(connector, influx_password=Secret("wrong-password"))
+    assert _write(wrong, database) == 401
     status, body = InfluxClient(grafana).query('SELECT * FROM "access_check"', database=database)
     assert status == 200 and body["results"][0]["series"][0]["values"], body
     status, _ = InfluxClient(connector).query('SELECT * FROM "access_check"', database=database)

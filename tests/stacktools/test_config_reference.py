@@ -108,9 +108,8 @@ def test_env_variable_names_are_unique_per_meaning() -> None:
     for cls in ref.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata["env"]
-            if (
-                field.name in ref.PER_SERVICE_FIELDS
-            ):  # each service has its own user and port by design
+            # each service has its own user and port by design
+            if field.name in ref.PER_SERVICE_FIELDS:
                 continue
             meaning = (field.name, field.default)
             assert seen.setdefault(env, meaning) == meaning, (

@@ -58,9 +58,8 @@ def test_a_descendant_that_moved_to_a_group_of_its_own_is_still_charged_to_the_s
         # 0.6 s of CPU on a loaded machine can take many times that in wall time: 120 s only
         # catches a hang; the assertions below say what was found if it runs out
         settle(child_busy_done, 120, "the moved child's 0.5 s of CPU", interval_s=0.1)
-        assert (
-            len(moved) == 1 and os.getpgid(moved[0]) == moved[0] != parent.pid
-        )  # it left the group
+        # it left the group
+        assert len(moved) == 1 and os.getpgid(moved[0]) == moved[0] != parent.pid
         assert group_cpu_seconds(parent.pid) >= process_cpu_seconds(moved[0]) >= 0.5
     finally:
         for pid in group_pids(parent.pid):

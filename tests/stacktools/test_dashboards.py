@@ -359,8 +359,9 @@ METRIC_DEFINITION = re.compile(
     r"\b(Counter|Gauge|Histogram|Summary|CounterMetricFamily|GaugeMetricFamily)"
     r"\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"
     r"(?:\s*(?:\"[^\"]*\"|'[^']*'))+"  # help (maybe concatenated)
+    # label names, if any
     r"(?:\s*,\s*(?:label(?:name)?s\s*=\s*)?[\[(]([^\])]*)[\])])?"
-)  # label names, if any
+)
 #: Labels Prometheus attaches to every scraped series (the stack's scrape config adds "service").
 TARGET_LABELS = frozenset({"job", "instance", "service"})
 #: Series Prometheus writes itself for every scrape target.
@@ -428,9 +429,8 @@ def exported_metrics() -> dict[str, frozenset[str]]:
 
 def promql_parts(expr: str) -> tuple[set[str], set[str]]:
     """(metric names, label names) an expression refers to; functions and keywords excluded."""
-    text = re.sub(
-        r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", '""', expr
-    )  # label values, label_replace args
+    # label values, label_replace args
+    text = re.sub(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", '""', expr)
     text = re.sub(r"\[[^\]]*\]", "", text)  # range and subquery durations
     labels: set[str] = set()
     for match in re.finditer(
@@ -469,9 +469,8 @@ def test_metric_definitions_are_found_in_the_source() -> None:
     assert metrics["bridge_dlq_total"] == {"reason"}
     assert metrics["eos_phase_seconds_bucket"] == {"query", "phase", "le"}
     assert metrics["connector_batch_seconds_bucket"] == {"le"}
-    assert metrics["spark_rows_dropped_by_watermark_total"] == {
-        "query"
-    }  # a definition over two lines
+    # a definition over two lines
+    assert metrics["spark_rows_dropped_by_watermark_total"] == {"query"}
     assert len(metrics) > 60
 
 

@@ -95,9 +95,10 @@ def aggregate_lines(t0_ms: int) -> list[str]:
                         f"mean={mean},min={min(values)},max={max(values)},stddev={stddev},"
                         f"window_end_ms={t0_ms + start + size}i {(t0_ms + start) * 1_000_000}"
                     )
+        # sessions: 20 s running, 10 s stopped
         for start, (quantity, of) in itertools.product(
             range(0, SECONDS * 1000, 30_000), (("actSpeed_C11", speed), ("vaTorque_C11", torque))
-        ):  # sessions: 20 s running, 10 s stopped
+        ):
             values = [of(k, s) for s in range(start // 1000, start // 1000 + 20)]
             lines.append(
                 f"aggregate,quantity={quantity},thing={thing},window={SESSIONS} count=20i,"

@@ -15,6 +15,7 @@ from stacktools.stack import Stack
 from stacktools.stack.components import SparkMaster
 from stacktools.stack.process import ManagedProcess, port_open
 from streamkit.config import Settings
+from streamkit.sizes import parse_size
 from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack]
@@ -53,7 +54,7 @@ def test_cluster_up_runs_jobs_on_its_workers_with_the_secret_and_down_stops_it(
         spark_master_ui_port=first + 3,
         spark_workers=2,
         spark_worker_cores=1,
-        spark_worker_memory="1g",
+        spark_worker_memory=parse_size("1g"),
     )
     stack = Stack(settings, ["spark"])
     settings = stack.up()

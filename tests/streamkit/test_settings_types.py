@@ -69,7 +69,7 @@ def test_settings_hold_passwords_as_secrets_that_no_log_line_shows(
     assert PASSWORD not in repr(settings) and PASSWORD not in json.dumps(settings.redacted())
     assert PASSWORD not in str(settings.as_environment())
     assert settings.kafka_password.reveal() == PASSWORD
-    # text becomes a Secret (tests and callers may pass text)
+    # text becomes a Secret (tests and callers may pass text; the type says Secret, hence ignore)
     replaced = dataclasses.replace(settings, mqtt_password="other")  # type: ignore[arg-type]
     assert isinstance(replaced.mqtt_password, Secret)
     assert replaced.mqtt_password.reveal() == "other"

@@ -56,9 +56,8 @@ def main() -> None:
             .mapInPandas(where, "pid long, executor boolean, rows long")
             .collect()
         )
-        executors = (
-            spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-        )  # without the driver
+        # without the driver
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
         print(
             json.dumps(
                 {

@@ -175,9 +175,8 @@ def assert_exactly_once(
         pipeline.supervise()
         return False
 
-    settle(
-        replayed, 900, "the simulator's replay"
-    )  # a simulator still running fails the assertion below
+    # a simulator still running fails the assertion below
+    settle(replayed, 900, "the simulator's replay")
     assert simulator.popen.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
     records = measurements(file_rows(events))
     wiring = pipeline.wiring

@@ -20,6 +20,7 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from streamkit.secret import Secret
 from tests.support.messages import value_of
 from tests.support.waits import ONE_MESSAGE_S
 
@@ -96,7 +97,7 @@ def check_mqtt_auth(settings: Settings) -> None:
         raise AssertionError("anonymous MQTT connection was accepted")
     except MqttConnectError as exc:
         assert exc.reason == "Not authorized", exc  # Mosquitto's CONNACK without credentials
-    wrong_settings = dataclasses.replace(settings, mqtt_password="wrong-password")
+    wrong_settings = dataclasses.replace(settings, mqtt_password=Secret("wrong-password"))
     try:
         connect(make_client(wrong_settings), wrong_settings, timeout_s=5)
         raise AssertionError("MQTT connection with a wrong password was accepted")
