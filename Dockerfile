@@ -76,9 +76,10 @@ RUN pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 ENV SPARK_EXTRA_JARS_DIR=/opt/spark-jars
 COPY --from=spark-jars /build/jars/ ${SPARK_EXTRA_JARS_DIR}/
 
-# The source tree stays at /app (the repo root: streamkit finds kafka/topics.yaml and schemas/
-# relative to it, and run/ is the data directory); it is also pip-installed (no dependencies:
-# they are above) so the console scripts (spark-class, spark-submit) are on the system.
+# The source tree stays at /app (the repo root: run/ is the data directory, and Spark's Python
+# workers import the jobs from it); it is also pip-installed (no dependencies: they are above),
+# which puts the mds-* console scripts on the PATH. The Avro schemas and the topic declarations
+# are package data (streamkit/wire), found by importlib.resources either way.
 COPY . /app
 RUN set -eux; \
     pip install --no-deps /app; \

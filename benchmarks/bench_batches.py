@@ -42,7 +42,8 @@ from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"
-#: name -> environment of the job (its settings; SPARK_CONF for Spark's own), each against the defaults
+#: name -> environment of the job (its settings; SPARK_CONF for Spark's own), each against the
+#: defaults
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "pyspark-daemon": {"SPARK_CONF": "spark.python.daemon.module=pyspark.daemon"},
@@ -120,10 +121,11 @@ class JoinedLatency(threading.Thread):
         try:
             while not self.stop.is_set():
                 for message in consumer.consume(10000, 0.05):
-                    if message.error() is None:
+                    value = message.value()
+                    if message.error() is None and value is not None:
                         now = time.time()
                         self.samples.append(
-                            (now, now - codec.decode(message.value())["event_time_ms"] / 1000)
+                            (now, now - codec.decode(value)["event_time_ms"] / 1000)
                         )
         finally:
             consumer.close()
@@ -226,14 +228,16 @@ def run_variant(
                     raise SystemExit(f"{name}: no batch with input, see {job.log}")
                 time.sleep(1)
             status(
-                f"{name}: first batch done, warming up {args.warmup_s:.0f} s, then measuring {args.measure_s:.0f} s"
+                f"{name}: first batch done, warming up {args.warmup_s:.0f} s, then measuring "
+                f"{args.measure_s:.0f} s"
             )
             start = time.time() + args.warmup_s
             time.sleep(args.warmup_s + args.measure_s)
             end = time.time()
             feed.stop.set()
             status(
-                f"{name}: feed stopped, measuring the idle job's CPU over {args.idle_s:.0f} s after 10 s"
+                f"{name}: feed stopped, measuring the idle job's CPU over {args.idle_s:.0f} s "
+                "after 10 s"
             )
             time.sleep(10 + args.idle_s)
             sampler.sample()
@@ -274,7 +278,8 @@ def report(runs: list[VariantRun]) -> None:
     print(
         "\n| variant | batches | records/batch | batch p50 / p90 s | "
         + " | ".join(PHASES)
-        + " (median s) | CPU µs/record | CPU s/s | idle CPU s/s | joined at topic p50 / p99 s | p99 vs first |"
+        + " (median s) | CPU µs/record | CPU s/s | idle CPU s/s | joined at topic p50 / p99 s | "
+        "p99 vs first |"
     )
     print("|---" * (10 + len(PHASES) - 1) + "|")
     for run in runs:
@@ -284,7 +289,8 @@ def report(runs: list[VariantRun]) -> None:
             f"| {run.name} | {len(run.batches)} | {run.records / max(1, len(run.batches)):,.0f} | "
             f"{run.duration(0.5):.2f} / {run.duration(0.9):.2f} | "
             + " | ".join(f"{run.phase(p):.3f}" for p in PHASES)
-            + f" | {per_record:.1f} | {run.cpu_s / run.window_s:.2f} | {run.idle_cpu:.2f} | {quantile(run.latencies, 0.5):.2f} / {p99:.2f} | "
+            + f" | {per_record:.1f} | {run.cpu_s / run.window_s:.2f} | {run.idle_cpu:.2f} | "
+            f"{quantile(run.latencies, 0.5):.2f} / {p99:.2f} | "
             f"{p99 / quantile(base.latencies, 0.99):.2f}x |"
         )
 
@@ -310,9 +316,8 @@ def report_inside(runs: list[VariantRun]) -> None:
 
 def report_start(runs: list[VariantRun]) -> None:
     print(
-        "\n| variant | process start -> query running s | -> first batch committed s | first batch: "
-        + " | ".join(PHASES)
-        + " (s) |"
+        "\n| variant | process start -> query running s | -> first batch committed s | first "
+        "batch: " + " | ".join(PHASES) + " (s) |"
     )
     print("|---" * (3 + len(PHASES)) + "|")
     for run in runs:
@@ -341,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown variants {unknown}: one of {', '.join(VARIANTS)}")
     floor = inherent_waits(args.rate, args.things, int(args.rate * 120))
     print(
-        f"the data's own wait (pair certain - its event time) at {args.rate:,.0f} rows/s over {args.things} things: "
-        f"p50 {quantile(floor, 0.5):.2f} s, p99 {quantile(floor, 0.99):.2f} s",
+        f"the data's own wait (pair certain - its event time) at {args.rate:,.0f} rows/s over "
+        f"{args.things} things: p50 {quantile(floor, 0.5):.2f} s, "
+        f"p99 {quantile(floor, 0.99):.2f} s",
         flush=True,
     )
     settings = Stack(Settings.from_sources()).up()

@@ -1,6 +1,7 @@
 """Benchmark: simulator -> MQTT -> bridge -> Kafka on this machine (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1] [--baseline-rows 10000] [--no-baseline]
+    .venv/bin/python benchmarks/bench_bridge.py [--rows 200000] [--connections 1]
+        [--baseline-rows 10000] [--no-baseline]
 
 Starts (or reuses) the local stack, generates a file, runs the real bridge and simulator as
 processes on private topics, and measures from the first row sent until Kafka holds every
@@ -23,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from paho.mqtt.client import MQTTMessage
 
 from stacktools.cpu import process_cpu_seconds
 from stacktools.services import service_process
@@ -96,7 +99,7 @@ def measure_pipeline(
     rows = sum(1 for _ in events.open("rb"))
     service = service_process("mqtt_bridge", lane, work / "bridge.log").start()
     service.wait_logged('"bridge running"', 60)
-    cpu_started = process_cpu_seconds(service.process.pid)
+    cpu_started = process_cpu_seconds(service.popen.pid)
     started = time.perf_counter()
     sim = service_process(
         "simulator",
@@ -111,12 +114,12 @@ def measure_pipeline(
 
     def note_simulator_exit() -> None:
         nonlocal sim_done
-        if sim_done is None and sim.process.poll() is not None:
+        if sim_done is None and sim.popen.poll() is not None:
             sim_done = time.perf_counter()
 
     wait_in_kafka(settings, lane.raw, records, "pipeline", note_simulator_exit)
     elapsed = time.perf_counter() - started
-    cpu = process_cpu_seconds(service.process.pid) - cpu_started
+    cpu = process_cpu_seconds(service.popen.pid) - cpu_started
     service.terminate()
     return {
         "rows": rows,
@@ -145,7 +148,7 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
     sim = service_process(
         "simulator", lane, work / "backlog-simulator.log", "--input", str(events)
     ).start()
-    if sim.process.wait(1800) != 0:
+    if sim.popen.wait(1800) != 0:
         raise RuntimeError("simulator failed while filling the backlog")
     service = service_process("mqtt_bridge", lane, work / "bridge-alone.log").start()
     cpu_at_first: list[float] = []
@@ -156,10 +159,10 @@ def measure_bridge_alone(settings: Settings, events: Path, work: Path) -> dict[s
         lane.raw,
         records,
         "bridge draining its backlog",
-        on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.process.pid)),
+        on_first=lambda: cpu_at_first.append(process_cpu_seconds(service.popen.pid)),
     )
     elapsed = time.perf_counter() - started
-    cpu = process_cpu_seconds(service.process.pid) - cpu_at_first[0]
+    cpu = process_cpu_seconds(service.popen.pid) - cpu_at_first[0]
     service.terminate()
     drained = records - first_count
     return {
@@ -181,8 +184,8 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     done = {"rows": 0}
     total = sum(1 for _ in events.open("rb"))
 
-    def on_message(_c: object, _u: object, message: object) -> None:
-        row = parse_row(message.payload)
+    def on_message(_c: object, _u: object, message: MQTTMessage) -> None:
+        row = parse_row(bytes(message.payload))
         for quantity, value in row.quantities.items():
             record = {
                 "thing": row.thing,
@@ -210,7 +213,7 @@ def measure_naive_baseline(settings: Settings, events: Path) -> dict[str, float]
     ).start()
     received.wait(1800)
     elapsed = time.perf_counter() - started
-    sim.process.wait(60)
+    sim.popen.wait(60)
     client.disconnect()
     client.loop_stop()
     return {"rows": total, "seconds": elapsed, "rows_per_s": total / elapsed}
@@ -249,23 +252,27 @@ def main() -> int:
     print(f"rows                       {result['rows']:>12,}")
     print(f"Kafka records              {result['records']:>12,}")
     print(
-        f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: {result['simulator_seconds']:.2f})"
+        f"end to end seconds         {result['seconds']:>12.2f}  (simulator alone: "
+        f"{result['simulator_seconds']:.2f})"
     )
     print(f"rows/s                     {result['rows_per_s']:>12,.0f}")
     print(f"records/s                  {result['records_per_s']:>12,.0f}")
     print(
-        f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  ({result['cpu_us_per_record']:.1f} per record)"
+        f"bridge CPU us/row          {result['cpu_us_per_row']:>12.1f}  "
+        f"({result['cpu_us_per_record']:.1f} per record)"
     )
     print(
-        f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} records/s, "
-        f"after start-up)"
+        f"bridge alone rows/s        {alone['rows_per_s']:>12,.0f}  ({alone['records_per_s']:,.0f} "
+        "records/s, after start-up)"
     )
     print(
-        f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  ({alone['cpu_us_per_record']:.1f} per record)"
+        f"bridge alone CPU us/row    {alone['cpu_us_per_row']:>12.1f}  "
+        f"({alone['cpu_us_per_record']:.1f} per record)"
     )
     if baseline is not None:
         print(
-            f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} rows)"
+            f"naive baseline rows/s      {baseline['rows_per_s']:>12,.0f}  ({baseline['rows']:,} "
+            "rows)"
         )
         print(f"ratio to naive baseline    {result['rows_per_s'] / baseline['rows_per_s']:>12.1f}x")
     return 0

@@ -1,6 +1,7 @@
 """Benchmark: the bridge's per-message path in this process, without servers (a script, not a test).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_bridge_path.py [--rows 50000] [--repeats 5] [--profile 25]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_bridge_path.py [--rows 50000] [--repeats 5]
+        [--profile 25]
 
 The real ``Bridge`` (its MQTT callback, row parser, record splitter, in-order acks and metrics)
 with stand-ins for paho and librdkafka: the producer takes each batch and, on the next poll,
@@ -24,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from paho.mqtt.client import MQTTMessage
 
@@ -77,9 +79,10 @@ class _Client:
 
 def make_bridge() -> tuple[Any, _Producer, _Client]:
     client, producer = _Client(), _Producer()
-    bridge_module.make_client = lambda *_a, **_k: client
-    bridge_module.idempotent_producer = lambda *_a, **_k: producer
-    bridge_module.partition_count = lambda *_a, **_k: 4
+    # stand-ins for the servers, for the rest of this process
+    patch.object(bridge_module, "make_client", lambda *_a, **_k: client).start()
+    patch.object(bridge_module, "idempotent_producer", lambda *_a, **_k: producer).start()
+    patch.object(bridge_module, "partition_count", lambda *_a, **_k: 4).start()
     settings = BridgeSettings.from_sources(cli={"raw_topic": "raw", "dlq_topic": "dlq"})
     return bridge_module.Bridge(settings, ShutdownFlag()), producer, client
 
@@ -149,7 +152,8 @@ def main() -> int:
             )
     best, records = min(timings), producer.records
     print(
-        f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per message)"
+        f"messages {len(messages):,}  records {records:,}  ({records / len(messages):.2f} per "
+        "message)"
     )
     print(
         f"CPU us/message  {best / len(messages) * 1e6:8.2f}  (best of {args.repeats}; "

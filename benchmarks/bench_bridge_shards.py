@@ -1,6 +1,7 @@
 """Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100] [--bridges 1,2,4]
+    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100]
+        [--bridges 1,2,4]
 
 For each count B: B bridges create their persistent sessions (``<prefix>/<k>/#``) and stop,
 the simulator publishes the file under the shards (``--shards B``) into those sessions, then
@@ -45,9 +46,8 @@ def measure(settings: Settings, events: Path, bridges: int, work: Path) -> dict[
     lane = Wiring.private(settings, bridge_only=True)
     records = len(expected_records(events))
     rows = sum(1 for _ in events.open("rb"))
-    for bridge in start_bridges(
-        lane, bridges, work, f"session-{bridges}"
-    ):  # the sessions and their subscriptions
+    # the sessions and their subscriptions
+    for bridge in start_bridges(lane, bridges, work, f"session-{bridges}"):
         bridge.wait_logged('"bridge running"', 60)
         bridge.terminate()
     simulator = service_process(
@@ -59,13 +59,13 @@ def measure(settings: Settings, events: Path, bridges: int, work: Path) -> dict[
         "--shards",
         str(bridges),
     ).start()
-    if simulator.process.wait(1800) != 0:
+    if simulator.popen.wait(1800) != 0:
         raise RuntimeError(f"the simulator failed while filling the backlog: {simulator.log}")
     running = start_bridges(lane, bridges, work, f"drain-{bridges}")
     cpu_at_first: list[float] = []
 
     def cpu() -> float:
-        return sum(process_cpu_seconds(bridge.process.pid) for bridge in running)
+        return sum(process_cpu_seconds(bridge.popen.pid) for bridge in running)
 
     started, first_count = wait_in_kafka(
         settings,
@@ -111,17 +111,19 @@ def main() -> int:
             results.append(measure(settings, events, count, work))
     one = results[0]
     print(
-        f"\nhost: {os.cpu_count()} cores; {args.rows:,} rows, {args.things} machines; bridges alone (backlog drain)"
+        f"\nhost: {os.cpu_count()} cores; {args.rows:,} rows, {args.things} machines; bridges "
+        "alone (backlog drain)"
     )
     print(
-        f"{'bridges':>7} {'rows/s':>10} {'records/s':>10} {'CPU us/row':>11} {'vs ' + str(one['bridges']):>7} "
-        f"{'projected rows/s, a core per bridge':>36}"
+        f"{'bridges':>7} {'rows/s':>10} {'records/s':>10} {'CPU us/row':>11} "
+        f"{'vs ' + str(one['bridges']):>7} {'projected rows/s, a core per bridge':>36}"
     )
     for result in results:
         projected = result["bridges"] * 1e6 / result["cpu_us_per_row"]
         print(
-            f"{result['bridges']:>7} {result['rows_per_s']:>10,.0f} {result['records_per_s']:>10,.0f} "
-            f"{result['cpu_us_per_row']:>11.1f} {result['rows_per_s'] / one['rows_per_s']:>6.2f}x {projected:>36,.0f}"
+            f"{result['bridges']:>7} {result['rows_per_s']:>10,.0f} "
+            f"{result['records_per_s']:>10,.0f} {result['cpu_us_per_row']:>11.1f} "
+            f"{result['rows_per_s'] / one['rows_per_s']:>6.2f}x {projected:>36,.0f}"
         )
     return 0
 

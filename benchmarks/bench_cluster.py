@@ -1,7 +1,8 @@
 """Benchmark: the join job on ``local[2]`` against the launcher's two-worker Spark cluster, and
 what every process of each costs in memory (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_cluster.py [--rows 100000] [--batch 50000] [--sinks driver,executors]
+    .venv/bin/python benchmarks/bench_cluster.py [--rows 100000] [--batch 50000]
+        [--sinks driver,executors]
 
 Feeds generated rows into a private raw topic as the bridge does, then runs
 ``python -m spark_jobs.join --available-now`` (fresh checkpoint, private outputs) once on
@@ -39,7 +40,8 @@ JOB_ROLES = {
 
 
 def cluster_role(cmd: bytes) -> str:
-    """RSS roles in a worker's process group: the worker daemon, its executor JVM, Python workers."""
+    """RSS roles in a worker's process group: the worker daemon, its executor JVM, Python
+    workers."""
     if b"deploy.worker.Worker" in cmd:
         return "worker daemon"
     if cmd.split(b" ", 1)[0].endswith(b"java"):
@@ -50,7 +52,8 @@ def cluster_role(cmd: bytes) -> str:
 def run_on(
     settings: Settings, raw: str, batch: int, work: Path, master: str, sink: str, workers: list[int]
 ) -> tuple[JobRun, dict[str, float], float]:
-    """One job run; with ``workers`` (their pids) also their groups' peak RSS and CPU over the run."""
+    """One job run; with ``workers`` (their pids) also their groups' peak RSS and CPU over the
+    run."""
     directory = work / f"{master.split(':')[0]}-{sink}"
     directory.mkdir(parents=True)
     with ExitStack() as stack:
@@ -100,7 +103,8 @@ def main() -> int:
     base = rows[0][1].warm_records_per_s
     print(f"\n{records:,} raw records, batches of {args.batch:,}; 2 cores either way")
     print(
-        f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  peak RSS MB"
+        f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  "
+        "peak RSS MB"
     )
     for name, run, peaks, executors_cpu in rows:
         cpu_us = (run.cpu_s + executors_cpu) / run.input_records * 1e6

@@ -183,19 +183,20 @@ def measure_connector(
                     "-o",
                     str(out),
                     "-p",
-                    str(service.process.pid),
+                    str(service.popen.pid),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-        first = None  # (time, points, connector cpu, influxd cpu, batch sum, batch count)
+        # (time, points, connector cpu, influxd cpu, batch sum, batch count)
+        first: tuple[float, float, float | None, float | None, float | None, float] | None = None
         last_print = time.perf_counter()
         stalled = Deadline(120)  # renewed on every progress
         previous = 0.0
         while True:
             if not service.alive():
                 raise SystemExit(
-                    f"connector exited ({service.process.returncode}): {log.read_text()[-2000:]}"
+                    f"connector exited ({service.popen.returncode}): {log.read_text()[-2000:]}"
                 )
             metrics = scrape(port)
             now = time.perf_counter()
@@ -203,9 +204,9 @@ def measure_connector(
                 first = (
                     now,
                     metrics["points"],
-                    cpu_seconds(service.process.pid),
+                    cpu_seconds(service.popen.pid),
                     cpu_seconds(influx_pid),
-                    runqueue_seconds(service.process.pid),
+                    runqueue_seconds(service.popen.pid),
                     metrics["batch_count"],
                 )
             if metrics["points"] != previous:
@@ -214,9 +215,9 @@ def measure_connector(
                 end = (
                     now,
                     metrics["points"],
-                    cpu_seconds(service.process.pid),
+                    cpu_seconds(service.popen.pid),
                     cpu_seconds(influx_pid),
-                    runqueue_seconds(service.process.pid),
+                    runqueue_seconds(service.popen.pid),
                 )
                 break
             if now - last_print > 5:
@@ -226,8 +227,8 @@ def measure_connector(
                     else 0
                 )
                 print(
-                    f"  ... {metrics['points']:,.0f}/{records:,} points written after {now - launched:.0f} s"
-                    f" ({rate:,.0f} points/s)",
+                    f"  ... {metrics['points']:,.0f}/{records:,} points written after "
+                    f"{now - launched:.0f} s ({rate:,.0f} points/s)",
                     flush=True,
                 )
                 last_print = now
@@ -247,9 +248,11 @@ def measure_connector(
             service.terminate()
     if influxd_pid(settings) != influx_pid:
         print(
-            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers are not valid",
+            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers "
+            "are not valid",
             flush=True,
         )
+    assert first is not None  # set at the first point, before the last one ends the loop
     seconds = end[0] - first[0]
     points = end[1] - first[1]
     cpu = end[2] - first[2] if end[2] is not None and first[2] is not None else None
@@ -299,7 +302,7 @@ def measure_naive_baseline(
     )
     client = InfluxDBClient(
         url=settings.influx_base_url,
-        token=f"{settings.influx_username}:{settings.influx_password}",
+        token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
         timeout=30_000,
     )
@@ -317,7 +320,9 @@ def measure_naive_baseline(
             continue
         if started is None:
             started, cpu_before = time.perf_counter(), time.process_time()
-        r = codec.decode(message.value())
+        value = message.value()
+        assert value is not None  # a record, not an error event
+        r = codec.decode(value)
         points.append(
             Point("raw")
             .tag("thing", r["thing"])
@@ -326,7 +331,12 @@ def measure_naive_baseline(
             .time(r["event_time_ms"] * NS_PER_MS, WritePrecision.NS)
         )
         if len(points) == 1000 or written + len(points) == records:
-            write_api.write(bucket=bucket, record=points, write_precision=WritePrecision.NS)
+            write_api.write(
+                bucket=bucket,
+                record=points,
+                # influxdb-client declares the constant WritePrecision.NS as a str
+                write_precision=WritePrecision.NS,  # type: ignore[arg-type]
+            )
             consumer.commit(asynchronous=False)
             written += len(points)
             points = []
@@ -338,6 +348,7 @@ def measure_naive_baseline(
                     flush=True,
                 )
                 last_print = now
+    assert started is not None and cpu_before is not None  # records > 0: the loop ran
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
     consumer.close()
@@ -371,19 +382,20 @@ def print_table(results: list[dict], baseline: dict | None, command: str) -> Non
     print(f"Command: `{command}`")
     print()
     print(
-        "| loader | batch points | flush ms | points | seconds | points/s | vs baseline | points/batch "
-        "| mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | InfluxDB count |"
+        "| loader | batch points | flush ms | points | seconds | points/s | vs baseline | "
+        "points/batch | mean batch ms | loader CPU s | loader run-queue wait s | influxd CPU s | "
+        "InfluxDB count |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in [*results, *([baseline] if baseline else [])]:
         check = "ok" if r["stored"] == r["records"] else "MISMATCH"
         ratio = f"{r['points_per_s'] / baseline['points_per_s']:.1f}x" if baseline else "n/a"
         print(
-            f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | {r['records']:,} "
-            f"| {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} "
-            f"| {r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | {fmt(r['cpu_s'], '.1f')} "
-            f"| {fmt(r['runqueue_s'], '.1f')} | {fmt(r['influx_cpu_s'], '.1f')} "
-            f"| {r['stored']:,} {check} |"
+            f"| {r['loader']} | {r['batch_points']:,} | {fmt(r['flush_ms'], ',')} | "
+            f"{r['records']:,} | {r['seconds']:.2f} | {r['points_per_s']:,.0f} | {ratio} | "
+            f"{r['points_per_batch']:,.0f} | {fmt(r['batch_ms'], '.1f')} | "
+            f"{fmt(r['cpu_s'], '.1f')} | {fmt(r['runqueue_s'], '.1f')} | "
+            f"{fmt(r['influx_cpu_s'], '.1f')} | {r['stored']:,} {check} |"
         )
 
 
@@ -417,7 +429,8 @@ def main() -> int:
         parser.error("--baseline-records must not exceed --records")
     settings = Stack(Settings.from_sources()).up()
     defaults = ConnectorSettings.from_sources()
-    batch_sizes = [int(b) for b in args.batch_points.split(",") if b.strip()] or [None]
+    batch_sizes: list[int | None] = [int(b) for b in args.batch_points.split(",") if b.strip()]
+    batch_sizes = batch_sizes or [None]  # None: the connector's default
     topic = private_topic(settings, "raw", PARTITIONS)
     dlq = private_topic(settings, "dlq", 1)
     databases: list[str] = []
@@ -449,23 +462,26 @@ def main() -> int:
                 r["batch_points"] = batch or defaults.batch_points
                 r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
                 results.append(r)
+                stored = (
+                    "ok" if r["stored"] == args.records else f"MISMATCH, expected {args.records:,}"
+                )
                 print(
-                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s ({r['from_launch_s']:.1f} s "
-                    f"from launch), {r['batches']:.0f} batches of {r['batch_ms']:.1f} ms mean; "
-                    f"InfluxDB holds {r['stored']:,} points: "
-                    f"{'ok' if r['stored'] == args.records else f'MISMATCH, expected {args.records:,}'}",
+                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s "
+                    f"({r['from_launch_s']:.1f} s from launch), {r['batches']:.0f} batches of "
+                    f"{r['batch_ms']:.1f} ms mean; InfluxDB holds {r['stored']:,} points: {stored}",
                     flush=True,
                 )
         baseline = None
         if not args.no_baseline:
             print(
-                f"baseline: naive loader (poll + fastavro + Point per record, write + commit per 1,000) on "
-                f"{args.baseline_records:,} records ...",
+                "baseline: naive loader (poll + fastavro + Point per record, write + commit per "
+                f"1,000) on {args.baseline_records:,} records ...",
                 flush=True,
             )
             baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
             print(
-                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points",
+                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds "
+                f"{baseline['stored']:,} points",
                 flush=True,
             )
     finally:

@@ -5,9 +5,9 @@
 
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
-   Spark (the single pass, or the join and the aggregate: --shapes) -> connector -> InfluxDB; reported: the time until every stage has
-   drained, rows/s overall, the peak rate of each stage and the CPU per raw record of each stage
-   and server over the replay.
+   Spark (the single pass, or the join and the aggregate: --shapes) -> connector -> InfluxDB;
+   reported: the time until every stage has drained, rows/s overall, the peak rate of each stage
+   and the CPU per raw record of each stage and server over the replay.
 2. Fixed rates: for each rate, --rate-seconds worth of rows replayed at that rate in live mode
    (each row stamped with the wall clock when published), so the connector's
    connector_event_latency_seconds histogram measures event -> InfluxDB acknowledgement for
@@ -154,12 +154,10 @@ def steady_run(
     try:
         started = time.monotonic()
         pipeline.start_stages()
-        pipeline.wait_logged(
-            "mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60
-        )  # a new session keeps nothing before
-        pipeline.replay(
-            events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0"
-        )  # until stopped
+        # a new session keeps nothing before
+        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)
+        # until stopped
+        pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")
         joined = 'measurement="joined"'
         try:
             wait_until(
@@ -220,23 +218,24 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> No
         return "n/a" if value is None else f"{value:.2f}"
 
     print(
-        f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; start: stages "
-        "started -> first joined point acknowledged by InfluxDB.\n"
+        f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; "
+        "start: stages started -> first joined point acknowledged by InfluxDB.\n"
     )
     print(
-        "| shape | rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s | joined p99 s |"
+        "| shape | rows/s | achieved | first joined point s | raw p50 s | raw p99 s | joined p50 s "
+        "| joined p99 s |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
         print(
-            f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | {fmt(raw50)} "
-            f"| {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |"
+            f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | "
+            f"{fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} |"
         )
     print(
-        "\nAggregates: from when the data made the window closable (closed_at_ms: the event time of the record "
-        "that moved its key's horizon past the window's end) -> InfluxDB ack; a window the idle timeout closed "
-        "from its end.\n"
+        "\nAggregates: from when the data made the window closable (closed_at_ms: the event time "
+        "of the record that moved its key's horizon past the window's end) -> InfluxDB ack; a "
+        "window the idle timeout closed from its end.\n"
     )
     print("| shape | rows/s | aggregate (after the window could close) p50 s | p99 s |")
     print("|---|---:|---:|---:|")
@@ -245,8 +244,8 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> No
         print(f"| {r.shape} | {r.rate:,} | {fmt(agg50)} | {fmt(agg99)} |")
     names = sorted({name for r in results for name in r.cpu_us_per_record})
     print(
-        "\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM and Python "
-        "workers included; servers: their process):\n"
+        "\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM "
+        "and Python workers included; servers: their process):\n"
     )
     print("| shape | rows/s | " + " | ".join(names) + " | total |")
     print("|---|---:|" + "---:|" * (len(names) + 1))
@@ -301,9 +300,10 @@ def main() -> int:
         for shape in shapes:
             if not args.no_full:
                 print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
+                # generated: in order
                 run, cpu = run_once(
                     settings, events, ["--order", "file"], work, args.timeout_s, shape
-                )  # generated: in order
+                )
                 peaks = {
                     name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters
                 }
@@ -351,9 +351,8 @@ def main() -> int:
                     )
                 )
             for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                rows = min(
-                    args.rows, int(rate * (args.warmup_s + args.measure_s))
-                )  # looped: live stamps are new
+                # looped: live stamps are new
+                rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
                 print(
                     f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
                     f"{args.measure_s:.0f} s measured ...",
@@ -378,7 +377,8 @@ def main() -> int:
     )
     if rows_table:
         print(
-            "| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |"
+            "| shape | rows | seconds to drained | rows/s | drained "
+            "| peak per stage (10 s, per s) |"
         )
         print("|---|---:|---:|---:|---|---|")
         for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
@@ -389,7 +389,8 @@ def main() -> int:
             )
         names = sorted({name for *_, cpu in rows_table for name in cpu})
         print(
-            "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: it has exited):"
+            "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: "
+            "it has exited):"
         )
         print("\n| shape | " + " | ".join(names) + " | total |")
         print("|---|" + "---:|" * (len(names) + 1))
@@ -401,8 +402,8 @@ def main() -> int:
             )
     if rate_table:
         print(
-            "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | joined p99 s "
-            "| drained | drained s after the last row |"
+            "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
+            "joined p99 s | drained | drained s after the last row |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
         for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
@@ -411,12 +412,13 @@ def main() -> int:
                 return "n/a" if value is None else f"{value:.2f}"
 
             print(
-                f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | {fmt(joined99)} "
-                f"| {drained} | {tail:.1f} |"
+                f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | "
+                f"{fmt(joined50)} | {fmt(joined99)} | {drained} | {tail:.1f} |"
             )
         print(
-            "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the point, from the "
-            "connector's connector_event_latency_seconds histogram (bucket-interpolated)."
+            "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the "
+            "point, from the connector's connector_event_latency_seconds histogram "
+            "(bucket-interpolated)."
         )
     if steady:
         print_steady(steady, args.warmup_s, args.measure_s)

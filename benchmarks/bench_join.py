@@ -61,7 +61,8 @@ def main() -> int:
     records, streams = feed(settings, raw, args.rows, wanted)
     base_pairs, base_rate = baseline_joins_per_s(streams)
     print(
-        f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} joins/s",
+        f"{records:,} raw records; in-process batch path: {base_pairs:,} pairs at {base_rate:,.0f} "
+        "joins/s",
         flush=True,
     )
     results: list[JobRun] = []
@@ -73,24 +74,26 @@ def main() -> int:
             results.append(run_job(settings, raw, batch, work))
             r = results[-1]
             print(
-                f"  {len(r.progress)} batches, {r.records_per_s:,.0f} records/s ({r.warm_records_per_s:,.0f} "
-                f"after the first batch), {r.joins_per_s:,.0f} joins/s",
+                f"  {len(r.progress)} batches, {r.records_per_s:,.0f} records/s "
+                f"({r.warm_records_per_s:,.0f} after the first batch), "
+                f"{r.joins_per_s:,.0f} joins/s",
                 flush=True,
             )
     print()
     print(
-        f"{'batch size':>10} {'batches':>8} {'records/s':>10} {'warm rec/s':>10} {'warm joins/s':>12} "
-        f"{'p50 s':>6} {'p99 s':>6} "
-        f"{'driver MB':>9} {'JVM MB':>7} {'workers MB':>10} {'vs batch path':>13}"
+        f"{'batch size':>10} {'batches':>8} {'records/s':>10} {'warm rec/s':>10} "
+        f"{'warm joins/s':>12} {'p50 s':>6} {'p99 s':>6} {'driver MB':>9} {'JVM MB':>7} "
+        f"{'workers MB':>10} {'vs batch path':>13}"
     )
     for r in results:
         rss = r.rss_mb
         warm_joins = r.warm_records_per_s * r.joins / r.input_records
         print(
-            f"{r.batch:>10,} {len(r.progress):>8} {r.records_per_s:>10,.0f} {r.warm_records_per_s:>10,.0f} "
-            f"{warm_joins:>12,.0f} "
-            f"{r.batch_percentile_s(0.5):>6.2f} {r.batch_percentile_s(0.99):>6.2f} {rss.get('driver', 0):>9,.0f} "
-            f"{rss.get('jvm', 0):>7,.0f} {rss.get('python workers', 0):>10,.0f} {r.joins_per_s / base_rate:>12.3f}x"
+            f"{r.batch:>10,} {len(r.progress):>8} {r.records_per_s:>10,.0f} "
+            f"{r.warm_records_per_s:>10,.0f} {warm_joins:>12,.0f} "
+            f"{r.batch_percentile_s(0.5):>6.2f} {r.batch_percentile_s(0.99):>6.2f} "
+            f"{rss.get('driver', 0):>9,.0f} {rss.get('jvm', 0):>7,.0f} "
+            f"{rss.get('python workers', 0):>10,.0f} {r.joins_per_s / base_rate:>12.3f}x"
         )
     return 0
 

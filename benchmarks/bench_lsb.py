@@ -30,12 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 from benchmarks.timing import best_of, status
 from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
 from lsb.results import mechanical_power
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SPEED, TORQUE = "actSpeed_C11", "vaTorque_C11"
 KEYS = ("R0815", "H31415", "R27182", "M4711")
@@ -59,7 +58,7 @@ def generate(path: Path, rows: int, seed: int) -> None:
                 row[SPEED] = rng.uniform(0, 3000)
             row["vaLoad_C11"] = rng.random()
             row["vaCurr_C11"] = rng.uniform(-2, 2)
-            row["id"] = "%032x" % rng.getrandbits(128)
+            row["id"] = f"{rng.getrandbits(128):032x}"
             f.write(json.dumps(row))
             f.write("\n")
             if n and n % 100_000 == 0:
@@ -149,7 +148,7 @@ def load_arrays(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarra
 def bench_batch(cfg: JoinConfig, arrays, batch: int) -> tuple[int, float]:
     pairs = 0
     started = time.perf_counter()
-    for key, (q, t, v) in arrays.items():
+    for q, t, v in arrays.values():
         state = None
         for lo in range(0, len(q), batch):
             r = process_batch(
@@ -168,7 +167,9 @@ def bench_record(cfg: JoinConfig, arrays, limit: int) -> tuple[int, int, float]:
     for key, (q, t, v) in arrays.items():
         state = JoinState.empty(cfg)
         share = limit // len(arrays)
-        for code, tt, vv in zip(q[:share].tolist(), t[:share].tolist(), v[:share].tolist()):
+        for code, tt, vv in zip(
+            q[:share].tolist(), t[:share].tolist(), v[:share].tolist(), strict=True
+        ):
             pairs += len(process_record(cfg, key, state, names[code], tt, vv).pairs)
             records += 1
         pairs += len(flush_state(cfg, key, state).pairs)
@@ -260,13 +261,14 @@ def main() -> int:
     )
     for name, pairs, secs, cpu in rows:
         print(
-            f"{name:<36}{pairs:>10,}{secs:>8.2f}{pairs / secs:>12,.0f}{pairs / secs / base_rate:>8.2f}"
+            f"{name:<36}{pairs:>10,}{secs:>8.2f}{pairs / secs:>12,.0f}"
+            f"{pairs / secs / base_rate:>8.2f}"
             f"{cpu:>8.2f}{pairs / cpu:>13,.0f}{pairs / cpu / base_cpu_rate:>8.2f}"
         )
     cli_ratio = (cli_pairs / cli_s) / base_rate
     print(
-        f"\ntarget cli >= 5x baseline (wall): {'met' if cli_ratio >= 5 else 'MISSED'} ({cli_ratio:.2f}x; "
-        f"cpu {(cli_pairs / cli_cpu) / base_cpu_rate:.2f}x)"
+        f"\ntarget cli >= 5x baseline (wall): {'met' if cli_ratio >= 5 else 'MISSED'} "
+        f"({cli_ratio:.2f}x; cpu {(cli_pairs / cli_cpu) / base_cpu_rate:.2f}x)"
     )
     rate = batch_pairs / batch_s
     print(f"target batch >= 2M joins/s: {'met' if rate >= 2e6 else 'MISSED'} ({rate:,.0f})")

@@ -44,7 +44,7 @@ from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_dir
 
 QUIX = ("quixstreams", "3.28.1", "avro")  # distribution, version, extras (fastavro)
 QUIX_APP = Path(__file__).resolve().parent / "peers" / "quix_join.py"
@@ -99,13 +99,13 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
         "--state-dir",
         str(work / "quix-state"),
         "--schema-dir",
-        str(SCHEMA_DIR),
+        str(schema_dir()),
         "--pair",
         PAIRS,
         "--expected-records",
         str(records),
     ]
-    env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password}
+    env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password.reveal()}
     with log.open("wb") as handle:
         process = subprocess.Popen(
             args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env
@@ -161,16 +161,17 @@ def our_rows(run: JobRun) -> list[Measured]:
 
 def print_table(quix: Measured, runs: list[Measured]) -> None:
     header = (
-        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} {'CPU µs/rec':>10} "
-        f"{'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} {'per core vs Quix':>16}"
+        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} "
+        f"{'CPU µs/rec':>10} {'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} "
+        f"{'per core vs Quix':>16}"
     )
     print(header)
     for m in [quix, *runs]:
         ratio = "" if m is quix else f"{m.per_core / quix.per_core:.2f}x"
         print(
-            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} {m.cpu_s:>7.1f} "
-            f"{m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} {m.rss_mb:>11,.0f} {m.per_core:>10,.0f} "
-            f"{m.pairs:>10,} {ratio:>16}"
+            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} "
+            f"{m.cpu_s:>7.1f} {m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} "
+            f"{m.rss_mb:>11,.0f} {m.per_core:>10,.0f} {m.pairs:>10,} {ratio:>16}"
         )
 
 
@@ -226,8 +227,8 @@ def main() -> int:
     print()
     for m in runs:
         print(
-            f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} records/s per core "
-            f"= {m.per_core / quix.per_core:.2f}x"
+            f"per-core rate ours/Quix, {m.name}: {m.per_core:,.0f} / {quix.per_core:,.0f} "
+            f"records/s per core = {m.per_core / quix.per_core:.2f}x"
         )
     return 0
 

@@ -103,18 +103,18 @@ def run_shape(settings: Settings, shape: str, raw: str, batch: int, work: Path) 
     started = time.monotonic()
     with ExitStack() as stack:
         samplers = [
-            stack.enter_context(GroupSampler(process.start().process.pid, role_of(module)))
+            stack.enter_context(GroupSampler(process.start().popen.pid, role_of(module)))
             for module, process in jobs
         ]
-        for (_, process), sampler in zip(jobs, samplers):
-            sampler.wait(process.process)
+        for (_, process), sampler in zip(jobs, samplers, strict=True):
+            sampler.wait(process.popen)
     wall = time.monotonic() - started
-    failed = [process.log for _, process in jobs if process.process.returncode != 0]
+    failed = [process.log for _, process in jobs if process.popen.returncode != 0]
     if failed:
         raise SystemExit(f"{shape} failed, see {failed}")
     batches_cpu = warm_cpu = 0.0
     warm_records = 0
-    for (_, process), sampler in zip(jobs, samplers):
+    for (_, process), sampler in zip(jobs, samplers, strict=True):
         progress = batch_progress(process.logged_since_start())
         first_end, last_end = log_time(progress[0]["ts"]), log_time(progress[-1]["ts"])
         batches_cpu += sampler.cpu_between(first_end - progress[0]["duration_ms"] / 1000, last_end)
@@ -165,32 +165,35 @@ def main() -> int:
             two, one = runs[-2], runs[-1]
             if two.outputs != one.outputs:
                 raise SystemExit(
-                    f"outputs differ at batch {batch}: only two jobs {sum((two.outputs - one.outputs).values())}"
-                    f", only single pass {sum((one.outputs - two.outputs).values())}"
+                    f"outputs differ at batch {batch}: only two jobs "
+                    f"{sum((two.outputs - one.outputs).values())}, only single pass "
+                    f"{sum((one.outputs - two.outputs).values())}"
                 )
     print("\nCommand: `python benchmarks/bench_single_pass.py " + " ".join(sys.argv[1:]) + "`\n")
     print(f"{records:,} raw records; outputs equal in every pair of runs.\n")
     print(
-        "CPU per record: of the whole run (start-up included), of the batches, and of the batches after each "
-        "job's first (per record each job read: the two jobs read every record twice, so their warm figure "
-        "is per read; per raw record it is twice that).\n"
+        "CPU per record: of the whole run (start-up included), of the batches, and of the batches "
+        "after each job's first (per record each job read: the two jobs read every record twice, "
+        "so their warm figure is per read; per raw record it is twice that).\n"
     )
     print(
-        "| batch | shape | wall s | CPU s | CPU µs/raw record | batches µs/raw record | after first batch µs/read "
-        "| peak RSS MB |"
+        "| batch | shape | wall s | CPU s | CPU µs/raw record | batches µs/raw record | after "
+        "first batch µs/read | peak RSS MB |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         warm = f"{r.warm_cpu_s / r.warm_records * 1e6:.1f}" if r.warm_records else "n/a"
         print(
-            f"| {r.batch:,} | {r.shape} | {r.wall_s:.1f} | {r.cpu_s:.1f} | {r.cpu_s / records * 1e6:.1f} "
-            f"| {r.batches_cpu_s / records * 1e6:.1f} | {warm} | {r.rss_mb:,.0f} |"
+            f"| {r.batch:,} | {r.shape} | {r.wall_s:.1f} | {r.cpu_s:.1f} | "
+            f"{r.cpu_s / records * 1e6:.1f} | {r.batches_cpu_s / records * 1e6:.1f} | {warm} | "
+            f"{r.rss_mb:,.0f} |"
         )
     print()
-    for two, one in zip(runs[::2], runs[1::2]):
+    for two, one in zip(runs[::2], runs[1::2], strict=True):
         print(
             f"batch {two.batch:,}: single pass / two jobs: wall {one.wall_s / two.wall_s:.2f}x, "
-            f"CPU {one.cpu_s / two.cpu_s:.2f}x, CPU of the batches {one.batches_cpu_s / two.batches_cpu_s:.2f}x"
+            f"CPU {one.cpu_s / two.cpu_s:.2f}x, CPU of the batches "
+            f"{one.batches_cpu_s / two.batches_cpu_s:.2f}x"
         )
     return 0
 

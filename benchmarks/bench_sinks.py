@@ -73,7 +73,10 @@ def main() -> int:
     admin = Stack(Settings.from_sources()).up()
     settings = SparkJobSettings.from_sources()
     spark = build_session(
-        "bench-sinks", args.master, 2, cluster_secret=settings.credential("spark", "cluster")
+        "bench-sinks",
+        args.master,
+        2,
+        cluster_secret=settings.credential("spark", "cluster").reveal(),
     )
     spark.sparkContext.setLogLevel("ERROR")
     table = []
@@ -103,11 +106,13 @@ def main() -> int:
                 (rows, "ratio executors/driver", 0.0, 0.0, results["driver"] / results["executors"])
             )
     finally:
-        jvm_peak_mb = peak_rss_mb(SparkContext._gateway.proc.pid)
+        gateway = SparkContext._gateway
+        assert gateway is not None, "the session's JVM is gone"
+        jvm_peak_mb = peak_rss_mb(gateway.proc.pid)
         spark.stop()
     print(
-        f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master {args.master}, "
-        f"{args.sink_partitions} output partitions)\n"
+        f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master "
+        f"{args.master}, {args.sink_partitions} output partitions)\n"
     )
     print("| rows per batch | sink | first batch s | median batch s | output rows/s |")
     print("|---:|---|---:|---:|---:|")
@@ -117,8 +122,9 @@ def main() -> int:
         else:
             print(f"| {rows:,} | {kind} | {first:.2f} | {median:.2f} | {rate:,.0f} |")
     print(
-        f"\npeak RSS: driver Python {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, "
-        f"driver JVM {jvm_peak_mb:,.0f} MB (local masters: the executors too)"
+        "\npeak RSS: driver Python "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB, driver JVM "
+        f"{jvm_peak_mb:,.0f} MB (local masters: the executors too)"
     )
     return 0
 

@@ -1,6 +1,7 @@
 """Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
 
-    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000] [--rounds 2]
+    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000]
+        [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
 per-thing function (``spark_jobs.join.join_function``: the join operator through the Spark
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 from bench_join import PAIRS, feed
 
@@ -31,8 +33,15 @@ VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
 def run_variant(variant: str, raw: str, batch: int) -> dict:
     """In a child process: one --available-now run of the join with the given operator."""
+    import pandas as pd
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.streaming.stateful_processor import (
+        StatefulProcessorHandle,
+        TimerValues,
+        ValueState,
+    )
 
     from spark_jobs.config import JoinSettings
     from spark_jobs.join import OUTPUT_SCHEMA, join_config, join_function, to_kafka_records
@@ -58,7 +67,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
 
         hasTimedOut = False
 
-        def __init__(self, value_state: object) -> None:
+        def __init__(self, value_state: ValueState) -> None:
             self.value_state = value_state
 
         @staticmethod
@@ -70,17 +79,19 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
             return self.value_state.exists()
 
         @property
-        def get(self) -> tuple:
+        def get(self) -> tuple | None:
             return self.value_state.get()
 
         def update(self, value: tuple) -> None:
             self.value_state.update(value)
 
     class JoinProcessor(StatefulProcessor):
-        def init(self, handle: object) -> None:
+        def init(self, handle: StatefulProcessorHandle) -> None:
             self.state = ValueStateAsGroupState(handle.getValueState("state", STATE_SCHEMA))
 
-        def handleInputRows(self, key: tuple, rows: object, timerValues: object) -> object:
+        def handleInputRows(
+            self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+        ) -> Iterator[pd.DataFrame]:
             yield from joiner(key, rows, self.state)
 
         def close(self) -> None:
@@ -108,7 +119,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
     output = 0
 
-    def collect(frame: object, _batch_id: int) -> None:
+    def collect(frame: DataFrame, _batch_id: int) -> None:
         nonlocal output
         output += frame.toArrow().num_rows
 
@@ -175,12 +186,14 @@ def main() -> int:
                 result = json.loads(child.stdout.strip().splitlines()[-1])
                 results.setdefault((variant, batch), []).append(result)
                 print(
-                    f"  batch {batch:,} round {round_ + 1} {variant}: {result['warm_records_per_s']:,.0f} records/s "
-                    f"after the first batch ({result['batches']} batches, {result['output_rows']:,} output rows)",
+                    f"  batch {batch:,} round {round_ + 1} {variant}: "
+                    f"{result['warm_records_per_s']:,.0f} records/s after the first batch "
+                    f"({result['batches']} batches, {result['output_rows']:,} output rows)",
                     flush=True,
                 )
     print(
-        f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} {'first batch s':>14}"
+        f"\n{'operator':<28} {'batch size':>10} {'records/s (mean of rounds)':>27} "
+        f"{'first batch s':>14}"
     )
     for (variant, batch), runs in results.items():
         mean = sum(r["warm_records_per_s"] for r in runs) / len(runs)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -62,7 +63,10 @@ def with_copies(data: Input, share: float, seed: int) -> Input:
     rng = np.random.default_rng(seed + 1)
     at = np.flatnonzero(rng.random(len(times)) < share)
     for i, back, changed in zip(
-        at.tolist(), rng.integers(1, 21, len(at)).tolist(), (rng.random(len(at)) < 0.5)
+        at.tolist(),
+        rng.integers(1, 21, len(at)).tolist(),
+        (rng.random(len(at)) < 0.5),
+        strict=True,
     ):
         j = max(i - back, 0)
         times[i], row_ids[i] = times[j], row_ids[j]
@@ -141,9 +145,9 @@ def main() -> int:
         f"{args.duplicates:.0%} copies": with_copies(plain, args.duplicates, args.seed),
     }
     print(
-        f"\n{args.records:,} records of one key; windows {', '.join(s.label for s in rules.specs)}; lateness "
-        f"{args.lateness_ms} ms; same record by {'(time, row id)' if args.by_row_id else 'time'}; "
-        f"best of {args.repeat}"
+        f"\n{args.records:,} records of one key; windows "
+        f"{', '.join(s.label for s in rules.specs)}; lateness {args.lateness_ms} ms; same record "
+        f"by {'(time, row id)' if args.by_row_id else 'time'}; best of {args.repeat}"
     )
     print(
         f"{'input':<12}{'batch':>8}{'path':>11}{'wall s':>9}{'records/s':>12}{'cpu s':>8}"
@@ -153,19 +157,20 @@ def main() -> int:
     for name, data in inputs.items():
         for batch in (int(b) for b in args.batches.split(",")):
             ref, ref_s, ref_cpu = best_of(
-                lambda: run(process_reference, rules, data, batch),
+                partial(run, process_reference, rules, data, batch),
                 args.repeat,
                 f"{name} {batch} reference",
             )
             new, new_s, new_cpu = best_of(
-                lambda: run(process, rules, data, batch), args.repeat, f"{name} {batch} process"
+                partial(run, process, rules, data, batch), args.repeat, f"{name} {batch} process"
             )
             same = exactly(ref) == exactly(new)
             same_everywhere &= same
             n = len(data[0])
             for path, secs, cpu in (("reference", ref_s, ref_cpu), ("process", new_s, new_cpu)):
                 print(
-                    f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}{cpu:>8.3f}{n / cpu:>12,.0f}"
+                    f"{name:<12}{batch:>8,}{path:>11}{secs:>9.3f}{n / secs:>12,.0f}"
+                    f"{cpu:>8.3f}{n / cpu:>12,.0f}"
                     f"{ref_s / secs:>8.2f}{'yes' if same else 'NO':>6}"
                 )
     return 0 if same_everywhere else 1

@@ -76,15 +76,13 @@ class GroupSampler:
                 os.killpg(self.pgid, 0)
             except ProcessLookupError:  # the group is gone: a read now would say 0 CPU
                 return
-            pids = group_pids(
-                self.pgid
-            )  # the group and its descendants (stacktools.cpu), found once a sample
+            # the group and its descendants (stacktools.cpu), found once a sample
+            pids = group_pids(self.pgid)
             rss = rss_mb(pids, self.classify)
             now, cpu = time.time(), processes_cpu_seconds(pids)
             self.times.append(now)
-            self.cpu.append(
-                max(cpu, self.cpu[-1]) if self.cpu else cpu
-            )  # an orphan leaving must not go back
+            # an orphan leaving must not go back
+            self.cpu.append(max(cpu, self.cpu[-1]) if self.cpu else cpu)
             for role, mb in rss.items():
                 self.peak_mb[role] = max(self.peak_mb.get(role, 0.0), mb)
             self.peak_total_mb = max(self.peak_total_mb, sum(rss.values()))

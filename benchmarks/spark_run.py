@@ -157,5 +157,6 @@ def run_job(
         last_end - first_end,
         sampler.peak_mb,
         sampler.peak_total_mb,
+        # not end offsets: those count commit markers too
         len(read_to_end(settings, outputs["joined"])),
-    )  # not end offsets: those count commit markers too
+    )

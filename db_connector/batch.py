@@ -10,11 +10,13 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from db_connector.lineprotocol import PointError
 from db_connector.points import Converter
+from streamkit.kafka_clients import record_position
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,8 @@ class Batch:
             if error is not None:
                 errors.append(error)
                 continue
-            topic = message.topic()
-            position = (topic, message.partition())
-            following[position] = message.offset() + 1
+            topic, partition, offset = record_position(message)
+            following[topic, partition] = offset + 1
             try:
                 lines.append(converters[topic][0](message))
             except PointError as exc:
@@ -61,7 +62,7 @@ class Batch:
     def points_per_measurement(
         self, converters: dict[str, tuple[Converter, str]]
     ) -> collections.Counter:
-        by_topic = collections.Counter(message.topic() for message in self.origins)
+        by_topic = collections.Counter(record_position(message)[0] for message in self.origins)
         return collections.Counter(
             {converters[topic][1]: count for topic, count in by_topic.items()}
         )
@@ -80,8 +81,16 @@ class Batch:
         return time.monotonic() - self.started
 
 
+class Pending(Protocol):
+    """What the write policy looks at in a batch: its size and its age."""
+
+    def __len__(self) -> int: ...
+
+    def age_s(self) -> float: ...
+
+
 def write_now(
-    batch: Batch, *, writing: bool, caught_up: bool, batch_points: int, flush_s: float
+    batch: Pending, *, writing: bool, caught_up: bool, batch_points: int, flush_s: float
 ) -> bool:
     """Whether to write the points collected so far: a full batch, one that has waited the flush
     interval, or, when no write is in flight, any batch as soon as the consumer has caught up.

@@ -20,6 +20,7 @@ from confluent_kafka import (
 from db_connector.batch import Batch, DeadLetter
 from db_connector.config import ConnectorSettings
 from db_connector.dead_letters import produce_dead_letter
+from db_connector.errors import FencedOut, RewindFailed, TransactionStuck
 from streamkit.deadline import Backoff
 from streamkit.shutdown import ShutdownFlag
 
@@ -33,18 +34,6 @@ STALE_GROUP_CODES = {
     KafkaError.REBALANCE_IN_PROGRESS,
     KafkaError.FENCED_INSTANCE_ID,
 }
-
-
-class RewindFailed(RuntimeError):
-    """Where to read again is unknown: exit non-zero; a restart reads from the committed offsets."""
-
-
-class TransactionStuck(RuntimeError):
-    """A transactional step kept failing: the producer is wedged; a restart fences it."""
-
-
-class FencedOut(RuntimeError):
-    """The producer was fenced (another instance with our transactional id): stop, don't fight."""
 
 
 class Committer:

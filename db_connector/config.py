@@ -1,4 +1,5 @@
-"""The connector's settings: the service base, Kafka and InfluxDB, plus batching, retry and identity knobs."""
+"""The connector's settings: the service base, Kafka and InfluxDB, plus batching, retry and
+identity knobs."""
 
 from __future__ import annotations
 

@@ -24,14 +24,22 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from prometheus_client import Counter, Gauge, Histogram
 
 from db_connector.batch import Batch, write_now
-from db_connector.committer import Committer, FencedOut, RewindFailed, TransactionStuck
+from db_connector.committer import Committer
 from db_connector.config import ConnectorSettings
 from db_connector.dead_letters import count_committed, letters_for
-from db_connector.influx_writer import InfluxWriter, Refused, WriteUnavailable
+from db_connector.errors import (
+    ConsumerFailed,
+    FencedOut,
+    RewindFailed,
+    TransactionStuck,
+    WriteUnavailable,
+)
+from db_connector.influx_writer import InfluxWriter, Refused
 from db_connector.points import Converter, converters_for, latency_references
+from streamkit.cli import entry_point
 from streamkit.deadline import Backoff, Deadline
 from streamkit.health import beat
-from streamkit.kafka_clients import committed_consumer, transactional_producer
+from streamkit.kafka_clients import committed_consumer, record_position, transactional_producer
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 
@@ -54,8 +62,9 @@ AVAILABLE = Gauge(
     "connector_influx_available",
     "1 while InfluxDB takes writes, 0 while the connector waits for it",
 )
-#: Finer from 10 s to 30 s too: an aggregate counted from its window's end (no closed_at_ms: a record
-#: written before that field) waited its allowed lateness (10 s by default), so its latency lands there.
+#: Finer from 10 s to 30 s too: an aggregate counted from its window's end (no closed_at_ms: a
+#: record written before that field) waited its allowed lateness (10 s by default), so its latency
+#: lands there.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 12.5, 15, 20, 30, 60, 300)
 EVENT_LATENCY = Histogram(
     "connector_event_latency_seconds",
@@ -231,9 +240,8 @@ class Connector:
         for error in errors:
             if error.code() == KafkaError._PARTITION_EOF:
                 continue
-            if (
-                error.fatal() or error.code() == KafkaError._FATAL
-            ):  # librdkafka reports it as _FATAL
+            # a fatal error: librdkafka reports it as _FATAL
+            if error.fatal() or error.code() == KafkaError._FATAL:
                 raise ConsumerFailed(str(error))
             log.warning("consumer error", extra={"error": str(error)})
 
@@ -283,7 +291,7 @@ class Connector:
         stride = max(1, len(batch.lines) // LATENCY_SAMPLES_PER_BATCH)
         for index in range(0, len(batch.lines), stride):
             message = batch.origins[index]
-            measurement = self.converters[message.topic()][1]
+            measurement = self.converters[record_position(message)[0]][1]
             INGEST_LATENCY.labels(measurement).observe(
                 max(0.0, now_ms - message.timestamp()[1]) / 1000
             )
@@ -382,10 +390,7 @@ class Connector:
         log.info("connector stopped")
 
 
-class ConsumerFailed(RuntimeError):
-    """The consumer reported a fatal error: it delivers nothing more; a restart makes a new one."""
-
-
+@entry_point("db_connector")
 def main(argv: list[str] | None = None) -> int:
     return run_service(
         "db_connector",

@@ -1,6 +1,8 @@
 """The connector's dead letters: records that cannot become points, and points InfluxDB
 refused. They go to the dead-letter topic in the transaction that commits the offsets passing
-them (see committer.py), so each is dead-lettered exactly once; here is what they are made of."""
+them (see committer.py), so each is dead-lettered exactly once. What a dead letter is (its
+headers, its reasons) is the wire contract's (:mod:`streamkit.wire.dead_letters`); this module
+only adapts it to the connector's batches."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from prometheus_client import Counter
 from db_connector.batch import Batch, DeadLetter
 from db_connector.influx_writer import Refused
 from db_connector.points import Converter
-from streamkit.kafka_clients import produce_retrying
+from streamkit.kafka_clients import produce_retrying, record_position
 from streamkit.wire import dead_letters as wire_dead_letters
 
 log = logging.getLogger("db_connector")
@@ -38,14 +40,15 @@ def letters_for(
     written = batch.points_per_measurement(converters)
     for item in refused:
         message = batch.origins[item.index]
-        measurement = converters[message.topic()][1]
+        topic = record_position(message)[0]
+        measurement = converters[topic][1]
         written[measurement] -= 1
         REJECTED.labels(measurement).inc()
-        if message.topic() == dlq_topic:
+        if topic == dlq_topic:
             # never dead-letter a dead letter: that could loop; it is logged and counted
             log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
             continue
-        dead.append(DeadLetter(message, "influx_rejected", item.reason))
+        dead.append(DeadLetter(message, wire_dead_letters.INFLUX_REJECTED, item.reason))
     return dead, written
 
 
@@ -62,9 +65,7 @@ def produce_dead_letter(producer: Producer, dlq_topic: str, letter: DeadLetter) 
     headers = wire_dead_letters.record_headers(
         letter.reason,
         letter.detail,
-        source.topic(),
-        source.partition(),
-        source.offset(),
+        *record_position(source),
         len(source.value() or b""),
     )
     produce_retrying(producer, dlq_topic, source.value(), source.key(), headers=headers)

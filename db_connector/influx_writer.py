@@ -25,19 +25,12 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
 
 from db_connector.config import ConnectorSettings
+from db_connector.errors import WriteUnavailable
 
 log = logging.getLogger("db_connector.influx")
 
 #: Statuses meaning "these points are wrong": split the batch to find them.
 REFUSED_STATUSES = {400, 413, 422}
-
-
-class WriteUnavailable(RuntimeError):
-    """InfluxDB did not take the batch for a reason that is not the points' fault."""
-
-    def __init__(self, cause: str, detail: str) -> None:
-        super().__init__(f"{cause}: {detail}")
-        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -59,7 +52,7 @@ class InfluxWriter:
         # InfluxDB 1.8's v2-compatible API: the token is user:password, the org is ignored ("-").
         self.client = InfluxDBClient(
             url=settings.influx_base_url,
-            token=f"{settings.influx_username}:{settings.influx_password}",
+            token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
             org="-",
             timeout=settings.write_timeout_ms,
         )
@@ -87,7 +80,12 @@ class InfluxWriter:
     def _post(self, body: bytes) -> tuple[int | None, str]:
         """(None, "") when written; (status, reason) when InfluxDB refused points."""
         try:
-            self.api.write(bucket=self.bucket, record=body, write_precision=WritePrecision.NS)
+            self.api.write(
+                bucket=self.bucket,
+                record=body,
+                # influxdb_client annotates the parameter with its class, whose members are str
+                write_precision=WritePrecision.NS,  # type: ignore[arg-type]
+            )
             return None, ""
         except ApiException as exc:
             text = _error_text(exc)

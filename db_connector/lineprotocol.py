@@ -10,17 +10,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from db_connector.errors import PointError
 from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
 
 NS_PER_MS = 1_000_000
-
-
-class PointError(ValueError):
-    """A record that cannot become a valid point; ``reason`` is the dead-letter reason."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 _TAG_ESCAPES = str.maketrans({",": r"\,", "=": r"\=", " ": r"\ "})

@@ -7,7 +7,6 @@ after a crash cannot double anything in InfluxDB.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import struct
@@ -29,7 +28,16 @@ from db_connector.lineprotocol import (
     tag_value,
     thing_tag,
 )
-from streamkit.wire import AvroCodec, dead_letters, schema_text, split_measurement, window_label
+from streamkit.errors import ConfigError
+from streamkit.kafka_clients import record_position
+from streamkit.wire import (
+    AvroCodec,
+    dead_letters,
+    read_record,
+    schema_text,
+    split_measurement,
+    window_label,
+)
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
 #: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
@@ -70,28 +78,24 @@ def raw_converter() -> Converter:
 
     def convert(message: Message) -> str:
         value = message.value()
+        if value is None:
+            raise PointError("undecodable", "record without a value (expected Avro measurement)")
         try:
             head_end, time_ms, number = split_measurement(value)
             head = value[:head_end]
             prefix = prefixes.get(head)
             if prefix is None:
                 record = slow(value)  # once per (thing, quantity): full validation, real strings
-                prefix = f"raw,quantity={quantity_tag(record['quantity'])},thing={thing_tag(record['thing'])} value="
+                prefix = (
+                    f"raw,quantity={quantity_tag(record['quantity'])},"
+                    f"thing={thing_tag(record['thing'])} value="
+                )
                 if len(prefixes) >= RAW_PREFIX_CACHE:
                     prefixes.clear()
                 prefixes[head] = prefix
         except PointError:
             raise
-        except (
-            IndexError,
-            TypeError,
-            ValueError,
-            struct.error,
-        ):  # UnicodeDecodeError is a ValueError
-            if value is None:
-                raise PointError(
-                    "undecodable", "record without a value (expected Avro measurement)"
-                ) from None
+        except (IndexError, TypeError, ValueError, struct.error):  # UnicodeDecodeError: ValueError
             slow(value)  # raises the reader's own precise reason
             raise PointError("undecodable", "not an Avro measurement") from None
         if not math.isfinite(number):
@@ -149,7 +153,7 @@ def _aggregate_decoder() -> Callable[[bytes | None], dict[str, Any]]:
             if value is None:
                 raise
             try:
-                return fastavro.schemaless_reader(io.BytesIO(value), older, reader)
+                return read_record(value, older, reader)
             except Exception:  # not an older record either: the current schema's reason
                 raise refused from None
 
@@ -165,8 +169,9 @@ def aggregate_converter() -> Converter:
             window_label(r["window_kind"], r["window_size_ms"], r["window_slide_ms"])
         )
         fields = (
-            f"count={r['count']}i,mean={float_field('mean', r['mean'])},min={float_field('min', r['min'])},"
-            f"max={float_field('max', r['max'])},window_end_ms={r['window_end_ms']}i"
+            f"count={r['count']}i,mean={float_field('mean', r['mean'])},"
+            f"min={float_field('min', r['min'])},max={float_field('max', r['max'])},"
+            f"window_end_ms={r['window_end_ms']}i"
         )
         if r["stddev"] is not None:
             fields += f",stddev={float_field('stddev', r['stddev'])}"
@@ -240,15 +245,12 @@ def dead_letter_converter() -> Converter:
         size = headers.get(dead_letters.PAYLOAD_BYTES, "")
         size_value = int(size) if size.isdigit() else len(message.value() or b"")
         timestamp_ms = max(message.timestamp()[1], 0)
-        tags = (
-            f"partition={message.partition()},reason={tag_value(headers.get(dead_letters.REASON) or 'unknown')},"
-            f"source={tag_value(source)}"
-        )
+        _topic, partition, offset = record_position(message)
+        reason = tag_value(headers.get(dead_letters.REASON) or "unknown")
+        tags = f"partition={partition},reason={reason},source={tag_value(source)}"
         detail = headers.get(dead_letters.DETAIL, "")[: dead_letters.DETAIL_CHARS]
         fields = f"bytes={size_value}i,count=1i,detail={string_field(detail)}"
-        return line(
-            "dead_letter", tags, fields, timestamp_ms * NS_PER_MS + message.offset() % NS_PER_MS
-        )
+        return line("dead_letter", tags, fields, timestamp_ms * NS_PER_MS + offset % NS_PER_MS)
 
     return convert
 
@@ -277,7 +279,9 @@ def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter
     """Topic name -> (converter, measurement) for the configured kinds."""
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        raise SystemExit(f"CONNECTOR_TOPICS: unknown kind(s) {unknown} (known: {sorted(KINDS)})")
+        raise ConfigError(
+            "CONNECTOR_TOPICS", f"unknown kind(s) {unknown} (known: {', '.join(sorted(KINDS))})"
+        )
     return {
         getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement)
         for k in kinds

@@ -22,8 +22,10 @@ from mqtt_bridge.acks import InOrderAcks
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.counts import Counts
 from mqtt_bridge.records import DLQ_SAMPLE_BYTES, RowSplitter
+from streamkit.cli import entry_point
 from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
-from streamkit.durations import parse_duration_ms
+from streamkit.durations import duration_ms
+from streamkit.errors import TopicMissing
 from streamkit.events import RowError, check_event_time, parse_row
 from streamkit.health import beat
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
@@ -45,11 +47,11 @@ UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka befo
 DELIVERY_FAILURES = Counter(
     "bridge_delivery_failures_total", "Kafka records that could not be delivered"
 )
-#: Without a SUBACK and without taking any message for this long, the subscription is taken as refused.
+#: Without a SUBACK and without taking any message for this long, the subscription is taken as
+#: refused.
 SUBACK_STALL_S = 30.0
-COUNTS = (
-    Counts()
-)  # bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+#: bridge_messages_total{outcome}, bridge_records_total: plain integers on the hot path
+COUNTS = Counts()
 REGISTRY.register(COUNTS)
 
 
@@ -57,10 +59,7 @@ class Bridge:
     def __init__(self, settings: BridgeSettings, shutdown: ShutdownFlag) -> None:
         self.settings = settings
         self.shutdown = shutdown
-        try:
-            self.max_future_ms = parse_duration_ms(settings.max_future)
-        except ValueError as exc:
-            raise SystemExit(f"configuration error: BRIDGE_MAX_FUTURE: {exc}") from None
+        self.max_future_ms = duration_ms(settings.max_future)
         self.producer: Producer = idempotent_producer(
             settings, settings.mqtt_client_id, **{"linger.ms": settings.linger_ms}
         )
@@ -89,9 +88,9 @@ class Bridge:
     def _partitions(self, topic: str) -> int:
         try:
             return partition_count(self.settings, topic)
-        except LookupError:
-            raise SystemExit(
-                f"Kafka topic {topic} does not exist: run python -m stacktools.topics"
+        except TopicMissing:
+            raise TopicMissing(
+                f"Kafka topic {topic} does not exist: run mds-topics (python -m stacktools.topics)"
             ) from None
 
     # ------------------------------------------------------------------------- MQTT side
@@ -132,9 +131,8 @@ class Bridge:
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
         while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
-            self.producer.poll(
-                0.05
-            )  # backpressure: wait for Kafka instead of buffering without bound
+            # backpressure: wait for Kafka instead of buffering without bound
+            self.producer.poll(0.05)
         if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its
@@ -143,7 +141,7 @@ class Bridge:
             # flush has begun could miss its PUBACK and be sent again by the next run.
             COUNTS.deferred += 1
             return
-        payload: bytes = message.payload
+        payload = message.payload
         if len(payload) > self.settings.max_payload_bytes:
             self._dead_letter(
                 message,
@@ -169,9 +167,8 @@ class Bridge:
         entry = self.acks.add(message.mid, message.qos, records)
         if not self._produce_batch(batch, partition, entry):
             self.produce_failed = True
-            for _ in range(
-                records
-            ):  # never queued: the message stays unacknowledged, the bridge exits
+            # never queued: the message stays unacknowledged, the bridge exits
+            for _ in range(records):
                 self.acks.confirm(entry, False)
             return
         COUNTS.records += records
@@ -226,12 +223,12 @@ class Bridge:
             self.producer.poll(0.1)
 
     def _dead_letter(
-        self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes
+        self, message: mqtt.MQTTMessage, reason: str, detail: str, value: bytes | bytearray
     ) -> None:
         entry = self.acks.add(message.mid, message.qos, 1)
         self._produce(
             self.settings.dlq_topic,
-            value,
+            bytes(value),  # paho's payload is bytes in practice (then this is no copy)
             message.topic.encode("utf-8", "replace"),
             lambda err, _m: self.acks.confirm(entry, err is None),
             dead_letters.mqtt_headers(reason, detail, message.topic, len(message.payload)),
@@ -248,7 +245,7 @@ class Bridge:
         topic: str,
         value: bytes,
         key: bytes,
-        callback: Callable[[KafkaError | None, Message], None],
+        callback: Callable[[KafkaError | None, Message | None], None],
         headers: list[tuple[str, bytes]],
     ) -> None:
         backoff = Backoff(initial_s=0.1, max_s=2.0)
@@ -268,9 +265,8 @@ class Bridge:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     DELIVERY_FAILURES.inc()
                     log.error("Kafka produce failed", extra={"error": str(exc.args[0])})
-                    callback(
-                        exc.args[0], None
-                    )  # the message stays unacknowledged; the bridge exits
+                    # the message stays unacknowledged; the bridge exits
+                    callback(exc.args[0], None)
                     return
                 self.producer.poll(backoff.next_delay())
 
@@ -287,9 +283,8 @@ class Bridge:
 
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
-        self.client.subscribe(
-            f"{self.settings.mqtt_topic_prefix}/#", qos=1
-        )  # later reconnects: _on_connect
+        # later reconnects subscribe in _on_connect
+        self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
         if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
             # a refused subscription (the broker's ACL) would leave a live bridge that reads nothing
             log.error(
@@ -320,7 +315,8 @@ class Bridge:
                 return 1
             if self.acks.blocked_by_failure:
                 log.error(
-                    "a Kafka delivery failed for good; exiting so the broker redelivers unacked messages"
+                    "a Kafka delivery failed for good; "
+                    "exiting so the broker redelivers unacked messages"
                 )
                 self._close(flush=False)
                 return 1
@@ -374,6 +370,7 @@ class Bridge:
         self.client.loop_stop()
 
 
+@entry_point("mqtt_bridge")
 def main(argv: list[str] | None = None) -> int:
     return run_service(
         "mqtt_bridge",

@@ -6,6 +6,10 @@
 #   scripts/container-images.sh            # every stand-in
 #   EXTRA_CA_CERTS_DIR=/path scripts/...   # *.crt put into every image (default: the host's extra CAs)
 set -euo pipefail
+# --help answers at once (this header), without installing anything.
+case " $* " in *" --help "* | *" -h "*)
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE_DIR=${STACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machinedata-stack}

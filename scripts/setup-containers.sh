@@ -5,6 +5,10 @@
 # Then: `python -m stacktools.container_engine start` (the API socket and the healthcheck
 # ticker) and scripts/container-images.sh (the images). See docs/containers.md.
 set -euo pipefail
+# --help answers at once (this header), without installing anything.
+case " $* " in *" --help "* | *" -h "*)
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 CACHE_DIR=${STACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machinedata-stack}
 COMPOSE_VERSION=v2.40.3

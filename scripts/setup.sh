@@ -6,6 +6,10 @@
 #   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/
 #   go  : influxd 1.8.10 (pure Go, v2-compatible write API) into the user cache
 set -euo pipefail
+# --help answers at once (this header), without installing anything.
+case " $* " in *" --help "* | *" -h "*)
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STACK_DIR=$ROOT/.stack

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against the real local stack (installed and started as needed) and
 # the compose stack in containers (podman and Compose v2 installed as needed; docs/containers.md).
-# Extra arguments go to pytest, e.g. scripts/test.sh -k transactions
+# Extra arguments go to pytest, e.g. scripts/test.sh -k transactions (pytest's own options:
+# .venv/bin/python -m pytest --help). Tiers: docs/testing.md.
 set -euo pipefail
+# --help answers at once (this header), without installing anything.
+case " $* " in *" --help "* | *" -h "*)
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/setup-containers.sh

@@ -26,6 +26,7 @@ from simulator.events_file import EventsFileError
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
 from simulator.source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
+from streamkit.cli import entry_point
 from streamkit.health import beat
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
@@ -67,6 +68,7 @@ def refusal(exc: EventsFileError) -> str:
     return f"python -m simulator: cannot replay {exc}"
 
 
+@entry_point("simulator")
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error or a refused file, 1 if not every row was acknowledged."""
     checked: list[EventsCheck] = []
@@ -99,7 +101,8 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
         )
     except OSError as exc:  # refused, unreachable, no such host: one line, no traceback
         print(
-            f"python -m simulator: cannot connect to MQTT at {settings.mqtt_host}:{settings.mqtt_port}: {exc}",
+            f"python -m simulator: cannot connect to MQTT at "
+            f"{settings.mqtt_host}:{settings.mqtt_port}: {exc}",
             file=sys.stderr,
             flush=True,
         )
@@ -162,7 +165,8 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
                                 "rows_per_s": round(published / (last_status - started)),
                             },
                         )
-            span = (low, high) if low is not None else span
+            if low is not None and high is not None:  # else no row this loop: the last span
+                span = (low, high)
             loop += 1
             if settings.shift_per_loop and span:
                 shift_ms += span[1] - span[0] + 1000

@@ -23,7 +23,8 @@ class SimulatorSettings(MqttSettings):
     shards: int = setting(
         1,
         "SIMULATOR_SHARDS",
-        "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X (1: <prefix>/X)",
+        "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X "
+        "(1: <prefix>/X)",
     )
     max_inflight: int = setting(
         1000,
@@ -33,7 +34,8 @@ class SimulatorSettings(MqttSettings):
     linger_s: float = setting(
         0.0,
         "SIMULATOR_LINGER_S",
-        "keep /metrics up this long after the replay, so that a scraper sees the final counts of a replay shorter than its interval",
+        "keep /metrics up this long after the replay, so that a scraper sees the final counts "
+        "of a replay shorter than its interval",
     )
     input: str = setting(
         "",
@@ -82,7 +84,8 @@ class SimulatorSettings(MqttSettings):
             raise ValueError("--input (SIMULATOR_INPUT) is required")
         if self.rate and self.speed:
             raise ValueError(
-                "--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): choose one pace"
+                "--rate and --speed exclude each other (SIMULATOR_RATE, SIMULATOR_SPEED): "
+                "choose one pace"
             )
         if self.shards < 1:
             raise ValueError(f"--shards (SIMULATOR_SHARDS) must be at least 1, not {self.shards}")

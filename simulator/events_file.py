@@ -19,6 +19,7 @@ show: the file and the cause.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import stat
@@ -27,8 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
+from simulator.errors import EventsFileError
 from streamkit.events import RowError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -42,15 +43,6 @@ _CHUNK = 1 << 16
 WHITE = b" \t\n\r"
 #: What a read of a damaged or truncated gzip stream raises.
 _READ_ERRORS = (OSError, EOFError, zlib.error)
-
-
-class EventsFileError(Exception):
-    """The file cannot be replayed at all. Not a ValueError, so that no caller mistakes it for
-    one bad row or a usage error: ``str()`` is the one line to show."""
-
-    def __init__(self, path: Path, cause: str) -> None:
-        super().__init__(f"{path}: {cause}")
-        self.path, self.cause = path, cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +77,7 @@ def _refuse_os_error(path: Path, exc: OSError) -> EventsFileError:
 
 
 @contextmanager
-def _decompressed(path: Path) -> Iterator[BinaryIO]:
+def _decompressed(path: Path) -> Iterator[io.BufferedIOBase]:
     """The file's bytes, gunzipped if they are gzip; only a regular file (a FIFO would block,
     /dev/zero never end)."""
     try:
@@ -106,7 +98,7 @@ def _decompressed(path: Path) -> Iterator[BinaryIO]:
             yield raw
             return
         with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-            yield unzipped  # type: ignore[misc]
+            yield unzipped
 
 
 @contextmanager
@@ -156,7 +148,7 @@ def records(path: Path) -> Iterator[Record]:
         yield from (_array_records(path, stream) if layout.array else _line_records(stream))
 
 
-def _line_records(stream: BinaryIO) -> Iterator[Record]:
+def _line_records(stream: io.BufferedIOBase) -> Iterator[Record]:
     line_no = 0
     while line := stream.readline(MAX_ROW_BYTES + 1):
         line_no += 1
@@ -197,7 +189,7 @@ def _skip_white(text: str, pos: int) -> int:
     return pos
 
 
-def _array_records(path: Path, stream: BinaryIO) -> Iterator[Record]:
+def _array_records(path: Path, stream: io.BufferedIOBase) -> Iterator[Record]:
     """The elements of one JSON array, each as compact JSON: loads the whole text (see the
     module's docstring). A syntax error ends the array: EventsFileError with its line."""
     data = stream.read()

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from streamkit.cli import HelpFormatter, entry_point, program_name
+
 DEFAULT_ROWS = 1_402_232
 START_MS = 1_554_076_800_000  # 2019-04-01T00:00:00Z, where the real sample starts
 
@@ -61,7 +63,8 @@ class Machine:
             "vaPower_C11": round(power, 3),
             "turnState_C11": float(self.speed > 1.0),
         }
-        # Like the real data, most rows carry a subset: torque nearly always, speed about half the time.
+        # Like the real data, most rows carry a subset: torque nearly always, speed about half the
+        # time.
         keep = {
             "vaTorque_C11": 0.94,
             "actSpeed_C11": 0.54,
@@ -118,17 +121,31 @@ def generate(rows: int, things: int, seed: int) -> Iterator[dict]:
         heapq.heappush(heap, (machine.next_ms, index))
 
 
+@entry_point("simulator.generate")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m simulator.generate",
+        prog=program_name("simulator.generate"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("--output", "-o", type=Path, required=True)
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
-    parser.add_argument("--things", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--output", "-o", type=Path, required=True, help="the events file to write (JSON lines)"
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_ROWS,
+        help="rows to write; fewer for a quick test, more for a long replay",
+    )
+    parser.add_argument(
+        "--things", type=int, default=8, help="machines (Things) the rows are spread over"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=42, help="random seed: the same seed writes the same file"
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (e.g. in a log file)"
+    )
     args = parser.parse_args(argv)
     if args.rows < 0 or args.things < 1:
         parser.error("--rows must be >= 0 and --things >= 1")

@@ -10,23 +10,21 @@ from dataclasses import dataclass
 class Pacer:
     rows_per_s: float = 0.0  # > 0: fixed rate
     speed_factor: float = 0.0  # > 0: event time replayed N times faster than real time
-    _start_wall: float | None = None
-    _start_event_ms: int | None = None
+    #: (wall clock, event time) of the first row: the pace counts from there
+    _start: tuple[float, int] | None = None
     _sent: int = 0
 
     def wait(self, event_time_ms: int) -> None:
         """Sleep until this row is due. Sleeps in one piece: rows are sent in bursts between
         sleeps, which keeps the rate exact without a syscall per row."""
         now = time.perf_counter()
-        if self._start_wall is None:
-            self._start_wall, self._start_event_ms = now, event_time_ms
+        if self._start is None:
+            self._start = (now, event_time_ms)
+        start_wall, start_event_ms = self._start
         if self.rows_per_s > 0:
-            due = self._start_wall + self._sent / self.rows_per_s
+            due = start_wall + self._sent / self.rows_per_s
         elif self.speed_factor > 0:
-            due = (
-                self._start_wall
-                + max(0, event_time_ms - self._start_event_ms) / 1000.0 / self.speed_factor
-            )
+            due = start_wall + max(0, event_time_ms - start_event_ms) / 1000.0 / self.speed_factor
         else:
             due = now
         self._sent += 1

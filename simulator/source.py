@@ -158,7 +158,8 @@ def sorted_rows(rows: Iterator[SourceRow], chunk_rows: int = 500_000) -> Iterato
     with tempfile.TemporaryDirectory(prefix="simulator-sort-") as directory:
         spills: list[str] = []
         for seq, row in enumerate(rows):
-            # payloads never contain raw newlines or tabs (JSON escapes them); things are hex-encoded
+            # payloads never contain raw newlines or tabs (JSON escapes them); things are
+            # hex-encoded
             chunk.append((row.timestamp_ms, seq, row.thing, row.payload))
             if len(chunk) >= chunk_rows:
                 spills.append(_spill(chunk, directory))

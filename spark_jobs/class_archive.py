@@ -24,6 +24,9 @@ from pathlib import Path
 
 log = logging.getLogger("spark_jobs.class_archive")
 
+#: The JVM's class-sharing log lines off (its unified logging prints warnings by default).
+QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
 #: A dump whose JVM never handed it over (killed, or still writing) is removed after this long.
 ABANDONED_S = 600.0
 
@@ -38,9 +41,13 @@ class ClassArchive:
     dump: Path | None = None
 
     def java_options(self) -> str:
+        """The JVM's CDS warnings are off either way: mapping an archive warns about a stale one
+        (refused, so only slower), and writing one warns about every class it cannot hold
+        (old bytecode, classes loaded by Spark's own class loaders): a thousand lines in the
+        job's log that ask nothing of anyone."""
         if self.use:
-            return f"-XX:SharedArchiveFile={self.archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
-        return f"-XX:ArchiveClassesAtExit={self.dump}" if self.dump is not None else ""
+            return f"-XX:SharedArchiveFile={self.archive} {QUIET_CDS}"
+        return f"-XX:ArchiveClassesAtExit={self.dump} {QUIET_CDS}" if self.dump is not None else ""
 
 
 def _classpath_key() -> str:
@@ -59,7 +66,8 @@ def _classpath_key() -> str:
 def prepare(directory: Path) -> ClassArchive:
     """Use the archive of this classpath if there is one, else have this JVM dump one (unless
     another job's JVM is dumping it right now). The archive only saves time: a directory that
-    cannot be written (a read-only home in a container) means a start without it, never a failure."""
+    cannot be written (a read-only home in a container) means a start without it, never a
+    failure."""
     key = _classpath_key()
     archive = directory / f"{key}.jsa"
     if archive.exists():

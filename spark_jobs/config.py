@@ -7,13 +7,15 @@ and SPARK_CHECKPOINT_DIR change (the checkpoint must then be on storage every no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS
 from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
-from streamkit.durations import parse_duration_ms
+from streamkit.durations import duration_ms
+from streamkit.errors import ConfigError
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR
 from windowing import WindowRules, parse_windows
 
@@ -29,10 +31,9 @@ class SparkJobSettings(KafkaSettings):
     shuffle_partitions: int = setting(
         1,
         "SPARK_SHUFFLE_PARTITIONS",
-        "state store partitions; fixed in the checkpoint at the first start. 1 was "
-        "fastest on 2 cores, live and catching up (the JVM's reading uses the other "
-        "core); on a cluster, the executors' cores (200, Spark's default, made "
-        "stateful batches ~23x slower here)",
+        "state store partitions; fixed in the checkpoint at the first start. Keep 1 on a "
+        "laptop (one Python worker, the other cores read Kafka); on a cluster set the "
+        "executors' total cores, never Spark's default of 200 (docs/performance.md)",
     )
     checkpoint_dir: str = setting(
         "",
@@ -56,22 +57,22 @@ class SparkJobSettings(KafkaSettings):
         str(CACHE_DIR / "jvm-classes"),
         "SPARK_CLASS_ARCHIVE_DIR",
         "where the driver JVM's class archive is kept (the first job writes it when it "
-        "stops, later ones start ~3 s sooner with it); empty: none",
+        "stops, later ones load their classes from it and start sooner); empty: none, "
+        "e.g. on a read-only file system",
     )
     driver_java_options: str = setting(
         "-XX:TieredStopAtLevel=1",
         "SPARK_DRIVER_JAVA_OPTIONS",
-        "the driver JVM's options (local[*]: the executors' too). The default, the "
-        "quick JIT only, put the first joined point ~3-5 s sooner and took ~15% "
-        "less CPU at 1,000 rows/s, big warm batches within noise; empty: Java's "
-        "default JIT",
+        "the driver JVM's options (local[*]: the executors' too). The default runs only the "
+        "quick JIT, which suits short-lived and small jobs; empty: Java's default JIT, for "
+        "long runs of large batches",
     )
     warm_python_workers: bool = setting(
         False,
         "SPARK_WARM_PYTHON_WORKERS",
         "start the Python workers and import the job in them while the first batch "
-        "is planned, instead of inside it (off: on 2 cores it competed with the "
-        "first batch and did not start it sooner)",
+        "is planned, instead of inside it; turn it on with cores to spare (on few cores it "
+        "competes with the first batch)",
     )
     spark_conf: str = setting(
         "",
@@ -100,8 +101,8 @@ class SparkJobSettings(KafkaSettings):
         "query name: names the checkpoint, the transactional.id and the marker key "
         "(default: the job's own name)",
     )
-    max_future: str = setting(
-        "1h",
+    max_future: timedelta = setting(
+        timedelta(hours=1),
         "SPARK_MAX_FUTURE",
         "set aside (late topic, future_timestamp) a record this far ahead of the batch's "
         "processing time, so a bad clock moves no event-time clock; as BRIDGE_MAX_FUTURE",
@@ -133,15 +134,15 @@ class SparkJobSettings(KafkaSettings):
     )
 
     def extra_spark_conf(self) -> dict[str, str]:
-        """SPARK_CONF as a dict; a pair without '=' is a usage error."""
+        """SPARK_CONF as a dict; a pair without '=' is a configuration error."""
         pairs = [p.strip() for p in self.spark_conf.split(",") if p.strip()]
         bad = [p for p in pairs if "=" not in p]
         if bad:
-            raise ValueError(f"SPARK_CONF: {', '.join(bad)} not key=value")
+            raise ConfigError("SPARK_CONF", f"{', '.join(bad)} not key=value")
         return {key.strip(): value.strip() for key, value in (p.split("=", 1) for p in pairs)}
 
     def max_future_ms(self) -> int:
-        return parse_duration_ms(self.max_future)
+        return duration_ms(self.max_future)
 
     def query(self, default_name: str) -> str:
         """The query name in effect: the configured one or the job's default."""
@@ -180,6 +181,10 @@ class JoinSettings(SparkJobSettings):
     )
 
 
+#: The window settings, in the order :func:`windowing.parse_windows` takes them.
+WINDOW_VARIABLES = ("AGGREGATE_TUMBLING", "AGGREGATE_SLIDING", "AGGREGATE_SESSION_GAP")
+
+
 @dataclass(frozen=True)
 class WindowSettings(SparkJobSettings):
     """The window rules, shared by the aggregate job and the single pass."""
@@ -198,31 +203,51 @@ class WindowSettings(SparkJobSettings):
         "session windows: a (thing, quantity) session ends after this long without a "
         "record, e.g. 30s; comma separated for several (default: none)",
     )
-    allowed_lateness: str = setting(
-        "10s",
+    allowed_lateness: timedelta = setting(
+        timedelta(seconds=10),
         "AGGREGATE_ALLOWED_LATENESS",
         "how far behind its key's newest event time a record may arrive and still "
-        "count ('0': none)",
+        "count ('0': none); raise it for machines whose data arrives out of order",
+        allow_zero=True,
     )
-    idle_timeout: str = setting(
-        "5m",
+    idle_timeout: timedelta = setting(
+        timedelta(minutes=5),
         "AGGREGATE_IDLE_TIMEOUT",
         "processing time after a key's last record at which its open windows are emitted "
         "anyway ('off': never; always off with --available-now)",
+        allow_zero=True,
     )
+
+    def __post_init__(self) -> None:
+        """The window specs are text (one setting lists several), parsed by the windowing
+        library; they are checked here, when the settings load, like every other value."""
+        super().__post_init__()
+        texts = (self.tumbling, self.sliding, self.session_gap)
+        for index, env in enumerate(WINDOW_VARIABLES):  # each alone: the error names its variable
+            alone = [text if i == index else "" for i, text in enumerate(texts)]
+            if texts[index].strip().lower() in {"", "off", "none"}:
+                continue
+            try:
+                parse_windows(*alone)
+            except ValueError as exc:
+                raise ConfigError(env, str(exc)) from None
+        try:
+            parse_windows(*texts)
+        except ValueError as exc:
+            raise ConfigError("/".join(WINDOW_VARIABLES), str(exc)) from None
 
     def window_rules(self, same_by_row_id: bool = False) -> WindowRules:
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(
             tuple(specs),
-            ms(parse_duration_ms(self.allowed_lateness, allow_zero=True)),
+            ms(duration_ms(self.allowed_lateness)),
             ms(self.max_future_ms()),
             same_by_row_id=same_by_row_id,
         )
 
     def idle_timeout_ms(self) -> int:
         """0 when off: a backfill (--available-now) must not depend on how long it took."""
-        return 0 if self.available_now else parse_duration_ms(self.idle_timeout, allow_zero=True)
+        return 0 if self.available_now else duration_ms(self.idle_timeout)
 
 
 @dataclass(frozen=True)

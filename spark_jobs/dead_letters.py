@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 RECORD_TYPE = "dead_letter"
-REASON = "undecodable"
+REASON = wire_dead_letters.UNDECODABLE
 
 #: Input columns, null unless the record could not be decoded.
 INPUT_COLUMNS = ("undecodable_key", "undecodable_value")
@@ -98,15 +98,30 @@ def route(
         "value": F.col("undecodable_value"),
         "partition": F.pmod(F.col("source_partition"), F.lit(dlq_partitions)).cast("int"),
     }
-    headers = wire_dead_letters.record_header_column(
-        REASON,
-        stage,
-        source_topic,
-        F.col("source_partition"),
-        F.col("source_offset"),
-        F.col("undecodable_value"),
-    )
+    headers = header_column(stage, source_topic)
     return [
         F.when(is_dead, dead[name]).otherwise(column).alias(name)
         for name, column in columns.items()
     ] + [F.when(is_dead, headers).alias("headers")]
+
+
+def header_column(stage: str, source_topic: str) -> Column:
+    """The wire contract's dead-letter headers (:func:`streamkit.wire.dead_letters.record_fields`)
+    as Spark's ``array<struct<key, value>>`` column, with the stage instead of a detail
+    (spark-avro gives no reason)."""
+    from pyspark.sql import functions as F
+
+    fields = wire_dead_letters.record_fields(
+        F.lit(REASON),
+        (wire_dead_letters.STAGE, F.lit(stage)),
+        F.lit(source_topic),
+        F.col("source_partition").cast("string"),
+        F.col("source_offset").cast("string"),
+        F.length(F.col("undecodable_value")).cast("string"),
+    )
+    return F.array(
+        *[
+            F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+            for name, value in fields
+        ]
+    )

@@ -24,6 +24,7 @@ from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.stateful import OperatorFunction
+from streamkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,14 +33,19 @@ if TYPE_CHECKING:
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        left, right, *rest = item.split(":")
+        parts = item.split(":")
+        if len(parts) not in (2, 3):
+            raise ConfigError("JOIN_PAIRS", f"{item!r} is not left:right[:result]")
+        left, right, *rest = parts
         result = rest[0] if rest else "mechanical_power"
         if result not in RESULT_FUNCTIONS:
-            known = sorted(RESULT_FUNCTIONS)
-            raise SystemExit(f"unknown result function {result!r} in JOIN_PAIRS (known: {known})")
+            raise ConfigError(
+                "JOIN_PAIRS",
+                f"unknown result function {result!r} (known: {', '.join(sorted(RESULT_FUNCTIONS))})",
+            )
         specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
     if not specs:
-        raise SystemExit("JOIN_PAIRS names no pair")
+        raise ConfigError("JOIN_PAIRS", "names no pair (left:right[:result], comma separated)")
     return tuple(specs)
 
 

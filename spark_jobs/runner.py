@@ -231,7 +231,8 @@ def run_query(
         {**(session_conf or {}), **settings.extra_spark_conf()},
         jars_dir=settings.spark_jars_dir,
         driver_java_options=driver_java_options(settings, archive),
-        cluster_secret=settings.credential("spark", "cluster"),
+        cluster_secret=settings.credential("spark", "cluster").reveal(),
+        log_format=settings.log_format,
     )
     listener.attach(spark)
     gate = BatchGate(sink)

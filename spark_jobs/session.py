@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamkit.logs import log_format
 from streamkit.paths import REPO_ROOT, SPARK_JARS_DIR
 
 if TYPE_CHECKING:
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 #: changelog checkpointing a batch's commit writes the changed keys, not a RocksDB checkpoint
 #: (half the state commit in a live batch; it can be switched on for an existing checkpoint).
 ROCKSDB_STATE_STORE = {
-    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
 
@@ -36,6 +39,10 @@ REQUIRED_JARS = (
 )
 
 
+#: The PySpark module whose pandas deprecation warning the Python workers are spared.
+PANDAS_SERIALIZERS = "pyspark.sql.pandas.serializers"
+
+
 def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     jars = sorted(directory.glob("*.jar"))
     missing = [
@@ -43,9 +50,19 @@ def connector_jars(directory: Path = SPARK_JARS_DIR) -> list[Path]:
     ]
     if missing:
         raise RuntimeError(
-            f"Spark connector jars missing in {directory}: {', '.join(missing)}; run scripts/setup.sh"
+            f"Spark connector jars missing in {directory}: {', '.join(missing)}; "
+            "run scripts/setup.sh"
         )
     return jars
+
+
+def log_config_option(fmt: str | None = None) -> str:
+    """The driver JVM's log4j2 configuration for LOG_FORMAT (json or text, next to this
+    module): Spark's own lines in the services' format, at WARN, without the warnings that
+    repeat per task and mean nothing here. Without it the JVM starts on Spark's defaults and
+    prints its own banner lines."""
+    path = Path(__file__).with_name(f"log4j2-{fmt or log_format()}.properties")
+    return f"-Dlog4j2.configurationFile={path.as_uri()}"
 
 
 def _private_properties(properties: dict[str, str]) -> Path:
@@ -64,15 +81,21 @@ def build_session(
     jars_dir: Path = SPARK_JARS_DIR,
     driver_java_options: str = "",
     cluster_secret: str = "",
+    log_format: str | None = None,
 ) -> SparkSession:
-    """``cluster_secret``: a standalone cluster's shared secret (``spark.authenticate``); Spark
-    takes it only from its configuration, so it reaches the JVM in a private properties file,
-    never on a command line (the worker hands it to executors in their environment)."""
+    """``log_format``: the driver JVM's log lines, json or text like the Python ones (default:
+    LOG_FORMAT). ``cluster_secret``: a standalone cluster's shared secret
+    (``spark.authenticate``); Spark takes it only from its configuration, so it reaches the JVM
+    in a private properties file, never on a command line (the worker hands it to executors in
+    their environment)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs, state functions) must use this interpreter, not whatever
     # `python3` is on PATH (no pyarrow there); a cluster's own setting is kept.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # PySpark's own pandas code trips a pandas deprecation warning in every Python worker it
+    # starts: nothing this stack can act on (the workers inherit this environment)
+    os.environ.setdefault("PYTHONWARNINGS", f"ignore::FutureWarning:{PANDAS_SERIALIZERS}")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every callback at INFO
     cores = os.cpu_count() or 2
     builder = (
@@ -98,10 +121,11 @@ def build_session(
                 {"spark.authenticate": "true", "spark.authenticate.secret": cluster_secret}
             )
             os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {secret_file} pyspark-shell"
-    if (
-        driver_java_options
-    ):  # before the JVM starts: PySpark hands the builder's settings to spark-submit
-        builder = builder.config("spark.driver.extraJavaOptions", driver_java_options)
+    # before the JVM starts: PySpark hands the builder's settings to spark-submit
+    java_options = " ".join(
+        part for part in (log_config_option(log_format), driver_java_options) if part
+    )
+    builder = builder.config("spark.driver.extraJavaOptions", java_options)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     try:

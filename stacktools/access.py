@@ -9,6 +9,7 @@ access matrix is this table. Every other request is refused by the server itself
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 
 #: Users per server. ``admin`` is the launcher's (and the tests' oracle reads'); the Kafka
 #: ``controller`` user exists only on the KRaft controller listener.
@@ -25,10 +26,8 @@ USERS: dict[str, tuple[str, ...]] = {
 TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
     "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
     "dlq": {"bridge": ("write",), "spark": ("write",), "connector": ("read", "write")},
-    "joined": {
-        "spark": ("read", "write"),
-        "connector": ("read",),
-    },  # read: aggregates of the joined pairs
+    # spark's read: aggregates of the joined pairs
+    "joined": {"spark": ("read", "write"), "connector": ("read",)},
     "aggregates": {"spark": ("write",), "connector": ("read",)},
     "late": {"spark": ("write",), "connector": ("read",)},
     "markers": {"spark": ("read", "write")},
@@ -64,6 +63,11 @@ MQTT_RIGHTS: dict[str, tuple[str, str]] = {
 INFLUX_RIGHTS: dict[str, str] = {"connector": "WRITE", "grafana": "READ"}
 
 
+def _code(text: str) -> str:
+    """``text`` as inline code; an empty cell stays empty."""
+    return f"`{text}`" if text else ""
+
+
 def matrix_markdown() -> list[str]:
     """The README's access matrix (a unit test keeps the README equal to this)."""
     roles = list(TOPIC_RIGHTS)
@@ -91,6 +95,7 @@ def matrix_markdown() -> list[str]:
         (user, f"{access} `{topic.format(prefix='<MQTT_TOPIC_PREFIX>')}`")
         for user, (access, topic) in MQTT_RIGHTS.items()
     ]
-    for (m_user, m_may), (i_user, i_may) in zip(mqtt, influx):
-        lines.append(f"| `{m_user}` | {m_may} | | `{i_user}` | {i_may} |")
+    # Two tables side by side: the shorter one's rows run out as empty cells.
+    for (m_user, m_may), (i_user, i_may) in zip_longest(mqtt, influx, fillvalue=("", "")):
+        lines.append(f"| {_code(m_user)} | {m_may} | | {_code(i_user)} | {i_may} |")
     return lines

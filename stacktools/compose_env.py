@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from stacktools.credentials import PLACEHOLDER, new_cluster_id, new_password, password_problem
+from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import is_secret_variable, read_env_file
 from streamkit.paths import REPO_ROOT
 
@@ -51,11 +52,12 @@ def write_private(path: Path, text: str) -> None:
     path.chmod(0o600)
 
 
+@entry_point("stacktools.compose_env")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m stacktools.compose_env",
+        prog=program_name("stacktools.compose_env"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--output", type=Path, default=REPO_ROOT / ".env", help="the file to write (default: .env)"

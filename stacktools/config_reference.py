@@ -19,8 +19,11 @@ import argparse
 import dataclasses
 import difflib
 import sys
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -30,6 +33,7 @@ from spark_jobs.config import SparkJobSettings, WindowSettings
 from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
 from stacktools.services import SERVICES
+from streamkit.cli import HelpFormatter, entry_point
 from streamkit.config import (
     CREDENTIALS_FILE,
     SYSTEMS,
@@ -41,9 +45,12 @@ from streamkit.config import (
     StackSettings,
     choices_of,
     credential_env,
+    default_text,
     identity_fields,
 )
 from streamkit.paths import REPO_ROOT
+from streamkit.secret import Secret
+from streamkit.sizes import ByteSize
 
 OUTPUT = REPO_ROOT / "docs" / "configuration.md"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
@@ -71,7 +78,8 @@ class Section:
         return self.settings
 
     def parents(self) -> list[Section]:
-        """The other sections whose class this one's derives from: their fields are documented there."""
+        """The other sections whose class this one's derives from: their fields are documented
+        there."""
         cls = self.settings_class()
         return [s for s in SECTIONS if s is not self and issubclass(cls, s.settings_class())]
 
@@ -101,47 +109,47 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Every service (`ServiceSettings`)",
         ServiceSettings,
-        "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service has its own "
-        "default `METRICS_PORT`, given in its section; 0 means any free port.",
+        "`streamkit.config.ServiceSettings`: every service and tool accepts these. Each service "
+        "has its own default `METRICS_PORT`, given in its section; 0 means any free port.",
         concern=True,
         short="service base",
     ),
     Section(
         "Kafka (`KafkaSettings`)",
         KafkaSettings,
-        "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, for the "
-        "services that read or write Kafka.",
+        "`streamkit.config.KafkaSettings`: the broker, the login and the pipeline's topic names, "
+        "for the services that read or write Kafka.",
         concern=True,
     ),
     Section(
         "MQTT (`MqttSettings`)",
         MqttSettings,
-        "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the services that "
-        "publish or subscribe.",
+        "`streamkit.config.MqttSettings`: the broker, the login and the topic prefix, for the "
+        "services that publish or subscribe.",
         concern=True,
     ),
     Section(
         "InfluxDB (`InfluxSettings`)",
         InfluxSettings,
-        "`streamkit.config.InfluxSettings`: the server, the login and the database, for the services that "
-        "write or query InfluxDB.",
+        "`streamkit.config.InfluxSettings`: the server, the login and the database, for the "
+        "services that write or query InfluxDB.",
         concern=True,
     ),
     Section(
         "Stack launcher only (`StackSettings`)",
         StackSettings,
-        "`streamkit.config.StackSettings`: servers no service talks to and how topics are provisioned; read "
-        "by the stack launcher and its tools only.",
+        "`streamkit.config.StackSettings`: servers no service talks to and how topics are "
+        "provisioned; read by the stack launcher and its tools only.",
         concern=True,
         short="stack launcher",
     ),
     Section(
         "Stack launcher, tools and tests (`Settings`)",
         Settings,
-        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m stacktools.stack`), "
-        "`python -m stacktools.topics`, the demo, the benchmarks and the tests talk to every server. It "
-        "passes its values to the services it starts as environment variables; each service reads those of "
-        "its own concerns and ignores the rest.",
+        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m "
+        "stacktools.stack`), `python -m stacktools.topics`, the demo, the benchmarks and the tests "
+        "talk to every server. It passes its values to the services it starts as environment "
+        "variables; each service reads those of its own concerns and ignores the rest.",
     ),
     Section.of_service(
         "simulator",
@@ -150,14 +158,16 @@ SECTIONS: tuple[Section, ...] = (
     Section.of_service(
         "mqtt_bridge",
         "MQTT (persistent session, QoS 1) -> `RAW_TOPIC` (idempotent producer, acks=all); invalid "
-        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT session.",
+        "payloads -> `DLQ_TOPIC`. One bridge per `BRIDGE_CLIENT_ID`: the id names its MQTT "
+        "session.",
     ),
     Section(
-        "Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        "Spark jobs, common to all (`spark_jobs.join`, `spark_jobs.aggregate`, "
+        "`spark_jobs.single_pass`)",
         SparkJobSettings,
-        "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names the "
-        "checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two jobs (or two "
-        "instances of one job) must never share it.",
+        "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names "
+        "the checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two "
+        "jobs (or two instances of one job) must never share it.",
         short="Spark jobs' common",
     ),
     Section.of_service(
@@ -176,8 +186,8 @@ SECTIONS: tuple[Section, ...] = (
         "spark_aggregate",
         "Event-time windows per (thing, quantity): `RAW_TOPIC` (or `JOINED_TOPIC` with `--source "
         "joined`) -> `AGGREGATES_TOPIC` + `LATE_TOPIC` (default query name `aggregate`, or "
-        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` on "
-        "the same host.",
+        "`aggregate-joined`). A second instance for `--source joined` needs its own `METRICS_PORT` "
+        "on the same host.",
     ),
     Section.of_service(
         "spark_single_pass",
@@ -187,15 +197,15 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section.of_service(
         "db_connector",
-        "Committed Kafka records -> InfluxDB points. Several instances share the work with the same "
-        "`CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+        "Committed Kafka records -> InfluxDB points. Several instances share the work with the "
+        "same `CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
     ),
     Section(
         "Dashboards checker (`python -m stacktools.dashboards`)",
         GrafanaSettings,
-        "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only user. "
-        "Its action (`validate`, `list`, `check`) and the check's time range, variables and output are tool "
-        "flags, listed by `python -m stacktools.dashboards --help`.",
+        "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only "
+        "user. Its action (`validate`, `list`, `check`) and the check's time range, variables and "
+        "output are tool flags, listed by `python -m stacktools.dashboards --help`.",
     ),
 )
 
@@ -243,7 +253,8 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "EXTRA_CA_CERTS",
         "docker compose, image builds",
-        "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image builds",
+        "PEM certificates of a TLS-inspecting proxy, trusted by pip and Maven inside the image "
+        "builds",
     ),
     (
         "CONTAINER_SOCKET",
@@ -258,8 +269,9 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "EOS_FAULT_POINT",
         "tests (fault injection)",
-        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, tests/support/faulty_job.py) give the "
-        "exactly-once sink a hook that SIGKILLs the driver at that point of that batch; the services never read it",
+        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, "
+        "tests/support/faulty_job.py) give the exactly-once sink a hook that SIGKILLs the driver "
+        "at that point of that batch; the services never read it",
     ),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),
     (
@@ -270,14 +282,24 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "CLIENT_FAULTS",
         "tests (fault injection)",
-        "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls fail at random; never set it in production",
+        "SEED,SCALE: with tests/support/faults/site on PYTHONPATH, Kafka and InfluxDB client calls "
+        "fail at random; never set it in production",
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (60)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 
-_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "string", Path: "path"}
+_TYPE_NAMES = {
+    bool: "bool",
+    int: "int",
+    float: "float",
+    str: "string",
+    Path: "path",
+    timedelta: "duration",
+    ByteSize: "size",
+    Secret: "secret",
+}
 
 
 def env_of(field: dataclasses.Field) -> str:
@@ -307,19 +329,12 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def format_default(value: Any, *, secret: bool) -> str:
-    if secret:
+def format_default(field: dataclasses.Field, kind: Any) -> str:
+    """The default as ``--help`` shows it (:func:`streamkit.config.default_text`)."""
+    if field.metadata.get("secret"):
         return "(generated)"
-    if isinstance(value, bool):
-        return code("true" if value else "false")
-    if isinstance(value, Path):
-        try:
-            return code("./" + value.relative_to(REPO_ROOT).as_posix())
-        except ValueError:
-            return code(value.as_posix())
-    if value == "":
-        return "(empty)"
-    return code(str(value))
+    text = default_text(field, kind)
+    return code(text) if text else "(empty)"
 
 
 # ----------------------------------------------------------------------------- settings rows
@@ -338,7 +353,7 @@ def settings_rows(section: Section) -> list[list[str]]:
                 code(option_of(field, kind)),
                 code(env_of(field)),
                 type_name,
-                format_default(field.default, secret=secret),
+                format_default(field, kind),
                 cell(help_text),
             ]
         )
@@ -355,10 +370,65 @@ def compose_app_environment(path: Path = COMPOSE_FILE) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- the document
+#: Each console script of pyproject.toml's [project.scripts]: its ``python -m`` module and
+#: what it is for (the unit test checks both lists name the same programs).
+PROGRAMS_RUN: dict[str, tuple[str, str]] = {
+    "mds-simulator": ("simulator", "replays an events file to MQTT as machines would"),
+    "mds-generate": (
+        "simulator.generate",
+        "writes a realistic events file, deterministic from a seed",
+    ),
+    "mds-bridge": ("mqtt_bridge", "MQTT -> Kafka bridge"),
+    "mds-join": ("spark_jobs.join", "Spark job: the LocalStreamBuffer join per Thing"),
+    "mds-aggregate": ("spark_jobs.aggregate", "Spark job: window aggregates"),
+    "mds-single-pass": (
+        "spark_jobs.single_pass",
+        "Spark job: the join and the windows in one query",
+    ),
+    "mds-connector": ("db_connector", "Kafka -> InfluxDB connector"),
+    "mds-lsb": ("lsb", "the join library offline, on a file"),
+    "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
+    "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),
+    "mds-dashboards": (
+        "stacktools.dashboards",
+        "checks the Grafana dashboards' queries without a Grafana",
+    ),
+    "mds-topics": ("stacktools.topics", "creates the declared Kafka topics, reports drift"),
+    "mds-config-reference": ("stacktools.config_reference", "renders this page"),
+    "mds-compose-env": (
+        "stacktools.compose_env",
+        "writes docker compose's .env with generated passwords",
+    ),
+    "mds-container-engine": (
+        "stacktools.container_engine",
+        "podman's Docker-compatible API for the compose stack",
+    ),
+}
+
+
+def console_scripts(path: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The names of ``[project.scripts]`` (an installed copy has no pyproject.toml: then the
+    installed distribution's)."""
+    if path.is_file():
+        with path.open("rb") as handle:
+            return list(tomllib.load(handle)["project"]["scripts"])
+    installed = {entry.name for entry in metadata.entry_points(group="console_scripts")}
+    return [name for name in PROGRAMS_RUN if name in installed]
+
+
+def program_rows() -> str:
+    rows = []
+    for name in console_scripts():
+        module, purpose = PROGRAMS_RUN[name]
+        rows.append(f"| `{name}` | `python -m {module}` | {purpose} |")
+    return "\n".join(rows)
+
+
 HEADER = f"""# Configuration reference
 
 <!-- Generated by `{GENERATOR}` from the Settings dataclasses; do not edit by hand.
-     `{GENERATOR} --check` (run by tests/stacktools/test_config_reference.py) fails when this file is stale. -->
+     `{GENERATOR} --check` (run by tests/stacktools/test_config_reference.py) fails when this
+     file is stale. -->
 
 Every service takes its configuration from one model (`streamkit/config.py`): each field of a
 service's settings dataclass is a command-line option **and** an environment variable, and
@@ -381,10 +451,39 @@ Highest precedence first; the first source that sets a variable wins:
 
 The run directory itself (`STACK_RUN_DIR`) is taken from the command line, the environment or
 `.env` only. Booleans accept `1/0`, `true/false`, `yes/no`, `on/off` in the environment and
-`--x` / `--no-x` on the command line. A value that does not convert (e.g. `KAFKA_PORT=abc`) stops
-the service with `configuration error: ...`. Secrets have no default anywhere: the stack
-launcher generates local ones, docker compose refuses to start without them in `.env`, and logs
-show them as `***`.
+`--x` / `--no-x` on the command line. Secrets have no default anywhere: the stack launcher
+generates local ones, docker compose refuses to start without them in `.env`.
+
+## Types, checked when the settings load
+
+Every value is converted and checked when a program starts, never later where it is used:
+
+- **duration**: `500ms`, `10s`, `1m`, `2h` (a bare number is seconds); where the meaning says
+  so, `0` or `off` for none. Held as a `timedelta`.
+- **size**: bytes, or `64k`, `1m`, `2g` (binary multiples, as the JVM and Spark read them).
+- **secret**: a password; held as `streamkit.secret.Secret`, whose `repr` and `str` are `***`,
+  so a settings object in a log line or a traceback shows no password.
+- **a choice** (`a \\| b`): one of the values listed.
+
+## Errors and exit codes
+
+A value that does not convert, or settings that contradict each other, stop the program before
+it starts anything: one line on stderr naming the variable, e.g.
+`python -m mqtt_bridge: configuration error: BRIDGE_MAX_FUTURE: not a duration: '1 hour'`, and
+exit code 2 (the command line's own mistakes, e.g. `--max-future 1x`, are reported by option
+name, also with 2). Every error the project raises derives from `streamkit.errors.StackError`;
+each package keeps its own in its `errors.py`. A program's `main` turns them into one line and
+an exit code (`streamkit/cli.py`): 2 for configuration, the stack launcher's refusals and a
+file the simulator cannot replay, 1 for the rest.
+
+## Programs
+
+Every service and tool is a console script once the project is installed (`pip install .`), and
+also runs as `python -m <module>`:
+
+| command | module | what it is |
+|---|---|---|
+@PROGRAMS@
 """
 
 
@@ -400,17 +499,18 @@ def users_and_passwords() -> list[str]:
     lines = [
         "## Users and passwords",
         "",
-        "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the rights it "
-        "needs (the README's access matrix). Each user's password is one variable; the stack launcher "
-        f"generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode 0600) on `up`, and docker "
-        "compose requires them in `.env`. `KAFKA_PASSWORD`, `MQTT_PASSWORD` and `INFLUX_PASSWORD` override "
-        "the password of the one process they are given to.",
+        "Each service logs in to Kafka, MQTT and InfluxDB as a user of its own, with only the "
+        "rights it needs (the README's access matrix). Each user's password is one variable; the "
+        f"stack launcher generates every missing one into `<run dir>/{CREDENTIALS_FILE}` (mode "
+        "0600) on `up`, and docker compose requires them in `.env`. `KAFKA_PASSWORD`, "
+        "`MQTT_PASSWORD` and `INFLUX_PASSWORD` override the password of the one process they are "
+        "given to.",
         "",
     ]
     logins: dict[tuple[str, str], list[str]] = {}
     for section in SECTIONS:
         cls = section.settings_class()
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}
         for system in cls.systems():
             username = identity_fields(system)[0]
             # listed where a class sets its own user, not again in classes that inherit it
@@ -452,7 +552,7 @@ def users_and_passwords() -> list[str]:
 
 
 def render() -> str:
-    lines = [HEADER.rstrip("\n"), ""]
+    lines = [HEADER.replace("@PROGRAMS@", program_rows()).rstrip("\n"), ""]
     lines += ["## Contents", ""]
     lines += [f"- {section.title}" for section in SECTIONS]
     lines += [
@@ -474,8 +574,8 @@ def render() -> str:
         if section.service:
             lines += [
                 (
-                    f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by default, "
-                    f"service label `{section.service}`."
+                    f"Metrics: `/metrics` on port {SERVICES[section.service].metrics_port} by "
+                    f"default, service label `{section.service}`."
                 ),
                 "",
             ]
@@ -493,9 +593,9 @@ def render() -> str:
             "",
             (
                 "`docker-compose.yml` sets these for every container built from our `Dockerfile` "
-                "(its `x-app-env`), on top of `.env`; each service also gets its own `METRICS_PORT` and "
-                "ignores the variables of concerns it does not have. "
-                "`${X:-d}` is compose's default, `${X:?...}` a variable it requires."
+                "(its `x-app-env`), on top of `.env`; each service also gets its own "
+                "`METRICS_PORT` and ignores the variables of concerns it does not have. `${X:-d}` "
+                "is compose's default, `${X:?...}` a variable it requires."
             ),
             "",
         ]
@@ -517,7 +617,7 @@ def render() -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------- checks used by the tests
+# ------------------------------------------------------------------------- checks used by the tests
 def all_settings_classes() -> list[type[ServiceSettings]]:
     return [section.settings_class() for section in SECTIONS]
 
@@ -539,9 +639,10 @@ def env_conflicts() -> list[str]:
     ]
 
 
+@entry_point("stacktools.config_reference")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=GENERATOR, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=GENERATOR, description=__doc__, formatter_class=HelpFormatter
     )
     parser.add_argument(
         "--check",

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import CACHE_DIR, REPO_ROOT
 
@@ -193,11 +194,12 @@ def tick_forever() -> None:
         time.sleep(0.5)
 
 
+@entry_point("stacktools.container_engine")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stacktools.container_engine",
+        prog=program_name("stacktools.container_engine"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("action", choices=["start", "stop", "status", "env", "tick"])
     args = parser.parse_args(argv)

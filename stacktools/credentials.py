@@ -31,10 +31,16 @@ def password_problem(name: str, value: str) -> str | None:
     if not value:
         return f"{name} is empty: set it in .env (python3 -m stacktools.compose_env writes one)"
     if value == PLACEHOLDER:
-        return f"{name} is still the placeholder {PLACEHOLDER!r}: replace it in .env (python3 -m stacktools.compose_env)"
+        return (
+            f"{name} is still the placeholder {PLACEHOLDER!r}: replace it in .env (python3 -m "
+            "stacktools.compose_env)"
+        )
     if len(value) < MIN_PASSWORD_LENGTH:
         return f"{name} is {len(value)} characters long: use at least {MIN_PASSWORD_LENGTH}"
     bad = sorted(set(value) & FORBIDDEN_CHARACTERS)
     if bad:
-        return f"{name} contains {''.join(bad)!r}: quotes, backslashes, '$', '`' and white space are not allowed"
+        return (
+            f"{name} contains {''.join(bad)!r}: quotes, backslashes, '$', '`' and white space "
+            "are not allowed"
+        )
     return None

@@ -11,11 +11,8 @@ import urllib.parse
 import urllib.request
 
 from stacktools.access import INFLUX_RIGHTS
+from stacktools.errors import InfluxError
 from streamkit.config import Settings
-
-
-class InfluxError(RuntimeError):
-    """InfluxDB refused or failed a statement."""
 
 
 def basic_auth(user: str, password: str) -> str:
@@ -48,7 +45,9 @@ class InfluxClient:
             f"{s.influx_base_url}/query", data=urllib.parse.urlencode(params).encode()
         )
         if auth:
-            request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
+            request.add_header(
+                "Authorization", basic_auth(s.influx_username, s.influx_password.reveal())
+            )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}")
@@ -62,7 +61,7 @@ class InfluxClient:
         if status != 200 or "error" in result:
             raise InfluxError(f"{statement}: {status} {body}")
         return [
-            {**series.get("tags", {}), **dict(zip(series["columns"], values))}
+            {**series.get("tags", {}), **dict(zip(series["columns"], values, strict=True))}
             for series in result.get("series", [])
             for values in series["values"]
         ]
@@ -80,7 +79,9 @@ class InfluxClient:
         request = urllib.request.Request(
             f"{s.influx_base_url}/write?{query}", data="\n".join(lines).encode()
         )
-        request.add_header("Authorization", basic_auth(s.influx_username, s.influx_password))
+        request.add_header(
+            "Authorization", basic_auth(s.influx_username, s.influx_password.reveal())
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return response.status

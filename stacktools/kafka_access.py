@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 
@@ -63,11 +64,11 @@ def _create(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) ->
 
 def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0) -> None:
     """Create each service's SCRAM user with its password from the credentials."""
-    upserts = [
+    upserts: list[UserScramCredentialAlteration] = [
         UserScramCredentialUpsertion(
             user,
             ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
-            settings.credential("kafka", user).encode(),
+            settings.credential("kafka", user).reveal().encode(),
         )
         for user in SERVICE_USERS
     ]

@@ -1,10 +1,10 @@
 """The whole pipeline as processes: start, supervise, kill, stop.
 
-simulator -> bridge -> Spark (one pass, or the join and the aggregate) -> connector, each ``python -m <service>`` in its
-own process group (processes.ServiceProcess), on one set of topics and one InfluxDB database. Used by
-the demo (default topics, default metrics ports scraped by the local Prometheus) and by the
-end-to-end tests and benchmark (private topics, free ports registered with Prometheus as file
-targets), so all of them run the services exactly as a user does.
+simulator -> bridge -> Spark (one pass, or the join and the aggregate) -> connector, each
+``python -m <service>`` in its own process group (processes.ServiceProcess), on one set of topics
+and one InfluxDB database. Used by the demo (default topics, default metrics ports scraped by the
+local Prometheus) and by the end-to-end tests and benchmark (private topics, free ports registered
+with Prometheus as file targets), so all of them run the services exactly as a user does.
 """
 
 from __future__ import annotations
@@ -98,10 +98,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------------- lifecycle
     def start(self, name: str, *extra: str) -> ServiceProcess:
+        # run dir, ports and credentials in effect
         env = {
             **self.settings.as_environment(),
             **self.env,
-        }  # run dir, ports and credentials in effect
+        }
         service = ServiceProcess(
             SERVICES[service_of(name)].module, [*self._args(name), *extra], self.log(name), env
         ).start()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stacktools.stack.process import group_alive
 from streamkit.deadline import wait_until
+from streamkit.logs import LOG_FORMAT_ENV
 from streamkit.paths import REPO_ROOT
 
 
@@ -24,7 +25,9 @@ def free_port() -> int:
 class ServiceProcess:
     """One run of a service. kill -9 takes the whole group (for a Spark driver: its JVM and
     Python workers too), as a crash of the host would, so a restart never overlaps with
-    leftovers of the killed run. Logs are appended across restarts; each run reads its own."""
+    leftovers of the killed run. Logs are appended across restarts; each run reads its own.
+    They are JSON whatever LOG_FORMAT the caller has: the tools read them (ready lines, the
+    simulator's summary)."""
 
     def __init__(
         self, module: str, args: list[str], log: Path, env: dict[str, str] | None = None
@@ -42,17 +45,19 @@ class ServiceProcess:
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **self.env},
+                env={**os.environ, LOG_FORMAT_ENV: "json", **self.env},
             )
         return self
 
-    def _started(self) -> subprocess.Popen:
+    @property
+    def popen(self) -> subprocess.Popen:
+        """The running (or exited) process of this run; an error before ``start``."""
         if self.process is None:
             raise RuntimeError(f"{self.module} was never started")
         return self.process
 
     def kill9(self) -> None:
-        process = self._started()
+        process = self.popen
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -61,7 +66,7 @@ class ServiceProcess:
         wait_until(lambda: not group_alive(process.pid), 30, f"process group of {self.module} gone")
 
     def terminate(self, timeout_s: float = 30) -> int:
-        process = self._started()
+        process = self.popen
         process.send_signal(signal.SIGTERM)
         return process.wait(timeout_s)
 

@@ -32,7 +32,9 @@ class ServiceSpec:
     @property
     def metrics_port(self) -> int:
         """Its default /metrics port (the local Prometheus scrapes exactly these)."""
-        return {f.name: f.default for f in dataclasses.fields(self.settings)}["metrics_port"]
+        port = {f.name: f.default for f in dataclasses.fields(self.settings)}["metrics_port"]
+        assert isinstance(port, int), f"{self.module}: metrics_port has no default"
+        return port
 
     def args(self, wiring: Wiring, work_dir: Path) -> list[str]:
         return self.wiring_args(wiring, work_dir)
@@ -164,12 +166,14 @@ BRIDGE = "mqtt_bridge"
 
 
 def service_of(stage: str) -> str:
-    """The service a stage runs: a stage is a service, or a further shard of one (``mqtt_bridge@1``)."""
+    """The service a stage runs: a stage is a service, or a further shard of one
+    (``mqtt_bridge@1``)."""
     return stage.partition("@")[0]
 
 
 def sharded_stages(stages: tuple[str, ...], bridges: int) -> tuple[str, ...]:
-    """``stages`` with ``bridges`` bridges on disjoint Thing shards: shard 0 keeps the plain name."""
+    """``stages`` with ``bridges`` bridges on disjoint Thing shards: shard 0 keeps the plain
+    name."""
     if bridges < 1:
         raise ValueError(f"bridges must be at least 1, not {bridges}")
     extra = tuple(f"{BRIDGE}@{shard}" for shard in range(1, bridges))

@@ -1,4 +1,5 @@
-"""Topic provisioning from kafka/topics.yaml: create what is missing, report drift.
+"""Topic provisioning from the declared topics (streamkit/wire/topics.yaml, package data):
+create what is missing, report drift.
 
 Idempotent by design: running it against a provisioned broker changes nothing and says so.
 Drift (a different partition count or config value than declared) is reported, and only
@@ -12,6 +13,7 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import yaml
@@ -26,11 +28,12 @@ from confluent_kafka.admin import (
 )
 
 from stacktools.kafka_access import grant_topics
+from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
-from streamkit.paths import TOPICS_FILE
+from streamkit.wire.resources import topics_file
 
 log = logging.getLogger("stacktools.topics")
 
@@ -40,9 +43,8 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
-    replication_factor: int = (
-        -1
-    )  # -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
+    #: -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
+    replication_factor: int = -1
     doc: str = ""
     role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
 
@@ -55,8 +57,11 @@ class ProvisionReport:
     fixed: list[str] = field(default_factory=list)
 
 
-def load_topic_specs(default_partitions: int, path: Path = TOPICS_FILE) -> list[TopicSpec]:
-    declared = yaml.safe_load(path.read_text())["topics"]
+def load_topic_specs(
+    default_partitions: int, path: Path | Traversable | None = None
+) -> list[TopicSpec]:
+    """The declared topics: the package's own, or ``path`` (a test's or a user's variant)."""
+    declared = yaml.safe_load((path or topics_file()).read_text())["topics"]
     specs = []
     for name, body in declared.items():
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
@@ -112,8 +117,8 @@ def provision(
             except TimeoutError:
                 raise TimedOut(
                     f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
-                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the request to "
-                    "it: README, 'Three Kafka nodes')"
+                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the "
+                    "request to it: docs/operations.md, 'Three Kafka nodes')"
                 ) from None
     present = [s for s in specs if s.name not in report.created]
     if not present:
@@ -125,14 +130,16 @@ def provision(
         partitions = len(metadata[spec.name].partitions)
         if partitions != spec.partitions:
             problems.append(
-                f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not changed automatically)"
+                f"{spec.name}: partitions declared {spec.partitions}, actual {partitions} (not "
+                "changed automatically)"
             )
         config_drift = {
             k: v for k, v in spec.config.items() if actual_configs[spec.name].get(k) != v
         }
         for key, value in config_drift.items():
             problems.append(
-                f"{spec.name}: {key} declared {value!r}, actual {actual_configs[spec.name].get(key)!r}"
+                f"{spec.name}: {key} declared {value!r}, actual "
+                f"{actual_configs[spec.name].get(key)!r}"
             )
         if config_drift and fix_config:
             resource = ConfigResource(
@@ -151,24 +158,26 @@ def provision(
     return report
 
 
+@entry_point("stacktools.topics")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stacktools.topics",
+        prog=program_name("stacktools.topics"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--file",
         type=Path,
-        default=TOPICS_FILE,
-        help="topic declarations (default kafka/topics.yaml)",
+        default=None,
+        help="topic declarations to provision instead of the stack's own (default: "
+        "streamkit/wire/topics.yaml, shipped in the package); for a variant of your own",
     )
     parser.add_argument(
         "--fix-config", action="store_true", help="set drifted topic configs to the declared values"
     )
     parser.add_argument("--check", action="store_true", help="exit 3 when any drift remains")
     settings, args = Settings.parse(argv, parser=parser)
-    setup_logging(settings.log_level, service="topics")
+    setup_logging(settings.log_level, service="topics", fmt=settings.log_format)
     report = provision(
         settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config
     )

@@ -33,7 +33,7 @@ class Wiring:
 
     @classmethod
     def default(cls, settings: Settings) -> Wiring:
-        """The names a user's stack has (kafka/topics.yaml, the default database)."""
+        """The names a user's stack has (streamkit/wire/topics.yaml, the default database)."""
         return cls(
             settings.raw_topic,
             settings.dlq_topic,
@@ -80,8 +80,8 @@ class Wiring:
 
     @classmethod
     def fresh(cls, settings: Settings, label: str) -> Wiring:
-        """A run of its own with the declared topic settings (kafka/topics.yaml) under names
-        ``<topic>.<label>-<id>``, e.g. for a demo run that must not mix with earlier ones."""
+        """A run of its own with the declared topic settings (streamkit/wire/topics.yaml) under
+        names ``<topic>.<label>-<id>``, e.g. for a demo run that must not mix with earlier ones."""
         tag = f"{label}-{uuid.uuid4().hex[:6]}"
         specs = {
             s.name: dataclasses.replace(s, name=f"{s.name}.{tag}")

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from streamkit.errors import TimedOut
+
+__all__ = ["Backoff", "Deadline", "TimedOut", "wait_until"]  # TimedOut: streamkit.errors
+
 T = TypeVar("T")
-
-
-class TimedOut(TimeoutError):
-    """A bounded wait ran out before what it waited for happened."""
 
 
 class Deadline:

@@ -1,12 +1,21 @@
-"""Durations in settings ('500ms', '10s', '1m', '2h'): one reading for every service."""
+"""Durations in settings ('500ms', '10s', '1m', '2h'): one reading for every service.
+
+Settings hold durations as :class:`~datetime.timedelta`, parsed and checked when they load
+(:func:`parse_duration`), so a typo fails the start with the variable's name instead of
+failing, or being read differently, where the value is first used. :func:`parse_duration_ms`
+is the same grammar for the window specs, which stay text because one setting lists several.
+"""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 MAX_DURATION_MS = 10 * 365 * 86_400_000  # ten years: more is a typo, not a setting
 _UNIT_MS = {"ms": 1, "s": 1000, None: 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+#: How :func:`format_duration` writes a duration: the largest unit that divides it.
+_FORMAT_UNITS = (("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
 def parse_duration_ms(text: str, *, allow_zero: bool = False) -> int:
@@ -23,3 +32,25 @@ def parse_duration_ms(text: str, *, allow_zero: bool = False) -> int:
     if (value < 0 if allow_zero else value <= 0) or value != int(value):
         raise ValueError(f"duration must be a positive whole number of ms: {text!r}")
     return int(value)
+
+
+def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
+    """:func:`parse_duration_ms` as a :class:`~datetime.timedelta` (what settings hold)."""
+    return timedelta(milliseconds=parse_duration_ms(text, allow_zero=allow_zero))
+
+
+def duration_ms(duration: timedelta) -> int:
+    """Whole milliseconds, the unit the operators and Kafka clients count in."""
+    return round(duration.total_seconds() * 1000)
+
+
+def format_duration(duration: timedelta) -> str:
+    """The inverse of :func:`parse_duration` in the largest unit that divides it ('1h', '90s',
+    '250ms'); 'off' for zero, as settings that allow zero read it."""
+    ms = duration_ms(duration)
+    if ms == 0:
+        return "off"
+    for unit, size in _FORMAT_UNITS:
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

@@ -3,10 +3,11 @@ and anything else that reads machine snapshots.
 
 A row is a JSON object (Python-dict style with single quotes is accepted too) with ``Thing``
 (a name, streamkit.identifiers), ``Timestamp`` and optionally ``id`` (any UTF-8 text); every
-other key is a quantity, named by the same rule, whose value must be a finite number. Anything else is rejected with a reason instead of raising, so
-callers can count, dead-letter and carry on.
+other key is a quantity, named by the same rule, whose value must be a finite number.
+Anything else is rejected with a reason instead of raising, so callers can count, dead-letter
+and carry on.
 
-Timestamp rule (one rule, documented in the README): an integer or float, or a string of
+Timestamp rule (one rule, documented in docs/simulator.md): an integer or float, or a string of
 digits, is read by magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
 microseconds, otherwise nanoseconds; any other string must be ISO-8601 (a missing offset
 means UTC). The result is integer milliseconds since the epoch, fractions truncated toward
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from streamkit.errors import RowError
 from streamkit.identifiers import BAD_QUANTITY_NAME, BAD_THING, quantity_problem, thing_problem
 
 META_FIELDS = ("Thing", "Timestamp", "id")
@@ -34,14 +36,6 @@ class Row:
     timestamp_ms: int
     row_id: str
     quantities: dict[str, float]
-
-
-class RowError(ValueError):
-    """A row that cannot be used; ``reason`` is a short machine-friendly code, ``args[0]`` the detail."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 #: More digits than any nanosecond timestamp InfluxDB can store has (19): refused before int()
@@ -91,14 +85,14 @@ def timestamp_to_ms(value: object) -> int:
         # 543635725.87399995..., and float arithmetic put one such time in a hundred a
         # millisecond early. repr gives back the shortest decimal, which is what the file said.
         written = Decimal(repr(value))
-        magnitude = abs(written)
+        written_magnitude = abs(written)
         scale = (
             1000
-            if magnitude < 10**11
+            if written_magnitude < 10**11
             else 1
-            if magnitude < 10**14
+            if written_magnitude < 10**14
             else Decimal("0.001")
-            if magnitude < 10**17
+            if written_magnitude < 10**17
             else Decimal("0.000001")
         )
         return math.floor(written * scale)
@@ -120,7 +114,8 @@ def check_event_time(timestamp_ms: int, now_ms: int, max_future_ms: int) -> None
     if not MIN_TIME_MS <= timestamp_ms <= MAX_TIME_MS:
         raise RowError(
             "timestamp_out_of_range",
-            f"Timestamp {timestamp_ms} ms is outside what can be stored ({MIN_TIME_MS}..{MAX_TIME_MS} ms)",
+            f"Timestamp {timestamp_ms} ms is outside what can be stored "
+            f"({MIN_TIME_MS}..{MAX_TIME_MS} ms)",
         )
     if timestamp_ms > now_ms + max_future_ms:
         raise RowError(
@@ -130,9 +125,9 @@ def check_event_time(timestamp_ms: int, now_ms: int, max_future_ms: int) -> None
         )
 
 
-def decode_object(payload: bytes | str) -> dict:
+def decode_object(payload: bytes | bytearray | str) -> dict:
     """JSON first (the normal case, fast); Python-dict style as a fallback."""
-    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+    text = payload if isinstance(payload, str) else payload.decode("utf-8")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError:
@@ -199,12 +194,13 @@ def validate(obj: dict) -> Row:
     return Row(thing, timestamp_ms, row_id, quantities)
 
 
-def parse_row(payload: bytes | str) -> Row:
-    """Decode and validate; raises RowError with a reason code."""
+def parse_row(payload: bytes | bytearray | str) -> Row:
+    """Decode and validate; raises RowError with a reason code. Bytes of either kind: paho
+    types an MQTT payload as ``bytes | bytearray``."""
     return read_row(payload)[1]
 
 
-def read_row(payload: bytes | str) -> tuple[dict, Row]:
+def read_row(payload: bytes | bytearray | str) -> tuple[dict, Row]:
     """The decoded object and its validated row. Untrusted bytes: nothing but RowError leaves."""
     try:
         obj = decode_object(payload)

@@ -28,7 +28,7 @@ class Watchdog:
         self.service = ""
         self.stall_s = 120.0
         self._last = time.monotonic()
-        self._gauge = None
+        self._gauge: Gauge | None = None
 
     def configure(self, service: str, stall_s: float) -> None:
         self.service, self.stall_s = service, stall_s
@@ -47,7 +47,8 @@ class Watchdog:
             return 200, f"ok: {self.service} made progress {age:.1f} s ago\n"
         return (
             503,
-            f"stalled: {self.service} made no progress for {age:.0f} s (limit {self.stall_s:.0f} s)\n",
+            f"stalled: {self.service} made no progress for {age:.0f} s "
+            f"(limit {self.stall_s:.0f} s)\n",
         )
 
 

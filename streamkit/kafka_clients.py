@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from streamkit.config import KafkaSettings
-from streamkit.deadline import Deadline, TimedOut
+from streamkit.deadline import Deadline
+from streamkit.errors import TopicMissing
+from streamkit.logs import KafkaClientLog
 
 #: Large enough for the dead-letter topic's oversized payloads (topic max.message.bytes is 16 MiB).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -25,18 +27,21 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 
 
 def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
-    """Where and as whom a librdkafka client connects: every client of every service starts here."""
-    config = {
+    """Where and as whom a librdkafka client connects: every client of every service starts here.
+    Its log lines go through the service's logging (a ``kafka`` logger, see streamkit.logs)
+    rather than librdkafka's own lines on stderr."""
+    config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": client_id,
         "security.protocol": settings.kafka_security_protocol,
+        "logger": KafkaClientLog(),
     }
     if settings.kafka_security_protocol.startswith("SASL"):
         config.update(
             {
                 "sasl.mechanism": SASL_MECHANISM,
                 "sasl.username": settings.kafka_username,
-                "sasl.password": settings.kafka_password,
+                "sasl.password": settings.kafka_password.reveal(),
             }
         )
     return config
@@ -48,7 +53,10 @@ def jaas_config(user: str, password: str) -> str:
     def quoted(value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    return f"org.apache.kafka.common.security.scram.ScramLoginModule required username={quoted(user)} password={quoted(password)};"
+    return (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f"username={quoted(user)} password={quoted(password)};"
+    )
 
 
 def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
@@ -62,7 +70,7 @@ def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
             {
                 "kafka.sasl.mechanism": SASL_MECHANISM,
                 "kafka.sasl.jaas.config": jaas_config(
-                    settings.kafka_username, settings.kafka_password
+                    settings.kafka_username, settings.kafka_password.reveal()
                 ),
             }
         )
@@ -125,15 +133,19 @@ def partition_count(settings: KafkaSettings, topic: str, wait_s: float = 30) -> 
         if topic in metadata.topics and metadata.topics[topic].error is None:
             return len(metadata.topics[topic].partitions)
         if deadline.expired():
-            raise TopicMissing(
-                f"Kafka topic {topic}: {metadata.topics[topic].error if topic in metadata.topics else 'missing'}"
-            )
+            found = metadata.topics.get(topic)
+            raise TopicMissing(f"Kafka topic {topic}: {found.error if found else 'missing'}")
         time.sleep(1)
 
 
-class TopicMissing(LookupError, TimedOut):
-    """A topic still missing when the wait for it ran out: a timeout like every other, and a
-    LookupError for the callers that tell "no such topic" apart."""
+def record_position(message: Message) -> tuple[str, int, int]:
+    """A consumed record's (topic, partition, offset). confluent_kafka types each as optional
+    because an error event carries none; a record always has all three, so a missing one means
+    the caller passed an error event (check ``error()`` first)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"not a record but an error event: {message.error()}")
+    return topic, partition, offset
 
 
 def produce_retrying(

@@ -12,7 +12,8 @@ from streamkit.config import KafkaSettings
 from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.kafka_clients import client_config
 
-#: Errors a loaded broker answers with for a while (seen: multi-second controller stalls on 2 cores).
+#: Errors a loaded broker answers with for a while (seen: multi-second controller stalls on 2
+#: cores).
 TRANSIENT_CODES = {
     KafkaError._TIMED_OUT,
     KafkaError._TRANSPORT,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+from typing import TYPE_CHECKING, Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import _ConnectionState
@@ -17,15 +18,10 @@ from paho.mqtt.properties import Properties
 
 from streamkit.config import MqttSettings
 from streamkit.deadline import Deadline
+from streamkit.errors import MqttConnectError
 
-
-class MqttConnectError(RuntimeError):
-    """No connection: ``reason`` is the broker's CONNACK reason code when it refused us
-    (e.g. "Not authorized"), None when no CONNACK came."""
-
-    def __init__(self, message: str, reason: mqtt.ReasonCode | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
+if TYPE_CHECKING:  # paho declares its queued-packet type for type checkers only
+    from paho.mqtt.client import _OutPacket
 
 
 class BufferedClient(mqtt.Client):
@@ -39,16 +35,15 @@ class BufferedClient(mqtt.Client):
 
     _READ_SIZE = 256 * 1024
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # paho's own parameters
         super().__init__(*args, **kwargs)
         self._read_buffer = b""
         self._read_pos = 0
 
     def _sock_recv(self, bufsize: int) -> bytes:
         if self._read_pos >= len(self._read_buffer):
-            data = super()._sock_recv(
-                self._READ_SIZE
-            )  # BlockingIOError / b"" (closed) pass through
+            # BlockingIOError / b"" (closed) pass through
+            data = super()._sock_recv(self._READ_SIZE)
             if not data:
                 return data
             self._read_buffer, self._read_pos = data, 0
@@ -116,7 +111,7 @@ class BufferedClient(mqtt.Client):
         return mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
 
     @staticmethod
-    def _plain(packet: dict) -> bool:
+    def _plain(packet: _OutPacket) -> bool:
         """Needs nothing after its bytes are written (paho's own path runs callbacks for QoS 0
         PUBLISH and closes the socket after DISCONNECT)."""
         kind = packet["command"] & 0xF0
@@ -126,7 +121,7 @@ class BufferedClient(mqtt.Client):
         self._write_poked = False
         queue = self._out_packet
         while True:
-            run: list[dict] = []
+            run: list[_OutPacket] = []
             size = 0
             while queue and size < self._WRITE_SIZE and self._plain(queue[0]):
                 packet = queue.popleft()
@@ -168,12 +163,18 @@ class BufferedClient(mqtt.Client):
         """After our own DISCONNECT: a graceful close. Closing a socket whose receive buffer still
         holds unread bytes (under a flood: PUBLISHes the broker sent after our last read) makes
         the kernel send RST instead of FIN. Mosquitto's next write to us then fails and it drops
-        the connection with what it had not read yet: our last PUBACKs (4 bytes each: under a flood
-        thousands wait in its buffer, measured in tests/mqtt_bridge/test_flood.py) and the DISCONNECT itself.
-        It then redelivers messages we had acknowledged. So: FIN first, and read (discarding:
-        unacknowledged, they are redelivered) until the broker, having read it all, closes too."""
+        the connection with what it had not read yet: our last PUBACKs (4 bytes each: under a
+        flood thousands wait in its buffer, as tests/mqtt_bridge/test_flood.py shows) and the
+        DISCONNECT itself. It then redelivers messages we had acknowledged. So: FIN first, and
+        read (discarding: unacknowledged, they are redelivered) until the broker, having read it
+        all, closes too."""
         sock = self._sock
-        if sock is not None and self._state == _ConnectionState.MQTT_CS_DISCONNECTING:
+        # paho's socket is a real one (or TLS, a subclass) for TCP; a websocket wrapper cannot
+        # half-close, so it is closed at once as paho would
+        if (
+            isinstance(sock, socket.socket)
+            and self._state == _ConnectionState.MQTT_CS_DISCONNECTING
+        ):
             if not linger_close(sock, self.LINGER_S):
                 self._easy_log(
                     mqtt.MQTT_LOG_WARNING,
@@ -221,14 +222,16 @@ def make_client(
     we are down (fixed client id, clean start off, session expiry).
 
     ``mqtt5=False`` speaks MQTT 3.1.1, which paho parses faster (no properties per packet;
-    measured in the README's bridge section); its persistent session (clean session off) then lasts until the broker's
-    ``persistent_client_expiration``."""
-    protocol = mqtt.MQTTv5 if mqtt5 else mqtt.MQTTv311
-    extra = {} if mqtt5 else {"clean_session": not persistent_session}
+    docs/performance.md, "MQTT bridge"); its persistent session (clean session off) then lasts
+    until the broker's ``persistent_client_expiration``."""
     client = BufferedClient(
-        mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **extra
+        mqtt.CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=mqtt.MQTTv5 if mqtt5 else mqtt.MQTTv311,
+        # MQTT 5 takes no clean session (None, paho's default): its CONNECT says clean start
+        clean_session=None if mqtt5 else not persistent_session,
     )
-    client.username_pw_set(settings.mqtt_username, settings.mqtt_password or None)
+    client.username_pw_set(settings.mqtt_username, settings.mqtt_password.reveal() or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
     return client
 
@@ -236,7 +239,7 @@ def make_client(
 def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0) -> None:
     """Connect and wait for CONNACK; raise with the broker's reason instead of retrying forever."""
     done = threading.Event()
-    outcome: dict[str, object] = {}
+    outcome: dict[str, mqtt.ReasonCode] = {}
 
     def on_connect(
         _c: mqtt.Client, _u: object, _flags: object, reason: mqtt.ReasonCode, _p: object
@@ -249,7 +252,7 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
     userdata = client.user_data_get() or {}
     if client.protocol == mqtt.MQTTv5:
         properties = None
-        clean_start: bool | int = mqtt.MQTT_CLEAN_START_FIRST_ONLY
+        clean_start: mqtt.CleanStartOption = mqtt.MQTT_CLEAN_START_FIRST_ONLY
         if userdata.get("persistent"):
             properties = Properties(PacketTypes.CONNECT)
             properties.SessionExpiryInterval = int(userdata["expiry"])

@@ -14,8 +14,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STACK_DIR = REPO_ROOT / ".stack"
 KAFKA_JARS_DIR = STACK_DIR / "jars" / "kafka"
 SPARK_JARS_DIR = STACK_DIR / "jars" / "spark"
-TOPICS_FILE = REPO_ROOT / "kafka" / "topics.yaml"
-SCHEMA_DIR = REPO_ROOT / "schemas"
 #: Downloads and built tools (scripts/setup.sh), generated benchmark input, the JVM's class archive.
 CACHE_DIR = Path.home() / ".cache" / "machinedata-stack"
 

@@ -70,11 +70,11 @@ def replicated_ports(settings: Settings) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[Settings]:
-    """A second stack next to the main one (run dir ``<run dir>/replicated``, its ports + 10,000) with
-    three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2), Mosquitto,
-    InfluxDB and Prometheus, for pipelines on the session's Spark cluster: its run dir gets the cluster's
-    secret, so that jobs started with these settings can join it. Reused and left running as
-    ``stack_settings`` is."""
+    """A second stack next to the main one (run dir ``<run dir>/replicated``, its ports + 10,000)
+    with three Kafka nodes (KAFKA_BROKERS=3: replication factor 3, min.insync.replicas 2),
+    Mosquitto, InfluxDB and Prometheus, for pipelines on the session's Spark cluster: its run dir
+    gets the cluster's secret, so that jobs started with these settings can join it. Reused and left
+    running as ``stack_settings`` is."""
     run_dir = stack_settings.run_dir / "replicated"
     credentials = run_dir / CREDENTIALS_FILE
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +85,8 @@ def replicated_stack(stack_settings: Settings, spark_cluster: str) -> Iterator[S
         if not line.startswith("SPARK_CLUSTER_PASSWORD=")
     ]
     credentials.write_text(
-        "".join(kept) + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster')}\n"
+        "".join(kept)
+        + f"SPARK_CLUSTER_PASSWORD={stack_settings.credential('spark', 'cluster').reveal()}\n"
     )
     environ = {
         **os.environ,

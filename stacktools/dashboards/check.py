@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stacktools.dashboards.durations import parse_duration_ms
+from stacktools.dashboards.intervals import parse_interval_ms
 from stacktools.dashboards.macros import (
     SCREEN_WIDTH_PX,
     calculate_interval_ms,
@@ -79,14 +79,14 @@ class _Runner:
 
     def datasource(self, ref: Any) -> Datasource:
         uid = ref.get("uid") if isinstance(ref, dict) else None
-        if uid not in self.datasources:
+        if not isinstance(uid, str) or uid not in self.datasources:
             raise QueryError(f"unknown datasource {ref!r}")
         return self.datasources[uid]
 
     def interval_ms(
         self, datasource: Datasource, points: int, panel_interval: str | None = None
     ) -> int:
-        low = parse_duration_ms(panel_interval) if panel_interval else datasource.time_interval_ms
+        low = parse_interval_ms(panel_interval) if panel_interval else datasource.time_interval_ms
         return calculate_interval_ms(self.time_range.range_ms, points, low)
 
     def fill(

@@ -2,7 +2,8 @@
 
     python -m stacktools.dashboards validate
     python -m stacktools.dashboards list
-    python -m stacktools.dashboards check [--from-ms X --to-ms Y] [--var thing=Thing1 ...] [--require-data]
+    python -m stacktools.dashboards check [--from-ms X --to-ms Y] [--var thing=Thing1 ...]
+        [--require-data]
 
 validate: the structural check only. list: every variable and panel query, unfilled.
 check: the structural check, then every query filled in and run against the local stack.
@@ -17,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from stacktools.dashboards.check import PanelResult, check_dashboards
+from stacktools.dashboards.errors import VariableError
 from stacktools.dashboards.model import (
     Dashboard,
     Datasource,
@@ -27,6 +29,7 @@ from stacktools.dashboards.model import (
     variable_query,
 )
 from stacktools.dashboards.validate import validate_dashboards
+from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings, login_as
 
 
@@ -65,7 +68,7 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, list[str]]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise SystemExit(f"--var expects name=value, not {pair!r}")
+            raise VariableError(pair)
         variables.setdefault(name.strip(), []).append(value)
     return variables
 
@@ -78,8 +81,8 @@ def report(results: Sequence[PanelResult], *, require_data: bool, show_queries: 
         failed += bad
         status = "ERROR" if r.error else ("EMPTY" if r.series == 0 else "ok")
         print(
-            f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | series={r.series} "
-            f"points={r.points}" + (f" | {r.error}" if r.error else "")
+            f"{status:<5} {r.dashboard} | {f'{r.panel} {r.ref_id}'.strip()} | {r.datasource} | "
+            f"series={r.series} points={r.points}" + (f" | {r.error}" if r.error else "")
         )
         if show_queries or bad:
             print(f"      {r.query}")
@@ -87,11 +90,12 @@ def report(results: Sequence[PanelResult], *, require_data: bool, show_queries: 
     return failed
 
 
+@entry_point("stacktools.dashboards")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stacktools.dashboards",
+        prog=program_name("stacktools.dashboards"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("action", choices=["validate", "list", "check"])
     parser.add_argument(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from stacktools.dashboards.durations import format_duration, round_interval_ms
+from stacktools.dashboards.intervals import format_interval, round_interval_ms
 from stacktools.dashboards.model import GRID_COLUMNS, Selection, TimeRange
 
 #: Grafana uses the panel's width in pixels as max data points; on a 1920 px wide screen a
@@ -33,7 +33,8 @@ def calculate_interval_ms(range_ms: int, max_data_points: int, min_interval_ms: 
 
 
 def rate_interval_ms(interval_ms: int, scrape_interval_ms: int) -> int:
-    """``$__rate_interval``: at least four scrapes, so rate() always has two samples to work with."""
+    """``$__rate_interval``: at least four scrapes, so rate() always has two samples to work
+    with."""
     return max(interval_ms + scrape_interval_ms, 4 * scrape_interval_ms)
 
 
@@ -52,7 +53,8 @@ def prometheus_step_s(time_range: TimeRange, interval_ms: int) -> float:
 
 # ------------------------------------------------------------------------------------ macros
 def _seconds_text(ms: int) -> str:
-    """Prometheus durations as Grafana's Prometheus datasource writes them: whole seconds ('65s')."""
+    """Prometheus durations as Grafana's Prometheus datasource writes them: whole seconds
+    ('65s')."""
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
@@ -90,12 +92,12 @@ def builtin_values(
             "__rate_interval_ms": str(rate),
         }
     rate = rate_interval_ms(interval_ms, scrape_interval_ms)
-    text = format_duration(interval_ms)
+    text = format_interval(interval_ms)
     return values | {
         "__interval": text,
         "interval": text,
         "__interval_ms": str(interval_ms),
-        "__rate_interval": format_duration(rate),
+        "__rate_interval": format_interval(rate),
         "__rate_interval_ms": str(rate),
     }
 
@@ -133,7 +135,8 @@ def variable_references(text: str) -> list[str]:
 
 
 def interpolate(text: str, values: Mapping[str, str]) -> str:
-    """Replace every ``$name``/``${name}``/``[[name]]`` found in ``values``; leave others as they are."""
+    """Replace every ``$name``/``${name}``/``[[name]]`` found in ``values``; leave others as they
+    are."""
 
     def replace(match: re.Match[str]) -> str:
         name = next(group for group in match.groups() if group)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from stacktools.dashboards.durations import parse_duration_ms
+from stacktools.dashboards.intervals import parse_interval_ms
 from streamkit.paths import REPO_ROOT
 
 DASHBOARD_DIR = REPO_ROOT / "grafana" / "dashboards"
@@ -88,7 +88,7 @@ def load_datasources(path: Path = DATASOURCES_FILE) -> dict[str, Datasource]:
     for entry in config.get("datasources") or []:
         interval = (entry.get("jsonData") or {}).get("timeInterval") or "1s"
         found[entry["uid"]] = Datasource(
-            uid=entry["uid"], type=entry["type"], time_interval_ms=parse_duration_ms(interval)
+            uid=entry["uid"], type=entry["type"], time_interval_ms=parse_interval_ms(interval)
         )
     return found
 
@@ -143,7 +143,8 @@ def variable_query(variable: Mapping[str, Any]) -> str:
 def _repeat_scopes(
     repeat: str | None, selections: Mapping[str, Selection]
 ) -> list[dict[str, Selection]]:
-    """One scope per value of the repeat variable, each holding that single value (Grafana's clones)."""
+    """One scope per value of the repeat variable, each holding that single value (Grafana's
+    clones)."""
     if not repeat or repeat not in selections:
         return [{}]
     values = selections[repeat].effective()

@@ -15,16 +15,13 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stacktools.dashboards.errors import QueryError
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 
 HTTP_TIMEOUT_S = 30.0
-
-
-class QueryError(Exception):
-    """A datasource refused a query or could not be reached; the message is shown per target."""
 
 
 # ------------------------------------------------------------------------------------ InfluxDB
@@ -59,7 +56,8 @@ def influx_points(series: Sequence[Mapping[str, Any]]) -> int:
 
 
 def influx_values(series: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A variable query's options: the ``value`` column (SHOW TAG VALUES), else the first non-time one."""
+    """A variable query's options: the ``value`` column (SHOW TAG VALUES), else the first non-time
+    one."""
     values: list[str] = []
     for one in series:
         columns = list(one.get("columns") or [])
@@ -123,7 +121,8 @@ def prometheus_query(
 
 
 def prometheus_variable_values(settings: Settings, query: str, time_range: TimeRange) -> list[str]:
-    """``label_values(label)`` / ``label_values(metric, label)``, the variable query Grafana offers."""
+    """``label_values(label)`` / ``label_values(metric, label)``, the variable query Grafana
+    offers."""
     match = re.fullmatch(r"\s*label_values\(\s*(?:(.+?)\s*,\s*)?(\w+)\s*\)\s*", query)
     if not match:
         raise QueryError(f"unsupported Prometheus variable query {query!r} (use label_values)")

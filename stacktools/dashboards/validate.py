@@ -203,7 +203,8 @@ def _check_panel(
             problems.append(f"{where}: repeat refers to undefined variable {repeat!r}")
         elif not (variable.get("multi") or variable.get("includeAll")):
             problems.append(
-                f"{where}: repeat variable {repeat!r} allows one value only (set multi or includeAll)"
+                f"{where}: repeat variable {repeat!r} allows one value only (set multi or "
+                "includeAll)"
             )
         if panel.get("repeatDirection", "h") not in {"h", "v"}:
             problems.append(f"{where}: repeatDirection must be 'h' or 'v'")
@@ -271,7 +272,7 @@ def validate_dashboard(
         v for v in (model.get("templating") or {}).get("list") or [] if isinstance(v, dict)
     ]
     problems += _check_variables(variables, datasources)
-    by_name = {v.get("name"): v for v in variables if v.get("name")}
+    by_name = {name: v for v in variables if (name := v.get("name"))}
     known = set(by_name) | BUILTIN_VARIABLES
     panels = [panel for panel, _ in iter_panels(model)]
     ids = [p.get("id") for p in panels]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stacktools.dashboards.model import Selection
@@ -33,7 +33,8 @@ def js_regex(text: str) -> re.Pattern[str]:
 
 
 def apply_variable_regex(values: Sequence[str], regex: str) -> list[str]:
-    """Grafana's variable regex: keep matching values; a capture group (or ``value``) replaces the value."""
+    """Grafana's variable regex: keep matching values; a capture group (or ``value``) replaces the
+    value."""
     if not regex:
         return list(values)
     pattern = js_regex(regex)
@@ -60,7 +61,14 @@ def sort_options(values: Sequence[str], sort: int) -> list[str]:
         match = re.search(r"-?\d+(?:\.\d+)?", value)
         return float(match.group(0)) if match else math.inf
 
-    keys = {1: str, 2: str, 3: number, 4: number, 5: str.lower, 6: str.lower}
+    keys: dict[int, Callable[[str], Any]] = {
+        1: str,
+        2: str,
+        3: number,
+        4: number,
+        5: str.lower,
+        6: str.lower,
+    }
     if sort not in keys:
         return list(values)
     return sorted(values, key=keys[sort], reverse=sort in {2, 4, 6})

@@ -125,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     except EventsFileError as exc:
         print(f"[demo] cannot replay {exc}", file=sys.stderr, flush=True)
         return 2
-    server_logs = f"server logs: {settings.run_dir.resolve() / 'logs'} (or `.venv/bin/python -m stacktools.stack logs`)"
+    server_logs = (
+        f"server logs: {settings.run_dir.resolve() / 'logs'} "
+        "(or `.venv/bin/python -m stacktools.stack logs`)"
+    )
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         events = events_file(args)
@@ -140,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (RuntimeError, TimeoutError) as exc:
         print(
-            f"\n[demo] failed: {exc}\n[demo] service logs: {args.out.resolve()}/run-<id>/<service>.log (the "
-            f"folder printed above); {server_logs}",
+            f"\n[demo] failed: {exc}\n[demo] service logs: "
+            f"{args.out.resolve()}/run-<id>/<service>.log (the folder printed above); "
+            f"{server_logs}",
             file=sys.stderr,
         )
         return 1
@@ -180,9 +184,8 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         default_ports = not any(
             port_open(port) for port in (spec.metrics_port for spec in SERVICES.values())
         )
-        work_dir = (
-            args.out / f"run-{wiring.query_suffix.strip('-')}"
-        )  # checkpoints and logs of this run only
+        # checkpoints and logs of this run only
+        work_dir = args.out / f"run-{wiring.query_suffix.strip('-')}"
         pipeline = Pipeline(
             settings,
             wiring,
@@ -193,19 +196,21 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             bridges=args.bridges,
         )
         print(
-            f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) through topics "
-            f"*.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; service logs in {work_dir}",
+            f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) "
+            f"through topics *.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; "
+            f"service logs in {work_dir}",
             flush=True,
         )
         started = time.monotonic()
         pipeline.start_stages()
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
+        # generated files are in event-time order
         replay_args = [
             *(["--rate", str(args.rate)] if args.rate else []),
             *(["--live"] if args.live else []),
             *([] if args.events else ["--order", "file"]),
-        ]  # generated files are in event-time order
+        ]
         replay = replay_until_drained(pipeline, events, replay_args, args.timeout_s)
         if (
             not replay.drained
@@ -245,7 +250,8 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             stop_started(settings, pipeline, not_running)
     if not succeeded:
         print(
-            f"[demo] the simulator exited with code {replay.simulator_exit}: see {pipeline.log('simulator')}",
+            f"[demo] the simulator exited with code {replay.simulator_exit}: "
+            f"see {pipeline.log('simulator')}",
             file=sys.stderr,
         )
         return 1
@@ -258,7 +264,8 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
                 KeptService.record(settings.run_dir, name, service.process.pid, pipeline.log(name))
         print(
             f"\nstill running. Prometheus: http://127.0.0.1:{settings.prometheus_port}  InfluxDB: "
-            f"{settings.influx_base_url} (database {wiring.database}, credentials in {settings.credentials_path}).\n"
+            f"{settings.influx_base_url} (database {wiring.database}, "
+            f"credentials in {settings.credentials_path}).\n"
             "`.venv/bin/python -m stacktools.stack status` lists the servers and the services; "
             "`.venv/bin/python -m stacktools.stack down` stops both, the services first."
         )

@@ -85,12 +85,12 @@ def increases(counts: Sequence[Sequence[float]]) -> list[tuple[float, ...]]:
     if not counts:
         return []
     added = [tuple(0.0 for _ in counts[0])]
-    for previous, current in zip(counts, counts[1:]):
+    for previous, current in zip(counts, counts[1:], strict=False):
         restarted = current[-1] < previous[-1]
         added.append(
             tuple(current)
             if restarted
-            else tuple(now - before for now, before in zip(current, previous))
+            else tuple(now - before for now, before in zip(current, previous, strict=True))
         )
     return added
 
@@ -111,8 +111,8 @@ def quantiles_over_time(
     for index, now in enumerate(times):
         while times[start] <= now - window_s:
             start += 1
-        observed = [sum(column) for column in zip(*added[start : index + 1])]
-        buckets = list(zip(bounds, observed))
+        observed = [sum(column) for column in zip(*added[start : index + 1], strict=True)]
+        buckets = list(zip(bounds, observed, strict=True))
         for q in quantiles:
             series[q].append(percentile(buckets, q))
     return series

@@ -72,7 +72,8 @@ def summary(
 
 def rejected(simulator: dict) -> dict:
     """The rows the simulator rejected, from its summary: the exact count, by reason, and the
-    first of them (the simulator lists at most simulator.source.LISTED_REJECTIONS) with their lines."""
+    first of them (the simulator lists at most simulator.source.LISTED_REJECTIONS) with their
+    lines."""
     rows = simulator.get("rejected_rows", [])
     return {
         "count": int(simulator.get("rows_rejected", 0)),
@@ -95,7 +96,10 @@ def rejected_line(result: dict) -> str | None:
     lines = ", ".join(str(r["line"]) for r in info.get("rows", [])[:5])
     more = " ..." if info["count"] > min(5, len(info.get("rows", []))) else ""
     word = "line" if len(info.get("rows", [])) == 1 else "lines"
-    return f"rows rejected         {info['count']:>12,}  ({reasons}; {word} {lines}{more}: see summary.json)"
+    return (
+        f"rows rejected         {info['count']:>12,}  "
+        f"({reasons}; {word} {lines}{more}: see summary.json)"
+    )
 
 
 def render(result: dict) -> str:

@@ -50,7 +50,8 @@ def drained(sampler: Sampler, state: dict, published: int) -> bool:
         metric_sum(m.get(name, {}), "spark_last_batch_id") for name in spark if name in WINDOWED
     )
     state.setdefault("input_complete_batches", last_batches)
-    if any(now <= then for now, then in zip(last_batches, state["input_complete_batches"])):
+    previous = state["input_complete_batches"]
+    if any(now <= then for now, then in zip(last_batches, previous, strict=False)):
         return False
     snapshot = tuple(sampler.samples.latest(name) for name in sampler.samples.counters)
     if snapshot != state.get("snapshot"):
@@ -124,7 +125,6 @@ def watch(
                 return False
             if drained():
                 return True
-        simulator.wait(
-            min(tick_s, deadline.remaining())
-        )  # returns at once when the simulator exits
+        # returns at once when the simulator exits
+        simulator.wait(min(tick_s, deadline.remaining()))
     return False

@@ -36,7 +36,8 @@ def stage_counters(stages: tuple[str, ...]) -> dict[str, Counter]:
 
 
 #: The connector's histograms kept at every sample, per measurement: event time -> InfluxDB and
-#: Kafka write -> InfluxDB (which one means something depends on the replay: stacktools.demo.latency).
+#: Kafka write -> InfluxDB (which one means something depends on the replay:
+#: stacktools.demo.latency).
 LATENCY_HISTOGRAMS = ("connector_event_latency_seconds", "connector_ingest_latency_seconds")
 
 

@@ -41,9 +41,8 @@ class SimulatorRun:
     def finished(self) -> bool:
         """Whether the replay is over; reads the summary the first time it is."""
         if self.summary is None:
-            exited = (
-                self.exit_code() is not None
-            )  # before reading the log: an exit's last words are in it
+            # before reading the log: an exit's last words are in it
+            exited = self.exit_code() is not None
             summary = parse_summary(self.service.logged_since_start())
             if summary or exited:
                 self.summary = summary

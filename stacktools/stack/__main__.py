@@ -12,9 +12,10 @@ import argparse
 import sys
 import time
 
-from stacktools.stack import Stack, StackError
+from stacktools.stack import Stack
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
+from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings
 
 
@@ -42,21 +43,23 @@ def follow(processes: list[ManagedProcess]) -> None:
         time.sleep(0.5)
 
 
+@entry_point("stacktools.stack")
 def main(argv: list[str] | None = None) -> int:
     names = list(DEFAULT_GROUPS)
     optional = ", ".join(OPTIONAL_GROUPS)
     parser = argparse.ArgumentParser(
-        prog="python -m stacktools.stack",
+        prog=program_name("stacktools.stack"),
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
     parser.add_argument(
         "components",
         nargs="*",
         metavar="component",
-        help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), and "
-        f"the optional {optional} (a standalone master and SPARK_WORKERS workers; only when named)",
+        help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), "
+        f"and the optional {optional} (a standalone master and SPARK_WORKERS workers; only "
+        "when named)",
     )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
@@ -82,9 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.follow:
             follow(processes)
         return 0
-    except StackError as exc:
-        print(f"[stack] error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -20,10 +20,12 @@ from pathlib import Path
 from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
 from stacktools.credentials import new_cluster_id
 from stacktools.influx import InfluxClient, InfluxError, basic_auth
-from stacktools.stack.process import StackError, port_open
+from stacktools.stack.errors import LauncherError
+from stacktools.stack.process import port_open
 from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
+from streamkit.sizes import format_size
 
 KAFKA_VERSION = "4.3.1"
 
@@ -91,9 +93,9 @@ class Component:
             if not self.settings.credential(system, user)
         ]
         if missing:
-            raise StackError(
-                f"{self.name}: no password in the environment, .env or {self.settings.credentials_path} "
-                f"for {', '.join(missing)}"
+            raise LauncherError(
+                f"{self.name}: no password in the environment, .env or "
+                f"{self.settings.credentials_path} for {', '.join(missing)}"
             )
 
 
@@ -141,7 +143,7 @@ class Kafka(Component):
         self.require_passwords("kafka", ("admin", "controller"))
         s = self.settings
         if s.kafka_brokers < 1:
-            raise StackError(f"KAFKA_BROKERS must be at least 1, not {s.kafka_brokers}")
+            raise LauncherError(f"KAFKA_BROKERS must be at least 1, not {s.kafka_brokers}")
         replicas, min_insync = self.replication
         client_port, controller_port = self.ports
         voters = ",".join(
@@ -183,7 +185,8 @@ class Kafka(Component):
         (self.conf_dir / "log4j2.properties").write_text(
             "status = warn\n"
             "appender.out.type = Console\nappender.out.name = STDOUT\n"
-            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
             "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
             "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
             "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
@@ -194,16 +197,16 @@ class Kafka(Component):
             self._format_storage()
             nodes_file.write_text(f"{s.kafka_brokers}\n")
         elif not (self.data_dir / self.AUTH_MARKER).exists():
-            raise StackError(
-                f"the Kafka data in {self.data_dir} was made before authentication was on and has no "
-                "admin user: remove that directory (its topics are lost) and start again"
+            raise LauncherError(
+                f"the Kafka data in {self.data_dir} was made before authentication was on and has "
+                "no admin user: remove that directory (its topics are lost) and start again"
             )
         elif (
             made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1
         ) != s.kafka_brokers:
-            raise StackError(
-                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), not "
-                f"KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+            raise LauncherError(
+                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), "
+                f"not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
                 f"{s.run_dir / 'data'}/kafka* (its topics are lost)"
             )
 
@@ -218,17 +221,17 @@ class Kafka(Component):
         from streamkit.kafka_clients import SASL_MECHANISM, jaas_config
 
         s = self.settings
-        controller = s.credential("kafka", "controller")
+        controller = s.credential("kafka", "controller").reveal()
         plain = (
-            'org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
-            f'password="{controller}" user_controller="{controller}";'
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="controller" password="{controller}" user_controller="{controller}";'
         )
         return {
             "sasl.enabled.mechanisms": SASL_MECHANISM,
             "sasl.mechanism.inter.broker.protocol": SASL_MECHANISM,
             "listener.name.client.sasl.enabled.mechanisms": SASL_MECHANISM,
             f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config(
-                "admin", s.credential("kafka", "admin")
+                "admin", s.credential("kafka", "admin").reveal()
             ),
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
@@ -257,7 +260,8 @@ class Kafka(Component):
             self.cluster_id_file.parent.mkdir(parents=True, exist_ok=True)
             self.cluster_id_file.write_text(new_cluster_id())
         cluster_id = self.cluster_id_file.read_text().strip()
-        admin = f"SCRAM-SHA-512=[name=admin,password={self.settings.credential('kafka', 'admin')}]"
+        admin_password = self.settings.credential("kafka", "admin").reveal()
+        admin = f"SCRAM-SHA-512=[name=admin,password={admin_password}]"
         # `--cluster-id=ID` in one word: a random id may begin with "-", which the tool would
         # take for an option of its own when given as a separate argument.
         result = subprocess.run(
@@ -275,7 +279,7 @@ class Kafka(Component):
             timeout=120,
         )
         if result.returncode != 0:
-            raise StackError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
+            raise LauncherError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
         (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
 
     def command(self) -> list[str]:
@@ -332,14 +336,13 @@ class Kafka(Component):
                 interval_s=1,
             )
         except TimedOut:
-            raise StackError(
-                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} registered "
-                f"after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
+            raise LauncherError(
+                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} "
+                f"registered after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
             ) from None
         self.require_passwords("kafka", USERS["kafka"])
-        admin = admin_client(
-            self.settings
-        )  # held until the results are in: a dropped client cancels them
+        # held until the results are in: a dropped client cancels them
+        admin = admin_client(self.settings)
         upsert_users(admin, self.settings)
         grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
@@ -374,16 +377,15 @@ class Mosquitto(Component):
         passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
         passwd.unlink(missing_ok=True)
         passwd.touch(mode=0o600)
-        for user in USERS[
-            "mqtt"
-        ]:  # -b: the password from the command line; the file keeps a salted hash
+        # -b: the password from the command line; the file keeps a salted hash
+        for user in USERS["mqtt"]:
             subprocess.run(
                 [
                     str(find_program("mosquitto_passwd")),
                     "-b",
                     str(passwd),
                     user,
-                    s.credential("mqtt", user),
+                    s.credential("mqtt", user).reveal(),
                 ],
                 check=True,
                 capture_output=True,
@@ -403,18 +405,20 @@ class Mosquitto(Component):
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "autosave_interval 5",
-            "max_queued_messages 0",  # unlimited: a persistent session must not drop while the bridge is down
-            "persistent_client_expiration 7d",  # MQTT 3.1.1 persistent sessions end after a week offline
-            "max_inflight_messages 10000",  # towards the bridge, which acks only after Kafka confirmed
+            # unlimited: a persistent session must not drop while the bridge is down
+            "max_queued_messages 0",
+            # MQTT 3.1.1 persistent sessions end after a week offline
+            "persistent_client_expiration 7d",
+            # towards the bridge, which acks only after Kafka confirmed
+            "max_inflight_messages 10000",
             "log_dest stdout",
             "log_type error",
             "log_type warning",
             "log_type notice",
         ]
         if os.geteuid() == 0:
-            lines.append(
-                "user root"
-            )  # otherwise it switches to 'mosquitto' and cannot read our run dir
+            # otherwise it switches to 'mosquitto' and cannot read our run dir
+            lines.append("user root")
         (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
 
     def command(self) -> list[str]:
@@ -493,15 +497,15 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
         status, _ = client.query("SHOW DATABASES")
         if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
             status, body = client.query(
-                f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password}' "
+                f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password.reveal()}' "
                 "WITH ALL PRIVILEGES",
                 auth=False,
             )
             if status != 200 or "error" in json.dumps(body):
-                raise StackError(
-                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could be "
-                    f"created ({body}); the data in {self.data_dir} was made with other credentials: "
-                    "restore them or remove that directory"
+                raise LauncherError(
+                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could "
+                    f"be created ({body}); the data in {self.data_dir} was made with other "
+                    "credentials: restore them or remove that directory"
                 )
         self.require_passwords("influx", INFLUX_RIGHTS)
         _, body = client.query("SHOW USERS")
@@ -513,7 +517,7 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
         }
         try:
             for user in INFLUX_RIGHTS:
-                password = s.credential("influx", user)
+                password = s.credential("influx", user).reveal()
                 client.execute(
                     f"SET PASSWORD FOR \"{user}\" = '{password}'"
                     if user in existing
@@ -522,7 +526,7 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
                 )
             client.create_database(s.influx_database)
         except InfluxError as exc:
-            raise StackError(str(exc)) from None
+            raise LauncherError(str(exc)) from None
 
 
 def metrics_ports() -> dict[str, int]:
@@ -636,7 +640,7 @@ class SparkCluster(Component):
         return {
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": "127.0.0.1",  # the UI binds there too
-            "_SPARK_AUTH_SECRET": self.settings.credential("spark", "cluster"),
+            "_SPARK_AUTH_SECRET": self.settings.credential("spark", "cluster").reveal(),
             "SPARK_LOG_DIR": str(self.data_dir),
             "SPARK_WORKER_DIR": str(self.data_dir / "work"),
         }
@@ -662,7 +666,8 @@ class SparkCluster(Component):
 
 
 class SparkMaster(SparkCluster):
-    """The Spark standalone master: ``SPARK_MASTER=spark://127.0.0.1:<port>`` runs a job on the cluster."""
+    """The Spark standalone master: ``SPARK_MASTER=spark://127.0.0.1:<port>`` runs a job on the
+    cluster."""
 
     name = "spark-master"
     main_class = "org.apache.spark.deploy.master.Master"
@@ -715,7 +720,7 @@ class SparkWorker(SparkCluster):
             "--cores",
             str(s.spark_worker_cores),
             "--memory",
-            s.spark_worker_memory,
+            format_size(s.spark_worker_memory),
             "--work-dir",
             str(self.data_dir / "work"),
             f"spark://127.0.0.1:{s.spark_master_port}",

@@ -14,16 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from stacktools.stack.errors import LauncherError, StackTimedOut
 from streamkit.deadline import TimedOut, wait_until
-
-
-class StackError(RuntimeError):
-    """A server could not be started or checked; the message says why and what to do."""
-
-
-class StackTimedOut(StackError, TimedOut):
-    """A server did not get there in time: a StackError to the launcher, a TimedOut like
-    every other wait that ran out."""
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
@@ -66,7 +58,8 @@ class ManagedProcess:
         self.log_file = run_dir / "logs" / f"{name}.log"
 
     def pid(self) -> int | None:
-        """The pid if the process is alive and still ours, else None (stale pid files are removed)."""
+        """The pid if the process is alive and still ours, else None (stale pid files are
+        removed)."""
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
@@ -88,9 +81,8 @@ class ManagedProcess:
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log:
-            log.write(
-                f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode()
-            )
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"\n--- {started} starting: {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
                 list(command),
@@ -116,7 +108,8 @@ class ManagedProcess:
         return process.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """SIGTERM (servers flush and close cleanly), SIGKILL after the timeout. True if it was running."""
+        """SIGTERM (servers flush and close cleanly), SIGKILL after the timeout. True if it was
+        running."""
         pid = self.pid()
         if pid is None:
             return False
@@ -149,8 +142,9 @@ class ManagedProcess:
             if healthy():
                 return True
             if self.pid() is None:
-                raise StackError(
-                    f"{self.name} exited while starting ({what}); last lines of {self.log_file}:\n{tail(self.log_file)}"
+                raise LauncherError(
+                    f"{self.name} exited while starting ({what}); last lines of "
+                    f"{self.log_file}:\n{tail(self.log_file)}"
                 )
             return False
 
@@ -158,7 +152,8 @@ class ManagedProcess:
             wait_until(started, timeout_s, f"{self.name} healthy ({what})", interval_s=0.3)
         except TimedOut:
             raise StackTimedOut(
-                f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of {self.log_file}:\n{tail(self.log_file)}"
+                f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of "
+                f"{self.log_file}:\n{tail(self.log_file)}"
             ) from None
 
 

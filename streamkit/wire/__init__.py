@@ -10,6 +10,7 @@ from streamkit.wire.avro import (
     avro_string,
     parsed_schema,
     read_long,
+    read_record,
     schema_text,
     split_measurement,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "parse_window_label",
     "parsed_schema",
     "read_long",
+    "read_record",
     "record_key",
     "record_key_column",
     "schema_text",

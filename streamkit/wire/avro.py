@@ -13,13 +13,13 @@ from typing import Any
 
 import fastavro
 
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_file
 
 
 @cache
 def schema_text(name: str) -> str:
     """The .avsc as text: spark-avro takes the JSON string, fastavro the parsed form."""
-    return (SCHEMA_DIR / f"{name}.avsc").read_text()
+    return schema_file(name).read_text()
 
 
 @cache
@@ -43,7 +43,17 @@ class AvroCodec:
         return buffer.getvalue()
 
     def decode(self, payload: bytes) -> dict[str, Any]:
-        return fastavro.schemaless_reader(io.BytesIO(payload), self._schema, None)
+        return read_record(payload, self._schema)
+
+
+def read_record(payload: bytes, writer_schema: Any, reader_schema: Any = None) -> dict[str, Any]:
+    """One record's fields, read with ``writer_schema`` (resolved to ``reader_schema`` when
+    given). fastavro types the result as any Avro value; every schema here is a record, so
+    anything else means a schema that is not one of ours."""
+    record = fastavro.schemaless_reader(io.BytesIO(payload), writer_schema, reader_schema)
+    if not isinstance(record, dict):
+        raise TypeError(f"not an Avro record schema: it read a {type(record).__name__}")
+    return record
 
 
 _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
@@ -76,7 +86,7 @@ _read_double = struct.Struct("<d").unpack_from
 class MeasurementEncoder:
     """Hand-rolled encoder for ``measurement.avsc``, faster than fastavro's schemaless
     writer because the bridge encodes several records per MQTT message and the per-row parts
-    (thing, row id) are encoded once per row (the bridge's cost is measured in the README).
+    (thing, row id) are encoded once per row (the bridge's cost: docs/performance.md).
     Byte-identical to fastavro (tested)."""
 
     def __init__(self) -> None:

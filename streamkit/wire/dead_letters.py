@@ -6,12 +6,10 @@ the reason and the origin live; one set of names keeps every writer readable by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column
-
+#: Header names. The value and key of a dead letter are the original bytes; these say why.
 REASON = "reason"
 DETAIL = "detail"
 STAGE = "stage"
@@ -24,10 +22,17 @@ MQTT_TOPIC = "mqtt_topic"
 #: the original payload's size: the bridge dead-letters a sample of large payloads only
 PAYLOAD_BYTES = "payload_bytes"
 
+#: Reasons shared by several writers (each writer may add its own, e.g. the bridge's
+#: ``invalid_json``): a value that is not Avro of its topic's schema, and a point InfluxDB refused.
+UNDECODABLE = "undecodable"
+INFLUX_REJECTED = "influx_rejected"
+
 #: longest detail kept in a header (and in the dead_letter point)
 DETAIL_CHARS = 500
 
 Headers = list[tuple[str, bytes]]
+#: A header value before encoding: text for the Python writers, a Spark column for the jobs.
+V = TypeVar("V")
 
 
 def _detail(detail: str) -> bytes:
@@ -44,43 +49,52 @@ def mqtt_headers(reason: str, detail: str, mqtt_topic: str, payload_bytes: int) 
     ]
 
 
+def record_fields(
+    reason: V, explanation: tuple[str, V], source: V, partition: V, offset: V, payload_bytes: V
+) -> list[tuple[str, V]]:
+    """The headers of a Kafka record set aside, in their order: the one layout the connector
+    (values as bytes, :func:`record_headers`) and the Spark jobs (values as columns) fill.
+    ``explanation`` is ``(DETAIL, text)`` or, where no detail is known, ``(STAGE, name)``."""
+    name, value = explanation
+    if name not in (DETAIL, STAGE):
+        raise ValueError(f"a dead letter is explained by {DETAIL} or {STAGE}, not {name!r}")
+    return [
+        (REASON, reason),
+        (name, value),
+        (SOURCE, source),
+        (SOURCE_PARTITION, partition),
+        (SOURCE_OFFSET, offset),
+        (PAYLOAD_BYTES, payload_bytes),
+    ]
+
+
 def record_headers(
     reason: str, detail: str, source: str, partition: int, offset: int, payload_bytes: int
 ) -> Headers:
     """The connector's: a Kafka record it could not write to InfluxDB."""
-    return [
-        (REASON, reason.encode()),
-        (DETAIL, _detail(detail)),
-        (SOURCE, source.encode()),
-        (SOURCE_PARTITION, str(partition).encode()),
-        (SOURCE_OFFSET, str(offset).encode()),
-        (PAYLOAD_BYTES, str(payload_bytes).encode()),
-    ]
-
-
-def record_header_column(
-    reason: str, stage: str, source: str, partition: Column, offset: Column, payload: Column
-) -> Column:
-    """The Spark jobs' (an array<struct<key, value>> column): a Kafka record they could not
-    decode, with the stage instead of a detail (spark-avro gives no reason)."""
-    from pyspark.sql import functions as F
-
-    def header(name: str, value: Column) -> Column:
-        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
-
-    return F.array(
-        header(REASON, F.lit(reason)),
-        header(STAGE, F.lit(stage)),
-        header(SOURCE, F.lit(source)),
-        header(SOURCE_PARTITION, partition.cast("string")),
-        header(SOURCE_OFFSET, offset.cast("string")),
-        header(PAYLOAD_BYTES, F.length(payload).cast("string")),
+    fields = record_fields(
+        reason, (DETAIL, detail), source, str(partition), str(offset), str(payload_bytes)
     )
+    return [(name, _detail(v) if name == DETAIL else v.encode()) for name, v in fields]
 
 
-def read_headers(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
-    """A Kafka record's headers as text (undecodable bytes replaced, a later header wins)."""
-    return {key: (value or b"").decode("utf-8", "replace") for key, value in (headers or [])}
+HeaderValue = str | bytes | None
+
+
+def read_headers(
+    headers: Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None,
+) -> dict[str, str]:
+    """A Kafka record's headers as text (undecodable bytes replaced, a later header wins). A
+    consumed record has a list of (name, bytes) pairs; the other shapes are those
+    confluent_kafka's header type allows too."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or []
+    return {key: _header_text(value) for key, value in pairs}
+
+
+def _header_text(value: HeaderValue) -> str:
+    if isinstance(value, str):
+        return value
+    return (value or b"").decode("utf-8", "replace")
 
 
 def source_of(headers: dict[str, str]) -> str:

@@ -13,16 +13,18 @@ from benchmarks.process_group import GroupSampler
 
 
 def test_the_cpu_of_a_leader_that_exits_at_once_is_still_seen() -> None:
-    busy = "import time\ntime.sleep(0.5)\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    busy = (
+        "import time\ntime.sleep(0.5)\nend = time.process_time() + 0.6\n"
+        "while time.process_time() < end: pass\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
     with GroupSampler(
         child.pid, interval_s=5
     ) as sampler:  # only the first sample and the one at exit
         assert sampler.wait(child) == 0
     assert len(sampler.times) == 2
-    assert (
-        0.5 <= sampler.cpu_between(sampler.times[0], sampler.times[-1]) < 3.0
-    )  # 10 ms clock ticks
+    # 10 ms clock ticks
+    assert 0.5 <= sampler.cpu_between(sampler.times[0], sampler.times[-1]) < 3.0
     assert sampler.peak_total_mb > 0
 
 

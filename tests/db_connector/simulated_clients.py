@@ -16,7 +16,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-from db_connector.influx_writer import Refused, WriteUnavailable
+from db_connector.errors import WriteUnavailable
+from db_connector.influx_writer import Refused
 from db_connector.lineprotocol import PointError
 from streamkit.wire.dead_letters import SOURCE, SOURCE_OFFSET, SOURCE_PARTITION
 from tests.support.faults import kafka_error
@@ -95,7 +96,7 @@ class SimulatedConsumer:
         self.on_idle = on_idle
         self.positions: dict[tuple[str, int], int] = {}
         self.paused: set[tuple[str, int]] = set()
-        self.callbacks: tuple[Any, Any] | None = None
+        self.callbacks: tuple[Any, Any] = (None, None)  # on_assign, on_revoke once subscribed
         self.calls = 0
         self.rebalances_left = 10  # bounded: the loop must be able to finish a batch between two
 

@@ -1,24 +1,30 @@
 """The connector's reading of in-band consumer errors: a fatal one ends the process (a live
 connector that reads nothing is worse than a restart); the others are only logged."""
 
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from db_connector.connector import Connector, ConsumerFailed
+from db_connector.connector import Connector
+from db_connector.errors import ConsumerFailed
 
 
 @pytest.mark.parametrize(
     "fenced",
     [
-        KafkaError(
-            KafkaError._FATAL, "static consumer fenced"
-        ),  # as the consumer reports it in-band
+        # as the consumer reports it in-band
+        KafkaError(KafkaError._FATAL, "static consumer fenced"),
         KafkaError(KafkaError._FENCED, "static consumer fenced", fatal=True),
     ],
 )
 def test_a_fatal_consumer_error_ends_the_connector(fenced: KafkaError) -> None:
     with pytest.raises(ConsumerFailed, match="fenced"):
         Connector._check_errors([KafkaError(KafkaError._PARTITION_EOF), fenced])
+
+
+#: The Kafka client a test's code path never reaches.
+NO_SERVER: Any = None
 
 
 def test_transient_consumer_errors_are_only_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -36,14 +42,14 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     the connector alive and idle: after a few attempts it exits, and the restart fences it."""
     from db_connector.committer import Committer
     from db_connector.config import ConnectorSettings
-    from db_connector.connector import TransactionStuck
+    from db_connector.errors import TransactionStuck
     from streamkit.shutdown import ShutdownFlag
 
     # no servers: only the retry logic
     committer = Committer(
         ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2}),
-        consumer=None,
-        producer=None,
+        consumer=NO_SERVER,
+        producer=NO_SERVER,
         shutdown=ShutdownFlag(),
         wait=lambda _s: False,
         generation=lambda: 0,
@@ -87,9 +93,10 @@ def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
 
     class FullThenFree:
         def __init__(self) -> None:
-            self.full, self.produced, self.polls = 2, [], 0
+            self.full, self.polls = 2, 0
+            self.produced: list[tuple[str, bytes, bytes, bytes]] = []
 
-        def produce(self, topic: str, value: bytes, key: bytes, **kwargs: object) -> None:
+        def produce(self, topic: str, value: bytes, key: bytes, **kwargs: Any) -> None:
             if self.full:
                 self.full -= 1
                 raise BufferError("Local: Queue full")
@@ -100,8 +107,8 @@ def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
             return 0
 
     producer = FullThenFree()
-    produce_dead_letter(
-        producer, "machinedata.dlq", DeadLetter(Source(), "undecodable", "not Avro")
-    )
+    stand_in: Any = producer  # for a Producer
+    source: Any = Source()  # for a consumed Message
+    produce_dead_letter(stand_in, "machinedata.dlq", DeadLetter(source, "undecodable", "not Avro"))
     assert producer.produced == [("machinedata.dlq", b"poison", b"\x00garbage", b"undecodable")]
     assert producer.polls == 2

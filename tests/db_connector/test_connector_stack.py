@@ -35,6 +35,7 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
 from tests.support.avro import FlatRecordEncoder
 from tests.support.harness import metric
+from tests.support.messages import header_of
 from tests.support.waits import settle
 
 pytestmark = pytest.mark.stack
@@ -67,8 +68,8 @@ def sample_feed(partitions: int = 2, *, duplicates: bool = True) -> Feed:
     for row in rows:
         for record in splitter.split(row):
             feed.add("raw", record.key, record.value, record.partition)
-        for quantity, value in row.quantities.items():
-            feed.raw_points[(row.thing, quantity, row.timestamp_ms * NS_PER_MS)] = value
+        for quantity, measured in row.quantities.items():
+            feed.raw_points[(row.thing, quantity, row.timestamp_ms * NS_PER_MS)] = measured
     if duplicates:  # re-sends, as a restarted bridge makes them: same key, same bytes
         for key, value, partition in random.Random(1).sample(feed.records["raw"], 500):
             feed.add("raw", key, value, partition)
@@ -93,7 +94,8 @@ def add_bad_records(feed: Feed) -> None:
         b"conflict",
         encoder.encode_row("T-conflict", "r3", CONFLICT_MS + 1000, {"speed": 2.5})[0][1],
     )
-    # names the bridge refuses, written by someone else: never a tag, a dead letter with the bridge's reason
+    # names the bridge refuses, written by someone else: never a tag, a dead letter with the
+    # bridge's reason
     feed.add(
         "raw",
         b"slash-thing",
@@ -340,7 +342,7 @@ def assert_influx_equals_oracle(
     letters = read_to_end(settings, dlq_topic)
     reasons: dict[str, int] = {}
     for message in letters:
-        reason = dict(message.headers())["reason"].decode()
+        reason = header_of(message, "reason").decode()
         reasons[reason] = reasons.get(reason, 0) + 1
     assert reasons == feed.bad
     assert count(settings, database, "dead_letter") == len(letters)
@@ -351,7 +353,9 @@ def data_ends(settings: Settings, topic: str) -> dict[int, int]:
     may follow: it is never handed to a consumer, so nothing commits past it)."""
     passed: dict[int, int] = {}
     for message in read_to_end(settings, topic):
-        passed[message.partition()] = max(passed.get(message.partition(), 0), message.offset() + 1)
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None  # a consumed record has both
+        passed[partition] = max(passed.get(partition, 0), offset + 1)
     return passed
 
 
@@ -368,11 +372,12 @@ def offsets_behind(
         committed = {}
         for topic in topics.values():
             partitions = [TopicPartition(topic, p) for p in high_watermarks(settings, topic)]
+            # never committed: OFFSET_INVALID
             committed[topic] = {
                 c.partition: c.offset
                 for c in consumer.committed(partitions, timeout=30)
                 if c.offset >= 0
-            }  # never committed: OFFSET_INVALID
+            }
     finally:
         consumer.close()
     ends = {topic: data_ends(settings, topic) for topic in topics.values()}
@@ -434,9 +439,8 @@ def feed_in_chunks(
     def run() -> None:
         for start_index in range(0, len(records), size):
             produce(settings, topics, records[start_index : start_index + size])
-            time.sleep(
-                pause_s
-            )  # the feed's pace: records keep arriving while the connector is killed
+            # the feed's pace: records keep arriving while the connector is killed
+            time.sleep(pause_s)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import Message
@@ -98,10 +99,11 @@ def test_raw_latency_counts_from_the_event_time(time_ms: int) -> None:
     assert point_time_ms(raw_converter()(message(raw_record(time_ms)))) == time_ms
 
 
+# the last: a long gap
 @pytest.mark.parametrize(
     "left_ms,right_ms",
     [(5_000, 3_000), (3_000, 5_000), (4_000, 4_000), (1_700_000_000_000, 1_700_000_600_000)],
-)  # the last: a long gap
+)
 def test_joined_latency_counts_from_the_later_input(left_ms: int, right_ms: int) -> None:
     line = joined_converter()(message(joined_record(left_ms, right_ms)))
     assert point_time_ms(line) == max(left_ms, right_ms)
@@ -112,14 +114,8 @@ def test_joined_latency_counts_from_the_later_input(left_ms: int, right_ms: int)
     [
         ("tumbling", 10_000, 10_000, 1_700_000_000_000, 1_700_000_010_000, 1.0),
         ("sliding", 60_000, 10_000, 1_700_000_000_000, 1_700_000_060_000, None),
-        (
-            "session",
-            30_000,
-            30_000,
-            1_700_000_005_000,
-            1_700_000_065_000,
-            0.5,
-        ),  # end: the session's last record
+        # end: the session's last record
+        ("session", 30_000, 30_000, 1_700_000_005_000, 1_700_000_065_000, 0.5),
     ],
 )
 def test_aggregate_latency_counts_from_the_window_end(
@@ -128,22 +124,17 @@ def test_aggregate_latency_counts_from_the_window_end(
     line = aggregate_converter()(
         message(aggregate_record(kind, size_ms, slide_ms, start_ms, end_ms, stddev=stddev))
     )
-    assert (
-        window_end_ms(line) == window_closable_ms(line) == end_ms
-    )  # no closed_at_ms: an idle flush closed it
-    assert (
-        point_time_ms(line) == start_ms
-    )  # the point's own time is the start: not what latency counts from
+    # no closed_at_ms: an idle flush closed it
+    assert window_end_ms(line) == window_closable_ms(line) == end_ms
+    # the point's own time is the start: not what latency counts from
+    assert point_time_ms(line) == start_ms
 
 
 @pytest.mark.parametrize(
     "kind,end_ms,closed_at_ms",
     [
-        (
-            "tumbling",
-            1_700_000_010_000,
-            1_700_000_020_000,
-        ),  # the record 10 s (the lateness) past the end
+        # the record 10 s (the lateness) past the end
+        ("tumbling", 1_700_000_010_000, 1_700_000_020_000),
         ("session", 1_700_000_065_000, 1_700_000_104_321),  # past the last record + gap + lateness
         ("tumbling", 10_000, 10_000),  # no lateness
     ],
@@ -240,7 +231,8 @@ def test_the_connector_observes_aggregates_from_their_window_end() -> None:
         for m in ("raw", "aggregate", "late")
         for le in ("1.0", "3.0", "10.0", "30.0")
     }
-    Connector._observe_latency(SimpleNamespace(converters=converters), batch)
+    connector: Any = SimpleNamespace(converters=converters)  # all _observe_latency reads
+    Connector._observe_latency(connector, batch)
     after = {key: bucket(*key) - count for key, count in before.items()}
     assert [after[("aggregate", le)] for le in ("1.0", "3.0", "10.0", "30.0")] == [0, 1, 1, 2]
     assert after[("raw", "1.0")] == 0 and after[("raw", "3.0")] == 1

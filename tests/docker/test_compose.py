@@ -207,7 +207,7 @@ def named_volumes(service: dict[str, Any]) -> list[str]:
     return names
 
 
-# ------------------------------------------------------------------------------------ docker compose config
+# ---------------------------------------------------------------------------- docker compose config
 def test_docker_compose_config_accepts_the_file() -> None:
     cli = compose_cli()
     if cli is None:
@@ -391,7 +391,7 @@ def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one
     hosts = [services()[name]["hostname"] for name in SPARK_CLUSTER]
     assert len(set(hosts)) == len(hosts) and all(
         f'"{host}"' in json.dumps(services()[name]["command"])
-        for name, host in zip(SPARK_CLUSTER, hosts)
+        for name, host in zip(SPARK_CLUSTER, hosts, strict=True)
     )
 
 
@@ -458,8 +458,8 @@ def test_secrets_have_no_default_in_compose() -> None:
                     len(refs) == 1
                     and refs[0][0] in SECRETS
                     and refs[0][1] in (":?", "?")
-                    and _unescaped(value).strip()
-                    == _INTERPOLATION.search(_unescaped(value)).group(0)
+                    and (whole := _INTERPOLATION.search(_unescaped(value))) is not None
+                    and _unescaped(value).strip() == whole.group(0)
                 ), f"{service_name}: {key}={value!r} is not a bare secret reference"
     for key in SECRETS:
         assert any(name == key for name, _, _ in interpolations(compose_text())), (
@@ -621,8 +621,11 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     import threading
     import time
 
+    import paho.mqtt.client as mqtt
+
     from streamkit.config import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
+    from streamkit.secret import Secret
     from tests.support.ports import free_ports
 
     if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
@@ -651,7 +654,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    clients = []
+    clients: list[mqtt.Client] = []
     try:
         base = Settings.from_sources(
             environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port}
@@ -659,7 +662,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
 
         def client(user: str):  # noqa: ANN202
             settings = dataclasses.replace(
-                base, mqtt_username=user, mqtt_password=f"password-of-{user}"
+                base, mqtt_username=user, mqtt_password=Secret(f"password-of-{user}")
             )
             clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
             for _ in range(50):  # the broker is starting
@@ -677,7 +680,12 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         received: list[str] = []
         arrived = threading.Event()
         watcher = client("admin")
-        watcher.on_message = lambda _c, _u, message: (received.append(message.topic), arrived.set())
+
+        def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+            received.append(message.topic)
+            arrived.set()
+
+        watcher.on_message = on_message
         subscribed = threading.Event()
         watcher.on_subscribe = lambda *_args: subscribed.set()
         watcher.subscribe("#", qos=1)
@@ -758,7 +766,9 @@ def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> No
     assert influx["type"] == "influxdb" and influx["jsonData"]["version"] == "InfluxQL"
     assert prom["type"] == "prometheus"
     for source, service in ((influx, "influxdb"), (prom, "prometheus")):
-        host = re.match(r"https?://([^:/]+)", source["url"]).group(1)
+        match = re.match(r"https?://([^:/]+)", source["url"])
+        assert match, source["url"]
+        host = match.group(1)
         assert host == service and host in services(), f"{source['name']} points at {source['url']}"
     # Credentials and database come from Grafana's environment, never literals.
     env_ref = re.compile(r"^\$(__env\{(?P<a>\w+)\}|\{(?P<b>\w+)\}|(?P<c>\w+))$")
@@ -799,7 +809,8 @@ def test_dockerfile_pins_base_images_and_runs_as_non_root() -> None:
 def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_certificates() -> (
     None
 ):
-    """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the build."""
+    """An edit of the code must not re-download pyspark; a TLS-inspecting proxy must not stop the
+    build."""
     text = DOCKERFILE.read_text()
     assert text.index("pip install -r") < text.index("COPY . /app"), (
         "the source is copied before the dependencies"
@@ -844,7 +855,10 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
     assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
     assert settings.influx_base_url == f"http://127.0.0.1:{values['INFLUX_PORT']}"
-    assert (settings.mqtt_port, settings.mqtt_password) == (int(values["MQTT_PORT"]), "change-me")
+    assert (settings.mqtt_port, settings.mqtt_password.reveal()) == (
+        int(values["MQTT_PORT"]),
+        "change-me",
+    )
     assert settings.topic_partitions == int(values["TOPIC_PARTITIONS"])
     # METRICS_PORT is documented but left unset: 0 would give every local service a random port.
     assert "METRICS_PORT" not in values and "\n# METRICS_PORT=\n" in ENV_EXAMPLE.read_text()

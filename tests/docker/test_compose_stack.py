@@ -49,7 +49,8 @@ COMPOSE_PIPELINE = PipelineSpec(
     windows=tuple(WINDOWS),
     lateness_ms=LATENESS_MS,
 )
-#: Rows per second of the faulted replay: slow enough that every fault lands while records are in flight.
+#: Rows per second of the faulted replay: slow enough that every fault lands while records are in
+#: flight.
 REPLAY_RATE = 250
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
@@ -86,7 +87,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     compose = ComposeProject(
         f"mdtest{os.getpid()}",
         work,
-        dict(zip(names, free_ports(len(names)))),
+        dict(zip(names, free_ports(len(names)), strict=True)),
         # file times; windows closed by the data alone, as the oracle closes them (an
         # idle flush between the rounds would close them by the wall clock)
         {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"},

@@ -137,7 +137,7 @@ def executing_workers(settings: Settings, pipeline: Pipeline, timeout_s: float =
 def killed_stage(pipeline: Pipeline, name: str) -> None:
     """SIGKILL a stage's process group; the kill is asserted (the process ended by SIGKILL)."""
     pipeline.kill9(name)
-    code = pipeline.services[name].process.returncode
+    code = pipeline.services[name].popen.returncode
     assert code == -signal.SIGKILL, f"{name} ended with {code}, not by SIGKILL"
 
 
@@ -155,13 +155,13 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
     kafka, mosquitto = Stack(settings, ["kafka"]), Stack(settings, ["mosquitto"])
     if any(status.state != "running" for status in (*kafka.status(), *mosquitto.status())):
         cannot_run(
-            "Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill them"
+            "Kafka and Mosquitto were not started by this stack launcher, so the test cannot kill "
+            "them"
         )
     extra_faults, kills_per_stage, rows = chaos_faults(topology)
     events = write_events(tmp_path / "events.json", rows)
-    assert (
-        len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000
-    )  # a round worth judging
+    # a round worth judging
+    assert len(expected_outputs(PIPELINE, measurements(file_rows(events))).joined) > 1000
 
     pipeline.start_stages()
     pipeline.wait_bridges()
@@ -185,10 +185,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
             kafka.down()
             supervise_for(pipeline, 3)
             restart_broker(kafka)
-        elif fault in (
-            "kafka-kill",
-            "kafka-node-kill",
-        ):  # the single broker, or one of three (min.insync 2)
+        elif fault in ("kafka-kill", "kafka-node-kill"):
+            # the single broker, or one of three (min.insync 2)
             killed = kill_group(kafka, rng)
             fault = f"{fault} {killed.name}"
             supervise_for(pipeline, rng.uniform(5, 20))

@@ -117,7 +117,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         pipeline.start_stages()
         pipeline.wait_bridges()
         sim = pipeline.replay(events, "--order", "file", "--rate", "400")
-        assert sim.process.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
+        assert sim.popen.wait(300) == 0, pipeline.log("simulator").read_text()[-2000:]
         publisher = RawPublisher(
             settings.acting_as("mqtt", "machine"),
             max_inflight=10,
@@ -158,9 +158,8 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         late_stages = {
             r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')
         }
-        assert late_stages == {"join", "aggregate"}, (
-            late_stages
-        )  # the file order makes late records at both
+        # the file order makes late records at both
+        assert late_stages == {"join", "aggregate"}, late_stages
         dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
         settle(

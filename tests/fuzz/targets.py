@@ -18,6 +18,7 @@ import tempfile
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fastavro
 
@@ -108,6 +109,7 @@ def strict_decode(codec: AvroCodec, data: bytes) -> dict:
     record = fastavro.schemaless_reader(stream, parsed_schema(codec.name), None)
     if stream.tell() != len(data):
         raise ValueError("trailing bytes")
+    assert isinstance(record, dict)  # the schemas are records
     return record
 
 
@@ -117,7 +119,8 @@ def raw_avro(data: bytes) -> None:
     non-canonical bytes (over-long varints, which fastavro reads modulo 2**64) may be refused
     by the fast path alone."""
     try:
-        got: str | None = _RAW_FAST(FakeMessage(data))
+        message: Any = FakeMessage(data)  # for a consumed Message
+        got: str | None = _RAW_FAST(message)
     except PointError:
         got = None
     try:
@@ -150,7 +153,8 @@ def output_avro(data: bytes) -> None:
     kind, body = kinds[data[0] % len(kinds)], data[1:]
     headers = [("reason", body[:40]), ("payload_bytes", body[40:60]), ("detail", body[60:])]
     try:
-        line = _CONVERTERS[kind](FakeMessage(body, headers if kind == "dlq" else None))
+        message: Any = FakeMessage(body, headers if kind == "dlq" else None)
+        line = _CONVERTERS[kind](message)
     except PointError:
         return
     assert "\n" not in line, line
@@ -208,7 +212,7 @@ def _replay_file(content: bytes) -> None:
             assert stats.rows == 0, "the check refused a file with valid rows"
         else:
             assert stats.rows > 0 and stats.rows + stats.rejected_total == checked.rows_in_file
-        assert all(entry["line"] >= 1 for entry in stats.listed)
+        assert all(isinstance(e["line"], int) and e["line"] >= 1 for e in stats.listed)
         for row in read:
             parse_row(row.payload)  # what the simulator publishes must pass the bridge's parser
     finally:
@@ -225,7 +229,8 @@ _QUANTITY_FORBIDDEN = "|\\"
 
 
 def reference_name(name: str, forbidden: str) -> bool:
-    """The rule as docs/architecture.md states it, written without the implementation's shortcuts."""
+    """The rule as docs/architecture.md states it, written without the implementation's
+    shortcuts."""
     return (
         0 < len(name) <= MAX_CHARS
         and name[0] != " "
@@ -349,7 +354,8 @@ def _refused(call: Callable[[], object], error: type[Exception]) -> None:
 
 
 def source_file(data: bytes) -> None:
-    """The simulator's file reader on the bytes as they are (JSON lines, a JSON array, a BOM, any junk)."""
+    """The simulator's file reader on the bytes as they are (JSON lines, a JSON array, a BOM, any
+    junk)."""
     _replay_file(data)
 
 

@@ -90,5 +90,6 @@ def test_fuzzing_finds_nothing(target: str, tmp_path: Path) -> None:
         if line.startswith("stat::number_of_executed_units")
     ]
     print(
-        f"{target}: {runs[0].split(':')[-1].strip() if runs else '?'} inputs in {SECONDS} s, nothing found"
+        f"{target}: {runs[0].split(':')[-1].strip() if runs else '?'} inputs in {SECONDS} s, "
+        "nothing found"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -31,7 +33,9 @@ def test_acks_leave_in_arrival_order_only_when_complete(
     sent: list[int] = []
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     entries = [acks.add(mid, 1, n) for mid, n in enumerate(record_counts)]
-    confirmations = [entry for entry, n in zip(entries, record_counts) for _ in range(n)]
+    confirmations = [
+        entry for entry, n in zip(entries, record_counts, strict=True) for _ in range(n)
+    ]
     rng.shuffle(confirmations)
     for entry in confirmations:
         acks.confirm(entry, True)
@@ -57,9 +61,8 @@ def test_reset_forgets_pending_messages_of_a_lost_connection() -> None:
     acks = InOrderAcks(lambda mid, _qos: sent.append(mid))
     stale = acks.add(7, 1, 1)
     assert acks.reset() == 1
-    acks.confirm(
-        stale, True
-    )  # confirmed after the reconnect: its mid belongs to the old connection
+    # confirmed after the reconnect: its mid belongs to the old connection
+    acks.confirm(stale, True)
     assert sent == []
 
 
@@ -108,9 +111,15 @@ class _RecordingProducer:
         return 0
 
 
+#: The MQTT client the callback receives; it never uses it.
+NO_CLIENT: Any = None
+
+
 def _bridge_without_servers(
-    splitter: object, producer: object = None, acked: list[int] | None = None
+    splitter: Any, producer: Any = None, acked: list[int] | None = None
 ) -> Bridge:
+    """A bridge whose Kafka producer and row splitter are the test's stand-ins (typed Any: they
+    implement only what the callback calls)."""
     bridge = Bridge.__new__(Bridge)  # no MQTT or Kafka connection: only the callback's logic
     bridge.settings = BridgeSettings.from_sources(cli={"dlq_topic": "dlq", "raw_topic": "raw"})
     bridge.shutdown, bridge.max_future_ms, bridge.failure, bridge.produce_failed = (
@@ -120,7 +129,8 @@ def _bridge_without_servers(
         False,
     )
     bridge.closing = False
-    bridge.producer, bridge.splitter = producer or _RecordingProducer(), splitter
+    stand_in: Any = producer or _RecordingProducer()
+    bridge.producer, bridge.splitter = stand_in, splitter
     sent = acked if acked is not None else []
     bridge.acks = InOrderAcks(
         lambda mid, _qos: sent.append(mid), on_delivery_failure=bridge._delivery_failed
@@ -135,6 +145,7 @@ class _LateReportsProducer:
     def __init__(self) -> None:
         self.produced: list[tuple[bytes, bytes, int]] = []
         self.reports: list = []  # the on_delivery of each produced record, in produce order
+        self.on_poll: Callable[[], None] | None = None  # what else happens while it polls
 
     def produce_batch(self, topic: str, batch: list[dict], partition: int, on_delivery) -> int:
         assert topic == "raw"
@@ -143,6 +154,8 @@ class _LateReportsProducer:
         return len(batch)
 
     def poll(self, _timeout: float) -> int:
+        if self.on_poll is not None:
+            self.on_poll()
         return 0
 
 
@@ -167,13 +180,13 @@ def test_each_message_is_acked_after_kafka_confirmed_all_its_records_and_in_arri
     messages = _sample_messages(20)
     ok, records = _metric("bridge_messages_total", outcome="ok"), _metric("bridge_records_total")
     for message in messages:
-        bridge._on_message(None, None, message)
+        bridge._on_message(NO_CLIENT, None, message)
     codec = AvroCodec("measurement")
     expected = []
     for (
         message
     ) in messages:  # the bytes from the definitions: the codec, the key format, the partitioner
-        row = parse_row(message.payload)
+        row = parse_row(bytes(message.payload))
         expected += [
             (
                 record_key(row.thing, q, row.timestamp_ms),
@@ -193,7 +206,7 @@ def test_each_message_is_acked_after_kafka_confirmed_all_its_records_and_in_arri
     assert producer.produced == expected and acked == []
     assert _metric("bridge_messages_total", outcome="ok") - ok == len(messages)
     assert _metric("bridge_records_total") - records == len(expected)
-    outstanding = {m.mid: len(parse_row(m.payload).quantities) for m in messages}
+    outstanding = {m.mid: len(parse_row(bytes(m.payload)).quantities) for m in messages}
     owner = [mid for mid, n in outstanding.items() for _ in range(n)]  # the message of each report
     order = list(range(len(owner)))
     random.Random(7).shuffle(order)
@@ -214,17 +227,16 @@ def test_a_failed_delivery_keeps_its_message_unacked_and_defers_every_later_one(
         _metric("bridge_delivery_failures_total"),
         _metric("bridge_messages_total", outcome="deferred"),
     )
-    bridge._on_message(None, None, first)
-    bridge._on_message(None, None, second)
+    bridge._on_message(NO_CLIENT, None, first)
+    bridge._on_message(NO_CLIENT, None, second)
     reports = list(producer.reports)
     for report in reports[1:]:
         report(None, None)
-    reports[0](
-        KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None
-    )  # the first message's first record
+    # the first message's first record
+    reports[0](KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)
     assert acked == [] and bridge.acks.blocked_by_failure and bridge.produce_failed
     assert _metric("bridge_delivery_failures_total") - failures == 1
-    bridge._on_message(None, None, third)  # must not overtake the failed one in its partition
+    bridge._on_message(NO_CLIENT, None, third)  # must not overtake the failed one in its partition
     assert len(producer.produced) == len(reports) and bridge.failure is None
     assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1
 
@@ -234,28 +246,31 @@ def test_an_unforeseen_failure_on_one_message_is_a_dead_letter_not_a_dead_callba
         def batch(self, _row: Row) -> tuple[int, list]:
             raise KeyError("a bug nobody foresaw")
 
-    bridge = _bridge_without_servers(Exploding())
+    recorder = _RecordingProducer()
+    bridge = _bridge_without_servers(Exploding(), recorder)
     message = MQTTMessage(mid=1, topic=b"machines/M1")
     message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
-    bridge._on_message(None, None, message)  # must not raise
-    ((topic, value, headers),) = bridge.producer.produced
+    bridge._on_message(NO_CLIENT, None, message)  # must not raise
+    ((topic, value, headers),) = recorder.produced
     assert (topic, value, dict(headers)["reason"]) == ("dlq", message.payload, b"unprocessable")
     assert bridge.failure is None and len(bridge.acks) == 0  # acked: never redelivered
 
 
 def test_a_failure_outside_one_message_ends_the_run_instead_of_killing_the_callback() -> None:
     bridge = _bridge_without_servers(RowSplitter(2))
-    bridge.producer = None  # every use of Kafka now fails with AttributeError
+    no_kafka: Any = None
+    bridge.producer = no_kafka  # every use of Kafka now fails with AttributeError
     message = MQTTMessage(mid=1, topic=b"machines/M1")
     message.payload, message.qos = b'{"Thing": "M1", "Timestamp": 1554000000000, "a": 1}', 1
-    bridge._on_message(None, None, message)  # must not raise
+    bridge._on_message(NO_CLIENT, None, message)  # must not raise
     assert isinstance(bridge.failure, AttributeError)
 
 
 def test_after_a_failed_produce_no_later_message_overtakes_it() -> None:
     """Message 1 cannot be queued (a non-retriable error): message 2 must not reach Kafka
     before it, or it would overtake it in its partition; both wait for the restart."""
-    bridge = _bridge_without_servers(RowSplitter(2))
+    recorder = _RecordingProducer()
+    bridge = _bridge_without_servers(RowSplitter(2), recorder)
     messages = []
     for mid in (1, 2):
         message = MQTTMessage(mid=mid, topic=b"machines/M1")
@@ -264,13 +279,11 @@ def test_after_a_failed_produce_no_later_message_overtakes_it() -> None:
             1,
         )
         messages.append(message)
-    bridge.producer.refuse_batches = True
-    bridge._on_message(None, None, messages[0])
-    bridge.producer.refuse_batches = False  # Kafka would take message 2 now
-    bridge._on_message(None, None, messages[1])
-    assert (
-        bridge.producer.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
-    )
+    recorder.refuse_batches = True
+    bridge._on_message(NO_CLIENT, None, messages[0])
+    recorder.refuse_batches = False  # Kafka would take message 2 now
+    bridge._on_message(NO_CLIENT, None, messages[1])
+    assert recorder.produced == [] and bridge.acks.blocked_by_failure and bridge.failure is None
 
 
 def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next_run() -> None:
@@ -281,13 +294,11 @@ def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next
     bridge.settings = dataclasses.replace(bridge.settings, max_unacked=1)
     first, second = _sample_messages(2)
     deferred = _metric("bridge_messages_total", outcome="deferred")
-    bridge._on_message(None, None, first)  # unconfirmed: the limit is reached
-    producer.poll = lambda _timeout: (
-        bridge.shutdown.request() or 0
-    )  # SIGTERM while the second waits for room
-    bridge._on_message(None, None, second)
+    bridge._on_message(NO_CLIENT, None, first)  # unconfirmed: the limit is reached
+    producer.on_poll = bridge.shutdown.request  # SIGTERM while the second waits for room
+    bridge._on_message(NO_CLIENT, None, second)
     assert (
-        len(producer.produced) == len(parse_row(first.payload).quantities)
+        len(producer.produced) == len(parse_row(bytes(first.payload)).quantities)
         and bridge.failure is None
     )
     assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1

@@ -18,6 +18,7 @@ from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, parse_record_key, thing_partition
 from tests.support.harness import expected_records, group_by_key, start_bridge, wait_for_keys
+from tests.support.messages import header_of, key_of, value_of
 from tests.support.mqtt import RawPublisher
 from tests.support.waits import landing_limit_s
 
@@ -47,13 +48,13 @@ def assert_raw_topic_holds_exactly(
         assert record["value"] == expected[key]
     partitions = settings.topic_partitions
     assert all(
-        m.partition() == thing_partition(parse_record_key(m.key()).thing, partitions)
+        m.partition() == thing_partition(parse_record_key(key_of(m)).thing, partitions)
         for m in messages
     )
     if check_order:  # each (thing, quantity) stream is in event-time order within its partition
         last: dict[tuple[bytes, bytes], int] = {}
         for message in sorted(messages, key=lambda m: (m.partition(), m.offset())):
-            thing, quantity, time_ms = message.key().rsplit(b"|", 2)
+            thing, quantity, time_ms = key_of(message).rsplit(b"|", 2)
             assert int(time_ms) > last.get((thing, quantity), -1)
             last[(thing, quantity)] = int(time_ms)
     return len(messages) - len(expected)
@@ -63,7 +64,7 @@ def replay(lane: Wiring, events: Path, tmp_path: Path, *args: str) -> None:
     sim = service_process(
         "simulator", lane, tmp_path / "simulator.log", "--input", str(events), *args
     ).start()
-    assert sim.process.wait(600) == 0, (tmp_path / "simulator.log").read_text()[-3000:]
+    assert sim.popen.wait(600) == 0, (tmp_path / "simulator.log").read_text()[-3000:]
 
 
 def test_sample_replay_lands_exactly_in_order(
@@ -156,7 +157,7 @@ def test_bridge_killed_repeatedly_loses_nothing(
         service.start()
     print(f"killed the bridge (kill -9) at {[round(k, 2) for k in kills]} s")
     try:
-        assert sim.process.wait(600) == 0
+        assert sim.popen.wait(600) == 0
         expected = set(expected_records(events))
         seen = wait_for_keys(stack_settings, lane.raw, expected, landing_limit_s(len(expected)))
         assert expected <= seen, f"{len(expected - seen)} missing; {log.read_text()[-3000:]}"
@@ -234,7 +235,7 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(
         assert service.alive(), "the bridge died on bad input"
         dlq = read_to_end(settings, lane.dlq)
         assert len(dlq) == len(fuzz)
-        reasons = [dict(m.headers())["reason"].decode() for m in dlq]
+        reasons = [header_of(m, "reason").decode() for m in dlq]
         assert reasons == [
             "not_utf8",
             "not_json",
@@ -254,14 +255,14 @@ def test_fuzzed_payloads_go_to_the_dlq_with_reasons(
         ]
         huge = dlq[2]
         assert (
-            int(dict(huge.headers())["payload_bytes"]) == len(fuzz["huge"])
-            and len(huge.value()) == 64 * 1024
+            int(header_of(huge, "payload_bytes")) == len(fuzz["huge"])
+            and len(value_of(huge)) == 64 * 1024
         )
         assert [m.value() for i, m in enumerate(dlq) if i != 2] == [
             v for k, v in fuzz.items() if k != "huge"
         ]
-        # Throughput unaffected: the batch after the fuzz takes at most twice the one before (generous:
-        # a shared 2-core machine), and nothing of it is lost.
+        # Throughput unaffected: the batch after the fuzz takes at most twice the one before
+        # (generous: a shared 2-core machine), and nothing of it is lost.
         assert after < 2 * before + 2, (before, after)
     finally:
         service.terminate()

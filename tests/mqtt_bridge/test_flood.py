@@ -42,6 +42,7 @@ from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.wire import parse_record_key, record_key
 from tests.support.harness import group_by_key, start_bridge, wait_for_keys
 from tests.support.kafka_quota import ProduceQuota
+from tests.support.messages import header_of
 from tests.support.mqtt import RawPublisher
 
 pytestmark = [pytest.mark.stack, pytest.mark.chaos]
@@ -57,7 +58,9 @@ SAMPLE_S = 0.5
 
 def rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    assert match, f"no VmRSS for {pid}"
+    return int(match.group(1)) / 1024
 
 
 class Sampler(threading.Thread):
@@ -153,7 +156,7 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
         service = start_bridge(lane, tmp_path / "bridge.log", "--max-unacked", str(MAX_UNACKED))
         metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
         (mosquitto,) = Stack(settings, ["mosquitto"]).status()
-        sampler = Sampler(service.process.pid, mosquitto.pid, metrics_port)
+        sampler = Sampler(service.popen.pid, mosquitto.pid, metrics_port)
         sampler.start()
         started = time.monotonic()
         try:
@@ -180,7 +183,7 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
             ).start()
             service.wait_logged('"metrics endpoint up"', 60)
             metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
-            sampler.watch_bridge(service.process.pid, metrics_port)
+            sampler.watch_bridge(service.popen.pid, metrics_port)
             published = dict(counts.get(timeout=SECONDS + 180) for _ in workers)
             for worker in workers:
                 worker.join(30)
@@ -189,9 +192,8 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
             quota.lift()  # the backlog drains at full speed
             valid = set().union(*(expected_keys(i, n) for i, n in published.items()))
             invalid = sum(n // 4 for n in published.values())  # n % 4 == 3 for n < published
-            missing = valid - wait_for_keys(
-                settings, lane.raw, valid, 600
-            )  # re-sends inflate counts
+            # re-sends inflate counts
+            missing = valid - wait_for_keys(settings, lane.raw, valid, 600)
             assert not missing, f"{len(missing)} valid records lost, e.g. {sorted(missing)[:3]}"
             drained_s = time.monotonic() - started
             assert wait_for_count(settings, lane.dlq, invalid, 120) >= invalid
@@ -209,20 +211,21 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
     )
     dead = read_to_end(settings, lane.dlq)
     letters = Counter(m.value() for m in dead)
-    assert {dict(m.headers())["reason"] for m in dead} == {b"bad_timestamp"}
+    assert {header_of(m, "reason") for m in dead} == {b"bad_timestamp"}
     assert len(letters) == invalid, (len(letters), invalid)  # each invalid payload is unique
     total = sum(published.values())
     resent = resent_messages(raw, dead)
     print(
-        f"re-sent messages after the graceful restart: {resent} (raw records {len(raw) - len(valid)}, "
-        f"dead letters {len(dead) - invalid})"
+        f"re-sent messages after the graceful restart: {resent} (raw records "
+        f"{len(raw) - len(valid)}, dead letters {len(dead) - invalid})"
     )
     print(
         f"flood: {total:,} messages from {PUBLISHERS} publishers in {publish_s:.1f} s "
-        f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to {QUOTA_BYTES_PER_S:,} B/s), "
-        f"bridge done after {drained_s:.1f} s; {len(raw):,} raw records, {invalid:,} dead letters; peak RSS "
-        f"bridge {sampler.peak_mb['bridge']:.0f} MB, mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; "
-        f"peak unacked {throttled_peak:.0f} while throttled (limit {MAX_UNACKED})"
+        f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to "
+        f"{QUOTA_BYTES_PER_S:,} B/s), bridge done after {drained_s:.1f} s; {len(raw):,} raw "
+        f"records, {invalid:,} dead letters; peak RSS bridge {sampler.peak_mb['bridge']:.0f} MB, "
+        f"mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; peak unacked {throttled_peak:.0f} while "
+        f"throttled (limit {MAX_UNACKED})"
     )
     # The throttle makes the flood exceed the bridge: it must have filled its window.
     assert throttled_peak >= MAX_UNACKED, "no backpressure although Kafka throttled the bridge"

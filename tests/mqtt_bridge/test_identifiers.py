@@ -18,8 +18,14 @@ from streamkit.events import parse_row
 from streamkit.identifiers import MAX_CHARS
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.wire import parse_record_key, record_key
-from tests.mqtt_bridge.test_bridge_parts import _bridge_without_servers, _metric
+from tests.mqtt_bridge.test_bridge_parts import (
+    NO_CLIENT,
+    _bridge_without_servers,
+    _metric,
+    _RecordingProducer,
+)
 from tests.support.harness import start_bridge, wait_for_keys
+from tests.support.messages import header_of, key_of
 from tests.support.mqtt import RawPublisher
 
 T0 = 1_554_000_000_000
@@ -58,7 +64,8 @@ def bad_payloads() -> list[tuple[bytes, str]]:
 def test_a_bad_name_is_a_dead_letter_with_its_reason() -> None:
     """The callback alone (no servers): each message dead-lettered, counted and acknowledged."""
     acked: list[int] = []
-    bridge = _bridge_without_servers(RowSplitter(4), acked=acked)
+    recorder = _RecordingProducer()
+    bridge = _bridge_without_servers(RowSplitter(4), recorder, acked)
     before = {
         reason: _metric("bridge_dlq_total", reason=reason)
         for reason in ("bad_thing", "bad_quantity_name")
@@ -67,9 +74,9 @@ def test_a_bad_name_is_a_dead_letter_with_its_reason() -> None:
     for mid, (value, _reason) in enumerate(cases, 1):
         message = MQTTMessage(mid=mid, topic=b"machines/M1")
         message.payload, message.qos = value, 1
-        bridge._on_message(None, None, message)
+        bridge._on_message(NO_CLIENT, None, message)
     assert bridge.failure is None and acked == list(range(1, len(cases) + 1))
-    produced = bridge.producer.produced
+    produced = recorder.produced
     assert [topic for topic, _, _ in produced] == ["dlq"] * len(cases)
     assert [(value, dict(headers)["reason"].decode()) for _, value, headers in produced] == cases
     assert _metric("bridge_dlq_total", reason="bad_thing") - before["bad_thing"] == len(BAD_THINGS)
@@ -104,15 +111,13 @@ def test_bad_names_over_real_mqtt_are_dead_letters_and_the_bridge_goes_on(
         assert wait_for_keys(stack_settings, lane.raw, expected, 60) == expected
         assert wait_for_count(stack_settings, lane.dlq, len(cases), 60) >= len(cases)
         letters = read_to_end(stack_settings, lane.dlq)
-        assert [(m.value(), dict(m.headers())["reason"].decode()) for m in letters] == cases
-        assert all(
-            dict(m.headers())["detail"] for m in letters
-        )  # the reason's detail, e.g. which character
+        assert [(m.value(), header_of(m, "reason").decode()) for m in letters] == cases
+        # the reason's detail, e.g. which character
+        assert all(header_of(m, "detail") for m in letters)
         raw = read_to_end(stack_settings, lane.raw)
-        assert {m.key() for m in raw} == expected and len(raw) == len(
-            expected
-        )  # nothing of the bad ones
-        assert {parse_record_key(m.key()).thing for m in raw} == {"M1", 'Fräse 3,a=b "x"'}
+        # nothing of the bad ones
+        assert {m.key() for m in raw} == expected and len(raw) == len(expected)
+        assert {parse_record_key(key_of(m)).thing for m in raw} == {"M1", 'Fräse 3,a=b "x"'}
         values = scrape_metrics(port)
         assert metric_sum(values, "bridge_dlq_total", 'reason="bad_thing"') == len(BAD_THINGS)
         assert metric_sum(values, "bridge_dlq_total", 'reason="bad_quantity_name"') == len(

@@ -19,9 +19,8 @@ PARTITIONS = 6
 #: never change the bytes of a later row.
 SPLITTER = RowSplitter(PARTITIONS)
 
-texts = st.text(
-    st.characters(blacklist_categories=["Cs"])
-)  # UTF-8 encodable, as validated rows are
+# UTF-8 encodable, as validated rows are
+texts = st.text(st.characters(blacklist_categories=["Cs"]))
 quantity_names = st.text(
     st.characters(blacklist_categories=["Cs"], blacklist_characters="|"), min_size=1
 )

@@ -116,9 +116,8 @@ def test_a_rejected_row_is_counted_on_its_own_line(
     entries = [*rows[:at], entry, *rows[at:]]
     end = "\r\n" if crlf else "\n"
     lines = [json.dumps(e) for e in entries]
-    for position in sorted(
-        blanks, reverse=True
-    ):  # blank lines count as lines, as an editor shows them
+    # blank lines count as lines, as an editor shows them
+    for position in sorted(blanks, reverse=True):
         lines.insert(min(position, len(lines)), "")
     bad_line = lines.index(json.dumps(entry)) + 1
     as_lines = tmp_path / "lines.json"
@@ -137,7 +136,7 @@ def test_a_rejected_row_is_counted_on_its_own_line(
 def test_rejections_are_listed_up_to_the_cap_and_counted_exactly(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
     path.write_text(
-        "".join('{"Thing": "A", "Timestamp": %d, "x": 1}\nnot json\n' % i for i in range(300))
+        "".join(f'{{"Thing": "A", "Timestamp": {i}, "x": 1}}\nnot json\n' for i in range(300))
     )
     got, stats = read(path)
     assert len(got) == 300 and stats.rejected_total == 300 and stats.rejected == {"not_json": 300}
@@ -192,7 +191,8 @@ GOOD = b'{"Thing": "A", "Timestamp": 1554096380000, "x": 1}\n'
         ),
         (
             b'{"Timestamp": 1, "x": 1}\n{"Thing": "A", "Timestamp": 1}\n',
-            "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line 1: Thing is missing",
+            "has no valid row: all 2 rows rejected (missing_thing 1, no_quantities 1); first: line "
+            "1: Thing is missing",
         ),
         (
             b'[{"Thing": "A", "Timestamp": 1, "x": 1},\n {"Thing": "B" "Timestamp": 1}]',

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from simulator.generate import generate
@@ -19,10 +20,7 @@ def test_sample_reads_completely_and_sorts_with_spills(tmp_path: Path) -> None:
     stats = SourceStats()
     in_file_order = list(read_rows(SAMPLE, stats))
     assert stats.rows == 5000 and not stats.rejected
-    assert (
-        sum(a.timestamp_ms > b.timestamp_ms for a, b in zip(in_file_order, in_file_order[1:]))
-        == 646
-    )
+    assert sum(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(in_file_order)) == 646
     spilled = list(sorted_rows(iter(in_file_order), chunk_rows=333))  # 16 spill files
     in_memory = list(sorted_rows(iter(in_file_order), chunk_rows=10**6))
     expected = [
@@ -38,7 +36,8 @@ def test_bad_lines_are_counted_with_reasons_and_python_dicts_become_json(tmp_pat
             [
                 '{"Thing": "A", "Timestamp": 1554096380000, "x": 1}',
                 "{'Thing': 'A', 'Timestamp': 1554096381000, 'x': 2}",
-                "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",  # bytes: no JSON form
+                # bytes: no JSON form
+                "{'Thing': 'A', 'Timestamp': 1554096382000, 'x': 3, 'id': b'raw'}",
                 "not json at all",
                 '{"Thing": "A", "Timestamp": 3000, "x": NaN}',
                 '{"Timestamp": 4000, "x": 1}',
@@ -72,10 +71,11 @@ def test_generator_is_deterministic_and_physical() -> None:
     first = list(generate(3000, 4, seed=7))
     assert first == list(generate(3000, 4, seed=7)) and first != list(generate(3000, 4, seed=8))
     assert len({row["Thing"] for row in first}) == 4
+    # names the bridge takes (streamkit.identifiers)
     assert all(
         is_thing(row["Thing"]) and all(map(is_quantity, row.keys() - {"Thing", "Timestamp", "id"}))
         for row in first
-    )  # names the bridge takes (streamkit.identifiers)
+    )
     times = [row["Timestamp"] for row in first]
     assert times == sorted(times)
     both = [row for row in first if {"actSpeed_C11", "vaTorque_C11", "vaPower_C11"} <= row.keys()]
@@ -105,7 +105,7 @@ def test_published_rows_are_exact_at_every_scrape() -> None:
         acked = 0
 
     publisher = Publisher()
-    progress = Progress(publisher)  # type: ignore[arg-type]
+    progress = Progress(publisher)  # type: ignore[arg-type]  # a stand-in: only its count
     registry = CollectorRegistry()
     registry.register(progress)
     for published in (1, 7, 1999, 2001):

@@ -22,7 +22,9 @@ def fake_jvm(dump: Path | None) -> subprocess.Popen:
 def test_the_first_job_dumps_and_publishes_and_the_next_uses_it(tmp_path: Path) -> None:
     first = class_archive.prepare(tmp_path)
     assert first.dump is not None and not first.use
-    assert first.java_options() == f"-XX:ArchiveClassesAtExit={first.dump}"
+    assert (
+        first.java_options() == f"-XX:ArchiveClassesAtExit={first.dump} {class_archive.QUIET_CDS}"
+    )
     class_archive.finish(first, fake_jvm(first.dump))
     assert first.archive.read_bytes() == b"classes" * 1000 and not first.dump.exists()
     second = class_archive.prepare(tmp_path)

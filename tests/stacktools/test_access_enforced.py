@@ -10,6 +10,7 @@ import dataclasses
 import threading
 import time
 import uuid
+from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -24,6 +25,7 @@ from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from streamkit.secret import Secret
 from tests.support.waits import ONE_MESSAGE_S
 
 pytestmark = pytest.mark.stack
@@ -61,9 +63,8 @@ def can_read(settings: Settings, topic: str) -> bool:
     )
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        if (
-            metadata.error is not None
-        ):  # not even Describe: a fetch would wait for the topic forever
+        # not even Describe: a fetch would wait for the topic forever
+        if metadata.error is not None:
             assert metadata.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, metadata.error
             return False
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -72,14 +73,15 @@ def can_read(settings: Settings, topic: str) -> bool:
             message = consumer.poll(0.5)
             if message is None:
                 continue
-            if message.error() is None:
+            error = message.error()
+            if error is None:
                 return True
-            if message.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 return False
             # librdkafka looks up the group's coordinator even for an assign-only read; the
             # bridge has no group at all, every other user reads in a group of its own
-            assert settings.kafka_username == "bridge", message.error()
-            assert message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, message.error()
+            assert settings.kafka_username == "bridge", error
+            assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
         raise TimedOut(f"neither a record nor a refusal from {topic} within {READ_LIMIT_S:g} s")
     finally:
         consumer.close()
@@ -100,7 +102,7 @@ def test_anonymous_and_wrong_password_are_refused(stack_settings: Settings) -> N
     """A client without SASL gets no answer but a closed connection (the listener speaks only
     SASL, there is nothing to refuse it with); a wrong password is refused by SCRAM."""
     errors: list[KafkaError] = []
-    anonymous = {
+    anonymous: dict[str, Any] = {
         "bootstrap.servers": stack_settings.bootstrap_servers,
         "socket.timeout.ms": 3000,
         "error_cb": errors.append,
@@ -163,7 +165,9 @@ def test_transactional_ids_and_groups_are_per_service(
     try:
         consumer.assign([TopicPartition(role_topics["raw"], 0, 0)])
         errors = [
-            m.error().code() for m in iter(lambda: consumer.poll(10), None) if m.error() is not None
+            error.code()
+            for m in iter(lambda: consumer.poll(10), None)
+            if (error := m.error()) is not None
         ][:1]
         assert errors == [KafkaError.GROUP_AUTHORIZATION_FAILED], "Spark used the connector's group"
     finally:
@@ -185,10 +189,12 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
     received: list[tuple[str, bytes]] = []
     arrived = threading.Event()
     watcher = _mqtt(stack_settings, "admin")
-    watcher.on_message = lambda _c, _u, message: (
-        received.append((message.topic, message.payload)),
-        arrived.set(),
-    )
+
+    def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+        received.append((message.topic, bytes(message.payload)))
+        arrived.set()
+
+    watcher.on_message = on_message
     subacks = threading.Semaphore(0)
     watcher.on_subscribe = lambda *_args: subacks.release()
     watcher.subscribe("#", qos=1)
@@ -196,7 +202,7 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
     # subscribes to the prefix must get nothing
     eavesdropped: list[bytes] = []
     eavesdropper = _mqtt(stack_settings, "machine")
-    eavesdropper.on_message = lambda _c, _u, message: eavesdropped.append(message.payload)
+    eavesdropper.on_message = lambda _c, _u, message: eavesdropped.append(bytes(message.payload))
     eavesdropper.on_subscribe = lambda *_args: subacks.release()
     eavesdropper.subscribe(f"{prefix}/#", qos=1)
     clients = [watcher, eavesdropper]
@@ -207,9 +213,10 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
         clients[-1].publish(topic, payload, qos=1).wait_for_publish(ONE_MESSAGE_S)
 
     try:
+        # subscriptions in place
         assert subacks.acquire(timeout=ONE_MESSAGE_S) and subacks.acquire(timeout=ONE_MESSAGE_S), (
             "no SUBACK"
-        )  # subscriptions in place
+        )
         publish("machine", "elsewhere/R0815", b"outside the prefix")
         publish("bridge", f"{prefix}/R0815", b"from the bridge")
         publish("machine", f"{prefix}/R0815", b"from a machine")
@@ -230,13 +237,12 @@ def test_mqtt_machines_only_publish_under_the_prefix_and_the_bridge_only_subscri
 
 def test_mqtt_wrong_password_is_refused(stack_settings: Settings) -> None:
     wrong = dataclasses.replace(
-        stack_settings.acting_as("mqtt", "machine"), mqtt_password="wrong-password"
+        stack_settings.acting_as("mqtt", "machine"), mqtt_password=Secret("wrong-password")
     )
     with pytest.raises(MqttConnectError, match="refused") as refused:
         connect(make_client(wrong), wrong, timeout_s=5)
-    assert refused.value.reason == "Not authorized", (
-        refused.value
-    )  # Mosquitto's CONNACK for a bad password
+    # Mosquitto's CONNACK for a bad password
+    assert refused.value.reason == "Not authorized", refused.value
 
 
 # ----------------------------------------------------------------------------- InfluxDB
@@ -252,7 +258,8 @@ def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Setting
     grafana = stack_settings.acting_as("influx", "grafana")
     assert _write(connector, database) == 204
     assert _write(grafana, database) == 403, "Grafana's user wrote"
-    assert _write(dataclasses.replace(connector, influx_password="wrong-password"), database) == 401
+    wrong = dataclasses.replace(connector, influx_password=Secret("wrong-password"))
+    assert _write(wrong, database) == 401
     status, body = InfluxClient(grafana).query('SELECT * FROM "access_check"', database=database)
     assert status == 200 and body["results"][0]["series"][0]["values"], body
     status, _ = InfluxClient(connector).query('SELECT * FROM "access_check"', database=database)

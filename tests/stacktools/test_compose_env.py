@@ -109,8 +109,8 @@ def test_local_services_ignore_the_passwords_of_compose_s_env(
     (run_dir / "credentials.env").write_text("KAFKA_ADMIN_PASSWORD=local-admin-password\n")
     settings = Settings.from_sources(cli={"run_dir": run_dir})
     assert settings.kafka_port == 19999, "the non-secret settings of .env still apply"
-    assert settings.credential("kafka", "admin") == "local-admin-password"
+    assert settings.credential("kafka", "admin").reveal() == "local-admin-password"
     assert (
-        settings.kafka_password == "local-admin-password"
-        and settings.mqtt_password != "compose-pw-1234"
+        settings.kafka_password.reveal() == "local-admin-password"
+        and settings.mqtt_password.reveal() != "compose-pw-1234"
     )

@@ -108,9 +108,8 @@ def test_env_variable_names_are_unique_per_meaning() -> None:
     for cls in ref.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata["env"]
-            if (
-                field.name in ref.PER_SERVICE_FIELDS
-            ):  # each service has its own user and port by design
+            # each service has its own user and port by design
+            if field.name in ref.PER_SERVICE_FIELDS:
                 continue
             meaning = (field.name, field.default)
             assert seen.setdefault(env, meaning) == meaning, (
@@ -268,7 +267,8 @@ def test_env_example_names_are_all_documented() -> None:
 
 
 def test_each_section_says_which_concerns_its_class_has() -> None:
-    """The document shows a service has only what it uses: its concerns, named, and the others, named as absent."""
+    """The document shows a service has only what it uses: its concerns, named, and the others,
+    named as absent."""
     text = DOC.read_text()
     concern_classes = [section.settings_class() for section in ref.CONCERNS]
     assert {cls.__name__ for cls in concern_classes} == {
@@ -295,7 +295,8 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
 
 
 def test_every_registered_service_has_its_section() -> None:
-    """The reference documents the services the registry runs, with the registry's settings class."""
+    """The reference documents the services the registry runs, with the registry's settings
+    class."""
     from stacktools.services import SERVICES
 
     sections = {s.service: s for s in ref.SECTIONS if s.service}

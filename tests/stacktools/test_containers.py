@@ -11,6 +11,7 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +22,7 @@ from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
 from streamkit.paths import REPO_ROOT
+from streamkit.secret import Secret
 from tests.support import server_checks as checks
 from tests.support.compose import build_images
 from tests.support.ports import free_ports
@@ -37,7 +39,8 @@ def _engine_env() -> dict[str, str]:
     import docker
 
     try:
-        docker.from_env(timeout=5).ping()
+        # mypy resolves the name to the repository's docker/ folder, not the docker package
+        docker.from_env(timeout=5).ping()  # type: ignore[attr-defined]
         return {"TESTCONTAINERS_RYUK_DISABLED": "true"}
     except Exception:  # noqa: BLE001 - no Docker engine: podman's API instead
         pass
@@ -151,13 +154,13 @@ def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settin
     from confluent_kafka.admin import AdminClient
 
     errors: list[KafkaError] = []
-    wrong = dataclasses.replace(container_settings, kafka_password="not-the-password")
-    client = AdminClient({**client_config(wrong, "wrong"), "error_cb": errors.append})
+    wrong = dataclasses.replace(container_settings, kafka_password=Secret("not-the-password"))
+    config: dict[str, Any] = {**client_config(wrong, "wrong"), "error_cb": errors.append}
+    client = AdminClient(config)
     with pytest.raises(KafkaException) as refused:
         client.list_topics(timeout=10)
-    assert refused.value.args[0].code() == KafkaError._TRANSPORT, (
-        refused.value
-    )  # SCRAM closed the connection
+    # SCRAM closed the connection
+    assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value
     client.poll(2)  # serves the error callbacks
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
 

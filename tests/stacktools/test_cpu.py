@@ -18,6 +18,7 @@ def test_a_busy_group_is_charged_its_cpu_time() -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", busy], start_new_session=True, stdout=subprocess.PIPE, text=True
     )
+    assert child.stdout is not None  # stdout=PIPE
     try:
         assert child.stdout.readline() == "idle\n"  # from now on its CPU time stands still
         own, group = process_cpu_seconds(child.pid), group_cpu_seconds(os.getpgid(child.pid))
@@ -41,7 +42,8 @@ def test_a_descendant_that_moved_to_a_group_of_its_own_is_still_charged_to_the_s
         "while time.process_time() < end: pass\nprint('idle', flush=True)\ntime.sleep(600)\n"
     )
     parent_code = (
-        f"import subprocess, sys, time\nchild = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
         "child.wait()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code], start_new_session=True)
@@ -56,9 +58,8 @@ def test_a_descendant_that_moved_to_a_group_of_its_own_is_still_charged_to_the_s
         # 0.6 s of CPU on a loaded machine can take many times that in wall time: 120 s only
         # catches a hang; the assertions below say what was found if it runs out
         settle(child_busy_done, 120, "the moved child's 0.5 s of CPU", interval_s=0.1)
-        assert (
-            len(moved) == 1 and os.getpgid(moved[0]) == moved[0] != parent.pid
-        )  # it left the group
+        # it left the group
+        assert len(moved) == 1 and os.getpgid(moved[0]) == moved[0] != parent.pid
         assert group_cpu_seconds(parent.pid) >= process_cpu_seconds(moved[0]) >= 0.5
     finally:
         for pid in group_pids(parent.pid):

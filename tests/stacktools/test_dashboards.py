@@ -1,4 +1,5 @@
-"""The provisioned Grafana dashboards: structure, macro filling and interval arithmetic (no stack)."""
+"""The provisioned Grafana dashboards: structure, macro filling and interval arithmetic (no
+stack)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from stacktools.dashboards import (
     validate_dashboard,
     validate_dashboards,
 )
-from stacktools.dashboards.durations import format_duration, round_interval_ms
+from stacktools.dashboards.intervals import format_interval, round_interval_ms
 from stacktools.dashboards.macros import (
     builtin_values,
     calculate_interval_ms,
@@ -88,7 +89,7 @@ def test_cli_validate_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert "4 dashboards, 0 problems" in capsys.readouterr().out
 
 
-# ------------------------------------------------------------------------------------ broken variants
+# ---------------------------------------------------------------------------------- broken variants
 def test_missing_grid_position_is_reported() -> None:
     m = model("machine-data.json")
     del panel(m, 2)["gridPos"]
@@ -164,8 +165,8 @@ def test_targets_need_ref_id_and_query() -> None:
     assert "panel 10 'Batch durations (p50 / p95)': target without refId" in problems
     assert "panel 10 'Batch durations (p50 / p95)' target A: no query (expr is empty)" in problems
     assert (
-        "panel 16 'Dead letters (InfluxDB)' target A: InfluxQL targets must be raw queries (rawQuery: true)"
-        in problems
+        "panel 16 'Dead letters (InfluxDB)' target A: InfluxQL targets must be raw queries "
+        "(rawQuery: true)" in problems
     )
 
 
@@ -228,7 +229,7 @@ def test_round_interval_and_duration_text() -> None:
         31_536_000_000,
     ]
     assert [
-        format_duration(ms) for ms in (500, 1_500, 5_000, 60_000, 90_000, 3_600_000, 604_800_000)
+        format_interval(ms) for ms in (500, 1_500, 5_000, 60_000, 90_000, 3_600_000, 604_800_000)
     ] == ["500ms", "1s", "5s", "1m", "1m", "1h", "7d"]
 
 
@@ -246,8 +247,8 @@ def test_max_data_points_follow_the_panel_width() -> None:
 # ------------------------------------------------------------------------------------ macros
 def test_influxql_macros_are_filled_exactly() -> None:
     query = (
-        'SELECT mean("value") FROM "raw" WHERE "thing" =~ /^$thing$/ AND "quantity" =~ /^$quantity$/ '
-        'AND $timeFilter GROUP BY time($__interval), "thing" fill(none)'
+        'SELECT mean("value") FROM "raw" WHERE "thing" =~ /^$thing$/ AND "quantity" =~ '
+        '/^$quantity$/ AND $timeFilter GROUP BY time($__interval), "thing" fill(none)'
     )
     filled = fill_query(
         query, HOUR, 5_000, 1_000, {"thing": "(Thing1|Thing2)", "quantity": "actSpeed_C11"}
@@ -260,7 +261,10 @@ def test_influxql_macros_are_filled_exactly() -> None:
 
 
 def test_promql_macros_are_filled_exactly() -> None:
-    expr = "sum by (query) (rate(spark_input_rows_total[$__rate_interval])) / $__interval_ms * ${__range_s}"
+    expr = (
+        "sum by (query) (rate(spark_input_rows_total[$__rate_interval])) / $__interval_ms * "
+        "${__range_s}"
+    )
     assert fill_query(expr, HOUR, 5_000, 5_000, {}, "prometheus") == (
         "sum by (query) (rate(spark_input_rows_total[20s])) / 5000 * 3600"
     )
@@ -345,16 +349,19 @@ def test_repeated_rows_and_panels_are_expanded_per_value() -> None:
     assert len([e for e in expanded if e[0] == 3]) == 6
 
 
-# ------------------------------------------------------------------------------------ Prometheus metrics
+# ------------------------------------------------------------------------------- Prometheus metrics
 REPO = Path(__file__).resolve().parents[2]
 METRIC_PACKAGES = ("streamkit", "mqtt_bridge", "simulator", "spark_jobs", "db_connector")
 #: prometheus_client definitions: Counter("name", "help", ["label", ...], buckets=...), and the
 #: metric families of custom collectors: CounterMetricFamily("name", "help", labels=[...]).
 METRIC_DEFINITION = re.compile(
-    r"\b(Counter|Gauge|Histogram|Summary|CounterMetricFamily|GaugeMetricFamily)\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"  # kind and name
+    # kind and name
+    r"\b(Counter|Gauge|Histogram|Summary|CounterMetricFamily|GaugeMetricFamily)"
+    r"\(\s*([\"'])([a-zA-Z_:][\w:]*)\2\s*,"
     r"(?:\s*(?:\"[^\"]*\"|'[^']*'))+"  # help (maybe concatenated)
+    # label names, if any
     r"(?:\s*,\s*(?:label(?:name)?s\s*=\s*)?[\[(]([^\])]*)[\])])?"
-)  # label names, if any
+)
 #: Labels Prometheus attaches to every scraped series (the stack's scrape config adds "service").
 TARGET_LABELS = frozenset({"job", "instance", "service"})
 #: Series Prometheus writes itself for every scrape target.
@@ -422,9 +429,8 @@ def exported_metrics() -> dict[str, frozenset[str]]:
 
 def promql_parts(expr: str) -> tuple[set[str], set[str]]:
     """(metric names, label names) an expression refers to; functions and keywords excluded."""
-    text = re.sub(
-        r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", '""', expr
-    )  # label values, label_replace args
+    # label values, label_replace args
+    text = re.sub(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", '""', expr)
     text = re.sub(r"\[[^\]]*\]", "", text)  # range and subquery durations
     labels: set[str] = set()
     for match in re.finditer(
@@ -463,16 +469,16 @@ def test_metric_definitions_are_found_in_the_source() -> None:
     assert metrics["bridge_dlq_total"] == {"reason"}
     assert metrics["eos_phase_seconds_bucket"] == {"query", "phase", "le"}
     assert metrics["connector_batch_seconds_bucket"] == {"le"}
-    assert metrics["spark_rows_dropped_by_watermark_total"] == {
-        "query"
-    }  # a definition over two lines
+    # a definition over two lines
+    assert metrics["spark_rows_dropped_by_watermark_total"] == {"query"}
     assert len(metrics) > 60
 
 
 def test_promql_parts_skip_functions_keywords_and_macros() -> None:
     expr = (
-        'histogram_quantile(0.95, sum by (le, query) (rate(a_bucket{job="x", phase=~"c|d"}[$__rate_interval]))) '
-        '/ $__interval_ms or on() label_replace(vector(0), "query", "none", "", "") - time() + b offset 5m'
+        'histogram_quantile(0.95, sum by (le, query) (rate(a_bucket{job="x", '
+        'phase=~"c|d"}[$__rate_interval]))) / $__interval_ms or on() label_replace(vector(0), '
+        '"query", "none", "", "") - time() + b offset 5m'
     )
     assert promql_parts(expr) == ({"a_bucket", "b"}, {"le", "query", "job", "phase"})
 

@@ -57,7 +57,8 @@ def raw_lines(t0_ms: int) -> list[str]:
             }
             for quantity, value in values.items():
                 lines.append(
-                    f"raw,quantity={quantity},thing={thing} value={value} {(t0_ms + s * 1000) * 1_000_000}"
+                    f"raw,quantity={quantity},thing={thing} value={value} "
+                    f"{(t0_ms + s * 1000) * 1_000_000}"
                 )
     return lines
 
@@ -89,18 +90,21 @@ def aggregate_lines(t0_ms: int) -> list[str]:
                     mean = sum(values) / len(values)
                     stddev = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
                     lines.append(
-                        f"aggregate,quantity={quantity},thing={thing},window={window} count={len(values)}i,"
+                        f"aggregate,quantity={quantity},thing={thing},window={window} "
+                        f"count={len(values)}i,"
                         f"mean={mean},min={min(values)},max={max(values)},stddev={stddev},"
                         f"window_end_ms={t0_ms + start + size}i {(t0_ms + start) * 1_000_000}"
                     )
+        # sessions: 20 s running, 10 s stopped
         for start, (quantity, of) in itertools.product(
             range(0, SECONDS * 1000, 30_000), (("actSpeed_C11", speed), ("vaTorque_C11", torque))
-        ):  # sessions: 20 s running, 10 s stopped
+        ):
             values = [of(k, s) for s in range(start // 1000, start // 1000 + 20)]
             lines.append(
                 f"aggregate,quantity={quantity},thing={thing},window={SESSIONS} count=20i,"
                 f"mean={sum(values) / 20},min={min(values)},max={max(values)},"
-                f"window_end_ms={t0_ms + start + 19_000}i,duration_ms=19000i {(t0_ms + start) * 1_000_000}"
+                f"window_end_ms={t0_ms + start + 19_000}i,duration_ms=19000i "
+                f"{(t0_ms + start) * 1_000_000}"
             )
     return lines
 
@@ -109,10 +113,13 @@ def late_and_dead_letter_lines(t0_ms: int) -> list[str]:
     """measurements late (count always 1) and dead_letter (time plus offset discriminator)."""
     late_ms = t0_ms + 5_000
     behind = (
-        f"late,quantity=actSpeed_C11,reason=behind_watermark,stage=aggregate,thing=Thing1 value=1234.5,"
-        f"watermark_ms={late_ms + 60_000}i,count=1i {late_ms * 1_000_000}"
+        "late,quantity=actSpeed_C11,reason=behind_watermark,stage=aggregate,thing=Thing1 "
+        f"value=1234.5,watermark_ms={late_ms + 60_000}i,count=1i {late_ms * 1_000_000}"
     )
-    late = f"late,quantity=vaTorque_C11,reason=late,stage=join,thing=Thing2 value=21.5,count=1i {late_ms * 1_000_000}"
+    late = (
+        "late,quantity=vaTorque_C11,reason=late,stage=join,thing=Thing2 value=21.5,count=1i "
+        f"{late_ms * 1_000_000}"
+    )
     not_json = (
         "dead_letter,partition=0,reason=not_json,source=mqtt bytes=17i,"
         'detail="payload is neither JSON nor a Python-style dict",count=1i '

@@ -87,6 +87,7 @@ def test_a_stage_that_stops_is_an_error_even_while_the_simulator_runs(tmp_path: 
 
     with pytest.raises(RuntimeError, match="mqtt_bridge stopped"):
         watch(run, stage_died, lambda: False, Deadline(300))
+    assert run.service.process is not None
     run.service.process.wait(60)
 
 
@@ -117,8 +118,10 @@ def test_the_wait_ends_when_the_summary_is_logged_not_when_the_simulator_exits(
     try:
         assert watch(run, lambda: None, lambda: True, Deadline(90)) is True
         assert run.service.alive()  # still lingering: the wait did not wait for the exit
-        assert run.published == 3 and run.summary["rows_acked"] == 3
-        assert run.summary["rejected_rows"] == [
+        summary = run.summary
+        assert summary is not None
+        assert run.published == 3 and summary["rows_acked"] == 3
+        assert summary["rejected_rows"] == [
             {"line": 3, "reason": "not_object", "detail": "payload is a JSON str, not an object"}
         ]
         assert (

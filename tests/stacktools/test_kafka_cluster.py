@@ -45,10 +45,8 @@ def test_each_node_gets_its_own_ports_and_the_whole_quorum(tmp_path: Path) -> No
     second = nodes[1]
     second.conf_dir.mkdir(parents=True)
     second.data_dir.mkdir(parents=True)
-    for marker in (
-        "meta.properties",
-        Kafka.AUTH_MARKER,
-    ):  # already formatted: prepare writes config only
+    # already formatted: prepare writes config only
+    for marker in ("meta.properties", Kafka.AUTH_MARKER):
         (second.data_dir / marker).write_text("")
     (second.data_dir / Kafka.NODES_MARKER).write_text("3\n")
     second.prepare()
@@ -112,9 +110,8 @@ def test_a_node_killed_and_restarted_changes_nothing_a_client_sees(
     kafka = Stack(replicated_stack, ["kafka"])
     killed = kill_group(kafka, random.Random())
     try:
-        checks.check_transactions(
-            replicated_stack, transactional
-        )  # two of three in sync: still writable
+        # two of three in sync: still writable
+        checks.check_transactions(replicated_stack, transactional)
         checks.check_plain_produce_consume(replicated_stack, plain)
     finally:
         restart_broker(kafka)
@@ -122,9 +119,8 @@ def test_a_node_killed_and_restarted_changes_nothing_a_client_sees(
     admin = admin_client(replicated_stack)
     node = int(killed.name.removeprefix("kafka").removeprefix("-") or 1)
 
-    def back_in_sync() -> (
-        bool
-    ):  # every partition of every topic has its three replicas in sync again
+    # every partition of every topic has its three replicas in sync again
+    def back_in_sync() -> bool:
         topics = admin.list_topics(timeout=10).topics.values()
         return all(
             node in partition.isrs for topic in topics for partition in topic.partitions.values()
@@ -146,8 +142,9 @@ def test_storage_is_formatted_with_a_cluster_id_that_begins_with_a_dash(
     """About one fresh stack in 64 drew such an id, and the storage tool took it for an option."""
     settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     node = Kafka(settings)
-    if node.missing_install():
-        cannot_run(node.missing_install())
+    missing = node.missing_install()
+    if missing:
+        cannot_run(missing)
     monkeypatch.setattr(components, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
     node.prepare()
     meta = dict(

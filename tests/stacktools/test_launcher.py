@@ -18,6 +18,7 @@ from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from streamkit.config import SYSTEMS, Settings, identity_fields
 from streamkit.deadline import wait_until
+from streamkit.errors import ConfigError
 from tests.support.ports import free_ports
 
 
@@ -25,8 +26,8 @@ def test_precedence_cli_over_env_over_credentials_file(tmp_path: Path) -> None:
     (tmp_path / "credentials.env").write_text("MQTT_PASSWORD=from-file\nINFLUX_PASSWORD=file2\n")
     env = {"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "from-env", "KAFKA_PORT": "19092"}
     settings = Settings.from_sources(environ=env)
-    assert settings.mqtt_password == "from-env"
-    assert settings.influx_password == "file2"
+    assert settings.mqtt_password.reveal() == "from-env"
+    assert settings.influx_password.reveal() == "file2"
     assert settings.bootstrap_servers == "127.0.0.1:19092"
     assert (
         Settings.from_sources(environ=env, cli={"kafka_port": 29092}).bootstrap_servers
@@ -36,13 +37,14 @@ def test_precedence_cli_over_env_over_credentials_file(tmp_path: Path) -> None:
 
 
 def test_bad_env_value_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="KAFKA_PORT='x' is not a valid int"):
+    with pytest.raises(ConfigError, match="KAFKA_PORT: 'x' is not a valid int"):
         Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"})
 
 
 def test_generated_credentials_are_private_and_stable(tmp_path: Path) -> None:
     settings = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
-    assert len(settings.mqtt_password) >= 20 and settings.mqtt_password != settings.influx_password
+    assert len(settings.mqtt_password.reveal()) >= 20
+    assert settings.mqtt_password != settings.influx_password
     assert (tmp_path / "credentials.env").stat().st_mode & 0o077 == 0
     again = ensure_credentials(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     assert again.mqtt_password == settings.mqtt_password
@@ -117,7 +119,11 @@ def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_pat
         environ={"STACK_RUN_DIR": str(tmp_path), "MQTT_PASSWORD": "p w=1"},
         cli={"kafka_port": 19092, "influx_database": "db"},
     )
-    assert (settings.kafka_username, settings.kafka_password, settings.mqtt_password) == (
+    assert (
+        settings.kafka_username,
+        settings.kafka_password.reveal(),
+        settings.mqtt_password.reveal(),
+    ) == (
         "admin",
         "admin-pw",
         "p w=1",
@@ -125,7 +131,11 @@ def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_pat
     environment = settings.as_environment()
     assert not {"KAFKA_PASSWORD", "MQTT_PASSWORD", "KAFKA_USERNAME"} & set(environment)
     child = BridgeSettings.from_sources(environ=environment)
-    assert (child.kafka_username, child.kafka_password, child.mqtt_password) == (
+    assert (
+        child.kafka_username,
+        child.kafka_password.reveal(),
+        child.mqtt_password.reveal(),
+    ) == (
         "bridge",
         "bridge-pw",
         "",

@@ -15,6 +15,7 @@ from stacktools.stack import Stack
 from stacktools.stack.components import SparkMaster
 from stacktools.stack.process import ManagedProcess, port_open
 from streamkit.config import Settings
+from streamkit.sizes import parse_size
 from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack]
@@ -53,7 +54,7 @@ def test_cluster_up_runs_jobs_on_its_workers_with_the_secret_and_down_stops_it(
         spark_master_ui_port=first + 3,
         spark_workers=2,
         spark_worker_cores=1,
-        spark_worker_memory="1g",
+        spark_worker_memory=parse_size("1g"),
     )
     stack = Stack(settings, ["spark"])
     settings = stack.up()
@@ -67,7 +68,7 @@ def test_cluster_up_runs_jobs_on_its_workers_with_the_secret_and_down_stops_it(
             (settings.spark_master_port + i, 1, "ALIVE") for i in (1, 2)
         ]
         master = f"spark://127.0.0.1:{settings.spark_master_port}"
-        secret = settings.credential("spark", "cluster")
+        secret = settings.credential("spark", "cluster").reveal()
         assert len(secret) >= 20, "the launcher generates the cluster's secret"
         result = probe(master, secret, 240)
         assert result is not None, "the probe job did not run on the cluster"

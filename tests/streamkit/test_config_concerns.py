@@ -21,6 +21,7 @@ from streamkit.config import (
     StackSettings,
     identity_fields,
 )
+from streamkit.errors import ConfigError
 
 CONCERNS = (KafkaSettings, MqttSettings, InfluxSettings, StackSettings)
 
@@ -155,13 +156,13 @@ def test_a_child_ignores_the_launcher_s_variables_of_other_concerns(tmp_path: Pa
     environment = full.as_environment()
     assert {"INFLUX_PORT", "PROMETHEUS_PORT", "TOPIC_PARTITIONS"} <= set(environment)
     simulator = SimulatorSettings.from_sources(environ=environment)
-    assert (simulator.mqtt_port, simulator.mqtt_username, simulator.mqtt_password) == (
+    assert (simulator.mqtt_port, simulator.mqtt_username, simulator.mqtt_password.reveal()) == (
         2883,
         "machine",
         "m",
     )
     bridge = BridgeSettings.from_sources(environ=environment)
-    assert (bridge.bootstrap_servers, bridge.raw_topic, bridge.kafka_password) == (
+    assert (bridge.bootstrap_servers, bridge.raw_topic, bridge.kafka_password.reveal()) == (
         "127.0.0.1:19092",
         "raw.x",
         "b",
@@ -181,11 +182,10 @@ def test_identity_helpers_touch_only_the_concerns_a_class_has(
     assert not {"MQTT_USERNAME", "MQTT_PASSWORD"} & set(simulator.as_environment())
     assert (
         simulator.acting_as("mqtt", "other").mqtt_username,
-        simulator.acting_as("mqtt", "other").mqtt_password,
+        simulator.acting_as("mqtt", "other").mqtt_password.reveal(),
     ) == ("other", "o")
-    assert (
-        simulator.credential("kafka", "admin") == ""
-    )  # generic: reads no field of a missing concern
+    # generic: reads no field of a missing concern
+    assert simulator.credential("kafka", "admin").reveal() == ""
     with pytest.raises(ValueError, match="no kafka login"):
         simulator.acting_as("kafka", "admin")
 
@@ -195,7 +195,7 @@ def test_a_choice_setting_refuses_anything_else_at_start(tmp_path: Path) -> None
     flag), not minutes later when the query starts."""
     environ = {"STACK_RUN_DIR": str(tmp_path)}
     assert SparkJobSettings.from_sources({**environ, "SPARK_SINK": "executors"}).sink == "executors"
-    with pytest.raises(SystemExit, match="SPARK_SINK='executor' is not one of driver, executors"):
+    with pytest.raises(ConfigError, match="SPARK_SINK: 'executor' is not one of driver, executors"):
         SparkJobSettings.from_sources({**environ, "SPARK_SINK": "executor"})
     with pytest.raises(SystemExit):  # argparse: invalid choice
         SparkJobSettings.parse(["--sink", "executor"])

@@ -36,9 +36,9 @@ def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() 
     assert _get(port, "/healthz")[0] == 200
     status, metrics = _get(port, "/metrics")
     line = next(
-        l
-        for l in metrics.splitlines()
-        if l.startswith('service_last_progress_timestamp_seconds{service="db_connector"}')
+        text
+        for text in metrics.splitlines()
+        if text.startswith('service_last_progress_timestamp_seconds{service="db_connector"}')
     )
     assert float(line.split()[-1]) >= before - 1
     WATCHDOG.stall_s = 120.0  # leave the process's watchdog as other tests expect it

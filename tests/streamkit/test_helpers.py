@@ -29,9 +29,8 @@ def test_measurement_round_trip_and_schema_fields() -> None:
     }
     payload = codec.encode(record)
     assert codec.decode(payload) == record
-    assert (
-        codec.encode(record) == payload
-    )  # deterministic bytes: the buffer is reused, not appended to
+    # deterministic bytes: the buffer is reused, not appended to
+    assert codec.encode(record) == payload
     assert [f["name"] for f in json.loads(schema_text("measurement"))["fields"]] == [
         "thing",
         "quantity",

@@ -38,7 +38,7 @@ class ChokingSocket:
 
 def client_with(sock: ChokingSocket) -> BufferedClient:
     client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
-    client._sock = sock  # type: ignore[assignment]
+    client._sock = sock  # type: ignore[assignment]  # a stand-in: only close() and send()
     client._thread = object()  # type: ignore[assignment]  # "threaded": queueing does not write by itself
     return client
 
@@ -121,9 +121,8 @@ def test_a_lingering_close_lets_the_peer_read_everything_before_the_connection_e
     client.sendall(ACKS)
     received = bytearray()
 
-    def broker_reads_then_closes() -> (
-        None
-    ):  # Mosquitto: writes and reads up to our FIN, then closes
+    # Mosquitto: writes and reads up to our FIN, then closes
+    def broker_reads_then_closes() -> None:
         broker.sendall(UNREAD)  # taken and thrown away by the lingering close, no reset
         while chunk := broker.recv(65536):
             received.extend(chunk)

@@ -91,8 +91,8 @@ def test_a_things_shard_is_one_bridge_and_lines_up_with_its_partition(
     ]
     assert len(subscribed) == 1  # exactly one bridge's subscription <prefix>/<shard>/# matches
     assert topic.endswith("/" + thing)
-    # with partitions a multiple of the shards, a shard's bridge writes only partitions =
-    # shard mod B
+    # with partitions a multiple of the shards, a shard's bridge writes only
+    # partitions = shard mod B
     assert thing_partition(thing, shards * per_shard) % shards == subscribed[0]
 
 

@@ -8,12 +8,13 @@ from collections import Counter
 
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec, record_key, thing_partition
+from tests.support.messages import key_of, value_of
 from tests.support.oracles.windows import Expected, Record, Spec
 from tests.support.spark import produce_committed, read_to_end
 
 
 def window_args(specs: list[Spec], lateness_ms: int) -> list[str]:
-    args = {"tumbling": [], "sliding": [], "session": []}
+    args: dict[str, list[str]] = {"tumbling": [], "sliding": [], "session": []}
     for s in specs:
         args[s.kind].append(
             f"{s.size_ms}ms" if s.kind != "sliding" else f"{s.size_ms}ms/{s.slide_ms}ms"
@@ -58,7 +59,7 @@ def produce_measurements(
 
 def decoded(settings: Settings, topic: str, schema: str) -> list[tuple[bytes, dict]]:
     codec = AvroCodec(schema)
-    return [(m.key(), codec.decode(m.value())) for m in read_to_end(settings, topic)]
+    return [(key_of(m), codec.decode(value_of(m))) for m in read_to_end(settings, topic)]
 
 
 def assert_windows_equal(got: list[tuple[bytes, dict]], expected: Expected) -> None:

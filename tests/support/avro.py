@@ -46,4 +46,4 @@ class FlatRecordEncoder:
 
     def encode(self, values: Sequence[Any]) -> bytes:
         """Values in schema field order."""
-        return b"".join(write(value) for write, value in zip(self._writers, values))
+        return b"".join(write(value) for write, value in zip(self._writers, values, strict=True))

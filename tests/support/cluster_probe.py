@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _ancestors() -> list[str]:
     return lines
 
 
-def where(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def where(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """In a Python worker: its pid, whether an executor JVM is an ancestor, and whether the
     jobs' package imports there (executors get this checkout on their path)."""
     import pandas as pd
@@ -56,9 +56,8 @@ def main() -> None:
             .mapInPandas(where, "pid long, executor boolean, rows long")
             .collect()
         )
-        executors = (
-            spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-        )  # without the driver
+        # without the driver
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
         print(
             json.dumps(
                 {

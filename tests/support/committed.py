@@ -7,6 +7,7 @@ from collections import Counter
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
+from tests.support.messages import key_of, value_of
 
 
 def committed_pairs(settings: Settings, topic: str) -> Counter:
@@ -15,8 +16,8 @@ def committed_pairs(settings: Settings, topic: str) -> Counter:
     codec = AvroCodec("joined")
     pairs: Counter = Counter()
     for message in read_to_end(settings, topic):
-        r = codec.decode(message.value())
-        assert message.key().decode() == r["id"], (message.key(), r["id"])
+        r = codec.decode(value_of(message))
+        assert key_of(message).decode() == r["id"], (message.key(), r["id"])
         pairs[
             (
                 r["thing"],

@@ -93,7 +93,8 @@ class ComposeProject:
         self.values = read_env_file(self.env_file)
 
     def env(self) -> dict[str, str]:
-        """The engine's variables; none of the project's settings (compose reads them from the file)."""
+        """The engine's variables; none of the project's settings (compose reads them from the
+        file)."""
         ours = set(self.values) | {"STACK_RUN_DIR", "DOCKER_HOST"}
         env = {k: v for k, v in os.environ.items() if k not in ours}
         ca = "".join(
@@ -128,7 +129,8 @@ class ComposeProject:
         return done
 
     def states(self) -> dict[str, dict]:
-        """service -> {State, Health, ExitCode} of every container of the project, stopped ones too."""
+        """service -> {State, Health, ExitCode} of every container of the project, stopped ones
+        too."""
         out = self.run("ps", "--all", "--format", "json", timeout_s=60).stdout
         rows = [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
         if len(rows) == 1 and isinstance(rows[0], list):

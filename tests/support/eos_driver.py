@@ -4,7 +4,8 @@ Copies every record of --raw-topic (key, value, partition) to --output-topic exa
 the fault-injection test can compare output and input as multisets. Runs with
 ``--available-now`` (stop when caught up) or until SIGTERM. Writes its JVM's pid to
 --jvm-pid-file so the test can wait for a killed driver's JVM to be gone before restarting.
-With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there (tests/support/sink_faults.py).
+With ``EOS_FAULT_POINT`` and ``EOS_FAULT_BATCH`` set it SIGKILLs itself there
+(tests/support/sink_faults.py).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ class DriverSettings(SparkJobSettings):
     jvm_pid_file: str = setting("", "EOS_TEST_JVM_PID_FILE", "file to write the JVM pid to")
 
 
-def build(settings: DriverSettings):  # type: ignore[no-untyped-def]
+def build(settings: DriverSettings):
     """Copy the raw topic as it is (key, value, partition) to the output topic."""
 
-    def query(spark):  # type: ignore[no-untyped-def]
+    def query(spark):
         from pyspark.sql import functions as F
 
         if settings.jvm_pid_file:

@@ -16,9 +16,10 @@ from pathlib import Path
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
-from stacktools.stack.process import StackError, group_alive
+from stacktools.stack.process import group_alive
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
+from streamkit.errors import StackError
 from tests.support.judge import (
     arrival,
     committed_outputs,
@@ -145,13 +146,11 @@ def kill_group(stack: Stack, rng: random.Random, spare: tuple[str, ...] = ()) ->
     if not running:
         raise AssertionError(f"nothing of {stack.names} runs to be killed")
     victim = rng.choice(running)
-    os.killpg(victim.pid, signal.SIGKILL)
-    wait_until(
-        lambda: not group_alive(victim.pid),
-        30,
-        f"{victim.name} (pid {victim.pid}) gone after SIGKILL",
-    )
-    return Killed(victim.name, victim.pid)
+    pid = victim.pid
+    assert pid is not None  # only servers with a pid were chosen
+    os.killpg(pid, signal.SIGKILL)
+    wait_until(lambda: not group_alive(pid), 30, f"{victim.name} (pid {pid}) gone after SIGKILL")
+    return Killed(victim.name, pid)
 
 
 def assert_back(stack: Stack, killed: Killed) -> None:
@@ -176,10 +175,9 @@ def assert_exactly_once(
         pipeline.supervise()
         return False
 
-    settle(
-        replayed, 900, "the simulator's replay"
-    )  # a simulator still running fails the assertion below
-    assert simulator.process.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
+    # a simulator still running fails the assertion below
+    settle(replayed, 900, "the simulator's replay")
+    assert simulator.popen.returncode == 0, pipeline.log("simulator").read_text()[-2000:]
     records = measurements(file_rows(events))
     wiring = pipeline.wiring
     topics = {

@@ -18,6 +18,7 @@ from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import Row, parse_row
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import record_key
+from tests.support.messages import key_of, value_of
 
 
 def expected_records(events: Path) -> dict[bytes, float]:
@@ -39,7 +40,7 @@ def wait_for_keys(settings: Settings, topic: str, keys: set[bytes], timeout_s: f
 
     def complete() -> bool:
         seen.clear()
-        seen.update(m.key() for m in read_to_end(settings, topic))
+        seen.update(key_of(m) for m in read_to_end(settings, topic))
         return keys <= seen
 
     try:
@@ -49,10 +50,10 @@ def wait_for_keys(settings: Settings, topic: str, keys: set[bytes], timeout_s: f
     return seen
 
 
-def group_by_key(messages: list[Message]) -> dict[bytes, list[bytes]]:
+def group_by_key(records: list[Message]) -> dict[bytes, list[bytes]]:
     grouped: dict[bytes, list[bytes]] = collections.defaultdict(list)
-    for message in messages:
-        grouped[message.key()].append(message.value())
+    for message in records:
+        grouped[key_of(message)].append(value_of(message))
     return grouped
 
 

@@ -13,7 +13,8 @@ import fastavro
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
-from streamkit.paths import SCHEMA_DIR
+from streamkit.wire.resources import schema_file
+from tests.support.messages import key_of, value_of
 from tests.support.oracles.pipeline import Outputs
 from tests.support.oracles.points import Identity
 from tests.support.oracles.rows import Measurement
@@ -52,8 +53,10 @@ MEASUREMENTS = ("raw", "joined", "aggregate", "late")
 
 
 def parsed_schema_file(schema: str) -> dict:
-    """A schema of schemas/ as fastavro reads it (not through the services' codec)."""
-    return fastavro.parse_schema(json.loads((SCHEMA_DIR / f"{schema}.avsc").read_text()))
+    """A schema of the package's schemas/ as fastavro reads it (not through the services' codec)."""
+    parsed = fastavro.parse_schema(json.loads(schema_file(schema).read_text()))
+    assert isinstance(parsed, dict), schema  # a record schema
+    return parsed
 
 
 def decoder(schema: str):
@@ -65,7 +68,8 @@ def committed_outputs(
     settings: Settings, topics: dict[str, str], skip_keys: frozenset[bytes] = frozenset()
 ) -> Outputs:
     """Every committed record of the four output topics, in offset order per partition; a
-    joined record must be keyed by a pair id, a measurement or late record by thing|quantity|time."""
+    joined record must be keyed by a pair id, a measurement or late record by
+    thing|quantity|time."""
     out = Outputs()
     for kind, schema in SCHEMAS.items():
         decode = decoder(schema)
@@ -73,8 +77,8 @@ def committed_outputs(
         for message in read_to_end(settings, topics[kind]):
             if message.key() in skip_keys:
                 continue
-            r = decode(message.value())
-            key = message.key().decode()
+            r = decode(value_of(message))
+            key = key_of(message).decode()
             if kind == "joined":
                 assert PAIR_ID.fullmatch(key) and key == r["id"], (key, r["id"])
                 del r["id"]

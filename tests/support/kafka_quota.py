@@ -26,7 +26,7 @@ def _config_command(settings: Settings, *args: str) -> str:
     (never on a command line other users can read)."""
     properties = f"security.protocol={settings.kafka_security_protocol}\n"
     if settings.kafka_security_protocol.startswith("SASL"):
-        password = settings.credential("kafka", "admin")
+        password = settings.credential("kafka", "admin").reveal()
         properties += (
             f"sasl.mechanism={SASL_MECHANISM}\nsasl.jaas.config={jaas_config('admin', password)}\n"
         )

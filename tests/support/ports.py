@@ -15,7 +15,8 @@ def _bindable(port: int) -> bool:
 
 
 def free_ports(count: int) -> list[int]:
-    """Distinct free ports, each with port + 2 free too (InfluxDB's RPC port is its HTTP port + 2)."""
+    """Distinct free ports, each with port + 2 free too (InfluxDB's RPC port is its HTTP port +
+    2)."""
     ports: list[int] = []
     while len(ports) < count:
         with socket.socket() as sock:

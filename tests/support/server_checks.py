@@ -20,6 +20,8 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
+from streamkit.secret import Secret
+from tests.support.messages import value_of
 from tests.support.waits import ONE_MESSAGE_S
 
 
@@ -28,7 +30,7 @@ def create_topic(settings: Settings) -> str:
 
 
 def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
-    return [m.value() for m in read_to_end(settings, topic, isolation)]
+    return [value_of(m) for m in read_to_end(settings, topic, isolation)]
 
 
 def check_transactions(settings: Settings, topic: str | None = None) -> None:
@@ -73,7 +75,7 @@ def check_mqtt_auth(settings: Settings) -> None:
     subscriber.on_subscribe = lambda *_args: subscribed.set()
 
     def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
-        received.append(message.payload)
+        received.append(bytes(message.payload))
         got.set()
 
     subscriber.on_message = on_message
@@ -95,7 +97,7 @@ def check_mqtt_auth(settings: Settings) -> None:
         raise AssertionError("anonymous MQTT connection was accepted")
     except MqttConnectError as exc:
         assert exc.reason == "Not authorized", exc  # Mosquitto's CONNACK without credentials
-    wrong_settings = dataclasses.replace(settings, mqtt_password="wrong-password")
+    wrong_settings = dataclasses.replace(settings, mqtt_password=Secret("wrong-password"))
     try:
         connect(make_client(wrong_settings), wrong_settings, timeout_s=5)
         raise AssertionError("MQTT connection with a wrong password was accepted")
@@ -115,7 +117,7 @@ def check_influx_write_read(settings: Settings) -> None:
     now_ms = int(time.time() * 1000)
     with InfluxDBClient(
         url=settings.influx_base_url,
-        token=f"{settings.influx_username}:{settings.influx_password}",
+        token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
     ) as client:
         client.write_api(write_options=SYNCHRONOUS).write(

@@ -1,13 +1,12 @@
 """Client-level fault injection: every call a service makes to Kafka or InfluxDB may fail.
 
-Installed into a service process by ``tests/support/faults/site/sitecustomize.py`` (put that folder on
-``PYTHONPATH`` and set ``CLIENT_FAULTS``), before the service imports its clients, so the
-services run unchanged. Each call draws from a seeded RNG (seed + pid: a restarted process
-draws new faults) and may raise, before doing anything, an error of one kind. Besides the
-random faults, two calls of each kind early in each process fail for sure (numbers drawn from
-the RNG), so every call a process makes often enough shows its first two kinds whatever the
-seed: a test that checks which kinds were exercised does not fail by chance. Deliveries are
-never forced (:data:`NEVER_FORCED`).
+Installed into a service process by ``tests/support/faults/site/sitecustomize.py`` (put that folder
+on ``PYTHONPATH`` and set ``CLIENT_FAULTS``), before the service imports its clients, so the
+services run unchanged. Each call draws from a seeded RNG (seed + pid: a restarted process draws new
+faults) and may raise, before doing anything, an error of one kind. Besides the random faults, two
+calls of each kind early in each process fail for sure (numbers drawn from the RNG), so every call a
+process makes often enough shows its first two kinds whatever the seed: a test that checks which
+kinds were exercised does not fail by chance. Deliveries are never forced (:data:`NEVER_FORCED`).
 
 * ``retriable``: a timeout the client may retry (``KafkaError.retriable()``);
 * ``non_retriable``: a plain failure (``_FAIL``);
@@ -31,6 +30,7 @@ import random
 import sys
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import patch
 
 #: Which kinds each call can fail with (a kind listed twice is drawn twice as often), and how
 #: often (per call). Fatal errors are rarer: each costs a restart (a Spark job's takes ~30 s).
@@ -176,8 +176,11 @@ def install(seed: int, scale: float) -> None:
         name: _faulty(plan, name, getattr(confluent_kafka.Consumer, name))
         for name in ("commit", "consume", "poll")
     }
-    confluent_kafka.Producer = type("FaultyProducer", (confluent_kafka.Producer,), producer_methods)
-    confluent_kafka.Consumer = type("FaultyConsumer", (confluent_kafka.Consumer,), consumer_methods)
+    # replaced for the rest of the process, before the service imports its clients
+    faulty_producer = type("FaultyProducer", (confluent_kafka.Producer,), producer_methods)
+    faulty_consumer = type("FaultyConsumer", (confluent_kafka.Consumer,), consumer_methods)
+    patch.object(confluent_kafka, "Producer", faulty_producer).start()
+    patch.object(confluent_kafka, "Consumer", faulty_consumer).start()
     _install_influx(plan)
 
 
@@ -191,17 +194,21 @@ def _install_influx(plan: FaultPlan) -> None:
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         kind = plan.draw("influx_write", INFLUX_WRITE)
         if kind == "connection":
-            raise urllib3.exceptions.NewConnectionError(None, "injected connection fault")
+            raise urllib3.exceptions.NewConnectionError(
+                urllib3.connection.HTTPConnection("injected"), "injected connection fault"
+            )
         if kind == "server":
             raise ApiException(status=503, reason="injected server fault")
         result = real(self, *args, **kwargs)
         if kind == "unknown_outcome":
             raise urllib3.exceptions.ReadTimeoutError(
-                None, "/api/v2/write", "injected unknown_outcome fault"
+                urllib3.HTTPConnectionPool("injected"),
+                "/api/v2/write",
+                "injected unknown_outcome fault",
             )
         return result
 
-    WriteApi.write = write
+    patch.object(WriteApi, "write", write).start()
 
 
 def install_from_environment() -> None:

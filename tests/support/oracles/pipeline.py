@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tests.support.oracles.join import Pair, parse_pairs, stream_join
 from tests.support.oracles.rows import Measurement, SpecRow, measurements
@@ -78,7 +79,7 @@ def distinct_records(rows: list[SpecRow]) -> list[tuple[str, str, int, float]]:
     return [(m.thing, m.quantity, m.time_ms, m.value) for m in measurements(rows)]
 
 
-def join_pairs(options: object, fed: Iterable[tuple[str, str, int, float]]) -> tuple[Counter, int]:
+def join_pairs(options: Any, fed: Iterable[tuple[str, str, int, float]]) -> tuple[Counter, int]:
     """The pairs certain after ``fed`` (arrival order; no end of stream: a stream never ends) and
     the number of late records, for a join configured by ``options`` (anything with the
     ``JOIN_*`` settings' attributes). The oracle knows the default late policy only."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
@@ -83,7 +83,7 @@ def decode(line: bytes | str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def is_name(name: object, thing: bool) -> bool:
+def is_name(name: object, thing: bool) -> TypeGuard[str]:
     """The naming rule (docs/architecture.md, "Names"): 1-128 printable characters, no space at
     either end, no ``|`` or ``\\``; a Thing also no ``/``, ``+`` or ``#``."""
     forbidden = set("|\\/+#" if thing else "|\\")

@@ -1,6 +1,7 @@
 """A brute-force reference of the window rules (docs/windows.md), written without the windows
-library (nor anything else of the project): one record at a time in each key's arrival order, windows found by enumeration,
-statistics with exact arithmetic. Tests compare the library and the real job with it."""
+library (nor anything else of the project): one record at a time in each key's arrival order,
+windows found by enumeration, statistics with exact arithmetic. Tests compare the library and the
+real job with it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 
 #: thing, quantity, event time ms, value, row id: one record as the job reads it
 Record = tuple[str, str, int, float, str]
@@ -35,7 +37,8 @@ class Spec:
 class Expected:
     windows: dict[tuple, dict]  # (thing, quantity, label, start) -> statistics and closed_at_ms
     aside: dict[tuple, str]  # (thing, quantity, event time, row id, position in its key) -> reason
-    #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id, value)
+    #: copies replaced by a later copy of the same record: (thing, quantity, event time, row id,
+    #: value)
     superseded: Counter = field(default_factory=Counter)
     #: the late topic's records of this stage (Avro ``LateRecord`` fields), in arrival order
     late_records: list[dict] = field(default_factory=list)
@@ -101,27 +104,13 @@ def window_oracle(
     expected = Expected({}, {})
     for (thing, quantity), mine in by_key.items():
         clock = horizon = None
-        reached: list[
-            tuple[int, int]
-        ] = []  # (horizon, clock) after each record that moved the clocks
+        # (horizon, clock) after each record that moved the clocks
+        reached: list[tuple[int, int]] = []
         segment: dict[object, Record] = {}  # the same record -> its copy that counts
         for position, (_, _, t, value, row_id) in enumerate(mine, 1):
             ident = (thing, quantity, t, row_id, position)
-
-            def late(value: float, row_id: str, reason: str) -> None:
-                expected.late_records.append(
-                    {
-                        "thing": thing,
-                        "quantity": quantity,
-                        "event_time_ms": t,
-                        "value": value,
-                        "row_id": row_id,
-                        "reason": reason,
-                        "stage": "aggregate",
-                        "watermark_ms": horizon,
-                    }
-                )
-
+            # A late record of this one's key and time, under the horizon before this record.
+            late = partial(_late, expected, thing, quantity, t, horizon)
             if max_future_ms is not None and now_ms is not None and t > now_ms + max_future_ms:
                 expected.aside[ident] = "future_timestamp"
             elif horizon is not None and t < horizon:
@@ -147,10 +136,35 @@ def window_oracle(
                 reached.append((horizon, clock))
             if (thing, quantity, position) in flushes:
                 closed_until = _emit(expected, list(segment.values()), specs, None, reached)
-                horizon = max(horizon, closed_until) if closed_until is not None else horizon
+                if closed_until is not None:
+                    horizon = closed_until if horizon is None else max(horizon, closed_until)
                 segment = {}
         _emit(expected, list(segment.values()), specs, horizon, reached)
     return expected
+
+
+def _late(
+    expected: Expected,
+    thing: str,
+    quantity: str,
+    t: int,
+    horizon: int | None,
+    value: float,
+    row_id: str,
+    reason: str,
+) -> None:
+    expected.late_records.append(
+        {
+            "thing": thing,
+            "quantity": quantity,
+            "event_time_ms": t,
+            "value": value,
+            "row_id": row_id,
+            "reason": reason,
+            "stage": "aggregate",
+            "watermark_ms": horizon,
+        }
+    )
 
 
 def closed_at(reached: list[tuple[int, int]], closes: int) -> int | None:

@@ -1,7 +1,10 @@
-"""Grafana's duration text: parsing ('5s'), printing ('1m') and rounding to "nice" intervals.
+"""Grafana's interval text: parsing ('5s'), printing ('1m') and rounding to "nice" intervals.
 
-Kept apart because both the loader (a datasource's ``timeInterval``) and the macro filler
-(``$__interval``) need it, and neither should depend on the other.
+Not the settings' durations (:mod:`streamkit.durations`): Grafana's grammar has days, weeks
+and years and no bare numbers, and its printing truncates to the largest whole unit, which is
+what the checker must reproduce to fill a panel's query as Grafana does. Kept apart because
+both the loader (a datasource's ``timeInterval``) and the macro filler (``$__interval``) need
+it, and neither should depend on the other.
 """
 
 from __future__ import annotations
@@ -53,16 +56,17 @@ _ROUNDING_MS: tuple[tuple[int, int], ...] = (
 )
 
 
-def parse_duration_ms(text: str) -> int:
+def parse_interval_ms(text: str) -> int:
     """'5s' -> 5000: Grafana's interval strings (ms, s, m, h, d, w, y)."""
     match = _DURATION.match(text or "")
     if not match:
-        raise ValueError(f"not a duration: {text!r}")
+        raise ValueError(f"not a Grafana interval: {text!r} (e.g. 10s, 1m, 1d)")
     return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
-def format_duration(ms: int) -> str:
-    """Grafana's secondsToHms: the largest whole unit, truncated ('90s' -> '1m', '1500ms' -> '1s')."""
+def format_interval(ms: int) -> str:
+    """Grafana's secondsToHms: the largest whole unit, truncated ('90s' -> '1m',
+    '1500ms' -> '1s')."""
     for unit in ("y", "d", "h", "m", "s", "ms"):
         size = _UNIT_MS[unit]
         if ms >= size:
