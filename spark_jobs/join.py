@@ -39,10 +39,8 @@ def parse_pairs(text: str) -> tuple[PairSpec, ...]:
         left, right, *rest = parts
         result = rest[0] if rest else "mechanical_power"
         if result not in RESULT_FUNCTIONS:
-            raise ConfigError(
-                "JOIN_PAIRS",
-                f"unknown result function {result!r} (known: {', '.join(sorted(RESULT_FUNCTIONS))})",
-            )
+            known = ", ".join(sorted(RESULT_FUNCTIONS))
+            raise ConfigError("JOIN_PAIRS", f"unknown result function {result!r} (known: {known})")
         specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
     if not specs:
         raise ConfigError("JOIN_PAIRS", "names no pair (left:right[:result], comma separated)")
