@@ -5,10 +5,11 @@
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
 per-thing function (``spark_jobs.join.join_function``: the join operator through the Spark
-adapter, one binary state value per thing, RocksDB state store) on the same generated raw topic, and the job's
-Kafka record encoding; only the operator differs. Each run is its own process (no JVM warmed
-by the other variant), variants alternate, and the rate excludes the first (warm-up) batch.
-The sink collects the batch as Arrow, as the exactly-once sink does, without producing.
+adapter, one binary state value per thing, RocksDB state store) on the same generated raw
+topic, and the job's Kafka record encoding; only the operator differs. Each run is its own
+process (no JVM warmed by the other variant), variants alternate, and the rate excludes the
+first (warm-up) batch. The sink collects the batch as Arrow, as the exactly-once sink does,
+without producing.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class PairColumns:
                     out[r] = h
         return out
 
-    def to_columns(self, key: str, config: JoinConfig) -> dict[str, object]:
+    def to_columns(self, key: str, config: JoinConfig) -> dict[str, np.ndarray]:
         """Named output columns, ready for ``pandas.DataFrame(...)`` in a Spark UDF."""
         lefts = np.array([p.left for p in config.pairs], dtype=object)
         rights = np.array([p.right for p in config.pairs], dtype=object)
@@ -161,7 +161,7 @@ class LateColumns:
             np.empty(0, np.int16),
         )
 
-    def to_columns(self, key: str, config: JoinConfig) -> dict[str, object]:
+    def to_columns(self, key: str, config: JoinConfig) -> dict[str, np.ndarray]:
         """Named columns of the handed-back records (e.g. for the late topic)."""
         names = np.array(config.quantities, dtype=object)
         pairs = np.array([p.name for p in config.pairs] + [None], dtype=object)

@@ -1,9 +1,13 @@
-"""Errors of the operators' floor."""
+"""Errors of the operators' floor, under the project's root
+(:class:`streamkit.errors.StackError`); each is a ValueError too, so code that catches the
+builtin keeps working."""
 
 from __future__ import annotations
 
+from streamkit.errors import StackError
 
-class StateFormatError(ValueError):
+
+class StateFormatError(StackError, ValueError):
     """Bytes that are not a state snapshot this release can read (wrong kind, cut short)."""
 
 

@@ -148,9 +148,8 @@ def read_marker(
     """
     ends = _high_watermarks(settings, marker_topic, timeout_s)
     wanted = key.encode()
-    found: tuple[int, int, bytes] | None = (
-        None  # (partition, offset, value) of the latest marker seen
-    )
+    # (partition, offset, value) of the latest marker seen; the value None is a tombstone
+    found: tuple[int | None, int | None, bytes | None] | None = None
     try:
         for message in read_up_to(
             settings, marker_topic, ends, timeout_s=timeout_s, role="eos-marker"
@@ -217,8 +216,10 @@ class Replayable:
 
 
 def produce_all(producer: Producer, rows: Iterable[OutputRow]) -> tuple[int, collections.Counter]:
-    """Queue every row; the count, and the dead letters among them (a ``reason`` header) by reason."""
-    count, dead_letters = 0, collections.Counter()
+    """Queue every row; the count, and the dead letters among them (a ``reason`` header) by
+    reason."""
+    count = 0
+    dead_letters: collections.Counter[str] = collections.Counter()
     for topic, key, value, partition, headers in rows:
         kwargs: dict[str, Any] = {}
         if partition is not None:
@@ -354,7 +355,8 @@ class ExactlyOnceSink:
             self._producer = None
 
     def _reset(self) -> None:
-        """After a failed batch nothing in memory is trusted: the next batch re-fences and re-reads."""
+        """After a failed batch nothing in memory is trusted: the next batch re-fences and
+        re-reads."""
         self._producer = None
         self._query_id = None
         self._prepared = False

@@ -1,4 +1,5 @@
-"""Exactly-once Kafka output written by the executors: one transaction per output partition and batch.
+"""Exactly-once Kafka output written by the executors: one transaction per output partition
+and batch.
 
 The driver-side sink (``eos_sink.ExactlyOnceSink``) collects each batch to the driver and
 writes it through one producer: the one part of a job that does not grow with a cluster. Here
@@ -29,7 +30,7 @@ import collections
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -87,15 +88,18 @@ class PartitionWriter:
     transaction_timeout_ms: int
     fault_hook: FaultHook | None = None
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        partition = TaskContext.get().partitionId()
-        batches = list(batches)
+        context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("a partition writer runs only inside a Spark task")
+        partition = context.partitionId()
+        received = list(batches)
         table = (
-            pa.Table.from_batches(batches)
-            if batches
+            pa.Table.from_batches(received)
+            if received
             else pa.table({"key": pa.array([], pa.binary())})
         )
         outcome, rows, letters = self.write(partition, table)

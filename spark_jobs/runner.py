@@ -271,8 +271,9 @@ def run_query(
             if not (failure and RECOVERED_BATCH_REPORT_BUG in failure and not shutdown.requested):
                 break
             log.warning(
-                "query restarted: Spark failed the progress report of the batch it recovered from the "
-                "checkpoint (SPARK-55271); that batch is committed, so the query goes on after it",
+                "query restarted: Spark failed the progress report of the batch it recovered "
+                "from the checkpoint (SPARK-55271); that batch is committed, so the query goes "
+                "on after it",
                 extra={"query": query_name, "attempt": attempt + 1},
             )
     finally:
@@ -289,7 +290,7 @@ def run_query(
     return 0
 
 
-def _failure(query: Any, gate: BatchGate, exception_type: type) -> str | None:
+def _failure(query: Any, gate: BatchGate, exception_type: type[BaseException]) -> str | None:
     """The query's error, unless it is the StopRequested we raised ourselves while stopping."""
     try:
         error = query.exception()

@@ -14,7 +14,7 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,13 +30,14 @@ class ImportJobModule:
     def __init__(self, module: str) -> None:
         self.module = module
 
-    def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def __call__(self, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         importlib.import_module(self.module)
         yield from frames
 
 
 def warm_python_workers(spark: SparkSession, module: str, tasks: int) -> threading.Thread:
-    """Start the warm-up in a thread; a failure is only logged (the batch then starts its own workers)."""
+    """Start the warm-up in a thread; a failure is only logged (the batch then starts its own
+    workers)."""
 
     def run() -> None:
         started = time.monotonic()

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.verdict import assert_exact, compare
+from tests.support.verdict import Table, assert_exact, compare
 
 
 def test_missing_extra_duplicated_and_different_are_told_apart() -> None:
-    want = {
+    want: Table = {
         1: [{"a": 1.0}],
         2: [{"a": 2.0}],
         3: [{"a": 3.0}],
         5: [{"a": 5.0}],
         6: [{"a": 6.0}, {"a": 6.0}],
     }
-    got = {
+    got: Table = {
         1: [{"a": 1.0}, {"a": 1.0}],
         2: [{"a": 2.5}],
         3: [{"a": 3.0}, {"a": 9.0}],
@@ -47,7 +47,7 @@ def test_means_are_equal_to_rounding_everything_else_exactly() -> None:
 
 
 def test_identical_copies_count_once_where_re_sends_are_allowed() -> None:
-    want = {1: [{"v": 1.0}]}
+    want: Table = {1: [{"v": 1.0}]}
     assert compare("raw", want, {1: [{"v": 1.0}, {"v": 1.0}]}, copies_allowed=True).exact
     changed = compare("raw", want, {1: [{"v": 1.0}, {"v": 2.0}]}, copies_allowed=True)
     assert changed.duplicated == [(1, 2, 1)] and changed.different == [(1, {"v": (1.0, 2.0)})]

@@ -1,7 +1,7 @@
 """python -m spark_jobs.aggregate on the real stack against the brute-force window oracle.
 
-The oracle (tests/support/oracles/windows.py) reads each key's records in the order they were produced,
-which is their Kafka arrival order: every window and every set-aside record must equal it,
+The oracle (tests/support/oracles/windows.py) reads each key's records in the order they were
+produced, which is their Kafka arrival order: every window and every set-aside record must equal it,
 whatever trigger size cut the input into batches.
 """
 
@@ -27,6 +27,7 @@ from tests.support.aggregates import (
     produce_measurements,
     window_args,
 )
+from tests.support.messages import header_of, key_of, value_of
 from tests.support.oracles.pipeline import distinct_records
 from tests.support.oracles.rows import event_time_order, file_rows
 from tests.support.oracles.windows import Record, Spec, window_oracle
@@ -135,7 +136,7 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     assert len(expected.windows) == 400 and all(
         w["window_end_ms"] <= T0 + 1_000_000 for w in expected.windows.values()
     )
-    runs = []
+    runs: list[tuple[Counter, Counter]] = []
     for trigger in (400, 1300, 100_000):
         out = Outputs(stack_settings, tmp_path, f"agg{trigger}")
         service = spark_service(
@@ -153,9 +154,9 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
             ],
             out.log,
         ).start()
-        assert service.process.wait(600) == 0, log_tail(out.log)
+        assert service.popen.wait(600) == 0, log_tail(out.log)
         letters = [
-            (m.key(), m.value(), dict(m.headers())["reason"])
+            (key_of(m), value_of(m), header_of(m, "reason"))
             for m in read_to_end(stack_settings, lane.dlq)
         ]
         assert Counter(letters) == {
@@ -392,7 +393,7 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
         ],
         out.log,
     ).start()
-    assert service.process.wait(600) == 0, log_tail(out.log)
+    assert service.popen.wait(600) == 0, log_tail(out.log)
     assert_windows_equal(decoded(stack_settings, out.aggregates, "aggregate"), expected)
     assert aside_of(decoded(stack_settings, out.late, "late")) == expected.late_topic()
 
@@ -462,7 +463,7 @@ def test_a_rerun_over_the_compacted_raw_topic_gives_the_same_windows(
             ],
             out.log,
         )
-        assert service.start().process.wait(600) == 0, log_tail(out.log)
+        assert service.start().popen.wait(600) == 0, log_tail(out.log)
         return decoded(settings, out.aggregates, "aggregate")
 
     first = run("before-compaction")

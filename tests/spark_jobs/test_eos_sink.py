@@ -18,6 +18,7 @@ import pytest
 from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from streamkit.config import Settings
 from streamkit.kafka_clients import transactional_producer
+from tests.support.messages import value_of
 from tests.support.spark import (
     key_values,
     log_tail,
@@ -73,12 +74,13 @@ def test_committed_output_visible_and_replayed_batch_skipped(
     assert restarted.write_batch(1, batch1, query_id="id-1") == "skipped"
     assert restarted.write_batch(2, [], query_id="id-1") == "empty"
     assert key_values(read_to_end(stack_settings, out)) == expected(batch0, batch1)
-    marker = json.loads(read_to_end(stack_settings, markers)[-1].value())
+    marker = json.loads(value_of(read_to_end(stack_settings, markers)[-1]))
     assert (marker["batch_id"], marker["rows"], marker["query_id"]) == (1, 5, "id-1")
     # explicit partitions are kept
     assert {m.partition() for m in read_to_end(stack_settings, out)} == {0, 1}
 
-    # a replaced checkpoint (new query id) restarts batch ids at 0: the old marker must not swallow them
+    # a replaced checkpoint (new query id) restarts batch ids at 0: the old marker must not
+    # swallow them
     fresh = new_sink(stack_settings, markers, query)
     assert fresh.write_batch(0, rows(out, 9, 2), query_id="id-2") == "committed"
     restarted.close()
@@ -116,7 +118,8 @@ def test_sink_prepared_ahead_keeps_the_marker_rules(
 def test_sink_not_prepared_opens_at_the_first_batch(
     stack_settings: Settings, topics: tuple[str, str]
 ) -> None:
-    """A preparation that fails (here: no marker topic yet) is only logged; the first batch opens the sink."""
+    """A preparation that fails (here: no marker topic yet) is only logged; the first batch
+    opens the sink."""
     out, _ = topics
     markers = f"test.markers.{uuid.uuid4().hex[:10]}"  # does not exist while preparing
     sink = ExactlyOnceSink(
@@ -158,7 +161,9 @@ def test_forced_abort_leaves_nothing_visible(
 
     def failing() -> Iterator[tuple]:
         yield from rows(out, 0, 20)
-        sink._producer.flush()  # the 20 records really reach the broker before the failure
+        producer = sink._producer  # open while the sink reads the batch's rows
+        assert producer is not None
+        producer.flush()  # the 20 records really reach the broker before the failure
         raise ValueError("encoding failed mid-batch")
 
     with pytest.raises(SinkError):
@@ -207,7 +212,7 @@ def run_driver(
     service = spark_service(
         "tests.support.eos_driver", [*args, "--jvm-pid-file", str(pid_file)], log, env
     ).start()
-    code = service.process.wait(300)
+    code = service.popen.wait(300)
     wait_pid_gone(pid_file)
     return code, log
 
@@ -277,7 +282,8 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
         assert not set(seen) - set(want), "output that is not in the input"
         marker = read_marker(stack_settings, markers, query)
         committed = marker.batch_id if marker else -1
-        # the kill happened inside `batch`: it is committed exactly when the kill came after the commit
+        # the kill happened inside `batch`: it is committed exactly when the kill came after the
+        # commit
         assert committed == (batch if point == "after_commit" else batch - 1), (
             point,
             batch,
@@ -303,7 +309,9 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
     settle(two_more_batches, 180, "two more batches committed", interval_s=0.3)
     assert service.terminate(120) == 0, log_tail(log)
     wait_pid_gone(tmp_path / "sigterm.pid")
-    stopped_at = read_marker(stack_settings, markers, query).batch_id
+    stopped = read_marker(stack_settings, markers, query)
+    assert stopped is not None, "no marker after the stop"
+    stopped_at = stopped.batch_id
     assert stopped_at >= committed + 2
     assert (
         sum(key_values(read_to_end(stack_settings, out)).values()) == (stopped_at + 1) * per_batch

@@ -8,6 +8,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from streamkit.config import Settings
 from streamkit.wire import AvroCodec
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
+from tests.support.messages import headers_of, key_of, value_of
 from tests.support.oracles.pipeline import join_pairs
 from tests.support.require import cannot_run
 from tests.support.spark import (
@@ -56,7 +58,7 @@ def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str,
 @pytest.fixture
 def join_lane(stack_settings: Settings, tmp_path: Path) -> dict:
     raw = private_topic(stack_settings, "raw", partitions=2)
-    lane = {
+    lane: dict[str, Any] = {
         "raw": raw,
         "joined": private_topic(stack_settings, "joined"),
         "late": private_topic(stack_settings, "late"),
@@ -96,7 +98,7 @@ def test_join_job_output_equals_the_oracle_exactly_once(
         [*join_lane["args"], "--available-now", "--max-offsets-per-trigger", "6000"],
         log,
     ).start()
-    assert job.process.wait(600) == 0, log_tail(log)
+    assert job.popen.wait(600) == 0, log_tail(log)
     expected, expected_late = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert sum(expected.values()) > 1000 and max(expected.values()) == 1
@@ -107,7 +109,8 @@ def test_join_job_output_equals_the_oracle_exactly_once(
         list((expected - got).items())[:3],
     )
     late = [
-        AvroCodec("late").decode(m.value()) for m in read_to_end(stack_settings, join_lane["late"])
+        AvroCodec("late").decode(value_of(m))
+        for m in read_to_end(stack_settings, join_lane["late"])
     ]
     assert len(late) == expected_late
     # In event-time order only exact repeats of a (thing, quantity, time) can be late here.
@@ -137,12 +140,12 @@ def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(
         "--max-offsets-per-trigger",
         "6000",
     ]
-    assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
+    assert spark_service("spark_jobs.join", args, log).start().popen.wait(600) == 0, log_tail(log)
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     assert committed_pairs(stack_settings, join_lane["joined"]) == expected
 
     def dead_letters() -> list[tuple[bytes, bytes, dict[str, bytes]]]:
-        return [(m.key(), m.value(), dict(m.headers())) for m in read_to_end(stack_settings, dlq)]
+        return [(key_of(m), value_of(m), headers_of(m)) for m in read_to_end(stack_settings, dlq)]
 
     letters = dead_letters()
     assert sorted((key, value) for key, value, _ in letters) == sorted(
@@ -158,7 +161,7 @@ def test_undecodable_raw_records_are_dead_lettered_once_and_the_job_goes_on(
             headers["payload_bytes"]
         ) == len(value)
     produce_committed(stack_settings, [(raw, b"poison-late", b"\xff", 0)])
-    assert spark_service("spark_jobs.join", args, log).start().process.wait(600) == 0, log_tail(log)
+    assert spark_service("spark_jobs.join", args, log).start().popen.wait(600) == 0, log_tail(log)
     assert sorted(key for key, _, _ in dead_letters()) == sorted(
         [b"poison-late", *(k for k, _, _ in letters)]
     )
@@ -184,13 +187,13 @@ def test_join_job_killed_at_random_points_stays_exactly_once(
             job = spark_service(
                 "tests.support.faulty_job", ["spark_jobs.join", *args], log, env
             ).start()
-            code = job.process.wait(600)
+            code = job.popen.wait(600)
             injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")
         else:
             job = spark_service("spark_jobs.join", args, log).start()
             delay = rng.uniform(8, 30)  # the scenario: a kill at a random moment of the run
             try:
-                code = job.process.wait(delay)
+                code = job.popen.wait(delay)
                 injected.append(f"finished-before-kill({delay:.1f}s)")
             except Exception:  # noqa: BLE001 - still running: kill it
                 job.kill9()
@@ -198,7 +201,7 @@ def test_join_job_killed_at_random_points_stays_exactly_once(
         wait_driver_gone(job)
     print(f"seed {seed}; faults injected: {injected}")
     final = spark_service("spark_jobs.join", args, log).start()
-    assert final.process.wait(900) == 0, log_tail(log)
+    assert final.popen.wait(900) == 0, log_tail(log)
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
     got = committed_pairs(stack_settings, join_lane["joined"])
     assert got == expected, (

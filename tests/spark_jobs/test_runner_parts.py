@@ -5,11 +5,18 @@ from __future__ import annotations
 import threading
 import time
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
 from spark_jobs.listener import EVENT_TIME, PrometheusListener
 from spark_jobs.runner import BatchGate, StopRequested
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: The gate only hands the batch's frame on to its sink, and these sinks ignore it.
+NO_FRAME = cast("DataFrame", None)
 
 
 def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
@@ -21,7 +28,7 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
         done.append(batch_id)
 
     gate = BatchGate(slow_sink)
-    worker = threading.Thread(target=gate, args=(None, 7))
+    worker = threading.Thread(target=gate, args=(NO_FRAME, 7))
     worker.start()
     assert entered.wait(5)
     threading.Timer(0.5, release.set).start()
@@ -32,7 +39,7 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
     )
     worker.join(5)
     with pytest.raises(StopRequested):
-        gate(None, 8)
+        gate(NO_FRAME, 8)
     assert done == [7]
 
 

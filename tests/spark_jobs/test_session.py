@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pytest
 
 pytestmark = [pytest.mark.spark]
 
 
-def archives_reread_by_invalidation(_: Iterator[int]) -> Iterator[tuple[int, int]]:
-    """In a worker: (zip importers on sys.path, those whose directory a cache invalidation re-read)."""
+def archives_reread_by_invalidation(_: Iterable[int]) -> Iterator[tuple[int, int]]:
+    """In a worker: (zip importers on sys.path, those whose directory a cache invalidation
+    re-read)."""
     import importlib
     import sys
     import zipimport
@@ -20,7 +22,11 @@ def archives_reread_by_invalidation(_: Iterator[int]) -> Iterator[tuple[int, int
     ]
     before = [id(i._files) for i in importers]  # type: ignore[attr-defined]
     importlib.invalidate_caches()
-    yield len(importers), sum(id(i._files) != b for i, b in zip(importers, before))  # type: ignore[attr-defined]
+    reread = sum(
+        id(i._files) != b  # type: ignore[attr-defined]
+        for i, b in zip(importers, before, strict=True)
+    )
+    yield len(importers), reread
 
 
 def test_python_workers_do_not_reread_archives_per_task() -> None:
@@ -50,15 +56,20 @@ def test_progress_events_do_not_make_py4j_resolve_class_names() -> None:
     spark = build_session("listener-lookups")
     try:
         attach(spark)
-        client = SparkContext._jvm._gateway_client
+        jvm = SparkContext._jvm
+        assert jvm is not None, "the session started no JVM view"
+        client = jvm._gateway_client
         sent: list[str] = []
         original = client.send_command
-        client.send_command = lambda command, *args, **kwargs: (
-            sent.append(command) or original(command, *args, **kwargs)
-        )
+
+        def counting(command: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(command)
+            return original(command, *args, **kwargs)
+
+        client.send_command = counting
         try:
-            utils = SparkContext._jvm.PythonSQLUtils
-            SparkContext._jvm.SparkConf  # any other name still goes to the JVM: the counter can see it
+            utils = jvm.PythonSQLUtils
+            _ = jvm.SparkConf  # any other name still goes to the JVM: the counter can see it
         finally:
             client.send_command = original
         assert utils._fqn == "org.apache.spark.sql.api.python.PythonSQLUtils"

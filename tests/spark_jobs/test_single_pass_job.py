@@ -24,6 +24,7 @@ from tests.support.aggregates import (
 )
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
+from tests.support.messages import headers_of, key_of, value_of
 from tests.support.oracles.pipeline import join_pairs
 from tests.support.oracles.windows import Record, Spec, window_oracle
 from tests.support.spark import (
@@ -123,12 +124,12 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
         job = spark_service(
             "tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env
         ).start()
-        code = job.process.wait(600)
+        code = job.popen.wait(600)
         assert code == -9, (point, code, log_tail(log))
         wait_driver_gone(job)  # its JVM exits on stdin EOF: never two drivers on one checkpoint
-    assert (
-        spark_service("spark_jobs.single_pass", args, log, where).start().process.wait(600) == 0
-    ), log_tail(log)
+    assert spark_service("spark_jobs.single_pass", args, log, where).start().popen.wait(600) == 0, (
+        log_tail(log)
+    )
     ran = log.read_text(errors="replace")
     assert f'"master": "{where.get("SPARK_MASTER", "local[*]")}"' in ran, (
         "the job did not run where it was sent"
@@ -165,7 +166,7 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
     ] == ["bad-clock"]
 
     letters = [
-        (m.key(), m.value(), dict(m.headers())) for m in read_to_end(stack_settings, lane.dlq)
+        (key_of(m), value_of(m), headers_of(m)) for m in read_to_end(stack_settings, lane.dlq)
     ]
     assert sorted((k, v) for k, v, _ in letters) == sorted(
         (b"poison-%d" % i, v) for i, v in enumerate(POISON)

@@ -215,6 +215,7 @@ def test_every_error_class_derives_from_the_root_and_is_defined_before_use() -> 
 
     for module in (
         "streamkit.errors",
+        "operators.errors",
         "db_connector.errors",
         "simulator.errors",
         "stacktools.errors",

@@ -24,3 +24,14 @@ def header_of(message: Message, name: str) -> bytes:
     found = dict(message.headers() or [])[name]
     assert isinstance(found, bytes), f"header {name} of {message.topic()}: {found!r}"
     return found
+
+
+def headers_of(message: Message) -> dict[str, bytes]:
+    """Every header by name (a later one wins, as in ``dict``)."""
+    found = message.headers()
+    assert found is not None, f"record without headers: {message.topic()} {message.offset()}"
+    headers: dict[str, bytes] = {}
+    for name, value in found.items() if isinstance(found, dict) else found:
+        assert isinstance(value, bytes), f"header {name} of {message.topic()}: {value!r}"
+        headers[name] = value
+    return headers

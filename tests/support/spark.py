@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from confluent_kafka import Message
@@ -25,7 +26,7 @@ def key_values(messages: list[Message]) -> Counter:
 
 
 def produce_committed(
-    settings: Settings, records: list[tuple[str, bytes, bytes, int | None]]
+    settings: Settings, records: Sequence[tuple[str, bytes, bytes, int | None]]
 ) -> None:
     """(topic, key, value, partition) records in one committed transaction: all visible at once."""
     producer = transactional_producer(settings, f"test-feed-{uuid.uuid4().hex[:8]}")
