@@ -48,7 +48,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     from spark_jobs.join import OUTPUT_SCHEMA, join_config, join_function, to_kafka_records
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
-    from spark_jobs.stateful import STATE_SCHEMA
+    from spark_jobs.stateful import MEASUREMENT_COLUMNS, STATE_SCHEMA
 
     settings = JoinSettings.from_sources(
         cli={
@@ -101,15 +101,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     measurements = read_measurements(spark, settings)
     grouped = (
         measurements.where(measurements.quantity.isin(list(config.quantities)))
-        .select(
-            "thing",
-            "quantity",
-            "event_time_ms",
-            "value",
-            "row_id",
-            "kafka_partition",
-            "kafka_offset",
-        )
+        .select(*MEASUREMENT_COLUMNS)
         .groupBy("thing")
     )
     if variant == "applyInPandasWithState":

@@ -24,7 +24,7 @@ from spark_jobs.config import AggregateSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
-from spark_jobs.stateful import OperatorFunction
+from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
 from streamkit.wire import schema_text
 from windowing import STAGE, Step, WindowOperator, WindowRules
 
@@ -33,19 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_jobs.aggregate")
 SERVICE = "spark_aggregate"
-
-#: Columns every measurement source must provide: the raw topic's decoded form and its arrival
-#: order (a key's records are processed in Kafka offset order).
-MEASUREMENT_COLUMNS = (
-    "thing",
-    "quantity",
-    "event_time_ms",
-    "value",
-    "row_id",
-    "kafka_partition",
-    "kafka_offset",
-    *dead_letters.INPUT_COLUMNS,
-)
 
 
 def read_join_results(spark: SparkSession, settings: AggregateSettings) -> DataFrame:

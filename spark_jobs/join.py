@@ -23,7 +23,7 @@ from spark_jobs import dead_letters, outputs
 from spark_jobs.config import JoinSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
-from spark_jobs.stateful import OperatorFunction
+from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
 from streamkit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -191,18 +191,7 @@ def build_join(settings: JoinSettings):
         relevant = measurements.where(
             measurements.quantity.isin(wanted) | measurements.thing.isNull()
         )
-        rows = function.apply(
-            relevant.select(
-                "thing",
-                "quantity",
-                "event_time_ms",
-                "value",
-                "row_id",
-                "kafka_partition",
-                "kafka_offset",
-                *dead_letters.INPUT_COLUMNS,
-            ).groupBy("thing")
-        )
+        rows = function.apply(relevant.select(*MEASUREMENT_COLUMNS).groupBy("thing"))
         return to_kafka_records(rows, settings, partitions)
 
     return build

@@ -27,7 +27,7 @@ from spark_jobs import aggregate, dead_letters, join, outputs
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import Fields, OutputRows
-from spark_jobs.stateful import OperatorFunction
+from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
 from windowing import WindowOperator
 
 if TYPE_CHECKING:
@@ -143,9 +143,7 @@ def build(settings: SinglePassSettings):
 
     def query(spark: SparkSession) -> DataFrame:
         rows = function.apply(
-            read_measurements(spark, settings)
-            .select(*aggregate.MEASUREMENT_COLUMNS)
-            .groupBy("thing")
+            read_measurements(spark, settings).select(*MEASUREMENT_COLUMNS).groupBy("thing")
         )
         return to_kafka_records(rows, settings, partitions)
 

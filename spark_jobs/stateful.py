@@ -29,6 +29,19 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.group import GroupedData
 
+#: Columns every operator's input must provide: a measurement's fields, its arrival order (a
+#: key's records are processed in Kafka offset order) and what a bad record's dead letter needs.
+MEASUREMENT_COLUMNS = (
+    "thing",
+    "quantity",
+    "event_time_ms",
+    "value",
+    "row_id",
+    "kafka_partition",
+    "kafka_offset",
+    *dead_letters.INPUT_COLUMNS,
+)
+
 #: Every operator's state: its snapshot (``operators.codec``), one binary column. Binary
 #: columns only: for a state with array columns Spark generates and compiles its state
 #: (de)serializers anew in every batch.
