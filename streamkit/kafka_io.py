@@ -4,7 +4,9 @@ tools, the benchmarks and the tests to see what a stage committed."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -21,12 +23,19 @@ TRANSIENT_CODES = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._ALL_BROKERS_DOWN,
+    # a group coordinator moving or still loading its offsets (a broker just started)
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
 }
 
 
 def transient(exc: KafkaException) -> bool:
     error = exc.args[0]
     return error.retriable() or error.code() in TRANSIENT_CODES
+
+
+T = TypeVar("T")
 
 
 def _reader_config(settings: KafkaSettings, role: str) -> dict:
@@ -57,17 +66,23 @@ def end_offsets(
         probe.close()
 
 
-def high_watermarks(settings: KafkaSettings, topic: str, attempts: int = 5) -> dict[int, int]:
-    """End offsets (read_uncommitted) of every partition, retried over transient errors."""
+def retry_transient(call: Callable[[], T], attempts: int = 5) -> T:
+    """``call()``, tried again after a back-off while Kafka answers with a transient error (a
+    look at a loaded or just started broker), at most ``attempts`` times."""
     backoff = Backoff(initial_s=1.0)
     for attempt in range(attempts):
         try:
-            return end_offsets(settings, topic)
+            return call()
         except KafkaException as exc:
             if attempt == attempts - 1 or not transient(exc):
                 raise
             backoff.sleep()
     raise AssertionError("unreachable")
+
+
+def high_watermarks(settings: KafkaSettings, topic: str, attempts: int = 5) -> dict[int, int]:
+    """End offsets (read_uncommitted) of every partition, retried over transient errors."""
+    return retry_transient(partial(end_offsets, settings, topic), attempts)
 
 
 def read_up_to(

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from stacktools.wiring import Wiring, private_database, private_topic
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.kafka_clients import client_config, idempotent_producer
-from streamkit.kafka_io import high_watermarks, read_to_end
+from streamkit.kafka_io import high_watermarks, read_to_end, retry_transient
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
 from tests.support.avro import FlatRecordEncoder
@@ -375,7 +376,7 @@ def offsets_behind(
             # never committed: OFFSET_INVALID
             committed[topic] = {
                 c.partition: c.offset
-                for c in consumer.committed(partitions, timeout=30)
+                for c in retry_transient(partial(consumer.committed, partitions, timeout=30))
                 if c.offset >= 0
             }
     finally:
