@@ -124,9 +124,8 @@ def window_rows(
             mean=[x.mean for x in w],
             min=[x.min for x in w],
             max=[x.max for x in w],
-            stddev=[
-                np.nan if x.stddev is None else x.stddev for x in w
-            ],  # NaN reaches Spark as null
+            # NaN reaches Spark as null
+            stddev=[np.nan if x.stddev is None else x.stddev for x in w],
             closed_at_ms=[np.nan if x.closed_at_ms is None else x.closed_at_ms for x in w],
             **tags,
         )
