@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="event time field, integer ms (default: Timestamp)",
     )
     p.add_argument(
-        "--max-gap-ms", type=int, default=None, help="only pairs with |left_time - right_time| <= N"
+        "--max-gap-ms",
+        type=int,
+        default=None,
+        help="only pairs with |left_time - right_time| <= N (default: no limit)",
     )
     p.add_argument(
         "--allowed-disorder-ms",
