@@ -89,7 +89,7 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
         "--username",
         settings.kafka_username,
         "--security-protocol",
-        settings.kafka_security_protocol,
+        settings.kafka_protocol,
         "--input-topic",
         raw,
         "--output-topic",

@@ -131,8 +131,10 @@ class Bridge:
 
     def _take(self, message: mqtt.MQTTMessage) -> None:
         while len(self.acks) >= self.settings.max_unacked and not self._taking_no_more():
-            # backpressure: wait for Kafka instead of buffering without bound
+            # backpressure: wait for Kafka instead of buffering without bound, staying
+            # connected however long Kafka takes (this is paho's network thread)
             self.producer.poll(0.05)
+            self.client.keep_alive_in_callback()
         if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its

@@ -399,6 +399,10 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
         "stacktools.compose_env",
         "writes docker compose's .env with generated passwords",
     ),
+    "mds-certs": (
+        "stacktools.certs",
+        "makes or rotates the local stack's CA and server certificate",
+    ),
     "mds-container-engine": (
         "stacktools.container_engine",
         "podman's Docker-compatible API for the compose stack",

@@ -252,6 +252,18 @@ class ServiceSettings:
         "HEALTH_STALL_S",
         "/healthz on the metrics port answers 503 after this long without progress",
     )
+    tls: bool = setting(
+        False,
+        "TLS",
+        "encrypt every connection to Kafka, MQTT and InfluxDB and verify the server's "
+        "certificate against TLS_CA_FILE (false: plain TCP, for servers of your own without TLS)",
+    )
+    tls_ca_file: str = setting(
+        "",
+        "TLS_CA_FILE",
+        "CA certificate (PEM) the servers' certificates are verified against "
+        "(default: <run dir>/tls/ca.pem, made by the stack launcher)",
+    )
 
     def __post_init__(self) -> None:
         """Text given for a secret, a duration or a size (a test's ``dataclasses.replace``,
@@ -269,6 +281,11 @@ class ServiceSettings:
     @property
     def credentials_path(self) -> Path:
         return self.run_dir / CREDENTIALS_FILE
+
+    @property
+    def ca_path(self) -> Path:
+        """The CA every client verifies the servers against."""
+        return Path(self.tls_ca_file) if self.tls_ca_file else self.run_dir / "tls" / "ca.pem"
 
     @classmethod
     def systems(cls) -> tuple[str, ...]:
@@ -461,10 +478,10 @@ class KafkaSettings(ServiceSettings):
     kafka_username: str = login_user("kafka")
     kafka_password: Secret = login_password("kafka")
     kafka_security_protocol: str = setting(
-        "SASL_PLAINTEXT",
+        "",
         "KAFKA_SECURITY_PROTOCOL",
-        "SASL_PLAINTEXT (SCRAM-SHA-512, the stack's listener) or PLAINTEXT for an "
-        "unauthenticated broker of your own",
+        "empty: SASL_SSL (SCRAM-SHA-512 over TLS, the stack's listener), or SASL_PLAINTEXT "
+        "with TLS off; PLAINTEXT for an unauthenticated broker of your own",
     )
     raw_topic: str = setting(
         "machinedata.raw", "RAW_TOPIC", "Kafka topic of the per-quantity Avro measurements"
@@ -491,6 +508,11 @@ class KafkaSettings(ServiceSettings):
         )
 
     @property
+    def kafka_protocol(self) -> str:
+        """The security protocol clients use: the setting, or the stack's listener's."""
+        return self.kafka_security_protocol or ("SASL_SSL" if self.tls else "SASL_PLAINTEXT")
+
+    @property
     def kafka_node_ports(self) -> list[int]:
         """The client port of each local Kafka node (all of them bootstrap: any one may be down)."""
         return [self.kafka_port + 2 * node for node in range(self.kafka_brokers)]
@@ -501,7 +523,11 @@ class MqttSettings(ServiceSettings):
     """The MQTT client's side: the broker, the login and where rows are published."""
 
     mqtt_host: str = setting("127.0.0.1", "MQTT_HOST", "MQTT broker host")
-    mqtt_port: int = setting(1883, "MQTT_PORT", "MQTT broker port")
+    mqtt_port: int = setting(
+        8883,
+        "MQTT_PORT",
+        "MQTT broker port (the stack's Mosquitto: MQTT over TLS, or plain with TLS off)",
+    )
     mqtt_username: str = login_user("mqtt")
     mqtt_password: Secret = login_password("mqtt")
     mqtt_topic_prefix: str = setting(
@@ -515,7 +541,9 @@ class InfluxSettings(ServiceSettings):
 
     influx_port: int = setting(8086, "INFLUX_PORT", "port of the local InfluxDB")
     influx_url: str = setting(
-        "", "INFLUX_URL", "InfluxDB URL (default http://127.0.0.1:<influx port>)"
+        "",
+        "INFLUX_URL",
+        "InfluxDB URL (default https://127.0.0.1:<influx port>, http:// with TLS off)",
     )
     influx_username: str = login_user("influx")
     influx_password: Secret = login_password("influx")
@@ -523,7 +551,8 @@ class InfluxSettings(ServiceSettings):
 
     @property
     def influx_base_url(self) -> str:
-        return self.influx_url or f"http://127.0.0.1:{self.influx_port}"
+        scheme = "https" if self.tls else "http"
+        return self.influx_url or f"{scheme}://127.0.0.1:{self.influx_port}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -546,6 +575,23 @@ class StackSettings(ServiceSettings):
         8080,
         "SPARK_MASTER_UI_PORT",
         "port of the local Spark master's web UI and JSON status (worker N's UI: + N)",
+    )
+    tls_server_cert_file: str = setting(
+        "",
+        "TLS_SERVER_CERT_FILE",
+        "certificate chain (PEM) Kafka, Mosquitto and InfluxDB present (default: made by the "
+        "launcher under <run dir>/tls, signed by its CA)",
+    )
+    tls_server_key_file: str = setting(
+        "",
+        "TLS_SERVER_KEY_FILE",
+        "unencrypted PKCS#8 key (PEM) of TLS_SERVER_CERT_FILE (default: made with it)",
+    )
+    tls_hostnames: str = setting(
+        "",
+        "TLS_HOSTNAMES",
+        "more names or addresses (comma-separated) the made server certificate is valid for, "
+        "besides 127.0.0.1, ::1, localhost and compose's service names",
     )
     spark_workers: int = setting(2, "SPARK_WORKERS", "workers of the local Spark cluster")
     spark_worker_cores: int = setting(

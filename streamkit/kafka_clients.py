@@ -33,10 +33,10 @@ def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "client.id": client_id,
-        "security.protocol": settings.kafka_security_protocol,
+        "security.protocol": settings.kafka_protocol,
         "logger": KafkaClientLog(),
     }
-    if settings.kafka_security_protocol.startswith("SASL"):
+    if settings.kafka_protocol.startswith("SASL"):
         config.update(
             {
                 "sasl.mechanism": SASL_MECHANISM,
@@ -63,9 +63,9 @@ def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
     """The same connection for Spark's Kafka source (options prefixed ``kafka.``)."""
     options = {
         "kafka.bootstrap.servers": settings.bootstrap_servers,
-        "kafka.security.protocol": settings.kafka_security_protocol,
+        "kafka.security.protocol": settings.kafka_protocol,
     }
-    if settings.kafka_security_protocol.startswith("SASL"):
+    if settings.kafka_protocol.startswith("SASL"):
         options.update(
             {
                 "kafka.sasl.mechanism": SASL_MECHANISM,

@@ -154,6 +154,22 @@ class BufferedClient(mqtt.Client):
             with self._msgtime_mutex:
                 self._last_msg_out = mqtt.time_func()
 
+    # ------------------------------------------------------------------ waiting in a callback
+    def keep_alive_in_callback(self) -> None:
+        """For a callback of the network thread that waits (the bridge's backpressure while
+        Kafka stalls): write what is queued (PUBACKs) and, when nothing went out for half the
+        keepalive, a PINGREQ. Otherwise the broker hears nothing for 1.5 keepalives, drops the
+        connection and, on the resumed session, sends everything unacknowledged again. Only
+        the network thread may call this: it writes to the socket."""
+        if self._sock is None or self._state != _ConnectionState.MQTT_CS_CONNECTED:
+            return
+        with self._msgtime_mutex:
+            idle_s = mqtt.time_func() - self._last_msg_out
+        if self._keepalive and idle_s >= self._keepalive / 2:
+            self._send_pingreq()
+        if self._out_packet:
+            self.loop_write()
+
     # ------------------------------------------------------------------ close
     #: How long a wanted disconnect waits for the broker to close its side (it has then read
     #: everything we sent); past that the socket is closed all the same.

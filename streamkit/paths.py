@@ -6,9 +6,12 @@ paths around.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STACK_DIR = REPO_ROOT / ".stack"
@@ -42,3 +45,20 @@ def find_program(name: str, *extra_dirs: str) -> Path | None:
         name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra_dirs, "/usr/sbin", "/sbin"])
     )
     return Path(found) if found else None
+
+
+def private_directory(path: Path) -> Path:
+    """``path`` as a directory only its owner can enter (0700), made so or tightened."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+@contextlib.contextmanager
+def private_file(path: Path) -> Iterator[BinaryIO]:
+    """Open ``path`` for writing with mode 0600 from its first byte: no moment in which another
+    user could open it (a chmod after writing leaves one). An existing file is replaced."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        yield handle

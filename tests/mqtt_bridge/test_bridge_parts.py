@@ -20,6 +20,7 @@ from mqtt_bridge.bridge import Bridge
 from mqtt_bridge.config import BridgeSettings
 from mqtt_bridge.records import RowSplitter
 from streamkit.events import Row, RowError, parse_row
+from streamkit.mqtt_client import make_client
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import AvroCodec, record_key, thing_partition
 from tests.mqtt_bridge.test_records import SAMPLE
@@ -129,6 +130,7 @@ def _bridge_without_servers(
         False,
     )
     bridge.closing = False
+    bridge.client = make_client(bridge.settings)  # never connected: nothing to keep alive
     stand_in: Any = producer or _RecordingProducer()
     bridge.producer, bridge.splitter = stand_in, splitter
     sent = acked if acked is not None else []

@@ -134,6 +134,30 @@ def lane(stack_settings: Settings) -> Wiring:
     return Wiring.private(stack_settings, bridge_only=True)
 
 
+def session_story(settings: Settings, lane: Wiring, bridge_logs: list[Path]) -> str:
+    """What a failure needs to be told apart: a re-send comes from an MQTT session that ended
+    (the bridge's connection lost and resumed, a publisher's, or Mosquitto restarted); the
+    bridges' warnings and Mosquitto's lines about this test's clients say which."""
+    lines = [
+        line[:300]
+        for log in bridge_logs
+        if log.exists()
+        for line in log.read_text(errors="replace").splitlines()
+        if ('"WARNING"' in line or '"ERROR"' in line or "MQTT connected" in line)
+        and "dead-lettered" not in line
+    ]
+    mosquitto_log = settings.run_dir / "logs" / "mosquitto.log"
+    broker = [
+        line[:300]
+        for line in mosquitto_log.read_text(errors="replace").splitlines()
+        if lane.bridge_client_id in line or "flood-" in line or "starting" in line
+    ]
+    return (
+        f"bridge log lines ({len(lines)}): {lines[:40]}; "
+        f"Mosquitto's lines ({len(broker)}): {broker[-40:]}"
+    )
+
+
 def resent_messages(raw: list, dead: list) -> int:
     """Messages the bridge sent to Kafka more than once: a valid row is its thing and time (all
     its records are sent again with it), a dead letter its payload (unique here)."""
@@ -234,4 +258,6 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
     # acked (Mosquitto delivers them again, once); the (at most MAX_UNACKED) messages between Kafka
     # and their PUBACK are flushed and acked; the close lets Mosquitto read those PUBACKs. With a
     # plain close it re-sent 499 here (the last flush's acks), tens of thousands unthrottled.
-    assert resent == 0, f"{resent} messages re-sent by a graceful restart"
+    assert resent == 0, f"{resent} messages re-sent by a graceful restart; " + session_story(
+        settings, lane, [tmp_path / "bridge.log", tmp_path / "bridge-restarted.log"]
+    )

@@ -192,6 +192,7 @@ class ComposeProject:
             "KAFKA_USERNAME": "admin",
             "INFLUX_USERNAME": "admin",
             "MQTT_USERNAME": "admin",
+            "TLS": "false",  # as the project's own services (docker-compose.yml)
         }
         environ |= {key: value for key, value in self.values.items() if key.endswith("_PASSWORD")}
         environ |= {

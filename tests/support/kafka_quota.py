@@ -24,8 +24,8 @@ TOOL_TIMEOUT_S = 120
 def _config_command(settings: Settings, *args: str) -> str:
     """Run kafka-configs as the admin; its output. The admin's password goes in a private file
     (never on a command line other users can read)."""
-    properties = f"security.protocol={settings.kafka_security_protocol}\n"
-    if settings.kafka_security_protocol.startswith("SASL"):
+    properties = f"security.protocol={settings.kafka_protocol}\n"
+    if settings.kafka_protocol.startswith("SASL"):
         password = settings.credential("kafka", "admin").reveal()
         properties += (
             f"sasl.mechanism={SASL_MECHANISM}\nsasl.jaas.config={jaas_config('admin', password)}\n"

@@ -1,0 +1,244 @@
+"""The local stack's certificate authority: one CA the clients trust and one server certificate
+that Kafka, Mosquitto and InfluxDB present, made by the launcher (and compose's provisioning
+job) on first start and rotatable by one command. A user's own CA and server certificate can be
+given instead (TLS_CA_FILE, TLS_SERVER_CERT_FILE, TLS_SERVER_KEY_FILE); then nothing is made.
+
+Private keys are written with mode 0600 from the first byte (``os.open``), in a 0700 directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from streamkit.cli import HelpFormatter, entry_point, program_name
+from streamkit.config import Settings
+from streamkit.errors import ConfigError
+from streamkit.paths import private_directory, private_file
+
+#: Names every generated server certificate carries: the loopback addresses the local stack binds
+#: and the host names compose gives its services.
+DEFAULT_NAMES = ("127.0.0.1", "::1", "localhost", "kafka", "mosquitto", "influxdb")
+CA_DAYS = 3650
+SERVER_DAYS = 825
+#: A server certificate this close to its end is renewed at the next start.
+RENEW_BEFORE = dt.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Where the stack's servers find their key and certificate, and clients the CA."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    #: The key followed by the certificate chain, the layout of Kafka's PEM key store.
+    server_keystore: Path
+
+
+def tls_dir(settings: Settings) -> Path:
+    return settings.run_dir / "tls"
+
+
+def server_names(settings: Settings) -> list[str]:
+    extra = [name.strip() for name in settings.tls_hostnames.split(",") if name.strip()]
+    return list(dict.fromkeys([*DEFAULT_NAMES, *extra]))
+
+
+def files(settings: Settings) -> TlsFiles:
+    directory = tls_dir(settings)
+    return TlsFiles(
+        ca=settings.ca_path,
+        server_cert=Path(settings.tls_server_cert_file or directory / "server.pem"),
+        server_key=Path(settings.tls_server_key_file or directory / "server-key.pem"),
+        server_keystore=directory / "server-keystore.pem",
+    )
+
+
+def ensure(settings: Settings, *, rotate: bool = False, rotate_ca: bool = False) -> TlsFiles:
+    """The stack's TLS files, made where missing: a CA (unless the user gave one), a server
+    certificate for :func:`server_names` signed by it (unless given), renewed when ``rotate``,
+    near its end or missing a name; and Kafka's key store from the two."""
+    paths = files(settings)
+    directory = private_directory(tls_dir(settings))
+    own_ca = not settings.tls_ca_file
+    own_server = not settings.tls_server_cert_file
+    ca_key_path = directory / "ca-key.pem"
+    if own_ca and (rotate_ca or not paths.ca.exists() or not ca_key_path.exists()):
+        _write_ca(paths.ca, ca_key_path)
+        rotate = True
+    if own_server and (rotate or _needs_renewal(paths.server_cert, server_names(settings))):
+        if not ca_key_path.exists():
+            raise ConfigError(
+                "TLS_SERVER_CERT_FILE",
+                "with your own CA (TLS_CA_FILE) give the servers' certificate and key too "
+                "(TLS_SERVER_CERT_FILE, TLS_SERVER_KEY_FILE): this launcher cannot sign for it",
+            )
+        _write_server(paths, ca_key_path, server_names(settings))
+    with private_file(paths.server_keystore) as out:
+        out.write(paths.server_key.read_bytes() + paths.server_cert.read_bytes())
+    return paths
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "machinedata stack"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _write_ca(cert_path: Path, key_path: Path) -> None:
+    key = _key()
+    now = dt.datetime.now(dt.UTC)
+    name = _name(f"machinedata local CA {now:%Y-%m-%d %H:%M}")
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    with private_file(key_path) as out:
+        out.write(_pem_key(key))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _alternative_name(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def _write_server(paths: TlsFiles, ca_key_path: Path, names: list[str]) -> None:
+    ca_cert = x509.load_pem_x509_certificate(paths.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{ca_key_path}: not the EC key this tool makes")
+    key = _key()
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(names[0]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=SERVER_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([_alternative_name(n) for n in names]), critical=False
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    with private_file(paths.server_key) as out:
+        out.write(_pem_key(key))
+    # the chain: servers send the CA along (clients that pin only the CA still verify)
+    paths.server_cert.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + ca_cert.public_bytes(serialization.Encoding.PEM)
+    )
+
+
+def _needs_renewal(cert_path: Path, names: list[str]) -> bool:
+    if not cert_path.exists():
+        return True
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    if cert.not_valid_after_utc - dt.datetime.now(dt.UTC) < RENEW_BEFORE:
+        return True
+    try:
+        present = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return True
+    return {str(value) for value in present.get_values_for_type(x509.DNSName)} | {
+        str(value) for value in present.get_values_for_type(x509.IPAddress)
+    } != {str(_alternative_name(n).value) for n in names}
+
+
+def describe(paths: TlsFiles) -> str:
+    cert = x509.load_pem_x509_certificate(paths.server_cert.read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return (
+        f"CA {paths.ca}; server certificate {paths.server_cert} for "
+        f"{', '.join(str(n.value) for n in names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}"
+    )
+
+
+@entry_point("stacktools.certs")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=program_name("stacktools.certs"),
+        description="Make the local stack's CA and server certificate where missing, or renew "
+        "them. Restart the stack afterwards (python -m stacktools.stack down, then up) so the "
+        "servers present the new certificate.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument(
+        "--rotate", action="store_true", help="a new server key and certificate (same CA)"
+    )
+    parser.add_argument(
+        "--rotate-ca",
+        action="store_true",
+        help="a new CA as well: every client must be given the new ca.pem",
+    )
+    settings, args = Settings.parse(argv, parser=parser)
+    paths = ensure(settings, rotate=args.rotate, rotate_ca=args.rotate_ca)
+    print(describe(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
