@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_e2e.py [--rows 1402232] [--rates 1000,5000,10000]
         [--rate-seconds 30] [--no-full] [--no-rates] [--shapes single-pass,two-jobs]
+        [--tls default|on|off|both]
 
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
@@ -21,7 +22,8 @@
    idle timeout closed from their end) and the CPU each stage and server spent
    per raw record in that window (from /proc).
 Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES), so the shapes
-are compared in one run of the script. Each run gets fresh topics, database and Spark
+are compared in one run of the script, and for each TLS mode of --tls (both: encrypted and
+verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run gets fresh topics, database and Spark
 checkpoints (stacktools.wiring.Wiring.fresh).
 Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
 first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
@@ -30,6 +32,7 @@ first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import shlex
@@ -38,6 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simulator.generate import DEFAULT_ROWS, generate
 from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
@@ -257,6 +261,31 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> No
         )
 
 
+def stack_for(base: Settings, tls: bool, mode: str) -> Settings:
+    """The stack a mode runs on: the configured one, or one of its own per TLS mode."""
+    if mode == "default":
+        return Stack(base).up()
+    name = f"bench-tls-{'on' if tls else 'off'}"
+    return Stack(dataclasses.replace(base, tls=tls, run_dir=base.run_dir / name)).up()
+
+
+def print_tls_ratio(rows_table: list[tuple[Any, ...]]) -> None:
+    """TLS on against off, per shape: time to drained and CPU per raw record."""
+    by_label = {row[0]: row for row in rows_table}
+    for label, row in by_label.items():
+        if not label.endswith(", TLS on"):
+            continue
+        off = by_label.get(label.replace(", TLS on", ", TLS off"))
+        if off is None:
+            continue
+        cpu_on, cpu_off = sum(row[-1].values()), sum(off[-1].values())
+        print(
+            f"\nTLS on / off, {label.removesuffix(', TLS on')}: time to drained "
+            f"{row[2]:,.0f} s / {off[2]:,.0f} s = {row[2] / off[2]:.2f}x; CPU per raw record "
+            f"{cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.2f}x"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -281,6 +310,14 @@ def main() -> int:
         help=f"comma list of pipeline shapes to run and compare, of: {', '.join(SHAPES)}",
     )
     parser.add_argument(
+        "--tls",
+        choices=["default", "on", "off", "both"],
+        default="default",
+        help="default: the stack as configured (TLS setting); on/off/both: a stack of its own "
+        "per mode, in <run dir>/bench-tls-on|off on the same ports (stop the usual stack "
+        "first), each stopped after its runs; both prints the ratio",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -291,75 +328,85 @@ def main() -> int:
     unknown = set(shapes) - set(SHAPES)
     if unknown:
         parser.error(f"unknown shapes {sorted(unknown)}; known: {', '.join(SHAPES)}")
-    settings = Stack(Settings.from_sources()).up()
+    base = Settings.from_sources()
+    modes = {"default": [base.tls], "on": [True], "off": [False], "both": [True, False]}[args.tls]
     events = events_file(args.rows, args.things)
-    rows_table, rate_table, steady = [], [], []
+    rows_table: list[tuple[Any, ...]] = []
+    rate_table: list[tuple[Any, ...]] = []
+    steady: list[Steady] = []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = args.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        for shape in shapes:
-            if not args.no_full:
-                print(f"[{shape}] full replay of {events.name} as fast as possible ...", flush=True)
-                # generated: in order
-                run, cpu = run_once(
-                    settings, events, ["--order", "file"], work, args.timeout_s, shape
-                )
-                peaks = {
-                    name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters
-                }
-                rows_table.append(
-                    (
+        for tls in modes:
+            settings = stack_for(base, tls, args.tls)
+            for shape in shapes:
+                label = shape if args.tls == "default" else f"{shape}, TLS {'on' if tls else 'off'}"
+                if not args.no_full:
+                    print(
+                        f"[{label}] full replay of {events.name} as fast as possible ...",
+                        flush=True,
+                    )
+                    # generated: in order
+                    run, cpu = run_once(
+                        settings, events, ["--order", "file"], work, args.timeout_s, shape
+                    )
+                    peaks = {
+                        name: round(run.samples.peak_rate(name, 10))
+                        for name in run.samples.counters
+                    }
+                    rows_table.append(
+                        (
+                            label,
+                            args.rows,
+                            run.elapsed_s,
+                            args.rows / run.elapsed_s,
+                            run.drained,
+                            peaks,
+                            cpu,
+                        )
+                    )
+                for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
+                    rows = int(rate * args.rate_seconds)
+                    print(
+                        f"[{label}] {rows:,} rows at {rate:,} rows/s, live timestamps ...",
+                        flush=True,
+                    )
+                    run, _ = run_once(
+                        settings,
+                        head(events, rows, work),
+                        ["--rate", str(rate), "--live", "--order", "file"],
+                        work,
+                        args.timeout_s,
                         shape,
-                        args.rows,
-                        run.elapsed_s,
-                        args.rows / run.elapsed_s,
-                        run.drained,
-                        peaks,
-                        cpu,
                     )
-                )
-            for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
-                rows = int(rate * args.rate_seconds)
-                print(
-                    f"[{shape}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True
-                )
-                run, _ = run_once(
-                    settings,
-                    head(events, rows, work),
-                    ["--rate", str(rate), "--live", "--order", "file"],
-                    work,
-                    args.timeout_s,
-                    shape,
-                )
-                latencies = []
-                for measurement in ("raw", "joined"):
-                    buckets = histogram_buckets(
-                        run.metrics.get("db_connector", {}),
-                        "connector_event_latency_seconds",
-                        f'measurement="{measurement}"',
+                    latencies = []
+                    for measurement in ("raw", "joined"):
+                        buckets = histogram_buckets(
+                            run.metrics.get("db_connector", {}),
+                            "connector_event_latency_seconds",
+                            f'measurement="{measurement}"',
+                        )
+                        latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
+                    replay_s = float(run.simulator.get("seconds", run.elapsed_s))
+                    rate_table.append(
+                        (
+                            label,
+                            rate,
+                            float(run.simulator.get("rows_per_s", 0)),
+                            *latencies,
+                            run.drained,
+                            run.elapsed_s - replay_s,
+                        )
                     )
-                    latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
-                replay_s = float(run.simulator.get("seconds", run.elapsed_s))
-                rate_table.append(
-                    (
-                        shape,
-                        rate,
-                        float(run.simulator.get("rows_per_s", 0)),
-                        *latencies,
-                        run.drained,
-                        run.elapsed_s - replay_s,
+                for rate in [int(r) for r in args.steady_rates.split(",") if r]:
+                    # looped: live stamps are new
+                    rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
+                    print(
+                        f"[{label}] steady state at {rate:,} rows/s: "
+                        f"{args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
+                        flush=True,
                     )
-                )
-            for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                # looped: live stamps are new
-                rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
-                print(
-                    f"[{shape}] steady state at {rate:,} rows/s: {args.warmup_s:.0f} s warm-up, "
-                    f"{args.measure_s:.0f} s measured ...",
-                    flush=True,
-                )
-                steady.append(
-                    steady_run(
+                    result = steady_run(
                         settings,
                         head(events, rows, work),
                         rate,
@@ -368,8 +415,10 @@ def main() -> int:
                         work,
                         shape,
                     )
-                )
-                print(steady[-1], flush=True)
+                    steady.append(dataclasses.replace(result, shape=label))
+                    print(steady[-1], flush=True)
+            if args.tls != "default":
+                Stack(settings).down()  # the next mode's servers take the same ports
     print(
         "\nCommand: `"
         + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])])
@@ -400,6 +449,7 @@ def main() -> int:
                 + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
                 + f" | {sum(cpu.values()):.1f} |"
             )
+        print_tls_ratio(rows_table)
     if rate_table:
         print(
             "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
