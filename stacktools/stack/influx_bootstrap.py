@@ -63,7 +63,9 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """The bootstrap run's private files, in a 0700 directory."""
+    """The bootstrap run's private files: its socket, certificate and key in a 0700 directory,
+    its configuration in the server's (the run directory on influxd's command line is how the
+    launcher knows the process as its own)."""
 
     directory: Path
     socket: Path
@@ -95,7 +97,8 @@ class Bootstrap:
 @contextlib.contextmanager
 def bootstrap_files(conf_dir: Path) -> Iterator[Bootstrap]:
     """A 0700 directory under ``conf_dir`` (under the system's temporary directory when that
-    path is too long for a socket) with a throwaway certificate; removed afterwards."""
+    path is too long for a socket) with a throwaway certificate; removed afterwards, with the
+    configuration."""
     directory = conf_dir / "bootstrap"
     made_temp = len(str(directory / "influxd.sock")) > MAX_SOCKET_PATH
     if made_temp:
@@ -106,7 +109,7 @@ def bootstrap_files(conf_dir: Path) -> Iterator[Bootstrap]:
     files = Bootstrap(
         directory=directory,
         socket=directory / "influxd.sock",
-        config=directory / "influxdb.conf",
+        config=conf_dir / "influxdb-bootstrap.conf",
         certificate=directory / "throwaway.pem",
         key=directory / "throwaway-key.pem",
     )
@@ -115,6 +118,7 @@ def bootstrap_files(conf_dir: Path) -> Iterator[Bootstrap]:
         yield files
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+        files.config.unlink(missing_ok=True)
 
 
 def _write_throwaway_certificate(cert_path: Path, key_path: Path) -> None:
