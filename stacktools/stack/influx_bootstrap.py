@@ -100,8 +100,7 @@ def bootstrap_files(conf_dir: Path) -> Iterator[Bootstrap]:
     path is too long for a socket) with a throwaway certificate; removed afterwards, with the
     configuration."""
     directory = conf_dir / "bootstrap"
-    made_temp = len(str(directory / "influxd.sock")) > MAX_SOCKET_PATH
-    if made_temp:
+    if len(str(directory / "influxd.sock")) > MAX_SOCKET_PATH:
         directory = Path(tempfile.mkdtemp(prefix="influxd-bootstrap-"))  # 0700
     else:
         shutil.rmtree(directory, ignore_errors=True)
