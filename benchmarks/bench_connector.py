@@ -41,6 +41,7 @@ from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import validate
 from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
 from streamkit.paths import REPO_ROOT
+from streamkit.tls import client_context
 from streamkit.wire import AvroCodec
 
 PARTITIONS = 4
@@ -304,6 +305,8 @@ def measure_naive_baseline(
         url=settings.influx_base_url,
         token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
+        verify_ssl=True,
+        ssl_context=client_context(settings),  # the stack's CA only, with TLS on
         timeout=30_000,
     )
     write_api = client.write_api(write_options=SYNCHRONOUS)

@@ -6,7 +6,8 @@ default batching API reports failures only to callbacks, after the fact).
 
 Two kinds of failure, handled differently:
 - the *server* cannot take writes now (down, restarting, overloaded, auth or database not yet
-  set up): :class:`WriteUnavailable`; the caller keeps the batch and retries it later;
+  set up, its certificate refused, plain HTTP to its HTTPS port): :class:`WriteUnavailable`;
+  the caller keeps the batch and retries it later;
 - InfluxDB *refuses some points* (HTTP 400: a field type conflict, an unparsable line): the
   batch is bisected until each refused point is alone, so the others are written and each
   refused one is returned with InfluxDB's reason, for the dead-letter topic. Rewriting the
@@ -26,11 +27,14 @@ from influxdb_client.rest import ApiException
 
 from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
+from streamkit.tls import client_context
 
 log = logging.getLogger("db_connector.influx")
 
 #: Statuses meaning "these points are wrong": split the batch to find them.
 REFUSED_STATUSES = {400, 413, 422}
+#: What InfluxDB (Go) answers, with 400, to plain HTTP on its HTTPS port: not the points' fault.
+PLAIN_HTTP_TO_HTTPS = "HTTP request to an HTTPS server"
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,14 @@ def _error_text(exc: ApiException) -> str:
 class InfluxWriter:
     def __init__(self, settings: ConnectorSettings) -> None:
         self.bucket = f"{settings.influx_database}/{settings.influx_retention_policy}"
+        self.url = settings.influx_base_url
         # InfluxDB 1.8's v2-compatible API: the token is user:password, the org is ignored ("-").
         self.client = InfluxDBClient(
             url=settings.influx_base_url,
             token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
             org="-",
+            verify_ssl=True,
+            ssl_context=client_context(settings),  # the stack's CA only, with TLS on
             timeout=settings.write_timeout_ms,
         )
         self.api = self.client.write_api(write_options=SYNCHRONOUS)
@@ -89,6 +96,14 @@ class InfluxWriter:
             return None, ""
         except ApiException as exc:
             text = _error_text(exc)
+            if exc.status == 0:  # influxdb-client's wrapping of urllib3's SSLError
+                raise WriteUnavailable(
+                    "tls", f"InfluxDB failed the TLS checks ({text.strip()})"
+                ) from None
+            if PLAIN_HTTP_TO_HTTPS in text:
+                raise WriteUnavailable(
+                    "tls", f"InfluxDB speaks HTTPS and {self.url} is plain HTTP ({text.strip()})"
+                ) from None
             if exc.status in REFUSED_STATUSES:
                 return exc.status, text
             if exc.status in (401, 403):

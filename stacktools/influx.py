@@ -5,7 +5,9 @@ influxdb-client; this is for everything that queries or administers."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,6 +15,7 @@ import urllib.request
 from stacktools.access import INFLUX_RIGHTS
 from stacktools.errors import InfluxError
 from streamkit.config import Settings
+from streamkit.tls import client_context
 
 
 def basic_auth(user: str, password: str) -> str:
@@ -20,10 +23,15 @@ def basic_auth(user: str, password: str) -> str:
 
 
 class InfluxClient:
-    """Statements as the settings' InfluxDB user."""
+    """Statements as the settings' InfluxDB user, over HTTPS verified against the stack's CA
+    when TLS is on."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    @functools.cached_property
+    def tls_context(self) -> ssl.SSLContext | None:
+        return client_context(self.settings)
 
     def query(
         self,
@@ -49,7 +57,7 @@ class InfluxClient:
                 "Authorization", basic_auth(s.influx_username, s.influx_password.reveal())
             )
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=60, context=self.tls_context) as response:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
@@ -83,7 +91,7 @@ class InfluxClient:
             "Authorization", basic_auth(s.influx_username, s.influx_password.reveal())
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=30, context=self.tls_context) as response:
                 return response.status
         except urllib.error.HTTPError as exc:
             return exc.code

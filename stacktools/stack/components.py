@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import urllib.error
 import urllib.parse
@@ -17,27 +18,36 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from stacktools import certs
 from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
 from stacktools.credentials import new_cluster_id
 from stacktools.influx import InfluxClient, InfluxError, basic_auth
+from stacktools.stack import influx_bootstrap
 from stacktools.stack.errors import LauncherError
-from stacktools.stack.process import port_open
+from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
+from stacktools.stack.process import ManagedProcess, port_open
 from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
+from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program, private_directory
 from streamkit.sizes import format_size
+from streamkit.tls import client_context
 
 KAFKA_VERSION = "4.3.1"
 
 
 def http_get(
-    url: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None
+    url: str,
+    timeout_s: float = 2.0,
+    auth: tuple[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> tuple[int, bytes]:
+    """(status, body); (0, b"") when nothing answered or the server failed the TLS checks of
+    ``context`` (with https)."""
     request = urllib.request.Request(url)
     if auth:
         request.add_header("Authorization", basic_auth(*auth))
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -439,7 +449,11 @@ class Mosquitto(Component):
 
 class InfluxDB(Component):
     """InfluxDB 1.8.10 built from source (pure Go): InfluxQL plus the v2-compatible
-    /api/v2/write and /health that influxdb-client needs. Auth on, Flux on."""
+    /api/v2/write and /health that influxdb-client needs. Auth on, Flux on; HTTPS with the
+    stack's server certificate when TLS is on.
+
+    Its first admin is created by a bootstrap run that no TCP client can talk to
+    (:mod:`stacktools.stack.influx_bootstrap`), before the configured port ever opens."""
 
     name = "influxdb"
 
@@ -451,6 +465,15 @@ class InfluxDB(Component):
     def address(self) -> str:
         return self.settings.influx_base_url
 
+    @property
+    def config_file(self) -> Path:
+        return self.conf_dir / "influxdb.conf"
+
+    @property
+    def admin_marker(self) -> Path:
+        """Made once this data directory has its admin (and removed with the directory)."""
+        return self.data_dir / "admin-created"
+
     def missing_install(self) -> str | None:
         return (
             None
@@ -458,53 +481,120 @@ class InfluxDB(Component):
             else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
         )
 
-    def prepare(self) -> None:
-        super().prepare()
+    def config(self, bootstrap: Bootstrap | None = None) -> str:
+        """influxd's configuration; with ``bootstrap``, the bootstrap run's: the HTTP service on
+        its private socket, its TCP listener on an ephemeral port refusing every TLS handshake
+        (no protocol version between min and max), Flux off, the RPC port ephemeral too."""
         s = self.settings
-        (self.conf_dir / "influxdb.conf").write_text(f"""reporting-disabled = true
-bind-address = "127.0.0.1:{s.influx_port + 2}"
-[meta]
-  dir = "{self.data_dir}/meta"
-[data]
-  dir = "{self.data_dir}/data"
-  wal-dir = "{self.data_dir}/wal"
-  query-log-enabled = false
-[http]
-  enabled = true
-  bind-address = "127.0.0.1:{s.influx_port}"
-  auth-enabled = true
-  flux-enabled = true
-  log-enabled = false
-  max-body-size = 0
-[monitor]
-  store-enabled = false
-[continuous_queries]
-  log-enabled = false
-""")
+        https: tuple[Path, Path] | None = None
+        if bootstrap:
+            rpc, http = "127.0.0.1:0", "127.0.0.1:0"
+            https = (bootstrap.certificate, bootstrap.key)
+            versions = ("tls1.3", "tls1.2")  # minimum above maximum: no handshake succeeds
+        else:
+            rpc, http = f"127.0.0.1:{s.influx_port + 2}", f"127.0.0.1:{s.influx_port}"
+            if s.tls:
+                tls_files = certs.files(s)
+                https = (tls_files.server_cert, tls_files.server_key)
+            versions = ("tls1.2", "tls1.3")
+        lines = [
+            "reporting-disabled = true",
+            f"bind-address = {_toml(rpc)}",
+            "[meta]",
+            f"  dir = {_toml(self.data_dir / 'meta')}",
+            "[data]",
+            f"  dir = {_toml(self.data_dir / 'data')}",
+            f"  wal-dir = {_toml(self.data_dir / 'wal')}",
+            "  query-log-enabled = false",
+            "[http]",
+            "  enabled = true",
+            f"  bind-address = {_toml(http)}",
+            "  auth-enabled = true",
+            f"  flux-enabled = {'false' if bootstrap else 'true'}",
+            "  log-enabled = false",
+            "  max-body-size = 0",
+        ]
+        if https:
+            lines += [
+                "  https-enabled = true",
+                f"  https-certificate = {_toml(https[0])}",
+                f"  https-private-key = {_toml(https[1])}",
+            ]
+        if bootstrap:
+            lines += [
+                "  unix-socket-enabled = true",
+                f"  bind-socket = {_toml(bootstrap.socket)}",
+                '  unix-socket-permissions = "0600"',
+            ]
+        if https:
+            lines += ["[tls]", f"  min-version = {_toml(versions[0])}"]
+            lines += [f"  max-version = {_toml(versions[1])}"]
+        lines += [
+            "[monitor]",
+            "  store-enabled = false",
+            "[continuous_queries]",
+            "  log-enabled = false",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def prepare(self) -> None:
+        """The configuration; on a data directory without its admin, the bootstrap run first."""
+        self.require_passwords("influx", (self.settings.influx_username, *INFLUX_RIGHTS))
+        private_directory(self.conf_dir)
+        private_directory(self.data_dir)
+        self.config_file.write_text(self.config())
+        if not self.admin_marker.exists():
+            self.bootstrap()
+
+    def bootstrap(self) -> None:
+        """Create the admin through the bootstrap run's private socket (a data directory from
+        before this existed may have one already: then nothing is created)."""
+        s = self.settings
+        statement = (
+            f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password.reveal()}' "
+            "WITH ALL PRIVILEGES"
+        )
+        with bootstrap_files(self.conf_dir) as files:
+            files.config.write_text(self.config(files))
+            influx_bootstrap.create_admin(
+                ManagedProcess(self.name, s.run_dir),
+                [str(find_influxd()), "run", "-config", str(files.config)],
+                files,
+                statement,
+                self.start_timeout_s,
+            )
+        self.admin_marker.touch(mode=0o600)
 
     def command(self) -> list[str]:
-        return [str(find_influxd()), "run", "-config", str(self.conf_dir / "influxdb.conf")]
+        return [str(find_influxd()), "run", "-config", str(self.config_file)]
 
     def healthy(self) -> bool:
-        status, body = http_get(f"{self.settings.influx_base_url}/health")
+        status, body = http_get(
+            f"{self.settings.influx_base_url}/health", context=client_context(self.settings)
+        )
         return status == 200 and b'"pass"' in body
 
     def after_healthy(self) -> None:
-        """Create the admin user (allowed without auth only while no user exists), the service
-        users with their current passwords, and the database with their rights."""
+        """The service users with their current passwords, and the database with their rights.
+        The admin exists already when this launcher started the server; one it did not start
+        (compose's, through ``provision``) gets it here if it has no user yet: over TCP, allowed
+        by InfluxDB only while no user exists."""
         s = self.settings
         client = InfluxClient(s)
         status, _ = client.query("SHOW DATABASES")
         if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
-            status, body = client.query(
-                f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password.reveal()}' "
-                "WITH ALL PRIVILEGES",
-                auth=False,
-            )
-            if status != 200 or "error" in json.dumps(body):
+            created = False
+            if not self.admin_marker.exists():
+                status, body = client.query(
+                    f'CREATE USER "{s.influx_username}" WITH PASSWORD '
+                    f"'{s.influx_password.reveal()}' WITH ALL PRIVILEGES",
+                    auth=False,
+                )
+                created = status == 200 and "error" not in json.dumps(body)
+            if not created:
                 raise LauncherError(
                     f"InfluxDB refused the credentials of {s.credentials_path} and no user could "
-                    f"be created ({body}); the data in {self.data_dir} was made with other "
+                    f"be created; the data in {self.data_dir} was made with other "
                     "credentials: restore them or remove that directory"
                 )
         self.require_passwords("influx", INFLUX_RIGHTS)
@@ -527,6 +617,11 @@ bind-address = "127.0.0.1:{s.influx_port + 2}"
             client.create_database(s.influx_database)
         except InfluxError as exc:
             raise LauncherError(str(exc)) from None
+
+
+def _toml(value: object) -> str:
+    """A TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(str(value))
 
 
 def metrics_ports() -> dict[str, int]:

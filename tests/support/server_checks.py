@@ -21,6 +21,7 @@ from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.secret import Secret
+from streamkit.tls import client_context
 from tests.support.messages import value_of
 from tests.support.waits import ONE_MESSAGE_S
 
@@ -119,6 +120,8 @@ def check_influx_write_read(settings: Settings) -> None:
         url=settings.influx_base_url,
         token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
+        verify_ssl=True,
+        ssl_context=client_context(settings),  # the stack's CA only, with TLS on
     ) as client:
         client.write_api(write_options=SYNCHRONOUS).write(
             bucket=f"{settings.influx_database}/autogen",
