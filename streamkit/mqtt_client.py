@@ -1,4 +1,7 @@
-"""MQTT client setup shared by the simulator and the bridge (paho-mqtt 2.x, auth).
+"""MQTT client setup shared by the simulator and the bridge (paho-mqtt 2.x, auth, TLS).
+
+Every MQTT client of the project is made by ``make_client``: with TLS on it speaks TLS 1.2 or
+later and verifies the broker's certificate against TLS_CA_FILE, host name included.
 
 The services speak MQTT 3.1.1 by default (the simulator always, the bridge unless
 ``BRIDGE_MQTT5``), because paho parses it faster; ``make_client`` itself defaults to MQTT 5
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +22,7 @@ from paho.mqtt.properties import Properties
 
 from streamkit.config import MqttSettings
 from streamkit.deadline import Deadline
-from streamkit.errors import MqttConnectError
+from streamkit.errors import ConfigError, MqttConnectError
 
 if TYPE_CHECKING:  # paho declares its queued-packet type for type checkers only
     from paho.mqtt.client import _OutPacket
@@ -208,7 +212,15 @@ class BufferedClient(mqtt.Client):
 
 def linger_close(sock: socket.socket, timeout_s: float) -> bool:
     """Send FIN, then read and discard until the peer closes (it has read all we sent) or
-    ``timeout_s`` passes; True when the peer closed. The caller closes the socket."""
+    ``timeout_s`` passes; True when the peer closed. The caller closes the socket.
+
+    Over TLS the same: ``SSLSocket.shutdown`` leaves the TLS layer (no close_notify) and
+    half-closes the TCP connection behind our last record, and the reads after it take the
+    broker's records as raw bytes, thrown away unread. A close_notify would buy nothing and
+    cannot be waited for: the DISCONNECT before it already ends the MQTT session (Mosquitto
+    closes on reading it, so it never reads past it), and once we sent close_notify OpenSSL
+    refuses the broker's further records (APPLICATION_DATA_AFTER_CLOSE_NOTIFY), which a flood
+    keeps sending until it has read our DISCONNECT (tests/streamkit/test_mqtt_client.py)."""
     try:
         sock.shutdown(socket.SHUT_WR)
     except OSError:  # already reset or closed: nothing left to save
@@ -249,13 +261,30 @@ def make_client(
     )
     client.username_pw_set(settings.mqtt_username, settings.mqtt_password.reveal() or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
+    if settings.tls:
+        client.tls_set_context(tls_context(settings))
     return client
+
+
+def tls_context(settings: MqttSettings) -> ssl.SSLContext:
+    """TLS 1.2 at least, the server's certificate verified against TLS_CA_FILE (that CA only)
+    and its name against MQTT_HOST."""
+    if not settings.ca_path.is_file():
+        raise ConfigError(
+            "TLS_CA_FILE",
+            f"no CA certificate at {settings.ca_path} (the stack launcher makes it with TLS on; "
+            "or TLS=false for a broker without TLS)",
+        )
+    context = ssl.create_default_context(cafile=str(settings.ca_path))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
 
 
 def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0) -> None:
     """Connect and wait for CONNACK; raise with the broker's reason instead of retrying forever."""
     done = threading.Event()
     outcome: dict[str, mqtt.ReasonCode] = {}
+    closed: list[mqtt.ReasonCode] = []
 
     def on_connect(
         _c: mqtt.Client, _u: object, _flags: object, reason: mqtt.ReasonCode, _p: object
@@ -263,8 +292,15 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         outcome["reason"] = reason
         done.set()
 
-    previous = client.on_connect
-    client.on_connect = on_connect
+    def on_disconnect(
+        _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object
+    ) -> None:
+        if "reason" not in outcome:  # closed before any CONNACK (e.g. a TLS port spoken to plain)
+            closed.append(reason)
+            done.set()
+
+    previous, previous_disconnect = client.on_connect, client.on_disconnect
+    client.on_connect, client.on_disconnect = on_connect, on_disconnect
     userdata = client.user_data_get() or {}
     if client.protocol == mqtt.MQTTv5:
         properties = None
@@ -288,7 +324,13 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         raise MqttConnectError(
             f"no CONNACK from {settings.mqtt_host}:{settings.mqtt_port} within {timeout_s}s"
         )
-    client.on_connect = previous
+    client.on_connect, client.on_disconnect = previous, previous_disconnect
+    if closed:
+        client.loop_stop()
+        raise MqttConnectError(
+            f"{settings.mqtt_host}:{settings.mqtt_port} closed the connection before its CONNACK"
+            + ("" if settings.tls else " (a TLS listener? then set TLS=true)")
+        )
     reason = outcome["reason"]
     if getattr(reason, "is_failure", False):
         client.loop_stop()
