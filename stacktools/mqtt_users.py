@@ -79,3 +79,10 @@ def ensure_machine_users(settings: MqttSettings, things: Iterable[str]) -> list[
         with private_file(settings.machine_credentials_path) as out:
             out.write(json.dumps(stored, ensure_ascii=False, indent=0).encode())
     return made
+
+
+def things_of(events: Path) -> list[str]:
+    """Every Thing of an events file's valid rows, in order of appearance."""
+    from simulator.source import SourceStats, read_rows  # only a user's file needs the reader
+
+    return list(dict.fromkeys(row.thing for row in read_rows(events, SourceStats())))

@@ -50,10 +50,30 @@ class BufferedClient(mqtt.Client):
             data = super()._sock_recv(self._READ_SIZE)
             if not data:
                 return data
+            if self._ssl:
+                data = self._more_records(data)
             self._read_buffer, self._read_pos = data, 0
         start = self._read_pos
         self._read_pos = min(start + bufsize, len(self._read_buffer))
         return self._read_buffer[start : self._read_pos]
+
+    def _more_records(self, data: bytes) -> bytes:
+        """Over TLS one ``recv`` returns one record, and Mosquitto writes each packet (a PUBACK:
+        4 bytes) as a record of its own: read on while records are there, so that a burst is
+        still one pass of paho's loop. paho's would-block (OpenSSL's WANT_READ, or WANT_WRITE,
+        which it has registered) or an error ends the pass; the error comes again on the next
+        read, after the bytes read before it were handled."""
+        chunks, size = [data], len(data)
+        while size < self._READ_SIZE:
+            try:
+                more = super()._sock_recv(self._READ_SIZE - size)
+            except OSError:  # BlockingIOError included
+                break
+            if not more:
+                break
+            chunks.append(more)
+            size += len(more)
+        return b"".join(chunks) if len(chunks) > 1 else data
 
     def _buffered(self) -> bool:
         return self._read_pos < len(self._read_buffer)

@@ -12,19 +12,16 @@ makes a running Mosquitto take it at once.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
 
-from stacktools.mqtt_users import ensure_machine_users, machine_passwords
-from stacktools.stack import Stack
-from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Mosquitto
+from stacktools.mqtt_users import things_of
+from stacktools.stack import Stack, make_machine_users
+from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
 from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings
-from streamkit.deadline import TimedOut, wait_until
-from streamkit.secret import Secret
 
 
 def print_status(stack: Stack) -> bool:
@@ -51,44 +48,14 @@ def follow(processes: list[ManagedProcess]) -> None:
         time.sleep(0.5)
 
 
-def things_of(events: Path) -> list[str]:
-    """Every Thing of an events file's valid rows, in order of appearance."""
-    from simulator.source import SourceStats, read_rows  # only this command reads a file
-
-    return list(dict.fromkeys(row.thing for row in read_rows(events, SourceStats())))
-
-
 def machine_user(settings: Settings, things: list[str]) -> int:
     """Make the machine users ``things`` (those that have none yet) and have a running
-    Mosquitto take them: done when the last one can log in."""
+    Mosquitto take them."""
     try:
-        made = ensure_machine_users(settings, things)
+        made = make_machine_users(settings, things)
     except ValueError as exc:
         print(f"[stack] machine-user: {exc}", file=sys.stderr)
         return 2
-    passwords = machine_passwords(settings)
-    if Mosquitto(settings).add_machine_users({thing: passwords[thing] for thing in things}):
-        from streamkit.mqtt_client import MqttConnectError, connect, make_client
-
-        last = dataclasses.replace(
-            settings, mqtt_username=things[-1], mqtt_password=Secret(passwords[things[-1]])
-        )
-
-        def logs_in() -> bool:
-            client = make_client(last)
-            try:
-                connect(client, last, timeout_s=2)
-            except (MqttConnectError, OSError):
-                return False
-            client.disconnect()
-            client.loop_stop()
-            return True
-
-        try:
-            wait_until(logs_in, 15, "Mosquitto accepting the new machine users", interval_s=0.2)
-        except TimedOut as exc:
-            print(f"[stack] machine-user: {exc}", file=sys.stderr)
-            return 1
     print(
         f"[stack] machine users: {len(made)} made, {len(things) - len(made)} had one; passwords "
         f"in {settings.machine_credentials_path}"

@@ -31,6 +31,9 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from simulator.config import SimulatorSettings
+from simulator.errors import MachineUserMissing
+from simulator.publisher import MqttPublisher
 from stacktools import certs
 from stacktools.mqtt_users import machine_passwords, password_line
 from stacktools.scrape import metric_sum, scrape_metrics
@@ -42,7 +45,7 @@ from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.paths import REPO_ROOT, find_program
 from streamkit.secret import Secret
-from streamkit.wire import record_key
+from streamkit.wire import machine_topic, record_key
 from tests.support.harness import wait_for_keys
 from tests.support.messages import header_of
 from tests.support.private_mosquitto import private_mosquitto, service_env
@@ -283,6 +286,40 @@ def test_a_row_naming_another_thing_is_a_dead_letter(
     finally:
         close(machine_a)
         service.terminate()
+
+
+@pytest.mark.stack
+def test_the_simulator_logs_in_as_each_thing(mosquitto: Settings) -> None:
+    assert machine_user_command(mosquitto, "S1", "S2").returncode == 0
+    received: list[tuple[str, bytes]] = []
+    watcher = connected(mosquitto)
+    subscribed = threading.Event()
+    watcher.on_subscribe = lambda *_a: subscribed.set()
+    watcher.on_message = lambda _c, _u, m: received.append((m.topic, bytes(m.payload)))
+    watcher.subscribe(f"{PREFIX}/#", qos=1)
+    assert subscribed.wait(ONE_MESSAGE_S)
+    # the simulator's own settings, from the environment it would be given
+    environ = {
+        **os.environ,
+        **service_env(mosquitto, mosquitto),
+        "STACK_RUN_DIR": str(mosquitto.run_dir),
+    }
+    publisher = MqttPublisher(SimulatorSettings.from_sources(environ), connections=4, shards=2)
+    try:
+        rows = [("S1", b"one"), ("S2", b"two"), ("S1", b"three")]
+        for thing, payload in rows:
+            publisher.publish(thing, payload)
+        assert publisher.wait_all_acked(len(rows), ONE_MESSAGE_S)
+        assert len(publisher.clients) == 2  # a connection per Thing, not --connections
+        with pytest.raises(MachineUserMissing, match="machine-user"):
+            publisher.publish("S3", b"no user")
+        wait_until(lambda: len(received) >= len(rows), ONE_MESSAGE_S, "the rows")
+        assert sorted(received) == sorted(
+            (machine_topic(PREFIX, thing, 2), payload) for thing, payload in rows
+        )
+    finally:
+        publisher.close()
+        close(watcher)
 
 
 # ----------------------------------------------------------------------------- queue bound
