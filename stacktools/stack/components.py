@@ -497,12 +497,13 @@ class Mosquitto(Component):
         return [str(find_program("mosquitto")), "-c", str(self.conf_dir / "mosquitto.conf")]
 
     def healthy(self) -> bool:
+        from streamkit.errors import ConfigError
         from streamkit.mqtt_client import MqttConnectError, connect, make_client
 
-        client = make_client(self.settings, client_id="")
-        try:
+        try:  # with TLS on, the health check verifies the broker's certificate as clients do
+            client = make_client(self.settings, client_id="")
             connect(client, self.settings, timeout_s=2)
-        except (MqttConnectError, OSError):
+        except (MqttConnectError, OSError, ConfigError):  # ConfigError: no CA file (yet)
             return False
         client.disconnect()
         client.loop_stop()
