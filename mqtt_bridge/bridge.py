@@ -26,7 +26,7 @@ from streamkit.cli import entry_point
 from streamkit.deadline import Backoff, Deadline, TimedOut, wait_until
 from streamkit.durations import duration_ms
 from streamkit.errors import TopicMissing
-from streamkit.events import RowError, check_event_time, parse_row
+from streamkit.events import RowError, check_event_time, check_topic_thing, parse_row
 from streamkit.health import beat
 from streamkit.kafka_clients import idempotent_producer, partition_count, produce_retrying
 from streamkit.mqtt_client import connect, make_client
@@ -154,6 +154,8 @@ class Bridge:
             return
         try:
             row = parse_row(payload)
+            if self.settings.mqtt_machine_identities:
+                check_topic_thing(message.topic, row.thing)
             check_event_time(row.timestamp_ms, int(time.time() * 1000), self.max_future_ms)
             partition, batch = self.splitter.batch(row)
         except RowError as exc:

@@ -18,7 +18,10 @@ class SimulatorSettings(MqttSettings):
     mqtt_username: str = login_as("mqtt", "machine")
     metrics_port: int = serves_metrics_on(9201)
     connections: int = setting(
-        1, "SIMULATOR_CONNECTIONS", "parallel MQTT connections (a Thing always uses the same one)"
+        1,
+        "SIMULATOR_CONNECTIONS",
+        "parallel MQTT connections (a Thing always uses the same one; with "
+        "MQTT_MACHINE_IDENTITIES one per Thing instead, logged in as the Thing)",
     )
     shards: int = setting(
         1,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamkit.errors import EXIT_USAGE, StackError
+from streamkit.errors import EXIT_USAGE, MqttConnectError, StackError
 
 
 class EventsFileError(StackError):
@@ -17,3 +17,8 @@ class EventsFileError(StackError):
     def __init__(self, path: Path, cause: str) -> None:
         super().__init__(f"{path}: {cause}")
         self.path, self.cause = path, cause
+
+
+class MachineUserMissing(MqttConnectError):
+    """MQTT_MACHINE_IDENTITIES: a Thing whose machine user has no password yet (made by
+    ``python -m stacktools.stack machine-user``)."""

@@ -59,6 +59,10 @@ MQTT_RIGHTS: dict[str, tuple[str, str]] = {
     "bridge": ("read", "{prefix}/#"),
 }
 
+#: MQTT_MACHINE_IDENTITIES: each machine user (named as its Thing) may publish to its own
+#: topic only, unsharded or under a bridge shard (mosquitto's acl_file ``pattern``, %u its name).
+MACHINE_PATTERNS: tuple[str, ...] = ("{prefix}/%u", "{prefix}/+/%u")
+
 #: InfluxDB: user -> privilege on each pipeline database (the admin has all privileges).
 INFLUX_RIGHTS: dict[str, str] = {"connector": "WRITE", "grafana": "READ"}
 
@@ -95,6 +99,17 @@ def matrix_markdown() -> list[str]:
         (user, f"{access} `{topic.format(prefix='<MQTT_TOPIC_PREFIX>')}`")
         for user, (access, topic) in MQTT_RIGHTS.items()
     ]
+    mqtt.append(
+        (
+            "<Thing>",
+            "write "
+            + ", ".join(
+                f"`{p.format(prefix='<MQTT_TOPIC_PREFIX>').replace('%u', '<Thing>')}`"
+                for p in MACHINE_PATTERNS
+            )
+            + " (with `MQTT_MACHINE_IDENTITIES`, which drops `machine`)",
+        )
+    )
     # Two tables side by side: the shorter one's rows run out as empty cells.
     for (m_user, m_may), (i_user, i_may) in zip_longest(mqtt, influx, fillvalue=("", "")):
         lines.append(f"| {_code(m_user)} | {m_may} | | {_code(i_user)} | {i_may} |")

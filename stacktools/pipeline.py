@@ -132,6 +132,11 @@ class Pipeline:
                 self.services[name].wait_logged(SERVICES[BRIDGE].ready_line, timeout_s)
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:
+        if self.settings.mqtt_machine_identities:  # each Thing of the file logs in as itself
+            from stacktools.mqtt_users import things_of
+            from stacktools.stack import make_machine_users
+
+            make_machine_users(self.settings, things_of(events))
         return self.start("simulator", "--input", str(events), "--shards", str(self.bridges), *args)
 
     def kill9(self, name: str) -> None:

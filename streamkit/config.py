@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -33,6 +34,9 @@ from streamkit.secret import Secret
 from streamkit.sizes import ByteSize, format_size, parse_size
 
 CREDENTIALS_FILE = "credentials.env"
+#: The machine users' passwords (MQTT_MACHINE_IDENTITIES): a JSON object, Thing -> password;
+#: a Thing is any name (streamkit.identifiers), which no KEY=VALUE line would carry.
+MACHINE_CREDENTIALS_FILE = "machine-credentials.json"
 
 
 #: The servers a process logs in to; each has one user per role (stacktools.access).
@@ -533,6 +537,27 @@ class MqttSettings(ServiceSettings):
     mqtt_topic_prefix: str = setting(
         "machines", "MQTT_TOPIC_PREFIX", "rows are published to <prefix>/<Thing>"
     )
+    mqtt_machine_identities: bool = setting(
+        False,
+        "MQTT_MACHINE_IDENTITIES",
+        "one MQTT user per machine, named as its Thing, that may publish only to its own topic "
+        "(<prefix>/<Thing>, <prefix>/<shard>/<Thing>); the launcher then drops the shared "
+        "machine user, the simulator logs in as each Thing (passwords from <run dir>/"
+        f"{MACHINE_CREDENTIALS_FILE}, made by python -m stacktools.stack machine-user) and the "
+        "bridge dead-letters a row whose Thing is not its topic's (thing_mismatch)",
+    )
+
+    @property
+    def machine_credentials_path(self) -> Path:
+        """Each machine user's password (MQTT_MACHINE_IDENTITIES), as the launcher made it."""
+        return self.run_dir / MACHINE_CREDENTIALS_FILE
+
+    def machine_password(self, thing: str) -> Secret:
+        """The password of the machine user ``thing`` (empty when it has none yet)."""
+        path = self.machine_credentials_path
+        if not path.is_file():
+            return Secret()
+        return Secret(json.loads(path.read_text(encoding="utf-8")).get(thing, ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,6 +617,30 @@ class StackSettings(ServiceSettings):
         "TLS_HOSTNAMES",
         "more names or addresses (comma-separated) the made server certificate is valid for, "
         "besides 127.0.0.1, ::1, localhost and compose's service names",
+    )
+    mqtt_max_queued_messages: int = setting(
+        1_000_000,
+        "MQTT_MAX_QUEUED_MESSAGES",
+        "QoS 1 messages Mosquitto keeps per client beyond those in flight (the bridge's session "
+        "while it is down or behind); past this, or MQTT_MAX_QUEUED_BYTES, Mosquitto drops that "
+        "client's newer messages: size it as rows per second x the outage to ride out "
+        "(docs/mqtt-bridge.md)",
+    )
+    mqtt_max_queued_bytes: ByteSize = setting(
+        ByteSize(512 << 20),
+        "MQTT_MAX_QUEUED_BYTES",
+        "payload bytes of those queued messages at most, per client (e.g. 512m)",
+    )
+    mqtt_max_inflight_messages: int = setting(
+        10_000,
+        "MQTT_MAX_INFLIGHT_MESSAGES",
+        "QoS 1 messages Mosquitto sends a client before its PUBACKs (the bridge acknowledges "
+        "only after Kafka confirmed)",
+    )
+    mqtt_max_inflight_bytes: ByteSize = setting(
+        ByteSize(64 << 20),
+        "MQTT_MAX_INFLIGHT_BYTES",
+        "payload bytes in flight per client at most (a larger single message still goes)",
     )
     spark_workers: int = setting(2, "SPARK_WORKERS", "workers of the local Spark cluster")
     spark_worker_cores: int = setting(

@@ -125,6 +125,22 @@ def check_event_time(timestamp_ms: int, now_ms: int, max_future_ms: int) -> None
         )
 
 
+#: The dead-letter reason of a row whose Thing is not its MQTT topic's (MQTT_MACHINE_IDENTITIES).
+THING_MISMATCH = "thing_mismatch"
+
+
+def check_topic_thing(topic: str, thing: str) -> None:
+    """The row's Thing must be the one its topic names, the topic's last level
+    (``<prefix>/<Thing>``, ``<prefix>/<shard>/<Thing>``): with an MQTT user per machine that is
+    the user the broker let publish there, so a machine cannot speak for another one."""
+    named = topic.rpartition("/")[2]
+    if named != thing:
+        raise RowError(
+            THING_MISMATCH,
+            f"Thing {thing[:40]!r} came on the topic of Thing {named[:40]!r} ({topic[:120]!r})",
+        )
+
+
 def decode_object(payload: bytes | bytearray | str) -> dict:
     """JSON first (the normal case, fast); Python-dict style as a fallback."""
     text = payload if isinstance(payload, str) else payload.decode("utf-8")

@@ -1,4 +1,7 @@
-"""MQTT client setup shared by the simulator and the bridge (paho-mqtt 2.x, auth).
+"""MQTT client setup shared by the simulator and the bridge (paho-mqtt 2.x, auth, TLS).
+
+Every MQTT client of the project is made by ``make_client``: with TLS on it speaks TLS 1.2 or
+later and verifies the broker's certificate against TLS_CA_FILE, host name included.
 
 The services speak MQTT 3.1.1 by default (the simulator always, the bridge unless
 ``BRIDGE_MQTT5``), because paho parses it faster; ``make_client`` itself defaults to MQTT 5
@@ -19,6 +22,7 @@ from paho.mqtt.properties import Properties
 from streamkit.config import MqttSettings
 from streamkit.deadline import Deadline
 from streamkit.errors import MqttConnectError
+from streamkit.tls import client_context
 
 if TYPE_CHECKING:  # paho declares its queued-packet type for type checkers only
     from paho.mqtt.client import _OutPacket
@@ -46,10 +50,30 @@ class BufferedClient(mqtt.Client):
             data = super()._sock_recv(self._READ_SIZE)
             if not data:
                 return data
+            if self._ssl:
+                data = self._more_records(data)
             self._read_buffer, self._read_pos = data, 0
         start = self._read_pos
         self._read_pos = min(start + bufsize, len(self._read_buffer))
         return self._read_buffer[start : self._read_pos]
+
+    def _more_records(self, data: bytes) -> bytes:
+        """Over TLS one ``recv`` returns one record, and Mosquitto writes each packet (a PUBACK:
+        4 bytes) as a record of its own: read on while records are there, so that a burst is
+        still one pass of paho's loop. paho's would-block (OpenSSL's WANT_READ, or WANT_WRITE,
+        which it has registered) or an error ends the pass; the error comes again on the next
+        read, after the bytes read before it were handled."""
+        chunks, size = [data], len(data)
+        while size < self._READ_SIZE:
+            try:
+                more = super()._sock_recv(self._READ_SIZE - size)
+            except OSError:  # BlockingIOError included
+                break
+            if not more:
+                break
+            chunks.append(more)
+            size += len(more)
+        return b"".join(chunks) if len(chunks) > 1 else data
 
     def _buffered(self) -> bool:
         return self._read_pos < len(self._read_buffer)
@@ -208,7 +232,15 @@ class BufferedClient(mqtt.Client):
 
 def linger_close(sock: socket.socket, timeout_s: float) -> bool:
     """Send FIN, then read and discard until the peer closes (it has read all we sent) or
-    ``timeout_s`` passes; True when the peer closed. The caller closes the socket."""
+    ``timeout_s`` passes; True when the peer closed. The caller closes the socket.
+
+    Over TLS the same: ``SSLSocket.shutdown`` leaves the TLS layer (no close_notify) and
+    half-closes the TCP connection behind our last record, and the reads after it take the
+    broker's records as raw bytes, thrown away unread. A close_notify would buy nothing and
+    cannot be waited for: the DISCONNECT before it already ends the MQTT session (Mosquitto
+    closes on reading it, so it never reads past it), and once we sent close_notify OpenSSL
+    refuses the broker's further records (APPLICATION_DATA_AFTER_CLOSE_NOTIFY), which a flood
+    keeps sending until it has read our DISCONNECT (tests/streamkit/test_mqtt_client.py)."""
     try:
         sock.shutdown(socket.SHUT_WR)
     except OSError:  # already reset or closed: nothing left to save
@@ -249,6 +281,9 @@ def make_client(
     )
     client.username_pw_set(settings.mqtt_username, settings.mqtt_password.reveal() or None)
     client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
+    context = client_context(settings)
+    if context is not None:
+        client.tls_set_context(context)
     return client
 
 
@@ -256,6 +291,7 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
     """Connect and wait for CONNACK; raise with the broker's reason instead of retrying forever."""
     done = threading.Event()
     outcome: dict[str, mqtt.ReasonCode] = {}
+    closed: list[mqtt.ReasonCode] = []
 
     def on_connect(
         _c: mqtt.Client, _u: object, _flags: object, reason: mqtt.ReasonCode, _p: object
@@ -263,8 +299,15 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         outcome["reason"] = reason
         done.set()
 
-    previous = client.on_connect
-    client.on_connect = on_connect
+    def on_disconnect(
+        _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object
+    ) -> None:
+        if "reason" not in outcome:  # closed before any CONNACK (e.g. a TLS port spoken to plain)
+            closed.append(reason)
+            done.set()
+
+    previous, previous_disconnect = client.on_connect, client.on_disconnect
+    client.on_connect, client.on_disconnect = on_connect, on_disconnect
     userdata = client.user_data_get() or {}
     if client.protocol == mqtt.MQTTv5:
         properties = None
@@ -288,7 +331,13 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         raise MqttConnectError(
             f"no CONNACK from {settings.mqtt_host}:{settings.mqtt_port} within {timeout_s}s"
         )
-    client.on_connect = previous
+    client.on_connect, client.on_disconnect = previous, previous_disconnect
+    if closed:
+        client.loop_stop()
+        raise MqttConnectError(
+            f"{settings.mqtt_host}:{settings.mqtt_port} closed the connection before its CONNACK"
+            + ("" if settings.tls else " (a TLS listener? then set TLS=true)")
+        )
     reason = outcome["reason"]
     if getattr(reason, "is_failure", False):
         client.loop_stop()

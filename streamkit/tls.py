@@ -20,10 +20,12 @@ def client_context(settings: ServiceSettings) -> ssl.SSLContext | None:
     if not settings.tls:
         return None
     try:
-        return ssl.create_default_context(cafile=str(settings.ca_path))
+        context = ssl.create_default_context(cafile=str(settings.ca_path))
     except FileNotFoundError:
         raise ConfigError(
             "TLS_CA_FILE",
             f"no CA certificate at {settings.ca_path} (the stack launcher makes it when it starts "
-            "with TLS on; or give your own)",
+            "with TLS on; or give your own, or TLS=false for servers without TLS)",
         ) from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context

@@ -21,13 +21,15 @@ from typing import Any
 from stacktools import certs
 from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
-from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component
+from stacktools.mqtt_users import ensure_machine_users, machine_passwords
+from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component, Mosquitto
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.process import KeptService, ManagedProcess, port_open, port_owner
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError
 from streamkit.paths import private_directory, private_file
+from streamkit.secret import Secret
 
 __all__ = [
     "ComponentStatus",
@@ -36,6 +38,7 @@ __all__ = [
     "StackError",
     "StackTimedOut",
     "ensure_credentials",
+    "make_machine_users",
 ]
 
 
@@ -78,6 +81,38 @@ def ensure_credentials(settings: Settings) -> Settings:
             system, getattr(settings, username)
         )
     return dataclasses.replace(settings, **identities)
+
+
+def make_machine_users(settings: Settings, things: list[str]) -> list[str]:
+    """MQTT_MACHINE_IDENTITIES: a user for each of ``things`` that has none (its password in
+    <run dir>/machine-credentials.json, 0600), taken by a running Mosquitto at once: returns
+    when the last of them can log in. The Things made now; ValueError for a Thing that cannot
+    be a user, StackTimedOut when Mosquitto does not take them."""
+    made = ensure_machine_users(settings, things)
+    passwords = machine_passwords(settings)
+    if not Mosquitto(settings).add_machine_users({thing: passwords[thing] for thing in things}):
+        return made  # not running: its next start writes them
+    from streamkit.mqtt_client import MqttConnectError, connect, make_client
+
+    last = dataclasses.replace(
+        settings, mqtt_username=things[-1], mqtt_password=Secret(passwords[things[-1]])
+    )
+
+    def logs_in() -> bool:
+        client = make_client(last)
+        try:
+            connect(client, last, timeout_s=2)
+        except (MqttConnectError, OSError):
+            return False
+        client.disconnect()
+        client.loop_stop()
+        return True
+
+    try:
+        wait_until(logs_in, 15, "Mosquitto accepting the new machine users", interval_s=0.2)
+    except TimedOut as exc:
+        raise StackTimedOut(str(exc)) from None
+    return made
 
 
 def _ports_free(ports: Iterable[int]) -> bool:

@@ -1,9 +1,12 @@
 """python -m stacktools.stack up|down|status|logs|provision [component ...]
+python -m stacktools.stack machine-user [Thing ...] [--events FILE]
 
 Runs the real servers of the stack as local processes on 127.0.0.1; data, logs, pid files and
 generated credentials live under the run directory (default ./run, STACK_RUN_DIR). ``provision``
 only creates the users, rights, topics and databases on servers running elsewhere (docker
-compose), with the passwords given in the environment.
+compose), with the passwords given in the environment. ``machine-user`` makes an MQTT user per
+Thing (MQTT_MACHINE_IDENTITIES), its password in <run dir>/machine-credentials.json (0600), and
+makes a running Mosquitto take it at once.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from stacktools.stack import Stack
+from stacktools.mqtt_users import things_of
+from stacktools.stack import Stack, make_machine_users
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
 from streamkit.cli import HelpFormatter, entry_point, program_name
@@ -43,6 +48,26 @@ def follow(processes: list[ManagedProcess]) -> None:
         time.sleep(0.5)
 
 
+def machine_user(settings: Settings, things: list[str]) -> int:
+    """Make the machine users ``things`` (those that have none yet) and have a running
+    Mosquitto take them."""
+    try:
+        made = make_machine_users(settings, things)
+    except ValueError as exc:
+        print(f"[stack] machine-user: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"[stack] machine users: {len(made)} made, {len(things) - len(made)} had one; passwords "
+        f"in {settings.machine_credentials_path}"
+    )
+    if not settings.mqtt_machine_identities:
+        print(
+            "[stack] MQTT_MACHINE_IDENTITIES is off: Mosquitto grants machine users no right "
+            "until the stack is started with it on"
+        )
+    return 0
+
+
 @entry_point("stacktools.stack")
 def main(argv: list[str] | None = None) -> int:
     names = list(DEFAULT_GROUPS)
@@ -52,18 +77,31 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("action", choices=["up", "down", "status", "logs", "provision"])
+    parser.add_argument(
+        "action", choices=["up", "down", "status", "logs", "provision", "machine-user"]
+    )
     parser.add_argument(
         "components",
         nargs="*",
         metavar="component",
         help=f"subset of: {', '.join(names)} (default all of these; kafka is KAFKA_BROKERS nodes), "
         f"and the optional {optional} (a standalone master and SPARK_WORKERS workers; only "
-        "when named)",
+        "when named); for machine-user: the Things",
+    )
+    parser.add_argument(
+        "--events",
+        type=Path,
+        metavar="FILE",
+        help="machine-user: a user for every Thing of this events file too",
     )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
+    if args.action == "machine-user":
+        things = [*args.components, *(things_of(args.events) if args.events else [])]
+        if not things:
+            parser.error("machine-user: name at least one Thing, or --events FILE")
+        return machine_user(settings, things)
     try:
         stack = Stack(settings, args.components or None)
         if args.action == "up":

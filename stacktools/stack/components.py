@@ -7,9 +7,11 @@ Each writes its generated configuration under ``<run dir>/<name>/``, its data un
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import urllib.error
@@ -19,16 +21,23 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from stacktools import certs
-from stacktools.access import INFLUX_RIGHTS, MQTT_RIGHTS, USERS
+from stacktools.access import INFLUX_RIGHTS, MACHINE_PATTERNS, MQTT_RIGHTS, USERS
 from stacktools.credentials import new_cluster_id
 from stacktools.influx import InfluxClient, InfluxError, basic_auth
+from stacktools.mqtt_users import machine_passwords, password_line, write_password_file
 from stacktools.stack import influx_bootstrap
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
 from stacktools.stack.process import ManagedProcess, port_open
 from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program, private_directory
+from streamkit.paths import (
+    KAFKA_JARS_DIR,
+    find_influxd,
+    find_program,
+    private_directory,
+    private_file,
+)
 from streamkit.sizes import format_size
 from streamkit.tls import client_context
 
@@ -367,7 +376,9 @@ def kafka_nodes(settings: Settings) -> list[Component]:
 class Mosquitto(Component):
     """Eclipse Mosquitto (Debian), password authentication, anonymous access refused, an ACL
     per user (machines publish under the prefix, the bridge subscribes to it), persistence on
-    so QoS 1 sessions survive a broker restart."""
+    so QoS 1 sessions survive a broker restart. With TLS on, its one listener speaks only TLS
+    (1.2 at least); with MQTT_MACHINE_IDENTITIES each machine user may publish only to its own
+    Thing's topic. Each client's queue is bounded (MQTT_MAX_QUEUED_*, MQTT_MAX_INFLIGHT_*)."""
 
     name = "mosquitto"
 
@@ -375,53 +386,77 @@ class Mosquitto(Component):
     def ports(self) -> list[int]:
         return [self.settings.mqtt_port]
 
+    @property
+    def password_file(self) -> Path:
+        return self.conf_dir / "passwd"
+
     def missing_install(self) -> str | None:
-        if not (find_program("mosquitto") and find_program("mosquitto_passwd")):
+        if not find_program("mosquitto"):
             return "mosquitto not found: run scripts/setup.sh (Debian package mosquitto)"
         return None
 
     def prepare(self) -> None:
-        super().prepare()
+        # the password hashes and the configuration: for the launcher's user only
+        private_directory(self.conf_dir)
+        private_directory(self.data_dir)
         s = self.settings
         self.require_passwords("mqtt", USERS["mqtt"])
-        passwd, acl = self.conf_dir / "passwd", self.conf_dir / "acl"
-        passwd.unlink(missing_ok=True)
-        passwd.touch(mode=0o600)
-        # -b: the password from the command line; the file keeps a salted hash
-        for user in USERS["mqtt"]:
-            subprocess.run(
-                [
-                    str(find_program("mosquitto_passwd")),
-                    "-b",
-                    str(passwd),
-                    user,
-                    s.credential("mqtt", user).reveal(),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=30,
-            )
-        acl.write_text(
-            "".join(
-                f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
-                for user, (access, topic) in MQTT_RIGHTS.items()
-            )
+        for name, count in (
+            ("MQTT_MAX_QUEUED_MESSAGES", s.mqtt_max_queued_messages),
+            ("MQTT_MAX_INFLIGHT_MESSAGES", s.mqtt_max_inflight_messages),
+        ):
+            if count < 1:  # Mosquitto's 0 is "unlimited": exactly what the bound is for
+                raise LauncherError(f"{name} must be at least 1, not {count}")
+        service_users = [
+            user
+            for user in USERS["mqtt"]
+            # with an identity per machine, no login may publish as any machine
+            if not (s.mqtt_machine_identities and user == "machine")
+        ]
+        # Machine users made so far (stack machine-user): without MQTT_MACHINE_IDENTITIES they
+        # have no right in the ACL, so they can log in but neither publish nor read.
+        write_password_file(
+            self.password_file,
+            {
+                **{user: s.credential("mqtt", user).reveal() for user in service_users},
+                **machine_passwords(s),
+            },
         )
+        rights = "".join(
+            f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
+            for user, (access, topic) in MQTT_RIGHTS.items()
+            if user in service_users
+        )
+        if s.mqtt_machine_identities:
+            # %u: the user's name, a Thing: its own topic, unsharded or under any shard
+            rights += "".join(
+                f"pattern write {pattern.format(prefix=s.mqtt_topic_prefix)}\n"
+                for pattern in MACHINE_PATTERNS
+            )
+        acl = self.conf_dir / "acl"
+        acl.write_text(rights)
         lines = [
             f"listener {s.mqtt_port} 127.0.0.1",
+            *self._tls_lines(),
             "allow_anonymous false",
-            f"password_file {passwd}",
+            f"password_file {self.password_file}",
             f"acl_file {acl}",
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "autosave_interval 5",
-            # unlimited: a persistent session must not drop while the bridge is down
-            "max_queued_messages 0",
+            # Bounded, so that a subscriber that is away (the bridge's persistent session) cannot
+            # take the broker's memory: past the bound Mosquitto drops that client's newer
+            # messages (docs/mqtt-bridge.md, "Mosquitto's bounds").
+            f"max_queued_messages {s.mqtt_max_queued_messages}",
+            f"max_queued_bytes {s.mqtt_max_queued_bytes}",
             # MQTT 3.1.1 persistent sessions end after a week offline
             "persistent_client_expiration 7d",
             # towards the bridge, which acks only after Kafka confirmed
-            "max_inflight_messages 10000",
-            "log_dest stdout",
+            f"max_inflight_messages {s.mqtt_max_inflight_messages}",
+            f"max_inflight_bytes {s.mqtt_max_inflight_bytes}",
+            # stderr: unbuffered, so each line is in the log as it happens (stdout into a
+            # file reached it only when Mosquitto exited)
+            "log_dest stderr",
             "log_type error",
             "log_type warning",
             "log_type notice",
@@ -431,16 +466,53 @@ class Mosquitto(Component):
             lines.append("user root")
         (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
 
+    def _tls_lines(self) -> list[str]:
+        """The listener's TLS (none with TLS off): the stack's certificate chain and key."""
+        s = self.settings
+        if not s.tls:
+            return []
+        files = certs.files(s)
+        return [
+            f"cafile {files.ca}",
+            f"certfile {files.server_cert}",
+            f"keyfile {files.server_key}",
+            "tls_version tlsv1.2",
+        ]
+
+    def add_machine_users(self, users: dict[str, str]) -> bool:
+        """Put ``users`` (Thing -> password) into the password file of a prepared Mosquitto and
+        make a running one reload it (SIGHUP); the other lines stay as they are. True when a
+        running Mosquitto was told."""
+        if not self.password_file.exists():
+            return False
+        kept = [
+            line
+            for line in self.password_file.read_text(encoding="utf-8").splitlines()
+            if line.partition(":")[0] not in users
+        ]
+        with (
+            private_file(self.password_file) as binary,
+            io.TextIOWrapper(binary, encoding="utf-8") as out,
+        ):
+            out.writelines(f"{line}\n" for line in kept)
+            out.writelines(f"{password_line(u, p)}\n" for u, p in users.items())
+        pid = ManagedProcess(self.name, self.settings.run_dir).pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGHUP)  # Mosquitto reloads its password file and ACL
+        return True
+
     def command(self) -> list[str]:
         return [str(find_program("mosquitto")), "-c", str(self.conf_dir / "mosquitto.conf")]
 
     def healthy(self) -> bool:
+        from streamkit.errors import ConfigError
         from streamkit.mqtt_client import MqttConnectError, connect, make_client
 
-        client = make_client(self.settings, client_id="")
-        try:
+        try:  # with TLS on, the health check verifies the broker's certificate as clients do
+            client = make_client(self.settings, client_id="")
             connect(client, self.settings, timeout_s=2)
-        except (MqttConnectError, OSError):
+        except (MqttConnectError, OSError, ConfigError):  # ConfigError: no CA file (yet)
             return False
         client.disconnect()
         client.loop_stop()

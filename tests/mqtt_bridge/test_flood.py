@@ -11,7 +11,9 @@ machine reads from MQTT, so it must fill its window of BRIDGE_MAX_UNACKED messag
 reading (a bridge setting that slowed it instead would test a code path production never runs).
 The quota is lifted once the publishers are done, and the backlog drains at full speed.
 
-The bridge's memory must stay bounded (Mosquitto keeps the backlog in its persistent session),
+The bridge's memory must stay bounded (Mosquitto keeps the backlog in its persistent session,
+itself bounded by MQTT_MAX_QUEUED_MESSAGES: its peak RSS must stay under what that bound allows,
+and the flood offers at most 90% of it, so that nothing is dropped by design),
 backpressure must show in its metrics (the unacked gauge at the limit), afterwards every valid
 row is in Kafka exactly and every invalid one in the dead-letter topic, and the graceful restart
 re-sends nothing (it flushes Kafka, acks all it confirmed and lets Mosquitto read those acks
@@ -54,6 +56,18 @@ T0 = 1_554_000_000_000
 #: records per message, so a few hundred messages a second.
 QUOTA_BYTES_PER_S = 16 * 1024
 SAMPLE_S = 0.5
+#: Mosquitto's memory per message kept for the bridge, with this test's ~60-byte payloads: about
+#: 530 bytes measured (427 MB at a backlog of 800,000), with a margin; and its own before that.
+MOSQUITTO_BYTES_PER_MESSAGE = 700
+MOSQUITTO_BASE_MB = 64
+#: The share of Mosquitto's queue bound the publishers may fill: past the bound it would drop.
+QUEUE_SHARE = 0.9
+
+
+def mosquitto_rss_limit_mb(settings: Settings) -> float:
+    """What Mosquitto may hold for the bridge by its bounds: queued plus in flight messages."""
+    held = settings.mqtt_max_queued_messages + settings.mqtt_max_inflight_messages
+    return MOSQUITTO_BASE_MB + held * MOSQUITTO_BYTES_PER_MESSAGE / 2**20
 
 
 def rss_mb(pid: int) -> float:
@@ -94,10 +108,15 @@ PUBLISHERS = 3
 
 
 def flood(
-    settings: Settings, prefix: str, index: int, seconds: float, counts: multiprocessing.Queue
+    settings: Settings,
+    prefix: str,
+    index: int,
+    seconds: float,
+    cap: int,
+    counts: multiprocessing.Queue,
 ) -> None:
     """One publisher process: valid rows of its own five Things and every fourth message
-    invalid, as fast as Mosquitto takes them, for ``seconds``."""
+    invalid, as fast as Mosquitto takes them, for ``seconds`` or ``cap`` messages."""
     publisher = RawPublisher(
         settings.acting_as("mqtt", "machine"),
         max_inflight=2000,
@@ -105,7 +124,7 @@ def flood(
     )
     published = 0
     deadline = Deadline(seconds)
-    while not deadline.expired():
+    while not deadline.expired() and published < cap:
         publisher.publish_raw(f"{prefix}/F{index}", flood_payload(index, published))
         published += 1
     publisher.wait_all_acked(published, 120)
@@ -184,8 +203,9 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
         sampler.start()
         started = time.monotonic()
         try:
+            cap = int(settings.mqtt_max_queued_messages * QUEUE_SHARE) // PUBLISHERS
             workers = [
-                context.Process(target=flood, args=(settings, lane.prefix, i, SECONDS, counts))
+                context.Process(target=flood, args=(settings, lane.prefix, i, SECONDS, cap, counts))
                 for i in range(PUBLISHERS)
             ]
             for worker in workers:
@@ -248,12 +268,23 @@ def test_a_flood_past_capacity_keeps_memory_bounded_and_loses_nothing(
         f"({total / publish_s:,.0f}/s offered, the bridge's Kafka outlet throttled to "
         f"{QUOTA_BYTES_PER_S:,} B/s), bridge done after {drained_s:.1f} s; {len(raw):,} raw "
         f"records, {invalid:,} dead letters; peak RSS bridge {sampler.peak_mb['bridge']:.0f} MB, "
-        f"mosquitto {sampler.peak_mb['mosquitto']:.0f} MB; peak unacked {throttled_peak:.0f} while "
-        f"throttled (limit {MAX_UNACKED})"
+        f"mosquitto {sampler.peak_mb['mosquitto']:.0f} MB (its bound: "
+        f"{settings.mqtt_max_queued_messages:,} queued + {settings.mqtt_max_inflight_messages:,} "
+        f"in flight, {mosquitto_rss_limit_mb(settings):.0f} MB; "
+        f"{sampler.peak_mb['mosquitto'] * 2**20 / total:.0f} bytes per message offered); peak "
+        f"unacked {throttled_peak:.0f} while throttled (limit {MAX_UNACKED})"
+        + (
+            " [the publishers stopped at the queue's share]"
+            if max(published.values()) >= cap
+            else ""
+        )
     )
     # The throttle makes the flood exceed the bridge: it must have filled its window.
     assert throttled_peak >= MAX_UNACKED, "no backpressure although Kafka throttled the bridge"
     assert sampler.peak_mb["bridge"] < BRIDGE_RSS_LIMIT_MB
+    # Mosquitto's memory is bounded by its queue bound, which the backlog stayed under
+    assert total <= settings.mqtt_max_queued_messages, (total, "offered past the queue bound")
+    assert sampler.peak_mb["mosquitto"] < mosquitto_rss_limit_mb(settings)
     # A graceful stop re-sends nothing: messages read after the SIGTERM are neither produced nor
     # acked (Mosquitto delivers them again, once); the (at most MAX_UNACKED) messages between Kafka
     # and their PUBACK are flushed and acked; the close lets Mosquitto read those PUBACKs. With a

@@ -1,11 +1,14 @@
 """The buffered paho client's coalesced writes: every queued byte leaves once, in order,
 whatever the socket accepts per call (partial sends, would-block); and its close after a
-DISCONNECT, which must not throw away what the broker has not read yet."""
+DISCONNECT, which must not throw away what the broker has not read yet. Both on plain TCP and
+on TLS (real loopback TLS connections with the launcher's certificates)."""
 
 from __future__ import annotations
 
 import random
+import select
 import socket
+import ssl
 import threading
 
 import paho.mqtt.client as mqtt
@@ -13,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stacktools import certs
+from streamkit.config import Settings
 from streamkit.mqtt_client import BufferedClient, linger_close
 
 
@@ -135,3 +140,123 @@ def test_a_lingering_close_lets_the_peer_read_everything_before_the_connection_e
     client.close()
     reader.join(10)
     assert bytes(received) == ACKS
+
+
+# ----------------------------------------------------------------------------- over TLS
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> certs.TlsFiles:
+    run_dir = tmp_path_factory.mktemp("tls")
+    return certs.ensure(Settings.from_sources({"STACK_RUN_DIR": str(run_dir)}))
+
+
+def tls_pair(files: certs.TlsFiles) -> tuple[ssl.SSLSocket, ssl.SSLSocket]:
+    """(broker side, client side) of a loopback TLS connection, the client verifying the broker."""
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(files.server_cert, files.server_key)
+    client_context = ssl.create_default_context(cafile=str(files.ca))
+    broker, client = connected_pair()
+    handshake = threading.Thread(
+        target=lambda: accepted.append(server_context.wrap_socket(broker, server_side=True))
+    )
+    accepted: list[ssl.SSLSocket] = []
+    handshake.start()
+    tls_client = client_context.wrap_socket(client, server_hostname="127.0.0.1")
+    handshake.join(10)
+    return accepted[0], tls_client
+
+
+def test_a_lingering_close_over_tls_lets_the_peer_read_everything(
+    tls_files: certs.TlsFiles,
+) -> None:
+    """SSLSocket.shutdown leaves TLS (no close_notify) and sends FIN behind our last record; the
+    broker reads every record before it, and our reads after it discard its records unread."""
+    broker, client = tls_pair(tls_files)
+    broker.sendall(UNREAD)
+    client.sendall(ACKS)
+    received = bytearray()
+
+    def broker_reads_then_closes() -> None:
+        broker.sendall(UNREAD)
+        while chunk := broker.recv(65536):  # a FIN without close_notify reads as the end here
+            received.extend(chunk)
+        broker.close()
+
+    reader = threading.Thread(target=broker_reads_then_closes)
+    reader.start()
+    client.setblocking(False)
+    assert linger_close(client, 10)
+    client.close()
+    reader.join(10)
+    assert bytes(received) == ACKS
+
+
+def test_a_close_notify_cannot_be_waited_for_while_the_broker_still_sends(
+    tls_files: certs.TlsFiles,
+) -> None:
+    """Why linger_close sends no close_notify: after ours, OpenSSL refuses the broker's records
+    that are still coming (under a flood they are), so waiting for its close_notify fails."""
+    broker, client = tls_pair(tls_files)
+    broker.sendall(UNREAD)
+    client.setblocking(False)
+    with pytest.raises(ssl.SSLError, match="APPLICATION_DATA_AFTER_CLOSE_NOTIFY"):
+        for _ in range(100):
+            try:
+                client.unwrap()
+            except ssl.SSLWantReadError:
+                select.select([client], [], [], 1)
+    client.close()
+    broker.close()
+
+
+def test_coalesced_writes_over_tls_survive_would_block_and_reads_come_whole(
+    tls_files: certs.TlsFiles,
+) -> None:
+    """The buffered client on a TLS socket: a run of packets far larger than the socket buffers
+    is written across many would-blocks (OpenSSL's WANT_WRITE, retried with the same bytes in
+    front, as OpenSSL requires), arriving whole and in order; the read buffer returns the
+    broker's bytes exactly, in the small pieces paho asks for."""
+    broker, sock = tls_pair(tls_files)
+    sock.setblocking(False)
+    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
+    client._sock = sock
+    client._ssl = True  # as tls_set_context makes it: reads take every record there is
+    client._thread = object()  # type: ignore[assignment]  # queueing does not write by itself
+    rng = random.Random(3)
+    bodies = [bytes([0x32]) + rng.randbytes(rng.randint(10, 2000)) for _ in range(4000)]
+    for mid, body in enumerate(bodies, start=1):
+        client._packet_queue(mqtt.PUBLISH, body, mid, 1, mqtt.MQTTMessageInfo(mid))
+    expected = b"".join(bodies)
+    blocked = 0
+    received = bytearray()
+    reader_started = threading.Event()
+
+    def slow_broker() -> None:
+        reader_started.wait(10)
+        while len(received) < len(expected):
+            received.extend(broker.recv(16384))
+
+    reader = threading.Thread(target=slow_broker)
+    reader.start()
+    while client._out_packet:
+        if client._packet_write() == mqtt.MQTTErrorCode.MQTT_ERR_AGAIN:
+            blocked += 1
+            reader_started.set()
+            select.select([], [sock], [], 1)
+    reader_started.set()
+    reader.join(30)
+    assert bytes(received) == expected
+    assert blocked > 0, "the writes never blocked: the test did not test the retry"
+
+    # many small records, as Mosquitto writes its PUBACKs (one record per packet)
+    sent = rng.randbytes(100_000)
+    for start in range(0, len(sent), 4):
+        broker.sendall(sent[start : start + 4])
+    got = bytearray()
+    while len(got) < len(sent):
+        try:
+            got += client._sock_recv(rng.choice([1, 2, 5, 1000]))
+        except BlockingIOError:
+            select.select([sock], [], [], 1)
+    assert bytes(got) == sent
+    sock.close()
+    broker.close()

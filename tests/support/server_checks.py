@@ -92,7 +92,8 @@ def check_mqtt_auth(settings: Settings) -> None:
         client.disconnect()
         client.loop_stop()
 
-    anonymous = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    anonymous = make_client(settings)  # TLS as the settings say, then no credentials at all
+    anonymous.username_pw_set(None)
     try:
         connect(anonymous, settings, timeout_s=5)
         raise AssertionError("anonymous MQTT connection was accepted")
