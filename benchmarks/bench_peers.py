@@ -43,6 +43,7 @@ from benchmarks.spark_run import DEFAULT_JOB, PAIRS, JobRun, run_job
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
+from streamkit.kafka_clients import uses_tls
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_dir
 
@@ -105,6 +106,8 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
         "--expected-records",
         str(records),
     ]
+    if uses_tls(settings):  # the stack's CA; librdkafka verifies the host name by default
+        args += ["--ssl-ca-location", str(settings.ca_path)]
     env = {**os.environ, "QUIX_KAFKA_PASSWORD": settings.kafka_password.reveal()}
     with log.open("wb") as handle:
         process = subprocess.Popen(

@@ -22,8 +22,13 @@ from streamkit.logs import KafkaClientLog
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-#: The stack's client listener: SASL over TCP on 127.0.0.1 (TLS is for a cluster's own network).
+#: The stack's client listener: SCRAM over TLS (SASL_SSL), or over plain TCP with TLS off.
 SASL_MECHANISM = "SCRAM-SHA-512"
+
+
+def uses_tls(settings: KafkaSettings) -> bool:
+    """Whether the client speaks TLS to the broker (SASL_SSL or SSL)."""
+    return settings.kafka_protocol.upper() in {"SASL_SSL", "SSL"}
 
 
 def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
@@ -44,6 +49,15 @@ def client_config(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
                 "sasl.password": settings.kafka_password.reveal(),
             }
         )
+    if uses_tls(settings):
+        # the broker's certificate is verified against the stack's CA, and its name against
+        # the address connected to (librdkafka's default, kept explicit)
+        config.update(
+            {
+                "ssl.ca.location": str(settings.ca_path),
+                "ssl.endpoint.identification.algorithm": "https",
+            }
+        )
     return config
 
 
@@ -59,22 +73,36 @@ def jaas_config(user: str, password: str) -> str:
     )
 
 
-def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
-    """The same connection for Spark's Kafka source (options prefixed ``kafka.``)."""
-    options = {
-        "kafka.bootstrap.servers": settings.bootstrap_servers,
-        "kafka.security.protocol": settings.kafka_protocol,
+def java_client_properties(settings: KafkaSettings) -> dict[str, str]:
+    """The same connection for a Java client (Spark's Kafka source, Kafka's own tools): SCRAM
+    through a JAAS line, the CA as a PEM trust store, host names verified."""
+    properties = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "security.protocol": settings.kafka_protocol,
     }
     if settings.kafka_protocol.startswith("SASL"):
-        options.update(
+        properties.update(
             {
-                "kafka.sasl.mechanism": SASL_MECHANISM,
-                "kafka.sasl.jaas.config": jaas_config(
+                "sasl.mechanism": SASL_MECHANISM,
+                "sasl.jaas.config": jaas_config(
                     settings.kafka_username, settings.kafka_password.reveal()
                 ),
             }
         )
-    return options
+    if uses_tls(settings):
+        properties.update(
+            {
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(settings.ca_path),
+                "ssl.endpoint.identification.algorithm": "https",
+            }
+        )
+    return properties
+
+
+def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
+    """The same connection for Spark's Kafka source and sink (options prefixed ``kafka.``)."""
+    return {f"kafka.{key}": value for key, value in java_client_properties(settings).items()}
 
 
 def admin_client(settings: KafkaSettings, client_id: str = "streamkit-admin") -> AdminClient:

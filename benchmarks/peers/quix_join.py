@@ -125,6 +125,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--username", required=True)
     parser.add_argument("--security-protocol", default="SASL_PLAINTEXT")
     parser.add_argument("--sasl-mechanism", default="SCRAM-SHA-512")
+    parser.add_argument(
+        "--ssl-ca-location", help="CA file the broker's certificate is verified against (TLS)"
+    )
     parser.add_argument("--input-topic", required=True)
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--consumer-group", required=True)
@@ -163,6 +166,14 @@ def main(argv: list[str] | None = None) -> int:
                 "sasl_password": os.environ["QUIX_KAFKA_PASSWORD"],
             }
             if sasl
+            else {}
+        ),
+        **(
+            {
+                "ssl_ca_location": args.ssl_ca_location,
+                "ssl_endpoint_identification_algorithm": "https",
+            }
+            if args.ssl_ca_location
             else {}
         ),
     )

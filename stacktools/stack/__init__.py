@@ -194,8 +194,10 @@ class Stack:
     # ----------------------------------------------------------------------------- up
     def up(self) -> Settings:
         """Start what is missing, wait until all are healthy; the settings to use from now on."""
+        from streamkit.kafka_clients import uses_tls  # imported late: `stack status` stays fast
+
         self.settings = ensure_credentials(self.settings)
-        if self.settings.tls:
+        if self.settings.tls or uses_tls(self.settings):  # before any server's prepare()
             certs.ensure(self.settings)
         components = self._components()
         problems = [p for p in (c.missing_install() for c in components) if p]

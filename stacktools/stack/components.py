@@ -159,6 +159,9 @@ class Kafka(Component):
 
     def prepare(self) -> None:
         super().prepare()
+        # the configuration holds the JAAS passwords, the data every record: the owner's only
+        private_directory(self.conf_dir)
+        private_directory(self.data_dir)
         self.require_passwords("kafka", ("admin", "controller"))
         s = self.settings
         if s.kafka_brokers < 1:
@@ -176,8 +179,9 @@ class Kafka(Component):
             "advertised.listeners": f"CLIENT://127.0.0.1:{client_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "CLIENT",
-            "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            "listener.security.protocol.map": f"CONTROLLER:{self.protocol},CLIENT:{self.protocol}",
             **self._auth_properties(),
+            **self._tls_properties(),
             "log.dirs": str(self.data_dir),
             "num.partitions": str(s.topic_partitions),
             "auto.create.topics.enable": "false",
@@ -198,9 +202,8 @@ class Kafka(Component):
             "transaction.max.timeout.ms": "900000",
             "message.max.bytes": str(16 * 1024 * 1024 + 1024),
         }
-        server_properties = self.conf_dir / "server.properties"
-        server_properties.touch(mode=0o600)
-        server_properties.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        with private_file(self.conf_dir / "server.properties") as out:
+            out.write("".join(f"{k}={v}\n" for k, v in properties.items()).encode())
         (self.conf_dir / "log4j2.properties").write_text(
             "status = warn\n"
             "appender.out.type = Console\nappender.out.name = STDOUT\n"
@@ -232,6 +235,33 @@ class Kafka(Component):
     NODES_MARKER = "cluster-nodes"
     AUTH_MARKER = "scram-users-created"
 
+    @property
+    def protocol(self) -> str:
+        """Both listeners' (client and controller): SASL over TLS when the clients speak TLS
+        (TLS on, or KAFKA_SECURITY_PROTOCOL=SASL_SSL for Kafka alone), else over plain TCP."""
+        from streamkit.kafka_clients import uses_tls
+
+        return "SASL_SSL" if uses_tls(self.settings) else "SASL_PLAINTEXT"
+
+    def _tls_properties(self) -> dict[str, str]:
+        """Kafka's PEM stores: the key store is the server key followed by its certificate chain
+        (unencrypted key, so no key password), the trust store the CA. They serve both listeners
+        and the broker's own clients (to the other nodes' client and controller listeners), which
+        verify the host name like any client: 127.0.0.1 is in the certificate."""
+        if self.protocol != "SASL_SSL":
+            return {}
+        paths = certs.files(self.settings)
+        if not (paths.server_keystore.exists() and paths.ca.exists()):
+            paths = certs.ensure(self.settings)  # `stack up` made them; a bare prepare() may not
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(paths.server_keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(paths.ca),
+            "ssl.endpoint.identification.algorithm": "https",
+            "ssl.client.auth": "none",
+        }
+
     def _auth_properties(self) -> dict[str, str]:
         """SCRAM-SHA-512 for clients (users live in the cluster metadata, created by the
         launcher), PLAIN with one static user on the controller listener (SCRAM cannot
@@ -260,7 +290,7 @@ class Kafka(Component):
             "allow.everyone.if.no.acl.found": "false",
         }
 
-    def _java(self, main_class: str, *args: str) -> list[str]:
+    def _java(self, *main_class_and_args: str) -> list[str]:
         return [
             "java",
             "-Xms256m",
@@ -270,8 +300,7 @@ class Kafka(Component):
             f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
             "-cp",
             f"{KAFKA_JARS_DIR}/*",
-            main_class,
-            *args,
+            *main_class_and_args,
         ]
 
     def _format_storage(self) -> None:
@@ -280,23 +309,29 @@ class Kafka(Component):
             self.cluster_id_file.write_text(new_cluster_id())
         cluster_id = self.cluster_id_file.read_text().strip()
         admin_password = self.settings.credential("kafka", "admin").reveal()
-        admin = f"SCRAM-SHA-512=[name=admin,password={admin_password}]"
-        # `--cluster-id=ID` in one word: a random id may begin with "-", which the tool would
-        # take for an option of its own when given as a separate argument.
-        result = subprocess.run(
-            self._java(
-                "kafka.tools.StorageTool",
-                "format",
-                f"--cluster-id={cluster_id}",
-                "-c",
-                str(self.conf_dir / "server.properties"),
-                "--add-scram",
-                admin,
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        # The admin's password is an argument of the storage tool: it goes into a Java argument
+        # file (0600, deleted right after), so the command line that `ps` shows is `java ...
+        # @file`. `--cluster-id=ID` in one word: a random id may begin with "-", which the tool
+        # would take for an option of its own when given as a separate argument.
+        arguments = self.conf_dir / "storage-format.args"
+        try:
+            with private_file(arguments) as out:
+                out.write(
+                    java_argument_file(
+                        "kafka.tools.StorageTool",
+                        "format",
+                        f"--cluster-id={cluster_id}",
+                        "-c",
+                        str(self.conf_dir / "server.properties"),
+                        "--add-scram",
+                        f"SCRAM-SHA-512=[name=admin,password={admin_password}]",
+                    ).encode()
+                )
+            result = subprocess.run(
+                self._java(f"@{arguments}"), capture_output=True, text=True, timeout=120
+            )
+        finally:
+            arguments.unlink(missing_ok=True)
         if result.returncode != 0:
             raise LauncherError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
         (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
@@ -367,6 +402,18 @@ class Kafka(Component):
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
+
+
+def java_argument_file(*arguments: str) -> str:
+    """The text of a Java launcher argument file (``java @file``) holding ``arguments``, one a
+    line, each in double quotes: inside them the launcher reads a backslash as an escape (of a
+    backslash, a quote, or n, r, t, f for the control characters), and nothing splits a word or
+    comments it out."""
+    escapes = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+    return "".join(
+        '"' + "".join(escapes.get(char, char) for char in argument) + '"\n'
+        for argument in arguments
+    )
 
 
 def kafka_nodes(settings: Settings) -> list[Component]:

@@ -9,13 +9,12 @@ the shared broker. librdkafka's admin API has no client quotas, so Kafka's own t
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
+import uuid
 
 from streamkit.config import Settings
-from streamkit.kafka_clients import SASL_MECHANISM, jaas_config
-from streamkit.paths import KAFKA_JARS_DIR
+from streamkit.kafka_clients import java_client_properties
+from streamkit.paths import KAFKA_JARS_DIR, private_file
 
 #: A JVM start and one admin request; generous for a loaded two-core machine.
 TOOL_TIMEOUT_S = 120
@@ -23,17 +22,14 @@ TOOL_TIMEOUT_S = 120
 
 def _config_command(settings: Settings, *args: str) -> str:
     """Run kafka-configs as the admin; its output. The admin's password goes in a private file
-    (never on a command line other users can read)."""
-    properties = f"security.protocol={settings.kafka_protocol}\n"
-    if settings.kafka_protocol.startswith("SASL"):
-        password = settings.credential("kafka", "admin").reveal()
-        properties += (
-            f"sasl.mechanism={SASL_MECHANISM}\nsasl.jaas.config={jaas_config('admin', password)}\n"
-        )
-    with tempfile.NamedTemporaryFile("w", suffix=".properties") as handle:
-        os.chmod(handle.name, 0o600)
-        handle.write(properties)
-        handle.flush()
+    of the run dir (0600 from its first byte, removed afterwards), given with --command-config:
+    never on a command line other users can read. With TLS the tool verifies the stack's CA."""
+    properties = java_client_properties(settings.acting_as("kafka", "admin"))
+    properties.pop("bootstrap.servers")  # given as --bootstrap-server
+    command_config = settings.run_dir / f"kafka-configs-{uuid.uuid4().hex[:8]}.properties"
+    try:
+        with private_file(command_config) as out:
+            out.write("".join(f"{k}={v}\n" for k, v in properties.items()).encode())
         result = subprocess.run(
             [
                 "java",
@@ -45,13 +41,15 @@ def _config_command(settings: Settings, *args: str) -> str:
                 "--bootstrap-server",
                 settings.bootstrap_servers,
                 "--command-config",
-                handle.name,
+                str(command_config),
                 *args,
             ],
             capture_output=True,
             text=True,
             timeout=TOOL_TIMEOUT_S,
         )
+    finally:
+        command_config.unlink(missing_ok=True)
     if result.returncode != 0:
         raise RuntimeError(
             f"kafka-configs {' '.join(args)} failed:\n{result.stdout}\n{result.stderr[-2000:]}"
