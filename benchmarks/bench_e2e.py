@@ -23,8 +23,8 @@
    per raw record in that window (from /proc).
 Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES), so the shapes
 are compared in one run of the script, and for each TLS mode of --tls (both: encrypted and
-verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run gets fresh topics, database and Spark
-checkpoints (stacktools.wiring.Wiring.fresh).
+verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run
+gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
 Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
 first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 """
