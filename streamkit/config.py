@@ -257,7 +257,7 @@ class ServiceSettings:
         "/healthz on the metrics port answers 503 after this long without progress",
     )
     tls: bool = setting(
-        False,
+        True,
         "TLS",
         "encrypt every connection to Kafka, MQTT and InfluxDB and verify the server's "
         "certificate against TLS_CA_FILE (false: plain TCP, for servers of your own without TLS)",

@@ -130,7 +130,8 @@ def _bridge_without_servers(
         False,
     )
     bridge.closing = False
-    bridge.client = make_client(bridge.settings)  # never connected: nothing to keep alive
+    # never connected (so plain: no CA needed), nothing to keep alive
+    bridge.client = make_client(dataclasses.replace(bridge.settings, tls=False))
     stand_in: Any = producer or _RecordingProducer()
     bridge.producer, bridge.splitter = stand_in, splitter
     sent = acked if acked is not None else []

@@ -129,7 +129,7 @@ def test_each_service_parses_its_own_cli_and_environment(tmp_path: Path) -> None
     connector = ConnectorSettings.from_sources(
         environ={**environ, "INFLUX_PORT": "18086", "INFLUX_DATABASE": "d"}
     )
-    assert (connector.influx_base_url, connector.influx_database) == ("http://127.0.0.1:18086", "d")
+    assert (connector.influx_base_url, connector.influx_database) == ("https://127.0.0.1:18086", "d")
 
 
 def test_a_flag_of_a_concern_a_service_lacks_is_refused() -> None:
