@@ -16,7 +16,7 @@ from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
-from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR
+from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
 
 
@@ -155,6 +155,15 @@ class SparkJobSettings(KafkaSettings):
             if self.checkpoint_dir
             else self.run_dir / "checkpoints" / query
         )
+
+    def private_checkpoint(self, query: str) -> Path:
+        """The query's checkpoint directory, made or tightened to 0700 (its state holds the
+        pipeline's data), and the run directory's ``checkpoints`` with it when it is the
+        default one; a configured one's parent is the user's to choose."""
+        checkpoint = self.checkpoint_for(query)
+        if not self.checkpoint_dir:
+            private_directory(checkpoint.parent)
+        return private_directory(checkpoint)
 
 
 @dataclass(frozen=True)

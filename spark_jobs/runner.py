@@ -213,7 +213,7 @@ def run_query(
     from spark_jobs.warmup import warm_python_workers
 
     query_name = settings.query(default_query)
-    checkpoint = settings.checkpoint_for(query_name)
+    checkpoint = settings.private_checkpoint(query_name)
     started = time.monotonic()
     sink = make_sink(settings, query_name, fault_hook)
     threading.Thread(

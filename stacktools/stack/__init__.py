@@ -23,7 +23,13 @@ from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component
 from stacktools.stack.errors import LauncherError, StackTimedOut
-from stacktools.stack.process import KeptService, ManagedProcess, port_open, port_owner
+from stacktools.stack.process import (
+    KeptService,
+    ManagedProcess,
+    port_open,
+    port_owner,
+    private_umask,
+)
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError
@@ -158,16 +164,19 @@ class Stack:
 
     # ----------------------------------------------------------------------------- up
     def up(self) -> Settings:
-        """Start what is missing, wait until all are healthy; the settings to use from now on."""
-        self.settings = ensure_credentials(self.settings)
-        if self.settings.tls:
-            certs.ensure(self.settings)
-        components = self._components()
-        problems = [p for p in (c.missing_install() for c in components) if p]
-        if problems:
-            raise LauncherError("cannot start the stack:\n  " + "\n  ".join(problems))
-        for component in components:
-            self._start(component)
+        """Start what is missing, wait until all are healthy; the settings to use from now on.
+        Everything it writes into the run directory, and the servers themselves, create private
+        files and directories only (:data:`~stacktools.stack.process.PRIVATE_UMASK`)."""
+        with private_umask():
+            self.settings = ensure_credentials(self.settings)
+            if self.settings.tls:
+                certs.ensure(self.settings)
+            components = self._components()
+            problems = [p for p in (c.missing_install() for c in components) if p]
+            if problems:
+                raise LauncherError("cannot start the stack:\n  " + "\n  ".join(problems))
+            for component in components:
+                self._start(component)
         with ThreadPoolExecutor(max_workers=len(components)) as pool:
             list(pool.map(self._await, components))
         return self.settings

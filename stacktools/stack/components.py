@@ -24,7 +24,7 @@ from stacktools.stack.errors import LauncherError
 from stacktools.stack.process import port_open
 from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program
+from streamkit.paths import KAFKA_JARS_DIR, find_influxd, find_program, private_directory
 from streamkit.sizes import format_size
 
 KAFKA_VERSION = "4.3.1"
@@ -69,9 +69,12 @@ class Component:
         return None
 
     def prepare(self) -> None:
-        """Write configuration (always regenerated, so port changes take effect)."""
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Write configuration (always regenerated, so port changes take effect). Both
+        directories are the stack user's alone (0700): configurations hold passwords, data
+        directories the pipeline's data."""
+        private_directory(self.conf_dir)
+        private_directory(self.data_dir.parent)  # <run dir>/data
+        private_directory(self.data_dir)
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -593,7 +596,8 @@ class Prometheus(Component):
             f"--config.file={self.conf_dir / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.data_dir}",
             f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
-            "--web.enable-lifecycle",
+            # no --web.enable-lifecycle: anyone who reaches the port could stop it (POST /-/quit)
+            # or reload it; a new configuration takes effect by a restart through the launcher
             "--storage.tsdb.retention.time=7d",
         ]
 
