@@ -22,9 +22,9 @@ from windowing import WindowRules, parse_windows
 
 @dataclass(frozen=True)
 class SparkJobSettings(KafkaSettings):
-    """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings."""
+    """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings. Each job logs
+    in to Kafka as a user of its own (stacktools.access)."""
 
-    kafka_username: str = login_as("kafka", "spark")
     spark_master: str = setting(
         "local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)"
     )
@@ -168,6 +168,7 @@ class SparkJobSettings(KafkaSettings):
 
 @dataclass(frozen=True)
 class JoinSettings(SparkJobSettings):
+    kafka_username: str = login_as("kafka", "spark-join")
     metrics_port: int = serves_metrics_on(9203)
     pairs: str = setting(
         "actSpeed_C11:vaTorque_C11:mechanical_power",
@@ -261,6 +262,7 @@ class WindowSettings(SparkJobSettings):
 
 @dataclass(frozen=True)
 class AggregateSettings(WindowSettings):
+    kafka_username: str = login_as("kafka", "spark-aggregate")
     metrics_port: int = serves_metrics_on(9204)
     source: str = setting(
         "raw",
@@ -284,4 +286,5 @@ class AggregateSettings(WindowSettings):
 class SinglePassSettings(JoinSettings, WindowSettings):
     """The join's pairs and the aggregate's windows, in one query over the raw topic."""
 
+    kafka_username: str = login_as("kafka", "spark-single-pass")
     metrics_port: int = serves_metrics_on(9206)
