@@ -15,6 +15,10 @@ from itertools import zip_longest
 #: use its own transactional ids and consumer groups, never another job's.
 SPARK_JOB_USERS = ("spark-single-pass", "spark-join", "spark-aggregate")
 
+#: Kafka users of earlier releases: the launcher deletes them and their rights (``spark``: the
+#: one user all Spark jobs shared).
+RETIRED_KAFKA_USERS = ("spark",)
+
 #: Users per server. ``admin`` is the launcher's (and the tests' oracle reads'); the Kafka
 #: ``controller`` user exists only on the KRaft controller listener.
 USERS: dict[str, tuple[str, ...]] = {

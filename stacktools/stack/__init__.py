@@ -45,8 +45,13 @@ __all__ = [
 ]
 
 
-#: Written by launchers before each user had its own password: one password for everyone.
-_SHARED_PASSWORDS = {"MQTT_PASSWORD": None, "INFLUX_PASSWORD": "INFLUX_ADMIN_PASSWORD"}
+#: Written by launchers before each user had its own password: one password for everyone; and
+#: the passwords of users that are gone (the Spark jobs' shared Kafka user).
+_SHARED_PASSWORDS = {
+    "MQTT_PASSWORD": None,
+    "INFLUX_PASSWORD": "INFLUX_ADMIN_PASSWORD",
+    "KAFKA_SPARK_PASSWORD": None,
+}
 
 
 def ensure_credentials(settings: Settings) -> Settings:

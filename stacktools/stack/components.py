@@ -324,7 +324,7 @@ class Kafka(Component):
     def after_healthy(self) -> None:
         """Users, rights and topics, once per cluster (node 1) and only when every node is
         registered: a topic with three replicas cannot be created on fewer brokers."""
-        from stacktools.kafka_access import grant_prefixes, upsert_users
+        from stacktools.kafka_access import grant_prefixes, retire_users, upsert_users
         from stacktools.topics import load_topic_specs, provision
         from streamkit.kafka_clients import admin_client
 
@@ -347,6 +347,7 @@ class Kafka(Component):
         # held until the results are in: a dropped client cancels them
         admin = admin_client(self.settings)
         upsert_users(admin, self.settings)
+        retire_users(admin)
         grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:

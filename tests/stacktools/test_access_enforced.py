@@ -15,16 +15,28 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from spark_jobs.eos_sink import owned_name
 from stacktools.access import SPARK_JOB_USERS, TOPIC_RIGHTS
 from stacktools.influx import InfluxClient
 from stacktools.kafka_access import SERVICE_USERS
+from stacktools.stack import Stack
 from stacktools.wiring import private_database, private_topic
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
-from streamkit.kafka_clients import client_config, idempotent_producer
+from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.secret import Secret
 from tests.support.waits import ONE_MESSAGE_S
@@ -332,3 +344,57 @@ def test_each_spark_job_does_its_own_work_and_not_another_s(
                 f"{job} read in {other}'s group"
             )
     assert not group_refused(settings, f"{job}.spark-kafka-source", role_topics["raw"])
+
+
+def logs_in(settings: Settings) -> bool:
+    """Whether the broker takes this user's password (a refusal is SCRAM's, nothing else)."""
+    errors: list[KafkaError] = []
+    client = AdminClient({**client_config(settings, "login-check"), "error_cb": errors.append})
+    try:
+        client.list_topics(timeout=10)
+        return True
+    except KafkaException:
+        client.poll(2)  # serves the error callbacks
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        return False
+
+
+def test_the_launcher_deletes_a_retired_user_and_its_rights(stack_settings: Settings) -> None:
+    """A run directory from before keeps the Spark jobs' shared user in its cluster metadata:
+    the next ``up`` deletes it and its ACLs, so its old password logs in no more."""
+    admin = admin_client(stack_settings)
+    password = f"retired-{uuid.uuid4().hex}"
+    upsert = UserScramCredentialUpsertion(
+        "spark", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+    grant = AclBinding(
+        ResourceType.TRANSACTIONAL_ID,
+        "eos-",
+        ResourcePatternType.PREFIXED,
+        "User:spark",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([grant]).values():
+        future.result(timeout=30)
+    retired = dataclasses.replace(
+        stack_settings, kafka_username="spark", kafka_password=Secret(password)
+    )
+    assert logs_in(retired)
+    Stack(stack_settings, ["kafka"]).up()
+    assert not logs_in(retired), "the retired user still logs in"
+    rights = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            "User:spark",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(timeout=30)
+    assert rights == []
