@@ -4,8 +4,9 @@ Spark's own Kafka sink is at-least-once: a batch that failed after some tasks wr
 again. This sink makes Spark -> Kafka exactly-once at the granularity of a micro-batch:
 
 * One confluent-kafka transactional producer per query with a **stable** ``transactional.id``
-  (``<user>.eos-<query name>``, see :func:`owned_name`; no run id, no batch id). ``init_transactions()`` on (re)start fences
-  any zombie still holding that id and aborts whatever transaction it left open.
+  (``<user>.eos-<query name>``, see :func:`owned_name`; no run id, no batch id).
+  ``init_transactions()`` on (re)start fences any zombie still holding that id and aborts
+  whatever transaction it left open.
 * Only after that, the **commit marker** of this query is read from a compacted marker topic
   (key = query name, value JSON ``{"batch_id", "rows", "query_id", "committed_at"}``) up to the
   partition's *high watermark*, with ``read_committed``. (Not to the last stable offset: another

@@ -86,6 +86,7 @@ def retire_users(
     rights); the ones that existed."""
     wanted = set(users)
     described = admin.describe_user_scram_credentials(request_timeout=timeout_s)
+    assert not isinstance(described, dict), "every user's credentials come as one future"
     present = sorted(wanted & set(described.result(timeout=timeout_s)))
     if present:
         deletions: list[UserScramCredentialAlteration] = [
@@ -96,12 +97,12 @@ def retire_users(
         ).values():
             future.result(timeout=timeout_s)
     filters = [
-        AclBindingFilter(
+        AclBindingFilter(  # None: any resource name, any host (the stubs say str only)
             ResourceType.ANY,
-            None,
+            None,  # type: ignore[arg-type]
             ResourcePatternType.ANY,
             f"User:{user}",
-            None,
+            None,  # type: ignore[arg-type]
             AclOperation.ANY,
             AclPermissionType.ANY,
         )

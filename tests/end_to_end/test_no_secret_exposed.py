@@ -26,7 +26,7 @@ import pytest
 
 from stacktools.services import SERVICES
 from stacktools.stack import Stack
-from streamkit.config import CREDENTIALS_FILE, Settings, read_env_file
+from streamkit.config import CREDENTIALS_FILE, ServiceSettings, Settings, read_env_file
 from streamkit.paths import REPO_ROOT
 from tests.end_to_end.test_first_run import SAMPLE, user_environment
 from tests.support import procfs
@@ -185,12 +185,14 @@ def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(tmp_path: Path
                 findings.append(f"{url} holds {leaked}")
 
         # settings objects as logs, tracebacks and debuggers show them
-        for cls in [Settings, *(spec.settings for spec in SERVICES.values())]:
+        classes: list[type[ServiceSettings]] = [Settings]
+        classes += [spec.settings for spec in SERVICES.values()]
+        for cls in classes:
             loaded = cls.from_sources(environ=env)
-            shown = [repr(loaded), str(loaded), json.dumps(loaded.redacted())]
-            shown += [json.dumps(loaded.as_environment())]
-            shown += [repr(getattr(loaded, f.name)) for f in dataclasses.fields(loaded)]
-            leaked = holding("\n".join(shown).encode(), passwords)
+            texts = [repr(loaded), str(loaded), json.dumps(loaded.redacted())]
+            texts += [json.dumps(loaded.as_environment())]
+            texts += [repr(getattr(loaded, f.name)) for f in dataclasses.fields(loaded)]
+            leaked = holding("\n".join(texts).encode(), passwords)
             if leaked:
                 findings.append(f"{cls.__name__}'s repr, str or redacted() holds {leaked}")
     finally:

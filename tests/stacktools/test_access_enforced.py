@@ -349,7 +349,8 @@ def test_each_spark_job_does_its_own_work_and_not_another_s(
 def logs_in(settings: Settings) -> bool:
     """Whether the broker takes this user's password (a refusal is SCRAM's, nothing else)."""
     errors: list[KafkaError] = []
-    client = AdminClient({**client_config(settings, "login-check"), "error_cb": errors.append})
+    config: dict[str, Any] = {**client_config(settings, "login-check"), "error_cb": errors.append}
+    client = AdminClient(config)
     try:
         client.list_topics(timeout=10)
         return True
@@ -389,10 +390,10 @@ def test_the_launcher_deletes_a_retired_user_and_its_rights(stack_settings: Sett
     rights = admin.describe_acls(
         AclBindingFilter(
             ResourceType.ANY,
-            None,
+            None,  # type: ignore[arg-type]
             ResourcePatternType.ANY,
             "User:spark",
-            None,
+            None,  # type: ignore[arg-type]
             AclOperation.ANY,
             AclPermissionType.ANY,
         )
