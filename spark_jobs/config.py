@@ -16,15 +16,15 @@ from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
-from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR
+from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
 
 
 @dataclass(frozen=True)
 class SparkJobSettings(KafkaSettings):
-    """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings."""
+    """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings. Each job logs
+    in to Kafka as a user of its own (stacktools.access)."""
 
-    kafka_username: str = login_as("kafka", "spark")
     spark_master: str = setting(
         "local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)"
     )
@@ -156,9 +156,19 @@ class SparkJobSettings(KafkaSettings):
             else self.run_dir / "checkpoints" / query
         )
 
+    def private_checkpoint(self, query: str) -> Path:
+        """The query's checkpoint directory, made or tightened to 0700 (its state holds the
+        pipeline's data), and the run directory's ``checkpoints`` with it when it is the
+        default one; a configured one's parent is the user's to choose."""
+        checkpoint = self.checkpoint_for(query)
+        if not self.checkpoint_dir:
+            private_directory(checkpoint.parent)
+        return private_directory(checkpoint)
+
 
 @dataclass(frozen=True)
 class JoinSettings(SparkJobSettings):
+    kafka_username: str = login_as("kafka", "spark-join")
     metrics_port: int = serves_metrics_on(9203)
     pairs: str = setting(
         "actSpeed_C11:vaTorque_C11:mechanical_power",
@@ -252,6 +262,7 @@ class WindowSettings(SparkJobSettings):
 
 @dataclass(frozen=True)
 class AggregateSettings(WindowSettings):
+    kafka_username: str = login_as("kafka", "spark-aggregate")
     metrics_port: int = serves_metrics_on(9204)
     source: str = setting(
         "raw",
@@ -275,4 +286,5 @@ class AggregateSettings(WindowSettings):
 class SinglePassSettings(JoinSettings, WindowSettings):
     """The join's pairs and the aggregate's windows, in one query over the raw topic."""
 
+    kafka_username: str = login_as("kafka", "spark-single-pass")
     metrics_port: int = serves_metrics_on(9206)

@@ -4,8 +4,9 @@ Spark's own Kafka sink is at-least-once: a batch that failed after some tasks wr
 again. This sink makes Spark -> Kafka exactly-once at the granularity of a micro-batch:
 
 * One confluent-kafka transactional producer per query with a **stable** ``transactional.id``
-  (``eos-<query name>``; no run id, no batch id). ``init_transactions()`` on (re)start fences
-  any zombie still holding that id and aborts whatever transaction it left open.
+  (``<user>.eos-<query name>``, see :func:`owned_name`; no run id, no batch id).
+  ``init_transactions()`` on (re)start fences any zombie still holding that id and aborts
+  whatever transaction it left open.
 * Only after that, the **commit marker** of this query is read from a compacted marker topic
   (key = query name, value JSON ``{"batch_id", "rows", "query_id", "committed_at"}``) up to the
   partition's *high watermark*, with ``read_committed``. (Not to the last stable offset: another
@@ -102,6 +103,13 @@ FaultHook = Callable[[str, int], None]
 OutputRow = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
 
 
+def owned_name(settings: KafkaSettings, name: str) -> str:
+    """A Kafka name this job uses (transactional id, consumer group) under its Kafka user's
+    name: each Spark job has a user of its own, allowed only the names that begin with
+    ``<user>.`` (stacktools.access), so no job can fence or take over another's."""
+    return f"{settings.kafka_username}.{name}"
+
+
 class SinkError(RuntimeError):
     """The batch was not committed (aborted or unknown); Spark must fail and replay it."""
 
@@ -120,7 +128,9 @@ def _high_watermarks(settings: KafkaSettings, topic: str, timeout_s: float) -> d
     deadline = Deadline(timeout_s)
     while True:
         try:
-            return end_offsets(settings, topic, role="eos-marker", strict=True)
+            return end_offsets(
+                settings, topic, role=owned_name(settings, "eos-marker"), strict=True
+            )
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             fatal = (
@@ -152,7 +162,11 @@ def read_marker(
     found: tuple[int | None, int | None, bytes | None] | None = None
     try:
         for message in read_up_to(
-            settings, marker_topic, ends, timeout_s=timeout_s, role="eos-marker"
+            settings,
+            marker_topic,
+            ends,
+            timeout_s=timeout_s,
+            role=owned_name(settings, "eos-marker"),
         ):
             if message.key() == wanted:
                 found = (message.partition(), message.offset(), message.value())
@@ -252,7 +266,7 @@ class ExactlyOnceSink:
         self.fault_hook = fault_hook
         self.query_name = query_name
         self.marker_topic = marker_topic
-        self.transactional_id = f"eos-{query_name}"
+        self.transactional_id = owned_name(settings, f"eos-{query_name}")
         self.transaction_timeout_ms = transaction_timeout_ms
         self.marker_timeout_s = marker_timeout_s
         self.attempts = attempts  # per batch, in this process, before Spark fails the batch

@@ -7,8 +7,8 @@ writes it through one producer: the one part of a job that does not grow with a 
 number of output partitions (``SPARK_SINK_PARTITIONS``), and each task writes its partition
 with the same protocol as the driver-side sink, under names of its own:
 
-* ``transactional.id`` ``eos-<query>-p<N>`` and marker key ``<query>-p<N>`` (N: the output
-  partition), both stable across restarts, task retries and executors;
+* ``transactional.id`` ``<Kafka user>.eos-<query>-p<N>`` and marker key ``<query>-p<N>`` (N: the
+  output partition), both stable across restarts, task retries and executors;
 * a task opens (``init_transactions``: fences any earlier holder of the id, a zombie task or a
   dead executor's, and aborts its open transaction), reads the partition's marker, skips a batch
   the marker shows committed, and otherwise puts its rows and the marker for this batch into one
@@ -63,8 +63,8 @@ RESULT_SCHEMA = "partition int, outcome string, rows long, dead_letters string"
 
 
 def partition_query(query_name: str, partition: int) -> str:
-    """The name of one output partition of a query: its marker key; ``eos-`` + it is its
-    transactional id."""
+    """The name of one output partition of a query: its marker key; ``<Kafka user>.eos-`` + it
+    is its transactional id (:func:`spark_jobs.eos_sink.owned_name`)."""
     return f"{query_name}-p{partition}"
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import class_archive, dead_letters
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook
+from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook, owned_name
 from spark_jobs.executor_sink import ExecutorSink
 from streamkit.kafka_clients import spark_kafka_options
 from streamkit.shutdown import ShutdownFlag
@@ -131,6 +131,8 @@ def read_kafka(spark: SparkSession, settings: SparkJobSettings, topic: str) -> D
         spark.readStream.format("kafka")
         .options(**spark_kafka_options(settings))
         .option("subscribe", topic)
+        # the job's own consumer groups (its Kafka user may use no other)
+        .option("groupIdPrefix", owned_name(settings, "spark-kafka-source"))
         .option("startingOffsets", settings.starting_offsets)
         .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
         .option("kafka.isolation.level", "read_committed")
@@ -213,7 +215,7 @@ def run_query(
     from spark_jobs.warmup import warm_python_workers
 
     query_name = settings.query(default_query)
-    checkpoint = settings.checkpoint_for(query_name)
+    checkpoint = settings.private_checkpoint(query_name)
     started = time.monotonic()
     sink = make_sink(settings, query_name, fault_hook)
     threading.Thread(

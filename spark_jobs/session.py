@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from streamkit.logs import log_format
 from streamkit.paths import REPO_ROOT, SPARK_JARS_DIR
@@ -65,6 +66,31 @@ def log_config_option(fmt: str | None = None) -> str:
     return f"-Dlog4j2.configurationFile={path.as_uri()}"
 
 
+#: What decides where the driver listens (its RPC, block manager and UI, port 4040 and up): a
+#: job that sets any of them chooses for itself.
+DRIVER_ADDRESS_SETTINGS = ("spark.driver.host", "spark.driver.bindAddress")
+LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+
+
+def loopback_master(master: str) -> bool:
+    """``local[...]``, or a standalone master on this machine's loopback (the launcher's)."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def loopback_driver(master: str, configured: dict[str, str]) -> dict[str, str]:
+    """The driver's settings that keep every one of its listeners on 127.0.0.1 (its UI binds
+    to SPARK_LOCAL_IP, everything else to ``spark.driver.bindAddress``), for a master on this
+    machine; none where the executors are elsewhere (they connect to the driver), or where the
+    job or its environment chose the driver's address itself."""
+    chosen = os.environ.get(LOCAL_IP_ENV) or any(k in configured for k in DRIVER_ADDRESS_SETTINGS)
+    if chosen or not loopback_master(master):
+        return {}
+    return {key: "127.0.0.1" for key in DRIVER_ADDRESS_SETTINGS}
+
+
 def _private_properties(properties: dict[str, str]) -> Path:
     """A properties file only this user can read (mkstemp creates it 0600)."""
     fd, name = tempfile.mkstemp(prefix="spark-", suffix=".conf")
@@ -84,7 +110,8 @@ def build_session(
     log_format: str | None = None,
 ) -> SparkSession:
     """``log_format``: the driver JVM's log lines, json or text like the Python ones (default:
-    LOG_FORMAT). ``cluster_secret``: a standalone cluster's shared secret
+    LOG_FORMAT). On a master of this machine every listener of the driver binds 127.0.0.1
+    (:func:`loopback_driver`). ``cluster_secret``: a standalone cluster's shared secret
     (``spark.authenticate``); Spark takes it only from its configuration, so it reaches the JVM
     in a private properties file, never on a command line (the worker hands it to executors in
     their environment)."""
@@ -126,11 +153,16 @@ def build_session(
         part for part in (log_config_option(log_format), driver_java_options) if part
     )
     builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    for key, value in (extra or {}).items():
+    loopback = loopback_driver(master, extra or {})
+    if loopback:  # the UI reads only the environment, which the JVM inherits at its start
+        os.environ[LOCAL_IP_ENV] = "127.0.0.1"
+    for key, value in {**loopback, **(extra or {})}.items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
     finally:
+        if loopback:
+            os.environ.pop(LOCAL_IP_ENV, None)
         if secret_file is not None:  # read once, at the JVM's start
             if submit_args is None:
                 os.environ.pop("PYSPARK_SUBMIT_ARGS", None)

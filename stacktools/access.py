@@ -11,10 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import zip_longest
 
+#: The Spark jobs' Kafka users, one per job: each may read its input, write its own outputs and
+#: use its own transactional ids and consumer groups, never another job's.
+SPARK_JOB_USERS = ("spark-single-pass", "spark-join", "spark-aggregate")
+
+#: Kafka users of earlier releases: the launcher deletes them and their rights (``spark``: the
+#: one user all Spark jobs shared).
+RETIRED_KAFKA_USERS = ("spark",)
+
 #: Users per server. ``admin`` is the launcher's (and the tests' oracle reads'); the Kafka
 #: ``controller`` user exists only on the KRaft controller listener.
 USERS: dict[str, tuple[str, ...]] = {
-    "kafka": ("admin", "controller", "bridge", "spark", "connector"),
+    "kafka": ("admin", "controller", "bridge", *SPARK_JOB_USERS, "connector"),
     "mqtt": ("admin", "machine", "bridge"),
     "influx": ("admin", "connector", "grafana"),
     "spark": (
@@ -22,15 +30,29 @@ USERS: dict[str, tuple[str, ...]] = {
     ),  #: the standalone cluster's shared secret (spark.authenticate): master, workers, jobs
 }
 
+
+def _every_job(*rights: str) -> dict[str, tuple[str, ...]]:
+    return dict.fromkeys(SPARK_JOB_USERS, rights)
+
+
 #: Kafka rights per topic role: user -> "read" (Read, Describe) or "write" (Write, Describe).
 TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
-    "raw": {"bridge": ("write",), "spark": ("read",), "connector": ("read",)},
-    "dlq": {"bridge": ("write",), "spark": ("write",), "connector": ("read", "write")},
-    # spark's read: aggregates of the joined pairs
-    "joined": {"spark": ("read", "write"), "connector": ("read",)},
-    "aggregates": {"spark": ("write",), "connector": ("read",)},
-    "late": {"spark": ("write",), "connector": ("read",)},
-    "markers": {"spark": ("read", "write")},
+    "raw": {"bridge": ("write",), **_every_job("read"), "connector": ("read",)},
+    "dlq": {"bridge": ("write",), **_every_job("write"), "connector": ("read", "write")},
+    # the aggregate's read: its windows over the joined pairs (--source joined)
+    "joined": {
+        "spark-single-pass": ("write",),
+        "spark-join": ("write",),
+        "spark-aggregate": ("read",),
+        "connector": ("read",),
+    },
+    "aggregates": {
+        "spark-single-pass": ("write",),
+        "spark-aggregate": ("write",),
+        "connector": ("read",),
+    },
+    "late": {**_every_job("write"), "connector": ("read",)},
+    "markers": _every_job("read", "write"),
 }
 
 
@@ -43,11 +65,15 @@ class PrefixGrant:
     prefix: str
 
 
-#: Consumer groups and transactional ids: each service only its own names.
+#: Consumer groups and transactional ids: each service only its own names. A Spark job's names
+#: begin with its user's name and a dot (``spark_jobs.eos_sink.owned_name``: the transactional
+#: id ``<user>.eos-<query>``, the source's and the marker reads' groups).
 PREFIX_GRANTS: tuple[PrefixGrant, ...] = (
-    PrefixGrant("spark", "transactional_id", "eos-"),
-    PrefixGrant("spark", "group", "spark-kafka-source-"),
-    PrefixGrant("spark", "group", "eos-marker-"),
+    *(
+        PrefixGrant(user, resource, f"{user}.")
+        for user in SPARK_JOB_USERS
+        for resource in ("transactional_id", "group")
+    ),
     PrefixGrant("connector", "transactional_id", "db-connector"),
     PrefixGrant("connector", "group", "db-connector"),
 )

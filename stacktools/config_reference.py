@@ -166,8 +166,10 @@ SECTIONS: tuple[Section, ...] = (
         "`spark_jobs.single_pass`)",
         SparkJobSettings,
         "`spark_jobs.config.SparkJobSettings`: every Spark job accepts these. The query name names "
-        "the checkpoint, the `transactional.id` (`eos-<query>`) and the commit-marker key, so two "
-        "jobs (or two instances of one job) must never share it.",
+        "the checkpoint, the `transactional.id` (`<Kafka user>.eos-<query>`) and the commit-marker "
+        "key, so two jobs (or two instances of one job) must never share it. Each job logs in to "
+        "Kafka as a user of its own (`spark-single-pass`, `spark-join`, `spark-aggregate`), whose "
+        "transactional ids and consumer groups begin with its name and a dot.",
         short="Spark jobs' common",
     ),
     Section.of_service(

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -19,10 +20,11 @@ from confluent_kafka.admin import (
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
-from stacktools.access import PREFIX_GRANTS, TOPIC_RIGHTS, USERS
+from stacktools.access import PREFIX_GRANTS, RETIRED_KAFKA_USERS, TOPIC_RIGHTS, USERS
 from streamkit.config import Settings
 
 #: SCRAM iterations: Kafka's minimum is 4096; more only slows every client's login.
@@ -74,6 +76,41 @@ def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0
     ]
     for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
+
+
+def retire_users(
+    admin: AdminClient, users: Iterable[str] = RETIRED_KAFKA_USERS, timeout_s: float = 30.0
+) -> list[str]:
+    """Delete the SCRAM credentials and every ACL of users no release has any more (a run
+    directory from before keeps them in its cluster metadata, able to log in with their old
+    rights); the ones that existed."""
+    wanted = set(users)
+    described = admin.describe_user_scram_credentials(request_timeout=timeout_s)
+    assert not isinstance(described, dict), "every user's credentials come as one future"
+    present = sorted(wanted & set(described.result(timeout=timeout_s)))
+    if present:
+        deletions: list[UserScramCredentialAlteration] = [
+            UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512) for user in present
+        ]
+        for future in admin.alter_user_scram_credentials(
+            deletions, request_timeout=timeout_s
+        ).values():
+            future.result(timeout=timeout_s)
+    filters = [
+        AclBindingFilter(  # None: any resource name, any host (the stubs say str only)
+            ResourceType.ANY,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.ANY,
+            f"User:{user}",
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        for user in sorted(wanted)
+    ]
+    for future in admin.delete_acls(filters, request_timeout=timeout_s).values():
+        future.result(timeout=timeout_s)
+    return present
 
 
 def grant_prefixes(admin: AdminClient, timeout_s: float = 30.0) -> None:

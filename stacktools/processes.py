@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stacktools.stack.process import group_alive
+from stacktools.stack.process import PRIVATE_UMASK, group_alive
 from streamkit.deadline import wait_until
 from streamkit.logs import LOG_FORMAT_ENV
 from streamkit.paths import REPO_ROOT
@@ -38,7 +38,8 @@ class ServiceProcess:
 
     def start(self) -> ServiceProcess:
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as handle:
+        log = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log, "ab") as handle:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", self.module, *self.args],
                 cwd=REPO_ROOT,
@@ -46,6 +47,7 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env={**os.environ, LOG_FORMAT_ENV: "json", **self.env},
+                umask=PRIVATE_UMASK,  # its checkpoints and state: the stack user's alone
             )
         return self
 

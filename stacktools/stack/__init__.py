@@ -24,7 +24,13 @@ from stacktools.credentials import new_password, password_problem
 from stacktools.mqtt_users import ensure_machine_users, machine_passwords
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component, Mosquitto
 from stacktools.stack.errors import LauncherError, StackTimedOut
-from stacktools.stack.process import KeptService, ManagedProcess, port_open, port_owner
+from stacktools.stack.process import (
+    KeptService,
+    ManagedProcess,
+    port_open,
+    port_owner,
+    private_umask,
+)
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError
@@ -42,8 +48,13 @@ __all__ = [
 ]
 
 
-#: Written by launchers before each user had its own password: one password for everyone.
-_SHARED_PASSWORDS = {"MQTT_PASSWORD": None, "INFLUX_PASSWORD": "INFLUX_ADMIN_PASSWORD"}
+#: Written by launchers before each user had its own password: one password for everyone; and
+#: the passwords of users that are gone (the Spark jobs' shared Kafka user).
+_SHARED_PASSWORDS = {
+    "MQTT_PASSWORD": None,
+    "INFLUX_PASSWORD": "INFLUX_ADMIN_PASSWORD",
+    "KAFKA_SPARK_PASSWORD": None,
+}
 
 
 def ensure_credentials(settings: Settings) -> Settings:
@@ -193,18 +204,21 @@ class Stack:
 
     # ----------------------------------------------------------------------------- up
     def up(self) -> Settings:
-        """Start what is missing, wait until all are healthy; the settings to use from now on."""
+        """Start what is missing, wait until all are healthy; the settings to use from now on.
+        Everything it writes into the run directory, and the servers themselves, create private
+        files and directories only (:data:`~stacktools.stack.process.PRIVATE_UMASK`)."""
         from streamkit.kafka_clients import uses_tls  # imported late: `stack status` stays fast
 
-        self.settings = ensure_credentials(self.settings)
-        if self.settings.tls or uses_tls(self.settings):  # before any server's prepare()
-            certs.ensure(self.settings)
-        components = self._components()
-        problems = [p for p in (c.missing_install() for c in components) if p]
-        if problems:
-            raise LauncherError("cannot start the stack:\n  " + "\n  ".join(problems))
-        for component in components:
-            self._start(component)
+        with private_umask():
+            self.settings = ensure_credentials(self.settings)
+            if self.settings.tls or uses_tls(self.settings):  # before any server's prepare()
+                certs.ensure(self.settings)
+            components = self._components()
+            problems = [p for p in (c.missing_install() for c in components) if p]
+            if problems:
+                raise LauncherError("cannot start the stack:\n  " + "\n  ".join(problems))
+            for component in components:
+                self._start(component)
         with ThreadPoolExecutor(max_workers=len(components)) as pool:
             list(pool.map(self._await, components))
         return self.settings

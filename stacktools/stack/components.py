@@ -88,9 +88,12 @@ class Component:
         return None
 
     def prepare(self) -> None:
-        """Write configuration (always regenerated, so port changes take effect)."""
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Write configuration (always regenerated, so port changes take effect). Both
+        directories are the stack user's alone (0700): configurations hold passwords, data
+        directories the pipeline's data."""
+        private_directory(self.conf_dir)
+        private_directory(self.data_dir.parent)  # <run dir>/data
+        private_directory(self.data_dir)
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -375,7 +378,7 @@ class Kafka(Component):
     def after_healthy(self) -> None:
         """Users, rights and topics, once per cluster (node 1) and only when every node is
         registered: a topic with three replicas cannot be created on fewer brokers."""
-        from stacktools.kafka_access import grant_prefixes, upsert_users
+        from stacktools.kafka_access import grant_prefixes, retire_users, upsert_users
         from stacktools.topics import load_topic_specs, provision
         from streamkit.kafka_clients import admin_client
 
@@ -398,6 +401,7 @@ class Kafka(Component):
         # held until the results are in: a dropped client cancels them
         admin = admin_client(self.settings)
         upsert_users(admin, self.settings)
+        retire_users(admin)
         grant_prefixes(admin)
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
@@ -807,7 +811,8 @@ class Prometheus(Component):
             f"--config.file={self.conf_dir / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.data_dir}",
             f"--web.listen-address=127.0.0.1:{self.settings.prometheus_port}",
-            "--web.enable-lifecycle",
+            # no --web.enable-lifecycle: anyone who reaches the port could stop it (POST /-/quit)
+            # or reload it; a new configuration takes effect by a restart through the launcher
             "--storage.tsdb.retention.time=7d",
         ]
 

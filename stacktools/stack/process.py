@@ -6,16 +6,35 @@ while its command line still names our run directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from streamkit.deadline import TimedOut, wait_until
+from streamkit.paths import private_directory, private_file
+
+#: What the servers and everything the launcher writes into the run directory create is the
+#: stack user's alone: files 0600, directories 0700 (configurations hold passwords, data
+#: directories the pipeline's data).
+PRIVATE_UMASK = 0o077
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Files and directories made meanwhile, by this process and the children it starts, are
+    private (:data:`PRIVATE_UMASK`). The umask is the process's: a thread that creates a file
+    meanwhile makes it private too, never more open."""
+    previous = os.umask(PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
@@ -77,10 +96,13 @@ class ManagedProcess:
     def start(
         self, command: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> int:
-        """Start detached (own session) so it outlives the launcher; output goes to the log file."""
-        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as log:
+        """Start detached (own session) so it outlives the launcher; output goes to the log file.
+        The server runs with :data:`PRIVATE_UMASK`; its log and pid file are private too."""
+        private_directory(self.pid_file.parent)
+        private_directory(self.log_file.parent)
+        fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)  # a log from before the launcher made them private
+        with os.fdopen(fd, "ab") as log:
             started = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"\n--- {started} starting: {' '.join(command)}\n".encode())
             log.flush()
@@ -92,8 +114,10 @@ class ManagedProcess:
                 cwd=cwd or self.run_dir,
                 env={**os.environ, **(env or {})},
                 start_new_session=True,
+                umask=PRIVATE_UMASK,
             )
-        self.pid_file.write_text(str(process.pid))
+        with private_file(self.pid_file) as pid_file:
+            pid_file.write(str(process.pid).encode())
         # Until exec completes, /proc/<pid>/cmdline is empty and the process would not look like
         # ours yet; wait for that, so callers can rely on pid() right after start().
         try:
@@ -206,8 +230,10 @@ class KeptService:
     @classmethod
     def record(cls, run_dir: Path, name: str, pid: int, log: Path) -> None:
         kept = cls(name, run_dir)
-        kept.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        kept.pid_file.write_text(f"{pid} {_start_time(pid)} {log}\n")
+        private_directory(kept.pid_file.parent.parent)
+        private_directory(kept.pid_file.parent)
+        with private_file(kept.pid_file) as handle:
+            handle.write(f"{pid} {_start_time(pid)} {log}\n".encode())
 
     @classmethod
     def all(cls, run_dir: Path) -> list[KeptService]:

@@ -62,7 +62,7 @@ OWN_PASSWORDS = {
         "MQTT_PASSWORD": "MQTT_BRIDGE_PASSWORD",
     },
     "spark-single-pass": {
-        "KAFKA_PASSWORD": "KAFKA_SPARK_PASSWORD",
+        "KAFKA_PASSWORD": "KAFKA_SPARK_SINGLE_PASS_PASSWORD",
         "SPARK_CLUSTER_PASSWORD": "SPARK_CLUSTER_PASSWORD",
     },
     "db-connector": {

@@ -18,6 +18,7 @@ import pytest
 from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from streamkit.config import Settings
 from streamkit.kafka_clients import transactional_producer
+from tests.support.eos_driver import DriverSettings
 from tests.support.messages import value_of
 from tests.support.spark import (
     key_values,
@@ -32,6 +33,8 @@ from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 FAULT_ROUNDS = int(os.environ.get("EOS_FAULT_ROUNDS", "1"))
+#: The pass-through driver's Kafka user (tests.support.eos_driver).
+DRIVER_USER = DriverSettings().kafka_username
 
 
 @pytest.fixture
@@ -275,8 +278,9 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
             f"driver was not killed at {point}/{batch} (exit {code}): {log_tail(log)}"
         )
         # A transaction left open by the kill (after_produce) holds read_committed readers at its
-        # first offset until a restart fences it: do what the restart does first, then look.
-        new_sink(stack_settings, markers, query).open()
+        # first offset until a restart fences it: do what the restart does first (as the driver's
+        # own Kafka user: its transactional id is under that user's name), then look.
+        new_sink(stack_settings.acting_as("kafka", DRIVER_USER), markers, query).open()
         seen = key_values(read_to_end(stack_settings, out))
         assert max(seen.values()) == 1, f"duplicates after the kill at {point}/{batch}"
         assert not set(seen) - set(want), "output that is not in the input"

@@ -135,3 +135,32 @@ def test_driver_java_options_keep_the_configured_ones_and_add_the_class_archive(
     assert SparkJobSettings().driver_java_options == "-XX:TieredStopAtLevel=1", (
         "the default is the quick JIT"
     )
+
+
+def test_the_checkpoint_is_private_and_so_is_the_run_dir_s_checkpoints(tmp_path) -> None:
+    from spark_jobs.config import SparkJobSettings
+
+    default = SparkJobSettings(run_dir=tmp_path / "run").private_checkpoint("q")
+    assert default == tmp_path / "run" / "checkpoints" / "q"
+    assert default.stat().st_mode & 0o777 == default.parent.stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    mine = SparkJobSettings(checkpoint_dir=str(shared / "q")).private_checkpoint("ignored")
+    assert mine == shared / "q" and mine.stat().st_mode & 0o777 == 0o700
+    assert shared.stat().st_mode & 0o777 == 0o755, "a configured checkpoint's parent is the user's"
+
+
+def test_a_driver_on_this_machine_listens_on_loopback_unless_the_job_chose(monkeypatch) -> None:
+    from spark_jobs.session import loopback_driver, loopback_master
+
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    loopback = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    for master in ("local[*]", "local[2]", "spark://127.0.0.1:7077", "spark://localhost:7077"):
+        assert loopback_master(master) and loopback_driver(master, {}) == loopback, master
+    # executors elsewhere connect to the driver: its address is the cluster's business
+    assert not loopback_master("spark://spark-master:7077")
+    assert loopback_driver("spark://spark-master:7077", {}) == {}
+    assert loopback_driver("local[*]", {"spark.driver.bindAddress": "0.0.0.0"}) == {}
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.5")
+    assert loopback_driver("local[*]", {}) == {}

@@ -15,15 +15,28 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
-from stacktools.access import TOPIC_RIGHTS
+from spark_jobs.eos_sink import owned_name
+from stacktools.access import SPARK_JOB_USERS, TOPIC_RIGHTS
 from stacktools.influx import InfluxClient
 from stacktools.kafka_access import SERVICE_USERS
+from stacktools.stack import Stack
 from stacktools.wiring import private_database, private_topic
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
-from streamkit.kafka_clients import client_config, idempotent_producer
+from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.secret import Secret
 from tests.support.waits import ONE_MESSAGE_S
@@ -36,8 +49,15 @@ READ_LIMIT_S = 60.0
 #: The group each user may use (its own prefix); the bridge has none, so any name will do.
 GROUPS = {
     "bridge": "bridge-access-check",
-    "spark": "spark-kafka-source-access-check",
+    **{user: f"{user}.access-check" for user in SPARK_JOB_USERS},
     "connector": "db-connector-access-check",
+}
+#: The output topics (by role) each Spark job writes and no other job may, but the single pass,
+#: which writes what the other two write together.
+JOB_OUTPUTS = {
+    "spark-single-pass": ("joined", "aggregates"),
+    "spark-join": ("joined",),
+    "spark-aggregate": ("aggregates",),
 }
 
 
@@ -85,6 +105,51 @@ def can_read(settings: Settings, topic: str) -> bool:
         raise TimedOut(f"neither a record nor a refusal from {topic} within {READ_LIMIT_S:g} s")
     finally:
         consumer.close()
+
+
+def can_use_transactional_id(settings: Settings, transactional_id: str) -> bool:
+    """Whether the broker lets this user open transactions under that id (the refusal is the
+    specific authorization error, nothing else)."""
+    producer = Producer(
+        {**client_config(settings, "access-check"), "transactional.id": transactional_id}
+    )
+    try:
+        producer.init_transactions(20)
+    except KafkaException as refused:
+        assert refused.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, refused
+        return False
+    return True
+
+
+def group_refused(settings: Settings, group: str, topic: str) -> bool:
+    """Whether the broker refuses this user a read of ``topic`` (partition 0, which has a record)
+    in consumer group ``group``, with the group authorization error."""
+    consumer = Consumer(
+        {**client_config(settings, "access-check"), "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        errors = [
+            error.code()
+            for m in iter(lambda: consumer.poll(10), None)
+            if (error := m.error()) is not None
+        ][:1]
+    finally:
+        consumer.close()
+    assert errors in ([], [KafkaError.GROUP_AUTHORIZATION_FAILED]), errors
+    return bool(errors)
+
+
+def commits_a_transaction(settings: Settings, transactional_id: str, topics: list[str]) -> None:
+    """Open the transactional id, write one record to each topic in one transaction, commit."""
+    producer = Producer(
+        {**client_config(settings, "access-check"), "transactional.id": transactional_id}
+    )
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    for topic in topics:
+        producer.produce(topic, b"access-check")
+    producer.commit_transaction(20)
 
 
 @pytest.fixture(scope="module")
@@ -154,24 +219,11 @@ def test_transactional_ids_and_groups_are_per_service(
     stack_settings: Settings, role_topics: dict[str, str]
 ) -> None:
     connector = stack_settings.acting_as("kafka", "connector")
-    stolen = Producer({**client_config(connector, "thief"), "transactional.id": "eos-lsb-join"})
-    with pytest.raises(KafkaException) as refused:
-        stolen.init_transactions(20)
-    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    spark = stack_settings.acting_as("kafka", "spark")
-    consumer = Consumer(
-        {**client_config(spark, "thief"), "group.id": "db-connector", "enable.auto.commit": False}
+    assert not can_use_transactional_id(connector, "spark-join.eos-lsb-join")
+    spark = stack_settings.acting_as("kafka", "spark-join")
+    assert group_refused(spark, "db-connector", role_topics["raw"]), (
+        "Spark used the connector's group"
     )
-    try:
-        consumer.assign([TopicPartition(role_topics["raw"], 0, 0)])
-        errors = [
-            error.code()
-            for m in iter(lambda: consumer.poll(10), None)
-            if (error := m.error()) is not None
-        ][:1]
-        assert errors == [KafkaError.GROUP_AUTHORIZATION_FAILED], "Spark used the connector's group"
-    finally:
-        consumer.close()
 
 
 # ----------------------------------------------------------------------------- MQTT
@@ -267,3 +319,83 @@ def test_influx_connector_only_writes_grafana_only_reads(stack_settings: Setting
     for user in (connector, grafana):
         status, _ = InfluxClient(user).query(f'DROP DATABASE "{database}"')
         assert status == 403, f"{user.influx_username} dropped a database"
+
+
+@pytest.mark.parametrize("job", SPARK_JOB_USERS)
+def test_each_spark_job_does_its_own_work_and_not_another_s(
+    stack_settings: Settings, role_topics: dict[str, str], job: str
+) -> None:
+    """As its own user a job reads the raw topic and commits a transaction of its outputs and a
+    marker under its own transactional id; the broker refuses it another job's output topic
+    (the single pass has none: it writes the other two's), another job's transactional id and
+    another job's consumer group."""
+    settings = stack_settings.acting_as("kafka", job)
+    own = [role_topics[role] for role in (*JOB_OUTPUTS[job], "markers", "late", "dlq")]
+    commits_a_transaction(settings, owned_name(settings, f"eos-access-check-{job}"), own)
+    assert can_read(settings, role_topics["raw"])
+    foreign = {role for other in JOB_OUTPUTS for role in JOB_OUTPUTS[other]} - set(JOB_OUTPUTS[job])
+    for role in sorted(foreign):
+        assert not can_write(settings, role_topics[role]), f"{job} wrote the {role} topic"
+    for other in SPARK_JOB_USERS:
+        if other != job:
+            theirs = owned_name(stack_settings.acting_as("kafka", other), "eos-single-pass")
+            assert not can_use_transactional_id(settings, theirs), f"{job} took {theirs}"
+            assert group_refused(settings, f"{other}.spark-kafka-source", role_topics["raw"]), (
+                f"{job} read in {other}'s group"
+            )
+    assert not group_refused(settings, f"{job}.spark-kafka-source", role_topics["raw"])
+
+
+def logs_in(settings: Settings) -> bool:
+    """Whether the broker takes this user's password (a refusal is SCRAM's, nothing else)."""
+    errors: list[KafkaError] = []
+    config: dict[str, Any] = {**client_config(settings, "login-check"), "error_cb": errors.append}
+    client = AdminClient(config)
+    try:
+        client.list_topics(timeout=10)
+        return True
+    except KafkaException:
+        client.poll(2)  # serves the error callbacks
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        return False
+
+
+def test_the_launcher_deletes_a_retired_user_and_its_rights(stack_settings: Settings) -> None:
+    """A run directory from before keeps the Spark jobs' shared user in its cluster metadata:
+    the next ``up`` deletes it and its ACLs, so its old password logs in no more."""
+    admin = admin_client(stack_settings)
+    password = f"retired-{uuid.uuid4().hex}"
+    upsert = UserScramCredentialUpsertion(
+        "spark", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+    grant = AclBinding(
+        ResourceType.TRANSACTIONAL_ID,
+        "eos-",
+        ResourcePatternType.PREFIXED,
+        "User:spark",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([grant]).values():
+        future.result(timeout=30)
+    retired = dataclasses.replace(
+        stack_settings, kafka_username="spark", kafka_password=Secret(password)
+    )
+    assert logs_in(retired)
+    Stack(stack_settings, ["kafka"]).up()
+    assert not logs_in(retired), "the retired user still logs in"
+    rights = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.ANY,
+            "User:spark",
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(timeout=30)
+    assert rights == []

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from stacktools.access import MQTT_RIGHTS, PREFIX_GRANTS, TOPIC_RIGHTS, USERS, matrix_markdown
+from stacktools.access import (
+    MQTT_RIGHTS,
+    PREFIX_GRANTS,
+    SPARK_JOB_USERS,
+    TOPIC_RIGHTS,
+    USERS,
+    matrix_markdown,
+)
 from stacktools.topics import load_topic_specs
 from streamkit.paths import REPO_ROOT
 
@@ -35,3 +42,28 @@ def test_no_service_may_write_what_it_reads_from_another_stage_or_use_another_s_
     for (kind, a), (other, b) in [(x, y) for x in prefixes for y in prefixes if x != y]:
         assert kind != other or not (a.startswith(b) or b.startswith(a)), f"{a} and {b} overlap"
     assert MQTT_RIGHTS["machine"][0] == "write" and MQTT_RIGHTS["bridge"][0] == "read"
+
+
+def test_each_spark_job_uses_only_names_its_own_user_is_granted() -> None:
+    """The transactional ids and consumer groups a job makes (spark_jobs.eos_sink.owned_name)
+    fall under its own user's grants and under no other user's."""
+    from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings
+    from spark_jobs.eos_sink import owned_name
+
+    jobs = {"spark-single-pass": SinglePassSettings, "spark-join": JoinSettings}
+    jobs["spark-aggregate"] = AggregateSettings
+    assert set(jobs) == set(SPARK_JOB_USERS)
+    for user, cls in jobs.items():
+        settings = cls()
+        assert settings.kafka_username == user
+        names = {
+            "transactional_id": owned_name(settings, f"eos-{settings.query('q')}-p0"),
+            "group": owned_name(settings, "spark-kafka-source") + "-uuid-driver-0",
+        }
+        for resource, name in names.items():
+            holders = {
+                g.user
+                for g in PREFIX_GRANTS
+                if g.resource == resource and name.startswith(g.prefix)
+            }
+            assert holders == {user}, (name, holders)

@@ -10,7 +10,7 @@ import pytest
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
-from spark_jobs.config import AggregateSettings, JoinSettings, SparkJobSettings
+from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings, SparkJobSettings
 from stacktools.services import SERVICES
 from streamkit.config import (
     InfluxSettings,
@@ -32,6 +32,7 @@ EXPECTED: dict[type[ServiceSettings], set[type[ServiceSettings]]] = {
     SparkJobSettings: {KafkaSettings},
     JoinSettings: {KafkaSettings},
     AggregateSettings: {KafkaSettings},
+    SinglePassSettings: {KafkaSettings},
     ConnectorSettings: {KafkaSettings, InfluxSettings},
 }
 
@@ -93,7 +94,9 @@ def test_services_keep_their_own_users_and_metrics_ports() -> None:
     }
     assert users[SimulatorSettings] == {"mqtt": "machine"}
     assert users[BridgeSettings] == {"kafka": "bridge", "mqtt": "bridge"}
-    assert users[JoinSettings] == users[AggregateSettings] == {"kafka": "spark"}
+    assert users[JoinSettings] == {"kafka": "spark-join"}
+    assert users[AggregateSettings] == {"kafka": "spark-aggregate"}
+    assert users[SinglePassSettings] == {"kafka": "spark-single-pass"}
     assert users[ConnectorSettings] == {"kafka": "connector", "influx": "connector"}
     assert {spec.name: spec.metrics_port for spec in SERVICES.values()} == {
         "simulator": 9201,
@@ -129,7 +132,10 @@ def test_each_service_parses_its_own_cli_and_environment(tmp_path: Path) -> None
     connector = ConnectorSettings.from_sources(
         environ={**environ, "INFLUX_PORT": "18086", "INFLUX_DATABASE": "d"}
     )
-    assert (connector.influx_base_url, connector.influx_database) == ("https://127.0.0.1:18086", "d")
+    assert (connector.influx_base_url, connector.influx_database) == (
+        "https://127.0.0.1:18086",
+        "d",
+    )
 
 
 def test_a_flag_of_a_concern_a_service_lacks_is_refused() -> None:

@@ -1,5 +1,7 @@
-"""python -m tests.support.cluster_probe MASTER [SECRET]: one small job through our session on
-a Spark cluster; prints JSON of where its Python code ran.
+"""python -m tests.support.cluster_probe MASTER [--hold]: one small job through our session on
+a Spark cluster (the secret in SPARK_CLUSTER_PASSWORD, never on a command line); prints JSON of
+where its Python code ran. ``--hold``: then keeps the session (its driver, executors and Python
+workers) until its standard input closes, for a test to look at the processes.
 
 A process of its own: a test process may already hold a JVM of a ``local`` session, and a
 session's master is fixed when its JVM starts."""
@@ -48,7 +50,8 @@ def where(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
 def main() -> None:
     from spark_jobs.session import build_session
 
-    master, secret = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
+    master, hold = sys.argv[1], "--hold" in sys.argv[2:]
+    secret = os.environ.get("SPARK_CLUSTER_PASSWORD", "")
     spark = build_session("cluster-probe", master, 2, cluster_secret=secret)
     try:
         result = (
@@ -56,6 +59,8 @@ def main() -> None:
             .mapInPandas(where, "pid long, executor boolean, rows long")
             .collect()
         )
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None, "the session has no JVM"
         # without the driver
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
         print(
@@ -65,9 +70,14 @@ def main() -> None:
                     "rows": sum(r.rows for r in result),
                     "python_pids": sorted({r.pid for r in result}),
                     "on_executors": all(r.executor for r in result),
+                    "driver_jvm": jvm.java.lang.ProcessHandle.current().pid(),
+                    "ui": spark.sparkContext.uiWebUrl,
                 }
-            )
+            ),
+            flush=True,
         )
+        if hold:
+            sys.stdin.read()
     finally:
         spark.stop()
 

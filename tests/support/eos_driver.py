@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_jobs.config import SparkJobSettings
+from spark_jobs.eos_sink import owned_name
 from spark_jobs.job import StreamingJob
-from streamkit.config import setting
+from streamkit.config import login_as, setting
 from streamkit.kafka_clients import spark_kafka_options
 from tests.support.sink_faults import kill_hook_from_env
 
 
 @dataclass(frozen=True)
 class DriverSettings(SparkJobSettings):
+    #: the single pass's user: it may read raw and write joined, the test's output topic role
+    kafka_username: str = login_as("kafka", "spark-single-pass")
     output_topic: str = setting("", "EOS_TEST_OUTPUT_TOPIC", "where the copies go")
     jvm_pid_file: str = setting("", "EOS_TEST_JVM_PID_FILE", "file to write the JVM pid to")
 
@@ -41,6 +44,7 @@ def build(settings: DriverSettings):
             spark.readStream.format("kafka")
             .options(**spark_kafka_options(settings))
             .option("subscribe", settings.raw_topic)
+            .option("groupIdPrefix", owned_name(settings, "spark-kafka-source"))
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
             .option("kafka.isolation.level", "read_committed")

@@ -1,0 +1,193 @@
+"""No secret where another user of the machine, a log reader or a scraper could see it.
+
+A demo run from an empty run directory (the cheapest thing that starts every server, formats
+Kafka's storage, writes Mosquitto's password file and starts every service of the pipeline) is
+watched through /proc while it runs: no process's command line, which every local user can read,
+may hold a generated password (the run directory's credentials.env) or one the test set itself.
+Afterwards, with everything still up (``--keep-running``): no password in any file of the run
+directory or of the demo's output (logs, summary) but those listed below that must hold one, in
+no service's or server's /metrics text, and in no ``repr`` or ``str`` of a settings object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stacktools.services import SERVICES
+from stacktools.stack import Stack
+from streamkit.config import CREDENTIALS_FILE, ServiceSettings, Settings, read_env_file
+from streamkit.paths import REPO_ROOT
+from tests.end_to_end.test_first_run import SAMPLE, user_environment
+from tests.support import procfs
+
+pytestmark = [
+    pytest.mark.stack,
+    pytest.mark.spark,
+]
+
+#: Passwords the test sets itself (a user's own, from the environment): never generated, never
+#: in credentials.env, and just as secret.
+TEST_SET = ("KAFKA_ADMIN_PASSWORD", "MQTT_BRIDGE_PASSWORD", "INFLUX_CONNECTOR_PASSWORD")
+
+#: The files that must hold passwords in clear text, relative to the run directory: the
+#: generated credentials themselves, and Kafka's configuration (the admin's and the controller
+#: listener's JAAS login lines, which Kafka reads only from there).
+HOLD_PASSWORDS = (CREDENTIALS_FILE, "kafka/server.properties")
+
+
+class CommandLineWatch:
+    """Every distinct command line seen in /proc while it runs. Short-lived processes (a
+    password tool runs for milliseconds) are caught by looking again, without pause, at each
+    process seen for the first time in the last two seconds (its command line changes once it
+    has exec'd); every other process is looked at twice a second."""
+
+    YOUNG_S = 2.0
+    EVERY_S = 0.5
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, int] = {}  # command line -> a pid that had it
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cmdline-watch", daemon=True)
+
+    def _run(self) -> None:
+        first_seen: dict[int, float] = {}
+        last_full = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            full = now - last_full >= self.EVERY_S
+            last_full = now if full else last_full
+            for pid in procfs.pids():
+                if full or now - first_seen.setdefault(pid, now) < self.YOUNG_S:
+                    line = procfs.cmdline(pid)
+                    if line:
+                        self.seen.setdefault(line, pid)
+            time.sleep(0.001)
+
+    def __enter__(self) -> CommandLineWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def files_under(*roots: Path) -> Iterator[Path]:
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+def holding(data: bytes, passwords: dict[str, str]) -> list[str]:
+    """The names of the passwords that ``data`` contains."""
+    return sorted(name for name, value in passwords.items() if value.encode() in data)
+
+
+def scrape_urls(settings: Settings) -> list[str]:
+    """Every /metrics Prometheus scrapes and finds up (the services, whichever ports the demo
+    gave them, and Prometheus itself)."""
+    api = f"http://127.0.0.1:{settings.prometheus_port}/api/v1/targets?state=active"
+    with urllib.request.urlopen(api, timeout=10) as response:
+        targets = json.load(response)["data"]["activeTargets"]
+    return sorted({t["scrapeUrl"] for t in targets if t["health"] == "up"})
+
+
+def wait_scraped(settings: Settings, jobs: set[str], timeout_s: float = 60) -> list[str]:
+    """The scrape URLs once every one of ``jobs`` (by service label) is up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        api = f"http://127.0.0.1:{settings.prometheus_port}/api/v1/targets?state=active"
+        with urllib.request.urlopen(api, timeout=10) as response:
+            targets = json.load(response)["data"]["activeTargets"]
+        up = {t["labels"].get("service") for t in targets if t["health"] == "up"}
+        if jobs <= up or time.monotonic() > deadline:
+            return scrape_urls(settings)
+        time.sleep(2)
+
+
+def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(tmp_path: Path) -> None:
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    env = user_environment(run_dir)
+    own = {name: f"test-set-{secrets.token_hex(12)}" for name in TEST_SET}
+    env.update(own)
+    findings: list[str] = []
+    with CommandLineWatch() as watch:
+        demo = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "stacktools.demo",
+                "--events",
+                str(SAMPLE),
+                "--out",
+                str(out),
+                "--keep-running",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
+    settings = Settings.from_sources(environ=env)
+    try:
+        assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-5000:]}"
+        generated = read_env_file(settings.credentials_path)
+        passwords = {**generated, **own}
+        assert len(generated) >= 10 and all(len(v) >= 12 for v in passwords.values()), generated
+        assert not set(own) & set(generated), "a password the test set was generated anyway"
+        # every process still up, once more (the services the demo left running among them)
+        for pid in procfs.pids():
+            watch.seen.setdefault(procfs.cmdline(pid), pid)
+        for line, pid in watch.seen.items():
+            leaked = holding(line, passwords)
+            if leaked:
+                shown = line.replace(b"\0", b" ").decode("utf-8", "replace")
+                for value in passwords.values():
+                    shown = shown.replace(value, "<password>")
+                findings.append(f"command line of pid {pid} holds {leaked}: {shown[:300]}")
+
+        # files: server configuration, data, logs; the demo's service logs and summary
+        allowed = {run_dir / name for name in HOLD_PASSWORDS}
+        assert all(path.is_file() for path in allowed), "a listed file no longer exists"
+        for path in files_under(run_dir, out):
+            leaked = holding(path.read_bytes(), passwords)
+            if leaked and path not in allowed:
+                findings.append(f"file {path} holds {leaked}")
+
+        # every /metrics Prometheus scrapes: the pipeline's services and Prometheus itself
+        urls = wait_scraped(settings, {"mqtt_bridge", "spark_single_pass", "db_connector"})
+        assert len(urls) >= 4, urls
+        for url in urls:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                leaked = holding(response.read(), passwords)
+            if leaked:
+                findings.append(f"{url} holds {leaked}")
+
+        # settings objects as logs, tracebacks and debuggers show them
+        classes: list[type[ServiceSettings]] = [Settings]
+        classes += [spec.settings for spec in SERVICES.values()]
+        for cls in classes:
+            loaded = cls.from_sources(environ=env)
+            texts = [repr(loaded), str(loaded), json.dumps(loaded.redacted())]
+            texts += [json.dumps(loaded.as_environment())]
+            texts += [repr(getattr(loaded, f.name)) for f in dataclasses.fields(loaded)]
+            leaked = holding("\n".join(texts).encode(), passwords)
+            if leaked:
+                findings.append(f"{cls.__name__}'s repr, str or redacted() holds {leaked}")
+    finally:
+        Stack(settings).down()
+    assert findings == [], "\n".join(findings)
