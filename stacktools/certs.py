@@ -111,39 +111,55 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def _write_ca(cert_path: Path, key_path: Path) -> None:
+def write_self_signed(
+    cert_path: Path, key_path: Path, common_name: str, valid_for: dt.timedelta, *, ca: bool
+) -> None:
+    """A new key and a certificate it signs itself: the stack's CA (``ca``: may sign server
+    certificates), or a certificate no client trusts (a listener that must refuse everyone)."""
     key = _key()
     now = dt.datetime.now(dt.UTC)
-    name = _name(f"machinedata local CA {now:%Y-%m-%d %H:%M}")
-    cert = (
+    name = _name(common_name)
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
+        .not_valid_after(now + valid_for)
     )
+    if ca:
+        builder = (
+            builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+            )
+        )
     with private_file(key_path) as out:
         out.write(_pem_key(key))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    cert_path.write_bytes(
+        builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+    )
+
+
+def _write_ca(cert_path: Path, key_path: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    name = f"machinedata local CA {now:%Y-%m-%d %H:%M}"
+    write_self_signed(cert_path, key_path, name, dt.timedelta(days=CA_DAYS), ca=True)
 
 
 def _alternative_name(name: str) -> x509.GeneralName:

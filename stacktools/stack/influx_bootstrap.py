@@ -30,14 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from stacktools.certs import write_self_signed
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.process import ManagedProcess, tail
-from streamkit.paths import private_directory, private_file
+from streamkit.paths import private_directory
 
 #: A Unix socket's path must fit in sun_path (108 bytes on Linux, with its NUL).
 MAX_SOCKET_PATH = 100
@@ -123,28 +119,9 @@ def bootstrap_files(conf_dir: Path) -> Iterator[Bootstrap]:
 def _write_throwaway_certificate(cert_path: Path, key_path: Path) -> None:
     """A self-signed certificate no client trusts: InfluxDB needs one to start its HTTPS
     listener, which accepts no handshake anyway."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "influxd bootstrap (no access)")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .sign(key, hashes.SHA256())
+    write_self_signed(
+        cert_path, key_path, "influxd bootstrap (no access)", dt.timedelta(days=1), ca=False
     )
-    with private_file(key_path) as out:
-        out.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
 def create_admin(

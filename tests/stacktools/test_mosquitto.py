@@ -108,6 +108,18 @@ def test_the_stacks_ca_works_and_the_connection_is_tls(mosquitto: Settings) -> N
     assert "tls_version tlsv1.2" in conf and conf.count("listener ") == 1
 
 
+def watching(mosquitto: Settings) -> tuple[mqtt.Client, list[tuple[str, bytes]]]:
+    """The admin subscribed to everything under the prefix, and what it receives."""
+    received: list[tuple[str, bytes]] = []
+    watcher = connected(mosquitto)
+    subscribed = threading.Event()
+    watcher.on_subscribe = lambda *_a: subscribed.set()
+    watcher.on_message = lambda _c, _u, m: received.append((m.topic, bytes(m.payload)))
+    watcher.subscribe(f"{PREFIX}/#", qos=1)
+    assert subscribed.wait(ONE_MESSAGE_S)
+    return watcher, received
+
+
 @pytest.mark.stack
 def test_a_plaintext_client_is_refused(mosquitto: Settings) -> None:
     plain = dataclasses.replace(mosquitto, tls=False)
@@ -212,13 +224,7 @@ def test_machine_users_publish_only_to_their_own_topic(mosquitto: Settings) -> N
     refused = machine_user_command(mosquitto, "a:b")
     assert refused.returncode == 2 and "':'" in refused.stderr, refused
 
-    received: list[tuple[str, bytes]] = []
-    watcher = connected(mosquitto)
-    subscribed = threading.Event()
-    watcher.on_subscribe = lambda *_a: subscribed.set()
-    watcher.on_message = lambda _c, _u, m: received.append((m.topic, bytes(m.payload)))
-    watcher.subscribe(f"{PREFIX}/#", qos=1)
-    assert subscribed.wait(ONE_MESSAGE_S)
+    watcher, received = watching(mosquitto)
     machine_a = connected(as_machine(mosquitto, "A"))
     machine_odd = connected(as_machine(mosquitto, odd))
     try:
@@ -291,13 +297,7 @@ def test_a_row_naming_another_thing_is_a_dead_letter(
 @pytest.mark.stack
 def test_the_simulator_logs_in_as_each_thing(mosquitto: Settings) -> None:
     assert machine_user_command(mosquitto, "S1", "S2").returncode == 0
-    received: list[tuple[str, bytes]] = []
-    watcher = connected(mosquitto)
-    subscribed = threading.Event()
-    watcher.on_subscribe = lambda *_a: subscribed.set()
-    watcher.on_message = lambda _c, _u, m: received.append((m.topic, bytes(m.payload)))
-    watcher.subscribe(f"{PREFIX}/#", qos=1)
-    assert subscribed.wait(ONE_MESSAGE_S)
+    watcher, received = watching(mosquitto)
     # the simulator's own settings, from the environment it would be given
     environ = {
         **os.environ,
