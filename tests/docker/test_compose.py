@@ -656,8 +656,8 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     )
     clients: list[mqtt.Client] = []
     try:
-        base = Settings.from_sources(
-            environ={"STACK_RUN_DIR": str(tmp_path)}, cli={"mqtt_port": port}
+        base = Settings.from_sources(  # compose's Mosquitto listens in plain TCP (no TLS yet)
+            environ={"STACK_RUN_DIR": str(tmp_path), "TLS": "false"}, cli={"mqtt_port": port}
         )
 
         def client(user: str):  # noqa: ANN202
@@ -854,7 +854,7 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     assert values == env_example(), "streamkit's .env parser reads .env.example differently"
     settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
     assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
-    assert settings.influx_base_url == f"http://127.0.0.1:{values['INFLUX_PORT']}"
+    assert settings.influx_base_url == f"https://127.0.0.1:{values['INFLUX_PORT']}"
     assert (settings.mqtt_port, settings.mqtt_password.reveal()) == (
         int(values["MQTT_PORT"]),
         "change-me",
