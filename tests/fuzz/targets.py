@@ -317,10 +317,12 @@ def names(data: bytes) -> None:
         _refused(
             lambda: parse_record_key(f"T|{quantity}|1".encode("utf-8", "surrogatepass")), ValueError
         )
+    escaped = data[0] % 2 == 0
     payload = json.dumps(
-        {"Thing": thing, "Timestamp": 1_554_000_000_000, quantity: 1.5},
-        ensure_ascii=data[0] % 2 == 0,
+        {"Thing": thing, "Timestamp": 1_554_000_000_000, quantity: 1.5}, ensure_ascii=escaped
     )
+    if escaped:  # JSON decodes the escapes of two surrogates that form a pair as one character
+        thing, quantity = json.loads(json.dumps([thing, quantity]))
     try:
         row = parse_row(payload.encode("utf-8", "surrogatepass"))
     except RowError as exc:
