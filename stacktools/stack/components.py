@@ -31,6 +31,7 @@ from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
 from stacktools.stack.process import ManagedProcess, port_open
 from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
+from streamkit.errors import ConfigError
 from streamkit.paths import (
     KAFKA_JARS_DIR,
     find_influxd,
@@ -692,9 +693,11 @@ class InfluxDB(Component):
         return [str(find_influxd()), "run", "-config", str(self.config_file)]
 
     def healthy(self) -> bool:
-        status, body = http_get(
-            f"{self.settings.influx_base_url}/health", context=client_context(self.settings)
-        )
+        try:
+            context = client_context(self.settings)
+        except ConfigError:  # no CA yet (a run dir the launcher has not started): not ours
+            return False
+        status, body = http_get(f"{self.settings.influx_base_url}/health", context=context)
         return status == 200 and b'"pass"' in body
 
     def after_healthy(self) -> None:

@@ -123,6 +123,7 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
                 "INFLUX_PORT": str(influx_port),
                 "PROMETHEUS_PORT": str(prometheus_port),
                 "INFLUX_DATABASE": "machinedata",
+                "TLS": "false",  # the compose images' servers speak plain TCP (no TLS yet)
             }
         )
         wait_until(lambda: _answers(settings), 180, "the containers answering", interval_s=1)
