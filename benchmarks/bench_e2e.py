@@ -35,6 +35,7 @@ import argparse
 import dataclasses
 import itertools
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -266,7 +267,9 @@ def stack_for(base: Settings, tls: bool, mode: str) -> Settings:
     if mode == "default":
         return Stack(base).up()
     name = f"bench-tls-{'on' if tls else 'off'}"
-    return Stack(dataclasses.replace(base, tls=tls, run_dir=base.run_dir / name)).up()
+    # read anew for the run dir: its credentials are its own, not the configured stack's
+    environ = {**os.environ, "STACK_RUN_DIR": str(base.run_dir / name), "TLS": str(tls).lower()}
+    return Stack(Settings.from_sources(environ=environ)).up()
 
 
 def print_tls_ratio(rows_table: list[tuple[Any, ...]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import ipaddress
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -224,6 +225,46 @@ def _needs_renewal(cert_path: Path, names: list[str]) -> bool:
     } != {str(_alternative_name(n).value) for n in names}
 
 
+#: The uid Kafka runs as in the apache/kafka image (its ``appuser``): the owner of the key store
+#: :func:`publish` writes for it.
+KAFKA_IMAGE_UID = 1000
+
+
+def publish(paths: TlsFiles, out: Path, *, keystore_owner: int = KAFKA_IMAGE_UID) -> TlsFiles:
+    """Copy what compose's servers and clients need into ``out``, a volume they mount read-only,
+    without the CA's key (it stays in the volume of the job that signs): the CA and the server
+    chain readable by all, the server key for the servers that start as root (Mosquitto's and
+    InfluxDB's entry points), and Kafka's key store owned by ``keystore_owner`` (the broker runs
+    as that user). Both keys 0400 from the first byte."""
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o755)  # servers of several users enter it; the keys inside stay theirs alone
+    published = TlsFiles(
+        ca=out / "ca.pem",
+        server_cert=out / "server.pem",
+        server_key=out / "server-key.pem",
+        server_keystore=out / "kafka-keystore.pem",
+    )
+    for source, target in ((paths.ca, published.ca), (paths.server_cert, published.server_cert)):
+        _replace(target, source.read_bytes(), 0o644)
+    _replace(published.server_key, paths.server_key.read_bytes(), 0o400)
+    _replace(published.server_keystore, paths.server_keystore.read_bytes(), 0o400, keystore_owner)
+    return published
+
+
+def _replace(target: Path, content: bytes, mode: int, owner: int | None = None) -> None:
+    """``target`` swapped in whole (a server restarting meanwhile reads the old file or the new
+    one, never half of one), created with ``mode``, chowned to ``owner`` before the swap."""
+    temporary = target.with_name(f".{target.name}.new")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(content)
+    os.chmod(temporary, mode)  # the umask may have taken bits of a public file
+    if owner is not None and owner != os.geteuid():
+        os.chown(temporary, owner, -1)
+    os.replace(temporary, target)
+
+
 def describe(paths: TlsFiles) -> str:
     cert = x509.load_pem_x509_certificate(paths.server_cert.read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -250,8 +291,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="a new CA as well: every client must be given the new ca.pem",
     )
+    parser.add_argument(
+        "--publish",
+        metavar="DIR",
+        type=Path,
+        help="also copy the CA, the server certificate and keys, but not the CA's key, into DIR "
+        "(compose's certs job: a volume the servers and clients mount)",
+    )
+    parser.add_argument(
+        "--keystore-owner",
+        metavar="UID",
+        type=int,
+        default=KAFKA_IMAGE_UID,
+        help="with --publish: the user Kafka runs as, who alone may read its key store",
+    )
     settings, args = Settings.parse(argv, parser=parser)
     paths = ensure(settings, rotate=args.rotate, rotate_ca=args.rotate_ca)
+    if args.publish:
+        paths = publish(paths, args.publish, keystore_owner=args.keystore_owner)
     print(describe(paths))
     return 0
 

@@ -16,6 +16,7 @@ for name in KAFKA_ADMIN_PASSWORD KAFKA_CONTROLLER_PASSWORD; do
     eval "value=\${$name}"
     case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose_env" >&2; exit 1;; esac
     [ "${#value}" -ge 12 ] || { echo "$name is shorter than 12 characters" >&2; exit 1; }
+    case "$value" in *'"'*|*\\*) echo "$name holds a double quote or a backslash" >&2; exit 1;; esac
 done
 
 CONF=/tmp/kafka/server.properties
@@ -32,13 +33,22 @@ mkdir -p /tmp/kafka
     printf 'listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="%s" user_controller="%s";\n' \
         "$KAFKA_CONTROLLER_PASSWORD" "$KAFKA_CONTROLLER_PASSWORD"
 } > "$CONF"
-# The healthcheck's client settings: the admin over SCRAM.
+# The healthcheck's client settings: the admin over SCRAM, over TLS trusting the stack's CA.
 {
-    printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n'
+    printf 'security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n'
+    printf 'ssl.truststore.type=PEM\nssl.truststore.location=/tls/ca.pem\n'
     printf "sasl.jaas.config=$SCRAM" "$KAFKA_ADMIN_PASSWORD"
 } > "$CLIENT"
 
-# --cluster-id=ID in one word: an id that begins with "-" would otherwise be read as an option.
-/opt/kafka/bin/kafka-storage.sh format --ignore-formatted --cluster-id="$CLUSTER_ID" -c "$CONF" \
-    --add-scram "SCRAM-SHA-512=[name=admin,password=$KAFKA_ADMIN_PASSWORD]"
+# The storage tool takes the admin's SCRAM credential as an argument: it goes into a Java argument
+# file (`java @file`; printf is a shell builtin, so no process shows it), which is deleted right
+# after, so the tool's command line holds only the file's name. --cluster-id=ID in one word: an
+# id that begins with "-" would otherwise be read as an option.
+ARGS=/tmp/kafka/storage-format.args
+printf '"%s"\n' kafka.tools.StorageTool format --ignore-formatted --cluster-id="$CLUSTER_ID" \
+    -c "$CONF" --add-scram "SCRAM-SHA-512=[name=admin,password=$KAFKA_ADMIN_PASSWORD]" > "$ARGS"
+status=0
+/opt/kafka/bin/kafka-run-class.sh "@$ARGS" || status=$?
+rm -f "$ARGS"
+[ "$status" -eq 0 ] || exit "$status"
 exec /opt/kafka/bin/kafka-server-start.sh "$CONF"

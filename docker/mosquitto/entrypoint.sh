@@ -1,10 +1,13 @@
 #!/bin/sh
 # Entry point of the compose `mosquitto` service (eclipse-mosquitto image, busybox sh): write
-# the password file (admin, machine, bridge) from MQTT_<USER>_PASSWORD and the ACL file (the
-# same rights as the local stack, stacktools/access.py: machines only publish under the prefix,
-# the bridge only reads it), then run mosquitto in the foreground with
-# docker/mosquitto/mosquitto.conf, which refuses anonymous clients.
+# the password file (admin, machine, bridge) from MQTT_<USER>_PASSWORD, the ACL file (the same
+# rights as the local stack, stacktools/access.py: machines only publish under the prefix, the
+# bridge only reads it), the healthcheck's credentials, and take the server certificate and key
+# from the `certs` job's volume; then run mosquitto in the foreground with
+# docker/mosquitto/mosquitto.conf: one TLS listener, anonymous clients refused, bounded queues.
+# No password is ever an argument of a command (printf is a shell builtin): ps shows none.
 set -eu
+umask 077  # every file written here is private
 
 : "${MQTT_ADMIN_PASSWORD:?MQTT_ADMIN_PASSWORD must be set (see .env.example)}"
 : "${MQTT_MACHINE_PASSWORD:?MQTT_MACHINE_PASSWORD must be set (see .env.example)}"
@@ -20,21 +23,32 @@ PREFIX="${MQTT_TOPIC_PREFIX:-machines}"
 PASSWD_FILE="${MOSQUITTO_PASSWD_FILE:-/mosquitto/auth/passwd}"
 ACL_FILE="${MOSQUITTO_ACL_FILE:-/mosquitto/auth/acl}"
 CONF_FILE="${MOSQUITTO_CONF_FILE:-/docker/mosquitto/mosquitto.conf}"
+TLS_DIR="${MOSQUITTO_TLS_DIR:-/tls}"
+AUTH_DIR="$(dirname "$PASSWD_FILE")"
+# mosquitto_pub reads its default options from $XDG_CONFIG_HOME/mosquitto_pub: the healthcheck
+# logs in as the admin with no password on its command line.
+HEALTHCHECK_DIR="$AUTH_DIR/healthcheck"
 
-mkdir -p "$(dirname "$PASSWD_FILE")" "$(dirname "$ACL_FILE")"
+mkdir -p "$AUTH_DIR" "$(dirname "$ACL_FILE")" "$HEALTHCHECK_DIR"
 rm -f "$PASSWD_FILE"
-(umask 077 && : > "$PASSWD_FILE")
-# -b takes the password from the command line; the file holds only its salted hash.
-mosquitto_passwd -b "$PASSWD_FILE" admin "$MQTT_ADMIN_PASSWORD"
-mosquitto_passwd -b "$PASSWD_FILE" machine "$MQTT_MACHINE_PASSWORD"
-mosquitto_passwd -b "$PASSWD_FILE" bridge "$MQTT_BRIDGE_PASSWORD"
+# user:password lines, then hashed in place (-U): the file ends holding only salted hashes.
+printf 'admin:%s\nmachine:%s\nbridge:%s\n' \
+    "$MQTT_ADMIN_PASSWORD" "$MQTT_MACHINE_PASSWORD" "$MQTT_BRIDGE_PASSWORD" > "$PASSWD_FILE"
+mosquitto_passwd -U "$PASSWD_FILE"
 printf 'user admin\ntopic readwrite #\n\nuser machine\ntopic write %s/#\n\nuser bridge\ntopic read %s/#\n' \
     "$PREFIX" "$PREFIX" > "$ACL_FILE"
+printf -- '-u admin\n-P %s\n' "$MQTT_ADMIN_PASSWORD" > "$HEALTHCHECK_DIR/mosquitto_pub"
+# The volume's server key belongs to root: mosquitto reads its own copy.
+for file in ca.pem server.pem server-key.pem; do
+    cp "$TLS_DIR/$file" "$AUTH_DIR/$file"
+done
 
 # Started as root, mosquitto drops to the `mosquitto` user before it reads these files.
 if [ "$(id -u)" = "0" ] && id mosquitto > /dev/null 2>&1; then
-    chown mosquitto:mosquitto "$PASSWD_FILE" "$ACL_FILE"
+    # the directory too (0700 by the umask); the healthcheck's login inside stays root's
+    chown mosquitto:mosquitto "$AUTH_DIR" "$PASSWD_FILE" "$ACL_FILE" "$AUTH_DIR/ca.pem" \
+        "$AUTH_DIR/server.pem" "$AUTH_DIR/server-key.pem"
 fi
-chmod 0600 "$PASSWD_FILE" "$ACL_FILE"
+chmod 0600 "$PASSWD_FILE" "$ACL_FILE" "$AUTH_DIR/server-key.pem"
 
 exec mosquitto -c "$CONF_FILE"

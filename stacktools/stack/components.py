@@ -702,27 +702,18 @@ class InfluxDB(Component):
 
     def after_healthy(self) -> None:
         """The service users with their current passwords, and the database with their rights.
-        The admin exists already when this launcher started the server; one it did not start
-        (compose's, through ``provision``) gets it here if it has no user yet: over TCP, allowed
-        by InfluxDB only while no user exists."""
+        The admin exists already: made by this launcher's bootstrap run, or by compose's entry
+        point (docker/influxdb/entrypoint.sh) the same way; never over TCP, where a stranger
+        could make it first."""
         s = self.settings
         client = InfluxClient(s)
         status, _ = client.query("SHOW DATABASES")
-        if status in (401, 403):  # 403: "create admin user first"; 401: no such user (yet)
-            created = False
-            if not self.admin_marker.exists():
-                status, body = client.query(
-                    f'CREATE USER "{s.influx_username}" WITH PASSWORD '
-                    f"'{s.influx_password.reveal()}' WITH ALL PRIVILEGES",
-                    auth=False,
-                )
-                created = status == 200 and "error" not in json.dumps(body)
-            if not created:
-                raise LauncherError(
-                    f"InfluxDB refused the credentials of {s.credentials_path} and no user could "
-                    f"be created; the data in {self.data_dir} was made with other "
-                    "credentials: restore them or remove that directory"
-                )
+        if status in (401, 403):  # 403: "create admin user first"; 401: no such user
+            raise LauncherError(
+                f"InfluxDB at {self.address} refused the admin's credentials (HTTP {status}); "
+                f"its data ({self.data_dir} here, or compose's influxdb-data volume) was made "
+                "with other credentials: restore them or remove that data"
+            )
         self.require_passwords("influx", INFLUX_RIGHTS)
         _, body = client.query("SHOW USERS")
         existing = {

@@ -34,6 +34,8 @@ PROMETHEUS_CONFIG = REPO / "docker" / "prometheus" / "prometheus.yml"
 MOSQUITTO_CONFIG = REPO / "docker" / "mosquitto" / "mosquitto.conf"
 KAFKA_PROPERTIES = REPO / "docker" / "kafka" / "server.properties"
 KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
+MOSQUITTO_ENTRYPOINT = REPO / "docker" / "mosquitto" / "entrypoint.sh"
+INFLUX_ENTRYPOINT = REPO / "docker" / "influxdb" / "entrypoint.sh"
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
@@ -77,6 +79,7 @@ OWN_PASSWORDS = {
 #: The services the product is made of; the compose file must declare every one.
 REQUIRED_SERVICES = (
     "kafka",
+    "certs",
     "provision",
     "mosquitto",
     "influxdb",
@@ -205,6 +208,17 @@ def named_volumes(service: dict[str, Any]) -> list[str]:
         elif volume.get("type", "volume") == "volume" and volume.get("source"):
             names.append(volume["source"])
     return names
+
+
+def mounted_volumes(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(named volume, container path) of every named volume the service mounts."""
+    mounts = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, str):
+            source, sep, rest = volume.partition(":")
+            if sep and not source.startswith((".", "/", "~")):
+                mounts.append((source, rest.split(":")[0]))
+    return mounts
 
 
 # ---------------------------------------------------------------------------- docker compose config
@@ -506,8 +520,11 @@ def test_services_read_the_config_model_with_in_network_addresses() -> None:
     expected = {
         "KAFKA_BOOTSTRAP_SERVERS": "kafka:",
         "MQTT_HOST": "mosquitto",
-        "INFLUX_URL": "http://influxdb:8086",
+        "INFLUX_URL": "https://influxdb:8086",
         "SPARK_MASTER": "spark://spark-master:7077",
+        "MQTT_PORT": "8883",
+        "TLS": "true",
+        "TLS_CA_FILE": "/tls/ca.pem",
     }
     for name, port in DEFAULT_METRICS_PORTS.items():
         env = environment(services()[name])
@@ -550,8 +567,8 @@ def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
         "inter.broker.listener.name"
     ] == "INTERNAL"
     protocol_map = dict(p.split(":") for p in props["listener.security.protocol.map"].split(","))
-    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_PLAINTEXT"}, (
-        "a listener without auth"
+    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_SSL"}, (
+        "a listener without auth or without TLS"
     )
 
 
@@ -582,6 +599,26 @@ def test_compose_kafka_has_the_local_stack_s_security() -> None:
         "listener.name.controller.plain.sasl.jaas.config" in script and "user_controller=" in script
     )
     assert "--add-scram" in script and "name=admin" in script
+    # ... in a Java argument file, never on the storage tool's command line
+    assert 'kafka-run-class.sh "@$ARGS"' in script and 'rm -f "$ARGS"' in script
+    assert "kafka-storage.sh format" not in script
+
+
+def test_compose_kafka_has_the_local_stack_s_tls() -> None:
+    """The launcher's PEM stores and host-name check, the files from the certs job's volume; the
+    healthcheck's client speaks TLS too."""
+    from stacktools.stack.components import Kafka
+    from streamkit.config import Settings
+
+    local = Kafka(Settings.from_sources(environ={"TLS": "true"}))._tls_properties()
+    props = kafka_properties()
+    assert {k: props.get(k) for k in local if "location" not in k} == {
+        k: v for k, v in local.items() if "location" not in k
+    }
+    assert props["ssl.keystore.location"] == "/tls/kafka-keystore.pem"
+    assert props["ssl.truststore.location"] == "/tls/ca.pem"
+    assert "security.protocol=SASL_SSL" in KAFKA_ENTRYPOINT.read_text()
+    assert ("tls", "/tls") in mounted_volumes(services()["kafka"])
 
 
 def test_mosquitto_requires_a_password() -> None:
@@ -605,9 +642,15 @@ def test_mosquitto_requires_a_password() -> None:
         if p.startswith(dst + "/")
     ]
     body = script + "".join(f.read_text() for f in script_files if f.is_file())
-    assert "mosquitto_passwd" in body and all(
+    assert "mosquitto_passwd -U" in body and all(
         credential_env("mqtt", user) in body for user in USERS["mqtt"]
     )
+    # passwords never on a command line: not mosquitto_passwd's (-b), not the healthcheck's (-P)
+    assert "mosquitto_passwd -b" not in body
+    healthcheck = " ".join(mosquitto["healthcheck"]["test"])
+    assert " -P" not in healthcheck and "PASSWORD" not in healthcheck
+    assert "XDG_CONFIG_HOME=/mosquitto/auth/healthcheck" in healthcheck
+    assert "--cafile /tls/ca.pem" in healthcheck and "-p 8883" in healthcheck
     assert (
         "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body
         and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
@@ -616,13 +659,16 @@ def test_mosquitto_requires_a_password() -> None:
 
 def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     """docker/mosquitto/entrypoint.sh run for real (on the Debian mosquitto, its paths moved into
-    a temporary directory): machines publish only under the prefix, only the admin reads all."""
+    a temporary directory, the certs job's files published into another): over TLS only,
+    machines publish only under the prefix, only the admin reads all; the healthcheck's command
+    logs in with no password on its command line."""
     import dataclasses
     import threading
     import time
 
     import paho.mqtt.client as mqtt
 
+    from stacktools import certs
     from streamkit.config import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
     from streamkit.secret import Secret
@@ -634,7 +680,12 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     conf = (
         MOSQUITTO_CONFIG.read_text()
         .replace("/mosquitto/", f"{tmp_path}/")
-        .replace("listener 1883", f"listener {port} 127.0.0.1")
+        .replace("listener 8883", f"listener {port} 127.0.0.1")
+    )
+    tls = certs.publish(
+        certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path / "run")})),
+        tmp_path / "tls",
+        keystore_owner=os.geteuid(),
     )
     (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
     (tmp_path / "data").mkdir()
@@ -646,6 +697,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
         "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"),
         "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
+        "MOSQUITTO_TLS_DIR": str(tmp_path / "tls"),
         "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin",
     }
     broker = subprocess.Popen(
@@ -656,8 +708,9 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     )
     clients: list[mqtt.Client] = []
     try:
-        base = Settings.from_sources(  # compose's Mosquitto listens in plain TCP (no TLS yet)
-            environ={"STACK_RUN_DIR": str(tmp_path), "TLS": "false"}, cli={"mqtt_port": port}
+        base = Settings.from_sources(
+            environ={"STACK_RUN_DIR": str(tmp_path), "TLS": "true", "TLS_CA_FILE": str(tls.ca)},
+            cli={"mqtt_port": port},
         )
 
         def client(user: str):  # noqa: ANN202
@@ -698,6 +751,19 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         # watcher's one session anything let through before it has arrived by now.
         assert received == ["plant/R1"]
         assert oct((tmp_path / "auth" / "passwd").stat().st_mode & 0o777) == "0o600"
+        assert "password-of" not in (tmp_path / "auth" / "passwd").read_text()  # hashes only
+        # the compose healthcheck's command, against this broker
+        healthcheck = services()["mosquitto"]["healthcheck"]["test"][1]
+        healthcheck = (
+            healthcheck.replace("/mosquitto/", f"{tmp_path}/")
+            .replace("/tls/ca.pem", str(tls.ca))
+            .replace("-p 8883", f"-p {port}")
+        )
+        probe = subprocess.run(["sh", "-c", healthcheck], capture_output=True, timeout=30)
+        assert probe.returncode == 0, probe.stderr
+        (tmp_path / "auth" / "healthcheck" / "mosquitto_pub").write_text("-u admin\n-P wrong\n")
+        probe = subprocess.run(["sh", "-c", healthcheck], capture_output=True, timeout=30)
+        assert probe.returncode != 0 and b"not authori" in probe.stderr, probe.stderr
     finally:
         for c in clients:
             c.disconnect()
@@ -706,15 +772,53 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         broker.wait(10)
 
 
-def test_influxdb_has_auth_flux_and_the_database() -> None:
+def test_influxdb_has_auth_flux_https_and_its_own_bootstrap() -> None:
+    """Our entry point, not the image's (whose first start creates the admin over TCP with the
+    password on the influx CLI's command line): auth and HTTPS forced on, Flux on, and the
+    admin made through a private socket (run for real in tests/docker/test_influxdb_entrypoint)."""
     influx = services()["influxdb"]
     assert influx["image"] == "influxdb:1.8.10"
+    assert influx["entrypoint"] == ["/bin/bash", "/docker/influxdb/entrypoint.sh"]
+    assert ("./docker/influxdb", "/docker/influxdb") in bind_sources(influx)
     env = environment(influx)
-    assert (
-        env["INFLUXDB_HTTP_AUTH_ENABLED"] == "true" and env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
-    )
-    assert "INFLUX_DATABASE" in env["INFLUXDB_DB"] and env["INFLUXDB_ADMIN_USER"] == "admin"
-    assert "INFLUX_ADMIN_PASSWORD" in env["INFLUXDB_ADMIN_PASSWORD"]
+    assert env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
+    assert "INFLUX_ADMIN_PASSWORD" in env["INFLUX_ADMIN_PASSWORD"]
+    assert not [key for key in env if key.startswith("INFLUXDB_ADMIN") or key == "INFLUXDB_DB"]
+    script = INFLUX_ENTRYPOINT.read_text()
+    for line in (
+        "export INFLUXDB_HTTP_AUTH_ENABLED=true",
+        "export INFLUXDB_HTTP_HTTPS_ENABLED=true",
+        "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED=true",
+        "INFLUXDB_TLS_MIN_VERSION=tls1.3",
+    ):
+        assert line in script, line
+    healthcheck = influx["healthcheck"]["test"]
+    assert "https://localhost:8086/ping" in healthcheck and "/tls/ca.pem" in healthcheck
+
+
+def test_every_hop_speaks_tls_with_the_certs_job_s_ca() -> None:
+    """No service is told TLS=false; the certs job runs first, alone holds the CA's key and
+    alone writes the `tls` volume, which every server and every client of ours mounts
+    read-only."""
+    assert not re.search(r"TLS:\s*\"?false", compose_text(), re.IGNORECASE)
+    certs = services()["certs"]
+    assert certs["command"][-3:] == ["stacktools.certs", "--publish", "/tls"]
+    assert sorted(mounted_volumes(certs)) == [("tls", "/tls"), ("tls-ca", "/app/run/tls")]
+    ours = [
+        name
+        for name, service in services().items()
+        if service.get("image", "").startswith("machinedata-app") and name != "certs"
+    ]
+    for name in ("kafka", "mosquitto", "influxdb", "grafana", *ours):
+        volumes = services()[name].get("volumes") or compose()["x-app"]["volumes"]
+        assert "tls:/tls:ro" in volumes, f"{name} does not mount the CA read-only"
+        assert not [v for v in volumes if str(v).startswith("tls-ca:")], name
+    for server in ("kafka", "mosquitto", "influxdb"):
+        assert (
+            services()[server]["depends_on"]["certs"]["condition"]
+            == "service_completed_successfully"
+        )
+    assert services()["mosquitto"]["ports"] == ["127.0.0.1:${MQTT_PORT:-8883}:8883"]
 
 
 def test_prometheus_scrapes_every_service_with_metrics() -> None:
@@ -764,6 +868,10 @@ def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> No
     assert {"influxdb", "prometheus"} <= datasources.keys()
     influx, prom = datasources["influxdb"], datasources["prometheus"]
     assert influx["type"] == "influxdb" and influx["jsonData"]["version"] == "InfluxQL"
+    # HTTPS, verified against the stack's CA from the tls volume
+    assert influx["url"].startswith("https://") and influx["jsonData"]["tlsAuthWithCACert"]
+    assert not influx["jsonData"]["tlsSkipVerify"]
+    assert influx["secureJsonData"]["tlsCACert"] == "$__file{/tls/ca.pem}"
     assert prom["type"] == "prometheus"
     for source, service in ((influx, "influxdb"), (prom, "prometheus")):
         match = re.match(r"https?://([^:/]+)", source["url"])
@@ -819,9 +927,9 @@ def test_dockerfile_installs_dependencies_before_the_source_and_takes_extra_ca_c
     assert len(re.findall(r"^ARG EXTRA_CA_CERTS", text, re.MULTILINE)) == 2, (
         "both stages (Maven and pip) take the CAs"
     )
-    build = services()["provision"]["build"]
+    build = services()["certs"]["build"]
     assert build["args"]["EXTRA_CA_CERTS"] == "${EXTRA_CA_CERTS:-}"
-    assert [name for name, service in services().items() if "build" in service] == ["provision"], (
+    assert [name for name, service in services().items() if "build" in service] == ["certs"], (
         "one service builds the app image; the others run it (pull_policy: never)"
     )
 

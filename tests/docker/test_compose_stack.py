@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import container_engine
+from stacktools import certs, container_engine
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
@@ -217,9 +217,12 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
     project: ComposeProject, tmp_path: Path
 ) -> None:
     """The same server checks as the local stack's, on the compose stack's published ports:
-    Kafka transactions, MQTT and InfluxDB refusing anonymous and wrong credentials; and
+    TLS only with the certs job's CA (another CA and plaintext refused), Kafka transactions,
+    MQTT and InfluxDB refusing anonymous and wrong credentials; and
     Prometheus scraping every running service of ours by its compose name."""
     settings = project.host_settings(tmp_path)
+    stranger_ca = certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)})).ca
+    checks.check_tls_only(settings, stranger_ca)
     checks.check_transactions(settings)
     checks.check_mqtt_auth(settings)
     checks.check_influx_write_read(settings)

@@ -131,3 +131,35 @@ def test_an_own_ca_without_a_server_certificate_is_a_configuration_error(tmp_pat
     theirs = certs.ensure(settings_in(tmp_path / "their-pki"))
     with pytest.raises(ConfigError, match="TLS_SERVER_CERT_FILE"):
         certs.ensure(settings_in(tmp_path / "run", tls_ca_file=str(theirs.ca)))
+
+
+def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) -> None:
+    """compose's certs job: the shared volume holds the CA, the chain and the two keys (Kafka's
+    owned by its image's user, here a uid that is not ours) but never the CA's key; a second
+    publish after a rotation replaces the files in place."""
+    settings = settings_in(tmp_path / "run")
+    out = tmp_path / "volume"
+    published = certs.publish(certs.ensure(settings), out, keystore_owner=4242)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "ca.pem",
+        "kafka-keystore.pem",
+        "server-key.pem",
+        "server.pem",
+    ]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert modes == {
+        "ca.pem": 0o644,
+        "server.pem": 0o644,
+        "server-key.pem": 0o400,
+        "kafka-keystore.pem": 0o400,
+    }
+    assert published.server_keystore.stat().st_uid == 4242
+    handshake(published, published.ca, "kafka")
+    before = serial(published.server_cert)
+    again = certs.publish(certs.ensure(settings, rotate=True), out, keystore_owner=4242)
+    assert serial(again.server_cert) != before
+    handshake(again, again.ca, "mosquitto")
+    keystore = again.server_keystore.read_bytes()
+    assert keystore.startswith(again.server_key.read_bytes())
+    assert keystore.endswith(again.server_cert.read_bytes())

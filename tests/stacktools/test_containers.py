@@ -1,7 +1,8 @@
 """The server checks of test_local_stack, against containers started with testcontainers: the
 images docker-compose.yml names (built here as stand-ins, scripts/container-images.sh), with the
-compose file's own entry points and settings, so auth is on (SCRAM for Kafka, passwords for
-Mosquitto and InfluxDB) exactly as users run it. testcontainers talks to podman's Docker API
+compose file's own entry points and settings, so auth and TLS are on (SCRAM for Kafka,
+passwords for Mosquitto and InfluxDB, every listener TLS with the certs job's files) exactly as
+users run it. testcontainers talks to podman's Docker API
 (stacktools.container_engine) where there is no Docker engine. Never skipped where containers
 can run: only on a machine with neither podman nor Docker, outside CI."""
 
@@ -11,13 +12,15 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from stacktools import container_engine
+from stacktools import certs, container_engine
 from stacktools.credentials import new_cluster_id, new_password
+from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
@@ -72,10 +75,17 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
         )
     }
     kafka_port, mqtt_port, influx_port, prometheus_port = free_ports(4)
+    # what compose's certs job publishes into its `tls` volume, here a directory
+    tls = certs.publish(
+        certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(work / "ca")})),
+        work / "tls",
+    )
+    tls_dir = str(tls.ca.parent)
     kafka = (
         DockerContainer(IMAGES["kafka"])
         .with_bind_ports(9092, kafka_port)
         .with_volume_mapping(str(REPO_ROOT / "docker" / "kafka"), "/docker/kafka", "ro")
+        .with_volume_mapping(tls_dir, "/tls", "ro")
         .with_env("CLUSTER_ID", new_cluster_id())
         .with_env("KAFKA_PORT", str(kafka_port))
         .with_env("KAFKA_ADMIN_PASSWORD", passwords["KAFKA_ADMIN_PASSWORD"])
@@ -84,21 +94,23 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
     )
     mosquitto = (
         DockerContainer(IMAGES["mosquitto"])
-        .with_bind_ports(1883, mqtt_port)
+        .with_bind_ports(8883, mqtt_port)
         .with_volume_mapping(str(REPO_ROOT / "docker" / "mosquitto"), "/docker/mosquitto", "ro")
+        .with_volume_mapping(tls_dir, "/tls", "ro")
         .with_kwargs(entrypoint=["/bin/sh", "/docker/mosquitto/entrypoint.sh"])
     )
     for name in ("MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD", "MQTT_BRIDGE_PASSWORD"):
         mosquitto.with_env(name, passwords[name])
-    influx = DockerContainer(IMAGES["influxdb"]).with_bind_ports(8086, influx_port)
+    influx = (
+        DockerContainer(IMAGES["influxdb"])
+        .with_bind_ports(8086, influx_port)
+        .with_volume_mapping(str(REPO_ROOT / "docker" / "influxdb"), "/docker/influxdb", "ro")
+        .with_volume_mapping(tls_dir, "/tls", "ro")
+        .with_kwargs(entrypoint=COMPOSE["influxdb"]["entrypoint"])
+    )
     for key, value in COMPOSE["influxdb"]["environment"].items():
         influx.with_env(
-            key,
-            passwords["INFLUX_ADMIN_PASSWORD"]
-            if "PASSWORD" in key
-            else "machinedata"
-            if "INFLUX_DATABASE" in str(value)
-            else str(value),
+            key, passwords["INFLUX_ADMIN_PASSWORD"] if "PASSWORD" in key else str(value)
         )
     prometheus = (
         DockerContainer(IMAGES["prometheus"])
@@ -123,10 +135,13 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
                 "INFLUX_PORT": str(influx_port),
                 "PROMETHEUS_PORT": str(prometheus_port),
                 "INFLUX_DATABASE": "machinedata",
-                "TLS": "false",  # the compose images' servers speak plain TCP (no TLS yet)
+                "TLS": "true",
+                "TLS_CA_FILE": str(tls.ca),
             }
         )
         wait_until(lambda: _answers(settings), 180, "the containers answering", interval_s=1)
+        # the database `provision` would create (the image's entry point creates only the admin)
+        InfluxClient(settings).execute(f'CREATE DATABASE "{settings.influx_database}"', "database")
         yield settings
     finally:
         for container in reversed(started):
@@ -164,6 +179,13 @@ def test_kafka_in_containers_refuses_a_wrong_password(container_settings: Settin
     assert refused.value.args[0].code() == KafkaError._TRANSPORT, refused.value
     client.poll(2)  # serves the error callbacks
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
+
+
+def test_every_server_in_containers_speaks_only_tls(
+    container_settings: Settings, tmp_path: Path
+) -> None:
+    stranger = certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
+    checks.check_tls_only(container_settings, stranger.ca)
 
 
 def test_mqtt_auth_in_containers(container_settings: Settings) -> None:

@@ -30,7 +30,7 @@ SERVER_SERVICES = (
     "spark-worker-2",
 )
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
-ONE_SHOT = ("provision",)
+ONE_SHOT = ("certs", "provision")
 
 
 def compose_cli() -> list[str] | None:
@@ -181,10 +181,20 @@ class ComposeProject:
         )
         return (done.stdout + done.stderr)[-6000:]
 
+    def ca_file(self, run_dir: Path) -> Path:
+        """The project's CA, copied out of its `tls` volume as docs/containers.md tells users."""
+        target = run_dir / "compose-ca.pem"
+        if not target.exists():
+            self.run("cp", "certs:/tls/ca.pem", str(target), timeout_s=120)
+        return target
+
     def host_settings(self, run_dir: Path) -> Settings:
-        """How a tool on the host reaches the project's servers: published ports, the admins."""
+        """How a tool on the host reaches the project's servers: published ports, the admins,
+        TLS trusting the project's CA (the certificate names 127.0.0.1)."""
         environ = {
             "STACK_RUN_DIR": str(run_dir),
+            "TLS": "true",
+            "TLS_CA_FILE": str(self.ca_file(run_dir)),
             "KAFKA_PORT": str(self.ports["KAFKA_PORT"]),
             "INFLUX_PORT": str(self.ports["INFLUX_PORT"]),
             "MQTT_PORT": str(self.ports["MQTT_PORT"]),
@@ -192,7 +202,6 @@ class ComposeProject:
             "KAFKA_USERNAME": "admin",
             "INFLUX_USERNAME": "admin",
             "MQTT_USERNAME": "admin",
-            "TLS": "false",  # as the project's own services (docker-compose.yml)
         }
         environ |= {key: value for key, value in self.values.items() if key.endswith("_PASSWORD")}
         environ |= {

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
+import ssl
 import threading
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from influxdb_client import InfluxDBClient, Point, WritePrecision
@@ -153,3 +156,57 @@ def prometheus_targets(settings: Settings) -> list[dict]:
         f"http://127.0.0.1:{settings.prometheus_port}/api/v1/targets", timeout=10
     ) as response:
         return json.loads(response.read())["data"]["activeTargets"]
+
+
+#: The first bytes a plaintext client of each server sends: MQTT 3.1.1's CONNECT, Kafka's
+#: ApiVersions request (v0, correlation id 1, no client id), HTTP's GET.
+PLAINTEXT_HELLO = {
+    "kafka": b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff",
+    "mqtt": b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00",
+    "influxdb": b"GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+}
+
+
+def tls_ports(settings: Settings) -> dict[str, int]:
+    return {
+        "kafka": settings.kafka_port,
+        "mqtt": settings.mqtt_port,
+        "influxdb": settings.influx_port,
+    }
+
+
+def plaintext_reply(port: int, hello: bytes) -> bytes:
+    """What a server answers a plaintext client's first message (b"" when it just closes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(hello)
+        try:
+            return raw.recv(4096)
+        except (ConnectionResetError, TimeoutError):
+            return b""
+
+
+def check_tls_only(settings: Settings, other_ca: Path) -> None:
+    """Kafka's, Mosquitto's and InfluxDB's ports complete a TLS handshake for 127.0.0.1 with the
+    stack's CA; a client that trusts another CA is refused; a plaintext client gets no answer of
+    its protocol (Kafka and Mosquitto close, InfluxDB's Go server says it speaks HTTPS)."""
+    stranger = ssl.create_default_context(cafile=str(other_ca))
+    ours = client_context(settings)
+    assert ours is not None, "the settings have TLS off"
+    for name, port in tls_ports(settings).items():
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            ours.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            assert tls.version() in ("TLSv1.2", "TLSv1.3"), (name, tls.version())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            try:
+                stranger.wrap_socket(raw, server_hostname="127.0.0.1").close()
+            except ssl.SSLCertVerificationError as exc:
+                assert exc.verify_message == "self-signed certificate in certificate chain", exc
+            else:
+                raise AssertionError(f"{name}: a client trusting another CA was let in")
+        reply = plaintext_reply(port, PLAINTEXT_HELLO[name])
+        if name == "influxdb":
+            assert b"Client sent an HTTP request to an HTTPS server" in reply, reply[:200]
+        else:
+            assert reply == b"" or reply[:1] == b"\x15", (name, reply[:50])  # closed, TLS alert

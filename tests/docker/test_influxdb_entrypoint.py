@@ -1,0 +1,191 @@
+"""docker/influxdb/entrypoint.sh run for real, on the host's influxd 1.8.10 (its paths moved into
+a temporary directory, the certs job's files published into another): a stranger racing the
+first start never becomes admin, no process ever shows the admin's password on its command
+line, the server then speaks HTTPS only with its admin, and a restart on the same data keeps it
+without a second bootstrap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stacktools import certs
+from stacktools.influx import InfluxClient
+from streamkit.config import Settings
+from streamkit.deadline import wait_until
+from streamkit.paths import REPO_ROOT, find_influxd
+from tests.support.influx_stranger import Stranger, assert_stranger_lost
+from tests.support.ports import free_ports
+from tests.support.require import cannot_run
+
+pytestmark = pytest.mark.stack
+
+ENTRYPOINT = REPO_ROOT / "docker" / "influxdb" / "entrypoint.sh"
+PASSWORD = "admin-password-of-the-test-1"
+
+
+def influxd_of(script_pid: int) -> int:
+    """The influxd of the entry point: its bootstrap child, else the script itself once it has
+    exec'd the real run."""
+    try:
+        children = Path(f"/proc/{script_pid}/task/{script_pid}/children").read_text().split()
+    except OSError:
+        return 0
+    for child in children:
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() == "influxd":
+                return int(child)
+        except OSError:
+            continue
+    return script_pid
+
+
+class CommandLineWatcher(threading.Thread):
+    """Reads every process's command line, over and over, and keeps those that hold
+    ``secret``: what any user of the host could see in ``ps``."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__(daemon=True)
+        self.secret = secret.encode()
+        self.stop = threading.Event()
+        self.seen: set[bytes] = set()
+        self.rounds = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    try:
+                        line = Path(entry.path, "cmdline").read_bytes()
+                    except OSError:
+                        continue
+                    if self.secret in line:
+                        self.seen.add(line)
+            self.rounds += 1
+
+
+class EntryPoint:
+    """The entry point started as compose starts it, with the environment compose gives it."""
+
+    def __init__(self, work: Path) -> None:
+        influxd = find_influxd()
+        if influxd is None:
+            cannot_run("influxd 1.8.10 not found: run scripts/setup.sh")
+        port = free_ports(1)[0]
+        tls = certs.publish(
+            certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(work / "ca")})),
+            work / "tls",
+            keystore_owner=os.geteuid(),
+        )
+        data = work / "influxdb"
+        self.env = {
+            "PATH": f"{influxd.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(work),
+            "INFLUX_ADMIN_PASSWORD": PASSWORD,
+            "INFLUXDB_HTTP_FLUX_ENABLED": "true",
+            "INFLUX_TLS_DIR": str(tls.ca.parent),
+            "INFLUX_DATA_DIR": str(data),
+            "INFLUXDB_META_DIR": str(data / "meta"),
+            "INFLUXDB_DATA_DIR": str(data / "data"),
+            "INFLUXDB_DATA_WAL_DIR": str(data / "wal"),
+            # compose's published port, here on loopback; the RPC port beside it
+            "INFLUXDB_HTTP_BIND_ADDRESS": f"127.0.0.1:{port}",
+            "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{port + 2}",
+        }
+        self.log = work / "entrypoint.log"
+        self.settings = Settings.from_sources(
+            environ={
+                "STACK_RUN_DIR": str(work / "client"),
+                "INFLUX_PORT": str(port),
+                "TLS": "true",
+                "TLS_CA_FILE": str(tls.ca),
+                "INFLUX_USERNAME": "admin",
+                "INFLUX_PASSWORD": PASSWORD,
+            }
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> int:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                ["bash", str(ENTRYPOINT), "influxd"], env=self.env, stdout=log, stderr=log
+            )
+        return self.process.pid
+
+    def pid(self) -> int:
+        return influxd_of(self.process.pid) if self.process else 0
+
+    def answers(self) -> bool:
+        try:
+            return InfluxClient(self.settings).query("SHOW DATABASES")[0] == 200
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def raced(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[EntryPoint, Stranger, CommandLineWatcher]]:
+    entry = EntryPoint(tmp_path_factory.mktemp("influx-entrypoint"))
+    stranger = Stranger(entry.settings, entry.pid)
+    watcher = CommandLineWatcher(PASSWORD)
+    watcher.start()
+    stranger.start()
+    assert stranger.attempts.acquire(timeout=10)  # racing before the entry point starts
+    try:
+        entry.start()
+        wait_until(entry.answers, 120, "the entry point's influxd answering", interval_s=0.2)
+    except BaseException:
+        entry.stop()
+        print(entry.log.read_text()[-3000:])
+        raise
+    finally:
+        stranger.stop.set()
+        watcher.stop.set()
+        stranger.join(10)
+        watcher.join(10)
+    try:
+        yield entry, stranger, watcher
+    finally:
+        entry.stop()
+
+
+def test_a_stranger_racing_the_first_start_never_becomes_admin(
+    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+) -> None:
+    entry, stranger, _ = raced
+    assert_stranger_lost(entry.settings, stranger)
+
+
+def test_no_process_shows_the_admin_s_password(
+    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+) -> None:
+    _, _, watcher = raced
+    assert watcher.rounds > 10, "the watcher barely looked"
+    assert not watcher.seen, watcher.seen
+
+
+def test_a_restart_keeps_the_admin_without_a_second_bootstrap(
+    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+) -> None:
+    entry, _, _ = raced
+    marker = Path(entry.env["INFLUX_DATA_DIR"]) / "admin-created"
+    assert marker.exists()
+    entry.stop()
+    before = entry.log.read_text()
+    pid = entry.start()
+    wait_until(entry.answers, 120, "the restarted influxd answering", interval_s=0.2)
+    assert entry.pid() == pid  # no bootstrap child: the script exec'd influxd straight away
+    assert entry.log.read_text().count("starting for real") == before.count("starting for real")
+    status, body = InfluxClient(entry.settings).query("SHOW USERS")
+    assert status == 200 and body["results"][0]["series"][0]["values"] == [["admin", True]]
