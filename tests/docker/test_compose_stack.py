@@ -22,6 +22,7 @@ from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from tests.support import server_checks as checks
+from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.compose import (
     ONE_SHOT,
     PIPELINE_SERVICES,
@@ -72,7 +73,17 @@ FAULTS = (
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
+def command_lines() -> Iterator[CommandLineWatch]:
+    """Every command line on the host from before `up` to the end of the module: the
+    containers' processes are the host's, their healthchecks and entry points' tools too."""
+    with CommandLineWatch() as watch:
+        yield watch
+
+
+@pytest.fixture(scope="module")
+def project(
+    tmp_path_factory: pytest.TempPathFactory, command_lines: CommandLineWatch
+) -> Iterator[ComposeProject]:
     build_images()
     container_engine.start()
     work = tmp_path_factory.mktemp("compose")
@@ -239,3 +250,16 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
         interval_s=2,
     )
     assert {"prometheus", "mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped()
+
+
+def test_no_password_on_any_command_line_of_the_host(
+    project: ComposeProject, command_lines: CommandLineWatch
+) -> None:
+    """Through `up`, both replays, the crashes and Kafka's restart (the tests above, run first):
+    no command line of any process of the host (containers, healthchecks, entry points' tools)
+    held a password of .env."""
+    command_lines.look_once_more()
+    passwords = {key: value for key, value in project.values.items() if key.endswith("_PASSWORD")}
+    assert len(passwords) >= 12 and all(len(v) >= 12 for v in passwords.values()), passwords.keys()
+    assert any(b"mosquitto" in line for line in command_lines.seen), "the containers were not seen"
+    assert command_lines.leaks(passwords) == []

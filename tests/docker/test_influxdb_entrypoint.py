@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT, find_influxd
+from tests.support import procfs
+from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.influx_stranger import Stranger, assert_stranger_lost
 from tests.support.ports import free_ports
 from tests.support.require import cannot_run
@@ -32,41 +33,10 @@ PASSWORD = "admin-password-of-the-test-1"
 def influxd_of(script_pid: int) -> int:
     """The influxd of the entry point: its bootstrap child, else the script itself once it has
     exec'd the real run."""
-    try:
-        children = Path(f"/proc/{script_pid}/task/{script_pid}/children").read_text().split()
-    except OSError:
-        return 0
-    for child in children:
-        try:
-            if Path(f"/proc/{child}/comm").read_text().strip() == "influxd":
-                return int(child)
-        except OSError:
-            continue
+    for pid in procfs.descendants(script_pid) - {script_pid}:
+        if procfs.cmdline(pid).startswith(b"influxd\0"):
+            return pid
     return script_pid
-
-
-class CommandLineWatcher(threading.Thread):
-    """Reads every process's command line, over and over, and keeps those that hold
-    ``secret``: what any user of the host could see in ``ps``."""
-
-    def __init__(self, secret: str) -> None:
-        super().__init__(daemon=True)
-        self.secret = secret.encode()
-        self.stop = threading.Event()
-        self.seen: set[bytes] = set()
-        self.rounds = 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for entry in os.scandir("/proc"):
-                if entry.name.isdigit():
-                    try:
-                        line = Path(entry.path, "cmdline").read_bytes()
-                    except OSError:
-                        continue
-                    if self.secret in line:
-                        self.seen.add(line)
-            self.rounds += 1
 
 
 class EntryPoint:
@@ -135,11 +105,10 @@ class EntryPoint:
 @pytest.fixture(scope="module")
 def raced(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[EntryPoint, Stranger, CommandLineWatcher]]:
+) -> Iterator[tuple[EntryPoint, Stranger, CommandLineWatch]]:
     entry = EntryPoint(tmp_path_factory.mktemp("influx-entrypoint"))
     stranger = Stranger(entry.settings, entry.pid)
-    watcher = CommandLineWatcher(PASSWORD)
-    watcher.start()
+    watcher = CommandLineWatch().start()
     stranger.start()
     assert stranger.attempts.acquire(timeout=10)  # racing before the entry point starts
     try:
@@ -151,9 +120,8 @@ def raced(
         raise
     finally:
         stranger.stop.set()
-        watcher.stop.set()
         stranger.join(10)
-        watcher.join(10)
+        watcher.stop()
     try:
         yield entry, stranger, watcher
     finally:
@@ -161,22 +129,23 @@ def raced(
 
 
 def test_a_stranger_racing_the_first_start_never_becomes_admin(
-    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+    raced: tuple[EntryPoint, Stranger, CommandLineWatch],
 ) -> None:
     entry, stranger, _ = raced
     assert_stranger_lost(entry.settings, stranger)
 
 
 def test_no_process_shows_the_admin_s_password(
-    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+    raced: tuple[EntryPoint, Stranger, CommandLineWatch],
 ) -> None:
     _, _, watcher = raced
     assert watcher.rounds > 10, "the watcher barely looked"
-    assert not watcher.seen, watcher.seen
+    assert any(b"entrypoint.sh" in line for line in watcher.seen), "the entry point was not seen"
+    assert watcher.leaks({"INFLUX_ADMIN_PASSWORD": PASSWORD}) == []
 
 
 def test_a_restart_keeps_the_admin_without_a_second_bootstrap(
-    raced: tuple[EntryPoint, Stranger, CommandLineWatcher],
+    raced: tuple[EntryPoint, Stranger, CommandLineWatch],
 ) -> None:
     entry, _, _ = raced
     marker = Path(entry.env["INFLUX_DATA_DIR"]) / "admin-created"

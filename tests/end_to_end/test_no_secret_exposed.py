@@ -16,7 +16,6 @@ import json
 import secrets
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from stacktools.stack import Stack
 from streamkit.config import CREDENTIALS_FILE, ServiceSettings, Settings, read_env_file
 from streamkit.paths import REPO_ROOT
 from tests.end_to_end.test_first_run import SAMPLE, user_environment
-from tests.support import procfs
+from tests.support.cmdline_watch import CommandLineWatch, holding
 
 pytestmark = [
     pytest.mark.stack,
@@ -46,53 +45,11 @@ TEST_SET = ("KAFKA_ADMIN_PASSWORD", "MQTT_BRIDGE_PASSWORD", "INFLUX_CONNECTOR_PA
 HOLD_PASSWORDS = (CREDENTIALS_FILE, "kafka/server.properties")
 
 
-class CommandLineWatch:
-    """Every distinct command line seen in /proc while it runs. Short-lived processes (a
-    password tool runs for milliseconds) are caught by looking again, without pause, at each
-    process seen for the first time in the last two seconds (its command line changes once it
-    has exec'd); every other process is looked at twice a second."""
-
-    YOUNG_S = 2.0
-    EVERY_S = 0.5
-
-    def __init__(self) -> None:
-        self.seen: dict[bytes, int] = {}  # command line -> a pid that had it
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cmdline-watch", daemon=True)
-
-    def _run(self) -> None:
-        first_seen: dict[int, float] = {}
-        last_full = 0.0
-        while not self._stop.is_set():
-            now = time.monotonic()
-            full = now - last_full >= self.EVERY_S
-            last_full = now if full else last_full
-            for pid in procfs.pids():
-                if full or now - first_seen.setdefault(pid, now) < self.YOUNG_S:
-                    line = procfs.cmdline(pid)
-                    if line:
-                        self.seen.setdefault(line, pid)
-            time.sleep(0.001)
-
-    def __enter__(self) -> CommandLineWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
 def files_under(*roots: Path) -> Iterator[Path]:
     for root in roots:
         for path in sorted(root.rglob("*")):
             if path.is_file() and not path.is_symlink():
                 yield path
-
-
-def holding(data: bytes, passwords: dict[str, str]) -> list[str]:
-    """The names of the passwords that ``data`` contains."""
-    return sorted(name for name, value in passwords.items() if value.encode() in data)
 
 
 def scrape_urls(settings: Settings) -> list[str]:
@@ -150,15 +107,8 @@ def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(tmp_path: Path
         assert len(generated) >= 10 and all(len(v) >= 12 for v in passwords.values()), generated
         assert not set(own) & set(generated), "a password the test set was generated anyway"
         # every process still up, once more (the services the demo left running among them)
-        for pid in procfs.pids():
-            watch.seen.setdefault(procfs.cmdline(pid), pid)
-        for line, pid in watch.seen.items():
-            leaked = holding(line, passwords)
-            if leaked:
-                shown = line.replace(b"\0", b" ").decode("utf-8", "replace")
-                for value in passwords.values():
-                    shown = shown.replace(value, "<password>")
-                findings.append(f"command line of pid {pid} holds {leaked}: {shown[:300]}")
+        watch.look_once_more()
+        findings += watch.leaks(passwords)
 
         # files: server configuration, data, logs; the demo's service logs and summary
         allowed = {run_dir / name for name in HOLD_PASSWORDS}

@@ -8,16 +8,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import http.client
-import os
 import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
-from pathlib import Path
 
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.secret import Secret
+from tests.support import procfs
 
 STRANGER, STRANGER_PASSWORD = "stranger", "stranger-wants-in-1"
 GRAB_ADMIN = f"CREATE USER {STRANGER} WITH PASSWORD '{STRANGER_PASSWORD}' WITH ALL PRIVILEGES"
@@ -27,21 +26,7 @@ PLAIN_ON_TLS = "HTTP 400: Client sent an HTTP request to an HTTPS server."
 
 def listening_ports(pid: int) -> set[int]:
     """The TCP ports process ``pid`` listens on, as any local user can find them (/proc)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
-    except OSError:
-        return set()
-    ports = set()
-    for line in lines:
-        fields = line.split()
-        if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+    return {listener.port for listener in procfs.listeners({pid}).get(pid, [])}
 
 
 class Stranger(threading.Thread):
