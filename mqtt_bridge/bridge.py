@@ -47,6 +47,13 @@ UNACKED = Gauge("bridge_unacked_messages", "MQTT messages waiting for Kafka befo
 DELIVERY_FAILURES = Counter(
     "bridge_delivery_failures_total", "Kafka records that could not be delivered"
 )
+#: What the MQTT-session alerts read: a connection down, or a reconnect whose broker had
+#: forgotten our persistent session (messages published meanwhile were not kept for us).
+CONNECTED = Gauge("bridge_mqtt_connected", "1 while connected to the MQTT broker, else 0")
+SESSIONS_LOST = Counter(
+    "bridge_mqtt_sessions_lost_total",
+    "reconnects on which the broker no longer had our persistent session",
+)
 #: Without a SUBACK and without taking any message for this long, the subscription is taken as
 #: refused.
 SUBACK_STALL_S = 30.0
@@ -79,6 +86,7 @@ class Bridge:
         self.closing = (
             False  # set by _close: the MQTT thread leaves a backpressure wait and takes no more
         )
+        self.connected_before = False  # a later connect without our session lost messages
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect = self._on_connect
@@ -105,6 +113,11 @@ class Bridge:
         if reason.is_failure:
             log.error("MQTT connect refused", extra={"reason": str(reason)})
             return
+        if self.connected_before and not flags.session_present:
+            SESSIONS_LOST.inc()
+            log.warning("MQTT session lost: the broker kept no messages for us while away")
+        self.connected_before = True
+        CONNECTED.set(1)
         # Subscribing again is harmless with a resumed session and needed with a new one.
         client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
         log.info("MQTT connected", extra={"session_present": flags.session_present})
@@ -112,6 +125,7 @@ class Bridge:
     def _on_disconnect(
         self, _c: mqtt.Client, _u: object, _f: object, reason: mqtt.ReasonCode, _p: object
     ) -> None:
+        CONNECTED.set(0)
         dropped = self.acks.reset()
         if not self.shutdown.requested:
             log.warning(

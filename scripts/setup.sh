@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the stack needs on Debian 12 (Python 3.11, Java 17, Maven, Go present).
 # Every step is idempotent and skips what is already there, so CI and users can run it each time.
-#   apt : mosquitto, prometheus (Debian packages)
+#   apt : mosquitto, prometheus, prometheus-alertmanager (Debian packages)
 #   pip : .venv/ with the pinned Python dependencies (pyproject.toml)
 #   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/
 #   go  : influxd 1.8.10 (pure Go, v2-compatible write API) into the user cache
@@ -23,16 +23,17 @@ hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 # --- apt -------------------------------------------------------------------------------------
 if command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ]; then have_mosq=1; else have_mosq=0; fi
-if [ $have_mosq = 1 ] && command -v mosquitto_passwd >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
-  say "apt: mosquitto and prometheus present"
+if [ $have_mosq = 1 ] && command -v mosquitto_passwd >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 \
+   && { command -v prometheus-alertmanager >/dev/null 2>&1 || [ -x /usr/bin/prometheus-alertmanager ]; }; then
+  say "apt: mosquitto, prometheus and alertmanager present"
 else
-  say "apt: installing mosquitto, mosquitto-clients, prometheus"
+  say "apt: installing mosquitto, mosquitto-clients, prometheus, prometheus-alertmanager"
   need_sudo apt-get update -qq
   # Debian may start the packaged daemons; the stack launcher runs its own instances on
   # 127.0.0.1, so stop the system ones that we just caused to start.
   DEBIAN_FRONTEND=noninteractive need_sudo apt-get install -y -qq --no-install-recommends \
-    mosquitto mosquitto-clients prometheus >/dev/null
-  for svc in mosquitto prometheus; do
+    mosquitto mosquitto-clients prometheus prometheus-alertmanager >/dev/null
+  for svc in mosquitto prometheus prometheus-alertmanager; do
     need_sudo service "$svc" stop >/dev/null 2>&1 || true
   done
 fi

@@ -88,6 +88,11 @@ DEAD_LETTERS = Counter(
     "dead letters committed by the exactly-once sink (input the job could not read), by reason",
     ["query", "reason"],
 )
+FENCED = Counter(
+    "eos_producer_fenced_total",
+    "batches given up because another producer took this query's transactional id",
+    ["query"],
+)
 LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed marker", ["query"])
 PHASE_SECONDS = Histogram(
     "eos_phase_seconds",
@@ -283,6 +288,7 @@ class ExactlyOnceSink:
         )  #: rows, dead letters
         self._committed = TRANSACTIONS.labels(query_name, "committed")
         self._aborted = TRANSACTIONS.labels(query_name, "aborted")
+        self._fenced = FENCED.labels(query_name)
         self._skipped = SKIPPED.labels(query_name)
 
     def _fault(self, point: str, batch_id: int) -> None:
@@ -444,6 +450,8 @@ class ExactlyOnceSink:
                 fenced = (
                     isinstance(error, KafkaError) and error.fatal()
                 )  # another writer has our id: stop
+                if fenced:
+                    self._fenced.inc()
                 if fenced or attempt == self.attempts:
                     raise SinkError(
                         f"batch {batch_id} of {self.query_name} not committed: {exc}"

@@ -590,6 +590,17 @@ class StackSettings(ServiceSettings):
     )
     topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
+    alertmanager_port: int = setting(
+        9193,
+        "ALERTMANAGER_PORT",
+        "port of the local Alertmanager, which receives the alerts of prometheus/alerts.yml",
+    )
+    alert_webhook_url: str = setting(
+        "",
+        "ALERT_WEBHOOK_URL",
+        "where the local Alertmanager sends every alert (a webhook receiver's URL); empty: "
+        "alerts only show in its API and web page",
+    )
     spark_master_port: int = setting(
         7077,
         "SPARK_MASTER_PORT",

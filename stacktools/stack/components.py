@@ -1,4 +1,4 @@
-"""The four servers of the local stack and how each is configured, started and checked.
+"""The servers of the local stack and how each is configured, started and checked.
 
 Each writes its generated configuration under ``<run dir>/<name>/``, its data under
 ``<run dir>/data/<name>/`` and its log to ``<run dir>/logs/<name>.log``. Everything binds to
@@ -34,6 +34,7 @@ from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import ConfigError
 from streamkit.paths import (
     KAFKA_JARS_DIR,
+    REPO_ROOT,
     find_influxd,
     find_program,
     private_directory,
@@ -749,9 +750,68 @@ def metrics_ports() -> dict[str, int]:
     return {name: spec.metrics_port for name, spec in SERVICES.items()}
 
 
+#: The alert rules, the same file for the local stack and compose (unit tests beside it).
+ALERT_RULES = REPO_ROOT / "prometheus" / "alerts.yml"
+
+#: How Alertmanager batches notifications: the first of a group after ``group_wait``, changes
+#: to it (a new alert, a resolved one) at most every ``group_interval``. docs/operations.md
+#: states the delays these give; the live alert test holds the stack to them.
+ALERT_ROUTE_TIMING = {"group_wait": "10s", "group_interval": "30s", "repeat_interval": "4h"}
+
+
+class Alertmanager(Component):
+    """Alertmanager (Debian) receiving Prometheus's alerts and sending every one, firing and
+    resolved, to ALERT_WEBHOOK_URL; without one the alerts only show in its API and page. A
+    single instance: its cluster (gossip) listener is off."""
+
+    name = "alertmanager"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.alertmanager_port]
+
+    def missing_install(self) -> str | None:
+        return (
+            None
+            if find_program("prometheus-alertmanager")
+            else "prometheus-alertmanager not found: run scripts/setup.sh (Debian package)"
+        )
+
+    def prepare(self) -> None:
+        super().prepare()
+        url = self.settings.alert_webhook_url
+        receiver: dict[str, object] = {"name": "webhook" if url else "none"}
+        if url:
+            receiver["webhook_configs"] = [{"url": url, "send_resolved": True}]
+        config = {
+            "route": {
+                "receiver": receiver["name"],
+                "group_by": ["alertname", "service"],
+                **ALERT_ROUTE_TIMING,
+            },
+            "receivers": [receiver],
+        }
+        # the webhook URL may carry a token: the configuration is the owner's only
+        with private_file(self.conf_dir / "alertmanager.yml") as out:
+            out.write(json.dumps(config, indent=2).encode())
+
+    def command(self) -> list[str]:
+        return [
+            str(find_program("prometheus-alertmanager")),
+            f"--config.file={self.conf_dir / 'alertmanager.yml'}",
+            f"--storage.path={self.data_dir}",
+            f"--web.listen-address=127.0.0.1:{self.settings.alertmanager_port}",
+            "--cluster.listen-address=",  # one instance: no gossip port
+        ]
+
+    def healthy(self) -> bool:
+        return http_get(f"http://127.0.0.1:{self.settings.alertmanager_port}/-/ready")[0] == 200
+
+
 class Prometheus(Component):
     """Prometheus (Debian) scraping every service's /metrics on its default port, plus any
-    extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``."""
+    extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``; it evaluates
+    :data:`ALERT_RULES` and sends the alerts to the local Alertmanager."""
 
     name = "prometheus"
 
@@ -792,8 +852,24 @@ class Prometheus(Component):
                 ],
             }
         )
+        jobs.append(
+            {
+                "job_name": "alertmanager",
+                "static_configs": [{"targets": [f"127.0.0.1:{self.settings.alertmanager_port}"]}],
+            }
+        )
         config = {
             "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+            "rule_files": [str(ALERT_RULES)],
+            "alerting": {
+                "alertmanagers": [
+                    {
+                        "static_configs": [
+                            {"targets": [f"127.0.0.1:{self.settings.alertmanager_port}"]}
+                        ]
+                    }
+                ]
+            },
             "scrape_configs": jobs,
         }
         # JSON is valid YAML, and needs no YAML writer here
@@ -970,6 +1046,7 @@ DEFAULT_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {
     "kafka": kafka_nodes,
     "mosquitto": single(Mosquitto),
     "influxdb": single(InfluxDB),
+    "alertmanager": single(Alertmanager),
     "prometheus": single(Prometheus),
 }
 #: Started only when named (``up spark``): a Spark standalone master and SPARK_WORKERS workers.
