@@ -364,8 +364,12 @@ METRIC_DEFINITION = re.compile(
 )
 #: Labels Prometheus attaches to every scraped series (the stack's scrape config adds "service").
 TARGET_LABELS = frozenset({"job", "instance", "service"})
-#: Series Prometheus writes itself for every scrape target.
-SYNTHETIC_METRICS = {"up": frozenset[str]()}
+#: Series Prometheus writes itself: ``up`` for every scrape target, ``ALERTS`` for every alert of
+#: prometheus/alerts.yml that is pending or firing (the rules' labels and output labels).
+SYNTHETIC_METRICS = {
+    "up": frozenset[str](),
+    "ALERTS": frozenset({"alertname", "alertstate", "severity", "query", "reason", "topic"}),
+}
 PROMQL_KEYWORDS = frozenset(
     {
         "by",
