@@ -47,7 +47,7 @@ def user_environment(run_dir: Path) -> dict[str, str]:
     }
     ours.add("STACK_ALLOW_EXTERNAL")
     env = {k: v for k, v in os.environ.items() if k not in ours}
-    kafka, controller, mqtt, influx, prometheus = free_ports(5)
+    kafka, controller, mqtt, influx, prometheus, alertmanager = free_ports(6)
     env.update(
         STACK_RUN_DIR=str(run_dir),
         KAFKA_PORT=str(kafka),
@@ -55,6 +55,7 @@ def user_environment(run_dir: Path) -> dict[str, str]:
         MQTT_PORT=str(mqtt),
         INFLUX_PORT=str(influx),
         PROMETHEUS_PORT=str(prometheus),
+        ALERTMANAGER_PORT=str(alertmanager),
     )
     return env
 

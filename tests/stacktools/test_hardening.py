@@ -47,7 +47,7 @@ def test_a_first_up_and_down_leave_nothing_readable_by_others(tmp_path: Path) ->
     """A new run directory after ``up`` (configurations, passwords, data, logs, pid files of
     every server) and after ``down`` (what the servers write on their way out): no file or
     directory that the stack user's group or other users could read."""
-    kafka, controller, mqtt, influx, prometheus = free_ports(5)
+    kafka, controller, mqtt, influx, prometheus, alertmanager = free_ports(6)
     environ = {
         **os.environ,
         "STACK_RUN_DIR": str(tmp_path / "run"),
@@ -56,6 +56,7 @@ def test_a_first_up_and_down_leave_nothing_readable_by_others(tmp_path: Path) ->
         "MQTT_PORT": str(mqtt),
         "INFLUX_PORT": str(influx),
         "PROMETHEUS_PORT": str(prometheus),
+        "ALERTMANAGER_PORT": str(alertmanager),
     }
     stack = Stack(Settings.from_sources(environ), list(DEFAULT_GROUPS), allow_external=False)
     try:
