@@ -305,3 +305,27 @@ def test_a_message_waiting_for_room_when_the_shutdown_comes_is_left_for_the_next
         and bridge.failure is None
     )
     assert _metric("bridge_messages_total", outcome="deferred") - deferred == 1
+
+
+def test_the_mqtt_session_metrics_follow_connects_disconnects_and_a_lost_session() -> None:
+    """What the MQTT-session alerts read: connected 1/0, and a reconnect whose broker no longer
+    had our persistent session counted (the first connect of a run is not one)."""
+    from paho.mqtt.client import ConnectFlags
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    bridge = _bridge_without_servers(RowSplitter(4))
+    bridge.connected_before = False
+    ok = ReasonCode(PacketTypes.CONNACK, "Success")
+    lost_before = _metric("bridge_mqtt_sessions_lost_total")
+
+    bridge._on_connect(bridge.client, None, ConnectFlags(session_present=False), ok)
+    assert _metric("bridge_mqtt_connected") == 1
+    assert _metric("bridge_mqtt_sessions_lost_total") == lost_before  # a first session
+    bridge._on_disconnect(bridge.client, None, None, ok, None)
+    assert _metric("bridge_mqtt_connected") == 0
+    bridge._on_connect(bridge.client, None, ConnectFlags(session_present=True), ok)
+    assert _metric("bridge_mqtt_sessions_lost_total") == lost_before  # resumed
+    bridge._on_connect(bridge.client, None, ConnectFlags(session_present=False), ok)
+    assert _metric("bridge_mqtt_sessions_lost_total") == lost_before + 1
+    assert _metric("bridge_mqtt_connected") == 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.eos_sink import TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
+from spark_jobs.eos_sink import FENCED, TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from streamkit.config import Settings
 from streamkit.kafka_clients import transactional_producer
 from tests.support.eos_driver import DriverSettings
@@ -149,6 +149,7 @@ def test_zombie_with_same_transactional_id_is_fenced(
     successor.open()  # init_transactions with the same transactional.id fences the zombie
     with pytest.raises(SinkError):
         zombie.write_batch(1, rows(out, 1, 50))
+    assert FENCED.labels(query)._value.get() == 1  # what the ProducerFenced alert reads
     assert successor.write_batch(1, rows(out, 1)) == "committed"
     assert key_values(read_to_end(stack_settings, out)) == expected(rows(out, 0), rows(out, 1))
     successor.close()
