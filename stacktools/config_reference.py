@@ -32,6 +32,7 @@ import yaml
 from spark_jobs.config import SparkJobSettings, WindowSettings
 from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
+from stacktools.disk_space import DiskSpaceSettings
 from stacktools.services import SERVICES
 from streamkit.cli import HelpFormatter, entry_point
 from streamkit.config import (
@@ -201,6 +202,14 @@ SECTIONS: tuple[Section, ...] = (
         "db_connector",
         "Committed Kafka records -> InfluxDB points. Several instances share the work with the "
         "same `CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+    ),
+    Section(
+        "Disk space reporter (`python -m stacktools.disk_space`)",
+        DiskSpaceSettings,
+        "Serves the free space of the filesystems holding the given data directories on "
+        "/metrics, for the disk alert. The stack launcher runs it (component `disk-space`) for "
+        "its Kafka and InfluxDB data directories, on any free port it hands Prometheus as a file "
+        "target.",
     ),
     Section(
         "Dashboards checker (`python -m stacktools.dashboards`)",
@@ -391,6 +400,10 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
     "mds-lsb": ("lsb", "the join library offline, on a file"),
     "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
     "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),
+    "mds-disk-space": (
+        "stacktools.disk_space",
+        "serves the free space of the data directories' disks on /metrics",
+    ),
     "mds-dashboards": (
         "stacktools.dashboards",
         "checks the Grafana dashboards' queries without a Grafana",

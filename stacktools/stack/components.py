@@ -14,6 +14,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -808,6 +809,60 @@ class Alertmanager(Component):
         return http_get(f"http://127.0.0.1:{self.settings.alertmanager_port}/-/ready")[0] == 200
 
 
+class DiskSpace(Component):
+    """``python -m stacktools.disk_space`` for the Kafka and InfluxDB data directories of this
+    run directory: their filesystems' free space on /metrics, for the disk alert. Its port is
+    any free one, chosen at each start and handed to Prometheus as a file target."""
+
+    name = "disk-space"
+
+    @property
+    def port_file(self) -> Path:
+        return self.conf_dir / "metrics-port"
+
+    @property
+    def target_file(self) -> Path:
+        return self.settings.run_dir / "prometheus" / "targets" / "disk-space.json"
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(self.port_file.read_text())] if self.port_file.exists() else []
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports[0]}" if self.ports else "-"
+
+    def watched(self) -> str:
+        data = self.settings.run_dir / "data"
+        kafka = [node.name for node in kafka_nodes(self.settings)]
+        return ",".join(f"{name}={data / name}" for name in [*kafka, "influxdb"])
+
+    def prepare(self) -> None:
+        from stacktools.processes import free_port
+
+        super().prepare()
+        self.port_file.write_text(f"{free_port()}\n")
+        private_directory(self.target_file.parent.parent)
+        private_directory(self.target_file.parent)
+        self.target_file.write_text(
+            json.dumps([{"targets": [self.address], "labels": {"service": "disk_space"}}], indent=2)
+        )
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "stacktools.disk_space",
+            "--metrics-port",
+            str(self.ports[0]),
+            "--disk-watch",
+            self.watched(),
+        ]
+
+    def healthy(self) -> bool:
+        return bool(self.ports) and http_get(f"http://{self.address}/healthz")[0] == 200
+
+
 class Prometheus(Component):
     """Prometheus (Debian) scraping every service's /metrics on its default port, plus any
     extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``; it evaluates
@@ -1046,6 +1101,7 @@ DEFAULT_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {
     "kafka": kafka_nodes,
     "mosquitto": single(Mosquitto),
     "influxdb": single(InfluxDB),
+    "disk-space": single(DiskSpace),
     "alertmanager": single(Alertmanager),
     "prometheus": single(Prometheus),
 }

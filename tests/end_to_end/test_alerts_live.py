@@ -120,6 +120,11 @@ def test_a_stage_stopped_mid_replay_alerts_the_webhook_and_resolves(
     stack_settings: Settings, webhook: Webhook, tmp_path: Path
 ) -> None:
     settings = stack_settings
+    # what the disk alert reads is scraped from the stack's own data directories
+    free_space = 'count(data_dir_free_bytes{dir=~"kafka|influxdb"} > 0) == 2'
+    assert settle(
+        lambda: prometheus_query(settings, free_space), 30, "Kafka's and InfluxDB's free space"
+    )
     wiring = Wiring.private(settings)
     pipeline = Pipeline(
         settings,

@@ -1,0 +1,107 @@
+"""python -m stacktools.disk_space: the free space of the stack's data directories on /metrics.
+
+Kafka and InfluxDB stop taking writes when their disk fills, and neither tells Prometheus how
+full it is; this small process does, for the directories it is given (the stack launcher runs
+it for its own data directories). Each value is read when /metrics is scraped, so none is stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+from prometheus_client import REGISTRY
+from prometheus_client.core import GaugeMetricFamily
+
+from streamkit.config import ServiceSettings, setting
+from streamkit.health import beat
+from streamkit.service import entry_point, run_service
+from streamkit.shutdown import ShutdownFlag
+
+log = logging.getLogger("stacktools.disk_space")
+
+
+@dataclasses.dataclass(frozen=True)
+class DiskSpaceSettings(ServiceSettings):
+    """Which directories to report, by name."""
+
+    disk_watch: str = setting(
+        "",
+        "DISK_WATCH",
+        "the directories to report, NAME=PATH[,NAME=PATH...]: the free space of the filesystem "
+        "holding each, labelled dir=NAME",
+    )
+
+
+def watched(text: str) -> dict[str, Path]:
+    """``kafka=/a,influxdb=/b`` as {name: path}; a ValueError names what is wrong."""
+    dirs: dict[str, Path] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"DISK_WATCH: {item!r} is not NAME=PATH")
+        dirs[name.strip()] = Path(path.strip())
+    if not dirs:
+        raise ValueError("DISK_WATCH: no directory to report (NAME=PATH[,NAME=PATH...])")
+    return dirs
+
+
+class DiskSpace:
+    """A prometheus_client collector: ``data_dir_free_bytes{dir}`` and
+    ``data_dir_filesystem_bytes{dir}``; a directory that does not exist (yet) has no sample."""
+
+    def __init__(self, dirs: dict[str, Path]) -> None:
+        self.dirs = dirs
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        free = GaugeMetricFamily(
+            "data_dir_free_bytes",
+            "bytes an unprivileged writer can still use on the filesystem of a data directory",
+            labels=["dir"],
+        )
+        size = GaugeMetricFamily(
+            "data_dir_filesystem_bytes",
+            "size of the filesystem that holds a data directory",
+            labels=["dir"],
+        )
+        for name, path in self.dirs.items():
+            try:
+                usage = shutil.disk_usage(path)
+            except OSError:
+                continue
+            free.add_metric([name], usage.free)
+            size.add_metric([name], usage.total)
+        return [free, size]
+
+
+def check(settings: DiskSpaceSettings) -> None:
+    watched(settings.disk_watch)
+
+
+def serve(settings: DiskSpaceSettings, shutdown: ShutdownFlag) -> int:
+    dirs = watched(settings.disk_watch)
+    REGISTRY.register(DiskSpace(dirs))
+    log.info("reporting disk space", extra={"dirs": {k: str(v) for k, v in dirs.items()}})
+    while not shutdown.wait(5.0):
+        beat()
+    return 0
+
+
+@entry_point("stacktools.disk_space")
+def main(argv: list[str] | None = None) -> int:
+    return run_service(
+        "disk_space",
+        DiskSpaceSettings,
+        __doc__,
+        argv,
+        serve,
+        check=check,
+        module="stacktools.disk_space",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
