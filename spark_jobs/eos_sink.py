@@ -94,6 +94,11 @@ FENCED = Counter(
     ["query"],
 )
 LAST_BATCH = Gauge("eos_last_committed_batch", "batch id of the last committed marker", ["query"])
+OPEN_SINCE = Gauge(
+    "eos_transaction_open_since_seconds",
+    "when the transaction now open began (Unix seconds); 0 while none is",
+    ["query"],
+)
 PHASE_SECONDS = Histogram(
     "eos_phase_seconds",
     "time per batch phase (collect, produce, commit)",
@@ -477,8 +482,20 @@ class ExactlyOnceSink:
         raise AssertionError("unreachable")
 
     def _commit_once(self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]) -> str:
-        """One transaction with the batch's rows and its marker. A retriable failure of the
-        commit is retried as the same commit (its outcome may be unknown)."""
+        """One transaction with the batch's rows and its marker, shown open on /metrics from
+        its beginning to its end (the pipeline graph's open transaction)."""
+        open_since = OPEN_SINCE.labels(self.query_name)
+        open_since.set_to_current_time()
+        try:
+            return self._produce_and_commit(producer, batch_id, rows)
+        finally:
+            open_since.set(0)  # committed, aborted, or failed on to _abort
+
+    def _produce_and_commit(
+        self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]
+    ) -> str:
+        """A retriable failure of the commit is retried as the same commit (its outcome may be
+        unknown)."""
         started = time.perf_counter()
         producer.begin_transaction()
         count, dead_letters = produce_all(producer, rows)

@@ -9,3 +9,7 @@ from streamkit.errors import StackError
 
 class InfluxError(StackError, RuntimeError):
     """InfluxDB refused or failed a statement."""
+
+
+class PrometheusError(StackError, RuntimeError):
+    """Prometheus could not be reached or refused a query."""

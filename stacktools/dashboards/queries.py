@@ -6,22 +6,18 @@ Both are POSTed (the provisioned datasources use httpMode/httpMethod POST). Fail
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stacktools import prometheus_api
 from stacktools.dashboards.errors import QueryError
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
+from stacktools.errors import PrometheusError
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
-
-HTTP_TIMEOUT_S = 30.0
 
 
 # ------------------------------------------------------------------------------------ InfluxDB
@@ -75,27 +71,11 @@ def influx_values(series: Sequence[Mapping[str, Any]]) -> list[str]:
 
 # ------------------------------------------------------------------------------------ Prometheus
 def _prometheus(settings: Settings, path: str, params: Mapping[str, Any]) -> Any:
-    """POST to the HTTP API; returns ``data``. Error answers (400, 422) carry JSON too."""
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{settings.prometheus_port}{path}",
-        data=urllib.parse.urlencode(params, doseq=True).encode(),
-    )
+    """The HTTP API's ``data``; its failures become the checker's per-target QueryError."""
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-    except OSError as exc:
-        raise QueryError(f"cannot reach {request.full_url}: {exc}") from None
-    try:
-        body = json.loads(raw or b"{}")
-    except json.JSONDecodeError:
-        raise QueryError(
-            f"Prometheus answered with something that is not JSON: {raw[:300]!r}"
-        ) from None
-    if body.get("status") != "success":
-        raise QueryError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
-    return body.get("data")
+        return prometheus_api.call(settings, path, params)
+    except PrometheusError as exc:
+        raise QueryError(str(exc)) from None
 
 
 def prometheus_query(

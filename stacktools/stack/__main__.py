@@ -1,4 +1,5 @@
 """python -m stacktools.stack up|down|status|logs|provision [component ...]
+python -m stacktools.stack status --pipeline [--watch SECONDS]
 python -m stacktools.stack machine-user [Thing ...] [--events FILE]
 
 Runs the real servers of the stack as local processes on 127.0.0.1; data, logs, pid files and
@@ -6,7 +7,9 @@ generated credentials live under the run directory (default ./run, STACK_RUN_DIR
 only creates the users, rights, topics and databases on servers running elsewhere (docker
 compose), with the passwords given in the environment. ``machine-user`` makes an MQTT user per
 Thing (MQTT_MACHINE_IDENTITIES), its password in <run dir>/machine-credentials.json (0600), and
-makes a running Mosquitto take it at once.
+makes a running Mosquitto take it at once. ``status --pipeline`` adds the running pipeline as
+a graph, each stage with its rate, backlog, last progress, dead letters and alerts (from
+Prometheus); ``--watch`` redraws it until interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from stacktools.graph.collect import snapshot
+from stacktools.graph.render import render
 from stacktools.mqtt_users import things_of
 from stacktools.stack import Stack, make_machine_users
 from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
@@ -33,6 +38,15 @@ def print_status(stack: Stack) -> bool:
         f"run directory: {stack.settings.run_dir}  (credentials: {stack.settings.credentials_path})"
     )
     return all(row.state in {"running", "external"} for row in rows)
+
+
+def watch_pipeline(stack: Stack, every_s: float) -> int:
+    """The servers and the pipeline graph, redrawn every ``every_s`` seconds until Ctrl-C."""
+    while True:
+        print("\033[2J\033[H", end="")  # clear the terminal, cursor home
+        print_status(stack)
+        print(render(snapshot(stack.settings)), flush=True)
+        time.sleep(every_s)
 
 
 def follow(processes: list[ManagedProcess]) -> None:
@@ -94,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="machine-user: a user for every Thing of this events file too",
     )
+    parser.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="status: the running pipeline as a graph, each stage's figures from Prometheus",
+    )
+    parser.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="status --pipeline: redraw every SECONDS until Ctrl-C",
+    )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
@@ -116,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[stack] stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
             return 0
         if args.action == "status":
-            return 0 if print_status(stack) else 1
+            if args.watch:
+                return watch_pipeline(stack, args.watch)
+            healthy = print_status(stack)
+            if args.pipeline:
+                print(render(snapshot(settings)))
+            return 0 if healthy else 1
         processes = [ManagedProcess(name, settings.run_dir) for name in stack.names]
         for process in processes:
             print(f"==> {process.log_file} <==\n{tail(process.log_file, args.lines)}")

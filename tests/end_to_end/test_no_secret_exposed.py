@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import subprocess
 import sys
@@ -74,12 +75,25 @@ def wait_scraped(settings: Settings, jobs: set[str], timeout_s: float = 60) -> l
         time.sleep(2)
 
 
-def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(tmp_path: Path) -> None:
+@dataclasses.dataclass
+class KeptDemo:
+    """The demo run from an empty run directory, everything left up, and what it showed."""
+
+    env: dict[str, str]
+    own: dict[str, str]
+    settings: Settings
+    run_dir: Path
+    out: Path
+    watch: CommandLineWatch
+
+
+@pytest.fixture(scope="module")
+def kept_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeptDemo]:
+    tmp_path = tmp_path_factory.mktemp("kept-demo")
     run_dir, out = tmp_path / "run", tmp_path / "out"
     env = user_environment(run_dir)
     own = {name: f"test-set-{secrets.token_hex(12)}" for name in TEST_SET}
     env.update(own)
-    findings: list[str] = []
     with CommandLineWatch() as watch:
         demo = subprocess.run(
             [
@@ -102,42 +116,83 @@ def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(tmp_path: Path
     settings = Settings.from_sources(environ=env)
     try:
         assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-5000:]}"
-        generated = read_env_file(settings.credentials_path)
-        passwords = {**generated, **own}
-        assert len(generated) >= 10 and all(len(v) >= 12 for v in passwords.values()), generated
-        assert not set(own) & set(generated), "a password the test set was generated anyway"
-        # every process still up, once more (the services the demo left running among them)
-        watch.look_once_more()
-        findings += watch.leaks(passwords)
-
-        # files: server configuration, data, logs; the demo's service logs and summary
-        allowed = {run_dir / name for name in HOLD_PASSWORDS}
-        assert all(path.is_file() for path in allowed), "a listed file no longer exists"
-        for path in files_under(run_dir, out):
-            leaked = holding(path.read_bytes(), passwords)
-            if leaked and path not in allowed:
-                findings.append(f"file {path} holds {leaked}")
-
-        # every /metrics Prometheus scrapes: the pipeline's services and Prometheus itself
-        urls = wait_scraped(settings, {"mqtt_bridge", "spark_single_pass", "db_connector"})
-        assert len(urls) >= 4, urls
-        for url in urls:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                leaked = holding(response.read(), passwords)
-            if leaked:
-                findings.append(f"{url} holds {leaked}")
-
-        # settings objects as logs, tracebacks and debuggers show them
-        classes: list[type[ServiceSettings]] = [Settings]
-        classes += [spec.settings for spec in SERVICES.values()]
-        for cls in classes:
-            loaded = cls.from_sources(environ=env)
-            texts = [repr(loaded), str(loaded), json.dumps(loaded.redacted())]
-            texts += [json.dumps(loaded.as_environment())]
-            texts += [repr(getattr(loaded, f.name)) for f in dataclasses.fields(loaded)]
-            leaked = holding("\n".join(texts).encode(), passwords)
-            if leaked:
-                findings.append(f"{cls.__name__}'s repr, str or redacted() holds {leaked}")
+        yield KeptDemo(env, own, settings, run_dir, out, watch)
     finally:
         Stack(settings).down()
+
+
+def test_no_password_on_a_command_line_in_a_file_a_log_or_metrics(kept_demo: KeptDemo) -> None:
+    env, own, settings, watch = kept_demo.env, kept_demo.own, kept_demo.settings, kept_demo.watch
+    run_dir, out = kept_demo.run_dir, kept_demo.out
+    findings: list[str] = []
+    generated = read_env_file(settings.credentials_path)
+    passwords = {**generated, **own}
+    assert len(generated) >= 10 and all(len(v) >= 12 for v in passwords.values()), generated
+    assert not set(own) & set(generated), "a password the test set was generated anyway"
+    # every process still up, once more (the services the demo left running among them)
+    watch.look_once_more()
+    findings += watch.leaks(passwords)
+
+    # files: server configuration, data, logs; the demo's service logs and summary
+    allowed = {run_dir / name for name in HOLD_PASSWORDS}
+    assert all(path.is_file() for path in allowed), "a listed file no longer exists"
+    for path in files_under(run_dir, out):
+        leaked = holding(path.read_bytes(), passwords)
+        if leaked and path not in allowed:
+            findings.append(f"file {path} holds {leaked}")
+
+    # every /metrics Prometheus scrapes: the pipeline's services and Prometheus itself
+    urls = wait_scraped(settings, {"mqtt_bridge", "spark_single_pass", "db_connector"})
+    assert len(urls) >= 4, urls
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            leaked = holding(response.read(), passwords)
+        if leaked:
+            findings.append(f"{url} holds {leaked}")
+
+    # settings objects as logs, tracebacks and debuggers show them
+    classes: list[type[ServiceSettings]] = [Settings]
+    classes += [spec.settings for spec in SERVICES.values()]
+    for cls in classes:
+        loaded = cls.from_sources(environ=env)
+        texts = [repr(loaded), str(loaded), json.dumps(loaded.redacted())]
+        texts += [json.dumps(loaded.as_environment())]
+        texts += [repr(getattr(loaded, f.name)) for f in dataclasses.fields(loaded)]
+        leaked = holding("\n".join(texts).encode(), passwords)
+        if leaked:
+            findings.append(f"{cls.__name__}'s repr, str or redacted() holds {leaked}")
     assert findings == [], "\n".join(findings)
+
+
+def test_the_pipeline_graph_shows_the_drained_demo(kept_demo: KeptDemo) -> None:
+    """`stack status --pipeline` on the demo's stack, the services still up after the sample
+    drained: every stage of the single pass up, the Spark sink's last batch committed (no
+    transaction open), the connector with no lag, no dead letter; each figure as the services'
+    own /metrics give it."""
+    settings = kept_demo.settings
+    wait_scraped(settings, {"mqtt_bridge", "spark_single_pass", "db_connector"})
+    done = subprocess.run(
+        [sys.executable, "-m", "stacktools.stack", "status", "--pipeline"],
+        cwd=REPO_ROOT,
+        env=kept_demo.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    for stage in ("mqtt_bridge", "spark_single_pass", "db_connector"):
+        assert lines[stage].split()[1] == "up", done.stdout
+        assert "dead letters 0" in lines[stage], done.stdout
+    spark = re.search(
+        r"batch (\d+)  committed (\d+)  open transaction (none|[\d.]+ s)",
+        lines["spark_single_pass"],
+    )
+    assert spark, done.stdout
+    # data batches committed; the batches after them may be empty (they commit nothing), and
+    # one of those may be between its begin and its abort right now
+    assert int(spark.group(1)) >= int(spark.group(2)) >= 1, done.stdout
+    assert spark.group(3) == "none" or float(spark.group(3)[:-2]) < 10, done.stdout
+    assert "lag 0  pending 0" in lines["db_connector"], done.stdout
+    assert "spark_join" not in lines and "simulator" in lines, done.stdout
+    assert "alerts: 0 firing" in done.stdout, done.stdout
