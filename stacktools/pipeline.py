@@ -2,9 +2,10 @@
 
 simulator -> bridge -> Spark (one pass, or the join and the aggregate) -> connector, each
 ``python -m <service>`` in its own process group (processes.ServiceProcess), on one set of topics
-and one InfluxDB database. Used by the demo (default topics, default metrics ports scraped by the
-local Prometheus) and by the end-to-end tests and benchmark (private topics, free ports registered
-with Prometheus as file targets), so all of them run the services exactly as a user does.
+and one InfluxDB database. Used by the demo (default topics and metrics ports) and by the
+end-to-end tests and benchmark (private topics, free ports); every stage is registered with the
+local Prometheus as a file target while it runs, so all of them run the services exactly as a user
+does.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from streamkit.deadline import Deadline
 
 
 class Pipeline:
-    """The stages' processes. ``default_ports`` uses the services' default /metrics ports (the
-    local Prometheus scrapes them); otherwise free ports are registered as Prometheus file
-    targets, removed again by ``stop``. ``bridges``: that many bridges on disjoint Thing shards
+    """The stages' processes. ``default_ports`` uses the services' default /metrics ports,
+    otherwise free ones; either way each stage is registered with the local Prometheus as a file
+    target, removed again by ``stop``. ``bridges``: that many bridges on disjoint Thing shards
     (stages ``mqtt_bridge``, ``mqtt_bridge@1``, ...; the simulator publishes under the shards)."""
 
     def __init__(
@@ -72,16 +73,24 @@ class Pipeline:
         if name not in self.ports:
             default = self.default_ports and name in SERVICES  # a further bridge shard: a free port
             self.ports[name] = SERVICES[name].metrics_port if default else free_port()
-            if not default:
-                self._register_target(name, self.ports[name])
+            self._register_target(name, self.ports[name])
         return self.ports[name]
 
     def _register_target(self, name: str, port: int) -> None:
+        """Prometheus scrapes a stage while its target file exists: from its start to its
+        clean stop (``stop``), so a pipeline stopped on purpose leaves no target that is down
+        (a crashed stage keeps its file: that one alerts)."""
         target = self._target_file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
+        service = service_of(name)
         target.write_text(
             json.dumps(
-                [{"targets": [f"127.0.0.1:{port}"], "labels": {"service": service_of(name)}}]
+                [
+                    {
+                        "targets": [f"127.0.0.1:{port}"],
+                        "labels": {"service": service, "job": service},
+                    }
+                ]
             )
         )
 

@@ -314,6 +314,9 @@ class Stack:
         if kept:
             with ThreadPoolExecutor(max_workers=len(kept)) as pool:
                 list(pool.map(lambda service: service.stop(self.STOP_TIMEOUT_S), kept))
+        if not self.explicit:  # stopped on purpose: no longer targets that could look down
+            for target in (self.settings.run_dir / "prometheus" / "targets").glob("pipeline-*"):
+                target.unlink(missing_ok=True)
         stopped = [service.name for service in kept]
         for component in reversed(self._components(running_groups=True)):
             if self._process(component).stop(self.STOP_TIMEOUT_S):

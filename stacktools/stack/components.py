@@ -743,14 +743,6 @@ def _toml(value: object) -> str:
     return json.dumps(str(value))
 
 
-def metrics_ports() -> dict[str, int]:
-    """Each service's default /metrics port, from the service registry (imported late: it
-    imports every service's settings, which `stack status` does not need)."""
-    from stacktools.services import SERVICES
-
-    return {name: spec.metrics_port for name, spec in SERVICES.items()}
-
-
 #: The alert rules, the same file for the local stack and compose (unit tests beside it).
 ALERT_RULES = REPO_ROOT / "prometheus" / "alerts.yml"
 
@@ -864,9 +856,9 @@ class DiskSpace(Component):
 
 
 class Prometheus(Component):
-    """Prometheus (Debian) scraping every service's /metrics on its default port, plus any
-    extra targets dropped as JSON files into ``<run dir>/prometheus/targets/``; it evaluates
-    :data:`ALERT_RULES` and sends the alerts to the local Alertmanager."""
+    """Prometheus (Debian) scraping itself, Alertmanager and the targets dropped as JSON files
+    into ``<run dir>/prometheus/targets/`` (the pipeline's services while they run, the disk
+    reporter); it evaluates :data:`ALERT_RULES` and sends the alerts to the local Alertmanager."""
 
     name = "prometheus"
 
@@ -890,18 +882,13 @@ class Prometheus(Component):
                 "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}],
             }
         ]
-        jobs += [
-            {
-                "job_name": service,
-                "static_configs": [
-                    {"targets": [f"127.0.0.1:{port}"], "labels": {"service": service}}
-                ],
-            }
-            for service, port in metrics_ports().items()
-        ]
+        # The pipeline's services are file targets, written by whoever starts them
+        # (stacktools.pipeline: the demo, tests, benchmarks) and removed on a clean stop, each
+        # with its service and job labels: a pipeline that is not running is no target at all,
+        # so it never counts as down.
         jobs.append(
             {
-                "job_name": "extra",
+                "job_name": "services",
                 "file_sd_configs": [
                     {"files": [str(self.conf_dir / "targets" / "*.json")], "refresh_interval": "5s"}
                 ],

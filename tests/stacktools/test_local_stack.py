@@ -7,7 +7,6 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from stacktools.services import SERVICES
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from tests.support import server_checks as checks
@@ -31,18 +30,27 @@ def test_influxdb_client_write_read_back_with_influxql(stack_settings: Settings)
     checks.check_influx_write_read(stack_settings)
 
 
-def test_prometheus_scrapes_every_service_and_extra_targets(
+def test_prometheus_scrapes_the_file_targets_with_their_job(
     stack_settings: Settings, free_port: int
 ) -> None:
+    """No service port is scraped unless a file target names it (the pipeline writes one per
+    running stage): a live /metrics endpoint dropped in as a file target is scraped, reported
+    up, under the job its labels give."""
     jobs = {t["labels"]["job"] for t in checks.prometheus_targets(stack_settings)}
-    assert set(SERVICES) | {"prometheus"} <= jobs
-    # A live /metrics endpoint dropped in as a file target is scraped and reported up.
+    assert {"prometheus", "alertmanager"} <= jobs
     registry = CollectorRegistry()
     Counter("stack_test_ticks", "a counter only this test exports", registry=registry).inc(3)
     server, thread = start_http_server(free_port, addr="127.0.0.1", registry=registry)
     targets_file = stack_settings.run_dir / "prometheus" / "targets" / "pytest.json"
     targets_file.write_text(
-        json.dumps([{"targets": [f"127.0.0.1:{free_port}"], "labels": {"service": "pytest"}}])
+        json.dumps(
+            [
+                {
+                    "targets": [f"127.0.0.1:{free_port}"],
+                    "labels": {"service": "pytest", "job": "pytest"},
+                }
+            ]
+        )
     )
     try:
         health = None
@@ -55,7 +63,7 @@ def test_prometheus_scrapes_every_service_and_extra_targets(
                 if t["labels"].get("service") == "pytest"
             ]
             health = mine[0]["health"] if mine else None
-            return health == "up"
+            return health == "up" and mine[0]["labels"]["job"] == "pytest"
 
         try:
             wait_until(scraped, 40, "the extra target scraped", interval_s=1)
