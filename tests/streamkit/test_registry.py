@@ -158,9 +158,7 @@ def test_producer_start_up_refuses_our_schema_after_an_incompatible_version(
     a string): the header a producer asks for at start-up is refused."""
     topic = f"test.raw.{uuid.uuid4().hex[:8]}"
     old = json.loads(schema_text("measurement"))
-    old["fields"] = [
-        {**f, "type": "string"} if f["name"] == "value" else f for f in old["fields"]
-    ]
+    old["fields"] = [{**f, "type": "string"} if f["name"] == "value" else f for f in old["fields"]]
     RegistryClient(registry_settings).register(subject(topic), json.dumps(old))
     settings = dataclasses.replace(registry_settings, raw_topic=topic)
     with pytest.raises(IncompatibleSchema, match=f"subject {topic}-value"):
