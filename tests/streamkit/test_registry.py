@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Message
 
 from db_connector.points import PointError, converters_for
 from mqtt_bridge.records import RowSplitter
@@ -63,29 +64,16 @@ def test_bridge_frames_every_record_with_the_header() -> None:
     assert [unframe(r["value"]) for r in framed] == [(7, r["value"]) for r in plain]
 
 
-class FakeMessage:
-    """The two calls of confluent_kafka.Message a converter makes on the value."""
-
-    def __init__(self, value: bytes) -> None:
-        self._value = value
-
-    def value(self) -> bytes:
-        return self._value
-
-    def set_value(self, value: bytes) -> None:
-        self._value = value
-
-
 def test_connector_reads_framed_values_and_refuses_unframed() -> None:
     settings = settings_with(True)
     plain_convert, _ = converters_for(["raw"], settings_with(False))[settings.raw_topic]
     convert, _ = converters_for(["raw"], settings)[settings.raw_topic]
     value = RowSplitter(4).batch(ROW)[1][0]["value"]
-    message = FakeMessage(frame(3) + value)
-    assert convert(message) == plain_convert(FakeMessage(value))
+    message = Message(value=frame(3) + value)
+    assert convert(message) == plain_convert(Message(value=value))
     assert message.value() == frame(3) + value  # left as it came, for a dead letter
     with pytest.raises(PointError, match="magic byte"):
-        convert(FakeMessage(value))
+        convert(Message(value=value))
 
 
 # --------------------------------------------------------------------------- the real registry
