@@ -8,6 +8,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
@@ -15,6 +16,7 @@ from confluent_kafka import Message
 from db_connector.points import PointError, converters_for
 from mqtt_bridge.records import RowSplitter
 from stacktools.stack import Stack
+from stacktools.stack.components import schema_registry
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.wire import AvroCodec, schema_text
@@ -151,3 +153,36 @@ def test_producer_start_up_refuses_our_schema_after_an_incompatible_version(
     settings = dataclasses.replace(registry_settings, raw_topic=topic)
     with pytest.raises(IncompatibleSchema, match=f"subject {topic}-value"):
         header(settings, topic, "measurement")
+
+
+def test_the_stack_runs_the_registry_only_when_on(tmp_path: Path) -> None:
+    """Off: no registry component; on: HTTPS only with the stack's certificate, H2 in a file
+    under the run dir, nothing secret on its command line."""
+    off = dataclasses.replace(settings_with(False), run_dir=tmp_path)
+    assert "schema-registry" not in Stack(off).names
+    on = dataclasses.replace(off, schema_registry=True, schema_registry_port=18181)
+    assert "schema-registry" in Stack(on).names
+    (registry,) = schema_registry(on)
+    command = registry.command()
+    properties = dict(a[2:].split("=", 1) for a in command if a.startswith("-D"))
+    assert properties["quarkus.http.host"] == "127.0.0.1"
+    assert properties["quarkus.http.ssl-port"] == "18181"
+    assert properties["quarkus.http.insecure-requests"] == "disabled"
+    assert properties["quarkus.http.ssl.certificate.files"] == str(tmp_path / "tls" / "server.pem")
+    assert properties["apicurio.datasource.url"] == (
+        f"jdbc:h2:file:{tmp_path / 'data' / 'schema-registry' / 'registry'}"
+    )
+    assert not any("password" in a.lower() for a in command)
+    plain = dataclasses.replace(on, tls=False)
+    assert "quarkus.http.ssl-port" not in " ".join(schema_registry(plain)[0].command())
+    assert plain.registry_url == "http://127.0.0.1:18181/apis/ccompat/v7"
+
+
+@pytest.mark.stack
+def test_ids_survive_a_restart_of_the_registry(registry_settings: Settings) -> None:
+    """The H2 file keeps every schema: records already in Kafka keep decoding."""
+    before = register_all(registry_settings)
+    stack = Stack(registry_settings, ["schema-registry"])
+    assert stack.down() == ["schema-registry"]
+    stack.up()
+    assert register_all(registry_settings) == before
