@@ -15,8 +15,11 @@ from confluent_kafka import Message
 
 from db_connector.points import PointError, converters_for
 from mqtt_bridge.records import RowSplitter
+from stacktools.processes import ServiceProcess
+from stacktools.services import SERVICES
 from stacktools.stack import Stack
 from stacktools.stack.components import schema_registry
+from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.wire import AvroCodec, schema_text
@@ -186,3 +189,28 @@ def test_ids_survive_a_restart_of_the_registry(registry_settings: Settings) -> N
     assert stack.down() == ["schema-registry"]
     stack.up()
     assert register_all(registry_settings) == before
+
+
+@pytest.mark.stack
+def test_the_bridge_refuses_to_start_on_an_incompatible_subject(
+    registry_settings: Settings, tmp_path: Path
+) -> None:
+    """The real service: exit 1 before it subscribes, one line naming the subject."""
+    lane = Wiring.private(registry_settings, bridge_only=True)
+    old = json.loads(schema_text("measurement"))
+    old["fields"] = [{**f, "type": "string"} if f["name"] == "value" else f for f in old["fields"]]
+    RegistryClient(registry_settings).register(subject(lane.raw), json.dumps(old))
+    bridge = ServiceProcess(
+        "mqtt_bridge",
+        [
+            *SERVICES["mqtt_bridge"].args(lane, tmp_path),
+            "--metrics-port",
+            "0",
+        ],
+        tmp_path / "bridge.log",
+        registry_settings.as_environment(),
+    ).start()
+    assert bridge.popen.wait(120) == 1
+    log = (tmp_path / "bridge.log").read_text()
+    assert f"subject {lane.raw}-value" in log and "BACKWARD" in log, log[-2000:]
+    assert SERVICES["mqtt_bridge"].ready_line not in log
