@@ -38,6 +38,7 @@ from streamkit.wire import (
     split_measurement,
     window_label,
 )
+from streamkit.wire.registry import unframe
 
 #: Pairs whose inputs are further apart than this keep their identity in a tag instead of the
 #: sub-millisecond discriminator (which has room for 2 * 499,999 + 1 < 1,000,000 ns).
@@ -282,10 +283,36 @@ def converters_for(kinds: list[str], settings: Any) -> dict[str, tuple[Converter
         raise ConfigError(
             "CONNECTOR_TOPICS", f"unknown kind(s) {unknown} (known: {', '.join(sorted(KINDS))})"
         )
+    framed = getattr(settings, "schema_registry", False)
     return {
-        getattr(settings, KINDS[k].topic_setting): (KINDS[k].converter(), KINDS[k].measurement)
+        getattr(settings, KINDS[k].topic_setting): (
+            unframed(KINDS[k].converter()) if framed and k != "dlq" else KINDS[k].converter(),
+            KINDS[k].measurement,
+        )
         for k in kinds
     }
+
+
+def unframed(convert: Converter) -> Converter:
+    """``convert`` for values in the schema registry's wire format: the 5-byte header checked
+    and cut off, the Avro body converted as without a registry. A dead letter made of the
+    record keeps the value as it came."""
+
+    def convert_framed(message: Message) -> str:
+        value = message.value()
+        if value is None:
+            return convert(message)
+        try:
+            _schema_id, body = unframe(value)
+        except ValueError as exc:
+            raise PointError("undecodable", str(exc)) from None
+        message.set_value(body)
+        try:
+            return convert(message)
+        finally:
+            message.set_value(value)
+
+    return convert_framed
 
 
 def latency_references() -> dict[str, LatencyReference]:

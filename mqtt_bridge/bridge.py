@@ -33,6 +33,7 @@ from streamkit.mqtt_client import connect, make_client
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import dead_letters
+from streamkit.wire.registry import header as registry_header
 
 log = logging.getLogger("mqtt_bridge")
 
@@ -70,7 +71,10 @@ class Bridge:
         self.producer: Producer = idempotent_producer(
             settings, settings.mqtt_client_id, **{"linger.ms": settings.linger_ms}
         )
-        self.splitter = RowSplitter(self._partitions(settings.raw_topic))
+        self.splitter = RowSplitter(
+            self._partitions(settings.raw_topic),
+            header=registry_header(settings, settings.raw_topic, "measurement"),
+        )
         self.client = make_client(
             settings,
             settings.mqtt_client_id,

@@ -25,19 +25,24 @@ class KafkaRecord:
 
 
 class RowSplitter:
-    def __init__(self, partitions: int) -> None:
+    def __init__(self, partitions: int, header: bytes = b"") -> None:
+        """``header``: what opens every value (the schema registry's, streamkit.wire.registry;
+        empty without one)."""
         self.partitions = partitions
+        self.header = header
         self._encoder = MeasurementEncoder()
 
     def batch(self, row: Row) -> tuple[int, list[BatchRecord]]:
         """The row's partition and its records, built straight into the dicts ``produce_batch``
         reads: the bridge's hot path, so no other object is made per record."""
         thing, time_ms = row.thing, row.timestamp_ms
+        encoded = self._encoder.encode_row(thing, row.row_id, time_ms, row.quantities)
+        header = self.header
+        if header:
+            encoded = [(quantity, header + value) for quantity, value in encoded]
         return thing_partition(thing, self.partitions), [
             {"key": record_key(thing, quantity, time_ms), "value": value}
-            for quantity, value in self._encoder.encode_row(
-                thing, row.row_id, time_ms, row.quantities
-            )
+            for quantity, value in encoded
         ]
 
     def split(self, row: Row) -> list[KafkaRecord]:

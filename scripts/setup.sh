@@ -3,7 +3,8 @@
 # Every step is idempotent and skips what is already there, so CI and users can run it each time.
 #   apt : mosquitto, prometheus, prometheus-alertmanager (Debian packages)
 #   pip : .venv/ with the pinned Python dependencies (pyproject.toml)
-#   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/
+#   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/;
+#         Apicurio Registry (the optional schema registry) into .stack/apicurio/
 #   go  : influxd 1.8.10 (pure Go, v2-compatible write API) into the user cache
 set -euo pipefail
 # --help answers at once (this header), without installing anything.
@@ -15,6 +16,8 @@ ROOT=$PWD
 STACK_DIR=$ROOT/.stack
 CACHE_DIR=${STACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/machinedata-stack}
 INFLUXD_VERSION=v1.8.10
+# 3.0.x is the last line that runs on Java 17 (3.3 needs 21)
+APICURIO_VERSION=3.0.9
 mkdir -p "$STACK_DIR" "$CACHE_DIR/bin"
 
 say() { printf '[setup] %s\n' "$*"; }
@@ -83,6 +86,21 @@ for jar in "$STACK_DIR"/jars/spark-all/*.jar; do
   if ! ls "$pyspark_jars/$artifact"-[0-9]*.jar >/dev/null 2>&1; then cp "$jar" "$STACK_DIR/jars/spark/"; fi
 done
 say "mvn: spark connector jars: $(ls "$STACK_DIR/jars/spark" | tr '\n' ' ')"
+# Apicurio Registry ships as one zip (runner jar + lib/): fetched through Maven's cache, unpacked
+# once per version. Only a `SCHEMA_REGISTRY=true` stack starts it.
+APICURIO_DIR=$STACK_DIR/apicurio
+if [ "$(cat "$APICURIO_DIR/.installed" 2>/dev/null)" = "$APICURIO_VERSION" ]; then
+  say "mvn: apicurio registry $APICURIO_VERSION present"
+else
+  say "mvn: fetching apicurio registry $APICURIO_VERSION"
+  rm -rf "$APICURIO_DIR.tmp" && mkdir -p "$APICURIO_DIR.tmp"
+  mvn -q -B -Dstyle.color=never dependency:copy \
+    "-Dartifact=io.apicurio:apicurio-registry-app:$APICURIO_VERSION:zip:all" \
+    -DoutputDirectory="$APICURIO_DIR.tmp"
+  (cd "$APICURIO_DIR.tmp" && "$ROOT/.venv/bin/python" -m zipfile -e ./*.zip . && rm -f ./*.zip)
+  rm -rf "$APICURIO_DIR" && mv "$APICURIO_DIR.tmp" "$APICURIO_DIR"
+  echo "$APICURIO_VERSION" > "$APICURIO_DIR/.installed"
+fi
 
 # --- Go: influxd 1.8.10 ----------------------------------------------------------------------
 INFLUXD=$CACHE_DIR/bin/influxd

@@ -26,6 +26,7 @@ from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
 from streamkit.wire import schema_text
+from streamkit.wire.registry import header as registry_header
 from windowing import STAGE, Step, WindowOperator, WindowRules
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ def read_join_results(spark: SparkSession, settings: AggregateSettings) -> DataF
     from pyspark.sql import functions as F
 
     pairs = dead_letters.decode(
-        read_kafka(spark, settings, settings.joined_topic), schema_text("joined")
+        read_kafka(spark, settings, settings.joined_topic),
+        schema_text("joined"),
+        framed=settings.schema_registry,
     )
     return observe_event_time(
         pairs.select(
@@ -184,12 +187,17 @@ def to_kafka_records(
     from pyspark.sql import functions as F
 
     routes = [
-        outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
+        outputs.aggregate_route(
+            settings.aggregates_topic,
+            partitions[settings.aggregates_topic],
+            registry_header(settings, settings.aggregates_topic, "aggregate"),
+        ),
         outputs.late_route(
             settings.late_topic,
             partitions[settings.late_topic],
             F.lit(STAGE),
             F.col("watermark_ms"),
+            header=registry_header(settings, settings.late_topic, "late"),
         ),
     ]
     return outputs.to_kafka_records(

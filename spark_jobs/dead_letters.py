@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.output_columns import Fields, OutputRows
 from streamkit.wire import dead_letters as wire_dead_letters
+from streamkit.wire.registry import MAGIC
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,15 +35,22 @@ OUTPUT_FIELDS: Fields = [
 ]
 
 
-def decode(frame: DataFrame, schema: str) -> DataFrame:
+def decode(frame: DataFrame, schema: str, framed: bool = False) -> DataFrame:
     """Kafka records -> ``d`` (the decoded struct), the INPUT_COLUMNS and ``kafka_partition``,
     ``kafka_offset``. PERMISSIVE makes an undecodable value a struct of nulls; ``thing`` is
-    never null in a datum of either input schema, so its null marks the record."""
+    never null in a datum of either input schema, so its null marks the record. ``framed``:
+    values open with the schema registry's 5-byte header (streamkit.wire.registry), cut off
+    before decoding; a value without its magic byte decodes to nothing, a dead letter."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
+    body = F.col("value")
+    if framed:
+        body = F.when(
+            F.substring("value", 1, 1) == F.lit(bytes([MAGIC])), F.expr("substring(value, 6)")
+        )
     decoded = frame.select(
-        from_avro("value", schema, {"mode": "PERMISSIVE"}).alias("d"),
+        from_avro(body, schema, {"mode": "PERMISSIVE"}).alias("d"),
         "key",
         "value",
         F.col("partition").alias("kafka_partition"),

@@ -25,6 +25,7 @@ from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
 from streamkit.errors import ConfigError
+from streamkit.wire.registry import header as registry_header
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -159,9 +160,17 @@ def to_kafka_records(
     from pyspark.sql import functions as F
 
     routes = [
-        outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
+        outputs.joined_route(
+            settings.joined_topic,
+            partitions[settings.joined_topic],
+            registry_header(settings, settings.joined_topic, "joined"),
+        ),
         outputs.late_route(
-            settings.late_topic, partitions[settings.late_topic], F.lit(STAGE), F.lit(None)
+            settings.late_topic,
+            partitions[settings.late_topic],
+            F.lit(STAGE),
+            F.lit(None),
+            header=registry_header(settings, settings.late_topic, "late"),
         ),
     ]
     return outputs.to_kafka_records(

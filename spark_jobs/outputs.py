@@ -31,7 +31,15 @@ class Route:
     value: Column
 
 
-def joined_route(topic: str, partitions: int) -> Route:
+def framed(value: Column, header: bytes) -> Column:
+    """``value`` opened by the schema registry's header (streamkit.wire.registry); unchanged
+    without one."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit(header), value) if header else value
+
+
+def joined_route(topic: str, partitions: int, header: bytes = b"") -> Route:
     """A pair: keyed by its deterministic id."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
@@ -54,7 +62,7 @@ def joined_route(topic: str, partitions: int) -> Route:
         ),
         schema_text("joined"),
     )
-    return Route(JOINED, topic, partitions, F.col("id"), value)
+    return Route(JOINED, topic, partitions, F.col("id"), framed(value, header))
 
 
 def schema_fields(schema: str) -> list[str]:
@@ -65,7 +73,7 @@ def schema_fields(schema: str) -> list[str]:
     return [f["name"] for f in json.loads(schema_text(schema))["fields"]]
 
 
-def aggregate_route(topic: str, partitions: int) -> Route:
+def aggregate_route(topic: str, partitions: int, header: bytes = b"") -> Route:
     """A final window: keyed thing|quantity|window|start."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
@@ -73,10 +81,12 @@ def aggregate_route(topic: str, partitions: int) -> Route:
     from streamkit.wire import aggregate_key_column, schema_text
 
     value = to_avro(F.struct(*schema_fields("aggregate")), schema_text("aggregate"))
-    return Route(AGGREGATE, topic, partitions, aggregate_key_column(), value)
+    return Route(AGGREGATE, topic, partitions, aggregate_key_column(), framed(value, header))
 
 
-def late_route(topic: str, partitions: int, stage: Column, watermark: Column) -> Route:
+def late_route(
+    topic: str, partitions: int, stage: Column, watermark: Column, header: bytes = b""
+) -> Route:
     """A record set aside, keyed as in the raw topic; ``stage`` and ``watermark`` say which
     stage set it aside and what it was compared with."""
     from pyspark.sql import functions as F
@@ -97,7 +107,7 @@ def late_route(topic: str, partitions: int, stage: Column, watermark: Column) ->
         ),
         schema_text("late"),
     )
-    return Route(LATE, topic, partitions, record_key_column(), value)
+    return Route(LATE, topic, partitions, record_key_column(), framed(value, header))
 
 
 def to_kafka_records(

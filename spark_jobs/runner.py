@@ -103,7 +103,9 @@ def read_measurements(
     from pyspark.sql import functions as F
 
     decoded = dead_letters.decode(
-        read_kafka(spark, settings, topic or settings.raw_topic), schema_text("measurement")
+        read_kafka(spark, settings, topic or settings.raw_topic),
+        schema_text("measurement"),
+        framed=settings.schema_registry,
     )
     measurements = decoded.select(
         "d.*", *dead_letters.INPUT_COLUMNS, "kafka_partition", "kafka_offset"

@@ -28,6 +28,7 @@ from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
+from streamkit.wire.registry import header as registry_header
 from windowing import WindowOperator
 
 if TYPE_CHECKING:
@@ -107,13 +108,22 @@ def to_kafka_records(
     from pyspark.sql import functions as F
 
     routes = [
-        outputs.joined_route(settings.joined_topic, partitions[settings.joined_topic]),
-        outputs.aggregate_route(settings.aggregates_topic, partitions[settings.aggregates_topic]),
+        outputs.joined_route(
+            settings.joined_topic,
+            partitions[settings.joined_topic],
+            registry_header(settings, settings.joined_topic, "joined"),
+        ),
+        outputs.aggregate_route(
+            settings.aggregates_topic,
+            partitions[settings.aggregates_topic],
+            registry_header(settings, settings.aggregates_topic, "aggregate"),
+        ),
         outputs.late_route(
             settings.late_topic,
             partitions[settings.late_topic],
             F.col("stage"),
             F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
+            header=registry_header(settings, settings.late_topic, "late"),
         ),
     ]
     return outputs.to_kafka_records(

@@ -504,6 +504,31 @@ class KafkaSettings(ServiceSettings):
         "DLQ_TOPIC",
         "Kafka dead-letter topic: invalid input, with a reason header",
     )
+    schema_registry: bool = setting(
+        False,
+        "SCHEMA_REGISTRY",
+        "write Confluent's wire format (magic byte, schema id, Avro) with every schema "
+        "registered in a schema registry, which the local stack then runs (Apicurio); false: "
+        "plain Avro without a header (docs/schema-registry.md)",
+    )
+    schema_registry_port: int = setting(
+        8081, "SCHEMA_REGISTRY_PORT", "port of the local schema registry"
+    )
+    schema_registry_url: str = setting(
+        "",
+        "SCHEMA_REGISTRY_URL",
+        "Confluent-compatible schema registry API (default https://127.0.0.1:<schema registry "
+        "port>/apis/ccompat/v7, http:// with TLS off)",
+    )
+
+    @property
+    def registry_url(self) -> str:
+        """The registry's Confluent-compatible API, without a trailing slash."""
+        scheme = "https" if self.tls else "http"
+        return (
+            self.schema_registry_url
+            or f"{scheme}://127.0.0.1:{self.schema_registry_port}/apis/ccompat/v7"
+        ).rstrip("/")
 
     @property
     def bootstrap_servers(self) -> str:

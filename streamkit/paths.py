@@ -17,6 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STACK_DIR = REPO_ROOT / ".stack"
 KAFKA_JARS_DIR = STACK_DIR / "jars" / "kafka"
 SPARK_JARS_DIR = STACK_DIR / "jars" / "spark"
+#: Apicurio Registry's runner jar and its lib/ (scripts/setup.sh), the optional schema registry.
+APICURIO_DIR = STACK_DIR / "apicurio"
 #: Downloads and built tools (scripts/setup.sh), generated benchmark input, the JVM's class archive.
 CACHE_DIR = Path.home() / ".cache" / "machinedata-stack"
 

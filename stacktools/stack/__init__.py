@@ -22,7 +22,13 @@ from stacktools import certs
 from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
 from stacktools.mqtt_users import ensure_machine_users, machine_passwords
-from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS, Component, Mosquitto
+from stacktools.stack.components import (
+    DEFAULT_GROUPS,
+    OPTIONAL_GROUPS,
+    Component,
+    Mosquitto,
+    SchemaRegistry,
+)
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.process import (
     KeptService,
@@ -172,6 +178,11 @@ class Stack:
         components = [
             c for group in self.default_groups for c in DEFAULT_GROUPS[group](self.settings)
         ]
+        if running_groups and "schema-registry" in self.default_groups:
+            # a registry started with SCHEMA_REGISTRY on is stopped by a `down` without it
+            registry = SchemaRegistry(self.settings)
+            if registry.name not in {c.name for c in components} and self._process(registry).pid():
+                components.append(registry)
         for group, make in OPTIONAL_GROUPS.items():
             members = make(self.settings)
             if group in self.groups or (

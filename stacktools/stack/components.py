@@ -34,6 +34,7 @@ from streamkit.config import Settings, credential_env
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import ConfigError
 from streamkit.paths import (
+    APICURIO_DIR,
     KAFKA_JARS_DIR,
     REPO_ROOT,
     find_influxd,
@@ -932,6 +933,85 @@ class Prometheus(Component):
         return http_get(f"http://127.0.0.1:{self.settings.prometheus_port}/-/ready")[0] == 200
 
 
+class SchemaRegistry(Component):
+    """Apicurio Registry (Quarkus, Java 17) serving the Confluent-compatible API the producers
+    register their schemas with and registry-aware consumers read them from. Its storage is H2
+    in a file under the data directory, so schema ids survive a restart: records already in Kafka
+    keep decoding. HTTPS only, with the stack's server certificate, when TLS is on."""
+
+    name = "schema-registry"
+    start_timeout_s = 120.0  # a JVM and Quarkus on a busy 2-core machine
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.schema_registry_port]
+
+    @property
+    def address(self) -> str:
+        return self.settings.registry_url
+
+    @property
+    def runner_jar(self) -> Path | None:
+        jars = sorted(APICURIO_DIR.glob("apicurio-registry-app-*-runner.jar"))
+        return jars[-1] if jars else None
+
+    def missing_install(self) -> str | None:
+        return (
+            None
+            if self.runner_jar
+            else f"Apicurio Registry not found in {APICURIO_DIR}: run scripts/setup.sh"
+        )
+
+    def command(self) -> list[str]:
+        port = self.settings.schema_registry_port
+        properties = {
+            "quarkus.http.host": "127.0.0.1",
+            "quarkus.http.port": str(port),
+            "apicurio.storage.kind": "sql",
+            "apicurio.storage.sql.kind": "h2",
+            # the H2 login is its default: the file sits in a directory only the stack user reads
+            "apicurio.datasource.url": f"jdbc:h2:file:{self.data_dir / 'registry'}",
+            "java.io.tmpdir": str(self.conf_dir),
+        }
+        if self.settings.tls:
+            tls = certs.files(self.settings)
+            properties |= {
+                "quarkus.http.ssl-port": str(port),
+                "quarkus.http.insecure-requests": "disabled",
+                "quarkus.http.ssl.certificate.files": str(tls.server_cert),
+                "quarkus.http.ssl.certificate.key-files": str(tls.server_key),
+            }
+        return [
+            "java",
+            "-Xms128m",
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            *(f"-D{key}={value}" for key, value in properties.items()),
+            "-jar",
+            str(self.runner_jar),
+        ]
+
+    def healthy(self) -> bool:
+        scheme = "https" if self.settings.tls else "http"
+        try:
+            context = client_context(self.settings)
+        except ConfigError:  # no CA yet: not ours
+            return False
+        url = f"{scheme}://127.0.0.1:{self.settings.schema_registry_port}/health/ready"
+        return http_get(url, context=context)[0] == 200
+
+    def after_healthy(self) -> None:
+        """Every topic's schema registered with its compatibility rule now, so consumers find
+        them before the first producer starts (each producer registers again: idempotent)."""
+        from streamkit.wire.registry import register_all
+
+        register_all(self.settings)
+
+
+def schema_registry(settings: Settings) -> list[Component]:
+    return [SchemaRegistry(settings)] if settings.schema_registry else []
+
+
 def spark_home() -> Path:
     """The pinned pyspark distribution: its ``bin/spark-class`` starts master and workers."""
     import pyspark
@@ -1091,6 +1171,7 @@ DEFAULT_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {
     "disk-space": single(DiskSpace),
     "alertmanager": single(Alertmanager),
     "prometheus": single(Prometheus),
+    "schema-registry": schema_registry,  # none unless SCHEMA_REGISTRY is on
 }
 #: Started only when named (``up spark``): a Spark standalone master and SPARK_WORKERS workers.
 OPTIONAL_GROUPS: dict[str, Callable[[Settings], list[Component]]] = {"spark": spark_cluster}
