@@ -20,16 +20,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from bench_e2e import events_file  # type: ignore[import-not-found]
+from benchmarks.bench_e2e import events_file
 from simulator.generate import DEFAULT_ROWS
+from spark_jobs.config import SinglePassSettings
 from stacktools.influx import InfluxClient
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of
-from spark_jobs.config import SinglePassSettings
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 
@@ -40,7 +41,7 @@ def _escape(text: str) -> str:
     return text.replace(",", r"\,").replace("=", r"\=").replace(" ", r"\ ")
 
 
-def _number(value: object, integer: bool) -> str | None:
+def _number(value: Any, integer: bool) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return f"{int(value)}i" if integer else repr(float(value))

@@ -391,6 +391,10 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
     "mds-lsb": ("lsb", "the join library offline, on a file"),
     "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
     "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),
+    "mds-verify": (
+        "stacktools.verify",
+        "checks that InfluxDB holds exactly what an events file implies",
+    ),
     "mds-dashboards": (
         "stacktools.dashboards",
         "checks the Grafana dashboards' queries without a Grafana",

@@ -138,9 +138,7 @@ def compare(
         doubled,
         lambda row: {**_identity(measurement, row), "points": int(row["points"])},
     )
-    merged = want.merge(
-        got, on=keys, how="outer", suffixes=("_want", "_got"), indicator=True
-    )
+    merged = want.merge(got, on=keys, how="outer", suffixes=("_want", "_got"), indicator=True)
     absent = merged[(merged["_merge"] == "left_only")]
     missing = absent[absent["required"].astype(bool)]
     verdict.note(
@@ -182,7 +180,9 @@ def compare(
         changed = {
             name: {"expected": _plain(row[f"{name}_want"]), "found": _plain(row[f"{name}_got"])}
             for name in compared
-            if not bool(_same(name, pd.Series([row[f"{name}_want"]]), pd.Series([row[f"{name}_got"]]))[0])
+            if not bool(
+                _same(name, pd.Series([row[f"{name}_want"]]), pd.Series([row[f"{name}_got"]]))[0]
+            )
             and not (name == "closed_at_ms" and measurement == "aggregate" and row["pending"])
         }
         return {**_identity(measurement, row), "values": changed}

@@ -51,7 +51,9 @@ class Records:
         return len(self.time_ms)
 
 
-def read_records(path: Path, order: str = "event-time", max_future_ms: int | None = None) -> Records:
+def read_records(
+    path: Path, order: str = "event-time", max_future_ms: int | None = None
+) -> Records:
     """``max_future_ms``: rows more than this ahead of now are left out (the bridge
     dead-letters them), as are times InfluxDB cannot store."""
     if order not in ORDERS:
@@ -154,11 +156,7 @@ def _fast_columns(path: Path) -> _Rows | None:
     valid = ~thing_null & ~stamp_col.is_null().to_numpy(zero_copy_only=False)
     bad_things = np.array([thing_problem(t) is not None for t in things] or [False])
     valid &= ~bad_things[thing_codes]
-    ids = (
-        table.column("id").to_pylist()
-        if "id" in schema.names
-        else [None] * table.num_rows
-    )
+    ids = table.column("id").to_pylist() if "id" in schema.names else [None] * table.num_rows
     row_ids = ["" if i is None else i for i in ids]
     if any(not i.isprintable() for i in set(row_ids)):
         return None  # the row reader's id rules decide those rows

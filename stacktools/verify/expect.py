@@ -113,7 +113,9 @@ def expectation(records: Records, rules: Rules) -> Expectation:
         newest[thing] = max(newest.get(thing, t.max()), int(t.max()))
         _raw(raw, thing, quantity, t, v)
         if quantity in paired:
-            accepted[(int(records.thing[idx[0]]), quantity)] = _join_stream(late, thing, quantity, t, v)
+            accepted[(int(records.thing[idx[0]]), quantity)] = _join_stream(
+                late, thing, quantity, t, v
+            )
         if rules.windows:
             ids = [records.row_ids[r] for r in row] if len(np.unique(t)) < len(t) else []
             _windows(windows, late, thing, quantity, t, v, ids, rules)
@@ -209,12 +211,11 @@ def _join(
     (lt, lv), (rt, rv) = left, right
     li1, ri1 = _certain_partners(lt, rt)
     ri2, li2 = _certain_partners(rt, lt)
-    both = np.unique(
-        np.stack((np.concatenate((li1, li2)), np.concatenate((ri1, ri2))), axis=1), axis=0
-    )
+    width = len(rt) + 1
+    both = np.unique(np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2)))
     if not len(both):
         return
-    li, ri = both[:, 0], both[:, 1]
+    li, ri = both // width, both % width
     a, b = lt[li], rt[ri]
     if max_gap_ms is not None:
         near = np.abs(a - b) <= max_gap_ms
@@ -294,7 +295,9 @@ def _windows(
         values[k] = held_value
     final_horizon = horizon[-1]
     for window in rules.windows:
-        _window_points(windows, thing, quantity, times, values, window, final_horizon, horizon, clock)
+        _window_points(
+            windows, thing, quantity, times, values, window, final_horizon, horizon, clock
+        )
 
 
 def _window_points(
@@ -314,7 +317,7 @@ def _window_points(
         breaks = np.flatnonzero(np.diff(times) >= window.size_ms) + 1
         member_start = np.split(np.arange(len(times)), breaks)
         group = np.repeat(np.arange(len(member_start)), [len(m) for m in member_start])
-        members_t, members_v = times, values
+        members_v = values
         starts = times[[m[0] for m in member_start]]
         ends = times[[m[-1] for m in member_start]]
         closes = ends + window.size_ms
@@ -330,7 +333,6 @@ def _window_points(
             parts_s.append(start[inside])
         all_s = np.concatenate(parts_s)
         order = np.lexsort((np.concatenate(parts_t), all_s))
-        members_t = np.concatenate(parts_t)[order]
         members_v = np.concatenate(parts_v)[order]
         all_s = all_s[order]
         starts, group = np.unique(all_s, return_inverse=True)

@@ -22,18 +22,16 @@ def render(outcome: Outcome) -> str:
         state = "exact" if v.exact else "DIFFERS"
         counts = ", ".join(f"{v.counts[k]:,} {k}" for k in KINDS)
         note = f"  [{'; '.join(extra)}]" if extra else ""
-        lines.append(
-            f"  {v.measurement:<10} {state:<8} {v.matched:>10,} equal, {counts}{note}"
-        )
+        lines.append(f"  {v.measurement:<10} {state:<8} {v.matched:>10,} equal, {counts}{note}")
         for kind in KINDS:
             if not v.counts[kind]:
                 continue
-            touched = sorted(v.by_thing.items(), key=lambda kv: -kv[1][kind])
-            things = ", ".join(f"{t} {c[kind]:,}" for t, c in touched if c[kind])
-            shown = ", ".join(
-                f"{t} {c[kind]:,}" for t, c in touched[:THINGS_SHOWN] if c[kind]
-            )
-            more = " ..." if len(things) > len(shown) else ""
+            touched = [
+                (t, c[kind]) for t, c in sorted(v.by_thing.items(), key=lambda kv: -kv[1][kind])
+            ]
+            touched = [(t, n) for t, n in touched if n]
+            shown = ", ".join(f"{t} {n:,}" for t, n in touched[:THINGS_SHOWN])
+            more = f" and {len(touched) - THINGS_SHOWN} more" if len(touched) > THINGS_SHOWN else ""
             lines.append(f"      {kind} by Thing: {shown}{more}")
             for example in v.examples[kind]:
                 lines.append(f"        e.g. {json.dumps(example, default=str)}")
