@@ -41,6 +41,12 @@ def _escape(text: str) -> str:
     return text.replace(",", r"\,").replace("=", r"\=").replace(" ", r"\ ")
 
 
+def _tag(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else str(int(value))
+    return str(value)
+
+
 def _number(value: Any, integer: bool) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -80,7 +86,7 @@ def lines(measurement: str, frame: pd.DataFrame) -> list[str]:
         frame = frame[~frame["pending"].astype(bool)]
     out = []
     for row in frame.to_dict("records"):
-        tag_text = ",".join(f"{t}={_escape(str(row[t]))}" for t in tags if str(row[t]))
+        tag_text = ",".join(f"{t}={_escape(_tag(row[t]))}" for t in tags if _tag(row[t]))
         field_text = ",".join(
             f"{name}={text}"
             for name, integer in fields.items()

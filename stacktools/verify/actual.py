@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from stacktools.errors import InfluxError
 from stacktools.influx import InfluxClient, basic_auth
@@ -31,7 +33,7 @@ class InfluxReader:
     def __init__(self, client: InfluxClient, database: str) -> None:
         self.client, self.database = client, database
 
-    def csv(self, statement: str) -> pd.DataFrame:
+    def csv(self, statement: str) -> pa.Table | None:
         s = self.client.settings
         body = urllib.parse.urlencode({"q": statement, "db": self.database, "epoch": "ns"})
         request = urllib.request.Request(f"{s.influx_base_url}/query", data=body.encode())
@@ -49,16 +51,19 @@ class InfluxReader:
         except urllib.error.URLError as exc:
             raise InfluxError(f"InfluxDB at {s.influx_base_url}: {exc.reason}") from None
         if not data.strip():
-            return pd.DataFrame()
+            return None
         if data.startswith(b"{"):  # an error is answered as JSON
             raise InfluxError(f"{statement}: {data[:300]!r}")
-        return pd.read_csv(
+        table = pa_csv.read_csv(
             io.BytesIO(data),
-            dtype={"time": np.int64},
-            keep_default_na=False,
-            na_values=[""],
-            float_precision="round_trip",  # the values as written, not a neighbour
+            convert_options=pa_csv.ConvertOptions(
+                column_types={"time": pa.int64()},
+                strings_can_be_null=True,
+                auto_dict_encode=True,  # tags repeat: categoricals, compared by code
+                auto_dict_max_cardinality=1 << 20,
+            ),
         )
+        return table
 
     def things(self, measurement: str) -> list[str]:
         found = self.client.rows(
@@ -79,17 +84,23 @@ class InfluxReader:
             f'SELECT * FROM "{measurement}" WHERE "thing" = {_quote(thing)}' for thing in things
         ]
         with ThreadPoolExecutor(PARALLEL_QUERIES) as pool:
-            frames = [f for f in pool.map(self.csv, statements) if len(f)]
-        if not frames:
+            tables = [t for t in pool.map(self.csv, statements) if t is not None and t.num_rows]
+        if not tables:
             return pd.DataFrame(columns=[*KEYS[measurement], *VALUES[measurement], "extra_tags"])
-        return shaped(measurement, pd.concat(frames, ignore_index=True), tags)
+        # one set of categories for the whole measurement (a column absent in a part: null)
+        table = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
+        return shaped(measurement, table.combine_chunks().to_pandas(), tags)
 
     def read(self) -> dict[str, pd.DataFrame]:
         return {m: self.measurement(m) for m in MEASUREMENTS}
 
 
 def _text(column: pd.Series) -> pd.Series:
-    return column.fillna("").astype(str)
+    """A tag column as a categorical of text (absent: empty)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.cat.add_categories([""]) if "" not in column.cat.categories else column
+        return column.fillna("")
+    return column.fillna("").astype(str).astype("category")
 
 
 def shaped(measurement: str, found: pd.DataFrame, tags: set[str]) -> pd.DataFrame:
@@ -108,19 +119,18 @@ def shaped(measurement: str, found: pd.DataFrame, tags: set[str]) -> pd.DataFram
     if measurement == "aggregate":
         out["start_ms"] = time_ms
     if measurement == "joined":
-        out["long_gap_ms"] = _text(out["long_gap_ms"]).str.replace(r"\.0$", "", regex=True)
+        out["long_gap_ms"] = pd.to_numeric(out["long_gap_ms"].astype(object), errors="coerce")
         out["result_name"] = _text(out["result_name"])
     for name in ("thing", "quantity", "pair", "window", "stage", "reason"):
         if name in out.columns:
             out[name] = _text(out[name])
     schema_tags = set(KEYS[measurement]) | {"long_gap_ms", "result_name"}
     others = sorted((tags & set(found.columns)) - schema_tags)
-    out["extra_tags"] = (
-        found[others]
-        .fillna("")
-        .astype(str)
-        .apply(lambda r: ",".join(f"{k}={v}" for k, v in r.items() if v), axis=1)
-        if others
-        else ""
-    )
+    if others:
+        text = found[others].astype(object).fillna("").astype(str)
+        out["extra_tags"] = text.apply(
+            lambda r: ",".join(f"{k}={v}" for k, v in r.items() if v), axis=1
+        )
+    else:
+        out["extra_tags"] = ""
     return out

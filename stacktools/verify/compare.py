@@ -48,6 +48,8 @@ class Verdict:
             return
         self.counts[kind] += len(frame)
         for thing, n in frame["thing"].value_counts().items():
+            if not n:
+                continue
             self.by_thing.setdefault(str(thing), dict.fromkeys(KINDS, 0))[kind] += int(n)
         room = EXAMPLES - len(self.examples[kind])
         for _, row in frame.head(room).iterrows():
@@ -83,8 +85,12 @@ def _identity(measurement: str, row: pd.Series) -> dict:
 
 def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
     """Element-wise equality of one value column; absent on both sides is equal."""
-    if name in ("result_name", "long_gap_ms", "extra_tags"):
-        return want.fillna("").astype(str).to_numpy() == got.fillna("").astype(str).to_numpy()
+    if name == "extra_tags":  # expected: none
+        return got.fillna("").astype(str).to_numpy() == ""
+    if name == "result_name":
+        return want.astype(str).to_numpy() == got.fillna("").astype(str).to_numpy()
+    if name == "time_ns":  # integers beyond a double's precision
+        return want.to_numpy(np.int64, na_value=-1) == got.to_numpy(np.int64, na_value=-2)
     a = pd.to_numeric(want, errors="coerce").to_numpy(dtype=np.float64)
     b = pd.to_numeric(got, errors="coerce").to_numpy(dtype=np.float64)
     both_absent = np.isnan(a) & np.isnan(b)
@@ -92,19 +98,26 @@ def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
         near = np.isclose(a, b, rtol=CLOSE[name], atol=1e-12)
     else:
         near = a == b
-    if name == "time_ns":  # integers beyond a double's precision
-        near = want.astype("Int64").to_numpy() == got.astype("Int64").to_numpy()
     return both_absent | near
 
 
-def _keyed(frame: pd.DataFrame, measurement: str) -> pd.DataFrame:
-    frame = frame.copy()
+def _keyed(want: pd.DataFrame, got: pd.DataFrame, measurement: str) -> None:
+    """Key columns of one type on both sides: times as float64 (exact below 2**53 ms), text as
+    categoricals over the same categories (merged by code, not by string)."""
     for key in KEYS[measurement]:
         if key in TIME_KEYS:
-            frame[key] = pd.to_numeric(frame[key], errors="coerce").astype("Int64")
-        else:
-            frame[key] = frame[key].fillna("").astype(str)
-    return frame
+            want[key] = pd.to_numeric(want[key], errors="coerce").astype(np.float64)
+            got[key] = pd.to_numeric(got[key], errors="coerce").astype(np.float64)
+            continue
+        sides = []
+        for frame in (want, got):
+            column = frame[key]
+            if not isinstance(column.dtype, pd.CategoricalDtype):
+                column = column.fillna("").astype(str).astype("category")
+            sides.append(column)
+        categories = sides[0].cat.categories.union(sides[1].cat.categories)
+        want[key] = sides[0].cat.set_categories(categories)
+        got[key] = sides[1].cat.set_categories(categories)
 
 
 def compare(
@@ -116,11 +129,15 @@ def compare(
     """``certain``: live mode, a boolean per expected row: only those may be missing."""
     keys, values = KEYS[measurement], VALUES[measurement]
     verdict = Verdict(measurement, compared=len(want))
-    want = _keyed(want, measurement)
-    got = _keyed(got, measurement)
+    want, got = want.copy(), got.copy()
+    _keyed(want, got, measurement)
     if "extra_tags" not in got.columns:
         got["extra_tags"] = ""
-    want = want.assign(extra_tags="", required=True)
+    # nullable integers: the outer merge must not turn times in ns into doubles
+    want["time_ns"] = want["time_ns"].astype("Int64")
+    got["time_ns"] = got["time_ns"].astype("Int64")
+    none = pd.Categorical.from_codes(np.zeros(len(want), dtype=np.int8), categories=[""])
+    want = want.assign(extra_tags=none, required=True)
     if "pending" in want.columns:
         want["required"] = ~want["pending"].astype(bool)
         verdict.pending = int(want["pending"].astype(bool).sum())
@@ -131,7 +148,12 @@ def compare(
     def describe_missing(row: pd.Series) -> dict:
         return {**_identity(measurement, row), **{v: _plain(row[v]) for v in values}}
 
-    copies = got.groupby(keys, dropna=False, sort=False).size().rename("points").reset_index()
+    copies = (
+        got.groupby(keys, dropna=False, sort=False, observed=True)
+        .size()
+        .rename("points")
+        .reset_index()
+    )
     doubled = copies[copies["points"] > 1]
     verdict.note(
         "duplicated",

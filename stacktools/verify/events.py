@@ -11,11 +11,13 @@ simulator's own row reader, one row at a time: slower, but every format it repla
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from simulator.events_file import sniff
@@ -44,7 +46,7 @@ class Records:
     time_ms: np.ndarray  # int64
     value: np.ndarray  # float64
     row: np.ndarray  # int64, index into row_ids
-    row_ids: list[str]
+    row_ids: Sequence[str] | np.ndarray
     rows: int  # valid rows replayed
 
     def __len__(self) -> int:
@@ -77,7 +79,7 @@ class _Rows:
     things: list[str]
     thing: np.ndarray
     time_ms: np.ndarray
-    row_ids: list[str]
+    row_ids: Sequence[str] | np.ndarray
     values: dict[str, np.ndarray]
 
     def explode(self, keep: np.ndarray, order: str) -> Records:
@@ -156,10 +158,14 @@ def _fast_columns(path: Path) -> _Rows | None:
     valid = ~thing_null & ~stamp_col.is_null().to_numpy(zero_copy_only=False)
     bad_things = np.array([thing_problem(t) is not None for t in things] or [False])
     valid &= ~bad_things[thing_codes]
-    ids = table.column("id").to_pylist() if "id" in schema.names else [None] * table.num_rows
-    row_ids = ["" if i is None else i for i in ids]
-    if any(not i.isprintable() for i in set(row_ids)):
-        return None  # the row reader's id rules decide those rows
+    row_ids: Sequence[str] | np.ndarray
+    if "id" in schema.names and pa.types.is_string(schema.field("id").type):
+        id_column = table.column("id").fill_null("")
+        if not pc.all(pc.utf8_is_printable(id_column)).as_py():
+            return None  # the row reader's id rules decide those rows
+        row_ids = id_column.to_numpy(zero_copy_only=False)
+    else:
+        row_ids = np.full(table.num_rows, "", dtype=object)
     values: dict[str, np.ndarray] = {}
     held_any = np.zeros(table.num_rows, dtype=bool)
     for name in names:

@@ -72,26 +72,32 @@ class Expectation:
 
 
 class _Columns:
-    """Column lists gathered per key, concatenated once."""
+    """Column lists gathered per key, concatenated once; text columns as categoricals (a
+    Thing's name is stored once, not once per record)."""
 
     def __init__(self, names: list[str]) -> None:
         self.parts: dict[str, list] = {n: [] for n in names}
 
     def add(self, n: int, **columns: object) -> None:
         for name, column in columns.items():
-            self.parts[name].append(
-                np.full(n, column, dtype=object if isinstance(column, str) else None)
-                if np.isscalar(column) or column is None
-                else column
-            )
+            if isinstance(column, str):
+                self.parts[name].append((column, n))
+            else:
+                self.parts[name].append(np.broadcast_to(column, (n,)) if np.isscalar(column) else column)
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                name: (np.concatenate(parts) if parts else np.zeros(0))
-                for name, parts in self.parts.items()
-            }
-        )
+        out = {}
+        for name, parts in self.parts.items():
+            if parts and isinstance(parts[0], tuple):
+                names = sorted({text for text, _ in parts})
+                code = {text: i for i, text in enumerate(names)}
+                codes = np.repeat([code[text] for text, _ in parts], [n for _, n in parts])
+                out[name] = pd.Categorical.from_codes(codes, categories=names)
+            elif parts:
+                out[name] = np.concatenate(parts)
+            else:
+                out[name] = np.zeros(0)
+        return pd.DataFrame(out)
 
 
 def expectation(records: Records, rules: Rules) -> Expectation:
@@ -117,7 +123,7 @@ def expectation(records: Records, rules: Rules) -> Expectation:
                 late, thing, quantity, t, v
             )
         if rules.windows:
-            ids = [records.row_ids[r] for r in row] if len(np.unique(t)) < len(t) else []
+            ids = [records.row_ids[r] for r in row] if _has_copies(t) else []
             _windows(windows, late, thing, quantity, t, v, ids, rules)
     for (thing_code, quantity), _ in list(accepted.items()):
         for pair in rules.pairs:
@@ -146,16 +152,27 @@ def _last_copy(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def _raw(out: _Columns, thing: str, quantity: str, t: np.ndarray, v: np.ndarray) -> None:
     """One point per (thing, quantity, time): the last copy, as InfluxDB keeps it."""
-    rev_t = t[::-1]
-    times, first_in_reverse = np.unique(rev_t, return_index=True)
+    if _increasing(t):  # the usual replay: nothing to sort or deduplicate
+        times, values = t, v
+    else:
+        times, first_in_reverse = np.unique(t[::-1], return_index=True)
+        values = v[::-1][first_in_reverse]
     out.add(
         len(times),
         thing=thing,
         quantity=quantity,
         time_ms=times,
         time_ns=times * NS_PER_MS,
-        value=v[::-1][first_in_reverse],
+        value=values,
     )
+
+
+def _increasing(t: np.ndarray) -> bool:
+    return bool(len(t) < 2 or (np.diff(t) > 0).all())
+
+
+def _has_copies(t: np.ndarray) -> bool:
+    return not _increasing(t) and len(np.unique(t)) < len(t)
 
 
 def _join_stream(
@@ -231,7 +248,7 @@ def _join(
         right_time_ms=b,
         time_ns=np.maximum(a, b) * NS_PER_MS + discriminator,
         result_name=pair.result_name,
-        long_gap_ms=np.where(long_gap, (b - a).astype(str), ""),
+        long_gap_ms=np.where(long_gap, (b - a).astype(np.float64), np.nan),
         result=RESULTS[pair.result_name](lv[li], rv[ri]),
         left_value=lv[li],
         right_value=rv[ri],
@@ -272,7 +289,11 @@ def _windows(
             count=np.ones(n),
         )
     counted = np.flatnonzero(~is_late)
-    times, first, copies = np.unique(t[counted], return_index=True, return_counts=True)
+    if _increasing(t[counted]):
+        times, first = t[counted], np.arange(len(counted))
+        copies = np.ones(len(counted), dtype=np.int64)
+    else:
+        times, first, copies = np.unique(t[counted], return_index=True, return_counts=True)
     values = v[counted][first]
     for k in np.flatnonzero(copies > 1):  # copies of one record: rare, one at a time
         held_value, held_row = None, 0
@@ -335,7 +356,8 @@ def _window_points(
         order = np.lexsort((np.concatenate(parts_t), all_s))
         members_v = np.concatenate(parts_v)[order]
         all_s = all_s[order]
-        starts, group = np.unique(all_s, return_inverse=True)
+        first_of_start = np.concatenate(([True], np.diff(all_s) != 0))
+        starts, group = all_s[first_of_start], np.cumsum(first_of_start) - 1
         ends = closes = starts + size
     counts = np.bincount(group)
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))

@@ -87,7 +87,7 @@ def verify_points(path: Path, rules: Rules, order: str) -> dict[Identity, dict]:
             thing=r["thing"],
             pair=r["pair"],
             result_name=r["result_name"],
-            long_gap_ms=r["long_gap_ms"] or None,
+            long_gap_ms=None if math.isnan(r["long_gap_ms"]) else int(r["long_gap_ms"]),
         )
         out[key] = present(
             result=r["result"],
