@@ -86,9 +86,12 @@ def _identity(measurement: str, row: pd.Series) -> dict:
 def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
     """Element-wise equality of one value column; absent on both sides is equal."""
     if name == "extra_tags":  # expected: none
-        return got.fillna("").astype(str).to_numpy() == ""
+        return got.astype(object).fillna("").astype(str).to_numpy() == ""
     if name == "result_name":
-        return want.astype(str).to_numpy() == got.fillna("").astype(str).to_numpy()
+        return (
+            want.astype(object).fillna("").astype(str).to_numpy()
+            == got.astype(object).fillna("").astype(str).to_numpy()
+        )
     if name == "time_ns":  # integers beyond a double's precision
         return want.to_numpy(np.int64, na_value=-1) == got.to_numpy(np.int64, na_value=-2)
     a = pd.to_numeric(want, errors="coerce").to_numpy(dtype=np.float64)

@@ -83,7 +83,9 @@ class _Columns:
             if isinstance(column, str):
                 self.parts[name].append((column, n))
             else:
-                self.parts[name].append(np.broadcast_to(column, (n,)) if np.isscalar(column) else column)
+                self.parts[name].append(
+                    np.broadcast_to(column, (n,)) if np.isscalar(column) else column
+                )
 
     def frame(self) -> pd.DataFrame:
         out = {}
