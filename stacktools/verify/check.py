@@ -49,7 +49,7 @@ def certain_so_far(
     event time among its raw points minus the margin; a raw point, a late record or a pair is
     certain below it, a window once the cutoff's horizon (cutoff - lateness) reached its closing
     time."""
-    limit = want["thing"].map(cutoff).astype("float64").fillna(-np.inf).to_numpy()
+    limit = want["thing"].astype(object).map(cutoff).astype("float64").fillna(-np.inf).to_numpy()
     if measurement == "joined":
         moment = np.maximum(want["left_time_ms"], want["right_time_ms"]).to_numpy(np.float64)
     elif measurement == "aggregate":
@@ -84,7 +84,7 @@ def verify(
     mark = time.perf_counter()
     cutoff: dict[str, int] = {}
     if live_margin_ms is not None and len(found["raw"]):
-        newest = found["raw"].groupby("thing")["time_ms"].max()
+        newest = found["raw"].groupby("thing", observed=True)["time_ms"].max().dropna()
         cutoff = {str(k): int(v) - live_margin_ms for k, v in newest.items()}
     verdicts = []
     for m in MEASUREMENTS:
