@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,9 @@ def main() -> int:
     parser.add_argument("--things", type=int, default=100)
     parser.add_argument("--events", type=Path, help="this file instead of a generated one")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--reuse", help="a database an earlier --keep run loaded: time verify on it, load nothing"
+    )
     args = parser.parse_args()
     settings = Settings.from_sources()
     events = args.events or events_file(args.rows, args.things)
@@ -123,10 +127,14 @@ def main() -> int:
     started = time.perf_counter()
     frames = expectation(read_records(events), rules).frames
     print(f"expectation in-process: {time.perf_counter() - started:.1f} s", flush=True)
-    database = f"verify_bench_{os.getpid()}"
-    started = time.perf_counter()
-    points = load(settings, database, frames)
-    print(f"loaded {points:,} points into {database} in {time.perf_counter() - started:.0f} s")
+    points = sum(len(f) for f in frames.values()) - int(frames["aggregate"]["pending"].sum())
+    if args.reuse:
+        database = args.reuse
+    else:
+        database = f"verify_bench_{os.getpid()}"
+        started = time.perf_counter()
+        points = load(settings, database, frames)
+        print(f"loaded {points:,} points into {database} in {time.perf_counter() - started:.0f} s")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             verdict = Path(tmp) / "verdict.json"
@@ -149,16 +157,18 @@ def main() -> int:
                 check=False,
             )
             wall = time.perf_counter() - started
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
             print(done.stdout[-3000:], done.stderr[-3000:])
             result = json.loads(verdict.read_text()) if verdict.exists() else {}
         print(
             f"verify: rows={result.get('rows', 0):,} records={result.get('records', 0):,} "
             f"points={points:,} exit={done.returncode} wall={wall:.1f}s "
+            f"cpu={usage.ru_utime + usage.ru_stime:.1f}s (verify's own; InfluxDB's not counted) "
             f"phases={result.get('seconds')}"
         )
         return 0 if done.returncode == 0 else 1
     finally:
-        if not args.keep:
+        if not (args.keep or args.reuse):
             InfluxClient(settings).drop_database(database)
 
 

@@ -123,6 +123,39 @@ def _keyed(want: pd.DataFrame, got: pd.DataFrame, measurement: str) -> None:
         got[key] = sides[1].cat.set_categories(categories)
 
 
+def _hashed(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """One 64-bit hash per row of its identity: one sort of both sides finds every match (a
+    collision would only put two records in one group, where the values then differ)."""
+    if not len(frame):
+        return np.zeros(0, dtype=np.uint64)
+    return pd.util.hash_pandas_object(frame[keys], index=False).to_numpy(np.uint64)
+
+
+def _values_equal(
+    measurement: str, want: pd.DataFrame, got: pd.DataFrame, w: np.ndarray, g: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """Per (want row w[k], got row g[k]): all values equal (identity included, against a hash
+    collision); and the compared names."""
+    compared = [*VALUES[measurement], "extra_tags"]
+    ok = np.ones(len(w), dtype=bool)
+    pending = (
+        want["pending"].to_numpy(bool)[w]
+        if "pending" in want.columns
+        else np.zeros(len(w), dtype=bool)
+    )
+    for name in [*KEYS[measurement], *compared]:
+        a = want[name].iloc[w].reset_index(drop=True)
+        b = got[name].iloc[g].reset_index(drop=True)
+        if name in KEYS[measurement] and name not in TIME_KEYS:
+            same = a.cat.codes.to_numpy() == b.cat.codes.to_numpy()  # categories shared
+        else:
+            same = _same(name, a, b)
+        if name == "closed_at_ms":  # a window the idle timeout emitted has none
+            same = same | pending
+        ok &= same
+    return ok, compared
+
+
 def compare(
     measurement: str,
     want: pd.DataFrame,
@@ -130,87 +163,89 @@ def compare(
     certain: pd.Series | None = None,
 ) -> Verdict:
     """``certain``: live mode, a boolean per expected row: only those may be missing."""
-    keys, values = KEYS[measurement], VALUES[measurement]
+    keys = KEYS[measurement]
     verdict = Verdict(measurement, compared=len(want))
-    want, got = want.copy(), got.copy()
+    want, got = want.reset_index(drop=True).copy(), got.reset_index(drop=True).copy()
     _keyed(want, got, measurement)
     if "extra_tags" not in got.columns:
         got["extra_tags"] = ""
-    # nullable integers: the outer merge must not turn times in ns into doubles
     want["time_ns"] = want["time_ns"].astype("Int64")
     got["time_ns"] = got["time_ns"].astype("Int64")
-    none = pd.Categorical.from_codes(np.zeros(len(want), dtype=np.int8), categories=[""])
-    want = want.assign(extra_tags=none, required=True)
-    if "pending" in want.columns:
-        want["required"] = ~want["pending"].astype(bool)
-        verdict.pending = int(want["pending"].astype(bool).sum())
-    if certain is not None:
-        verdict.uncertain = int((want["required"] & ~certain.to_numpy()).sum())
-        want["required"] = want["required"] & certain.to_numpy()
-
-    def describe_missing(row: pd.Series) -> dict:
-        return {**_identity(measurement, row), **{v: _plain(row[v]) for v in values}}
-
-    copies = (
-        got.groupby(keys, dropna=False, sort=False, observed=True)
-        .size()
-        .rename("points")
-        .reset_index()
+    want["extra_tags"] = pd.Categorical.from_codes(
+        np.zeros(len(want), dtype=np.int8), categories=[""]
     )
-    doubled = copies[copies["points"] > 1]
+    required = np.ones(len(want), dtype=bool)
+    if "pending" in want.columns:
+        required = ~want["pending"].to_numpy(bool)
+        verdict.pending = int((~required).sum())
+    if certain is not None:
+        verdict.uncertain = int((required & ~certain.to_numpy()).sum())
+        required &= certain.to_numpy()
+
+    hashes = np.concatenate((_hashed(want, keys), _hashed(got, keys)))
+    side = np.concatenate((np.zeros(len(want), np.int8), np.ones(len(got), np.int8)))
+    index = np.concatenate((np.arange(len(want)), np.arange(len(got))))
+    order = np.argsort(hashes, kind="stable")  # stable: a group's expected row comes first
+    hashes, side, index = hashes[order], side[order], index[order]
+    first = (
+        np.concatenate(([True], hashes[1:] != hashes[:-1])) if len(hashes) else np.zeros(0, bool)
+    )
+    group = np.cumsum(first) - 1
+    groups = int(group[-1]) + 1 if len(group) else 0
+    wanted = np.bincount(group, weights=side == 0, minlength=groups) > 0
+    found = np.bincount(group, weights=side == 1, minlength=groups).astype(np.int64)
+
+    def describe(row: pd.Series) -> dict:
+        out = {**_identity(measurement, row)}
+        out.update({v: _plain(row[v]) for v in VALUES[measurement] if v in row})
+        return out
+
+    is_want, is_got = side == 0, side == 1
+    lonely_want = is_want & (found[group] == 0)
+    missing_rows = index[lonely_want]
+    missing_rows = np.sort(missing_rows[required[missing_rows]])
+    verdict.note("missing", want.iloc[missing_rows], describe)
+    extra_rows = np.sort(index[is_got & ~wanted[group]])
+    verdict.note("extra", got.iloc[extra_rows], describe)
+    earlier_got = np.r_[False, (group[1:] == group[:-1]) & (side[:-1] == 1)]
+    doubled_first = is_got & ~earlier_got & (found[group] > 1)
+    doubled_rows = index[doubled_first]
+    doubled = got.iloc[doubled_rows].assign(points=found[group[doubled_first]])
     verdict.note(
         "duplicated",
         doubled,
         lambda row: {**_identity(measurement, row), "points": int(row["points"])},
     )
-    merged = want.merge(got, on=keys, how="outer", suffixes=("_want", "_got"), indicator=True)
-    absent = merged[(merged["_merge"] == "left_only")]
-    missing = absent[absent["required"].astype(bool)]
-    verdict.note(
-        "missing",
-        missing.rename(columns={f"{v}_want": v for v in values}),
-        describe_missing,
-    )
-    extra = merged[merged["_merge"] == "right_only"]
-    verdict.note(
-        "extra",
-        extra.rename(columns={f"{v}_got": v for v in values}),
-        describe_missing,
-    )
-    both = merged[merged["_merge"] == "both"]
-    compared = [*values, "extra_tags"]
-    if measurement == "aggregate":  # a window the idle timeout emitted has no closed_at_ms
-        pending = both["pending"].astype(bool).to_numpy()
-    else:
-        pending = np.zeros(len(both), dtype=bool)
-    wrong_fields = []
-    ok = np.ones(len(both), dtype=bool)
-    for name in compared:
-        same = _same(name, both[f"{name}_want"], both[f"{name}_got"])
-        if name == "closed_at_ms":
-            same = same | pending
-        wrong_fields.append((name, same))
-        ok &= same
-    # a record with several points: the one that equals it is the record, the others duplicates
-    first_equal = both[ok].drop_duplicates(keys)
-    verdict.matched = len(first_equal)
-    wrong = both[~ok]
-    if len(doubled):
-        settled = first_equal[keys].assign(_settled=True)
-        wrong = wrong.merge(settled, on=keys, how="left")
-        wrong = wrong[wrong["_settled"].isna()].drop(columns="_settled")
-        wrong = wrong.drop_duplicates(keys)
+    # every found point of an expected record, paired with that record
+    group_want = np.full(groups, -1, dtype=np.int64)
+    group_want[group[is_want]] = index[is_want]
+    paired = is_got & wanted[group]
+    g = index[paired]
+    w = group_want[group[paired]]
+    ok, compared = _values_equal(measurement, want, got, w, g)
+    group_ok = np.bincount(group[paired], weights=ok, minlength=groups) > 0
+    verdict.matched = int((group_ok & wanted).sum())
+    # a record none of whose points equals it: the first of its points shows the difference
+    bad = ~group_ok[group[paired]]
+    first_bad = bad & np.r_[True, group[paired][1:] != group[paired][:-1]]
+    wrong_w, wrong_g = w[first_bad], g[first_bad]
 
-    def describe_different(row: pd.Series) -> dict:
-        changed = {
-            name: {"expected": _plain(row[f"{name}_want"]), "found": _plain(row[f"{name}_got"])}
-            for name in compared
-            if not bool(
-                _same(name, pd.Series([row[f"{name}_want"]]), pd.Series([row[f"{name}_got"]]))[0]
-            )
-            and not (name == "closed_at_ms" and measurement == "aggregate" and row["pending"])
-        }
-        return {**_identity(measurement, row), "values": changed}
-
-    verdict.note("different", wrong, describe_different)
+    rows = []
+    for k in range(min(len(wrong_w), EXAMPLES)):
+        wr, gr = want.iloc[wrong_w[k]], got.iloc[wrong_g[k]]
+        changed = {}
+        for name in compared:
+            a, b = pd.Series([wr[name]]), pd.Series([gr[name]])
+            same = bool(_same(name, a, b)[0])
+            if name == "closed_at_ms" and "pending" in want.columns and wr["pending"]:
+                same = True
+            if not same:
+                changed[name] = {"expected": _plain(wr[name]), "found": _plain(gr[name])}
+        rows.append({**_identity(measurement, wr), "values": changed})
+    different = want.iloc[np.sort(wrong_w)]
+    verdict.counts["different"] += len(different)
+    for thing, n in different["thing"].value_counts().items():
+        if n:
+            verdict.by_thing.setdefault(str(thing), dict.fromkeys(KINDS, 0))["different"] += int(n)
+    verdict.examples["different"] = rows
     return verdict
