@@ -131,6 +131,7 @@ def shaped(measurement: str, found: pd.DataFrame, tags: set[str]) -> pd.DataFram
         out["extra_tags"] = text.apply(
             lambda r: ",".join(f"{k}={v}" for k, v in r.items() if v), axis=1
         )
+        out["extra_tags"] = out["extra_tags"].astype("category")
     else:
-        out["extra_tags"] = ""
+        out["extra_tags"] = pd.Categorical.from_codes(np.zeros(len(out), np.int8), [""])
     return out

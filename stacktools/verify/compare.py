@@ -131,25 +131,45 @@ def _hashed(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
     return pd.util.hash_pandas_object(frame[keys], index=False).to_numpy(np.uint64)
 
 
+def _as_text(column: pd.Series) -> np.ndarray:
+    return column.astype(object).fillna("").astype(str).to_numpy()
+
+
+def _column_equal(name: str, want: pd.Series, got: pd.Series, w: np.ndarray, g: np.ndarray):
+    """:func:`_same` on whole columns taken at (w, g), without building a Series per pair."""
+    if name == "extra_tags":  # expected: none, so only the found side matters
+        codes = got.cat.codes.to_numpy()[g]
+        empty = list(got.cat.categories).index("") if "" in got.cat.categories else -2
+        return (codes == -1) | (codes == empty)
+    if name in ("extra_tags", "result_name"):
+        return _as_text(want)[w] == _as_text(got)[g]
+    if name == "time_ns":  # integers beyond a double's precision
+        return want.to_numpy(np.int64, na_value=-1)[w] == got.to_numpy(np.int64, na_value=-2)[g]
+    a = pd.to_numeric(want, errors="coerce").to_numpy(dtype=np.float64)[w]
+    b = pd.to_numeric(got, errors="coerce").to_numpy(dtype=np.float64)[g]
+    both_absent = np.isnan(a) & np.isnan(b)
+    if name in CLOSE:
+        return both_absent | np.isclose(a, b, rtol=CLOSE[name], atol=1e-12)
+    return both_absent | (a == b)
+
+
 def _values_equal(
     measurement: str, want: pd.DataFrame, got: pd.DataFrame, w: np.ndarray, g: np.ndarray
 ) -> tuple[np.ndarray, list[str]]:
-    """Per (want row w[k], got row g[k]): all values equal (identity included, against a hash
-    collision); and the compared names."""
+    """Per (want row w[k], got row g[k]): all values equal, and the identity too (against a hash
+    collision; text keys by their shared categories' codes); and the compared names."""
     compared = [*VALUES[measurement], "extra_tags"]
     ok = np.ones(len(w), dtype=bool)
     pending = (
-        want["pending"].to_numpy(bool)[w]
-        if "pending" in want.columns
-        else np.zeros(len(w), dtype=bool)
+        want["pending"].to_numpy(bool)[w] if "pending" in want.columns else np.zeros(len(w), bool)
     )
-    for name in [*KEYS[measurement], *compared]:
-        a = want[name].iloc[w].reset_index(drop=True)
-        b = got[name].iloc[g].reset_index(drop=True)
-        if name in KEYS[measurement] and name not in TIME_KEYS:
-            same = a.cat.codes.to_numpy() == b.cat.codes.to_numpy()  # categories shared
+    for name in KEYS[measurement]:
+        if name in TIME_KEYS:
+            ok &= _column_equal(name, want[name], got[name], w, g)
         else:
-            same = _same(name, a, b)
+            ok &= want[name].cat.codes.to_numpy()[w] == got[name].cat.codes.to_numpy()[g]
+    for name in compared:
+        same = _column_equal(name, want[name], got[name], w, g)
         if name == "closed_at_ms":  # a window the idle timeout emitted has none
             same = same | pending
         ok &= same
@@ -168,7 +188,11 @@ def compare(
     want, got = want.reset_index(drop=True).copy(), got.reset_index(drop=True).copy()
     _keyed(want, got, measurement)
     if "extra_tags" not in got.columns:
-        got["extra_tags"] = ""
+        got["extra_tags"] = pd.Categorical.from_codes(
+            np.zeros(len(got), dtype=np.int8), categories=[""]
+        )
+    elif not isinstance(got["extra_tags"].dtype, pd.CategoricalDtype):
+        got["extra_tags"] = got["extra_tags"].fillna("").astype(str).astype("category")
     want["time_ns"] = want["time_ns"].astype("Int64")
     got["time_ns"] = got["time_ns"].astype("Int64")
     want["extra_tags"] = pd.Categorical.from_codes(
