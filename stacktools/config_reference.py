@@ -404,6 +404,10 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
         "stacktools.disk_space",
         "serves the free space of the data directories' disks on /metrics",
     ),
+    "mds-verify": (
+        "stacktools.verify",
+        "checks that InfluxDB holds exactly what an events file implies",
+    ),
     "mds-dashboards": (
         "stacktools.dashboards",
         "checks the Grafana dashboards' queries without a Grafana",

@@ -5,8 +5,10 @@ InfluxDB, every service a real process on the local stack (started if needed). T
 topics and an InfluxDB database of its own (names printed), so runs never mix. While it runs:
 a status line every few seconds. When every stage has drained: a summary (rows, records,
 joins, windows, late, dead letters, peak rate per stage, latency p50/p99) on stdout and in
-<out>/summary.json, and PNG plots in <out>/. Without --keep-running everything the demo started
-is stopped at the end (and on any failure); servers that ran before are left running.
+<out>/summary.json, PNG plots in <out>/, and the verdict of `python -m stacktools.verify` (is
+InfluxDB exactly what the file implies? exit code 1 if not). Without --keep-running everything
+the demo started is stopped at the end (and on any failure); servers that ran before are left
+running.
 
 The events file is checked before anything starts: one that cannot be replayed (missing,
 unreadable, not UTF-8, neither JSON lines nor a JSON array, empty, no valid row) is refused
@@ -30,6 +32,7 @@ from simulator.source import EventsCheck, check_events
 from stacktools.demo import plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
+from stacktools.demo.verdict import demo_verdict
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack, StackError
@@ -169,6 +172,7 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
     not_running = stack.groups_not_running()
     pipeline: Pipeline | None = None
     succeeded = False
+    verified = True
     try:
         print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
         settings = stack.up()  # a first run generates the passwords only now
@@ -235,6 +239,10 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
         result["topics"] = wiring.connector_topics  # where this run's records are, by kind
+        print("checking the output against the file (verify) ...", flush=True)
+        order = "event-time" if args.events else "file"
+        result["verify"] = demo_verdict(settings, events, wiring.database, order, args.live)
+        verdict_text = result["verify"].pop("text", f"verify: {result['verify'].get('skipped')}")
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
         written = [
@@ -244,7 +252,9 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png"),
         ]
         print("plots: " + ", ".join(str(p) for p in written if p))
+        print("\n" + verdict_text, flush=True)
         succeeded = replay.simulator_exit in (None, 0)
+        verified = result["verify"].get("exact", True)
     finally:
         if not (succeeded and args.keep_running):
             stop_started(settings, pipeline, not_running)
@@ -252,6 +262,13 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         print(
             f"[demo] the simulator exited with code {replay.simulator_exit}: "
             f"see {pipeline.log('simulator')}",
+            file=sys.stderr,
+        )
+        return 1
+    if not verified:
+        print(
+            f"[demo] verify: the output differs from what the file implies (details above and in "
+            f"{args.out / 'summary.json'})",
             file=sys.stderr,
         )
         return 1

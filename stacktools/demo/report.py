@@ -102,6 +102,19 @@ def rejected_line(result: dict) -> str | None:
     )
 
 
+def verify_line(result: dict) -> str | None:
+    """The verdict of stacktools.verify in one line (its details follow the plots)."""
+    verdict = result.get("verify")
+    if not verdict:
+        return None
+    if "skipped" in verdict:
+        return f"verify                {verdict['skipped']}"
+    if verdict["exact"]:
+        return "verify                exact (InfluxDB holds exactly what the file implies)"
+    wrong = [m["measurement"] for m in verdict["measurements"] if not m["exact"]]
+    return f"verify                DIFFERENT in {', '.join(wrong)} (see below)"
+
+
 def render(result: dict) -> str:
     counts = result["influxdb_points"]
     lat = result["latency"]
@@ -119,6 +132,7 @@ def render(result: dict) -> str:
         f"windows               {counts['aggregate']:>12,}",
         f"late records          {counts['late']:>12,}",
         f"dead letters          {counts['dead_letter']:>12,}",
+        *filter(None, [verify_line(result)]),
         "peak rate per stage:  "
         + ", ".join(f"{k} {v:,}/s" for k, v in result["peak_rates_per_s"].items()),
         f"latency ({lat['measured']}): p50 {seconds(lat['p50_s'])}, p99 {seconds(lat['p99_s'])}",

@@ -1,0 +1,5 @@
+import sys
+
+from stacktools.verify.cli import main
+
+sys.exit(main())

@@ -1,0 +1,100 @@
+"""One verification: the file's expectation, the database's points, the comparison; shared by
+the command and the demo."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stacktools.influx import InfluxClient
+from stacktools.verify.actual import InfluxReader
+from stacktools.verify.compare import Verdict, compare
+from stacktools.verify.events import read_records
+from stacktools.verify.expect import MEASUREMENTS, Expectation, expectation
+from stacktools.verify.rules import Rules
+from streamkit.config import Settings
+
+
+@dataclass
+class Outcome:
+    verdicts: list[Verdict]
+    records: int
+    rows: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    live: bool = False
+
+    @property
+    def exact(self) -> bool:
+        return all(v.exact for v in self.verdicts)
+
+    def as_dict(self) -> dict:
+        return {
+            "exact": self.exact,
+            "live": self.live,
+            "rows": self.rows,
+            "records": self.records,
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "measurements": [v.as_dict() for v in self.verdicts],
+        }
+
+
+def certain_so_far(
+    measurement: str, want: pd.DataFrame, cutoff: dict[str, int], lateness_ms: int
+) -> pd.Series:
+    """Live: which expected records must have landed by now. A Thing's cutoff is the newest
+    event time among its raw points minus the margin; a raw point, a late record or a pair is
+    certain below it, a window once the cutoff's horizon (cutoff - lateness) reached its closing
+    time."""
+    limit = want["thing"].astype(object).map(cutoff).astype("float64").fillna(-np.inf).to_numpy()
+    if measurement == "joined":
+        moment = np.maximum(want["left_time_ms"], want["right_time_ms"]).to_numpy(np.float64)
+    elif measurement == "aggregate":
+        return pd.Series(want["closes_ms"].to_numpy(np.float64) <= limit - lateness_ms)
+    else:
+        moment = want["time_ms"].to_numpy(np.float64)
+    return pd.Series(moment < limit)
+
+
+def verify(
+    settings: Settings,
+    events: Path,
+    database: str,
+    rules: Rules,
+    *,
+    order: str = "event-time",
+    max_future_ms: int | None = None,
+    live_margin_ms: int | None = None,
+) -> Outcome:
+    """``live_margin_ms`` set: a live run (only what is certain so far may be missing)."""
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    records = read_records(events, order, max_future_ms)
+    seconds["read file"] = time.perf_counter() - started
+    mark = time.perf_counter()
+    expected: Expectation = expectation(records, rules)
+    seconds["expectation"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    reader = InfluxReader(InfluxClient(settings), database)
+    found = reader.read()
+    seconds["read influxdb"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    cutoff: dict[str, int] = {}
+    if live_margin_ms is not None and len(found["raw"]):
+        newest = found["raw"].groupby("thing", observed=True)["time_ms"].max().dropna()
+        cutoff = {str(k): int(v) - live_margin_ms for k, v in newest.items()}
+    verdicts = []
+    for m in MEASUREMENTS:
+        want = expected.frames[m]
+        certain = (
+            certain_so_far(m, want, cutoff, rules.lateness_ms)
+            if live_margin_ms is not None
+            else None
+        )
+        verdicts.append(compare(m, want, found[m], certain))
+    seconds["compare"] = time.perf_counter() - mark
+    seconds["total"] = time.perf_counter() - started
+    return Outcome(verdicts, len(records), records.rows, seconds, live_margin_ms is not None)

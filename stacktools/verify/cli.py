@@ -1,0 +1,111 @@
+"""python -m stacktools.verify: does InfluxDB hold exactly what the events file implies?
+
+Recomputes from the file, by an implementation of the specification independent of the
+pipeline's, every raw point, joined pair, window and late record the run must have written,
+and compares them value by value with the run's InfluxDB database: per measurement and per
+Thing, what is missing, extra, duplicated (one record on several points) or different. Exit 0
+when exact, 1 on any difference, 2 on a usage error or an unreadable file.
+
+The stages' options (JOIN_PAIRS, JOIN_MAX_GAP_MS, AGGREGATE_TUMBLING, AGGREGATE_SLIDING,
+AGGREGATE_SESSION_GAP, AGGREGATE_ALLOWED_LATENESS) are read like the Spark job reads them:
+command line, environment, .env. --order must be the replay's (the simulator's --order).
+A finished replay is checked whole, except windows the data has not closed (they may be absent;
+present, they must be equal). With --live only what is certain so far must be there
+(docs/verify.md); whatever is there must be right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mqtt_bridge.config import BridgeSettings
+from simulator.events_file import EventsFileError
+from spark_jobs.config import SinglePassSettings
+from stacktools.errors import InfluxError
+from stacktools.verify.check import verify
+from stacktools.verify.events import ORDERS
+from stacktools.verify.report import render
+from stacktools.verify.rules import UnsupportedRules, rules_of
+from streamkit.config import Settings
+from streamkit.durations import duration_ms, parse_duration_ms
+from streamkit.errors import ConfigError
+
+#: The stage options verify takes on its command line too (else the environment's).
+RULE_OPTIONS = ("pairs", "max_gap_ms", "tumbling", "sliding", "session_gap", "allowed_lateness")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m stacktools.verify",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--events", type=Path, required=True, help="the events file that was replayed")
+    p.add_argument(
+        "--database",
+        help="the run's InfluxDB database (default: INFLUX_DATABASE; the demo prints its own)",
+    )
+    p.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="event-time",
+        help="the replay's order, as given to the simulator (default: event-time)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="the run is still going: records newer than each Thing's newest raw point minus "
+        "--live-margin may still be on their way and are not required",
+    )
+    p.add_argument(
+        "--live-margin",
+        default="60s",
+        help="with --live: how far behind a Thing's newest raw point a record must be to be "
+        "required (default: 60s)",
+    )
+    p.add_argument("--json", type=Path, help="also write the verdict as JSON to this file")
+    rules = p.add_argument_group("the stages' options (default: as the Spark job reads them)")
+    rules.add_argument("--pairs", help="JOIN_PAIRS: left:right[:result], comma separated")
+    rules.add_argument("--max-gap-ms", type=int, help="JOIN_MAX_GAP_MS")
+    rules.add_argument("--tumbling", help="AGGREGATE_TUMBLING")
+    rules.add_argument("--sliding", help="AGGREGATE_SLIDING")
+    rules.add_argument("--session-gap", help="AGGREGATE_SESSION_GAP")
+    rules.add_argument("--allowed-lateness", help="AGGREGATE_ALLOWED_LATENESS")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, args = Settings.parse(argv, parser=parser())
+    try:
+        job = SinglePassSettings.from_sources(
+            cli={name: getattr(args, name) for name in RULE_OPTIONS}
+        )
+        rules = rules_of(job)
+        margin = parse_duration_ms(args.live_margin, allow_zero=True) if args.live else None
+        max_future = duration_ms(BridgeSettings.from_sources().max_future)
+    except (ConfigError, UnsupportedRules, ValueError) as exc:
+        print(f"python -m stacktools.verify: {exc}", file=sys.stderr)
+        return 2
+    try:
+        outcome = verify(
+            settings,
+            args.events,
+            args.database or settings.influx_database,
+            rules,
+            order=args.order,
+            max_future_ms=max_future,
+            live_margin_ms=margin,
+        )
+    except (EventsFileError, OSError) as exc:
+        print(f"python -m stacktools.verify: cannot read {exc}", file=sys.stderr)
+        return 2
+    except InfluxError as exc:
+        print(f"python -m stacktools.verify: {exc}", file=sys.stderr)
+        return 2
+    print(render(outcome), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(outcome.as_dict(), indent=2, default=str))
+    return 0 if outcome.exact else 1

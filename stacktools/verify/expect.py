@@ -1,0 +1,394 @@
+"""What InfluxDB must hold for the records of a file, written from the specification (join:
+docs/join.md, windows and late records: docs/windows.md, points: docs/influxdb-schema.md), per
+(Thing, quantity) with numpy over each key's records in arrival order.
+
+No code of the pipeline's operators is used: the join is the prev/next definition with its
+certainty rule (a stream never ends, so a pair waits until no later record can undo it), the
+windows are enumerated from each record's time, the late rule is the running maximum of each
+key's event time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from stacktools.verify.events import Records
+from stacktools.verify.rules import Pair, Rules, Window
+
+NS_PER_MS = 1_000_000
+#: Joined points of one millisecond differ by 2 * gap + (right later) ns below this gap.
+LONGEST_DISCRIMINATED_GAP_MS = 499_999
+MEASUREMENTS = ("raw", "joined", "aggregate", "late")
+#: Each measurement's identity of a record: two points with the same one are the same record.
+KEYS = {
+    "raw": ["thing", "quantity", "time_ms"],
+    "joined": ["thing", "pair", "left_time_ms", "right_time_ms"],
+    "aggregate": ["thing", "quantity", "window", "start_ms"],
+    "late": ["thing", "quantity", "stage", "reason", "time_ms"],
+}
+#: The compared values of each measurement (fields, the tags outside the identity, the time).
+VALUES = {
+    "raw": ["time_ns", "value"],
+    "joined": ["time_ns", "result_name", "long_gap_ms", "result", "left_value", "right_value"],
+    "aggregate": [
+        "time_ns",
+        "count",
+        "mean",
+        "min",
+        "max",
+        "stddev",
+        "window_end_ms",
+        "duration_ms",
+        "closed_at_ms",
+    ],
+    "late": ["time_ns", "value", "watermark_ms", "count"],
+}
+
+
+def mechanical_power(speed_rpm: np.ndarray, torque_nm: np.ndarray) -> np.ndarray:
+    """P = 2 pi / 60 * n [rpm] * M [Nm] (docs/join.md)."""
+    return 2.0 * math.pi / 60.0 * speed_rpm * torque_nm
+
+
+RESULTS = {
+    "mechanical_power": mechanical_power,
+    "product": lambda left, right: left * right,
+    "difference": lambda left, right: left - right,
+}
+
+
+@dataclass
+class Expectation:
+    """One DataFrame per measurement (columns KEYS + VALUES; the aggregate's ``pending`` marks a
+    window the data has not closed yet: an idle timeout may have emitted it, or not) and, per
+    Thing, the newest event time of its records."""
+
+    frames: dict[str, pd.DataFrame]
+    newest_ms: dict[str, int] = field(default_factory=dict)
+
+
+class _Columns:
+    """Column lists gathered per key, concatenated once; text columns as categoricals (a
+    Thing's name is stored once, not once per record)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.parts: dict[str, list] = {n: [] for n in names}
+
+    def add(self, n: int, **columns: object) -> None:
+        for name, column in columns.items():
+            if isinstance(column, str):
+                self.parts[name].append((column, n))
+            else:
+                self.parts[name].append(
+                    np.broadcast_to(column, (n,)) if np.isscalar(column) else column
+                )
+
+    def frame(self) -> pd.DataFrame:
+        out = {}
+        for name, parts in self.parts.items():
+            if parts and isinstance(parts[0], tuple):
+                names = sorted({text for text, _ in parts})
+                code = {text: i for i, text in enumerate(names)}
+                codes = np.repeat([code[text] for text, _ in parts], [n for _, n in parts])
+                out[name] = pd.Categorical.from_codes(codes, categories=names)
+            elif parts:
+                out[name] = np.concatenate(parts)
+            else:
+                out[name] = np.zeros(0)
+        return pd.DataFrame(out)
+
+
+def expectation(records: Records, rules: Rules) -> Expectation:
+    """Every point of the four measurements for ``records`` (arrival order)."""
+    raw = _Columns(KEYS["raw"] + VALUES["raw"])
+    late = _Columns(KEYS["late"] + VALUES["late"])
+    windows = _Columns(KEYS["aggregate"] + VALUES["aggregate"] + ["pending", "closes_ms"])
+    joined = _Columns(KEYS["joined"] + VALUES["joined"])
+    paired = {q for pair in rules.pairs for q in (pair.left, pair.right)}
+    accepted: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    newest: dict[str, int] = {}
+    key = records.thing.astype(np.int64) * max(len(records.quantities), 1) + records.quantity
+    order = np.argsort(key, kind="stable")  # each key's records stay in arrival order
+    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    for idx in np.split(order, bounds) if len(order) else []:
+        thing = records.things[records.thing[idx[0]]]
+        quantity = records.quantities[records.quantity[idx[0]]]
+        t, v, row = records.time_ms[idx], records.value[idx], records.row[idx]
+        newest[thing] = max(newest.get(thing, t.max()), int(t.max()))
+        _raw(raw, thing, quantity, t, v)
+        if quantity in paired:
+            accepted[(int(records.thing[idx[0]]), quantity)] = _join_stream(
+                late, thing, quantity, t, v
+            )
+        if rules.windows:
+            ids = [records.row_ids[r] for r in row] if _has_copies(t) else []
+            _windows(windows, late, thing, quantity, t, v, ids, rules)
+    for (thing_code, quantity), _ in list(accepted.items()):
+        for pair in rules.pairs:
+            if pair.left == quantity and (thing_code, pair.right) in accepted:
+                _join(
+                    joined,
+                    records.things[thing_code],
+                    pair,
+                    accepted[(thing_code, pair.left)],
+                    accepted[(thing_code, pair.right)],
+                    rules.max_gap_ms,
+                )
+    frames = {
+        "raw": raw.frame(),
+        "joined": joined.frame(),
+        "aggregate": windows.frame(),
+        "late": _last_copy(late.frame(), KEYS["late"]),
+    }
+    return Expectation(frames, newest)
+
+
+def _last_copy(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Several records on one point: the last written stands."""
+    return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
+
+
+def _raw(out: _Columns, thing: str, quantity: str, t: np.ndarray, v: np.ndarray) -> None:
+    """One point per (thing, quantity, time): the last copy, as InfluxDB keeps it."""
+    if _increasing(t):  # the usual replay: nothing to sort or deduplicate
+        times, values = t, v
+    else:
+        times, first_in_reverse = np.unique(t[::-1], return_index=True)
+        values = v[::-1][first_in_reverse]
+    out.add(
+        len(times),
+        thing=thing,
+        quantity=quantity,
+        time_ms=times,
+        time_ns=times * NS_PER_MS,
+        value=values,
+    )
+
+
+def _increasing(t: np.ndarray) -> bool:
+    return bool(len(t) < 2 or (np.diff(t) > 0).all())
+
+
+def _has_copies(t: np.ndarray) -> bool:
+    return not _increasing(t) and len(np.unique(t)) < len(t)
+
+
+def _join_stream(
+    late: _Columns, thing: str, quantity: str, t: np.ndarray, v: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The default late policy: a record not newer than every earlier one of its stream is late.
+    Returns the accepted (times, values), strictly increasing."""
+    before = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(t)[:-1]))
+    ok = t > before
+    n = int((~ok).sum())
+    if n:
+        late.add(
+            n,
+            thing=thing,
+            quantity=quantity,
+            stage="join",
+            reason="behind_watermark",
+            time_ms=t[~ok],
+            time_ns=t[~ok] * NS_PER_MS,
+            value=v[~ok],
+            watermark_ms=np.full(n, np.nan),
+            count=np.ones(n),
+        )
+    return t[ok], v[ok]
+
+
+def _certain_partners(own: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index into own, index into other) of every (x, prev(x)) and (x, next(x)) that no later
+    record can undo: a next partner is certain; a prev partner unless x is past the other
+    stream's newest record (a later one could still fall between them)."""
+    if not len(own) or not len(other):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    prev = np.searchsorted(other, own, side="right") - 1
+    nxt = np.searchsorted(other, own, side="left")
+    has_prev = prev >= 0
+    prev_ok = has_prev & ~((other[np.maximum(prev, 0)] < own) & (own > other[-1]))
+    has_next = nxt < len(other)
+    mine = np.arange(len(own))
+    return (
+        np.concatenate((mine[prev_ok], mine[has_next])),
+        np.concatenate((prev[prev_ok], nxt[has_next])),
+    )
+
+
+def _join(
+    out: _Columns,
+    thing: str,
+    pair: Pair,
+    left: tuple[np.ndarray, np.ndarray],
+    right: tuple[np.ndarray, np.ndarray],
+    max_gap_ms: int | None,
+) -> None:
+    (lt, lv), (rt, rv) = left, right
+    li1, ri1 = _certain_partners(lt, rt)
+    ri2, li2 = _certain_partners(rt, lt)
+    width = len(rt) + 1
+    both = np.unique(np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2)))
+    if not len(both):
+        return
+    li, ri = both // width, both % width
+    a, b = lt[li], rt[ri]
+    if max_gap_ms is not None:
+        near = np.abs(a - b) <= max_gap_ms
+        li, ri, a, b = li[near], ri[near], a[near], b[near]
+    gap = np.abs(a - b)
+    long_gap = gap > LONGEST_DISCRIMINATED_GAP_MS
+    discriminator = np.where(long_gap, 0, 2 * gap + (b > a))
+    out.add(
+        len(a),
+        thing=thing,
+        pair=pair.tag,
+        left_time_ms=a,
+        right_time_ms=b,
+        time_ns=np.maximum(a, b) * NS_PER_MS + discriminator,
+        result_name=pair.result_name,
+        long_gap_ms=np.where(long_gap, (b - a).astype(np.float64), np.nan),
+        result=RESULTS[pair.result_name](lv[li], rv[ri]),
+        left_value=lv[li],
+        right_value=rv[ri],
+    )
+
+
+def _windows(
+    windows: _Columns,
+    late: _Columns,
+    thing: str,
+    quantity: str,
+    t: np.ndarray,
+    v: np.ndarray,
+    row_ids: list[str],
+    rules: Rules,
+) -> None:
+    """docs/windows.md for one key without an idle flush: the horizon after each record is the
+    running maximum minus the lateness; a record below the horizon before it is late; of the
+    copies of one time that count, the last wins; a window is emitted once the horizon reaches
+    its closing time."""
+    clock = np.maximum.accumulate(t)
+    horizon = clock - rules.lateness_ms
+    before = np.concatenate(([np.iinfo(np.int64).min], horizon[:-1]))
+    watermark = np.concatenate(([np.nan], horizon[:-1].astype(np.float64)))
+    is_late = t < before
+    n = int(is_late.sum())
+    if n:
+        late.add(
+            n,
+            thing=thing,
+            quantity=quantity,
+            stage="aggregate",
+            reason="behind_watermark",
+            time_ms=t[is_late],
+            time_ns=t[is_late] * NS_PER_MS,
+            value=v[is_late],
+            watermark_ms=watermark[is_late],
+            count=np.ones(n),
+        )
+    counted = np.flatnonzero(~is_late)
+    if _increasing(t[counted]):
+        times, first = t[counted], np.arange(len(counted))
+        copies = np.ones(len(counted), dtype=np.int64)
+    else:
+        times, first, copies = np.unique(t[counted], return_index=True, return_counts=True)
+    values = v[counted][first]
+    for k in np.flatnonzero(copies > 1):  # copies of one record: rare, one at a time
+        held_value, held_row = None, 0
+        for i in counted[t[counted] == times[k]]:
+            if held_value is not None:
+                same = held_value == v[i] and row_ids[held_row] == row_ids[i]
+                late.add(
+                    1,
+                    thing=thing,
+                    quantity=quantity,
+                    stage="aggregate",
+                    reason="duplicate" if same else "superseded",
+                    time_ms=np.array([t[i]]),
+                    time_ns=np.array([t[i] * NS_PER_MS]),
+                    value=np.array([v[i] if same else held_value]),
+                    watermark_ms=watermark[i : i + 1],
+                    count=np.ones(1),
+                )
+            held_value, held_row = v[i], i
+        values[k] = held_value
+    final_horizon = horizon[-1]
+    for window in rules.windows:
+        _window_points(
+            windows, thing, quantity, times, values, window, final_horizon, horizon, clock
+        )
+
+
+def _window_points(
+    out: _Columns,
+    thing: str,
+    quantity: str,
+    times: np.ndarray,
+    values: np.ndarray,
+    window: Window,
+    final_horizon: int,
+    horizon: np.ndarray,
+    clock: np.ndarray,
+) -> None:
+    if not len(times):
+        return
+    if window.kind == "session":
+        breaks = np.flatnonzero(np.diff(times) >= window.size_ms) + 1
+        member_start = np.split(np.arange(len(times)), breaks)
+        group = np.repeat(np.arange(len(member_start)), [len(m) for m in member_start])
+        members_v = values
+        starts = times[[m[0] for m in member_start]]
+        ends = times[[m[-1] for m in member_start]]
+        closes = ends + window.size_ms
+    else:
+        slide, size = window.slide_ms, window.size_ms
+        base = times - np.mod(times, slide)
+        parts_t, parts_v, parts_s = [], [], []
+        for j in range(-(-size // slide)):
+            start = base - j * slide
+            inside = start + size > times
+            parts_t.append(times[inside])
+            parts_v.append(values[inside])
+            parts_s.append(start[inside])
+        all_s = np.concatenate(parts_s)
+        order = np.lexsort((np.concatenate(parts_t), all_s))
+        members_v = np.concatenate(parts_v)[order]
+        all_s = all_s[order]
+        first_of_start = np.concatenate(([True], np.diff(all_s) != 0))
+        starts, group = all_s[first_of_start], np.cumsum(first_of_start) - 1
+        ends = closes = starts + size
+    counts = np.bincount(group)
+    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    means = np.add.reduceat(members_v, firsts) / counts
+    squares = np.add.reduceat((members_v - means[group]) ** 2, firsts)
+    stddev = np.where(counts > 1, np.sqrt(squares / np.maximum(counts - 1, 1)), np.nan)
+    reached = np.searchsorted(horizon, closes, side="left")
+    closed_at = np.where(
+        reached < len(horizon), clock[np.minimum(reached, len(horizon) - 1)], -1
+    ).astype(np.float64)
+    pending = closes > final_horizon
+    closed_at[pending] = np.nan
+    out.add(
+        len(starts),
+        thing=thing,
+        quantity=quantity,
+        window=window.label,
+        start_ms=starts,
+        time_ns=starts * NS_PER_MS,
+        count=counts,
+        mean=means,
+        min=np.minimum.reduceat(members_v, firsts),
+        max=np.maximum.reduceat(members_v, firsts),
+        stddev=stddev,
+        window_end_ms=ends,
+        duration_ms=(ends - starts).astype(np.float64)
+        if window.kind == "session"
+        else np.full(len(starts), np.nan),
+        closed_at_ms=closed_at,
+        pending=pending,
+        closes_ms=closes,
+    )
