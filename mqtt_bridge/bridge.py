@@ -305,6 +305,10 @@ class Bridge:
 
         self.client.on_subscribe = on_subscribe
         connect(self.client, self.settings)
+        # connect() waits for this CONNACK with callbacks of its own: _on_connect sees only the
+        # reconnects, so the first connection is recorded here
+        self.connected_before = True
+        CONNECTED.set(1)
         # later reconnects subscribe in _on_connect
         self.client.subscribe(f"{self.settings.mqtt_topic_prefix}/#", qos=1)
         if not self._wait_for_suback(subscribed, SUBACK_STALL_S) or refused:
