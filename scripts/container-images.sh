@@ -70,6 +70,8 @@ context mosquitto
 build mosquitto docker.io/library/eclipse-mosquitto:2.0.22
 context prometheus
 build prometheus docker.io/prom/prometheus:v2.55.1
+context alertmanager
+build alertmanager docker.io/prom/alertmanager:v0.25.0
 
 context kafka
 jars=$CACHE_DIR/kafka-image-jars

@@ -971,3 +971,43 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     # METRICS_PORT is documented but left unset: 0 would give every local service a random port.
     assert "METRICS_PORT" not in values and "\n# METRICS_PORT=\n" in ENV_EXAMPLE.read_text()
     assert settings.metrics_port == 0  # the field's "unset": each service applies its own default
+
+
+def test_compose_alerts_use_the_shipped_rules_and_alertmanager(tmp_path: Path) -> None:
+    """Prometheus mounts prometheus/alerts.yml and sends to the alertmanager service, whose
+    entry point, run for real, writes a routing amtool accepts, private, with the webhook URL in
+    the file and never on alertmanager's command line."""
+    prometheus = services()["prometheus"]
+    assert ("./prometheus/alerts.yml", "/etc/prometheus/alerts.yml") in bind_sources(prometheus)
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    targets = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert targets == ["alertmanager:9093"] and "alertmanager" in services()
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        cannot_run("amtool is not installed (scripts/setup.sh installs prometheus-alertmanager)")
+    url = "https://hooks.example/alerts?token=secret-token-1"
+    fake = tmp_path / "alertmanager"  # records its arguments instead of serving
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$(dirname "$0")/args"\n')
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["sh", str(REPO / "docker" / "alertmanager" / "entrypoint.sh")],
+        env={
+            "PATH": os.environ["PATH"],
+            "ALERT_WEBHOOK_URL": url,
+            "ALERTMANAGER_CONFIG": str(tmp_path / "alertmanager.yml"),
+            "ALERTMANAGER_STORAGE": str(tmp_path),
+            "ALERTMANAGER_BIN": str(fake),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "alertmanager.yml"
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+    routing = yaml.safe_load(written.read_text())
+    assert routing["receivers"][0]["webhook_configs"][0] == {"url": url, "send_resolved": True}
+    assert url not in (tmp_path / "args").read_text()
+    check = subprocess.run([amtool, "check-config", str(written)], capture_output=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr

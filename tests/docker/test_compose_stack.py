@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import certs, container_engine
+from stacktools import certs, container_engine, prometheus_api
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
@@ -92,6 +92,7 @@ def project(
         "MQTT_PORT",
         "INFLUX_PORT",
         "PROMETHEUS_PORT",
+        "ALERTMANAGER_PORT",
         "SPARK_MASTER_UI_PORT",
         "GRAFANA_PORT",
     )
@@ -249,7 +250,17 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
         "targets up",
         interval_s=2,
     )
-    assert {"prometheus", "mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped()
+    assert {"prometheus", "alertmanager", "mqtt_bridge", "db_connector", "spark_single_pass"} <= (
+        scraped()
+    )
+    # the shipped alert rules are loaded, and their alerts go to the alertmanager service
+    rules = prometheus_api.call(settings, "/api/v1/rules")
+    names = {rule["name"] for group in rules["groups"] for rule in group["rules"]}
+    assert {"ServiceDown", "DeadLetters", "BridgeMqttDisconnected"} <= names, names
+    managers = prometheus_api.call(settings, "/api/v1/alertmanagers")
+    assert [m["url"] for m in managers["activeAlertmanagers"]] == [
+        "http://alertmanager:9093/api/v2/alerts"
+    ], managers
 
 
 def test_no_password_on_any_command_line_of_the_host(

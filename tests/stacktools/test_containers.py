@@ -120,6 +120,9 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
             "/etc/prometheus/prometheus.yml",
             "ro",
         )
+        .with_volume_mapping(
+            str(REPO_ROOT / "prometheus" / "alerts.yml"), "/etc/prometheus/alerts.yml", "ro"
+        )
     )
     started = []
     try:

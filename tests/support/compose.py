@@ -25,6 +25,7 @@ SERVER_SERVICES = (
     "mosquitto",
     "influxdb",
     "prometheus",
+    "alertmanager",
     "spark-master",
     "spark-worker-1",
     "spark-worker-2",
