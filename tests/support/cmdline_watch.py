@@ -49,7 +49,7 @@ class CommandLineWatch:
         """One line per command line that held any of ``passwords`` (name -> value), the
         values masked."""
         findings = []
-        for line, pid in self.seen.items():
+        for line, pid in list(self.seen.items()):  # the watch may still be adding to it
             leaked = holding(line, passwords)
             if leaked:
                 shown = line.replace(b"\0", b" ").decode("utf-8", "replace")
