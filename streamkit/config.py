@@ -512,7 +512,7 @@ class KafkaSettings(ServiceSettings):
         "plain Avro without a header (docs/schema-registry.md)",
     )
     schema_registry_port: int = setting(
-        8081, "SCHEMA_REGISTRY_PORT", "port of the local schema registry"
+        8085, "SCHEMA_REGISTRY_PORT", "port of the local schema registry"
     )
     schema_registry_url: str = setting(
         "",
