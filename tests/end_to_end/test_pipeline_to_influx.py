@@ -25,7 +25,7 @@ from streamkit.deadline import TimedOut, wait_until
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
 from tests.support.exactness import assert_pipeline_exact
-from tests.support.harness import expected_records, wait_for_keys
+from tests.support.harness import expected_records, quick_single_pass_args, wait_for_keys
 from tests.support.influx_checks import point_count
 from tests.support.mqtt import RawPublisher
 from tests.support.oracles.join import parse_pairs
@@ -106,10 +106,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         settings,
         wiring,
         tmp_path / "run",
-        extra_args={
-            "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
-            "db_connector": ["--flush-interval-ms", "500"],
-        },
+        extra_args=quick_single_pass_args(),
         env=topology.env,
         bridges=topology.bridges,
     )

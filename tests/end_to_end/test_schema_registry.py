@@ -25,7 +25,7 @@ from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
 from streamkit.wire.registry import RegistryClient, subject, unframe
 from tests.end_to_end.test_pipeline_to_influx import recent_events, wait_for_input_rows
-from tests.support.harness import expected_records, wait_for_keys
+from tests.support.harness import expected_records, quick_single_pass_args, wait_for_keys
 from tests.support.influx_checks import point_count
 from tests.support.waits import settle
 
@@ -58,10 +58,7 @@ def test_a_registry_aware_client_decodes_every_topic(
         settings,
         wiring,
         tmp_path / "run",
-        extra_args={
-            "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
-            "db_connector": ["--flush-interval-ms", "500"],
-        },
+        extra_args=quick_single_pass_args(),
     )
     try:
         pipeline.start_stages()

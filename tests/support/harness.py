@@ -21,6 +21,15 @@ from streamkit.wire import record_key
 from tests.support.messages import key_of, value_of
 
 
+def quick_single_pass_args() -> dict[str, list[str]]:
+    """The single pass and the connector made quick for a sample-sized replay (two shuffle
+    partitions, a short session gap, frequent flushes): a Pipeline's ``extra_args``."""
+    return {
+        "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
+        "db_connector": ["--flush-interval-ms", "500"],
+    }
+
+
 def expected_records(events: Path) -> dict[bytes, float]:
     """The raw topic's records a file of events must become: {raw key: value}."""
     expected = {}
