@@ -68,6 +68,16 @@ def http_get(
         return 0, b""
 
 
+def stack_tls_get(settings: Settings, url: str) -> tuple[int, bytes]:
+    """:func:`http_get` trusting the stack's CA (when TLS is on); (0, b"") while there is no CA
+    yet: a run directory the launcher has not started, so whatever answers is not ours."""
+    try:
+        context = client_context(settings)
+    except ConfigError:
+        return 0, b""
+    return http_get(url, context=context)
+
+
 class Component:
     """A server the launcher owns. Subclasses fill in configuration, command and health."""
 
@@ -696,11 +706,7 @@ class InfluxDB(Component):
         return [str(find_influxd()), "run", "-config", str(self.config_file)]
 
     def healthy(self) -> bool:
-        try:
-            context = client_context(self.settings)
-        except ConfigError:  # no CA yet (a run dir the launcher has not started): not ours
-            return False
-        status, body = http_get(f"{self.settings.influx_base_url}/health", context=context)
+        status, body = stack_tls_get(self.settings, f"{self.settings.influx_base_url}/health")
         return status == 200 and b'"pass"' in body
 
     def after_healthy(self) -> None:
@@ -993,12 +999,8 @@ class SchemaRegistry(Component):
 
     def healthy(self) -> bool:
         scheme = "https" if self.settings.tls else "http"
-        try:
-            context = client_context(self.settings)
-        except ConfigError:  # no CA yet: not ours
-            return False
         url = f"{scheme}://127.0.0.1:{self.settings.schema_registry_port}/health/ready"
-        return http_get(url, context=context)[0] == 200
+        return stack_tls_get(self.settings, url)[0] == 200
 
     def after_healthy(self) -> None:
         """Every topic's schema registered with its compatibility rule now, so consumers find
