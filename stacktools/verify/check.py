@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from stacktools.verify.actual import InfluxReader
 from stacktools.verify.compare import Verdict, compare
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import MEASUREMENTS, Expectation, expectation
+from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Rules
 from streamkit.config import Settings
 
@@ -94,7 +96,8 @@ def verify(
             if live_margin_ms is not None
             else None
         )
-        verdicts.append(compare(m, want, found[m], certain))
+        resent = partial(resent_copies, expected.frames["raw"]) if m == "late" else None
+        verdicts.append(compare(m, want, found[m], certain, resent))
     seconds["compare"] = time.perf_counter() - mark
     seconds["total"] = time.perf_counter() - started
     return Outcome(verdicts, len(records), records.rows, seconds, live_margin_ms is not None)

@@ -13,6 +13,7 @@ Computed floats (a joined result, a window's mean and standard deviation) are eq
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,7 @@ class Verdict:
     matched: int = 0
     pending: int = 0  # windows not closed by the data: not required, equal when present
     uncertain: int = 0  # live: expected records not certain yet (not required)
+    resent: int = 0  # late points of identical re-sends (stacktools.verify.resends)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     by_thing: dict[str, dict[str, int]] = field(default_factory=dict)
     examples: dict[str, list] = field(default_factory=lambda: {k: [] for k in KINDS})
@@ -63,6 +65,7 @@ class Verdict:
             "matched": self.matched,
             "pending_windows": self.pending,
             "not_yet_certain": self.uncertain,
+            "resent_copies": self.resent,
             **self.counts,
             "by_thing": self.by_thing,
             "examples": self.examples,
@@ -181,8 +184,10 @@ def compare(
     want: pd.DataFrame,
     got: pd.DataFrame,
     certain: pd.Series | None = None,
+    resent: Callable[[pd.DataFrame], np.ndarray] | None = None,
 ) -> Verdict:
-    """``certain``: live mode, a boolean per expected row: only those may be missing."""
+    """``certain``: live mode, a boolean per expected row: only those may be missing.
+    ``resent``: which unexpected points are identical re-sends, counted apart from ``extra``."""
     keys = KEYS[measurement]
     verdict = Verdict(measurement, compared=len(want))
     want, got = want.reset_index(drop=True).copy(), got.reset_index(drop=True).copy()
@@ -230,6 +235,10 @@ def compare(
     missing_rows = np.sort(missing_rows[required[missing_rows]])
     verdict.note("missing", want.iloc[missing_rows], describe)
     extra_rows = np.sort(index[is_got & ~wanted[group]])
+    if resent is not None:
+        copies = resent(got.iloc[extra_rows])
+        verdict.resent = int(copies.sum())
+        extra_rows = extra_rows[~copies]
     verdict.note("extra", got.iloc[extra_rows], describe)
     earlier_got = np.r_[False, (group[1:] == group[:-1]) & (side[:-1] == 1)]
     doubled_first = is_got & ~earlier_got & (found[group] > 1)

@@ -19,6 +19,8 @@ def render(outcome: Outcome) -> str:
             extra.append(f"{v.pending:,} windows still open (not required)")
         if v.uncertain:
             extra.append(f"{v.uncertain:,} not certain yet (live)")
+        if v.resent:
+            extra.append(f"{v.resent:,} re-sent copies set aside (at-least-once input, harmless)")
         state = "exact" if v.exact else "DIFFERS"
         counts = ", ".join(f"{v.counts[k]:,} {k}" for k in KINDS)
         note = f"  [{'; '.join(extra)}]" if extra else ""

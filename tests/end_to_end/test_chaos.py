@@ -6,9 +6,10 @@ with SIGKILL (its persistence and the bridge's persistent session). Every stage 
 happened (the process ended by SIGKILL, a new process runs after it). At the end the committed
 Kafka outputs and InfluxDB must equal, value for value, what the oracles compute offline from
 the same file (tests/support/oracles): 0 lost, 0 duplicated, 0 different, the late records of
-both stages included. This round runs the two-jobs shape (join and windows as two queries); one
-fault stops the windows job for a minute, so it catches up with large, skewed batches; one
-Thing is five times as dense as the others.
+both stages included; then `stacktools.verify`, the users' check, must find the database exact
+too, the identical re-sends the kills caused set aside. This round runs the two-jobs shape (join
+and windows as two queries); one fault stops the windows job for a minute, so it catches up with
+large, skewed batches; one Thing is five times as dense as the others.
 
 The same round runs a second time scaled out, in the single pass (the default shape): on the
 launcher's Spark standalone cluster (two workers, the executors' sink), two bridges on disjoint
@@ -44,6 +45,7 @@ from tests.support.exactness import (
     PIPELINE,
     assert_back,
     assert_exactly_once,
+    assert_verify_exact,
     kill_group,
     pipeline_args,
     restart_broker,
@@ -225,3 +227,4 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
     print(
         "chaos:", assert_exactly_once(settings, pipeline, simulator, events), f"faults {injected}"
     )
+    print("chaos:", assert_verify_exact(settings, pipeline.wiring.database, events))

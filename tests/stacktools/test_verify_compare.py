@@ -4,13 +4,17 @@ than a Thing's cutoff may be missing, nothing may be wrong)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import pytest
 
-from stacktools.verify.check import certain_so_far
+from stacktools.verify.check import Outcome, certain_so_far
 from stacktools.verify.compare import compare
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
+from stacktools.verify.report import render
+from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Pair, Rules, parse_windows
 from streamkit.paths import REPO_ROOT
 
@@ -72,9 +76,46 @@ def test_live_requires_only_what_is_older_than_each_things_cutoff(frames) -> Non
         certain = certain_so_far(name, frame, cutoff, RULES.lateness_ms)
         # the newest records have not landed yet: not a difference
         keep = certain.to_numpy()[~frame["pending"].to_numpy()] if "pending" in frame else certain
-        partial = got[pd.Series(keep, index=got.index)] if len(got) else got
-        verdict = compare(name, frame, partial, certain)
+        landed = got[pd.Series(keep, index=got.index)] if len(got) else got
+        verdict = compare(name, frame, landed, certain)
         assert verdict.exact, (name, verdict.as_dict())
-        if len(partial):
-            verdict = compare(name, frame, partial.drop(index=partial.index[0]), certain)
+        if len(landed):
+            verdict = compare(name, frame, landed.drop(index=landed.index[0]), certain)
             assert verdict.counts["missing"] == 1, name
+
+
+def _late_copies(raw: pd.DataFrame, reason: str, value_shift: float = 0.0) -> pd.DataFrame:
+    """Late points the join sets aside for raw records delivered a second time."""
+    rows = raw.iloc[[1, 4]]
+    return pd.DataFrame(
+        {
+            "thing": rows["thing"].astype(str).to_numpy(),
+            "quantity": rows["quantity"].astype(str).to_numpy(),
+            "stage": "join",
+            "reason": reason,
+            "time_ms": rows["time_ms"].to_numpy(),
+            "time_ns": rows["time_ns"].to_numpy(),
+            "value": rows["value"].to_numpy() + value_shift,
+            "watermark_ms": rows["time_ms"].to_numpy() + 5,
+            "count": 1,
+        }
+    )
+
+
+def test_identical_resends_are_counted_apart_and_anything_else_stays_extra(frames) -> None:
+    raw, late = stored(frames["raw"]), stored(frames["late"])
+    resends = partial(resent_copies, frames["raw"])
+    copies = pd.concat([late, _late_copies(raw, "behind_watermark")], ignore_index=True)
+    verdict = compare("late", frames["late"], copies, resent=resends)
+    assert verdict.exact and verdict.resent == 2, verdict.as_dict()
+    assert "2 re-sent copies" in render(Outcome([verdict], 1, 1))
+
+    for changed in (
+        _late_copies(raw, "duplicate", value_shift=0.5),  # not the file's value
+        _late_copies(raw, "future_timestamp"),  # not what a second copy is set aside as
+    ):
+        verdict = compare("late", frames["late"], pd.concat([late, changed]), resent=resends)
+        assert verdict.counts["extra"] == 2 and verdict.resent == 0, verdict.as_dict()
+    # without the re-send rule (the test suite's strictness) they are extra
+    verdict = compare("late", frames["late"], copies)
+    assert verdict.counts["extra"] == 2

@@ -17,6 +17,10 @@ from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.stack.process import group_alive
+from stacktools.verify.check import verify
+from stacktools.verify.report import render
+from stacktools.verify.rules import Rules, parse_windows
+from stacktools.verify.rules import parse_pairs as verify_pairs
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.errors import StackError
@@ -193,3 +197,19 @@ def assert_exactly_once(
         meanwhile=pipeline.supervise,
         skip_keys=skip_keys,
     )
+
+
+def assert_verify_exact(settings: Settings, database: str, events: Path) -> str:
+    """The user's check agrees: ``python -m stacktools.verify``'s verification of the file
+    against the run's database is exact (identical re-sends the faults caused set aside, as
+    that command does). Its verdict only adds to the oracles', never replaces it."""
+    rules = Rules(
+        pairs=verify_pairs(PAIRS),
+        max_gap_ms=None,
+        windows=parse_windows(f"{WINDOW_MS}ms", "off", "off"),
+        lateness_ms=LATENESS_MS,
+    )
+    outcome = verify(settings, events, database, rules)
+    assert outcome.exact, render(outcome)
+    (late,) = [v for v in outcome.verdicts if v.measurement == "late"]
+    return f"verify exact ({late.resent} re-sent copies set aside)"
