@@ -27,12 +27,13 @@ read in grafana/grafana (commits as stored by the code index):
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
 import pytest
 
-from stacktools.dashboards import load_dashboards
+from stacktools.dashboards import load_dashboards, load_datasources, validate_dashboard
 from stacktools.dashboards.nodegraph import (
     ModelError,
     apply_transformations,
@@ -226,3 +227,19 @@ def test_what_the_model_does_not_know_is_refused() -> None:
         apply_transformations([], [{"id": "calculateField", "options": {}}])
     with pytest.raises(ModelError):
         panel_problems({"targets": [{"refId": "A", "format": "table"}]}, {}, T)
+
+
+def test_validate_wants_instant_time_series_queries_and_modelled_transformations() -> None:
+    health = next(d for d in load_dashboards() if d.path.name == "pipeline-health.json")
+    model = copy.deepcopy(health.model)
+    panel = next(p for p in model["panels"] if p.get("id") == PANEL_ID)
+    assert validate_dashboard(model, load_datasources()) == []
+    panel["targets"][1] |= {"range": True, "format": "table"}
+    panel["transformations"].append({"id": "calculateField", "options": {}})
+    where = "panel 24 'Pipeline graph'"
+    assert validate_dashboard(model, load_datasources()) == [
+        f"{where} target edges: must be an instant query",
+        f"{where} target edges: format must be time_series",
+        f"{where}: transformation 'calculateField' is not modelled "
+        "(allowed: ['labelsToFields', 'merge', 'organize'])",
+    ]
