@@ -120,11 +120,13 @@ def _service_stage(service: str) -> tuple[Stage, str, str]:
         return CONNECTOR, "points/s · consumer lag", CONNECTOR.extras["lag"]
     if service in SPARK_JOBS:
         # Spark exports no consumer lag: what the bridges wrote to the raw topic and this job
-        # has not read yet (a restart of either resets its counter: clamped at 0). Event-time
-        # lag would be years for a replayed file.
+        # has not read yet, while the job is up (its counter appears at its first batch; a
+        # restart of either resets a counter: clamped at 0). Event-time lag would be years for
+        # a replayed file.
+        read = f'(sum(spark_input_rows_total{{service="{service}"}}) or vector(0))'
         unread = (
-            f"clamp_min(sum(bridge_records_total) - "
-            f'sum(spark_input_rows_total{{service="{service}"}}), 0) or vector(0)'
+            f"clamp_min(sum(bridge_records_total) - {read}, 0)"
+            f' and on() max(up{{service="{service}"}}) > 0 or vector(0)'
         )
         return spark_stage(service), "rows/s · raw records unread", unread
     raise ValueError(f"no stage {service!r} in the graph")
