@@ -31,11 +31,13 @@ from stacktools.dashboards.model import (
     target_query,
     variable_query,
 )
+from stacktools.dashboards.nodegraph import ModelError, panel_problems
 from stacktools.dashboards.queries import (
     QueryError,
     influx_points,
     influx_query,
     influx_values,
+    prometheus_instant_series,
     prometheus_query,
     prometheus_variable_values,
 )
@@ -224,6 +226,44 @@ def _run_target(
         return dataclasses.replace(result, error=str(exc))
 
 
+def _check_node_graph(
+    runner: _Runner, dashboard: Dashboard, panel: Mapping[str, Any], text: Mapping[str, str]
+) -> PanelResult:
+    """A node graph panel's data contract: its instant results run through its transformations
+    as Grafana would, then checked as the node graph reads them (stacktools.dashboards.nodegraph).
+    Reported as one more result of the panel, ref_id ``node-graph``."""
+    title = interpolate(str(panel.get("title", "")), text)
+    result = PanelResult(
+        dashboard.title, title, "node-graph", "prometheus", "", panel_id=panel.get("id")
+    )
+    results = {}
+    try:
+        for target in panel.get("targets") or []:
+            datasource = runner.datasource(target.get("datasource", panel.get("datasource")))
+            if datasource.type != "prometheus":
+                raise QueryError(f"target {target.get('refId')}: node graphs here read Prometheus")
+            interval_ms = runner.interval_ms(
+                datasource, max_data_points(panel), panel.get("interval") or None
+            )
+            query = runner.fill(
+                target_query(target, datasource.type), datasource, interval_ms, text
+            )
+            results[str(target.get("refId"))] = prometheus_instant_series(
+                runner.settings, query, runner.time_range
+            )
+        problems = panel_problems(panel, results, runner.time_range.to_ms)
+    except (QueryError, ModelError) as exc:
+        return dataclasses.replace(result, error=str(exc))
+    rows = sum(len(series) for series in results.values())
+    return dataclasses.replace(
+        result,
+        query="node graph contract",
+        series=rows,
+        points=rows,
+        error="; ".join(problems) or None,
+    )
+
+
 def check_dashboards(
     settings: Settings,
     from_ms: int,
@@ -258,4 +298,6 @@ def check_dashboards(
             for target in panel.get("targets") or []:
                 if isinstance(target, dict) and not target.get("hide"):
                     results.append(_run_target(runner, dashboard, panel, target, text))
+            if panel.get("type") == "nodeGraph":
+                results.append(_check_node_graph(runner, dashboard, panel, text))
     return results

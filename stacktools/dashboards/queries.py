@@ -100,6 +100,19 @@ def prometheus_query(
     return len(series), sum(len(s.get("values") or []) if "values" in s else 1 for s in series)
 
 
+def prometheus_instant_series(
+    settings: Settings, expr: str, time_range: TimeRange
+) -> list[tuple[dict[str, str], float]]:
+    """An instant query at the range's end, as Grafana sends it: (labels, value) per series."""
+    data = _prometheus(settings, "/api/v1/query", {"query": expr, "time": time_range.to_ms / 1000})
+    if data.get("resultType") == "scalar":
+        return [({}, float(data["result"][1]))]
+    return [
+        (dict(series.get("metric") or {}), float(series["value"][1]))
+        for series in data.get("result") or []
+    ]
+
+
 def prometheus_variable_values(settings: Settings, query: str, time_range: TimeRange) -> list[str]:
     """``label_values(label)`` / ``label_values(metric, label)``, the variable query Grafana
     offers."""

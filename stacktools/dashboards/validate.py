@@ -52,8 +52,12 @@ PANEL_TYPES = frozenset(
         "heatmap",
         "piechart",
         "logs",
+        "nodeGraph",
     }
 )
+#: The transformations a node graph panel may use: those stacktools.dashboards.nodegraph models,
+#: so that the checker can tell whether Grafana will draw the graph.
+NODE_GRAPH_TRANSFORMATIONS = frozenset({"labelsToFields", "merge", "organize"})
 VARIABLE_TYPES = frozenset(
     {"query", "custom", "constant", "interval", "textbox", "datasource", "adhoc"}
 )
@@ -221,6 +225,26 @@ def _check_panel(
     ]
     for target in targets:
         problems += _check_target(where, target, panel.get("datasource"), datasources, known)
+    if panel.get("type") == "nodeGraph":
+        problems += _check_node_graph(where, panel)
+    return problems
+
+
+def _check_node_graph(where: str, panel: Mapping[str, Any]) -> list[str]:
+    """A node graph draws one instant: its targets must be instant queries, in the format and
+    with the transformations the checker's model knows."""
+    problems = []
+    for target in panel.get("targets") or []:
+        if isinstance(target, dict) and not (target.get("instant") and not target.get("range")):
+            problems.append(f"{where} target {target.get('refId')}: must be an instant query")
+        if isinstance(target, dict) and target.get("format", "time_series") != "time_series":
+            problems.append(f"{where} target {target.get('refId')}: format must be time_series")
+    for transformation in panel.get("transformations") or []:
+        if transformation.get("id") not in NODE_GRAPH_TRANSFORMATIONS:
+            problems.append(
+                f"{where}: transformation {transformation.get('id')!r} is not modelled "
+                f"(allowed: {sorted(NODE_GRAPH_TRANSFORMATIONS)})"
+            )
     return problems
 
 

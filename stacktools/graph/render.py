@@ -7,10 +7,7 @@ from __future__ import annotations
 import time
 
 from stacktools.graph.collect import Node, Snapshot
-from stacktools.graph.stages import OPEN_TRANSACTION
-
-#: What carries the data from one level to the next, and where it ends.
-HOPS = ("MQTT", "Kafka: the raw topic", "Kafka: the output topics", "InfluxDB")
+from stacktools.graph.stages import HOPS, OPEN_TRANSACTION
 
 
 def _number(value: float | None, digits: int = 0) -> str:

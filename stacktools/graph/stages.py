@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stacktools.services import SERVICES, spark_stages
+
 #: The window rates are taken over: long enough to span several scrapes (5 s apart).
 RATE_WINDOW = "1m"
 #: A Spark job's figure: seconds its sink's transaction has been open, absent between batches.
@@ -87,3 +89,36 @@ UP = 'max by (service) (up{service!=""})'
 #: scrapes every job's port, whether that job is part of the shape or not).
 SPARK_RAN = 'max by (service) (max_over_time(up{service=~"spark_.+"}[1h])) > 0'
 PROGRESS_AGE = "time() - max by (service) (service_last_progress_timestamp_seconds)"
+
+
+#: Every Spark job a shape may run (services.SHAPES): each reads the raw topic and writes the
+#: output topics, so they all sit on one level of the graph.
+SPARK_JOBS: tuple[str, ...] = spark_stages(tuple(SERVICES))
+#: Where the pipeline ends: not a service Prometheus scrapes, the connector reports on it.
+SINK = "influxdb"
+#: The graph's levels in flow order, by id: the terminal view and the Grafana panel both draw
+#: these (the terminal only the Spark jobs of the running shape).
+LEVELS: tuple[tuple[str, ...], ...] = (
+    (SIMULATOR.service,),
+    (BRIDGE.service,),
+    SPARK_JOBS,
+    (CONNECTOR.service,),
+    (SINK,),
+)
+#: What carries the data from one level to the next.
+HOPS = ("MQTT", "Kafka: the raw topic", "Kafka: the output topics", "InfluxDB")
+
+
+def node_ids() -> list[str]:
+    """Every node of the graph in flow order."""
+    return [node for level in LEVELS for node in level]
+
+
+def edges() -> list[tuple[str, str, str]]:
+    """(source, target, hop) of every edge: each node of a level feeds each of the next."""
+    return [
+        (source, target, hop)
+        for upper, lower, hop in zip(LEVELS[:-1], LEVELS[1:], HOPS, strict=True)
+        for source in upper
+        for target in lower
+    ]

@@ -71,14 +71,23 @@ def test_datasources_come_from_provisioning() -> None:
     }
 
 
+#: Panel types besides timeseries, and why: the pipeline graph is a picture of one instant (the
+#: node graph draws the last value of each field), not a series over time; its figures are in
+#: different units per node, so its subtitle names them instead of a field unit.
+NON_TIMESERIES = {("pipeline-health.json", "nodeGraph")}
+
+
 def test_data_panels_are_timeseries_with_units_and_use_rate_interval() -> None:
-    for dashboard in DASHBOARDS.values():
+    for name, dashboard in DASHBOARDS.items():
         for p, _ in iter_panels(dashboard.model):
             if p["type"] == "row":
                 continue
-            assert p["type"] == "timeseries" and p["fieldConfig"]["defaults"].get("unit"), p[
-                "title"
-            ]
+            if (name, p["type"]) in NON_TIMESERIES:
+                assert all(t.get("instant") and not t.get("range") for t in p["targets"]), p
+            else:
+                assert p["type"] == "timeseries" and p["fieldConfig"]["defaults"].get("unit"), p[
+                    "title"
+                ]
             for target in p["targets"]:
                 if "rate(" in target.get("expr", ""):
                     assert "[$__rate_interval]" in target["expr"], target["expr"]
@@ -452,11 +461,13 @@ def promql_parts(expr: str) -> tuple[set[str], set[str]]:
     return names, labels
 
 
-def prometheus_targets() -> list[tuple[str, dict[str, Any]]]:
-    """(where, target) of every Prometheus target the dashboards ship."""
+def prometheus_targets(panel_type: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(where, target) of every Prometheus target the dashboards ship (of one panel type)."""
     found = []
     for dashboard in DASHBOARDS.values():
         for p, _ in iter_panels(dashboard.model):
+            if panel_type is not None and p["type"] != panel_type:
+                continue
             for target in p.get("targets") or []:
                 if (
                     DATASOURCES[target.get("datasource", p.get("datasource"))["uid"]].type
@@ -508,7 +519,7 @@ def test_fault_only_counters_fall_back_to_an_explicit_zero() -> None:
     """A counter series that only exists after a fault would leave its panel at "No data" in a
     healthy run; the query must return a 0 labelled 'none' under the same label as the breakdown."""
     checked = set()
-    for where, target in prometheus_targets():
+    for where, target in prometheus_targets("timeseries"):
         names, _ = promql_parts(target["expr"])
         if not names & FAULT_ONLY_METRICS:
             continue
@@ -523,6 +534,17 @@ def test_fault_only_counters_fall_back_to_an_explicit_zero() -> None:
         )
         assert "{{" + match.group(1) + "}}" in target["legendFormat"], where
     assert checked == FAULT_ONLY_METRICS
+
+
+def test_the_node_graph_sums_fault_only_counters_with_a_zero_fallback() -> None:
+    """The pipeline graph shows a count, not a breakdown: each such sum falls back to 0 itself
+    (a missing figure would leave its node without the field)."""
+    targets = prometheus_targets("nodeGraph")
+    assert targets
+    for where, target in targets:
+        for name in promql_parts(target["expr"])[0] & FAULT_ONLY_METRICS:
+            uses = re.findall(rf"{name}\{{[^}}]*\}}\)( or vector\(0\))?", target["expr"])
+            assert uses and all(uses), f"{where}: {name} without its zero fallback"
 
 
 def test_every_histogram_quantile_keeps_the_le_label() -> None:
