@@ -406,7 +406,7 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
     ),
     "mds-verify": (
         "stacktools.verify",
-        "checks that InfluxDB holds exactly what an events file implies",
+        "checks that InfluxDB, or the Kafka topics, hold exactly what an events file implies",
     ),
     "mds-dashboards": (
         "stacktools.dashboards",

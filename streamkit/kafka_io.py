@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -93,14 +93,18 @@ def read_up_to(
     isolation: str = "read_committed",
     timeout_s: float = 60,
     role: str = "read-to-end",
+    overrides: dict[str, Any] | None = None,
 ) -> Iterator[Message]:
     """Every record of each partition up to its offset in ``ends``, as it arrives (a caller
     looking for one record need not hold them all); :class:`TimedOut` if a partition does not
-    get there within ``timeout_s`` (with read_committed: a transaction left open)."""
+    get there within ``timeout_s`` (with read_committed: a transaction left open).
+    ``overrides``: consumer settings of a caller reading much (e.g. larger fetches)."""
     pending = {p for p, end in ends.items() if end > 0}
     if not pending:
         return
-    consumer = Consumer({**_reader_config(settings, role), "isolation.level": isolation})
+    consumer = Consumer(
+        {**_reader_config(settings, role), "isolation.level": isolation, **(overrides or {})}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in pending])
     deadline = Deadline(timeout_s)
     try:

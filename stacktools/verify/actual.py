@@ -20,7 +20,7 @@ import pyarrow.csv as pa_csv
 
 from stacktools.errors import InfluxError
 from stacktools.influx import InfluxClient, basic_auth
-from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, VALUES
+from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, VALUES, Expectation
 
 PARALLEL_QUERIES = 4
 
@@ -30,8 +30,21 @@ def _quote(value: str) -> str:
 
 
 class InfluxReader:
+    """The run's database as a source (stacktools.verify.source): one point per record identity
+    at most, as written, compared with the expectation as it is."""
+
+    label = "InfluxDB"
+
     def __init__(self, client: InfluxClient, database: str) -> None:
         self.client, self.database = client, database
+
+    def compared(
+        self, measurement: str, expectation: Expectation, found: pd.DataFrame
+    ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+        return expectation.frames[measurement], found, KEYS[measurement]
+
+    def notes(self) -> dict[str, str]:
+        return {}
 
     def csv(self, statement: str) -> pa.Table | None:
         s = self.client.settings

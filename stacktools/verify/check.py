@@ -1,5 +1,6 @@
-"""One verification: the file's expectation, the database's points, the comparison; shared by
-the command and the demo."""
+"""One verification: the file's expectation, what the run wrote (InfluxDB's points or the Kafka
+topics' records: stacktools.verify.source), the comparison; shared by the command and the
+demo."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from stacktools.verify.events import read_records
 from stacktools.verify.expect import MEASUREMENTS, Expectation, expectation
 from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Rules
+from stacktools.verify.source import Source
 from streamkit.config import Settings
 
 
@@ -28,6 +30,8 @@ class Outcome:
     rows: int
     seconds: dict[str, float] = field(default_factory=dict)
     live: bool = False
+    source: str = InfluxReader.label
+    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -37,6 +41,8 @@ class Outcome:
         return {
             "exact": self.exact,
             "live": self.live,
+            "source": self.source,
+            "notes": self.notes,
             "rows": self.rows,
             "records": self.records,
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
@@ -70,8 +76,10 @@ def verify(
     order: str = "event-time",
     max_future_ms: int | None = None,
     live_margin_ms: int | None = None,
+    source: Source | None = None,
 ) -> Outcome:
-    """``live_margin_ms`` set: a live run (only what is certain so far may be missing)."""
+    """``live_margin_ms`` set: a live run (only what is certain so far may be missing).
+    ``source``: where the output is read (default: InfluxDB's ``database``)."""
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     records = read_records(events, order, max_future_ms)
@@ -80,9 +88,9 @@ def verify(
     expected: Expectation = expectation(records, rules)
     seconds["expectation"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    reader = InfluxReader(InfluxClient(settings), database)
+    reader: Source = source or InfluxReader(InfluxClient(settings), database)
     found = reader.read()
-    seconds["read influxdb"] = time.perf_counter() - mark
+    seconds[f"read {reader.label}"] = time.perf_counter() - mark
     mark = time.perf_counter()
     cutoff: dict[str, int] = {}
     if live_margin_ms is not None and len(found["raw"]):
@@ -90,14 +98,17 @@ def verify(
         cutoff = {str(k): int(v) - live_margin_ms for k, v in newest.items()}
     verdicts = []
     for m in MEASUREMENTS:
-        want = expected.frames[m]
+        want, got, keys = reader.compared(m, expected, found[m])
         certain = (
             certain_so_far(m, want, cutoff, rules.lateness_ms)
             if live_margin_ms is not None
             else None
         )
         resent = partial(resent_copies, expected.frames["raw"]) if m == "late" else None
-        verdicts.append(compare(m, want, found[m], certain, resent))
+        verdicts.append(compare(m, want, got, certain, resent, keys))
     seconds["compare"] = time.perf_counter() - mark
     seconds["total"] = time.perf_counter() - started
-    return Outcome(verdicts, len(records), records.rows, seconds, live_margin_ms is not None)
+    live = live_margin_ms is not None
+    return Outcome(
+        verdicts, len(records), records.rows, seconds, live, reader.label, reader.notes()
+    )

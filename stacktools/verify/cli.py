@@ -1,10 +1,11 @@
-"""python -m stacktools.verify: does InfluxDB hold exactly what the events file implies?
+"""python -m stacktools.verify: does the run's output hold exactly what the events file implies?
 
 Recomputes from the file, by an implementation of the specification independent of the
 pipeline's, every raw point, joined pair, window and late record the run must have written,
-and compares them value by value with the run's InfluxDB database: per measurement and per
-Thing, what is missing, extra, duplicated (one record on several points) or different. Exit 0
-when exact, 1 on any difference, 2 on a usage error or an unreadable file.
+and compares them value by value with the run's InfluxDB database, or with --topics its Kafka
+output topics: per measurement and per Thing, what is missing, extra, duplicated (one record on
+several points; on a transactional topic, a second committed copy) or different. Exit 0 when
+exact, 1 on any difference, 2 on a usage error or an unreadable file, database or topic.
 
 The stages' options (JOIN_PAIRS, JOIN_MAX_GAP_MS, AGGREGATE_TUMBLING, AGGREGATE_SLIDING,
 AGGREGATE_SESSION_GAP, AGGREGATE_ALLOWED_LATENESS) are read like the Spark job reads them:
@@ -27,6 +28,7 @@ from spark_jobs.config import SinglePassSettings
 from stacktools.errors import InfluxError
 from stacktools.verify.check import verify
 from stacktools.verify.events import ORDERS
+from stacktools.verify.kafka_source import TopicsError, TopicsReader
 from stacktools.verify.report import render
 from stacktools.verify.rules import UnsupportedRules, rules_of
 from streamkit.config import Settings
@@ -44,9 +46,19 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--events", type=Path, required=True, help="the events file that was replayed")
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--database",
         help="the run's InfluxDB database (default: INFLUX_DATABASE; the demo prints its own)",
+    )
+    where.add_argument(
+        "--topics",
+        nargs="?",
+        const="",
+        metavar="RUN",
+        help="read the run's Kafka topics instead of InfluxDB: RAW_TOPIC, JOINED_TOPIC, "
+        "AGGREGATES_TOPIC and LATE_TOPIC, each followed by .RUN when given (a demo run's "
+        "copies, printed as *.RUN)",
     )
     p.add_argument(
         "--order",
@@ -89,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UnsupportedRules, ValueError) as exc:
         print(f"python -m stacktools.verify: {exc}", file=sys.stderr)
         return 2
+    source = TopicsReader(settings, args.topics) if args.topics is not None else None
     try:
         outcome = verify(
             settings,
@@ -98,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             order=args.order,
             max_future_ms=max_future,
             live_margin_ms=margin,
+            source=source,
         )
     except (EventsFileError, OSError) as exc:
         print(f"python -m stacktools.verify: cannot read {exc}", file=sys.stderr)
         return 2
-    except InfluxError as exc:
+    except (InfluxError, TopicsError) as exc:
         print(f"python -m stacktools.verify: {exc}", file=sys.stderr)
         return 2
     print(render(outcome), flush=True)

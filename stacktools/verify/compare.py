@@ -82,8 +82,8 @@ def _plain(value: object) -> object:
     return value
 
 
-def _identity(measurement: str, row: pd.Series) -> dict:
-    return {k: _plain(row[k]) for k in KEYS[measurement]}
+def _identity(keys: list[str], row: pd.Series) -> dict:
+    return {k: _plain(row[k]) for k in keys}
 
 
 def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
@@ -107,10 +107,10 @@ def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
     return both_absent | near
 
 
-def _keyed(want: pd.DataFrame, got: pd.DataFrame, measurement: str) -> None:
+def _keyed(want: pd.DataFrame, got: pd.DataFrame, keys: list[str]) -> None:
     """Key columns of one type on both sides: times as float64 (exact below 2**53 ms), text as
     categoricals over the same categories (merged by code, not by string)."""
-    for key in KEYS[measurement]:
+    for key in keys:
         if key in TIME_KEYS:
             want[key] = pd.to_numeric(want[key], errors="coerce").astype(np.float64)
             got[key] = pd.to_numeric(got[key], errors="coerce").astype(np.float64)
@@ -157,7 +157,12 @@ def _column_equal(name: str, want: pd.Series, got: pd.Series, w: np.ndarray, g: 
 
 
 def _values_equal(
-    measurement: str, want: pd.DataFrame, got: pd.DataFrame, w: np.ndarray, g: np.ndarray
+    measurement: str,
+    want: pd.DataFrame,
+    got: pd.DataFrame,
+    w: np.ndarray,
+    g: np.ndarray,
+    keys: list[str],
 ) -> tuple[np.ndarray, list[str]]:
     """Per (want row w[k], got row g[k]): all values equal, and the identity too (against a hash
     collision; text keys by their shared categories' codes); and the compared names."""
@@ -166,7 +171,7 @@ def _values_equal(
     pending = (
         want["pending"].to_numpy(bool)[w] if "pending" in want.columns else np.zeros(len(w), bool)
     )
-    for name in KEYS[measurement]:
+    for name in keys:
         if name in TIME_KEYS:
             ok &= _column_equal(name, want[name], got[name], w, g)
         else:
@@ -185,13 +190,16 @@ def compare(
     got: pd.DataFrame,
     certain: pd.Series | None = None,
     resent: Callable[[pd.DataFrame], np.ndarray] | None = None,
+    keys: list[str] | None = None,
 ) -> Verdict:
     """``certain``: live mode, a boolean per expected row: only those may be missing.
-    ``resent``: which unexpected points are identical re-sends, counted apart from ``extra``."""
-    keys = KEYS[measurement]
+    ``resent``: which unexpected points are identical re-sends, counted apart from ``extra``.
+    ``keys``: the identity, when a source matches by more than the measurement's KEYS (the
+    late topic: which copy of an identity a record is)."""
+    keys = list(keys or KEYS[measurement])
     verdict = Verdict(measurement, compared=len(want))
     want, got = want.reset_index(drop=True).copy(), got.reset_index(drop=True).copy()
-    _keyed(want, got, measurement)
+    _keyed(want, got, keys)
     if "extra_tags" not in got.columns:
         got["extra_tags"] = pd.Categorical.from_codes(
             np.zeros(len(got), dtype=np.int8), categories=[""]
@@ -225,7 +233,7 @@ def compare(
     found = np.bincount(group, weights=side == 1, minlength=groups).astype(np.int64)
 
     def describe(row: pd.Series) -> dict:
-        out = {**_identity(measurement, row)}
+        out = {**_identity(keys, row)}
         out.update({v: _plain(row[v]) for v in VALUES[measurement] if v in row})
         return out
 
@@ -247,7 +255,7 @@ def compare(
     verdict.note(
         "duplicated",
         doubled,
-        lambda row: {**_identity(measurement, row), "points": int(row["points"])},
+        lambda row: {**_identity(keys, row), "points": int(row["points"])},
     )
     # every found point of an expected record, paired with that record
     group_want = np.full(groups, -1, dtype=np.int64)
@@ -255,7 +263,7 @@ def compare(
     paired = is_got & wanted[group]
     g = index[paired]
     w = group_want[group[paired]]
-    ok, compared = _values_equal(measurement, want, got, w, g)
+    ok, compared = _values_equal(measurement, want, got, w, g, keys)
     group_ok = np.bincount(group[paired], weights=ok, minlength=groups) > 0
     verdict.matched = int((group_ok & wanted).sum())
     # a record none of whose points equals it: the first of its points shows the difference
@@ -274,7 +282,7 @@ def compare(
                 same = True
             if not same:
                 changed[name] = {"expected": _plain(wr[name]), "found": _plain(gr[name])}
-        rows.append({**_identity(measurement, wr), "values": changed})
+        rows.append({**_identity(keys, wr), "values": changed})
     different = want.iloc[np.sort(wrong_w)]
     verdict.counts["different"] += len(different)
     for thing, n in different["thing"].value_counts().items():

@@ -64,11 +64,13 @@ RESULTS = {
 @dataclass
 class Expectation:
     """One DataFrame per measurement (columns KEYS + VALUES; the aggregate's ``pending`` marks a
-    window the data has not closed yet: an idle timeout may have emitted it, or not) and, per
-    Thing, the newest event time of its records."""
+    window the data has not closed yet: an idle timeout may have emitted it, or not), per
+    Thing the newest event time of its records, and every late record as set aside, copies of
+    one identity included (InfluxDB keeps the last of them, the late topic each)."""
 
     frames: dict[str, pd.DataFrame]
     newest_ms: dict[str, int] = field(default_factory=dict)
+    late_records: pd.DataFrame | None = None
 
 
 class _Columns:
@@ -138,13 +140,14 @@ def expectation(records: Records, rules: Rules) -> Expectation:
                     accepted[(thing_code, pair.right)],
                     rules.max_gap_ms,
                 )
+    late_records = late.frame()
     frames = {
         "raw": raw.frame(),
         "joined": joined.frame(),
         "aggregate": windows.frame(),
-        "late": _last_copy(late.frame(), KEYS["late"]),
+        "late": _last_copy(late_records, KEYS["late"]),
     }
-    return Expectation(frames, newest)
+    return Expectation(frames, newest, late_records)
 
 
 def _last_copy(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

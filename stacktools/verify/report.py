@@ -21,6 +21,8 @@ def render(outcome: Outcome) -> str:
             extra.append(f"{v.uncertain:,} not certain yet (live)")
         if v.resent:
             extra.append(f"{v.resent:,} re-sent copies set aside (at-least-once input, harmless)")
+        if outcome.notes.get(v.measurement):
+            extra.append(outcome.notes[v.measurement])
         state = "exact" if v.exact else "DIFFERS"
         counts = ", ".join(f"{v.counts[k]:,} {k}" for k in KINDS)
         note = f"  [{'; '.join(extra)}]" if extra else ""
@@ -38,13 +40,15 @@ def render(outcome: Outcome) -> str:
             for example in v.examples[kind]:
                 lines.append(f"        e.g. {json.dumps(example, default=str)}")
     mode = "live run, what is certain so far" if outcome.live else "finished replay"
+    plural = outcome.source != "InfluxDB"  # "the Kafka topics hold"
     verdict = (
-        "EXACT: InfluxDB holds exactly what the file implies"
+        f"EXACT: {outcome.source} {'hold' if plural else 'holds'} exactly what the file implies"
         if outcome.exact
-        else "DIFFERENT: InfluxDB does not hold exactly what the file implies"
+        else f"DIFFERENT: {outcome.source} {'do' if plural else 'does'} not hold exactly what "
+        "the file implies"
     )
     head = (
-        f"verify ({mode}): {outcome.rows:,} rows, {outcome.records:,} records, "
+        f"verify ({mode}, {outcome.source}): {outcome.rows:,} rows, {outcome.records:,} records, "
         f"{outcome.seconds.get('total', 0):.1f} s"
     )
     return "\n".join([head, *lines, f"verify: {verdict}"])

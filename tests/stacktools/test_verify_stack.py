@@ -1,5 +1,6 @@
 """verify on the real stack: the demo replays the sample through every stage and ends with
-verify's verdict (exact); then the run's InfluxDB database is tampered with, one case at a time,
+verify's verdict (exact); the run's Kafka topics read with --topics are exact too; then the
+run's InfluxDB database is tampered with, one case at a time,
 and `python -m stacktools.verify` must fail with exit code 1, naming the difference: a deleted
 raw point (missing), a joined pair written a second time under another point identity
 (duplicated), and a window's changed mean (different)."""
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 
 
-def verify(database: str, out: Path) -> tuple[int, str, dict]:
+def verify(database: str, out: Path, where: str = "--database") -> tuple[int, str, dict]:
     done = subprocess.run(
         [
             sys.executable,
@@ -30,7 +31,7 @@ def verify(database: str, out: Path) -> tuple[int, str, dict]:
             "stacktools.verify",
             "--events",
             str(SAMPLE),
-            "--database",
+            where,
             database,
             "--json",
             str(out),
@@ -69,7 +70,7 @@ def line(name: str, tags: dict, fields: dict, time_ns: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_database(tmp_path_factory: pytest.TempPathFactory) -> str:
+def demo_summary(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The demo on the sample (the stack is started if needed); its verdict must be exact."""
     out = tmp_path_factory.mktemp("demo")
     done = subprocess.run(
@@ -85,7 +86,21 @@ def demo_database(tmp_path_factory: pytest.TempPathFactory) -> str:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verify"]["exact"], summary["verify"]
     assert "verify                exact" in done.stdout
-    return summary["database"]
+    return summary
+
+
+@pytest.fixture(scope="module")
+def demo_database(demo_summary: dict) -> str:
+    return demo_summary["database"]
+
+
+def test_verify_topics_passes_on_the_runs_kafka_topics(demo_summary: dict, tmp_path: Path) -> None:
+    """The same run's output topics, as Spark and the bridge wrote them, read with --topics."""
+    run = demo_summary["raw_topic"].removeprefix("machinedata.raw.")
+    code, text, verdict = verify(run, tmp_path / "topics.json", "--topics")
+    assert code == 0 and verdict["exact"] and verdict["source"] == "the Kafka topics", text
+    for name in ("raw", "joined", "aggregate"):
+        assert measurement(verdict, name)["matched"] > 0, text
 
 
 def test_verify_passes_on_the_run_then_names_each_tampering(

@@ -1,0 +1,150 @@
+"""How long `python -m stacktools.verify --topics` takes on the full-size events file.
+
+Without a pipeline run: the records an exact run leaves on the output topics (every raw record,
+pair, closed window and late record of the file's expectation) are written into scratch copies
+of the declared topics on the running local stack, then verify is timed against them as a
+subprocess (interpreter start included), and its verdict must be "exact". The file is the cached
+full-size one (benchmarks/bench_e2e.py's). Prints the rows, records and the phases' seconds;
+the scratch topics are deleted afterwards unless --keep.
+
+    .venv/bin/python benchmarks/bench_verify_topics.py [--rows N] [--keep] [--reuse RUN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from benchmarks.bench_e2e import events_file
+from simulator.generate import DEFAULT_ROWS
+from spark_jobs.config import SinglePassSettings
+from stacktools.topics import load_topic_specs, provision
+from stacktools.verify.events import read_records
+from stacktools.verify.expect import Expectation, expectation
+from stacktools.verify.rules import rules_of
+from streamkit.config import Settings
+from streamkit.kafka_clients import admin_client, idempotent_producer, produce_retrying
+from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec, thing_partition
+from tests.support.verify_records import (
+    SCHEMAS,
+    aggregate_fields,
+    joined_fields,
+    key_of,
+    late_fields,
+    raw_fields,
+)
+
+DECLARED = {
+    "raw": "machinedata.raw",
+    "joined": "machinedata.joined",
+    "aggregates": "machinedata.aggregates",
+    "late": "machinedata.late",
+}
+
+
+def load(settings: Settings, run: str, expected: Expectation) -> int:
+    """The expectation's records into ``<topic>.<run>``, partitioned by Thing like the stages
+    (one idempotent producer: read_committed reads records written outside transactions)."""
+    declared = {s.name: s for s in load_topic_specs(settings.topic_partitions)}
+    specs = [dataclasses.replace(declared[n], name=f"{n}.{run}") for n in DECLARED.values()]
+    provision(settings, specs)
+    frames = expected.frames
+    items = {
+        "raw": raw_fields(frames["raw"]),
+        "joined": joined_fields(frames["joined"]),
+        "aggregates": aggregate_fields(frames["aggregate"][~frames["aggregate"]["pending"]]),
+        "late": late_fields(
+            expected.late_records if expected.late_records is not None else frames["late"]
+        ),
+    }
+    producer = idempotent_producer(settings, f"verify-bench-{run}")
+    partitions = settings.topic_partitions
+    written = 0
+    for kind, fields in items.items():
+        codec, topic = AvroCodec(SCHEMAS[kind]), f"{DECLARED[kind]}.{run}"
+        for f in fields:
+            produce_retrying(
+                producer,
+                topic,
+                codec.encode(f),
+                key_of(kind, f),
+                partition=thing_partition(f["thing"], partitions),
+            )
+            written += 1
+            if written % 100_000 == 0:
+                producer.poll(0)
+    if producer.flush(300):
+        raise RuntimeError("records left unsent")
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
+    parser.add_argument("--things", type=int, default=100)
+    parser.add_argument("--events", type=Path, help="this file instead of a generated one")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch topics")
+    parser.add_argument("--reuse", help="a run an earlier --keep loaded: time verify only")
+    args = parser.parse_args()
+    settings = Settings.from_sources()
+    events = args.events or events_file(args.rows, args.things)
+    rules = rules_of(SinglePassSettings.from_sources())
+    started = time.perf_counter()
+    expected = expectation(read_records(events), rules)
+    print(f"expectation in-process: {time.perf_counter() - started:.1f} s", flush=True)
+    run = args.reuse or f"verify-bench-{uuid.uuid4().hex[:6]}"
+    records = 0
+    if not args.reuse:
+        started = time.perf_counter()
+        records = load(settings, run, expected)
+        print(f"wrote {records:,} records to *.{run} in {time.perf_counter() - started:.0f} s")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            verdict = Path(tmp) / "verdict.json"
+            started = time.perf_counter()
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "stacktools.verify",
+                    "--events",
+                    str(events),
+                    "--topics",
+                    run,
+                    "--json",
+                    str(verdict),
+                ],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            wall = time.perf_counter() - started
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            print(done.stdout[-3000:], done.stderr[-3000:])
+            result = json.loads(verdict.read_text()) if verdict.exists() else {}
+        print(
+            f"verify --topics: rows={result.get('rows', 0):,} records={result.get('records', 0):,}"
+            f" written={records:,} exit={done.returncode} wall={wall:.1f}s "
+            f"cpu={usage.ru_utime + usage.ru_stime:.1f}s (verify's own; the broker's not counted) "
+            f"phases={result.get('seconds')}"
+        )
+        return 0 if done.returncode == 0 else 1
+    finally:
+        if not (args.keep or args.reuse):
+            admin = admin_client(settings)
+            for future in admin.delete_topics([f"{n}.{run}" for n in DECLARED.values()]).values():
+                future.result()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

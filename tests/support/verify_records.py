@@ -1,0 +1,136 @@
+"""The records the stages would write for an expectation of stacktools.verify, built from its
+frames for verify's topic tests: (Kafka key, Thing, Avro value) per record and topic kind. The
+inverse of the record -> point mapping of docs/influxdb-schema.md, written here from the doc
+and the schemas, not from verify's reader."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pandas as pd
+
+from stacktools.verify.expect import Expectation
+from streamkit.wire import (
+    AvroCodec,
+    aggregate_key,
+    parse_window_label,
+    record_key,
+    window_label,
+)
+from streamkit.wire.registry import frame
+
+#: (Kafka key, Thing, value) of one record.
+Record = tuple[bytes, str, bytes]
+
+
+def _optional(value: object) -> object:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def raw_fields(frame: pd.DataFrame) -> Iterator[dict]:
+    for r in frame.itertuples(index=False):
+        yield {
+            "thing": str(r.thing),
+            "quantity": str(r.quantity),
+            "event_time_ms": int(r.time_ms),
+            "value": float(r.value),
+            "row_id": f"row-{r.time_ms}",
+        }
+
+
+def joined_fields(frame: pd.DataFrame) -> Iterator[dict]:
+    for r in frame.itertuples(index=False):
+        left, right = str(r.pair).split(":")
+        yield {
+            "id": f"{r.thing}|{r.pair}|{int(r.left_time_ms)}|{int(r.right_time_ms)}",
+            "thing": str(r.thing),
+            "left_quantity": left,
+            "right_quantity": right,
+            "left_time_ms": int(r.left_time_ms),
+            "right_time_ms": int(r.right_time_ms),
+            "left_value": float(r.left_value),
+            "right_value": float(r.right_value),
+            "result_name": str(r.result_name),
+            "result": float(r.result),
+            "event_time_ms": max(int(r.left_time_ms), int(r.right_time_ms)),
+        }
+
+
+def aggregate_fields(frame: pd.DataFrame) -> Iterator[dict]:
+    for r in frame.itertuples(index=False):
+        label = parse_window_label(str(r.window))
+        closed = _optional(r.closed_at_ms)
+        yield {
+            "thing": str(r.thing),
+            "quantity": str(r.quantity),
+            "window_kind": label.kind,
+            "window_size_ms": label.size_ms,
+            "window_slide_ms": label.slide_ms,
+            "window_start_ms": int(r.start_ms),
+            "window_end_ms": int(r.window_end_ms),
+            "count": int(r.count),
+            "mean": float(r.mean),
+            "min": float(r.min),
+            "max": float(r.max),
+            "stddev": _optional(float(r.stddev)),
+            "closed_at_ms": None if closed is None else int(closed),  # type: ignore[call-overload]
+        }
+
+
+def late_fields(frame: pd.DataFrame) -> Iterator[dict]:
+    for r in frame.itertuples(index=False):
+        watermark = _optional(r.watermark_ms)
+        yield {
+            "thing": str(r.thing),
+            "quantity": str(r.quantity),
+            "event_time_ms": int(r.time_ms),
+            "value": float(r.value),
+            "row_id": f"row-{r.time_ms}",
+            "reason": str(r.reason),
+            "stage": str(r.stage),
+            "watermark_ms": None if watermark is None else int(watermark),  # type: ignore[call-overload]
+        }
+
+
+def key_of(kind: str, fields: dict) -> bytes:
+    if kind == "joined":
+        return fields["id"].encode()
+    if kind == "aggregates":
+        label = window_label(
+            fields["window_kind"], fields["window_size_ms"], fields["window_slide_ms"]
+        )
+        return aggregate_key(fields["thing"], fields["quantity"], label, fields["window_start_ms"])
+    return record_key(fields["thing"], fields["quantity"], fields["event_time_ms"])
+
+
+SCHEMAS = {"raw": "measurement", "joined": "joined", "aggregates": "aggregate", "late": "late"}
+
+
+def records(expected: Expectation, schema_ids: dict[str, int] | None = None) -> dict[str, list]:
+    """Per topic kind (raw, joined, aggregates, late) the records of an exact run: every raw
+    point, pair and late record, the windows the data closed; ``schema_ids``: framed with the
+    registry header of each kind's schema id."""
+    frames = expected.frames
+    closed = frames["aggregate"][~frames["aggregate"]["pending"]]
+    late = expected.late_records if expected.late_records is not None else frames["late"]
+    fields = {
+        "raw": list(raw_fields(frames["raw"])),
+        "joined": list(joined_fields(frames["joined"])),
+        "aggregates": list(aggregate_fields(closed)),
+        "late": list(late_fields(late)),
+    }
+    out: dict[str, list] = {}
+    for kind, items in fields.items():
+        codec = AvroCodec(SCHEMAS[kind])
+        header = frame(schema_ids[kind]) if schema_ids else b""
+        out[kind] = [(key_of(kind, f), f["thing"], header + codec.encode(f)) for f in items]
+    return out
+
+
+def fields_of(kind: str, value: bytes) -> dict:
+    return AvroCodec(SCHEMAS[kind]).decode(value)
+
+
+def encoded(kind: str, fields: dict) -> bytes:
+    return AvroCodec(SCHEMAS[kind]).encode(fields)
