@@ -90,6 +90,8 @@ REQUIRED_SERVICES = (
     "mqtt-bridge",
     "spark-single-pass",
     "db-connector",
+    "disk-space",
+    "schema-registry",
 )
 #: Services of ours that connect to no server (so need no CA): the disk reporter and the
 #: registry volume's one-shot.
