@@ -100,7 +100,8 @@ def test_the_registry_serves_https_only_with_the_certs_job_s_certificate(
     project: ComposeProject, tmp_path: Path
 ) -> None:
     """Its API answers over HTTPS verified with the project's CA (for 127.0.0.1, as published);
-    another CA and plain HTTP get nothing; the key it reads is its own copy, its user's alone."""
+    another CA and plain HTTP get nothing; the key it reads is its own copy, its user's alone;
+    its database is a file on the registry's volume."""
     settings = registry_settings(project, tmp_path)
     status, subjects = RegistryClient(settings).call("GET", "/subjects")
     assert status == 200 and isinstance(subjects, list), subjects
@@ -119,6 +120,11 @@ def test_the_registry_serves_https_only_with_the_certs_job_s_certificate(
     ).stdout.split()
     user = project.run("exec", "-T", "schema-registry", "id", "-u").stdout.strip()
     assert owner == [user, "400"] and user != "0", (owner, user)
+    # its H2 database is on the named volume (not in memory): schema ids survive a restart
+    database = project.run(
+        "exec", "-T", "schema-registry", "stat", "-c", "%u %s", "/var/lib/apicurio/registry.mv.db"
+    ).stdout.split()
+    assert database[0] == user and int(database[1]) > 0, database
 
 
 def test_a_registry_aware_client_decodes_the_bridge_s_records(
