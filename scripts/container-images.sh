@@ -92,6 +92,14 @@ influxd=$CACHE_DIR/bin/influxd
 cp "$influxd" "$WORK/influxdb/influxd"
 build influxdb docker.io/library/influxdb:1.8.10
 
+# the schema registry: the distribution scripts/setup.sh unpacked from Maven Central (no download here)
+context apicurio
+apicurio=$ROOT/.stack/apicurio
+ls "$apicurio"/apicurio-registry-app-*-runner.jar > /dev/null 2>&1 \
+  || { echo "[images] $apicurio has no Apicurio Registry: run scripts/setup.sh first" >&2; exit 1; }
+mkdir -p "$WORK/apicurio/app" && cp -r "$apicurio"/apicurio-registry-app-*-runner.jar "$apicurio/lib" "$WORK/apicurio/app/"
+build apicurio docker.io/apicurio/apicurio-registry:3.0.9
+
 context spark
 build spark docker.io/apache/spark:4.1.1-scala2.13-java17-python3-ubuntu docker.io/library/python:3.11-slim-bookworm
 say "done"

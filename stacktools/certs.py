@@ -29,7 +29,15 @@ from streamkit.paths import private_directory, private_file
 
 #: Names every generated server certificate carries: the loopback addresses the local stack binds
 #: and the host names compose gives its services.
-DEFAULT_NAMES = ("127.0.0.1", "::1", "localhost", "kafka", "mosquitto", "influxdb")
+DEFAULT_NAMES = (
+    "127.0.0.1",
+    "::1",
+    "localhost",
+    "kafka",
+    "mosquitto",
+    "influxdb",
+    "schema-registry",
+)
 CA_DAYS = 3650
 SERVER_DAYS = 825
 #: A server certificate this close to its end is renewed at the next start.
@@ -228,14 +236,26 @@ def _needs_renewal(cert_path: Path, names: list[str]) -> bool:
 #: The uid Kafka runs as in the apache/kafka image (its ``appuser``): the owner of the key store
 #: :func:`publish` writes for it.
 KAFKA_IMAGE_UID = 1000
+#: The uid the apicurio/apicurio-registry image runs as: the owner of the copy of the server key
+#: :func:`publish` writes for the schema registry (compose's `registry` profile).
+REGISTRY_IMAGE_UID = 1001
+#: That copy's name in the published directory.
+REGISTRY_KEY = "schema-registry-key.pem"
 
 
-def publish(paths: TlsFiles, out: Path, *, keystore_owner: int = KAFKA_IMAGE_UID) -> TlsFiles:
+def publish(
+    paths: TlsFiles,
+    out: Path,
+    *,
+    keystore_owner: int = KAFKA_IMAGE_UID,
+    registry_key_owner: int = REGISTRY_IMAGE_UID,
+) -> TlsFiles:
     """Copy what compose's servers and clients need into ``out``, a volume they mount read-only,
     without the CA's key (it stays in the volume of the job that signs): the CA and the server
     chain readable by all, the server key for the servers that start as root (Mosquitto's and
-    InfluxDB's entry points), and Kafka's key store owned by ``keystore_owner`` (the broker runs
-    as that user). Both keys 0400 from the first byte."""
+    InfluxDB's entry points), Kafka's key store owned by ``keystore_owner`` and a copy of the key
+    (:data:`REGISTRY_KEY`) owned by ``registry_key_owner`` (each server runs as that user, which
+    alone may read its key). Every key 0400 from the first byte."""
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)  # servers of several users enter it; the keys inside stay theirs alone
     published = TlsFiles(
@@ -248,6 +268,7 @@ def publish(paths: TlsFiles, out: Path, *, keystore_owner: int = KAFKA_IMAGE_UID
         _replace(target, source.read_bytes(), 0o644)
     _replace(published.server_key, paths.server_key.read_bytes(), 0o400)
     _replace(published.server_keystore, paths.server_keystore.read_bytes(), 0o400, keystore_owner)
+    _replace(out / REGISTRY_KEY, paths.server_key.read_bytes(), 0o400, registry_key_owner)
     return published
 
 
@@ -305,10 +326,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=KAFKA_IMAGE_UID,
         help="with --publish: the user Kafka runs as, who alone may read its key store",
     )
+    parser.add_argument(
+        "--registry-key-owner",
+        metavar="UID",
+        type=int,
+        default=REGISTRY_IMAGE_UID,
+        help="with --publish: the user the schema registry runs as, who alone may read its copy "
+        "of the server key",
+    )
     settings, args = Settings.parse(argv, parser=parser)
     paths = ensure(settings, rotate=args.rotate, rotate_ca=args.rotate_ca)
     if args.publish:
-        paths = publish(paths, args.publish, keystore_owner=args.keystore_owner)
+        paths = publish(
+            paths,
+            args.publish,
+            keystore_owner=args.keystore_owner,
+            registry_key_owner=args.registry_key_owner,
+        )
     print(describe(paths))
     return 0
 

@@ -3,7 +3,8 @@
 Writes docker compose's ``.env`` from ``.env.example`` with a generated password for every
 ``change-me`` and a new KRaft cluster id, mode 0600; ``.env.example`` keeps its placeholders.
 An existing file is kept unless ``--force``. ``--check`` only says which passwords of an existing
-file would be refused (placeholder, empty, short) and exits 1 if any. Standard library only: it
+file would be refused (placeholder, empty, short), or whether the schema registry's two switches
+disagree, and exits 1 if any. Standard library only: it
 runs with any Python 3.11 before the project is installed.
 """
 
@@ -37,12 +38,27 @@ def render(example: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def registry_problem(values: dict[str, str]) -> str | None:
+    """SCHEMA_REGISTRY and the `registry` profile go together: services that expect the registry
+    without one never start (it is unreachable), and a registry nobody writes to is a mistake."""
+    wanted = values.get("SCHEMA_REGISTRY", "false").strip().lower() in {"true", "1", "yes", "on"}
+    profiles = {name.strip() for name in values.get("COMPOSE_PROFILES", "").split(",")}
+    if wanted == ("registry" in profiles):
+        return None
+    return (
+        "SCHEMA_REGISTRY=true needs COMPOSE_PROFILES=registry (the registry service) and the "
+        "other way round: set both or neither (docs/containers.md)"
+    )
+
+
 def problems(path: Path) -> list[str]:
-    return [
+    values = read_env_file(path)
+    found = [
         problem
-        for key, value in read_env_file(path).items()
+        for key, value in values.items()
         if is_secret_variable(key) and (problem := password_problem(key, value))
     ]
+    return found + [problem] if (problem := registry_problem(values)) else found
 
 
 def write_private(path: Path, text: str) -> None:
@@ -66,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         "--force", action="store_true", help="replace an existing file (its passwords are lost)"
     )
     parser.add_argument(
-        "--check", action="store_true", help="only check the passwords of an existing file"
+        "--check",
+        action="store_true",
+        help="only check an existing file (its passwords, the schema registry's switches)",
     )
     args = parser.parse_args(argv)
     if args.check or (args.output.exists() and not args.force):

@@ -844,7 +844,16 @@ class DiskSpace(Component):
         private_directory(self.target_file.parent.parent)
         private_directory(self.target_file.parent)
         self.target_file.write_text(
-            json.dumps([{"targets": [self.address], "labels": {"service": "disk_space"}}], indent=2)
+            json.dumps(
+                # the job label as compose's scrape job names it: one alert, the same labels
+                [
+                    {
+                        "targets": [self.address],
+                        "labels": {"service": "disk_space", "job": "disk_space"},
+                    }
+                ],
+                indent=2,
+            )
         )
 
     def command(self) -> list[str]:
@@ -939,6 +948,34 @@ class Prometheus(Component):
         return http_get(f"http://127.0.0.1:{self.settings.prometheus_port}/-/ready")[0] == 200
 
 
+#: The registry's JVM options: the launcher's, and compose's (JAVA_OPTS_APPEND) alike.
+REGISTRY_JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
+
+
+def registry_properties(
+    *, host: str, port: int, database: Path, tls: tuple[Path, Path] | None
+) -> dict[str, str]:
+    """Apicurio's (Quarkus's) configuration, written once: the launcher passes it as -D options,
+    compose as the environment variables Quarkus maps them from (tests/docker/test_compose.py
+    holds the compose file to it). ``tls``: (certificate chain, key), then HTTPS only."""
+    properties = {
+        "quarkus.http.host": host,
+        "quarkus.http.port": str(port),
+        "apicurio.storage.kind": "sql",
+        "apicurio.storage.sql.kind": "h2",
+        # the H2 login is its default: the file sits in a directory only the registry's user reads
+        "apicurio.datasource.url": f"jdbc:h2:file:{database}",
+    }
+    if tls:
+        properties |= {
+            "quarkus.http.ssl-port": str(port),
+            "quarkus.http.insecure-requests": "disabled",
+            "quarkus.http.ssl.certificate.files": str(tls[0]),
+            "quarkus.http.ssl.certificate.key-files": str(tls[1]),
+        }
+    return properties
+
+
 class SchemaRegistry(Component):
     """Apicurio Registry (Quarkus, Java 17) serving the Confluent-compatible API the producers
     register their schemas with and registry-aware consumers read them from. Its storage is H2
@@ -969,29 +1006,17 @@ class SchemaRegistry(Component):
         )
 
     def command(self) -> list[str]:
-        port = self.settings.schema_registry_port
-        properties = {
-            "quarkus.http.host": "127.0.0.1",
-            "quarkus.http.port": str(port),
-            "apicurio.storage.kind": "sql",
-            "apicurio.storage.sql.kind": "h2",
-            # the H2 login is its default: the file sits in a directory only the stack user reads
-            "apicurio.datasource.url": f"jdbc:h2:file:{self.data_dir / 'registry'}",
-            "java.io.tmpdir": str(self.conf_dir),
-        }
-        if self.settings.tls:
-            tls = certs.files(self.settings)
-            properties |= {
-                "quarkus.http.ssl-port": str(port),
-                "quarkus.http.insecure-requests": "disabled",
-                "quarkus.http.ssl.certificate.files": str(tls.server_cert),
-                "quarkus.http.ssl.certificate.key-files": str(tls.server_key),
-            }
+        tls = certs.files(self.settings) if self.settings.tls else None
+        properties = registry_properties(
+            host="127.0.0.1",
+            port=self.settings.schema_registry_port,
+            database=self.data_dir / "registry",
+            tls=(tls.server_cert, tls.server_key) if tls else None,
+        )
+        properties["java.io.tmpdir"] = str(self.conf_dir)
         return [
             "java",
-            "-Xms128m",
-            "-Xmx512m",
-            "-XX:+UseSerialGC",
+            *REGISTRY_JVM_OPTIONS,
             *(f"-D{key}={value}" for key, value in properties.items()),
             "-jar",
             str(self.runner_jar),

@@ -90,7 +90,14 @@ REQUIRED_SERVICES = (
     "mqtt-bridge",
     "spark-single-pass",
     "db-connector",
+    "disk-space",
+    "schema-registry",
 )
+#: Services of ours that connect to no server (so need no CA): the disk reporter and the
+#: registry volume's one-shot.
+CONNECT_TO_NOTHING = ("disk-space", "schema-registry-storage")
+#: The services that write or read the data topics: each must follow SCHEMA_REGISTRY.
+REGISTRY_CLIENTS = ("mqtt-bridge", "spark-single-pass", "db-connector")
 DEFAULT_METRICS_PORTS = {
     "simulator": 9201,
     "mqtt-bridge": 9202,
@@ -686,6 +693,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
         certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path / "run")})),
         tmp_path / "tls",
         keystore_owner=os.geteuid(),
+        registry_key_owner=os.geteuid(),
     )
     (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
     (tmp_path / "data").mkdir()
@@ -807,13 +815,14 @@ def test_every_hop_speaks_tls_with_the_certs_job_s_ca() -> None:
     ours = [
         name
         for name, service in services().items()
-        if service.get("image", "").startswith("machinedata-app") and name != "certs"
+        if service.get("image", "").startswith("machinedata-app")
+        and name not in ("certs", *CONNECT_TO_NOTHING)
     ]
-    for name in ("kafka", "mosquitto", "influxdb", "grafana", *ours):
+    for name in ("kafka", "mosquitto", "influxdb", "grafana", "schema-registry", *ours):
         volumes = services()[name].get("volumes") or compose()["x-app"]["volumes"]
         assert "tls:/tls:ro" in volumes, f"{name} does not mount the CA read-only"
         assert not [v for v in volumes if str(v).startswith("tls-ca:")], name
-    for server in ("kafka", "mosquitto", "influxdb"):
+    for server in ("kafka", "mosquitto", "influxdb", "schema-registry"):
         assert (
             services()[server]["depends_on"]["certs"]["condition"]
             == "service_completed_successfully"
@@ -1011,3 +1020,184 @@ def test_compose_alerts_use_the_shipped_rules_and_alertmanager(tmp_path: Path) -
     assert url not in (tmp_path / "args").read_text()
     check = subprocess.run([amtool, "check-config", str(written)], capture_output=True, timeout=30)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+# ------------------------------------------------------------------------------------ disk space
+def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
+    tmp_path: Path,
+) -> None:
+    """The local launcher's disk-space component in compose: Kafka's and InfluxDB's data volumes
+    (the very volumes the servers write) mounted read-only, nothing else mounted, no password
+    and no variable holding one, named `kafka` and `influxdb` as locally, so the alert sees the
+    same `dir` labels; Prometheus scrapes it with the local stack's labels."""
+    from stacktools.disk_space import watched
+
+    disk = services()["disk-space"]
+    assert disk["command"] == ["python", "-m", "stacktools.disk_space"]
+    assert sorted(disk["volumes"]) == [
+        "influxdb-data:/data/influxdb:ro",
+        "kafka-data:/data/kafka:ro",
+    ]
+    assert ("kafka-data", "/var/lib/kafka/data") in mounted_volumes(services()["kafka"])
+    assert ("influxdb-data", "/var/lib/influxdb") in mounted_volumes(services()["influxdb"])
+    env = environment(disk)
+    assert {name: str(path) for name, path in watched(env["DISK_WATCH"]).items()} == {
+        "kafka": "/data/kafka",
+        "influxdb": "/data/influxdb",
+    }
+    assert not [k for k in env if "PASSWORD" in k or "SECRET" in k], env
+    assert not any(ref[0] in SECRETS for ref in interpolations(json.dumps(disk))), disk
+    # mounted only after the servers' own first mount (podman gives a new volume's ownership to
+    # the first container that mounts it)
+    assert disk["depends_on"] == {
+        "kafka": {"condition": "service_started"},
+        "influxdb": {"condition": "service_started"},
+    }
+    assert "ports" not in disk and disk["expose"] == [env["METRICS_PORT"]]
+    assert env["METRICS_HOST"] == "0.0.0.0" and healthcheck_is_real(disk)
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    job = next(j for j in config["scrape_configs"] if j["job_name"] == "disk_space")
+    assert job["static_configs"] == [
+        {"targets": [f"disk-space:{env['METRICS_PORT']}"], "labels": {"service": "disk_space"}}
+    ]
+    # the labels the launcher gives its own reporter's target: the alert sees the same series
+    from stacktools.stack.components import DiskSpace
+    from streamkit.config import Settings
+
+    local = DiskSpace(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
+    local.prepare()
+    [target] = json.loads(local.target_file.read_text())
+    assert target["labels"] == {**job["static_configs"][0]["labels"], "job": job["job_name"]}
+
+
+# ------------------------------------------------------------------------------- schema registry
+REGISTRY_ENV_FILE_LINES = ("SCHEMA_REGISTRY=true", "COMPOSE_PROFILES=registry")
+
+
+def quarkus_env(name: str) -> str:
+    """The environment variable Quarkus (MicroProfile Config) reads a property from."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() -> None:
+    """Profile `registry` only; the launcher's Apicurio options (registry_properties) as the
+    environment variables Quarkus maps them from, with the certs job's certificate, its own copy
+    of the key and the H2 file on a named volume; the same JVM options; HTTPS health check with
+    the CA; published on 127.0.0.1 only."""
+    from stacktools import certs
+    from stacktools.stack.components import REGISTRY_JVM_OPTIONS, registry_properties
+
+    registry = services()["schema-registry"]
+    assert registry["profiles"] == ["registry"]
+    assert registry["image"] == "apicurio/apicurio-registry:3.0.9"
+    expected = registry_properties(
+        host="0.0.0.0",
+        port=8085,
+        database=Path("/var/lib/apicurio/registry"),
+        tls=(Path("/tls/server.pem"), Path(f"/tls/{certs.REGISTRY_KEY}")),
+    )
+    env = environment(registry)
+    assert env == {
+        **{quarkus_env(key): value for key, value in expected.items()},
+        "JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS),
+    }
+    assert sorted(registry["volumes"]) == [
+        "schema-registry-data:/var/lib/apicurio",
+        "tls:/tls:ro",
+    ]
+    assert registry["ports"] == ["127.0.0.1:${SCHEMA_REGISTRY_PORT:-8085}:8085"]
+    check = " ".join(registry["healthcheck"]["test"])
+    assert "https://localhost:8085/health/ready" in check and "--cacert /tls/ca.pem" in check
+    assert "schema-registry" in certs.DEFAULT_NAMES, "the certificate must name the service"
+    # its storage is handed to the image's user by a one-shot of the same profile, offline
+    storage = services()["schema-registry-storage"]
+    assert storage["profiles"] == ["registry"] and storage["restart"] == "no"
+    assert storage["network_mode"] == "none"
+    assert storage["volumes"] == ["schema-registry-data:/var/lib/apicurio"]
+    assert f"chown {certs.REGISTRY_IMAGE_UID}:0 /var/lib/apicurio" in " ".join(storage["command"])
+    assert registry["depends_on"]["schema-registry-storage"] == {
+        "condition": "service_completed_successfully"
+    }
+    # without the profile nothing of it runs
+    plain = [
+        name
+        for name, service in services().items()
+        if "registry" in (service.get("profiles") or [])
+    ]
+    assert sorted(plain) == ["schema-registry", "schema-registry-storage"]
+
+
+def test_producers_and_readers_follow_schema_registry_and_wait_for_it_when_it_is_on() -> None:
+    """The bridge, the Spark job and the connector read SCHEMA_REGISTRY from .env (default off:
+    today's plain Avro) and the registry's in-network URL, and wait for it to be healthy only when
+    its profile is on (`required: false`)."""
+    for name in REGISTRY_CLIENTS:
+        service = services()[name]
+        env = environment(service)
+        assert interpolations(env["SCHEMA_REGISTRY"]) == [("SCHEMA_REGISTRY", ":-", "false")]
+        assert env["SCHEMA_REGISTRY_URL"] == "https://schema-registry:8085/apis/ccompat/v7"
+        assert service["depends_on"]["schema-registry"] == {
+            "condition": "service_healthy",
+            "required": False,
+        }, name
+    assert env_example()["SCHEMA_REGISTRY"] == "false"
+    text = ENV_EXAMPLE.read_text()
+    assert "\n# COMPOSE_PROFILES=registry\n" in text, "the switch users uncomment"
+
+
+def test_the_new_services_put_no_secret_on_a_command_line() -> None:
+    """Neither the disk reporter, nor the registry, nor its one-shot is given a password, in its
+    environment or on a command line (command, entry point, healthcheck)."""
+    for name in ("disk-space", "schema-registry", "schema-registry-storage"):
+        service = services()[name]
+        lines = json.dumps(
+            [service.get("command"), service.get("entrypoint"), service.get("healthcheck")]
+        )
+        assert not [ref for ref in interpolations(lines) if ref[0] in SECRETS], name
+        assert "PASSWORD" not in lines and "SECRET" not in lines.upper(), name
+        assert not [k for k in environment(service) if "PASSWORD" in k], name
+
+
+def test_docker_compose_config_accepts_the_registry_profile(tmp_path: Path) -> None:
+    """`docker compose config` with the two .env lines of docs/containers.md: the registry and
+    its one-shot are in, and the producers' dependency on it is kept."""
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip("no docker compose CLI")
+    env_file = tmp_path / "registry.env"
+    env_file.write_text(
+        ENV_EXAMPLE.read_text() + "".join(f"{line}\n" for line in REGISTRY_ENV_FILE_LINES)
+    )
+    result = subprocess.run(
+        [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--format", "json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in env_example()},
+    )
+    assert result.returncode == 0, result.stderr
+    config = json.loads(result.stdout)["services"]
+    assert {"schema-registry", "schema-registry-storage"} <= config.keys()
+    for name in REGISTRY_CLIENTS:
+        assert config[name]["environment"]["SCHEMA_REGISTRY"] == "true"
+        assert "schema-registry" in config[name]["depends_on"]
+    plain = subprocess.run(
+        [
+            *cli,
+            "-f",
+            str(COMPOSE_FILE),
+            "--env-file",
+            str(ENV_EXAMPLE),
+            "config",
+            "--format",
+            "json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in env_example()},
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert "schema-registry" not in json.loads(plain.stdout)["services"]

@@ -231,7 +231,8 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
     """The same server checks as the local stack's, on the compose stack's published ports:
     TLS only with the certs job's CA (another CA and plaintext refused), Kafka transactions,
     MQTT and InfluxDB refusing anonymous and wrong credentials; and
-    Prometheus scraping every running service of ours by its compose name."""
+    Prometheus scraping every running service of ours by its compose name, the disk reporter's
+    free space of the data volumes included."""
     settings = project.host_settings(tmp_path)
     stranger_ca = certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)})).ca
     checks.check_tls_only(settings, stranger_ca)
@@ -244,15 +245,15 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
             t["labels"]["job"] for t in checks.prometheus_targets(settings) if t["health"] == "up"
         }
 
-    settle(
-        lambda: {"mqtt_bridge", "db_connector", "spark_single_pass"} <= scraped(),
-        60,
-        "targets up",
-        interval_s=2,
-    )
-    assert {"prometheus", "alertmanager", "mqtt_bridge", "db_connector", "spark_single_pass"} <= (
-        scraped()
-    )
+    ours = {"mqtt_bridge", "db_connector", "spark_single_pass", "disk_space"}
+    settle(lambda: ours <= scraped(), 60, "targets up", interval_s=2)
+    assert {"prometheus", "alertmanager", *ours} <= scraped()
+    # the disk alert's inputs, through Prometheus: the free space of the Kafka and InfluxDB data
+    # volumes, labelled as the local stack labels them
+    free = prometheus_api.instant(settings, "data_dir_free_bytes / data_dir_filesystem_bytes")
+    shares = {labels["dir"]: share for labels, share in free}
+    assert shares.keys() == {"kafka", "influxdb"} and all(0 < s <= 1 for s in shares.values()), free
+    assert all(labels["service"] == "disk_space" for labels, _ in free), free
     # the shipped alert rules are loaded, and their alerts go to the alertmanager service
     rules = prometheus_api.call(settings, "/api/v1/rules")
     names = {rule["name"] for group in rules["groups"] for rule in group["rules"]}

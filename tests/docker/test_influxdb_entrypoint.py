@@ -51,6 +51,7 @@ class EntryPoint:
             certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(work / "ca")})),
             work / "tls",
             keystore_owner=os.geteuid(),
+            registry_key_owner=os.geteuid(),
         )
         data = work / "influxdb"
         self.env = {

@@ -134,15 +134,17 @@ def test_an_own_ca_without_a_server_certificate_is_a_configuration_error(tmp_pat
 
 
 def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) -> None:
-    """compose's certs job: the shared volume holds the CA, the chain and the two keys (Kafka's
-    owned by its image's user, here a uid that is not ours) but never the CA's key; a second
-    publish after a rotation replaces the files in place."""
+    """compose's certs job: the shared volume holds the CA, the chain and the keys (Kafka's and
+    the schema registry's owned by their images' users, here uids that are not ours) but never
+    the CA's key; a second publish after a rotation replaces the files in place."""
     settings = settings_in(tmp_path / "run")
     out = tmp_path / "volume"
-    published = certs.publish(certs.ensure(settings), out, keystore_owner=4242)
+    owners = {"keystore_owner": 4242, "registry_key_owner": 4343}
+    published = certs.publish(certs.ensure(settings), out, **owners)
     assert sorted(p.name for p in out.iterdir()) == [
         "ca.pem",
         "kafka-keystore.pem",
+        "schema-registry-key.pem",
         "server-key.pem",
         "server.pem",
     ]
@@ -153,13 +155,18 @@ def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) 
         "server.pem": 0o644,
         "server-key.pem": 0o400,
         "kafka-keystore.pem": 0o400,
+        "schema-registry-key.pem": 0o400,
     }
     assert published.server_keystore.stat().st_uid == 4242
+    registry_key = out / certs.REGISTRY_KEY
+    assert registry_key.stat().st_uid == 4343
+    assert registry_key.read_bytes() == published.server_key.read_bytes()
     handshake(published, published.ca, "kafka")
     before = serial(published.server_cert)
-    again = certs.publish(certs.ensure(settings, rotate=True), out, keystore_owner=4242)
+    again = certs.publish(certs.ensure(settings, rotate=True), out, **owners)
     assert serial(again.server_cert) != before
     handshake(again, again.ca, "mosquitto")
     keystore = again.server_keystore.read_bytes()
     assert keystore.startswith(again.server_key.read_bytes())
     assert keystore.endswith(again.server_cert.read_bytes())
+    assert registry_key.read_bytes() == again.server_key.read_bytes()

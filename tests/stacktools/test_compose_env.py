@@ -67,6 +67,26 @@ def test_an_existing_env_is_kept_and_checked(tmp_path: Path) -> None:
     assert compose_env.main(["--output", str(target), "--check"]) == 0
 
 
+@pytest.mark.parametrize(
+    "lines, refused",
+    [
+        ("", False),
+        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=registry\n", False),
+        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=replay,registry\n", False),
+        ("SCHEMA_REGISTRY=true\n", True),
+        ("COMPOSE_PROFILES=registry\n", True),
+    ],
+)
+def test_check_says_when_the_registry_s_two_switches_disagree(
+    tmp_path: Path, lines: str, refused: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / ".env"
+    assert compose_env.main(["--output", str(target)]) == 0
+    target.write_text(target.read_text() + lines)
+    assert compose_env.main(["--output", str(target), "--check"]) == int(refused)
+    assert ("COMPOSE_PROFILES=registry" in capsys.readouterr().err) is refused
+
+
 def test_the_generator_runs_with_a_bare_python(tmp_path: Path) -> None:
     """A Docker user runs it before installing anything: no third-party import may sneak in."""
     result = subprocess.run(

@@ -29,6 +29,7 @@ SERVER_SERVICES = (
     "spark-master",
     "spark-worker-1",
     "spark-worker-2",
+    "disk-space",
 )
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
 ONE_SHOT = ("certs", "provision")
