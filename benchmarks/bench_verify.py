@@ -12,11 +12,9 @@ use). Prints the rows, points and the phases' seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,7 @@ from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of
 from streamkit.config import Settings
-from streamkit.paths import REPO_ROOT
+from tests.support.verify_records import run_verify
 
 BATCH = 50_000
 
@@ -111,16 +109,33 @@ def load(settings: Settings, database: str, frames: dict[str, pd.DataFrame]) -> 
     return written
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_parser(doc: str, scratch: str) -> argparse.ArgumentParser:
+    """The options both verify benchmarks take; ``scratch`` names what they load."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--things", type=int, default=100)
     parser.add_argument("--events", type=Path, help="this file instead of a generated one")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--keep", action="store_true", help=f"keep the scratch {scratch}")
     parser.add_argument(
-        "--reuse", help="a database an earlier --keep run loaded: time verify on it, load nothing"
+        "--reuse", help=f"a {scratch} an earlier --keep run loaded: time verify on it only"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def timed_verify(events: Path, source: list[str]) -> tuple[int, float, float, dict[str, Any]]:
+    """verify as a user runs it (interpreter start included) against ``source`` (its options
+    naming the database or the topics): exit code, wall s, its CPU s, verdict."""
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        code, printed, verdict = run_verify(events, source, Path(tmp) / "v.json", timeout_s=None)
+        wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(printed[-6000:])
+    return code, wall, usage.ru_utime + usage.ru_stime, verdict
+
+
+def main() -> int:
+    args = bench_parser(__doc__ or "", "database").parse_args()
     settings = Settings.from_sources()
     events = args.events or events_file(args.rows, args.things)
     rules = rules_of(SinglePassSettings.from_sources())
@@ -136,37 +151,14 @@ def main() -> int:
         points = load(settings, database, frames)
         print(f"loaded {points:,} points into {database} in {time.perf_counter() - started:.0f} s")
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            verdict = Path(tmp) / "verdict.json"
-            started = time.perf_counter()
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "stacktools.verify",
-                    "--events",
-                    str(events),
-                    "--database",
-                    database,
-                    "--json",
-                    str(verdict),
-                ],
-                cwd=REPO_ROOT,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            wall = time.perf_counter() - started
-            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            print(done.stdout[-3000:], done.stderr[-3000:])
-            result = json.loads(verdict.read_text()) if verdict.exists() else {}
+        code, wall, cpu, result = timed_verify(events, ["--database", database])
         print(
             f"verify: rows={result.get('rows', 0):,} records={result.get('records', 0):,} "
-            f"points={points:,} exit={done.returncode} wall={wall:.1f}s "
-            f"cpu={usage.ru_utime + usage.ru_stime:.1f}s (verify's own; InfluxDB's not counted) "
+            f"points={points:,} exit={code} wall={wall:.1f}s "
+            f"cpu={cpu:.1f}s (verify's own; InfluxDB's not counted) "
             f"phases={result.get('seconds')}"
         )
-        return 0 if done.returncode == 0 else 1
+        return 0 if code == 0 else 1
     finally:
         if not (args.keep or args.reuse):
             InfluxClient(settings).drop_database(database)

@@ -12,19 +12,13 @@ the scratch topics are deleted afterwards unless --keep.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import resource
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from benchmarks.bench_e2e import events_file
-from simulator.generate import DEFAULT_ROWS
+from benchmarks.bench_verify import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
 from stacktools.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records
@@ -32,9 +26,9 @@ from stacktools.verify.expect import Expectation, expectation
 from stacktools.verify.rules import rules_of
 from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client, idempotent_producer, produce_retrying
-from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, thing_partition
 from tests.support.verify_records import (
+    DECLARED,
     SCHEMAS,
     aggregate_fields,
     joined_fields,
@@ -42,13 +36,6 @@ from tests.support.verify_records import (
     late_fields,
     raw_fields,
 )
-
-DECLARED = {
-    "raw": "machinedata.raw",
-    "joined": "machinedata.joined",
-    "aggregates": "machinedata.aggregates",
-    "late": "machinedata.late",
-}
 
 
 def load(settings: Settings, run: str, expected: Expectation) -> int:
@@ -88,13 +75,7 @@ def load(settings: Settings, run: str, expected: Expectation) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
-    parser.add_argument("--things", type=int, default=100)
-    parser.add_argument("--events", type=Path, help="this file instead of a generated one")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch topics")
-    parser.add_argument("--reuse", help="a run an earlier --keep loaded: time verify only")
-    args = parser.parse_args()
+    args = bench_parser(__doc__ or "", "topics").parse_args()
     settings = Settings.from_sources()
     events = args.events or events_file(args.rows, args.things)
     rules = rules_of(SinglePassSettings.from_sources())
@@ -108,37 +89,14 @@ def main() -> int:
         records = load(settings, run, expected)
         print(f"wrote {records:,} records to *.{run} in {time.perf_counter() - started:.0f} s")
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            verdict = Path(tmp) / "verdict.json"
-            started = time.perf_counter()
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "stacktools.verify",
-                    "--events",
-                    str(events),
-                    "--topics",
-                    run,
-                    "--json",
-                    str(verdict),
-                ],
-                cwd=REPO_ROOT,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            wall = time.perf_counter() - started
-            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            print(done.stdout[-3000:], done.stderr[-3000:])
-            result = json.loads(verdict.read_text()) if verdict.exists() else {}
+        code, wall, cpu, result = timed_verify(events, ["--topics", run])
         print(
             f"verify --topics: rows={result.get('rows', 0):,} records={result.get('records', 0):,}"
-            f" written={records:,} exit={done.returncode} wall={wall:.1f}s "
-            f"cpu={usage.ru_utime + usage.ru_stime:.1f}s (verify's own; the broker's not counted) "
+            f" written={records:,} exit={code} wall={wall:.1f}s "
+            f"cpu={cpu:.1f}s (verify's own; the broker's not counted) "
             f"phases={result.get('seconds')}"
         )
-        return 0 if done.returncode == 0 else 1
+        return 0 if code == 0 else 1
     finally:
         if not (args.keep or args.reuse):
             admin = admin_client(settings)

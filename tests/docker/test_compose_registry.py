@@ -27,10 +27,9 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
 from streamkit.wire.registry import COMPATIBILITY, RegistryClient, subject, unframe
 from tests.docker.test_compose_stack import replay
-from tests.support.compose import ComposeProject, build_images
+from tests.support.compose import ComposeProject, build_images, free_published_ports
 from tests.support.harness import expected_records, wait_for_keys
 from tests.support.messages import key_of
-from tests.support.ports import free_ports
 
 pytestmark = pytest.mark.containers
 
@@ -47,20 +46,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     build_images()
     container_engine.start()
     work = tmp_path_factory.mktemp("compose-registry")
-    names = (
-        "KAFKA_PORT",
-        "MQTT_PORT",
-        "INFLUX_PORT",
-        "PROMETHEUS_PORT",
-        "ALERTMANAGER_PORT",
-        "SPARK_MASTER_UI_PORT",
-        "GRAFANA_PORT",
-        "SCHEMA_REGISTRY_PORT",
-    )
     compose = ComposeProject(
         f"mdreg{os.getpid()}",
         work,
-        dict(zip(names, free_ports(len(names)), strict=True)),
+        free_published_ports(),
         # the two lines docs/containers.md tells users to put into .env
         {"SCHEMA_REGISTRY": "true", "COMPOSE_PROFILES": "registry", "REPLAY_LIVE": "false"},
     )
@@ -73,19 +62,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
         compose.wait_ready(SERVERS, ONE_SHOT, timeout_s=600)
         yield compose
     finally:
-        compose.run(
-            "--profile",
-            "registry",
-            "--profile",
-            "replay",
-            "down",
-            "--volumes",
-            "--remove-orphans",
-            "--timeout",
-            "20",
-            timeout_s=300,
-            check=False,
-        )
+        compose.down("registry")
         events.unlink(missing_ok=True)
 
 

@@ -29,13 +29,13 @@ from tests.support.compose import (
     SERVER_SERVICES,
     ComposeProject,
     build_images,
+    free_published_ports,
 )
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.oracles.join import parse_pairs
 from tests.support.oracles.pipeline import PipelineSpec
 from tests.support.oracles.rows import event_time_order, file_rows, measurements
 from tests.support.oracles.windows import Spec
-from tests.support.ports import free_ports
 from tests.support.waits import settle
 
 pytestmark = pytest.mark.containers
@@ -87,19 +87,10 @@ def project(
     build_images()
     container_engine.start()
     work = tmp_path_factory.mktemp("compose")
-    names = (
-        "KAFKA_PORT",
-        "MQTT_PORT",
-        "INFLUX_PORT",
-        "PROMETHEUS_PORT",
-        "ALERTMANAGER_PORT",
-        "SPARK_MASTER_UI_PORT",
-        "GRAFANA_PORT",
-    )
     compose = ComposeProject(
         f"mdtest{os.getpid()}",
         work,
-        dict(zip(names, free_ports(len(names)), strict=True)),
+        free_published_ports(),
         # file times; windows closed by the data alone, as the oracle closes them (an
         # idle flush between the rounds would close them by the wall clock)
         {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"},

@@ -8,7 +8,6 @@ raw point (missing), a joined pair written a second time under another point ide
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,36 +17,14 @@ import pytest
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
+from tests.support.verify_records import measurement, run_verify
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 
 
 def verify(database: str, out: Path, where: str = "--database") -> tuple[int, str, dict]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacktools.verify",
-            "--events",
-            str(SAMPLE),
-            where,
-            database,
-            "--json",
-            str(out),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ,
-    )
-    verdict = json.loads(out.read_text()) if out.exists() else {}
-    return done.returncode, done.stdout + done.stderr, verdict
-
-
-def measurement(verdict: dict, name: str) -> dict:
-    return next(m for m in verdict["measurements"] if m["measurement"] == name)
+    return run_verify(SAMPLE, [where, database], out)
 
 
 def one(client: InfluxClient, database: str, statement: str) -> dict:

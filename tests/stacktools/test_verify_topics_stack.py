@@ -10,10 +10,6 @@ run holds the same with three tamperings, each named in the verdict: a raw recor
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -33,16 +29,17 @@ from streamkit.kafka_clients import (
 )
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition
-from tests.support.verify_records import encoded, fields_of, records
+from tests.support.verify_records import (
+    DECLARED,
+    encoded,
+    fields_of,
+    measurement,
+    records,
+    run_verify,
+)
 
 pytestmark = pytest.mark.stack
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
-DECLARED = {
-    "raw": "machinedata.raw",
-    "joined": "machinedata.joined",
-    "aggregates": "machinedata.aggregates",
-    "late": "machinedata.late",
-}
 
 
 def scratch_run(settings: Settings) -> str:
@@ -95,30 +92,7 @@ def write(settings: Settings, run: str, batches: dict[str, list], *, aborted=(),
 
 
 def verify(run: str, out: Path, **env: str) -> tuple[int, str, dict]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacktools.verify",
-            "--events",
-            str(SAMPLE),
-            "--topics",
-            run,
-            "--json",
-            str(out),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **env},
-    )
-    verdict = json.loads(out.read_text()) if out.exists() else {}
-    return done.returncode, done.stdout + done.stderr, verdict
-
-
-def measurement(verdict: dict, name: str) -> dict:
-    return next(m for m in verdict["measurements"] if m["measurement"] == name)
+    return run_verify(SAMPLE, ["--topics", run], out, **env)
 
 
 def kinds(found: dict) -> tuple[int, int, int, int]:

@@ -17,6 +17,25 @@ from stacktools import container_engine
 from stacktools.compose_env import EXAMPLE, render, write_private
 from streamkit.config import Settings, read_env_file
 from streamkit.paths import CACHE_DIR, REPO_ROOT
+from tests.support.ports import free_ports
+
+#: The host ports the compose file publishes (its ``${NAME:-default}``), as a test sets them.
+PUBLISHED_PORTS = (
+    "KAFKA_PORT",
+    "MQTT_PORT",
+    "INFLUX_PORT",
+    "PROMETHEUS_PORT",
+    "ALERTMANAGER_PORT",
+    "SPARK_MASTER_UI_PORT",
+    "GRAFANA_PORT",
+    "SCHEMA_REGISTRY_PORT",
+)
+
+
+def free_published_ports() -> dict[str, int]:
+    """A free host port for each published one: a test's project next to a running stack."""
+    return dict(zip(PUBLISHED_PORTS, free_ports(len(PUBLISHED_PORTS)), strict=True))
+
 
 #: Every service of the compose file but Grafana (no image of it can be made here) and the
 #: replay's simulator (a profile of its own).
@@ -213,10 +232,11 @@ class ComposeProject:
         }
         return Settings.from_sources(environ=environ)
 
-    def down(self) -> None:
+    def down(self, *profiles: str) -> None:
+        """Everything of the project, the replay's and ``profiles``' services too, volumes
+        included."""
         self.run(
-            "--profile",
-            "replay",
+            *(arg for name in ("replay", *profiles) for arg in ("--profile", name)),
             "down",
             "--volumes",
             "--remove-orphans",

@@ -1,16 +1,22 @@
 """The records the stages would write for an expectation of stacktools.verify, built from its
 frames for verify's topic tests: (Kafka key, Thing, Avro value) per record and topic kind. The
 inverse of the record -> point mapping of docs/influxdb-schema.md, written here from the doc
-and the schemas, not from verify's reader."""
+and the schemas, not from verify's reader. And the verify command run as a user runs it."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 
 from stacktools.verify.expect import Expectation
+from streamkit.paths import REPO_ROOT
 from streamkit.wire import (
     AvroCodec,
     aggregate_key,
@@ -19,6 +25,14 @@ from streamkit.wire import (
     window_label,
 )
 from streamkit.wire.registry import frame
+
+#: The declared output topics verify reads, per kind (a run's are ``<name>.<run>``).
+DECLARED = {
+    "raw": "machinedata.raw",
+    "joined": "machinedata.joined",
+    "aggregates": "machinedata.aggregates",
+    "late": "machinedata.late",
+}
 
 #: (Kafka key, Thing, value) of one record.
 Record = tuple[bytes, str, bytes]
@@ -134,3 +148,26 @@ def fields_of(kind: str, value: bytes) -> dict:
 
 def encoded(kind: str, fields: dict) -> bytes:
     return AvroCodec(SCHEMAS[kind]).encode(fields)
+
+
+def run_verify(
+    events: Path, source: list[str], out: Path, timeout_s: float | None = 300, **env: str
+) -> tuple[int, str, dict]:
+    """``python -m stacktools.verify`` on ``events`` against ``source`` (its options naming the
+    database or the topics), as a user runs it: exit code, what it printed, the JSON verdict."""
+    done = subprocess.run(
+        [sys.executable, "-m", "stacktools.verify", "--events", str(events), *source]
+        + ["--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, **env},
+    )
+    verdict = json.loads(out.read_text()) if out.exists() else {}
+    return done.returncode, done.stdout + done.stderr, verdict
+
+
+def measurement(verdict: dict, name: str) -> dict:
+    """One measurement's part of a JSON verdict."""
+    return next(m for m in verdict["measurements"] if m["measurement"] == name)
