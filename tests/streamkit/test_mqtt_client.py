@@ -216,6 +216,10 @@ def test_coalesced_writes_over_tls_survive_would_block_and_reads_come_whole(
     front, as OpenSSL requires), arriving whole and in order; the read buffer returns the
     broker's bytes exactly, in the small pieces paho asks for."""
     broker, sock = tls_pair(tls_files)
+    # fixed small buffers: the kernel's autotuning could otherwise grow them past everything
+    # written, and then no write would ever block
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
+    broker.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
     sock.setblocking(False)
     client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
     client._sock = sock
