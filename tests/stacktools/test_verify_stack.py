@@ -47,8 +47,9 @@ def line(name: str, tags: dict, fields: dict, time_ns: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_summary(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The demo on the sample (the stack is started if needed); its verdict must be exact."""
+def demo_summary(tmp_path_factory: pytest.TempPathFactory, stack_settings: Settings) -> dict:
+    """The demo on the sample on the session's stack (which it leaves up for the checks that
+    follow: a demo that started the stack itself stops it); its verdict must be exact."""
     out = tmp_path_factory.mktemp("demo")
     done = subprocess.run(
         [sys.executable, "-m", "stacktools.demo", "--events", str(SAMPLE), "--out", str(out)],
