@@ -92,7 +92,7 @@ def write(settings: Settings, run: str, batches: dict[str, list], *, aborted=(),
 
 
 def verify(run: str, out: Path, **env: str) -> tuple[int, str, dict]:
-    return run_verify(SAMPLE, ["--topics", run], out, **env)
+    return run_verify(SAMPLE, ["--topics", run], out, env)
 
 
 def kinds(found: dict) -> tuple[int, int, int, int]:

@@ -151,7 +151,11 @@ def encoded(kind: str, fields: dict) -> bytes:
 
 
 def run_verify(
-    events: Path, source: list[str], out: Path, timeout_s: float | None = 300, **env: str
+    events: Path,
+    source: list[str],
+    out: Path,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = 300,
 ) -> tuple[int, str, dict]:
     """``python -m stacktools.verify`` on ``events`` against ``source`` (its options naming the
     database or the topics), as a user runs it: exit code, what it printed, the JSON verdict."""
@@ -162,7 +166,7 @@ def run_verify(
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, **env},
+        env={**os.environ, **(env or {})},
     )
     verdict = json.loads(out.read_text()) if out.exists() else {}
     return done.returncode, done.stdout + done.stderr, verdict
