@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from benchmarks.profile_phases import (
     Summary,
     batch_phases,
     parse_event_log,
+    parse_jfr_samples,
     phase_table,
     plot,
     quantile,
@@ -61,6 +63,7 @@ from benchmarks.spark_run import batch_progress, job_args, log_time, role_of
 from benchmarks.timing import status
 from stacktools.cpu import group_pids
 from stacktools.demo.histograms import histogram_between, percentile
+from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.services import DEFAULT_SHAPE, SERVICES
@@ -116,15 +119,61 @@ class PySpy:
                 status(f"py-spy: {spy.stderr.read().decode(errors='replace')[-300:]}")
 
 
+class Jfr:
+    """A JFR recording (the JDK's "profile" settings) of running JVMs, dumped on stop."""
+
+    def __init__(self, pids: list[int], out: Path) -> None:
+        self.pids, self.out = pids, out
+        for pid in pids:
+            self._jcmd(pid, "JFR.start", "name=profile", "settings=profile")
+
+    @staticmethod
+    def _jcmd(pid: int, *command: str) -> None:
+        done = subprocess.run(["jcmd", str(pid), *command], capture_output=True, text=True)
+        if done.returncode != 0:
+            status(f"jcmd {pid} {command[0]}: {(done.stdout + done.stderr)[-300:]}")
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            target = self.out.with_name(f"{self.out.stem}-{pid}.jfr")
+            self._jcmd(pid, "JFR.stop", "name=profile", f"filename={target}")
+        self.pids = []
+
+
+def jvm_samples(paths: list[Path]) -> dict[tuple[str, str], int]:
+    """JFR execution samples by (thread kind, category), over several recordings."""
+    total: dict[tuple[str, str], int] = {}
+    for path in paths:
+        command = ["jfr", "print", "--stack-depth", "64", "--events", "jdk.ExecutionSample"]
+        with subprocess.Popen([*command, str(path)], stdout=subprocess.PIPE, text=True) as jfr:
+            assert jfr.stdout is not None
+            for key, count in parse_jfr_samples(jfr.stdout).items():
+                total[key] = total.get(key, 0) + count
+    return total
+
+
+def jvms(pgids: list[int]) -> list[int]:
+    """The JVMs that run the batches' tasks among these groups' processes: the driver's (in
+    local mode its executor too) and the cluster's executors, not the worker daemons."""
+    found = []
+    for pgid in pgids:
+        for pid in group_pids(pgid):
+            cmd = _cmdline(pid)
+            if cmd.split(b"\0", 1)[0].endswith(b"java") and b"deploy.worker.Worker" not in cmd:
+                found.append(pid)
+    return sorted(set(found))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def python_daemons(pgids: list[int]) -> list[int]:
     """The PySpark worker daemons among these groups' processes (not their forked workers,
     which py-spy --subprocesses follows from the daemon)."""
-
-    def cmdline(pid: int) -> bytes:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return b""
 
     def parent(pid: int) -> int:
         try:
@@ -135,7 +184,7 @@ def python_daemons(pgids: list[int]) -> list[int]:
     found = []
     for pgid in pgids:
         for pid in group_pids(pgid):
-            if b"python_daemon" in cmdline(pid) and b"python_daemon" not in cmdline(parent(pid)):
+            if b"python_daemon" in _cmdline(pid) and b"python_daemon" not in _cmdline(parent(pid)):
                 found.append(pid)
     return sorted(set(found))
 
@@ -180,6 +229,7 @@ def run_spark(
     if point == "live":
         live.start()
     spy: PySpy | None = None
+    jfr: Jfr | None = None
     window = (0.0, 0.0)
     try:
         with ExitStack() as stack:
@@ -195,6 +245,7 @@ def run_spark(
             daemons = python_daemons([job.process.pid, *workers])
             status(f"{point}/{sink}: first batch done; py-spy on Python daemons {daemons}")
             spy = PySpy(daemons, work / "pyspy-workers.txt", args.pyspy_rate, subprocesses=True)
+            jfr = Jfr(jvms([job.process.pid, *workers]), work / "jvm.jfr")
             if point == "live":
                 start = time.time() + args.warmup_s
                 time.sleep(args.warmup_s + args.measure_s)
@@ -210,6 +261,7 @@ def run_spark(
                     time.sleep(0.5)
                 window = (start, time.time())
             spy.stop()
+            jfr.stop()
             for sampler in samplers:
                 sampler.sample()
             cpu = sum(s.cpu_between(*window) for s in samplers)
@@ -217,6 +269,8 @@ def run_spark(
         live.stop.set()
         if spy is not None:
             spy.stop()
+        if jfr is not None:
+            jfr.stop()
         job.terminate(120)
     return {
         "point": point,
@@ -299,6 +353,7 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
         if spy is not None:
             spy.stop()
         pipeline.stop()
+        InfluxClient(settings).drop_database(wiring.database)
     progress = batch_progress(spark_log)
     events_logged = [json.loads(line) for line in spark_log.splitlines() if line.startswith("{")]
     commits = {
@@ -319,8 +374,11 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
         "the data's own wait (pair certain - its event time; model of the feed)": inherent_waits(
             args.rate, 100, int(args.rate * 120)
         ),
-        "event (simulator publish) -> raw topic (MQTT, bridge)": [t - e for _, t, e in raw],
-        "raw topic -> the next batch's start": waits_for_next([t for _, t, _ in raw], starts),
+        "event (simulator publish) -> raw record produced (MQTT, bridge)": [
+            t - e for _, t, e in raw
+        ],
+        "raw record produced -> read by a reader (acks=all, fetch)": [r - t for r, t, _ in raw],
+        "raw record read -> the next batch's start": waits_for_next([r for r, _, _ in raw], starts),
         "batch start -> committed (the batch)": [
             commits[b["batch_id"]] - (log_time(b["ts"]) - b["duration_ms"] / 1000)
             for b in in_window
@@ -391,9 +449,13 @@ def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, 
 
 def report(out: Path, args: argparse.Namespace) -> str:
     saved = json.loads((out / "runs.json").read_text())
+    # the runs' own settings win over this invocation's
+    args = argparse.Namespace(**{**vars(args), **saved.get("args", {})})
     lines = [f"Command: `{saved['command']}`", "", f"Load average before: {saved['load']}", ""]
     summaries: dict[str, Summary] = {}
     notes, workers = [], {}
+    jvm_threads: dict[str, dict[str, int]] = {}
+    jvm_tasks: dict[str, dict[str, int]] = defaultdict(dict)
     for run in saved["spark"]:
         name = label(run, args)
         summary, records = summary_of(run, args)
@@ -410,6 +472,12 @@ def report(out: Path, args: argparse.Namespace) -> str:
         workers[name] = read_pyspy(
             Path(run["log"]).parent.glob("pyspy-workers-*.txt"), PYTHON_WORKER_RULES
         )
+        samples = jvm_samples(sorted(Path(run["log"]).parent.glob("jvm-*.jfr")))
+        jvm_threads[name] = {}
+        for (thread, category), count in samples.items():
+            jvm_threads[name][thread] = jvm_threads[name].get(thread, 0) + count
+            if thread == "task threads":
+                jvm_tasks[name][category] = count
     lines += [
         "Wall time per batch by phase, median / p90 s over the steady batches:",
         "",
@@ -426,6 +494,13 @@ def report(out: Path, args: argparse.Namespace) -> str:
         f"Python workers' CPU by kind of code (py-spy, {args.pyspy_rate} Hz, the whole window):",
         "",
         share_table("Python workers", workers, args.pyspy_rate),
+        "",
+        "The JVMs' Java CPU samples (JFR, the whole window; shares, not seconds: JFR samples a "
+        "few threads per period), by thread and, on the task threads, by kind of code:",
+        "",
+        share_table("JVM threads", jvm_threads, 1, shares_only=True),
+        "",
+        share_table("JVM task threads", jvm_tasks, 1, shares_only=True),
         "",
     ]
     if saved.get("e2e"):
@@ -484,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["python", "benchmarks/profile_batch.py", *map(shlex.quote, sys.argv[1:])]
             ),
             "load": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+            "args": {"rate": args.rate, "batch": args.batch, "pyspy_rate": args.pyspy_rate},
             "spark": [],
         }
         settings = Stack(Settings.from_sources()).up()

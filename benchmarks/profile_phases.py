@@ -286,6 +286,81 @@ def read_pyspy(paths: Iterable[Path], rules: Sequence[tuple[str, Sequence[str]]]
     return total
 
 
+# --------------------------------------------------------------------------- JFR
+#: (category, class-name parts) tried from the innermost Java frame outwards, as for py-spy;
+#: JDK frames match nothing, so they count for the Spark, Kafka or Arrow code that called them.
+JVM_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Kafka fetch (client, TLS)", ("org.apache.kafka.", "org.apache.spark.sql.kafka010.")),
+    ("Avro decode", ("org.apache.spark.sql.avro.", "org.apache.avro.")),
+    (
+        "Arrow to/from the Python worker",
+        (
+            "org.apache.spark.api.python.",
+            "org.apache.spark.sql.execution.python.",
+            "org.apache.spark.sql.execution.arrow.",
+            "org.apache.arrow.",
+        ),
+    ),
+    ("state store (RocksDB)", ("org.rocksdb.", "org.apache.spark.sql.execution.streaming.state.")),
+    ("code generation (Janino)", ("org.codehaus.",)),
+    (
+        "shuffle, blocks, RPC",
+        (
+            "org.apache.spark.shuffle.",
+            "org.apache.spark.storage.",
+            "org.apache.spark.network.",
+            "org.apache.spark.rpc.",
+            "io.netty.",
+        ),
+    ),
+    ("generated code (project, sort, rows)", ("GeneratedClass", "org.apache.spark.unsafe.")),
+    ("checkpoint files (Hadoop FS)", ("org.apache.hadoop.",)),
+    (
+        "streaming engine (offsets, logs, progress)",
+        ("org.apache.spark.sql.execution.streaming.", "org.apache.spark.sql.streaming."),
+    ),
+    ("Catalyst (analysis, optimizer, planning)", ("org.apache.spark.sql.",)),
+    ("scheduler, serialization", ("org.apache.spark.", "com.esotericsoftware.")),
+    ("py4j", ("py4j.",)),
+)
+#: Thread name prefix -> kind, the first match wins.
+JVM_THREADS = (
+    ("Executor task launch worker", "task threads"),
+    ("stream execution thread", "stream execution thread"),
+)
+
+
+def parse_jfr_samples(
+    lines: Iterable[str], rules: Sequence[tuple[str, Sequence[str]]] = JVM_RULES
+) -> dict[tuple[str, str], int]:
+    """Samples per (thread kind, category) of ``jfr print --events jdk.ExecutionSample``: a
+    block per sample, ``sampledThread = "name" ...`` and its frames innermost first, one per line
+    (``package.Class.method(args) line: N``), between ``stackTrace = [`` and ``]``."""
+    counts: dict[tuple[str, str], int] = {}
+    thread, in_stack = "", False
+    frames: list[str] = []
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("sampledThread = "):
+            name = line.split('"')[1] if '"' in line else line
+            thread = next((kind for prefix, kind in JVM_THREADS if name.startswith(prefix)), "")
+            thread = thread or "other threads"
+        elif line.startswith("stackTrace = ["):
+            frames, in_stack = [], True
+        elif in_stack and line == "]":
+            in_stack = False
+            category = "other"
+            for frame in frames:
+                found = next((c for c, needles in rules if any(n in frame for n in needles)), "")
+                if found:
+                    category = found
+                    break
+            counts[(thread, category)] = counts.get((thread, category), 0) + 1
+        elif in_stack and line != "...":
+            frames.append(line)
+    return counts
+
+
 # --------------------------------------------------------------------------- end to end
 def waits_for_next(times: Iterable[float], starts: Sequence[float]) -> list[float]:
     """For each time, the wait until the first of the sorted ``starts`` at or after it (a raw
@@ -338,15 +413,18 @@ def work_table(summaries: Mapping[str, Summary]) -> str:
     return "\n".join(lines)
 
 
-def share_table(title: str, columns: Mapping[str, Mapping[str, int]], rate_hz: float) -> str:
-    """py-spy samples per category as CPU seconds and shares, a column per run."""
+def share_table(
+    title: str, columns: Mapping[str, Mapping[str, int]], rate_hz: float, shares_only: bool = False
+) -> str:
+    """Samples per category as CPU seconds (at ``rate_hz``) and shares, a column per run."""
     names = sorted({n for c in columns.values() for n in c}, key=lambda n: (n == "other", n))
     lines = [f"| {title} | " + " | ".join(columns) + " |", "|---" + "|---:" * len(columns) + "|"]
     for n in names:
         cells = []
         for c in columns.values():
             total = sum(c.values()) or 1
-            cells.append(f"{c.get(n, 0) / rate_hz:.1f} s ({100 * c.get(n, 0) / total:.0f}%)")
+            share = f"{100 * c.get(n, 0) / total:.0f}%"
+            cells.append(share if shares_only else f"{c.get(n, 0) / rate_hz:.1f} s ({share})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -15,6 +15,7 @@ from benchmarks.profile_phases import (
     batch_phases,
     classify_stage,
     parse_event_log,
+    parse_jfr_samples,
     parse_pyspy_raw,
     phase_table,
     plot,
@@ -305,3 +306,56 @@ def test_the_report_is_made_from_what_the_runs_left(tmp_path: Path) -> None:
     assert "| state store: rocksdbLoadLatencyMs | 0.003 / 0.003 |" in text
     assert "| state function (ours, with its pandas) | 1.0 s (100%) |" in text
     assert (tmp_path / "profile.png").exists()
+
+
+JFR_TEXT = """
+jdk.ExecutionSample {
+  startTime = 17:50:11.746
+  sampledThread = "Executor task launch worker for task 1.0 in stage 2.0 (TID 5)" (javaThreadId = 9)
+  state = "STATE_RUNNABLE"
+  stackTrace = [
+    java.util.HashMap.get(Object) line: 556
+    org.apache.spark.sql.avro.AvroDeserializer.deserialize(Object) line: 80
+    org.apache.spark.sql.catalyst.expressions.GeneratedClass$GeneratedIterator1.processNext()
+    ...
+  ]
+}
+
+jdk.ExecutionSample {
+  startTime = 17:50:11.756
+  sampledThread = "Executor task launch worker for task 2.0 in stage 2.0 (TID 6)" (javaThreadId = 1)
+  state = "STATE_RUNNABLE"
+  stackTrace = [
+    sun.nio.ch.NioSocketImpl.read(byte[], int, int) line: 1
+    org.apache.kafka.common.network.SslTransportLayer.read(ByteBuffer) line: 2
+    org.apache.spark.sql.kafka010.KafkaDataConsumer.get(long) line: 3
+  ]
+}
+
+jdk.ExecutionSample {
+  startTime = 17:50:11.766
+  sampledThread = "stream execution thread for q [id = 1]" (javaThreadId = 11)
+  state = "STATE_RUNNABLE"
+  stackTrace = [
+    org.apache.spark.sql.catalyst.trees.TreeNode.transformDown(PartialFunction) line: 4
+  ]
+}
+
+jdk.ExecutionSample {
+  startTime = 17:50:11.776
+  sampledThread = "dispatcher-event-loop-0" (javaThreadId = 12)
+  state = "STATE_RUNNABLE"
+  stackTrace = [
+    java.lang.Object.wait() line: 1
+  ]
+}
+"""
+
+
+def test_jfr_samples_go_to_their_thread_and_innermost_known_frame() -> None:
+    assert parse_jfr_samples(JFR_TEXT.splitlines()) == {
+        ("task threads", "Avro decode"): 1,
+        ("task threads", "Kafka fetch (client, TLS)"): 1,
+        ("stream execution thread", "Catalyst (analysis, optimizer, planning)"): 1,
+        ("other threads", "other"): 1,
+    }
