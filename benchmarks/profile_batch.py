@@ -7,9 +7,10 @@ For each operating point (live: a feeder writes --rate generated rows/s into a p
 topic, each stamped with the wall clock; catchup: --catchup-rows rows written first, then read
 in batches of --batch records) and each sink (driver: the driver-side sink on ``local[2]``;
 executors: the executors' sink on the launcher's Spark standalone cluster, ``up spark``), the
-single pass runs alone with Spark's event log on and py-spy on its Python workers. Per batch:
-Spark's phases (durationMs), the sink's timers, the stage walls and task metrics of the batch's
-jobs (event log), and the Python workers' CPU by kind of code (py-spy). Then, unless --no-e2e,
+single pass runs alone with Spark's event log on, py-spy on its Python workers and JFR on its
+JVMs. Per batch: Spark's phases (durationMs), the sink's timers, the stage walls and task
+metrics of the batch's jobs (event log); over the run, the Python workers' CPU (py-spy) and the
+JVMs' Java samples (JFR) by kind of code, which no timer splits. Then, unless --no-e2e,
 the whole pipeline live at --rate (simulator, MQTT, bridge, the single pass, connector,
 InfluxDB): the steps of a joined pair from its event to the InfluxDB ack, and the connector's
 CPU by kind of code (py-spy).
@@ -45,6 +46,7 @@ from benchmarks.profile_phases import (
     CONNECTOR_RULES,
     PYTHON_WORKER_RULES,
     Summary,
+    assign_by_time,
     batch_phases,
     parse_event_log,
     parse_jfr_samples,
@@ -424,7 +426,17 @@ def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, 
     stages: dict[int, list] = {}
     for path in sorted(Path(run["eventlog"]).iterdir()):
         with path.open() as handle:
-            stages.update(parse_event_log(handle))
+            for batch, found in parse_event_log(handle).items():
+                stages.setdefault(batch, []).extend(found)
+    # stages of jobs Spark did not tag with their batch: by time (the batch's trigger window)
+    untagged = stages.pop(-1, [])
+    windows = {
+        b["batch_id"]: (log_time(b["ts"]) - b["duration_ms"] / 1000, log_time(b["ts"]))
+        for b in progress
+        if b["batch_id"] not in stages
+    }
+    for batch, found in assign_by_time(untagged, windows).items():
+        stages[batch] = found
     start, end = run["window"]
     if run["point"] == "live":
         warm = [b for b in progress if log_time(b["ts"]) < start]
@@ -491,11 +503,12 @@ def report(out: Path, args: argparse.Namespace) -> str:
         "",
         work_table(summaries),
         "",
-        f"Python workers' CPU by kind of code (py-spy, {args.pyspy_rate} Hz, the whole window):",
+        f"Python workers' CPU by kind of code (py-spy, {args.pyspy_rate} Hz, from the end of "
+        "the first batch to the end of the run):",
         "",
         share_table("Python workers", workers, args.pyspy_rate),
         "",
-        "The JVMs' Java CPU samples (JFR, the whole window; shares, not seconds: JFR samples a "
+        "The JVMs' Java CPU samples (JFR, as py-spy's; shares, not seconds: JFR samples a "
         "few threads per period), by thread and, on the task threads, by kind of code:",
         "",
         share_table("JVM threads", jvm_threads, 1, shares_only=True),
@@ -559,7 +572,12 @@ def main(argv: list[str] | None = None) -> int:
                 ["python", "benchmarks/profile_batch.py", *map(shlex.quote, sys.argv[1:])]
             ),
             "load": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
-            "args": {"rate": args.rate, "batch": args.batch, "pyspy_rate": args.pyspy_rate},
+            "args": {
+                "rate": args.rate,
+                "batch": args.batch,
+                "pyspy_rate": args.pyspy_rate,
+                "warmup_batches": args.warmup_batches,
+            },
             "spark": [],
         }
         settings = Stack(Settings.from_sources()).up()

@@ -73,6 +73,7 @@ class Stage:
     kind: str
     wall_s: float
     accumulables: dict[str, float] = field(default_factory=dict)  #: metric name -> raw value
+    completed_s: float = 0.0  #: wall time (epoch s) the stage completed
 
 
 def classify_stage(accumulables: Mapping[str, float]) -> str:
@@ -100,7 +101,8 @@ def _number(value: object) -> float | None:
 def parse_event_log(lines: Iterable[str]) -> dict[int, list[Stage]]:
     """Stages per streaming batch id from a Spark event log (one JSON event per line): a job's
     stages belong to the batch its ``streaming.sql.batchId`` property names; a stage's wall is
-    submission -> completion, its metrics the totals Spark records in its Stage Info."""
+    submission -> completion, its metrics the totals Spark records in its Stage Info. Stages of
+    jobs without that property are kept under batch -1 (assign_by_time places them)."""
     stage_batch: dict[int, int] = {}
     out: dict[int, list[Stage]] = {}
     for line in lines:
@@ -113,10 +115,8 @@ def parse_event_log(lines: Iterable[str]) -> dict[int, list[Stage]]:
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
             batch = (event.get("Properties") or {}).get("streaming.sql.batchId")
-            if batch is None:
-                continue
             for stage_id in event.get("Stage IDs", []):
-                stage_batch[int(stage_id)] = int(batch)
+                stage_batch[int(stage_id)] = -1 if batch is None else int(batch)
         elif kind == "SparkListenerStageCompleted":
             info = event.get("Stage Info", {})
             stage_id = int(info.get("Stage ID", -1))
@@ -129,8 +129,28 @@ def parse_event_log(lines: Iterable[str]) -> dict[int, list[Stage]]:
                     totals[acc["Name"]] = totals.get(acc["Name"], 0.0) + value
             wall = info["Completion Time"] - info.get("Submission Time", info["Completion Time"])
             out.setdefault(stage_batch[stage_id], []).append(
-                Stage(stage_id, classify_stage(totals), wall / 1000, totals)
+                Stage(
+                    stage_id,
+                    classify_stage(totals),
+                    wall / 1000,
+                    totals,
+                    info["Completion Time"] / 1000,
+                )
             )
+    return out
+
+
+def assign_by_time(
+    stages: Iterable[Stage], batches: Mapping[int, tuple[float, float]]
+) -> dict[int, list[Stage]]:
+    """Stages to the batch whose (start, end) wall window holds their completion; a stage in
+    no window is left out."""
+    out: dict[int, list[Stage]] = {}
+    for stage in stages:
+        for batch, (start, end) in batches.items():
+            if start <= stage.completed_s <= end:
+                out.setdefault(batch, []).append(stage)
+                break
     return out
 
 

@@ -12,6 +12,7 @@ from benchmarks.profile_phases import (
     CONNECTOR_RULES,
     PYTHON_WORKER_RULES,
     Stage,
+    assign_by_time,
     batch_phases,
     classify_stage,
     parse_event_log,
@@ -64,6 +65,7 @@ READ: dict[str, int | str] = {
     "internal.metrics.shuffle.write.writeTime": 20_000_000,
     "number of output rows": "4000",
 }
+READ_VALUES = {k: float(v) for k, v in READ.items()}
 STATEFUL: dict[str, int | str] = {
     "internal.metrics.executorRunTime": 500,
     "internal.metrics.shuffle.read.fetchWaitTime": 4,
@@ -86,7 +88,11 @@ def test_the_event_log_gives_each_batch_its_stages_with_walls_and_metrics() -> N
         '{"Event": "SparkListenerStageCompleted", "Stage Info": {"Stage ID": 3',  # cut short
     ]
     batches = parse_event_log(lines)
-    assert list(batches) == [7]
+    assert sorted(batches) == [-1, 7]
+    assert [s.stage_id for s in batches[-1]] == [2]
+    assert assign_by_time(batches.pop(-1), {7: (0.0, 1.0), 8: (1.9, 2.2)}) == {
+        8: [Stage(2, "read", 0.1, READ_VALUES, 2.1)]
+    }
     read, stateful = batches[7]
     assert (read.kind, read.wall_s) == ("read", 0.25)
     assert (stateful.kind, stateful.wall_s) == ("stateful", 0.45)
