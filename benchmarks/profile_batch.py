@@ -368,8 +368,9 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
     raw = [s for s in raw_reader.samples if start <= s[0] <= end]
     joined = [s for s in joined_reader.samples if start <= s[0] <= end]
 
-    def histogram(name: str, measurement: str) -> tuple[float | None, float | None]:
-        buckets = histogram_between(before, after, name, f'measurement="{measurement}"')
+    def histogram(name: str, measurement: str = "") -> tuple[float | None, float | None]:
+        labels = f'measurement="{measurement}"' if measurement else ""
+        buckets = histogram_between(before, after, name, labels)
         return percentile(buckets, 0.5), percentile(buckets, 0.99)
 
     steps = {
@@ -398,6 +399,9 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
         "connector": {
             "joined: produced in Spark -> InfluxDB ack (ingest histogram)": histogram(
                 "connector_ingest_latency_seconds", "joined"
+            ),
+            "connector batch: InfluxDB write + Kafka commit (batch histogram)": histogram(
+                "connector_batch_seconds"
             ),
             "joined: event -> InfluxDB ack (event histogram)": histogram(
                 "connector_event_latency_seconds", "joined"
@@ -463,7 +467,13 @@ def report(out: Path, args: argparse.Namespace) -> str:
     saved = json.loads((out / "runs.json").read_text())
     # the runs' own settings win over this invocation's
     args = argparse.Namespace(**{**vars(args), **saved.get("args", {})})
-    lines = [f"Command: `{saved['command']}`", "", f"Load average before: {saved['load']}", ""]
+    lines = [
+        f"Command: `{saved['command']}`",
+        "",
+        f"Load average (1, 5, 15 min) before: {saved['load']}; after: "
+        f"{saved.get('load_after', 'n/a')}",
+        "",
+    ]
     summaries: dict[str, Summary] = {}
     notes, workers = [], {}
     jvm_threads: dict[str, dict[str, int]] = {}
