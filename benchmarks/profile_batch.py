@@ -192,11 +192,12 @@ def python_daemons(pgids: list[int]) -> list[int]:
 
 
 def spark_conf(event_dir: Path) -> str:
-    """SPARK_CONF with Spark's event log on (uncompressed, so it is read as it is)."""
+    """SPARK_CONF with Spark's event log on: uncompressed, so it is read as it is, and with the
+    task metrics in each stage's totals."""
     own = os.environ.get("SPARK_CONF", "")
     log_conf = (
         f"spark.eventLog.enabled=true,spark.eventLog.dir={event_dir.as_uri()},"
-        "spark.eventLog.compress=false"
+        "spark.eventLog.compress=false,spark.eventLog.includeTaskMetricsAccumulators=true"
     )
     return f"{own},{log_conf}" if own else log_conf
 
