@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -428,11 +429,7 @@ def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, 
     progress = batch_progress(logged)
     events = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
     commits = {e["batch_id"]: e for e in events if e.get("msg") == "batch committed"}
-    stages: dict[int, list] = {}
-    for path in sorted(Path(run["eventlog"]).iterdir()):
-        with path.open() as handle:
-            for batch, found in parse_event_log(handle).items():
-                stages.setdefault(batch, []).extend(found)
+    stages = parse_event_log(event_log_lines(Path(run["eventlog"])))
     # stages of jobs Spark did not tag with their batch: by time (the batch's trigger window)
     untagged = stages.pop(-1, [])
     windows = {
@@ -462,6 +459,20 @@ def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, 
     summary = summarize(phases, [b["input_rows"] for b in batches], len(warm), work)
     in_window = [b for b in progress if start <= log_time(b["ts"]) <= end]
     return summary, sum(b["input_rows"] for b in in_window)
+
+
+def event_log_lines(directory: Path) -> Iterator[str]:
+    """The lines of every event log under ``directory``, in order: Spark 4 writes a directory
+    per application (``eventlog_v2_<app>``) of rolled files ``events_<N>_<app>``."""
+
+    def order(path: Path) -> tuple[int, str]:
+        number = path.name.split("_")[1] if path.name.startswith("events_") else ""
+        return (int(number) if number.isdigit() else 0, str(path))
+
+    files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("app")]
+    for path in sorted(files, key=order):
+        with path.open() as handle:
+            yield from handle
 
 
 def report(out: Path, args: argparse.Namespace) -> str:
