@@ -174,6 +174,14 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def _is_daemon(cmdline: bytes) -> bool:
+    """A Python process running the worker daemon module (the JVM's command line names it too,
+    in its Spark settings)."""
+    return b"\0-m\0spark_jobs.python_daemon" in cmdline and not cmdline.split(b"\0", 1)[0].endswith(
+        b"java"
+    )
+
+
 def python_daemons(pgids: list[int]) -> list[int]:
     """The PySpark worker daemons among these groups' processes (not their forked workers,
     which py-spy --subprocesses follows from the daemon)."""
@@ -187,7 +195,7 @@ def python_daemons(pgids: list[int]) -> list[int]:
     found = []
     for pgid in pgids:
         for pid in group_pids(pgid):
-            if b"python_daemon" in _cmdline(pid) and b"python_daemon" not in _cmdline(parent(pid)):
+            if _is_daemon(_cmdline(pid)) and not _is_daemon(_cmdline(parent(pid))):
                 found.append(pid)
     return sorted(set(found))
 
