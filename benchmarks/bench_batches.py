@@ -30,10 +30,11 @@ from confluent_kafka import Consumer
 
 from benchmarks.process_group import GroupSampler
 from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
+from benchmarks.spark_run import job_args as spark_job_args
 from benchmarks.timing import status
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from stacktools.processes import ServiceProcess, free_port
+from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
@@ -192,27 +193,7 @@ def run_variant(
 ) -> VariantRun:
     partitions = 4
     raw = private_topic(settings, "raw", partitions)
-    outputs = {role: private_topic(settings, role, 4) for role in ("joined", "late", "aggregates")}
-    job_args = [
-        "--raw-topic",
-        raw,
-        "--joined-topic",
-        outputs["joined"],
-        "--late-topic",
-        outputs["late"],
-        "--aggregates-topic",
-        outputs["aggregates"],
-        "--marker-topic",
-        private_topic(settings, "markers", 1, compact=True),
-        "--checkpoint-dir",
-        str(work / f"checkpoint-{name}"),
-        "--query-name",
-        f"bench-{uuid.uuid4().hex[:6]}",
-        "--pairs",
-        PAIRS,
-        "--metrics-port",
-        str(free_port()),
-    ]
+    job_args, outputs = spark_job_args(settings, raw, work / f"checkpoint-{name}", [])
     feed = LiveFeed(settings, raw, partitions, args.rate, args.things)
     reader = JoinedLatency(settings, outputs["joined"])
     launched = time.time()

@@ -100,19 +100,13 @@ class JobRun:
         )
 
 
-def run_job(
-    settings: Settings,
-    raw: str,
-    batch: int,
-    work: Path,
-    module: str = DEFAULT_JOB,
-    extra_args: list[str] | None = None,
-) -> JobRun:
-    """Run ``python -m <module> --available-now`` over ``raw`` with a fresh checkpoint and
-    private output topics; fails when the job fails."""
+def job_args(
+    settings: Settings, raw: str, checkpoint: Path, extra: list[str]
+) -> tuple[list[str], dict[str, str]]:
+    """A job's command line over ``raw`` with private output topics, a fresh checkpoint, a
+    query name and a free metrics port of its own, then ``extra``; and its output topics by
+    role (joined, late, aggregates)."""
     outputs = {role: private_topic(settings, role, 4) for role in ("joined", "late", "aggregates")}
-    markers = private_topic(settings, "markers", 1, compact=True)
-    log = work / f"{module.rsplit('.', 1)[-1]}-{batch}.log"
     args = [
         "--raw-topic",
         raw,
@@ -123,20 +117,42 @@ def run_job(
         "--aggregates-topic",
         outputs["aggregates"],
         "--marker-topic",
-        markers,
+        private_topic(settings, "markers", 1, compact=True),
         "--checkpoint-dir",
-        str(work / f"checkpoint-{module}-{batch}"),
+        str(checkpoint),
         "--query-name",
         f"bench-{uuid.uuid4().hex[:6]}",
         "--pairs",
         PAIRS,
-        "--max-offsets-per-trigger",
-        str(batch),
-        "--available-now",
         "--metrics-port",
         str(free_port()),
-        *(extra_args or []),
+        *extra,
     ]
+    return args, outputs
+
+
+def run_job(
+    settings: Settings,
+    raw: str,
+    batch: int,
+    work: Path,
+    module: str = DEFAULT_JOB,
+    extra_args: list[str] | None = None,
+) -> JobRun:
+    """Run ``python -m <module> --available-now`` over ``raw`` with a fresh checkpoint and
+    private output topics; fails when the job fails."""
+    log = work / f"{module.rsplit('.', 1)[-1]}-{batch}.log"
+    args, outputs = job_args(
+        settings,
+        raw,
+        work / f"checkpoint-{module}-{batch}",
+        [
+            "--max-offsets-per-trigger",
+            str(batch),
+            "--available-now",
+            *(extra_args or []),
+        ],
+    )
     job = ServiceProcess(module, args, log).start()
     assert job.process is not None
     with GroupSampler(job.process.pid, role_of(module)) as sampler:

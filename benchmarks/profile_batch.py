@@ -1,0 +1,645 @@
+"""Where one micro-batch's time goes, start to commit, and then to InfluxDB (a script).
+
+    .venv/bin/python benchmarks/profile_batch.py [--out DIR] [--points live,catchup]
+        [--sinks driver,executors] [--rate 1000] [--batch 50000] [--no-e2e] [--report-only]
+
+For each operating point (live: a feeder writes --rate generated rows/s into a private raw
+topic, each stamped with the wall clock; catchup: --catchup-rows rows written first, then read
+in batches of --batch records) and each sink (driver: the driver-side sink on ``local[2]``;
+executors: the executors' sink on the launcher's Spark standalone cluster, ``up spark``), the
+single pass runs alone with Spark's event log on, py-spy on its Python workers and JFR on its
+JVMs. Per batch: Spark's phases (durationMs), the sink's timers, the stage walls and task
+metrics of the batch's jobs (event log); over the run, the Python workers' CPU (py-spy) and the
+JVMs' Java samples (JFR) by kind of code, which no timer splits. Then, unless --no-e2e,
+the whole pipeline live at --rate (simulator, MQTT, bridge, the single pass, connector,
+InfluxDB): the steps of a joined pair from its event to the InfluxDB ack, and the connector's
+CPU by kind of code (py-spy).
+
+Everything lands in --out (each run's logs, event log and profiles, runs.json); the tables are
+printed and written to profile.md, the stacked bars to profile.png, next to them.
+--report-only makes them again from --out without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+
+from benchmarks.bench_batches import LiveFeed, inherent_waits
+from benchmarks.bench_e2e import events_file, head
+from benchmarks.process_group import GroupSampler
+from benchmarks.profile_phases import (
+    CONNECTOR_RULES,
+    PYTHON_WORKER_RULES,
+    Summary,
+    assign_by_time,
+    batch_phases,
+    parse_event_log,
+    parse_jfr_samples,
+    phase_table,
+    plot,
+    quantile,
+    read_pyspy,
+    share_table,
+    stage_work,
+    summarize,
+    waits_for_next,
+    work_table,
+)
+from benchmarks.raw_feed import feed
+from benchmarks.spark_run import batch_progress, job_args, log_time, role_of
+from benchmarks.timing import status
+from stacktools.cpu import group_pids
+from stacktools.demo.histograms import histogram_between, percentile
+from stacktools.influx import InfluxClient
+from stacktools.pipeline import Pipeline
+from stacktools.processes import ServiceProcess
+from stacktools.services import DEFAULT_SHAPE, SERVICES
+from stacktools.stack import Stack
+from stacktools.wiring import Wiring, private_topic
+from streamkit.config import Settings
+from streamkit.kafka_clients import client_config
+from streamkit.wire.avro import AvroCodec
+
+MODULE = "spark_jobs.single_pass"
+SPARK_STAGE = "spark_single_pass"
+PYSPY = Path(sys.executable).parent / "py-spy"
+POINT_LABELS = {"live": "live {rate:,.0f} rows/s", "catchup": "batches of {batch:,}"}
+SINK_LABELS = {"driver": "local[2], driver sink", "executors": "cluster, executors' sink"}
+
+
+class PySpy:
+    """py-spy record of some processes (and their forked children) until stopped; raw format,
+    without --idle (CPU, not waiting) and non-blocking (the target is never paused)."""
+
+    def __init__(self, pids: list[int], out: Path, rate: int, subprocesses: bool) -> None:
+        self.spies = []
+        for pid in pids:
+            command = [
+                str(PYSPY),
+                "record",
+                "--format",
+                "raw",
+                "--rate",
+                str(rate),
+                "--nonblocking",
+                "--full-filenames",
+                "-o",
+                str(out.with_name(f"{out.stem}-{pid}.txt")),
+                "-p",
+                str(pid),
+                *(["--subprocesses"] if subprocesses else []),
+            ]
+            self.spies.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            )
+
+    def stop(self) -> None:
+        for spy in self.spies:
+            if spy.poll() is None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        for spy in self.spies:
+            try:
+                spy.wait(60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+            if spy.returncode not in (0, -signal.SIGINT) and spy.stderr is not None:
+                status(f"py-spy: {spy.stderr.read().decode(errors='replace')[-300:]}")
+
+
+class Jfr:
+    """A JFR recording (the JDK's "profile" settings) of running JVMs, dumped on stop."""
+
+    def __init__(self, pids: list[int], out: Path) -> None:
+        self.pids, self.out = pids, out
+        for pid in pids:
+            self._jcmd(pid, "JFR.start", "name=profile", "settings=profile")
+
+    @staticmethod
+    def _jcmd(pid: int, *command: str) -> None:
+        done = subprocess.run(["jcmd", str(pid), *command], capture_output=True, text=True)
+        if done.returncode != 0:
+            status(f"jcmd {pid} {command[0]}: {(done.stdout + done.stderr)[-300:]}")
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            target = self.out.with_name(f"{self.out.stem}-{pid}.jfr")
+            self._jcmd(pid, "JFR.stop", "name=profile", f"filename={target}")
+        self.pids = []
+
+
+def jvm_samples(paths: list[Path]) -> dict[tuple[str, str], int]:
+    """JFR execution samples by (thread kind, category), over several recordings."""
+    total: dict[tuple[str, str], int] = {}
+    for path in paths:
+        command = ["jfr", "print", "--stack-depth", "64", "--events", "jdk.ExecutionSample"]
+        with subprocess.Popen([*command, str(path)], stdout=subprocess.PIPE, text=True) as jfr:
+            assert jfr.stdout is not None
+            for key, count in parse_jfr_samples(jfr.stdout).items():
+                total[key] = total.get(key, 0) + count
+    return total
+
+
+def jvms(pgids: list[int]) -> list[int]:
+    """The JVMs that run the batches' tasks among these groups' processes: the driver's (in
+    local mode its executor too) and the cluster's executors, not the worker daemons."""
+    found = []
+    for pgid in pgids:
+        for pid in group_pids(pgid):
+            cmd = _cmdline(pid)
+            if cmd.split(b"\0", 1)[0].endswith(b"java") and b"deploy.worker.Worker" not in cmd:
+                found.append(pid)
+    return sorted(set(found))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _is_daemon(cmdline: bytes) -> bool:
+    """A Python process running the worker daemon module (the JVM's command line names it too,
+    in its Spark settings)."""
+    return b"\0-m\0spark_jobs.python_daemon" in cmdline and not cmdline.split(b"\0", 1)[0].endswith(
+        b"java"
+    )
+
+
+def python_daemons(pgids: list[int]) -> list[int]:
+    """The PySpark worker daemons among these groups' processes (not their forked workers,
+    which py-spy --subprocesses follows from the daemon)."""
+
+    def parent(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    found = []
+    for pgid in pgids:
+        for pid in group_pids(pgid):
+            if _is_daemon(_cmdline(pid)) and not _is_daemon(_cmdline(parent(pid))):
+                found.append(pid)
+    return sorted(set(found))
+
+
+def spark_conf(event_dir: Path) -> str:
+    """SPARK_CONF with Spark's event log on: uncompressed, so it is read as it is, and with the
+    task metrics in each stage's totals."""
+    own = os.environ.get("SPARK_CONF", "")
+    log_conf = (
+        f"spark.eventLog.enabled=true,spark.eventLog.dir={event_dir.as_uri()},"
+        "spark.eventLog.compress=false,spark.eventLog.includeTaskMetricsAccumulators=true"
+    )
+    return f"{own},{log_conf}" if own else log_conf
+
+
+def run_spark(
+    settings: Settings,
+    point: str,
+    sink: str,
+    args: argparse.Namespace,
+    work: Path,
+    workers: list[int],
+) -> dict[str, Any]:
+    """One run of the single pass alone; everything it leaves goes to ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    events = work / "eventlog"
+    events.mkdir(exist_ok=True)
+    partitions = 4
+    raw = private_topic(settings, "raw", partitions)
+    extra = ["--sink", sink]
+    if sink == "executors":
+        extra += ["--spark-master", f"spark://127.0.0.1:{settings.spark_master_port}"]
+    records = 0
+    if point == "catchup":
+        status(f"{point}/{sink}: writing {args.catchup_rows:,} rows into {raw}")
+        records, _ = feed(settings, raw, args.catchup_rows, things=args.things)
+        extra += ["--max-offsets-per-trigger", str(args.batch)]
+    command, _ = job_args(settings, raw, work / "checkpoint", extra)
+    env = {"SPARK_CONF": spark_conf(events)}
+    job = ServiceProcess(MODULE, command, work / "job.log", env).start()
+    assert job.process is not None
+    live = LiveFeed(settings, raw, partitions, args.rate, args.things)
+    if point == "live":
+        live.start()
+    spy: PySpy | None = None
+    jfr: Jfr | None = None
+    window = (0.0, 0.0)
+    try:
+        with ExitStack() as stack:
+            samplers = [
+                stack.enter_context(GroupSampler(pid, role_of(MODULE)))
+                for pid in [job.process.pid, *workers]
+            ]
+            deadline = time.monotonic() + 300
+            while not batch_progress(job.logged_since_start()):
+                if not job.alive() or time.monotonic() > deadline:
+                    raise SystemExit(f"{point}/{sink}: no batch with input, see {job.log}")
+                time.sleep(0.5)
+            daemons = python_daemons([job.process.pid, *workers])
+            status(f"{point}/{sink}: first batch done; py-spy on Python daemons {daemons}")
+            spy = PySpy(daemons, work / "pyspy-workers.txt", args.pyspy_rate, subprocesses=True)
+            jfr = Jfr(jvms([job.process.pid, *workers]), work / "jvm.jfr")
+            if point == "live":
+                start = time.time() + args.warmup_s
+                time.sleep(args.warmup_s + args.measure_s)
+                window = (start, time.time())
+            else:
+                start = time.time()
+                deadline = time.monotonic() + 900
+                while sum(b["input_rows"] for b in batch_progress(job.logged_since_start())) < (
+                    records
+                ):
+                    if not job.alive() or time.monotonic() > deadline:
+                        raise SystemExit(f"{point}/{sink}: did not read its backlog, {job.log}")
+                    time.sleep(0.5)
+                window = (start, time.time())
+            spy.stop()
+            jfr.stop()
+            for sampler in samplers:
+                sampler.sample()
+            cpu = sum(s.cpu_between(*window) for s in samplers)
+    finally:
+        live.stop.set()
+        if spy is not None:
+            spy.stop()
+        if jfr is not None:
+            jfr.stop()
+        job.terminate(120)
+    return {
+        "point": point,
+        "sink": sink,
+        "window": window,
+        "cpu_s": cpu,
+        "daemons": daemons,
+        "log": str(work / "job.log"),
+        "eventlog": str(events),
+    }
+
+
+class TopicTimes(threading.Thread):
+    """Reads a topic as it grows (read_committed): (read at s, Kafka timestamp s, event time s)
+    of every ``every``-th record."""
+
+    def __init__(self, settings: Settings, topic: str, schema: str, every: int = 1) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.topic, self.schema, self.every = settings, topic, schema, every
+        self.stop = threading.Event()
+        self.samples: list[tuple[float, float, float]] = []
+
+    def run(self) -> None:
+        codec = AvroCodec(self.schema)
+        consumer = Consumer(
+            {
+                **client_config(self.settings, "bench-profile-read"),
+                "group.id": uuid.uuid4().hex,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "latest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.subscribe([self.topic])
+        seen = 0
+        try:
+            while not self.stop.is_set():
+                for message in consumer.consume(10000, 0.05):
+                    value = message.value()
+                    if message.error() is not None or value is None:
+                        continue
+                    seen += 1
+                    if seen % self.every:
+                        continue
+                    now = time.time()
+                    event_s = codec.decode(value)["event_time_ms"] / 1000
+                    self.samples.append((now, message.timestamp()[1] / 1000, event_s))
+        finally:
+            consumer.close()
+
+
+def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The whole pipeline live: each step of a joined pair, and the connector's CPU."""
+    wiring = Wiring.fresh(settings, "profile")
+    pipeline = Pipeline(settings, wiring, work, shape=DEFAULT_SHAPE)
+    rows = int(args.rate * (args.e2e_warmup_s + args.e2e_measure_s + 30))
+    events = head(events_file(1_402_232, 100), rows, work)
+    raw_reader = TopicTimes(settings, wiring.raw, "measurement", every=10)
+    joined_reader = TopicTimes(settings, wiring.joined, "joined")
+    spy: PySpy | None = None
+    try:
+        pipeline.start_stages()
+        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 120)
+        raw_reader.start()
+        joined_reader.start()
+        pipeline.replay(events, "--rate", str(args.rate), "--live", "--order", "file")
+        time.sleep(args.e2e_warmup_s)
+        connector = pipeline.services["db_connector"].process
+        assert connector is not None
+        spy = PySpy([connector.pid], work / "pyspy-connector.txt", args.pyspy_rate, False)
+        before, start = pipeline.metrics("db_connector"), time.time()
+        time.sleep(args.e2e_measure_s)
+        after, end = pipeline.metrics("db_connector"), time.time()
+        spy.stop()
+        spark_log = pipeline.logged_since_start(SPARK_STAGE)
+    finally:
+        raw_reader.stop.set()
+        joined_reader.stop.set()
+        if spy is not None:
+            spy.stop()
+        pipeline.stop()
+        InfluxClient(settings).drop_database(wiring.database)
+    progress = batch_progress(spark_log)
+    events_logged = [json.loads(line) for line in spark_log.splitlines() if line.startswith("{")]
+    commits = {
+        e["batch_id"]: log_time(e["ts"])
+        for e in events_logged
+        if e.get("msg") == ("batch committed")
+    }
+    starts = sorted(log_time(b["ts"]) - b["duration_ms"] / 1000 for b in progress)
+    in_window = [b for b in progress if start <= log_time(b["ts"]) <= end]
+    raw = [s for s in raw_reader.samples if start <= s[0] <= end]
+    joined = [s for s in joined_reader.samples if start <= s[0] <= end]
+
+    def histogram(name: str, measurement: str = "") -> tuple[float | None, float | None]:
+        labels = f'measurement="{measurement}"' if measurement else ""
+        buckets = histogram_between(before, after, name, labels)
+        return percentile(buckets, 0.5), percentile(buckets, 0.99)
+
+    steps = {
+        "the data's own wait (pair certain - its event time; model of the feed)": inherent_waits(
+            args.rate, 100, int(args.rate * 120)
+        ),
+        "event (simulator publish) -> raw record produced (MQTT, bridge)": [
+            t - e for _, t, e in raw
+        ],
+        "raw record produced -> read by a reader (acks=all, fetch)": [r - t for r, t, _ in raw],
+        "raw record read -> the next batch's start": waits_for_next([r for r, _, _ in raw], starts),
+        "batch start -> committed (the batch)": [
+            commits[b["batch_id"]] - (log_time(b["ts"]) - b["duration_ms"] / 1000)
+            for b in in_window
+            if b["batch_id"] in commits
+        ],
+        "joined produced -> read by a read_committed reader": [r - t for r, t, _ in joined],
+        "pair's event time -> read in the joined topic": [r - e for r, _, e in joined],
+    }
+    return {
+        "window": (start, end),
+        "steps": {
+            name: (quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99), len(v))
+            for name, v in steps.items()
+        },
+        "connector": {
+            "joined: produced in Spark -> InfluxDB ack (ingest histogram)": histogram(
+                "connector_ingest_latency_seconds", "joined"
+            ),
+            "connector batch: InfluxDB write + Kafka commit (batch histogram)": histogram(
+                "connector_batch_seconds"
+            ),
+            "joined: event -> InfluxDB ack (event histogram)": histogram(
+                "connector_event_latency_seconds", "joined"
+            ),
+            "raw: event -> InfluxDB ack (event histogram)": histogram(
+                "connector_event_latency_seconds", "raw"
+            ),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- report
+def label(run: dict[str, Any], args: argparse.Namespace) -> str:
+    point = POINT_LABELS[run["point"]].format(rate=args.rate, batch=args.batch)
+    return f"{point}, {SINK_LABELS[run['sink']]}"
+
+
+def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, int]:
+    """The run's batches as a Summary; the warm-up batches (live: before the window; catch-up:
+    the first --warmup-batches) apart. Also the records of the batches inside the CPU's window
+    (catch-up: every batch after the first)."""
+    logged = Path(run["log"]).read_text()
+    progress = batch_progress(logged)
+    events = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
+    commits = {e["batch_id"]: e for e in events if e.get("msg") == "batch committed"}
+    stages = parse_event_log(event_log_lines(Path(run["eventlog"])))
+    # stages of jobs Spark did not tag with their batch: by time (the batch's trigger window)
+    untagged = stages.pop(-1, [])
+    windows = {
+        b["batch_id"]: (log_time(b["ts"]) - b["duration_ms"] / 1000, log_time(b["ts"]))
+        for b in progress
+        if b["batch_id"] not in stages
+    }
+    for batch, found in assign_by_time(untagged, windows).items():
+        stages[batch] = found
+    start, end = run["window"]
+    if run["point"] == "live":
+        warm = [b for b in progress if log_time(b["ts"]) < start]
+        steady = [b for b in progress if start <= log_time(b["ts"]) <= end]
+    else:
+        warm, steady = progress[: args.warmup_batches], progress[args.warmup_batches :]
+    batches = warm + steady
+    phases = [
+        batch_phases(b, commits.get(b["batch_id"]), stages.get(b["batch_id"], [])) for b in batches
+    ]
+    work = [
+        {
+            **stage_work(stages.get(b["batch_id"], [])),
+            **{f"state store: {k}": v / 1000 for k, v in (b.get("state_ms") or {}).items() if v},
+        }
+        for b in batches
+    ]
+    summary = summarize(phases, [b["input_rows"] for b in batches], len(warm), work)
+    in_window = [b for b in progress if start <= log_time(b["ts"]) <= end]
+    return summary, sum(b["input_rows"] for b in in_window)
+
+
+def event_log_lines(directory: Path) -> Iterator[str]:
+    """The lines of every event log under ``directory``, in order: Spark 4 writes a directory
+    per application (``eventlog_v2_<app>``) of rolled files ``events_<N>_<app>``."""
+
+    def order(path: Path) -> tuple[int, str]:
+        number = path.name.split("_")[1] if path.name.startswith("events_") else ""
+        return (int(number) if number.isdigit() else 0, str(path))
+
+    files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("app")]
+    for path in sorted(files, key=order):
+        with path.open() as handle:
+            yield from handle
+
+
+def report(out: Path, args: argparse.Namespace) -> str:
+    saved = json.loads((out / "runs.json").read_text())
+    # the runs' own settings win over this invocation's
+    args = argparse.Namespace(**{**vars(args), **saved.get("args", {})})
+    lines = [
+        f"Command: `{saved['command']}`",
+        "",
+        f"Load average (1, 5, 15 min) before: {saved['load']}; after: "
+        f"{saved.get('load_after', 'n/a')}",
+        "",
+    ]
+    summaries: dict[str, Summary] = {}
+    notes, workers = [], {}
+    jvm_threads: dict[str, dict[str, int]] = {}
+    jvm_tasks: dict[str, dict[str, int]] = defaultdict(dict)
+    for run in saved["spark"]:
+        name = label(run, args)
+        summary, records = summary_of(run, args)
+        summaries[name] = summary
+        span = run["window"][1] - run["window"][0]
+        cpu_us = run["cpu_s"] / max(1, records) * 1e6
+        first = sum(summary.warmup[0].values()) if summary.warmup else float("nan")
+        rest = quantile([sum(p.values()) for p in summary.warmup[1:]], 0.5)
+        notes.append(
+            f"- {name}: {len(summary.warmup)} warm-up batches (the first {first:.2f} s, the "
+            f"others median {rest:.2f} s); CPU of the job's processes (with the cluster's "
+            f"workers) {run['cpu_s'] / span:.2f} s/s, {cpu_us:.1f} µs per record"
+        )
+        workers[name] = read_pyspy(
+            Path(run["log"]).parent.glob("pyspy-workers-*.txt"), PYTHON_WORKER_RULES
+        )
+        samples = jvm_samples(sorted(Path(run["log"]).parent.glob("jvm-*.jfr")))
+        jvm_threads[name] = {}
+        for (thread, category), count in samples.items():
+            jvm_threads[name][thread] = jvm_threads[name].get(thread, 0) + count
+            if thread == "task threads":
+                jvm_tasks[name][category] = count
+    lines += [
+        "Wall time per batch by phase, median / p90 s over the steady batches:",
+        "",
+        phase_table(summaries),
+        "",
+        *notes,
+        "",
+    ]
+    lines += [
+        "Task time per batch (summed over tasks: both cores), median / p90 s:",
+        "",
+        work_table(summaries),
+        "",
+        f"Python workers' CPU by kind of code (py-spy, {args.pyspy_rate} Hz, from the end of "
+        "the first batch to the end of the run):",
+        "",
+        share_table("Python workers", workers, args.pyspy_rate),
+        "",
+        "The JVMs' Java CPU samples (JFR, as py-spy's; shares, not seconds: JFR samples a "
+        "few threads per period), by thread and, on the task threads, by kind of code:",
+        "",
+        share_table("JVM threads", jvm_threads, 1, shares_only=True),
+        "",
+        share_table("JVM task threads", jvm_tasks, 1, shares_only=True),
+        "",
+    ]
+    if saved.get("e2e"):
+        e2e = saved["e2e"]
+        lines += [
+            f"A joined pair, the whole pipeline live at {args.rate:,.0f} rows/s (driver sink, "
+            "local[2]), s:",
+            "",
+            "| step | p50 | p90 | p99 | samples |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name, (p50, p90, p99, n) in e2e["steps"].items():
+            lines.append(f"| {name} | {p50:.3f} | {p90:.3f} | {p99:.3f} | {n:,} |")
+        for name, (p50, p99) in e2e["connector"].items():
+            fmt = "n/a" if p50 is None else f"{p50:.3f}"
+            fmt99 = "n/a" if p99 is None else f"{p99:.3f}"
+            lines.append(f"| {name} | {fmt} | – | {fmt99} | histogram |")
+        connector = read_pyspy((out / "e2e").glob("pyspy-connector-*.txt"), CONNECTOR_RULES)
+        lines += [
+            "",
+            share_table("connector CPU", {"live": connector}, args.pyspy_rate),
+            "",
+        ]
+    plot(summaries, out / "profile.png")
+    lines.append(f"Plot: {out / 'profile.png'}")
+    text = "\n".join(lines)
+    (out / "profile.md").write_text(text + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=Path("profile-output"))
+    parser.add_argument("--points", default="live,catchup", help="live and/or catchup")
+    parser.add_argument("--sinks", default="driver,executors", help="driver and/or executors")
+    parser.add_argument("--rate", type=float, default=1000, help="live rows/s (~4 records each)")
+    parser.add_argument("--things", type=int, default=100)
+    parser.add_argument("--warmup-s", type=float, default=30)
+    parser.add_argument("--measure-s", type=float, default=45)
+    parser.add_argument("--batch", type=int, default=50_000, help="catch-up maxOffsetsPerTrigger")
+    parser.add_argument("--catchup-rows", type=int, default=150_000)
+    parser.add_argument("--warmup-batches", type=int, default=2, help="catch-up warm-up batches")
+    parser.add_argument("--pyspy-rate", type=int, default=50, help="py-spy samples/s")
+    parser.add_argument("--no-e2e", action="store_true", help="skip the whole-pipeline run")
+    parser.add_argument("--e2e-warmup-s", type=float, default=45)
+    parser.add_argument("--e2e-measure-s", type=float, default=60)
+    parser.add_argument("--report-only", action="store_true", help="tables from --out only")
+    args = parser.parse_args(argv)
+    out: Path = args.out.resolve()
+    if not args.report_only:
+        out.mkdir(parents=True, exist_ok=True)
+        saved: dict[str, Any] = {
+            "command": " ".join(
+                ["python", "benchmarks/profile_batch.py", *map(shlex.quote, sys.argv[1:])]
+            ),
+            "load": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+            "args": {
+                "rate": args.rate,
+                "batch": args.batch,
+                "pyspy_rate": args.pyspy_rate,
+                "warmup_batches": args.warmup_batches,
+            },
+            "spark": [],
+        }
+        settings = Stack(Settings.from_sources()).up()
+        sinks = [s for s in args.sinks.split(",") if s]
+        workers: list[int] = []
+        if "executors" in sinks:
+            cluster = Stack(settings, ["spark"])
+            cluster.up()
+            workers = [
+                s.pid for s in cluster.status() if s.name.startswith("spark-worker") and s.pid
+            ]
+        for point in [p for p in args.points.split(",") if p]:
+            for sink in sinks:
+                status(f"run: {point}, {sink} sink")
+                run = run_spark(
+                    settings,
+                    point,
+                    sink,
+                    args,
+                    out / f"{point}-{sink}",
+                    workers if sink == "executors" else [],
+                )
+                saved["spark"].append(run)
+                (out / "runs.json").write_text(json.dumps(saved, indent=1))
+        if not args.no_e2e:
+            status("run: the whole pipeline live")
+            saved["e2e"] = run_e2e(settings, args, out / "e2e")
+        saved["load_after"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        (out / "runs.json").write_text(json.dumps(saved, indent=1))
+    print(report(out, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
