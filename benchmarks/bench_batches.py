@@ -97,6 +97,23 @@ class LiveFeed(threading.Thread):
         producer.flush(30)
 
 
+def committed_tail(settings: Settings, role: str, topic: str, start: str) -> Consumer:
+    """A group-less reader of what is committed to ``topic`` as it grows, from ``start``
+    (earliest or latest), fetching without waiting: a latency probe's own wait stays small."""
+    consumer = Consumer(
+        {
+            **client_config(settings, role),
+            "group.id": uuid.uuid4().hex,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": start,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
 class JoinedLatency(threading.Thread):
     """Reads the joined topic (read_committed) as it grows: (wall time read, latency) per pair."""
 
@@ -108,17 +125,7 @@ class JoinedLatency(threading.Thread):
 
     def run(self) -> None:
         codec = AvroCodec("joined")
-        consumer = Consumer(
-            {
-                **client_config(self.settings, "bench-batches-read"),
-                "group.id": uuid.uuid4().hex,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        consumer.subscribe([self.topic])
+        consumer = committed_tail(self.settings, "bench-batches-read", self.topic, "earliest")
         try:
             while not self.stop.is_set():
                 for message in consumer.consume(10000, 0.05):

@@ -31,16 +31,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer
-
-from benchmarks.bench_batches import LiveFeed, inherent_waits
+from benchmarks.bench_batches import LiveFeed, committed_tail, inherent_waits
 from benchmarks.bench_e2e import events_file, head
 from benchmarks.process_group import GroupSampler
 from benchmarks.profile_phases import (
@@ -73,7 +70,6 @@ from stacktools.services import DEFAULT_SHAPE, SERVICES
 from stacktools.stack import Stack
 from stacktools.wiring import Wiring, private_topic
 from streamkit.config import Settings
-from streamkit.kafka_clients import client_config
 from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"
@@ -307,17 +303,7 @@ class TopicTimes(threading.Thread):
 
     def run(self) -> None:
         codec = AvroCodec(self.schema)
-        consumer = Consumer(
-            {
-                **client_config(self.settings, "bench-profile-read"),
-                "group.id": uuid.uuid4().hex,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "latest",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        consumer.subscribe([self.topic])
+        consumer = committed_tail(self.settings, "bench-profile-read", self.topic, "latest")
         seen = 0
         try:
             while not self.stop.is_set():
