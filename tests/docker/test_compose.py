@@ -229,6 +229,19 @@ def mounted_volumes(service: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------- docker compose config
+def compose_config(cli: list[str], env_file: Path, *args: str) -> subprocess.CompletedProcess:
+    """`docker compose config` of the project's file with ``env_file`` alone: the variables of
+    .env.example are left out of the environment, which would otherwise fill any gap."""
+    return subprocess.run(
+        [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in env_example()},
+    )
+
+
 def test_docker_compose_config_accepts_the_file() -> None:
     cli = compose_cli()
     if cli is None:
@@ -236,13 +249,7 @@ def test_docker_compose_config_accepts_the_file() -> None:
             "neither `docker compose` (CLI plugin) nor a v2 docker-compose is installed; "
             "the YAML checks in this file still run"
         )
-    result = subprocess.run(
-        [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(ENV_EXAMPLE), "config", "--quiet"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = compose_config(cli, ENV_EXAMPLE, "--quiet")
     assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
 
 
@@ -253,14 +260,7 @@ def test_docker_compose_config_refuses_missing_secrets(tmp_path: Path) -> None:
     for secret in SECRETS:
         env_file = tmp_path / f"without-{secret}.env"
         env_file.write_text("".join(f"{k}={v}\n" for k, v in env_example().items() if k != secret))
-        result = subprocess.run(
-            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--quiet"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={k: v for k, v in os.environ.items() if k not in env_example()},
-        )
+        result = compose_config(cli, env_file, "--quiet")
         assert result.returncode != 0 and secret in result.stderr, (
             f"compose accepted a missing {secret}"
         )
@@ -1168,36 +1168,13 @@ def test_docker_compose_config_accepts_the_registry_profile(tmp_path: Path) -> N
     env_file.write_text(
         ENV_EXAMPLE.read_text() + "".join(f"{line}\n" for line in REGISTRY_ENV_FILE_LINES)
     )
-    result = subprocess.run(
-        [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--format", "json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k not in env_example()},
-    )
+    result = compose_config(cli, env_file, "--format", "json")
     assert result.returncode == 0, result.stderr
     config = json.loads(result.stdout)["services"]
     assert {"schema-registry", "schema-registry-storage"} <= config.keys()
     for name in REGISTRY_CLIENTS:
         assert config[name]["environment"]["SCHEMA_REGISTRY"] == "true"
         assert "schema-registry" in config[name]["depends_on"]
-    plain = subprocess.run(
-        [
-            *cli,
-            "-f",
-            str(COMPOSE_FILE),
-            "--env-file",
-            str(ENV_EXAMPLE),
-            "config",
-            "--format",
-            "json",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k not in env_example()},
-    )
+    plain = compose_config(cli, ENV_EXAMPLE, "--format", "json")
     assert plain.returncode == 0, plain.stderr
     assert "schema-registry" not in json.loads(plain.stdout)["services"]
