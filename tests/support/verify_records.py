@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -42,15 +43,20 @@ def _optional(value: object) -> object:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
+def _measurement(r: Any) -> dict:
+    """The raw record's fields, which a late record repeats."""
+    return {
+        "thing": str(r.thing),
+        "quantity": str(r.quantity),
+        "event_time_ms": int(r.time_ms),
+        "value": float(r.value),
+        "row_id": f"row-{r.time_ms}",
+    }
+
+
 def raw_fields(frame: pd.DataFrame) -> Iterator[dict]:
     for r in frame.itertuples(index=False):
-        yield {
-            "thing": str(r.thing),
-            "quantity": str(r.quantity),
-            "event_time_ms": int(r.time_ms),
-            "value": float(r.value),
-            "row_id": f"row-{r.time_ms}",
-        }
+        yield _measurement(r)
 
 
 def joined_fields(frame: pd.DataFrame) -> Iterator[dict]:
@@ -96,11 +102,7 @@ def late_fields(frame: pd.DataFrame) -> Iterator[dict]:
     for r in frame.itertuples(index=False):
         watermark = _optional(r.watermark_ms)
         yield {
-            "thing": str(r.thing),
-            "quantity": str(r.quantity),
-            "event_time_ms": int(r.time_ms),
-            "value": float(r.value),
-            "row_id": f"row-{r.time_ms}",
+            **_measurement(r),
             "reason": str(r.reason),
             "stage": str(r.stage),
             "watermark_ms": None if watermark is None else int(watermark),  # type: ignore[call-overload]
