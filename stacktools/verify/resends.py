@@ -37,7 +37,11 @@ def resent_copies(expected_raw: pd.DataFrame, extra_late: pd.DataFrame) -> np.nd
     late = _text_keyed(extra_late)
     reasons = extra_late["reason"].astype(object).astype(str).to_numpy()
     late["position"] = np.arange(len(late))
-    raw = _text_keyed(expected_raw).rename(columns={"value": "raw_value"})
+    # only the raw records at a late point's time are candidates: text keys for those alone,
+    # not for every record of a full-size file
+    times = pd.to_numeric(expected_raw["time_ms"], errors="coerce").to_numpy(np.float64)
+    candidates = expected_raw[np.isin(times, late["time_ms"].to_numpy())]
+    raw = _text_keyed(candidates).rename(columns={"value": "raw_value"})
     matched = late.merge(raw, on=_IDENTITY, how="inner")
     same = matched["value"].to_numpy() == matched["raw_value"].to_numpy()
     mask = np.zeros(len(late), dtype=bool)
