@@ -54,8 +54,12 @@ QUERIES_ACTIVE = Gauge(
 _LOOKED_UP_PER_EVENT = {"PythonSQLUtils": "org.apache.spark.sql.api.python.PythonSQLUtils"}
 
 
-def attach(spark: Any) -> PrometheusListener:
-    """Register the listener on ``spark``'s streams.
+def attach(spark: Any, query_name: str) -> PrometheusListener:
+    """Register the listener on ``spark``'s streams, its counters for ``query_name`` shown at 0.
+
+    A labelled counter appears at its first increment: a query whose first batch reads a whole
+    replay would be born with that count, and ``increase()`` (the alerts, the rates) sees no
+    rise in it. Shown at 0 before the query starts, its first batch is a rise.
 
     First pins the classes PySpark resolves by short name for every progress event on the JVM
     view: py4j resolves such a name anew at every access, trying it against each imported package,
@@ -68,6 +72,8 @@ def attach(spark: Any) -> PrometheusListener:
         for part in fqn.split("."):
             resolved = getattr(resolved, part)
         setattr(jvm, name, resolved)
+    for counter in (INPUT_ROWS, DROPPED_BY_WATERMARK):
+        counter.labels(query_name)
     listener = PrometheusListener()
     spark.streams.addListener(listener)
     return listener

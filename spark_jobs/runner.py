@@ -238,7 +238,7 @@ def run_query(
         cluster_secret=settings.credential("spark", "cluster").reveal(),
         log_format=settings.log_format,
     )
-    listener.attach(spark)
+    listener.attach(spark, query_name)
     gate = BatchGate(sink)
     writer = (
         build(spark)

@@ -297,7 +297,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
         "fail at random; never set it in production",
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
-    ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (30)"),
+    ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (20)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 

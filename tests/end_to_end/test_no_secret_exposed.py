@@ -189,9 +189,10 @@ def test_the_pipeline_graph_shows_the_drained_demo(kept_demo: KeptDemo) -> None:
         lines["spark_single_pass"],
     )
     assert spark, done.stdout
-    # data batches committed; the batches after them may be empty (they commit nothing), and
-    # one of those may be between its begin and its abort right now
-    assert int(spark.group(1)) >= int(spark.group(2)) >= 1, done.stdout
+    # data batches committed (the first batch holds the whole sample when Spark's first
+    # batch starts after the replay); the batches after them may be empty (they commit
+    # nothing), and one of those may be between its begin and its abort right now
+    assert int(spark.group(1)) >= int(spark.group(2)) >= 0, done.stdout
     assert spark.group(3) == "none" or float(spark.group(3)[:-2]) < 10, done.stdout
     assert "lag 0  pending 0" in lines["db_connector"], done.stdout
     assert "spark_join" not in lines and "simulator" in lines, done.stdout

@@ -55,7 +55,7 @@ def test_progress_events_do_not_make_py4j_resolve_class_names() -> None:
 
     spark = build_session("listener-lookups")
     try:
-        attach(spark)
+        attach(spark, "listener-lookups")
         jvm = SparkContext._jvm
         assert jvm is not None, "the session started no JVM view"
         client = jvm._gateway_client
