@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from benchmarks.process_group import GroupSampler
 from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
 from benchmarks.spark_run import job_args as spark_job_args
 from benchmarks.timing import status
+from lsb import JoinConfig
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
 from stacktools.processes import ServiceProcess
@@ -171,22 +173,37 @@ class VariantRun:
 
 
 def inherent_waits(rate: float, things: int, rows: int) -> list[float]:
-    """Seconds each pair waits for the data alone: from its event time (both inputs exist) to
-    the arrival of the record that makes it certain, with every record processed at once on
-    arrival (the feed's rows at ``rate``, stamped on arrival). The floor under any system's
-    joined latency on this feed."""
-    from lsb import LocalStreamBuffer
+    """:func:`certainty_waits` of the generated feed (``things`` Things) and the benchmarks'
+    pair."""
     from spark_jobs.config import JoinSettings
     from spark_jobs.join import join_config
 
-    buffer = LocalStreamBuffer(join_config(JoinSettings(pairs=PAIRS)))
+    return certainty_waits(
+        generate(rows, things, seed=7), rate, join_config(JoinSettings(pairs=PAIRS))
+    )
+
+
+def certainty_waits(
+    rows: Iterable[dict], rate: float, config: JoinConfig, since_s: float = 0.0
+) -> list[float]:
+    """Seconds each pair waits for the data alone: from its event time (its later input: both
+    inputs exist) to the arrival of the record that makes it certain (docs/join.md), with every
+    record processed at once on arrival (the rows arriving at ``rate``, stamped on arrival like
+    the simulator's --live). The floor under any system's joined latency on this feed; pairs
+    made certain before ``since_s`` (a warm-up) are left out."""
+    from lsb import LocalStreamBuffer
+
+    buffer = LocalStreamBuffer(config)
+    quantities = sorted({q for pair in config.pairs for q in (pair.left, pair.right)})
+    since_ms = since_s * 1000
     waits: list[float] = []
-    for index, obj in enumerate(generate(rows, things, seed=7)):
+    for index, obj in enumerate(rows):
         arrival_ms = int(index * 1000 / rate)
-        for quantity in ("actSpeed_C11", "vaTorque_C11"):
+        for quantity in quantities:
             if quantity in obj:
                 step = buffer.push(obj["Thing"], quantity, arrival_ms, obj[quantity])
-                waits.extend((arrival_ms - pair.event_time) / 1000 for pair in step.pairs)
+                if arrival_ms >= since_ms:
+                    waits.extend((arrival_ms - pair.event_time) / 1000 for pair in step.pairs)
     return waits
 
 

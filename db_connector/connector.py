@@ -68,7 +68,8 @@ AVAILABLE = Gauge(
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 12.5, 15, 20, 30, 60, 300)
 EVENT_LATENCY = Histogram(
     "connector_event_latency_seconds",
-    "event time -> acknowledged by InfluxDB: raw and joined points from their event time, "
+    "event time -> acknowledged by InfluxDB: raw and joined points from their event time (a "
+    "pair's: its later input's, when its partner exists), "
     "aggregates from when their window became closable (closed_at_ms: the key's event time "
     "that moved its horizon past the window's end), else (closed by the idle timeout) from "
     "their window's end, a session's last record (meaningful for live data, e.g. simulator "
