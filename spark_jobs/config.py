@@ -288,3 +288,11 @@ class SinglePassSettings(JoinSettings, WindowSettings):
 
     kafka_username: str = login_as("kafka", "spark-single-pass")
     metrics_port: int = serves_metrics_on(9206)
+    state: Literal["executors", "driver"] = setting(
+        "executors",
+        "SPARK_STATE",
+        "where the things' state lives: executors (Spark's state store, partitioned by thing "
+        "over the executors) or driver (one table in the driver, outputs produced by the "
+        "driver: one machine's shape, the state must fit in the driver; needs SPARK_SINK="
+        "driver; docs/spark-jobs.md)",
+    )

@@ -11,7 +11,7 @@ reader of the topic for the bad records alone would read every batch twice.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.output_columns import Fields, OutputRows
 from streamkit.wire import dead_letters as wire_dead_letters
@@ -75,15 +75,26 @@ def rows(fields: Fields, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
     batch = pd.concat(list(frames), ignore_index=True)
     out = OutputRows(fields)
-    out.add(
-        len(batch),
-        record_type=RECORD_TYPE,
-        undecodable_key=batch["undecodable_key"].to_numpy(),
-        undecodable_value=batch["undecodable_value"].to_numpy(),
-        source_partition=batch["kafka_partition"].to_numpy(),
-        source_offset=batch["kafka_offset"].to_numpy(),
+    add_rows(
+        out,
+        batch["undecodable_key"].to_numpy(),
+        batch["undecodable_value"].to_numpy(),
+        batch["kafka_partition"].to_numpy(),
+        batch["kafka_offset"].to_numpy(),
     )
     return out.frame()
+
+
+def add_rows(out: OutputRows, keys: Any, values: Any, partitions: Any, offsets: Any) -> None:
+    """Undecodable records (their Kafka key, value, partition and offset) as dead-letter rows."""
+    out.add(
+        len(values),
+        record_type=RECORD_TYPE,
+        undecodable_key=keys,
+        undecodable_value=values,
+        source_partition=partitions,
+        source_offset=offsets,
+    )
 
 
 def route(

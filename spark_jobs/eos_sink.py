@@ -110,7 +110,9 @@ PHASE_SECONDS = Histogram(
 FaultHook = Callable[[str, int], None]
 
 #: (topic, key, value, partition or None, headers or None): one output record.
-OutputRow = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
+OutputRow = tuple[
+    str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]] | None
+]
 
 
 def owned_name(settings: KafkaSettings, name: str) -> str:
@@ -414,8 +416,11 @@ class ExactlyOnceSink:
         *,
         rows_hint: int | None = None,
         query_id: str | None = None,
+        always: bool = False,
     ) -> str:
-        """Write one batch exactly once; returns "committed", "skipped" or "empty". A Kafka
+        """Write one batch exactly once; returns "committed", "skipped" or "empty" (no rows:
+        nothing written, unless ``always``: then the marker alone commits, for a batch that
+        moved state the marker must name; ``spark_jobs.driver_state``). A Kafka
         error aborts the attempt and the batch is written again, up to ``attempts`` times; a
         fenced producer, any other error, or the last attempt's raises :class:`SinkError` and
         Spark fails the batch."""
@@ -432,7 +437,7 @@ class ExactlyOnceSink:
                 },
             )
             return "skipped"
-        if rows_hint == 0:
+        if rows_hint == 0 and not always:
             EMPTY.labels(self.query_name).inc()
             return "empty"
         self._fault("before_produce", batch_id)
@@ -447,7 +452,7 @@ class ExactlyOnceSink:
             producer = self._producer
             assert producer is not None
             try:
-                return self._commit_once(producer, batch_id, rows)
+                return self._commit_once(producer, batch_id, rows, always)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 not_committed = isinstance(error, KafkaError) and error.txn_requires_abort()
@@ -481,25 +486,27 @@ class ExactlyOnceSink:
                 ) from exc
         raise AssertionError("unreachable")
 
-    def _commit_once(self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]) -> str:
+    def _commit_once(
+        self, producer: Producer, batch_id: int, rows: Iterable[OutputRow], always: bool = False
+    ) -> str:
         """One transaction with the batch's rows and its marker, shown open on /metrics from
         its beginning to its end (the pipeline graph's open transaction)."""
         open_since = OPEN_SINCE.labels(self.query_name)
         open_since.set_to_current_time()
         try:
-            return self._produce_and_commit(producer, batch_id, rows)
+            return self._produce_and_commit(producer, batch_id, rows, always)
         finally:
             open_since.set(0)  # committed, aborted, or failed on to _abort
 
     def _produce_and_commit(
-        self, producer: Producer, batch_id: int, rows: Iterable[OutputRow]
+        self, producer: Producer, batch_id: int, rows: Iterable[OutputRow], always: bool = False
     ) -> str:
         """A retriable failure of the commit is retried as the same commit (its outcome may be
         unknown)."""
         started = time.perf_counter()
         producer.begin_transaction()
         count, dead_letters = produce_all(producer, rows)
-        if count == 0:  # known only now when no hint was given: nothing to make visible
+        if count == 0 and not always:  # known only now without a hint: nothing to show
             producer.abort_transaction()
             EMPTY.labels(self.query_name).inc()
             return "empty"

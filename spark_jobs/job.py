@@ -17,6 +17,8 @@ from streamkit.shutdown import ShutdownFlag
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from spark_jobs.runner import BatchStage
+
 S = TypeVar("S", bound=SparkJobSettings)
 
 #: A job's query: given its settings, what turns a Spark session into Kafka records.
@@ -25,6 +27,11 @@ QueryBuilder = Callable[[S], Callable[["SparkSession"], "DataFrame"]]
 
 def _no_check(settings: SparkJobSettings) -> None:
     """A job whose settings need no check beyond their types."""
+
+
+def _sink_alone(settings: SparkJobSettings) -> BatchStage | None:
+    """A job whose query's rows are the sink's: nothing runs around it."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class StreamingJob(Generic[S]):
         _no_check  #: fails fast (ValueError: a usage error) before Spark starts
     )
     session_conf: dict[str, str] = field(default_factory=lambda: dict(ROCKSDB_STATE_STORE))
+    #: what runs each batch around the sink, if the query's rows are not the sink's yet
+    batches: Callable[[S], BatchStage | None] = _sink_alone
 
     def main(
         self,
@@ -66,6 +75,7 @@ class StreamingJob(Generic[S]):
     def run(self, settings: S, shutdown: ShutdownFlag, fault_hook: FaultHook | None = None) -> int:
         from spark_jobs.runner import run_query
 
+        batches = self.batches(settings)
         return run_query(
             settings,
             shutdown,
@@ -74,5 +84,7 @@ class StreamingJob(Generic[S]):
             available_now=settings.available_now,
             session_conf=self.session_conf,
             fault_hook=fault_hook,
-            warm_module=self.module,
+            # a driver-side stage runs no Python worker to warm
+            warm_module=self.module if batches is None else None,
+            batches=batches,
         )

@@ -70,6 +70,25 @@ class OutputRows:
             )
         return pd.DataFrame(data)
 
+    def columns(self, record_type: str, names: list[str], kinds: dict[str, str]) -> dict:
+        """The columns ``names`` of the rows of ``record_type`` only, each one array (nullable
+        longs and doubles as float64 with NaN for null), for writers that encode outputs
+        themselves instead of building a frame for Spark."""
+        chunks = [(n, c) for n, c in self.chunks if c.get("record_type") == record_type]
+        out = {}
+        for name in names:
+            kind = kinds[name]
+            dtype = np.float64 if name in self.nullable else _DTYPES[kind]
+            filler = np.nan if name in self.nullable else _FILLERS[kind]
+            out[name] = np.concatenate(
+                [self._part(rows, columns.get(name, filler), dtype) for rows, columns in chunks]
+                or [np.empty(0, dtype)]
+            )
+        return out
+
+    def count(self, record_type: str) -> int:
+        return sum(n for n, c in self.chunks if c.get("record_type") == record_type)
+
     @staticmethod
     def _part(rows: int, value: Any, dtype: Any) -> np.ndarray:
         if isinstance(value, (np.ndarray, list)):

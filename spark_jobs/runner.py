@@ -169,6 +169,10 @@ def driver_java_options(
     )
 
 
+#: A job's per-batch function built around its sink and checkpoint (``foreachBatch``).
+BatchStage = Callable[[Any, Path], Callable[[Any, int], None]]
+
+
 def make_sink(
     settings: SparkJobSettings, query_name: str, fault_hook: FaultHook | None = None
 ) -> ExactlyOnceSink | ExecutorSink:
@@ -204,11 +208,13 @@ def run_query(
     stop_timeout_s: float = 120.0,
     fault_hook: FaultHook | None = None,
     warm_module: str | None = None,
+    batches: BatchStage | None = None,
 ) -> int:
     """Run one exactly-once streaming query until ``shutdown`` (or until caught up with
     ``available_now``). Logs, SIGTERM and /metrics are the caller's: a job's ``main`` starts
     through :func:`streamkit.service.run_service`. ``fault_hook``: the sink's, for the tests;
-    ``warm_module``: the module the Python workers import ahead of the first batch."""
+    ``warm_module``: the module the Python workers import ahead of the first batch;
+    ``batches``: what runs each batch around the sink (default: the sink alone)."""
     from pyspark import SparkContext
     from pyspark.errors import StreamingQueryException
 
@@ -239,7 +245,7 @@ def run_query(
         log_format=settings.log_format,
     )
     listener.attach(spark, query_name)
-    gate = BatchGate(sink)
+    gate = BatchGate(batches(sink, checkpoint) if batches is not None else sink)
     writer = (
         build(spark)
         .writeStream.queryName(query_name)

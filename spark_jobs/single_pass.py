@@ -136,12 +136,10 @@ def to_kafka_records(
     )
 
 
-def build(settings: SinglePassSettings):
-    """The job's query: raw measurements in, Kafka records out."""
-    from spark_jobs.runner import read_measurements, topic_partitions
+def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
+    from spark_jobs.runner import topic_partitions
 
-    function = thing_pass(settings)
-    partitions = {
+    return {
         topic: topic_partitions(settings, topic)
         for topic in (
             settings.joined_topic,
@@ -150,6 +148,17 @@ def build(settings: SinglePassSettings):
             settings.dlq_topic,
         )
     }
+
+
+def build(settings: SinglePassSettings):
+    """The job's query: raw measurements in, Kafka records out; with the state in the driver,
+    the measurements with their batch's time (``spark_jobs.driver_state``)."""
+    from spark_jobs.runner import read_measurements
+
+    if settings.state == "driver":
+        return driver_query(settings)
+    function = thing_pass(settings)
+    partitions = output_partitions(settings)
 
     def query(spark: SparkSession) -> DataFrame:
         rows = function.apply(
@@ -160,9 +169,69 @@ def build(settings: SinglePassSettings):
     return query
 
 
+def driver_query(settings: SinglePassSettings):
+    """The raw measurements, a heartbeat when timers must fire without records (not in a
+    backfill: it ends once caught up), and the batch's time."""
+    from spark_jobs import driver_state
+    from spark_jobs.runner import read_measurements
+
+    heartbeat = bool(settings.idle_timeout_ms()) and not settings.available_now
+
+    def query(spark: SparkSession) -> DataFrame:
+        rows = read_measurements(spark, settings).select(*MEASUREMENT_COLUMNS)
+        if heartbeat:
+            rows = driver_state.with_heartbeat(spark, rows)
+        return driver_state.with_batch_time(rows)
+
+    return query
+
+
+def driver_batches(settings: SinglePassSettings):
+    """With the state in the driver: each batch through the things' table into the sink."""
+    if settings.state != "driver":
+        return None
+    from operators.keyed import KeyedStates
+    from spark_jobs import driver_state
+    from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
+    from spark_jobs.outputs import AGGREGATE, JOINED, LATE
+
+    config = join.join_config(settings)
+    partitions = output_partitions(settings)
+    topics = {
+        JOINED: settings.joined_topic,
+        AGGREGATE: settings.aggregates_topic,
+        LATE: settings.late_topic,
+    }
+    outputs = KafkaOutputs(
+        topics,
+        {kind: partitions[topic] for kind, topic in topics.items()},
+        {kind: registry_header(settings, topics[kind], SCHEMAS[kind]) for kind in topics},
+        dlq_topic=settings.dlq_topic,
+        dlq_partitions=partitions[settings.dlq_topic],
+        source_topic=settings.raw_topic,
+        stage=STAGE,
+        kinds=dict(OUTPUT_FIELDS),
+    )
+
+    def around(sink, checkpoint):
+        return driver_state.DriverStateBatches(
+            KeyedStates(thing_operator(settings, config)),
+            ThingRows(join.JoinRows(config)),
+            OUTPUT_FIELDS,
+            aggregate.NULLABLE,
+            outputs,
+            sink,
+            driver_state.StateFiles(checkpoint),
+        )
+
+    return around
+
+
 def check(settings: SinglePassSettings) -> None:
     """Fail fast on bad JOIN_PAIRS or window rules, before Spark starts."""
     thing_pass(settings)
+    if settings.state == "driver" and settings.sink != "driver":
+        raise ValueError("SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver")
 
 
 JOB = StreamingJob(
@@ -173,6 +242,7 @@ JOB = StreamingJob(
     lambda _: "single-pass",
     build,
     check,
+    batches=driver_batches,
 )
 main = JOB.main
 

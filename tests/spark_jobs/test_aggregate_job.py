@@ -174,8 +174,21 @@ def test_any_trigger_size_gives_the_oracle_output(stack_settings: Settings, tmp_
     assert runs[0] == runs[1] == runs[2]  # bit for bit, not only close
 
 
+#: The live windows' jobs: the aggregate job, and the single pass with its state in the driver
+#: (its timers fire in the heartbeat's batches; a join of quantities the input never has).
+LIVE_JOBS = {
+    "aggregate": ("spark_jobs.aggregate", [], {}),
+    "single-pass-driver-state": (
+        "spark_jobs.single_pass",
+        ["--pairs", "absentA:absentB:product"],
+        {"SPARK_STATE": "driver"},
+    ),
+}
+
+
+@pytest.mark.parametrize("job", sorted(LIVE_JOBS))
 def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
-    stack_settings: Settings, tmp_path: Path
+    stack_settings: Settings, tmp_path: Path, job: str
 ) -> None:
     """The sample with re-sent rows and late probes, tumbling, sliding and session windows, then
     both sides of the idle timeout: a key that speaks again within it keeps its windows open
@@ -204,8 +217,11 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
     lane = Wiring.private(stack_settings, bridge_only=True)
     out = Outputs(stack_settings, tmp_path, "agglive")
     produce_measurements(stack_settings, lane.raw, phase1, partitions)
+    module, job_args, env = LIVE_JOBS[job]
+    if module == "spark_jobs.single_pass":
+        job_args = [*job_args, "--joined-topic", private_topic(stack_settings, "joined", 2)]
     service = spark_service(
-        "spark_jobs.aggregate",
+        module,
         [
             "--raw-topic",
             lane.raw,
@@ -215,8 +231,10 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
             f"{idle_s}s",
             "--trigger-seconds",
             "0.5",
+            *job_args,
         ],
         out.log,
+        env,
     ).start()
     metrics_port = int(service.args[service.args.index("--metrics-port") + 1])
     metrics = ""

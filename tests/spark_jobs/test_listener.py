@@ -39,3 +39,13 @@ def test_attach_shows_the_query_counters_at_zero_before_any_batch() -> None:
     assert session.streams.listeners == [attached]
     for metric in ("spark_input_rows_total", "spark_rows_dropped_by_watermark_total"):
         assert REGISTRY.get_sample_value(metric, {"query": name}) == 0.0, metric
+
+
+def test_the_records_read_leave_out_a_heartbeat_source() -> None:
+    """A query's rows from Kafka, not the rate source's heartbeat rows (spark_jobs.driver_state)."""
+    from types import SimpleNamespace as Progress
+
+    kafka = Progress(description="KafkaV2[Subscribe[raw]]", numInputRows=40)
+    beat = Progress(description="RateStreamV2[numPartitions=1, rowsPerSecond=1]", numInputRows=2)
+    assert listener._records_read(Progress(sources=[kafka, beat], numInputRows=42)) == 40
+    assert listener._records_read(Progress(sources=[], numInputRows=7)) == 7

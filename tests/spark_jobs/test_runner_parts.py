@@ -56,6 +56,7 @@ def test_listener_exports_progress() -> None:
     progress = SimpleNamespace(
         name="unit-q",
         id="x",
+        sources=[],  # PySpark's: a query's sources, each with its rows
         batchId=3,
         batchDuration=1500,
         inputRowsPerSecond=float("nan"),

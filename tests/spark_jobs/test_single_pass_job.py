@@ -65,19 +65,36 @@ def sample_records(partitions: int) -> list[Record]:
     ]
 
 
-#: (master, sink) -> the driver kills: (fault point, batch). The executors' sink's points are a
-#: task's (``<point>@<output partition>``: the hook kills the driver and that task) or the
-#: driver's after every partition committed.
+#: (master, sink, state) -> the driver kills: (fault point, batch). The executors' sink's points
+#: are a task's (``<point>@<output partition>``: the hook kills the driver and that task) or the
+#: driver's after every partition committed. With the state in the driver, a kill after the
+#: produce leaves the batch's state file written and its transaction open.
 RUNS = {
-    ("local", "driver"): [("after_produce", 1), ("after_commit", 3)],
-    ("local", "executors"): [("after_produce@0", 1), ("after_commit@1", 3), ("after_tasks", 4)],
-    ("cluster", "executors"): [("after_commit@0", 2), ("after_tasks", 3)],
+    ("local", "driver", "executors"): [("after_produce", 1), ("after_commit", 3)],
+    ("local", "driver", "driver"): [
+        ("before_produce", 0),
+        ("after_produce", 1),
+        ("after_commit", 3),
+    ],
+    ("local", "executors", "executors"): [
+        ("after_produce@0", 1),
+        ("after_commit@1", 3),
+        ("after_tasks", 4),
+    ],
+    ("cluster", "executors", "executors"): [("after_commit@0", 2), ("after_tasks", 3)],
 }
 
 
-@pytest.mark.parametrize("master,sink", list(RUNS), ids=[f"{m}-{s}" for m, s in RUNS])
+@pytest.mark.parametrize(
+    "master,sink,state", list(RUNS), ids=[f"{m}-{s}-state-{t}" for m, s, t in RUNS]
+)
 def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
-    stack_settings: Settings, tmp_path: Path, request: pytest.FixtureRequest, master: str, sink: str
+    stack_settings: Settings,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    master: str,
+    sink: str,
+    state: str,
 ) -> None:
     partitions = stack_settings.topic_partitions
     records = sample_records(partitions)
@@ -116,10 +133,10 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
         "--max-offsets-per-trigger",
         "4000",
     ]
-    where = {"SPARK_SINK": sink, "SPARK_SINK_PARTITIONS": "2"}
+    where = {"SPARK_SINK": sink, "SPARK_SINK_PARTITIONS": "2", "SPARK_STATE": state}
     if master == "cluster":
         where["SPARK_MASTER"] = request.getfixturevalue("spark_cluster")
-    for point, batch in RUNS[master, sink]:  # killed inside the sink, then restarted
+    for point, batch in RUNS[master, sink, state]:  # killed inside the sink, then restarted
         env = {**where, "EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
         job = spark_service(
             "tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env
