@@ -288,11 +288,22 @@ class SinglePassSettings(JoinSettings, WindowSettings):
 
     kafka_username: str = login_as("kafka", "spark-single-pass")
     metrics_port: int = serves_metrics_on(9206)
-    state: Literal["executors", "driver"] = setting(
-        "executors",
+    state: Literal["auto", "executors", "driver"] = setting(
+        "auto",
         "SPARK_STATE",
-        "where the things' state lives: executors (Spark's state store, partitioned by thing "
-        "over the executors) or driver (one table in the driver, outputs produced by the "
-        "driver: one machine's shape, the state must fit in the driver; needs SPARK_SINK="
-        "driver; docs/spark-jobs.md)",
+        "where the things' state lives: driver (one table in the driver, which also encodes "
+        "and produces the outputs; the state must fit in the driver; needs SPARK_SINK=driver), "
+        "executors (Spark's state store, partitioned by thing over the executors), or auto "
+        "(where an existing checkpoint keeps it, else where SPARK_SINK writes from); part of "
+        "the query's identity: change it only on a fresh checkpoint (docs/spark-jobs.md)",
     )
+
+    def state_in_driver(self, query: str) -> bool:
+        """SPARK_STATE resolved. auto: a checkpoint of ``query`` that holds Spark's state store
+        goes on with it (a checkpoint written before the driver could hold the state);
+        otherwise the state is where the sink writes from."""
+        if self.state != "auto":
+            return self.state == "driver"
+        if (self.checkpoint_for(self.query(query)) / "state").is_dir():
+            return False
+        return self.sink == "driver"

@@ -41,7 +41,7 @@ from operators import Records
 from operators.keyed import KeyedStates
 from spark_jobs import dead_letters
 from spark_jobs.driver_outputs import KafkaOutputs
-from spark_jobs.eos_sink import PHASE_SECONDS, ExactlyOnceSink
+from spark_jobs.eos_sink import ExactlyOnceSink
 from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.stateful import Render
 from streamkit.paths import private_directory, private_file
@@ -198,7 +198,7 @@ class DriverStateBatches:
             return
         started = time.perf_counter()
         arrow = batch_df.toArrow()
-        PHASE_SECONDS.labels(self.query_name, "collect").observe(time.perf_counter() - started)
+        self.sink.note_phase("collect", time.perf_counter() - started)
         try:
             self._write(batch_id, arrow)
         except BaseException:
@@ -227,7 +227,7 @@ class DriverStateBatches:
         rows = self.outputs.rows(out)
         snapshot = self.table.snapshot()
         self.files.write(batch_id, snapshot)
-        PHASE_SECONDS.labels(self.query_name, "state").observe(time.perf_counter() - started)
+        self.sink.note_phase("state", time.perf_counter() - started)
         outcome = self.sink.write_batch(batch_id, rows, rows_hint=len(rows), always=True)
         if outcome in ("committed", "skipped"):  # skipped: an earlier attempt did commit it
             self.table_batch = batch_id

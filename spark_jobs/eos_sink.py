@@ -288,7 +288,8 @@ class ExactlyOnceSink:
         self._marker: Marker | None = None
         self._prepared = False  # fenced and read by prepare(), no query id adopted yet
         self._opening = threading.Lock()
-        self._collect_s = 0.0  # the last batch's collect, for its "batch committed" log
+        #: phases of the batch before its produce (collect, ...), for its "batch committed" log
+        self._phases_before: dict[str, float] = {}
         self.last_written: tuple[int, collections.Counter] = (
             0,
             collections.Counter(),
@@ -388,6 +389,12 @@ class ExactlyOnceSink:
         self._query_id = None
         self._prepared = False
 
+    def note_phase(self, phase: str, seconds: float) -> None:
+        """A phase of the coming batch before its produce (``collect``, or the driver state's
+        ``state``): on /metrics now, in the batch's "batch committed" log line later."""
+        PHASE_SECONDS.labels(self.query_name, phase).observe(seconds)
+        self._phases_before[phase] = seconds
+
     # ------------------------------------------------------------------ foreachBatch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
@@ -403,10 +410,8 @@ class ExactlyOnceSink:
             return
         started = time.perf_counter()
         table = batch_df.toArrow()
-        self._collect_s = (
-            time.perf_counter() - started
-        )  # the whole plan runs here: read, state, Python
-        PHASE_SECONDS.labels(self.query_name, "collect").observe(self._collect_s)
+        # the whole plan runs here: read, state, Python
+        self.note_phase("collect", time.perf_counter() - started)
         self.write_batch(batch_id, ArrowRows(table), rows_hint=table.num_rows)
 
     def write_batch(
@@ -560,13 +565,13 @@ class ExactlyOnceSink:
                 "rows": count,
                 "seconds": round(committed - started, 4),
                 "phases_s": {
-                    "collect": round(self._collect_s, 4),
+                    **{name: round(v, 4) for name, v in self._phases_before.items()},
                     "produce": round(produced - started, 4),
                     "commit": round(committed - produced, 4),
                 },
             },
         )
-        self._collect_s = 0.0
+        self._phases_before = {}
         self._fault("after_commit", batch_id)
         return "committed"
 

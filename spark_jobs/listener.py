@@ -7,11 +7,19 @@ shows both the engine's and the sink's view of every batch.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryProgress,
+)
 
 from spark_jobs.runner import EVENT_TIME_METRIC
 from streamkit.health import beat
@@ -49,11 +57,6 @@ QUERIES_ACTIVE = Gauge(
 )
 
 
-#: JVM classes PySpark's listener support looks up by their short name for every progress event
-#: (``SparkContext._jvm.PythonSQLUtils``, once per observed metric).
-_LOOKED_UP_PER_EVENT = {"PythonSQLUtils": "org.apache.spark.sql.api.python.PythonSQLUtils"}
-
-
 def _records_read(progress: Any) -> int:
     """The batch's input rows from Kafka: a heartbeat source's rows (``spark_jobs.driver_state``)
     are no records, and the demo and the alerts compare this count with the raw topic's."""
@@ -72,19 +75,7 @@ def attach(spark: Any, query_name: str) -> PrometheusListener:
 
     A labelled counter appears at its first increment: a query whose first batch reads a whole
     replay would be born with that count, and ``increase()`` (the alerts, the rates) sees no
-    rise in it. Shown at 0 before the query starts, its first batch is a rise.
-
-    First pins the classes PySpark resolves by short name for every progress event on the JVM
-    view: py4j resolves such a name anew at every access, trying it against each imported package,
-    and each miss is a class lookup through every jar on the classpath, ~20 ms of JVM CPU per
-    batch (JFR). Set on the view, the resolved class is found by Python's own attribute lookup,
-    before py4j's ``__getattr__`` is asked."""
-    jvm = spark.sparkContext._jvm
-    for name, fqn in _LOOKED_UP_PER_EVENT.items():
-        resolved = jvm
-        for part in fqn.split("."):
-            resolved = getattr(resolved, part)
-        setattr(jvm, name, resolved)
+    rise in it. Shown at 0 before the query starts, its first batch is a rise."""
     for counter in (INPUT_ROWS, DROPPED_BY_WATERMARK):
         counter.labels(query_name)
     listener = PrometheusListener()
@@ -92,8 +83,46 @@ def attach(spark: Any, query_name: str) -> PrometheusListener:
     return listener
 
 
+class _JsonProgress:
+    """The py4j callback the JVM's listener wrapper calls. PySpark's own converts a progress
+    event field by field, each a py4j round trip (hundreds per batch, a third of a live
+    driver's Python time in a profile); here the event crosses once, as the JSON Spark writes
+    for it, into the same progress object."""
+
+    def __init__(self, listener: StreamingQueryListener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 (the Java interface's names)
+        self.listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
+
+    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
+        progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+        self.listener.onQueryProgress(QueryProgressEvent(progress))
+
+    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
+        self.listener.onQueryIdle(QueryIdleEvent.fromJObject(jevent))
+
+    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 class PrometheusListener(StreamingQueryListener):
     """Exports each progress event; keeps nothing but the last progress per query for callers."""
+
+    @property
+    def _jlistener(self) -> Any:
+        """What ``spark.streams.addListener`` registers: the JVM wrapper around
+        :class:`_JsonProgress` instead of PySpark's field-by-field converter."""
+        if not hasattr(self, "_json_listener"):
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            assert jvm is not None, "no Spark session"
+            self._json_listener = jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
+        return self._json_listener
 
     def __init__(self) -> None:
         super().__init__()
@@ -123,7 +152,8 @@ class PrometheusListener(StreamingQueryListener):
         BATCH_SECONDS.labels(name).observe(progress.batchDuration / 1000.0)
         INPUT_RATE.labels(name).set(_finite(progress.inputRowsPerSecond))
         PROCESSED_RATE.labels(name).set(_finite(progress.processedRowsPerSecond))
-        INPUT_ROWS.labels(name).inc(_records_read(progress))
+        records = _records_read(progress)
+        INPUT_ROWS.labels(name).inc(records)
         LAST_BATCH.labels(name).set(progress.batchId)
         operators = progress.stateOperators or []
         STATE_ROWS.labels(name).set(sum(op.numRowsTotal for op in operators))
@@ -142,7 +172,7 @@ class PrometheusListener(StreamingQueryListener):
             extra={
                 "query": name,
                 "batch_id": progress.batchId,
-                "input_rows": progress.numInputRows,
+                "input_rows": records,
                 "duration_ms": progress.batchDuration,
                 "phases_ms": dict(getattr(progress, "durationMs", None) or {}),
                 "state_ms": _state_times(operators),

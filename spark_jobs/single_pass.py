@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SERVICE = "spark_single_pass"
+QUERY = "single-pass"  #: the query's name unless SPARK_QUERY_NAME gives one
 STAGE = "single_pass"  #: the dead letters' stage; late records keep the join's or the aggregate's
 
 
@@ -155,7 +156,7 @@ def build(settings: SinglePassSettings):
     the measurements with their batch's time (``spark_jobs.driver_state``)."""
     from spark_jobs.runner import read_measurements
 
-    if settings.state == "driver":
+    if settings.state_in_driver(QUERY):
         return driver_query(settings)
     function = thing_pass(settings)
     partitions = output_partitions(settings)
@@ -188,7 +189,7 @@ def driver_query(settings: SinglePassSettings):
 
 def driver_batches(settings: SinglePassSettings):
     """With the state in the driver: each batch through the things' table into the sink."""
-    if settings.state != "driver":
+    if not settings.state_in_driver(QUERY):
         return None
     from operators.keyed import KeyedStates
     from spark_jobs import driver_state
@@ -231,7 +232,10 @@ def check(settings: SinglePassSettings) -> None:
     """Fail fast on bad JOIN_PAIRS or window rules, before Spark starts."""
     thing_pass(settings)
     if settings.state == "driver" and settings.sink != "driver":
-        raise ValueError("SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver")
+        raise ValueError(
+            "SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver "
+            "(or SPARK_STATE=executors with SPARK_SINK=executors)"
+        )
 
 
 JOB = StreamingJob(
@@ -239,7 +243,7 @@ JOB = StreamingJob(
     "spark_jobs.single_pass",
     __doc__,
     SinglePassSettings,
-    lambda _: "single-pass",
+    lambda _: QUERY,
     build,
     check,
     batches=driver_batches,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import pytest
 
@@ -45,34 +44,39 @@ def test_python_workers_do_not_reread_archives_per_task() -> None:
     assert reread == 0, f"{reread} of {importers} archives re-read at every task"
 
 
-def test_progress_events_do_not_make_py4j_resolve_class_names() -> None:
-    """PySpark converts each progress event's observed metrics through the JVM view's
-    ``PythonSQLUtils``; after ``attach`` that name is found without asking the JVM."""
-    from pyspark import SparkContext
+def test_the_listener_gets_each_progress_event_as_one_json_crossing() -> None:
+    """A real query's progress reaches the listener through its JSON callback, as the object
+    PySpark's own converter would build (sources, batch ids), and goes to /metrics."""
+    import time
+
+    from prometheus_client import REGISTRY
 
     from spark_jobs.listener import attach
     from spark_jobs.session import build_session
 
-    spark = build_session("listener-lookups")
+    spark = build_session("listener-json")
     try:
-        attach(spark, "listener-lookups")
-        jvm = SparkContext._jvm
-        assert jvm is not None, "the session started no JVM view"
-        client = jvm._gateway_client
-        sent: list[str] = []
-        original = client.send_command
-
-        def counting(command: str, *args: Any, **kwargs: Any) -> Any:
-            sent.append(command)
-            return original(command, *args, **kwargs)
-
-        client.send_command = counting
-        try:
-            utils = jvm.PythonSQLUtils
-            _ = jvm.SparkConf  # any other name still goes to the JVM: the counter can see it
-        finally:
-            client.send_command = original
-        assert utils._fqn == "org.apache.spark.sql.api.python.PythonSQLUtils"
-        assert len(sent) == 1 and "SparkConf" in sent[0], sent
+        listener = attach(spark, "json-progress")
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 5)
+            .load()
+            .writeStream.queryName("json-progress")
+            .format("noop")
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        deadline = time.monotonic() + 60
+        while (
+            time.monotonic() < deadline
+            and (REGISTRY.get_sample_value("spark_last_batch_id", {"query": "json-progress"}) or 0)
+            < 2
+        ):
+            time.sleep(0.2)
+        query.stop()
     finally:
         spark.stop()
+    progress = listener.last_progress["json-progress"]
+    assert progress.batchId >= 2 and progress.sources[0].description.startswith("RateStream")
+    # a rate source's rows are no records read (the driver state's heartbeat)
+    assert REGISTRY.get_sample_value("spark_input_rows_total", {"query": "json-progress"}) == 0
