@@ -208,11 +208,12 @@ class DriverStateBatches:
     def _write(self, batch_id: int, arrow: pa.Table) -> None:
         started = time.perf_counter()
         keyed, undecodable, now = split_batch(arrow)
-        if now is None:
+        step = self.table.step(keyed, now) if now is not None else None
+        if (step is None or not step.changed) and undecodable is None:
+            # nothing moved: the table stays the marker's batch's, and nothing is written
+            self.sink.write_batch(batch_id, (), rows_hint=0)
             return
-        step = self.table.step(keyed, now)
-        if not step.changed and undecodable is None:
-            return  # nothing moved: the table stays the marker's batch's
+        assert step is not None
         out = OutputRows(self.fields, self.nullable)
         for key, batch, emitted in step.emitted:
             self.render(out, (key,), batch, emitted, {})

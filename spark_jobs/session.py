@@ -135,6 +135,11 @@ def build_session(
         .config("spark.python.daemon.module", "spark_jobs.python_daemon")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # A driver killed while writing its first offset log entry leaves only the write's
+        # temporary file; with no entry Spark starts the query anew and, with this check on,
+        # refuses forever because the offsets directory is not empty (a crash loop the chaos
+        # round found). No entry means no batch ran: nothing of a state or commit to protect.
+        .config("spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart", "false")
     )
     secret_file: Path | None = None
     submit_args = os.environ.get(

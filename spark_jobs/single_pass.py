@@ -32,7 +32,12 @@ from streamkit.wire.registry import header as registry_header
 from windowing import WindowOperator
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.eos_sink import ExactlyOnceSink
+    from spark_jobs.runner import BatchStage
 
 SERVICE = "spark_single_pass"
 QUERY = "single-pass"  #: the query's name unless SPARK_QUERY_NAME gives one
@@ -187,7 +192,7 @@ def driver_query(settings: SinglePassSettings):
     return query
 
 
-def driver_batches(settings: SinglePassSettings):
+def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     """With the state in the driver: each batch through the things' table into the sink."""
     if not settings.state_in_driver(QUERY):
         return None
@@ -214,7 +219,7 @@ def driver_batches(settings: SinglePassSettings):
         kinds=dict(OUTPUT_FIELDS),
     )
 
-    def around(sink, checkpoint):
+    def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:
         return driver_state.DriverStateBatches(
             KeyedStates(thing_operator(settings, config)),
             ThingRows(join.JoinRows(config)),

@@ -14,14 +14,12 @@ tests decode the same bytes with the wire contract's reader and compare.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from streamkit.wire import schema_text
+from streamkit.wire.avro import flat_fields
 from streamkit.wire.registry import HEADER_SIZE, MAGIC
 
 #: Room after the last record so that reading a malformed one never indexes past the buffer.
@@ -38,29 +36,6 @@ class Undecodable(ValueError):
             "its block)"
         )
         self.count = count
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    kind: str  # string | long | double
-    optional: bool  # ["null", kind]
-
-
-def fields_of(schema: str) -> list[Field]:
-    """The flat fields of one of the wire contract's schemas."""
-    out = []
-    for spec in json.loads(schema_text(schema))["fields"]:
-        kind = spec["type"]
-        optional = isinstance(kind, list)
-        if optional:
-            if len(kind) != 2 or kind[0] != "null":
-                raise ValueError(f"{schema}.avsc: {spec['name']} is not [null, primitive]")
-            kind = kind[1]
-        if kind not in ("string", "long", "double") or (optional and kind == "string"):
-            raise ValueError(f"{schema}.avsc: {spec['name']} has the unsupported type {kind}")
-        out.append(Field(spec["name"], kind, optional))
-    return out
 
 
 class _Block:
@@ -171,7 +146,7 @@ def decode_columns(
     block = _Block(schema, values, framed)
     everyone = np.arange(len(values))
     out: dict[str, Any] = {}
-    for field in fields_of(schema):
+    for field in flat_fields(schema):
         rows = everyone
         column: np.ndarray | None = None
         if field.optional:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -25,6 +26,33 @@ def schema_text(name: str) -> str:
 @cache
 def parsed_schema(name: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_text(name)))
+
+
+@dataclass(frozen=True)
+class FlatField:
+    """A field of one of the wire contract's flat schemas."""
+
+    name: str
+    kind: str  # string | long | double
+    optional: bool  # ["null", kind]: a long or a double that may be null
+
+
+def flat_fields(schema: str) -> list[FlatField]:
+    """The fields of ``schema``: strings, longs, doubles and ``[null, long|double]`` unions,
+    the only types the wire contract's schemas use. The column-wise encoder and decoder handle
+    exactly these; a schema with another type is refused here, before either reads a byte."""
+    out = []
+    for spec in json.loads(schema_text(schema))["fields"]:
+        kind = spec["type"]
+        optional = isinstance(kind, list)
+        if optional:
+            if len(kind) != 2 or kind[0] != "null" or kind[1] not in ("long", "double"):
+                raise ValueError(f"{schema}.avsc: {spec['name']} is not [null, long|double]")
+            kind = kind[1]
+        elif kind not in ("string", "long", "double"):
+            raise ValueError(f"{schema}.avsc: {spec['name']} has the unsupported type {kind}")
+        out.append(FlatField(spec["name"], kind, optional))
+    return out
 
 
 class AvroCodec:

@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from streamkit.wire.avro import avro_double, avro_long, avro_string, schema_text
+from streamkit.wire.avro import (
+    FlatField,
+    avro_double,
+    avro_long,
+    avro_string,
+    flat_fields,
+    schema_text,
+)
 
 #: A row's length or a field's length in every row: one int when it is the same for all.
 Lengths = int | np.ndarray
@@ -44,33 +50,11 @@ _CHUNK = 4096
 _VARINT_STEPS = [np.uint64(1 << (7 * k)) for k in range(1, 10)]
 
 
-@dataclass(frozen=True)
-class _Field:
-    name: str
-    kind: str  # string | long | double
-    optional: bool  # ["null", kind]: null is a NaN (or None) in the column
-
-
-def _fields(schema_name: str) -> list[_Field]:
-    out = []
-    for spec in json.loads(schema_text(schema_name))["fields"]:
-        kind = spec["type"]
-        optional = isinstance(kind, list)
-        if optional:
-            if len(kind) != 2 or kind[0] != "null" or kind[1] not in ("long", "double"):
-                raise ValueError(f"{schema_name}.avsc: {spec['name']} is not [null, long|double]")
-            kind = kind[1]
-        elif kind not in ("string", "long", "double"):
-            raise ValueError(f"{schema_name}.avsc: {spec['name']} has the unsupported type {kind}")
-        out.append(_Field(spec["name"], kind, optional))
-    return out
-
-
 def _is_null(value: Any) -> bool:
     return value is None or (isinstance(value, float | np.floating) and np.isnan(value))
 
 
-def _constant(field: _Field, value: Any) -> bytes:
+def _constant(field: FlatField, value: Any) -> bytes:
     """One value's Avro bytes, converted as the one-record writer's caller would."""
     if field.optional:
         if _is_null(value):
@@ -241,7 +225,7 @@ class ColumnEncoder:
 
     def __init__(self, schema_name: str) -> None:
         self.schema_name = schema_name
-        self._fields = _fields(schema_name)
+        self._fields = flat_fields(schema_name)
         self.fields: list[tuple[str, Any]] = [
             (f["name"], f["type"]) for f in json.loads(schema_text(schema_name))["fields"]
         ]
@@ -278,7 +262,7 @@ class ColumnEncoder:
         return block.to_pylist()
 
     @staticmethod
-    def _pieces(field: _Field, column: Any, rows: int) -> list[_Piece]:
+    def _pieces(field: FlatField, column: Any, rows: int) -> list[_Piece]:
         if not isinstance(column, np.ndarray):
             return [_Constant(_constant(field, column))]
         if len(column) != rows:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,39 @@ def test_the_listener_gets_each_progress_event_as_one_json_crossing() -> None:
     assert progress.batchId >= 2 and progress.sources[0].description.startswith("RateStream")
     # a rate source's rows are no records read (the driver state's heartbeat)
     assert REGISTRY.get_sample_value("spark_input_rows_total", {"query": "json-progress"}) == 0
+
+
+def test_a_query_starts_over_the_temporary_file_of_a_killed_first_offset_write(
+    tmp_path: Path,
+) -> None:
+    """A driver SIGKILLed while writing its first offset log entry leaves only the write's
+    temporary file; the next start must run the query, not refuse the directory forever."""
+    import time
+
+    from spark_jobs.session import build_session
+
+    checkpoint = tmp_path / "checkpoint"
+    offsets = checkpoint / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.bebf53c2-2661-45e9-855e-407d797a0319.tmp").write_text("")
+    (offsets / "..0.bebf53c2-2661-45e9-855e-407d797a0319.tmp.crc").write_text("")
+    spark = build_session("killed-first-offset")
+    try:
+        query = (
+            spark.readStream.format("rate")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        deadline = time.monotonic() + 60
+        while query.isActive and not (offsets / "1").is_file():
+            assert time.monotonic() < deadline, "no batch ran"
+            time.sleep(0.2)
+        error = query.exception()
+        query.stop()
+    finally:
+        spark.stop()
+    assert error is None, error
+    assert (offsets / "1").is_file()
