@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 
 import urllib3
@@ -119,7 +121,28 @@ class InfluxWriter:
             urllib3.exceptions.HTTPError,
             OSError,
         ) as exc:  # refused, reset, timed out: not reachable now
+            if self._https_behind_plain_url():
+                raise WriteUnavailable(
+                    "tls", f"InfluxDB speaks HTTPS and {self.url} is plain HTTP ({exc})"
+                ) from None
             raise WriteUnavailable("connection", f"{type(exc).__name__}: {exc}") from None
+
+    def _https_behind_plain_url(self) -> bool:
+        """Whether a plain-HTTP URL reaches an HTTPS server. InfluxDB answers such a request
+        with 400 and closes; a write's body may still be on its way then, and the client sees a
+        reset instead of the answer. A bodiless ping reads the answer, so a misconfigured URL
+        is reported as such, not as a server that cannot be reached."""
+        if not self.url.startswith("http://"):
+            return False
+        try:
+            with urllib.request.urlopen(f"{self.url}/ping", timeout=2):
+                return False
+        except urllib.error.HTTPError as answer:
+            return answer.code == 400 and PLAIN_HTTP_TO_HTTPS in answer.read().decode(
+                "utf-8", "replace"
+            )
+        except OSError:
+            return False
 
     def close(self) -> None:
         self.client.close()

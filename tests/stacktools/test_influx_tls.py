@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 
 from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
@@ -142,6 +143,31 @@ def test_plain_http_to_the_https_port_is_refused(tls_influx: tuple[Settings, Str
         writer.write(["tls_check value=1"])
     writer.close()
     assert unavailable.value.cause == "tls" and "plain HTTP" in str(unavailable.value)
+
+
+def test_a_reset_on_a_plain_url_to_the_https_port_is_still_named_tls(
+    tls_influx: tuple[Settings, Stranger], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """InfluxDB closes on plain HTTP while a write's body may still be sent: the client then
+    sees a reset, not the 400. The writer still names the cause: a plain URL to HTTPS."""
+    settings, _ = tls_influx
+    writer = InfluxWriter(connector_settings(settings, tls=False))
+
+    def reset(**_: Any) -> None:
+        raise urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104))
+
+    monkeypatch.setattr(writer.api, "write", reset)
+    with pytest.raises(WriteUnavailable) as unavailable:
+        writer.write(["tls_check value=1"])
+    writer.close()
+    assert unavailable.value.cause == "tls" and "plain HTTP" in str(unavailable.value)
+    # the same reset on the HTTPS URL is a connection problem, as before
+    writer = InfluxWriter(connector_settings(settings))
+    monkeypatch.setattr(writer.api, "write", reset)
+    with pytest.raises(WriteUnavailable) as unavailable:
+        writer.write(["tls_check value=1"])
+    writer.close()
+    assert unavailable.value.cause == "connection"
 
 
 def test_a_client_with_another_ca_is_refused(
