@@ -9,38 +9,43 @@ the dead letters' headers, each as the Spark routes build them (tests compare th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
 from spark_jobs import aggregate, dead_letters
 from spark_jobs.eos_sink import OutputRow
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.outputs import AGGREGATE, JOINED, LATE
+from streamkit.wire import aggregate_key, record_key, thing_partition
 from streamkit.wire import dead_letters as wire_dead_letters
-from streamkit.wire import thing_partition
 from streamkit.wire.avro_encode import ColumnEncoder
-from streamkit.wire.keys import SEPARATOR
 
 #: record type -> the Avro schema of its value
 SCHEMAS = {JOINED: "joined", AGGREGATE: "aggregate", LATE: "late"}
 
 
 def _keys(record_type: str, columns: dict[str, np.ndarray]) -> list[bytes]:
-    """The route's deterministic key of every row (``spark_jobs.outputs``)."""
+    """The route's deterministic key of every row, by the wire contract's key functions."""
     if record_type == JOINED:
         return [key.encode() for key in columns["id"]]
     if record_type == AGGREGATE:
-        parts: tuple[Any, ...] = (
-            columns["thing"],
-            columns["quantity"],
-            columns["window_label"],
-            columns["window_start_ms"],
-        )
-    else:
-        parts = (columns["thing"], columns["quantity"], columns["event_time_ms"])
-    return [SEPARATOR.join(map(str, row)).encode() for row in zip(*parts, strict=True)]
+        return [
+            aggregate_key(*row)
+            for row in zip(
+                columns["thing"],
+                columns["quantity"],
+                columns["window_label"],
+                columns["window_start_ms"],
+                strict=True,
+            )
+        ]
+    return [
+        record_key(*row)
+        for row in zip(columns["thing"], columns["quantity"], columns["event_time_ms"], strict=True)
+    ]
+
+
+#: Columns a route needs beyond its Avro fields: the aggregate's key, the late record's stage.
+KEY_COLUMNS = {AGGREGATE: ["window_label"], LATE: ["stage"]}
 
 
 class KafkaOutputs:
@@ -56,14 +61,11 @@ class KafkaOutputs:
         dlq_partitions: int,
         source_topic: str,
         stage: str,
-        kinds: dict[str, str],
     ) -> None:
         self.topics, self.partitions, self.headers = topics, partitions, headers
         self.dlq_topic, self.dlq_partitions = dlq_topic, dlq_partitions
         self.source_topic, self.stage = source_topic, stage
-        self.kinds = kinds
         self.encoders = {kind: ColumnEncoder(schema) for kind, schema in SCHEMAS.items()}
-        self._partition_of: dict[tuple[str, int], int] = {}
 
     def rows(self, out: OutputRows) -> list[OutputRow]:
         records: list[OutputRow] = []
@@ -78,40 +80,26 @@ class KafkaOutputs:
     def _routed(self, record_type: str, out: OutputRows, count: int) -> list[OutputRow]:
         encoder = self.encoders[record_type]
         names = [name for name, _ in encoder.fields]
-        keyed = ["window_label", "stage"] if record_type != JOINED else []
-        columns = out.columns(record_type, [*names, *keyed], self.kinds)
+        columns = out.columns(record_type, [*names, *KEY_COLUMNS.get(record_type, [])])
         if record_type == LATE:  # only the windows compare a late record with a horizon
             columns["watermark_ms"] = np.where(
                 columns["stage"] == aggregate.STAGE, columns["watermark_ms"], np.nan
             )
         values = encoder.encode(columns, count, self.headers.get(record_type, b""))
         topic, partitions = self.topics[record_type], self.partitions[record_type]
-        partition = self._partitioner(partitions)
+        partition = {thing: thing_partition(thing, partitions) for thing in set(columns["thing"])}
         return [
-            (topic, key, value, partition(thing), None)
+            (topic, key, value, partition[thing], None)
             for key, value, thing in zip(
                 _keys(record_type, columns), values, columns["thing"], strict=True
             )
         ]
 
-    def _partitioner(self, partitions: int) -> Callable[[str], int]:
-        cache = self._partition_of
-
-        def partition(thing: str) -> int:
-            known = cache.get((thing, partitions))
-            if known is None:
-                known = cache[thing, partitions] = thing_partition(thing, partitions)
-            return known
-
-        return partition
-
     def _dead_letters(self, out: OutputRows) -> list[OutputRow]:
         """As ``dead_letters.route``: the record as it came, to the dead-letter topic, with
         the reason and where it was in its headers."""
         columns = out.columns(
-            dead_letters.RECORD_TYPE,
-            [name for name, _ in dead_letters.OUTPUT_FIELDS],
-            dict(dead_letters.OUTPUT_FIELDS),
+            dead_letters.RECORD_TYPE, [name for name, _ in dead_letters.OUTPUT_FIELDS]
         )
         rows: list[OutputRow] = []
         for key, value, partition, offset in zip(

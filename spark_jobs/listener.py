@@ -96,7 +96,11 @@ class _JsonProgress:
         self.listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
 
     def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
-        progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+        try:
+            progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+        except Exception:  # a metrics bug must never fail the query's listener bus
+            log.exception("listener could not read a progress event")
+            return
         self.listener.onQueryProgress(QueryProgressEvent(progress))
 
     def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802

@@ -48,43 +48,34 @@ class OutputRows:
 
         data = {}
         for name, kind in self.fields:
+            values = self._column(self.chunks, name, kind)
             if name in self.nullable:
-                values = np.concatenate(
-                    [
-                        self._part(rows, columns.get(name, np.nan), np.float64)
-                        for rows, columns in self.chunks
-                    ]
-                    or [np.empty(0)]
-                )
                 missing = np.isnan(values)
                 data[name] = pd.arrays.IntegerArray(
                     np.where(missing, 0, values).astype(np.int64), missing
                 )
-                continue
-            data[name] = np.concatenate(
-                [
-                    self._part(rows, columns.get(name, _FILLERS[kind]), _DTYPES[kind])
-                    for rows, columns in self.chunks
-                ]
-                or [np.empty(0, _DTYPES[kind])]
-            )
+            else:
+                data[name] = values
         return pd.DataFrame(data)
 
-    def columns(self, record_type: str, names: list[str], kinds: dict[str, str]) -> dict:
+    def columns(self, record_type: str, names: list[str]) -> dict[str, np.ndarray]:
         """The columns ``names`` of the rows of ``record_type`` only, each one array (nullable
         longs and doubles as float64 with NaN for null), for writers that encode outputs
         themselves instead of building a frame for Spark."""
         chunks = [(n, c) for n, c in self.chunks if c.get("record_type") == record_type]
-        out = {}
-        for name in names:
-            kind = kinds[name]
-            dtype = np.float64 if name in self.nullable else _DTYPES[kind]
-            filler = np.nan if name in self.nullable else _FILLERS[kind]
-            out[name] = np.concatenate(
-                [self._part(rows, columns.get(name, filler), dtype) for rows, columns in chunks]
-                or [np.empty(0, dtype)]
-            )
-        return out
+        kinds = dict(self.fields)
+        return {name: self._column(chunks, name, kinds[name]) for name in names}
+
+    def _column(self, chunks: list[tuple[int, dict[str, Any]]], name: str, kind: str) -> Any:
+        """One column over ``chunks``: filler where a chunk has none; a nullable one as
+        float64 with NaN for null."""
+        nullable = name in self.nullable
+        dtype = np.float64 if nullable else _DTYPES[kind]
+        filler = np.nan if nullable else _FILLERS[kind]
+        return np.concatenate(
+            [self._part(rows, columns.get(name, filler), dtype) for rows, columns in chunks]
+            or [np.empty(0, dtype)]
+        )
 
     def count(self, record_type: str) -> int:
         return sum(n for n, c in self.chunks if c.get("record_type") == record_type)

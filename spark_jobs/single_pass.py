@@ -216,7 +216,6 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
         dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.raw_topic,
         stage=STAGE,
-        kinds=dict(OUTPUT_FIELDS),
     )
 
     def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:

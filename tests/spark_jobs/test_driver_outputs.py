@@ -80,7 +80,6 @@ def test_the_driver_writes_the_records_spark_writes() -> None:
         dlq_partitions=DLQ_PARTITIONS,
         source_topic=RAW,
         stage=single_pass.STAGE,
-        kinds=dict(single_pass.OUTPUT_FIELDS),
     ).rows(out)
 
     spark = build_session("driver-outputs-check")
