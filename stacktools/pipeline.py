@@ -136,9 +136,20 @@ class Pipeline:
     def wait_bridges(self, timeout_s: float = 60) -> None:
         """Until every bridge is subscribed (its persistent session exists): a replay started
         after this loses nothing, while the Spark stages may still be starting."""
-        for name in self.stages:
-            if service_of(name) == BRIDGE:
-                self.services[name].wait_logged(SERVICES[BRIDGE].ready_line, timeout_s)
+        for name in self._bridges():
+            self.services[name].wait_logged(SERVICES[BRIDGE].ready_line, timeout_s)
+
+    def bridges_subscribed(self) -> bool:
+        """Whether every bridge's current run is subscribed, so has taken the backlog its
+        session kept (the broker sends it before the SUBACK); False while one is down."""
+        ready = SERVICES[BRIDGE].ready_line
+        runs = [self.services.get(name) for name in self._bridges()]
+        return all(
+            run is not None and run.alive() and ready in run.logged_since_start() for run in runs
+        )
+
+    def _bridges(self) -> list[str]:
+        return [name for name in self.stages if service_of(name) == BRIDGE]
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:
         if self.settings.mqtt_machine_identities:  # each Thing of the file logs in as itself

@@ -46,6 +46,9 @@ from streamkit.sizes import format_size
 from streamkit.tls import client_context
 
 KAFKA_VERSION = "4.3.1"
+# Mosquitto writes its persistence snapshot this often: a crash (not a clean stop) loses the
+# messages that arrived since and were not taken by their subscriber (docs/exactly-once.md, 6).
+MOSQUITTO_AUTOSAVE_S = 5
 
 
 def http_get(
@@ -508,7 +511,7 @@ class Mosquitto(Component):
             f"acl_file {acl}",
             "persistence true",
             f"persistence_location {self.data_dir}/",
-            "autosave_interval 5",
+            f"autosave_interval {MOSQUITTO_AUTOSAVE_S}",
             # Bounded, so that a subscriber that is away (the bridge's persistent session) cannot
             # take the broker's memory: past the bound Mosquitto drops that client's newer
             # messages (docs/mqtt-bridge.md, "Mosquitto's bounds").
