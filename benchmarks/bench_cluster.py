@@ -28,6 +28,7 @@ from benchmarks.spark_run import PAIRS, JobRun, batch_window, run_job
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_config
 from stacktools.stack import Stack
+from stacktools.stack.components import spark_master_url
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
@@ -81,7 +82,7 @@ def main() -> int:
     settings = Stack(Settings.from_sources()).up()
     cluster = Stack(settings, ["spark"])
     cluster.up()
-    master = f"spark://127.0.0.1:{settings.spark_master_port}"
+    master = spark_master_url(settings)
     statuses = {s.name: s for s in cluster.status()}
     workers = [s.pid for name, s in statuses.items() if name.startswith("spark-worker") and s.pid]
     raw = private_topic(settings, "raw", 4)

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_e2e.py [--rows 1402232] [--rates 1000,5000,10000]
         [--rate-seconds 30] [--no-full] [--no-rates] [--shapes single-pass,two-jobs]
-        [--tls default|on|off|both]
+        [--tls default|on|off|both] [--spark-cluster]
 
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
@@ -27,6 +27,9 @@ Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES
 are compared in one run of the script, and for each TLS mode of --tls (both: encrypted and
 verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run
 gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
+--spark-cluster runs the Spark stages on the launcher's standalone cluster with the executors'
+sink (the scaled-out shape; with KAFKA_BROKERS=3 on a stack of three Kafka nodes), the cluster's
+daemons and executors counted as servers.
 Targets (issue 16): joined p99 <= 2 s and raw p99 <= 0.5 s at 1,000 rows/s in steady state,
 first joined point <= 10 s, <= 65 us of CPU per raw record end to end.
 """
@@ -51,7 +54,7 @@ from benchmarks.bench_batches import certainty_waits, quantile
 from simulator.generate import DEFAULT_ROWS, generate
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_config
-from stacktools.cpu import group_cpu_seconds, process_cpu_seconds
+from stacktools.cpu import group_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
 from stacktools.influx import InfluxClient
@@ -59,6 +62,7 @@ from stacktools.pipeline import Pipeline
 from stacktools.scrape import metric_sum
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
+from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
@@ -86,19 +90,37 @@ def head(path: Path, rows: int, work: Path) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a run's Spark stages run: the shape, on ``local[2]`` or on the launcher's cluster."""
+
+    shape: str
+    spark_cluster: bool = False
+
+    @property
+    def groups(self) -> list[str]:
+        """The stack's server groups this layout uses."""
+        return [*DEFAULT_GROUPS, *(["spark"] if self.spark_cluster else [])]
+
+    def pipeline(self, settings: Settings, wiring: Wiring, work: Path) -> Pipeline:
+        env = scaled_out_spark_env(settings) if self.spark_cluster else {}
+        run_dir = work / wiring.query_suffix.strip("-")
+        return Pipeline(settings, wiring, run_dir, shape=self.shape, env=env)
+
+
 def run_once(
     settings: Settings,
     events: Path,
     replay_args: list[str],
     work: Path,
     timeout_s: float,
-    shape: str,
+    layout: Layout,
 ) -> tuple[Replay, dict[str, float]]:
     """The replay, and the CPU µs per raw record of each stage and server from the replay's start
     to drained (the simulator's is missing: it has exited by then)."""
     wiring = Wiring.fresh(settings, "bench")
-    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
-    servers = server_pids(settings)
+    pipeline = layout.pipeline(settings, wiring, work)
+    servers = server_pids(settings, layout)
     try:
         pipeline.start_stages()
         pipeline.wait_ready()  # JVM start-up is not part of the pipeline's speed
@@ -137,19 +159,21 @@ class Steady:
     data_wait: tuple[float | None, float | None] = (None, None)
 
 
-def server_pids(settings: Settings) -> dict[str, int]:
+def server_pids(settings: Settings, layout: Layout) -> dict[str, int]:
     """The stack's servers the pipeline uses (Prometheus only watches)."""
-    return {s.name: s.pid for s in Stack(settings).status() if s.pid and s.name != "prometheus"}
+    statuses = Stack(settings, layout.groups).status()
+    return {s.name: s.pid for s in statuses if s.pid and s.name != "prometheus"}
 
 
 def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far of every stage's process group, the simulator's and each server's."""
+    """CPU seconds so far of every stage's process group, the simulator's and each server's (a
+    Spark worker's group holds its executors and their Python workers)."""
     cpu = {
         name: group_cpu_seconds(service.process.pid)
         for name, service in pipeline.services.items()
         if service.process is not None
     }
-    cpu.update({name: process_cpu_seconds(pid) for name, pid in servers.items()})
+    cpu.update({name: group_cpu_seconds(pid) for name, pid in servers.items()})
     return cpu
 
 
@@ -160,12 +184,12 @@ def steady_run(
     warmup_s: float,
     measure_s: float,
     work: Path,
-    shape: str,
+    layout: Layout,
 ) -> Steady:
     """One live replay at ``rate``: the start, then the steady-state window."""
     wiring = Wiring.fresh(settings, "steady")
-    pipeline = Pipeline(settings, wiring, work / wiring.query_suffix.strip("-"), shape=shape)
-    servers = server_pids(settings)
+    pipeline = layout.pipeline(settings, wiring, work)
+    servers = server_pids(settings, layout)
     try:
         started = time.monotonic()
         pipeline.start_stages()
@@ -232,7 +256,7 @@ def steady_run(
         else {}
     )
     return Steady(
-        shape,
+        layout.shape,
         rate,
         delta("simulator", "simulator_rows_published_total") / window_s,
         first,
@@ -307,14 +331,14 @@ def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> No
         )
 
 
-def stack_for(base: Settings, tls: bool, mode: str) -> Settings:
+def stack_for(base: Settings, tls: bool, mode: str, groups: list[str]) -> Settings:
     """The stack a mode runs on: the configured one, or one of its own per TLS mode."""
     if mode == "default":
-        return Stack(base).up()
+        return Stack(base, groups).up()
     name = f"bench-tls-{'on' if tls else 'off'}"
     # read anew for the run dir: its credentials are its own, not the configured stack's
     environ = {**os.environ, "STACK_RUN_DIR": str(base.run_dir / name), "TLS": str(tls).lower()}
-    return Stack(Settings.from_sources(environ=environ)).up()
+    return Stack(Settings.from_sources(environ=environ), groups).up()
 
 
 def print_tls_ratio(rows_table: list[tuple[Any, ...]]) -> None:
@@ -366,6 +390,12 @@ def main() -> int:
         "first), each stopped after its runs; both prints the ratio",
     )
     parser.add_argument(
+        "--spark-cluster",
+        action="store_true",
+        help="the Spark stages on the launcher's standalone cluster (started if needed) with the "
+        "executors' sink; KAFKA_BROKERS=3 gives the whole scaled-out stack",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -385,10 +415,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = args.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
+        groups = Layout(DEFAULT_SHAPE, args.spark_cluster).groups
         for tls in modes:
-            settings = stack_for(base, tls, args.tls)
+            settings = stack_for(base, tls, args.tls, groups)
             for shape in shapes:
-                label = shape if args.tls == "default" else f"{shape}, TLS {'on' if tls else 'off'}"
+                layout = Layout(shape, args.spark_cluster)
+                label = shape + (", Spark cluster" if args.spark_cluster else "")
+                if args.tls != "default":
+                    label += f", TLS {'on' if tls else 'off'}"
                 if not args.no_full:
                     print(
                         f"[{label}] full replay of {events.name} as fast as possible ...",
@@ -396,7 +430,7 @@ def main() -> int:
                     )
                     # generated: in order
                     run, cpu = run_once(
-                        settings, events, ["--order", "file"], work, args.timeout_s, shape
+                        settings, events, ["--order", "file"], work, args.timeout_s, layout
                     )
                     peaks = {
                         name: round(run.samples.peak_rate(name, 10))
@@ -425,7 +459,7 @@ def main() -> int:
                         ["--rate", str(rate), "--live", "--order", "file"],
                         work,
                         args.timeout_s,
-                        shape,
+                        layout,
                     )
                     latencies = []
                     for measurement in ("raw", "joined"):
@@ -456,13 +490,13 @@ def main() -> int:
                     )
                     replayed = head(events, rows, work)
                     result = steady_run(
-                        settings, replayed, rate, args.warmup_s, args.measure_s, work, shape
+                        settings, replayed, rate, args.warmup_s, args.measure_s, work, layout
                     )
                     wait = data_wait(replayed, rate, args.warmup_s)  # after the run: its CPU
                     steady.append(dataclasses.replace(result, shape=label, data_wait=wait))
                     print(steady[-1], flush=True)
             if args.tls != "default":
-                Stack(settings).down()  # the next mode's servers take the same ports
+                Stack(settings, groups).down()  # the next mode's servers take the same ports
     print(
         "\nCommand: `"
         + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])])

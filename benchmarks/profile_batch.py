@@ -68,6 +68,7 @@ from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.services import DEFAULT_SHAPE, SERVICES
 from stacktools.stack import Stack
+from stacktools.stack.components import spark_master_url
 from stacktools.wiring import Wiring, private_topic
 from streamkit.config import Settings
 from streamkit.wire.avro import AvroCodec
@@ -223,7 +224,7 @@ def run_spark(
     raw = private_topic(settings, "raw", partitions)
     extra = ["--sink", sink]
     if sink == "executors":
-        extra += ["--spark-master", f"spark://127.0.0.1:{settings.spark_master_port}"]
+        extra += ["--spark-master", spark_master_url(settings)]
     records = 0
     if point == "catchup":
         status(f"{point}/{sink}: writing {args.catchup_rows:,} rows into {raw}")

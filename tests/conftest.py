@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from stacktools.stack import Stack
+from stacktools.stack.components import spark_master_url
 from streamkit.config import CREDENTIALS_FILE, Settings
 from tests.support.topology import Topology
 
@@ -48,7 +49,7 @@ def spark_cluster(stack_settings: Settings) -> Iterator[str]:
     cluster = Stack(stack_settings, ["spark"])
     was_running = all(s.state == "running" for s in cluster.status())
     settings = cluster.up()
-    yield f"spark://127.0.0.1:{settings.spark_master_port}"
+    yield spark_master_url(settings)
     if not was_running and not keep_started_servers():
         cluster.down()
 

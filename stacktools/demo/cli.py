@@ -36,7 +36,7 @@ from stacktools.demo.verdict import demo_verdict
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack, StackError
-from stacktools.stack.components import DEFAULT_GROUPS
+from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
 from stacktools.stack.process import KeptService, port_open
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
@@ -176,14 +176,7 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
     try:
         print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
         settings = stack.up()  # a first run generates the passwords only now
-        spark_env = (
-            {
-                "SPARK_MASTER": f"spark://127.0.0.1:{settings.spark_master_port}",
-                "SPARK_SINK": "executors",
-            }
-            if args.spark_cluster
-            else {}
-        )
+        spark_env = scaled_out_spark_env(settings) if args.spark_cluster else {}
         wiring = Wiring.fresh(settings, "demo")
         default_ports = not any(
             port_open(port) for port in (spec.metrics_port for spec in SERVICES.values())

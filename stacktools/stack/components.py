@@ -1106,6 +1106,17 @@ class SparkCluster(Component):
             return {}
 
 
+def spark_master_url(settings: Settings) -> str:
+    """The launcher's Spark standalone master, as SPARK_MASTER names it."""
+    return f"spark://127.0.0.1:{settings.spark_master_port}"
+
+
+def scaled_out_spark_env(settings: Settings) -> dict[str, str]:
+    """The Spark stages' environment of the scaled-out shape: the jobs run on the launcher's
+    cluster and write their outputs from the executors."""
+    return {"SPARK_MASTER": spark_master_url(settings), "SPARK_SINK": "executors"}
+
+
 class SparkMaster(SparkCluster):
     """The Spark standalone master: ``SPARK_MASTER=spark://127.0.0.1:<port>`` runs a job on the
     cluster."""
@@ -1119,7 +1130,7 @@ class SparkMaster(SparkCluster):
 
     @property
     def address(self) -> str:
-        return f"spark://127.0.0.1:{self.settings.spark_master_port}"
+        return spark_master_url(self.settings)
 
     def command(self) -> list[str]:
         return self.spark_class(
@@ -1164,7 +1175,7 @@ class SparkWorker(SparkCluster):
             format_size(s.spark_worker_memory),
             "--work-dir",
             str(self.data_dir / "work"),
-            f"spark://127.0.0.1:{s.spark_master_port}",
+            spark_master_url(s),
         )
 
     def healthy(self) -> bool:
