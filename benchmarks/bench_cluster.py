@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from contextlib import ExitStack
 from pathlib import Path
 
-from benchmarks.process_group import GroupSampler, rss_mb
+from benchmarks.process_group import rss_mb
 from benchmarks.raw_feed import feed
-from benchmarks.spark_run import PAIRS, JobRun, batch_window, run_job
+from benchmarks.spark_run import PAIRS, JobRun, cluster_up, run_job
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_config
 from stacktools.stack import Stack
-from stacktools.stack.components import spark_master_url
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
@@ -40,35 +38,14 @@ JOB_ROLES = {
 }
 
 
-def cluster_role(cmd: bytes) -> str:
-    """RSS roles in a worker's process group: the worker daemon, its executor JVM, Python
-    workers."""
-    if b"deploy.worker.Worker" in cmd:
-        return "worker daemon"
-    if cmd.split(b" ", 1)[0].endswith(b"java"):
-        return "executor JVM"
-    return "executor Python"
-
-
 def run_on(
     settings: Settings, raw: str, batch: int, work: Path, master: str, sink: str, workers: list[int]
-) -> tuple[JobRun, dict[str, float], float]:
-    """One job run; with ``workers`` (their pids) also their groups' peak RSS and CPU over the
-    run."""
+) -> JobRun:
+    """One job run on ``master``; with ``workers`` (their pids) their groups counted too."""
     directory = work / f"{master.split(':')[0]}-{sink}"
     directory.mkdir(parents=True)
-    with ExitStack() as stack:
-        samplers = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
-        run = run_job(
-            settings, raw, batch, directory, extra_args=["--spark-master", master, "--sink", sink]
-        )
-    start, _, end = batch_window(run.progress)  # the window run_job measures the job's group over
-    executors_cpu = sum(sampler.cpu_between(start, end) for sampler in samplers)
-    peaks: dict[str, float] = {}
-    for sampler in samplers:
-        for role, mb in sampler.peak_mb.items():
-            peaks[role] = peaks.get(role, 0.0) + mb
-    return run, peaks, executors_cpu
+    extra = ["--spark-master", master, "--sink", sink]
+    return run_job(settings, raw, batch, directory, extra_args=extra, workers=workers)
 
 
 def main() -> int:
@@ -80,42 +57,43 @@ def main() -> int:
     parser.add_argument("--sinks", default="driver,executors", help="sinks to run on the cluster")
     args = parser.parse_args()
     settings = Stack(Settings.from_sources()).up()
-    cluster = Stack(settings, ["spark"])
-    cluster.up()
-    master = spark_master_url(settings)
-    statuses = {s.name: s for s in cluster.status()}
-    workers = [s.pid for name, s in statuses.items() if name.startswith("spark-worker") and s.pid]
+    master, workers = cluster_up(settings)
     raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
     wanted = frozenset(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
     records, _ = feed(settings, raw, args.rows, wanted)
-    rows: list[tuple[str, JobRun, dict[str, float], float]] = []
+    rows: list[tuple[str, JobRun]] = []
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         work = Path(tmp)
         print("join on local[2] ...", flush=True)
-        run, _, _ = run_on(settings, raw, args.batch, work, "local[2]", "driver", [])
-        rows.append(("local[2], driver sink", run, {}, 0.0))
+        rows.append(
+            (
+                "local[2], driver sink",
+                run_on(settings, raw, args.batch, work, "local[2]", "driver", []),
+            )
+        )
         for sink in args.sinks.split(","):
             print(f"join on the cluster ({len(workers)} workers), {sink} sink ...", flush=True)
-            run, peaks, executors_cpu = run_on(
-                settings, raw, args.batch, work, master, sink, workers
-            )
-            rows.append((f"cluster, {sink} sink", run, peaks, executors_cpu))
+            run = run_on(settings, raw, args.batch, work, master, sink, workers)
+            rows.append((f"cluster, {sink} sink", run))
     base = rows[0][1].warm_records_per_s
     print(f"\n{records:,} raw records, batches of {args.batch:,}; 2 cores either way")
     print(
         f"{'run':<26} {'records/s':>10} {'warm rec/s':>10} {'vs local':>8} {'CPU us/rec':>10}  "
         "peak RSS MB"
     )
-    for name, run, peaks, executors_cpu in rows:
-        cpu_us = (run.cpu_s + executors_cpu) / run.input_records * 1e6
-        memory = {**{JOB_ROLES.get(role, role): mb for role, mb in run.rss_mb.items()}, **peaks}
+    for name, run in rows:
+        cpu_us = run.cpu_s / run.input_records * 1e6
+        memory = {
+            **{JOB_ROLES.get(role, role): mb for role, mb in run.rss_mb.items()},
+            **run.cluster_rss_mb,
+        }
         print(
             f"{name:<26} {run.records_per_s:>10,.0f} {run.warm_records_per_s:>10,.0f} "
             f"{run.warm_records_per_s / base:>7.2f}x {cpu_us:>10.1f}  "
             + ", ".join(f"{role} {mb:,.0f}" for role, mb in sorted(memory.items()))
         )
-    master_pid = statuses["spark-master"].pid
+    (master_pid,) = [s.pid for s in Stack(settings, ["spark"]).status() if s.name == "spark-master"]
     if master_pid:
         print(
             f"spark master daemon: {sum(rss_mb([master_pid], lambda _: 'master').values()):,.0f} MB"

@@ -2,7 +2,7 @@
 records, in one run (a script, not a test).
 
     .venv/bin/python benchmarks/bench_peers.py [--rows 400000] [--batch-sizes 50000,200000]
-        [--ours spark_jobs.join] [--ours-args "..."]
+        [--ours spark_jobs.join] [--ours-args "..."] [--spark-cluster]
 
 Generates rows and writes them to a private raw topic the way the bridge does
 (benchmarks/raw_feed.py). Then:
@@ -21,6 +21,10 @@ same window (the whole process group from /proc: driver, JVM, Python workers; Qu
 process), peak RSS, and the output pairs committed. The per-core rate is records/s divided by
 the cores used (= records per CPU second); the ratio ours/Quix of it says which does more per
 core, independent of how many cores each managed to use on this shared machine.
+
+With --spark-cluster ours runs on the launcher's standalone cluster with the executors' sink
+(the scaled-out shape; KAFKA_BROKERS=3 for three Kafka nodes), its workers' process groups
+(executor JVMs, their Python workers) counted with the job's.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pathlib import Path
 from benchmarks.peer_venv import DEFAULT_ROOT, ensure_venv
 from benchmarks.process_group import GroupSampler
 from benchmarks.raw_feed import feed
-from benchmarks.spark_run import DEFAULT_JOB, PAIRS, JobRun, run_job
+from benchmarks.spark_run import DEFAULT_JOB, PAIRS, JobRun, cluster_up, run_job
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
@@ -144,10 +148,11 @@ def run_quix(settings: Settings, python: Path, raw: str, records: int, work: Pat
     )
 
 
-def our_rows(run: JobRun) -> list[Measured]:
+def our_rows(run: JobRun, where: str) -> list[Measured]:
     """Our run over all its batches, and from the first batch's end ("warm")."""
-    name = f"ours, batch {run.batch:,}"
-    rows = [Measured(name, run.input_records, run.span_s, run.cpu_s, run.rss_total_mb, run.joins)]
+    name = f"ours{where}, batch {run.batch:,}"
+    rss = run.rss_total_mb + sum(run.cluster_rss_mb.values())
+    rows = [Measured(name, run.input_records, run.span_s, run.cpu_s, rss, run.joins)]
     if len(run.progress) > 1:
         rows.append(
             Measured(
@@ -155,7 +160,7 @@ def our_rows(run: JobRun) -> list[Measured]:
                 run.warm_records,
                 run.warm_span_s,
                 run.warm_cpu_s,
-                run.rss_total_mb,
+                rss,
                 run.joins,
             )
         )
@@ -195,6 +200,11 @@ def main() -> int:
         "--ours-args", default="", help="more flags for our job, e.g. a single pass's window flags"
     )
     parser.add_argument(
+        "--spark-cluster",
+        action="store_true",
+        help="ours on the launcher's Spark cluster (started if needed), the executors' sink",
+    )
+    parser.add_argument(
         "--quix-venv",
         type=Path,
         default=DEFAULT_ROOT / "quix-venv",
@@ -206,6 +216,12 @@ def main() -> int:
     args = parser.parse_args()
     python = ensure_venv(args.quix_venv, *QUIX)
     settings = Stack(Settings.from_sources()).up()
+    ours_args, where = shlex.split(args.ours_args), ""
+    workers: list[int] = []
+    if args.spark_cluster:
+        master, workers = cluster_up(settings)
+        ours_args += ["--spark-master", master, "--sink", "executors"]
+        where = " on the cluster"
     raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
     records, _ = feed(settings, raw, args.rows)
@@ -218,12 +234,12 @@ def main() -> int:
         runs: list[Measured] = []
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             print(f"{args.ours} --available-now, maxOffsetsPerTrigger={batch:,} ...", flush=True)
-            run = run_job(settings, raw, batch, work, args.ours, shlex.split(args.ours_args))
+            run = run_job(settings, raw, batch, work, args.ours, ours_args, workers)
             if run.input_records != records:
                 raise SystemExit(f"{args.ours} read {run.input_records:,} of {records:,} records")
-            runs += our_rows(run)
+            runs += our_rows(run, where)
     print(
-        f"\nours: {args.ours} {args.ours_args}".rstrip()
+        f"\nours: {args.ours} {shlex.join(ours_args)}".rstrip()
         + f"; {records:,} raw records of {args.rows:,} rows\n"
     )
     print_table(quix, runs)

@@ -3,7 +3,8 @@ single-pass job) over a raw topic, measured from its own per-batch progress log 
 
 Rates are over the batches' processing time, so Spark's start-up (JVM, session, source) is
 left out; "warm" also leaves out the first batch, which pays the Python workers' warm-up once
-per start. CPU and peak RSS are the whole process group's (driver, JVM, Python workers)."""
+per start. CPU and peak RSS are the whole process group's (driver, JVM, Python workers) and, on
+the launcher's Spark cluster, its workers' groups' (their executor JVMs and Python workers)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import dataclasses
 import json
 import statistics
 import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.process_group import Classifier, GroupSampler
 from stacktools.processes import ServiceProcess, free_port
+from stacktools.stack import Stack
+from stacktools.stack.components import spark_master_url
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
@@ -34,6 +39,24 @@ def role_of(module: str) -> Classifier:
         return "driver" if module.encode() in cmd else "python workers"
 
     return classify
+
+
+def cluster_role(cmd: bytes) -> str:
+    """RSS roles in a Spark worker's process group: the worker daemon, its executor JVM, its
+    Python workers."""
+    if b"deploy.worker.Worker" in cmd:
+        return "worker daemon"
+    if cmd.split(b" ", 1)[0].endswith(b"java"):
+        return "executor JVM"
+    return "executor Python"
+
+
+def cluster_up(settings: Settings) -> tuple[str, list[int]]:
+    """The launcher's Spark cluster (started if needed): its master URL and its workers' pids."""
+    cluster = Stack(settings, ["spark"])
+    cluster.up()
+    workers = [s.pid for s in cluster.status() if s.name.startswith("spark-worker") and s.pid]
+    return spark_master_url(settings), workers
 
 
 def batch_progress(log_text: str) -> list[dict]:
@@ -65,6 +88,8 @@ class JobRun:
     rss_mb: dict[str, float]  #: peak RSS per role
     rss_total_mb: float  #: peak RSS of the whole group at one instant
     joins: int  #: committed records in the joined topic
+    #: peak RSS per role summed over the cluster's workers' groups (none on ``local[N]``)
+    cluster_rss_mb: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def input_records(self) -> int:
@@ -138,9 +163,11 @@ def run_job(
     work: Path,
     module: str = DEFAULT_JOB,
     extra_args: list[str] | None = None,
+    workers: Sequence[int] = (),
 ) -> JobRun:
     """Run ``python -m <module> --available-now`` over ``raw`` with a fresh checkpoint and
-    private output topics; fails when the job fails."""
+    private output topics; fails when the job fails. ``workers``: the pids of the Spark workers
+    the job runs on, whose groups' CPU counts as the job's."""
     log = work / f"{module.rsplit('.', 1)[-1]}-{batch}.log"
     args, outputs = job_args(
         settings,
@@ -153,26 +180,34 @@ def run_job(
             *(extra_args or []),
         ],
     )
-    job = ServiceProcess(module, args, log).start()
-    assert job.process is not None
-    with GroupSampler(job.process.pid, role_of(module)) as sampler:
-        sampler.wait(job.process)
+    with ExitStack() as stack:
+        cluster = [stack.enter_context(GroupSampler(pid, cluster_role)) for pid in workers]
+        job = ServiceProcess(module, args, log).start()
+        assert job.process is not None
+        with GroupSampler(job.process.pid, role_of(module)) as sampler:
+            sampler.wait(job.process)
     if job.process.returncode != 0:
         raise SystemExit(f"{module} failed, see {log}")
     progress = batch_progress(job.logged_since_start())
     if not progress:
         raise SystemExit(f"{module} logged no batch with input, see {log}")
     start, first_end, last_end = batch_window(progress)
+    cluster_rss: dict[str, float] = {}
+    for worker in cluster:
+        for role, mb in worker.peak_mb.items():
+            cluster_rss[role] = cluster_rss.get(role, 0.0) + mb
+    samplers = [sampler, *cluster]
     return JobRun(
         module,
         batch,
         progress,
-        sampler.cpu_between(start, last_end),
-        sampler.cpu_between(first_end, last_end),
+        sum(s.cpu_between(start, last_end) for s in samplers),
+        sum(s.cpu_between(first_end, last_end) for s in samplers),
         last_end - start,
         last_end - first_end,
         sampler.peak_mb,
         sampler.peak_total_mb,
         # not end offsets: those count commit markers too
         len(read_to_end(settings, outputs["joined"])),
+        cluster_rss,
     )
