@@ -154,12 +154,12 @@ def killed_stage(pipeline: Pipeline, name: str, attempts: int = 5) -> None:
 
 def kill_mosquitto_behind_bridges(
     pipeline: Pipeline, mosquitto: Stack, rng: random.Random, timeout_s: float = 120
-) -> None:
+) -> float:
     """SIGKILL Mosquitto once every bridge is subscribed and a persistence snapshot has passed
     since. A crash loses what arrived after the last snapshot and no bridge took (the limit in
     docs/exactly-once.md, 6): a crash while a bridge restarts is that documented loss, not
-    a fault the pipeline claims to survive."""
-    deadline = Deadline(timeout_s)
+    a fault the pipeline claims to survive. Returns the seconds it waited for that moment."""
+    started, deadline = time.monotonic(), Deadline(timeout_s)
     while True:
         restarts = dict(pipeline.restarts)
         while not pipeline.bridges_subscribed():
@@ -170,10 +170,12 @@ def kill_mosquitto_behind_bridges(
         supervise_for(pipeline, MOSQUITTO_AUTOSAVE_S + 1)
         if pipeline.restarts == restarts and pipeline.bridges_subscribed():
             break
+    waited = time.monotonic() - started
     killed = kill_group(mosquitto, rng)
     supervise_for(pipeline, rng.uniform(2, 10))
     mosquitto.up()
     assert_back(mosquitto, killed)
+    return waited
 
 
 def supervise_for(pipeline: Pipeline, seconds: float, skip: tuple[str, ...] = ()) -> None:
@@ -228,7 +230,8 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
             restart_broker(kafka)
             assert_back(kafka, killed)
         elif fault == "mosquitto-kill":  # its persistence and the bridges' sessions, mid replay
-            kill_mosquitto_behind_bridges(pipeline, mosquitto, rng)
+            waited = kill_mosquitto_behind_bridges(pipeline, mosquitto, rng)
+            fault = f"{fault} (after {waited:.0f} s for the bridges and a snapshot)"
         elif fault == "spark-worker-kill":  # its executor's tasks re-run on the other worker
             assert topology.spark is not None
             busy = executing_workers(topology.spark.settings, pipeline)
