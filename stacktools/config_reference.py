@@ -274,7 +274,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
     ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),
-    ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (10)"),
+    ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (6)"),
     ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
     ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
     (
@@ -297,7 +297,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
         "fail at random; never set it in production",
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
-    ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (20)"),
+    ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (8)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 

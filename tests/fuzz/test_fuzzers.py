@@ -1,4 +1,4 @@
-"""Every parser of untrusted bytes, fuzzed coverage-guided (atheris) for FUZZ_SECONDS (20) per
+"""Every parser of untrusted bytes, fuzzed coverage-guided (atheris) for FUZZ_SECONDS (8) per
 target, from the corpus in tests/fuzz/corpus; and the corpus plus every crash ever found
 (tests/fuzz/crashes/<target>/, kept as regression inputs) replayed through each target.
 
@@ -21,7 +21,7 @@ from tests.fuzz.targets import TARGETS
 pytestmark = pytest.mark.fuzz
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SECONDS = int(os.environ.get("FUZZ_SECONDS", "20"))
+SECONDS = int(os.environ.get("FUZZ_SECONDS", "8"))
 DICTIONARIES = {
     "rows": "rows.dict",
     "source_file": "rows.dict",

@@ -34,7 +34,7 @@ from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
-KILL_ROUNDS = int(os.environ.get("JOIN_KILL_ROUNDS", "10"))
+KILL_ROUNDS = int(os.environ.get("JOIN_KILL_ROUNDS", "6"))
 PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power,vaCurr_C11:vaLoad_C11:product"
 
 
