@@ -168,8 +168,9 @@ def our_rows(run: JobRun, where: str) -> list[Measured]:
 
 
 def print_table(quix: Measured, runs: list[Measured]) -> None:
+    width = max(len(m.name) for m in [quix, *runs])
     header = (
-        f"{'run':<34} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} "
+        f"{'run':<{width}} {'records':>10} {'wall s':>7} {'records/s':>10} {'CPU s':>7} "
         f"{'CPU µs/rec':>10} {'cores':>5} {'peak RSS MB':>11} {'rec/s/core':>10} {'pairs out':>10} "
         f"{'per core vs Quix':>16}"
     )
@@ -177,7 +178,7 @@ def print_table(quix: Measured, runs: list[Measured]) -> None:
     for m in [quix, *runs]:
         ratio = "" if m is quix else f"{m.per_core / quix.per_core:.2f}x"
         print(
-            f"{m.name:<34} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} "
+            f"{m.name:<{width}} {m.records:>10,} {m.wall_s:>7.1f} {m.records_per_s:>10,.0f} "
             f"{m.cpu_s:>7.1f} {m.cpu_s / m.records * 1e6:>10.1f} {m.cores:>5.2f} "
             f"{m.rss_mb:>11,.0f} {m.per_core:>10,.0f} {m.pairs:>10,} {ratio:>16}"
         )
