@@ -37,7 +37,7 @@ import pytest
 from simulator.generate import generate
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import DEFAULT_SHAPE, WINDOWED
+from stacktools.services import BRIDGE, DEFAULT_SHAPE, WINDOWED, service_of
 from stacktools.stack import Stack
 from stacktools.stack.components import MOSQUITTO_AUTOSAVE_S, SparkWorker, spark_cluster
 from stacktools.wiring import Wiring
@@ -160,15 +160,20 @@ def kill_mosquitto_behind_bridges(
     docs/exactly-once.md, 6): a crash while a bridge restarts is that documented loss, not
     a fault the pipeline claims to survive. Returns the seconds it waited for that moment."""
     started, deadline = time.monotonic(), Deadline(timeout_s)
+
+    def bridge_restarts() -> dict[str, int]:
+        return {n: count for n, count in pipeline.restarts.items() if service_of(n) == BRIDGE}
+
     while True:
-        restarts = dict(pipeline.restarts)
-        while not pipeline.bridges_subscribed():
-            if deadline.expired():
-                pytest.fail(f"a bridge was not subscribed within {timeout_s:.0f} s")
+        if deadline.expired():
+            pytest.fail(f"the bridges were not subscribed for a snapshot within {timeout_s:.0f} s")
+        if not pipeline.bridges_subscribed():
             pipeline.supervise()
             time.sleep(0.2)
+            continue
+        restarts = bridge_restarts()
         supervise_for(pipeline, MOSQUITTO_AUTOSAVE_S + 1)
-        if pipeline.restarts == restarts and pipeline.bridges_subscribed():
+        if bridge_restarts() == restarts and pipeline.bridges_subscribed():
             break
     waited = time.monotonic() - started
     killed = kill_group(mosquitto, rng)
