@@ -136,19 +136,20 @@ class Pipeline:
     def wait_bridges(self, timeout_s: float = 60) -> None:
         """Until every bridge is subscribed (its persistent session exists): a replay started
         after this loses nothing, while the Spark stages may still be starting."""
-        for name in self._bridges():
+        for name in self.bridge_stages():
             self.services[name].wait_logged(SERVICES[BRIDGE].ready_line, timeout_s)
 
     def bridges_subscribed(self) -> bool:
         """Whether every bridge's current run is subscribed, so has taken the backlog its
         session kept (the broker sends it before the SUBACK); False while one is down."""
         ready = SERVICES[BRIDGE].ready_line
-        runs = [self.services.get(name) for name in self._bridges()]
+        runs = [self.services.get(name) for name in self.bridge_stages()]
         return all(
             run is not None and run.alive() and ready in run.logged_since_start() for run in runs
         )
 
-    def _bridges(self) -> list[str]:
+    def bridge_stages(self) -> list[str]:
+        """The names of the bridge stages (one per Thing shard)."""
         return [name for name in self.stages if service_of(name) == BRIDGE]
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:

@@ -37,7 +37,7 @@ import pytest
 from simulator.generate import generate
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
-from stacktools.services import BRIDGE, DEFAULT_SHAPE, WINDOWED, service_of
+from stacktools.services import DEFAULT_SHAPE, WINDOWED
 from stacktools.stack import Stack
 from stacktools.stack.components import MOSQUITTO_AUTOSAVE_S, SparkWorker, spark_cluster
 from stacktools.wiring import Wiring
@@ -162,7 +162,7 @@ def kill_mosquitto_behind_bridges(
     started, deadline = time.monotonic(), Deadline(timeout_s)
 
     def bridge_restarts() -> dict[str, int]:
-        return {n: count for n, count in pipeline.restarts.items() if service_of(n) == BRIDGE}
+        return {name: pipeline.restarts.get(name, 0) for name in pipeline.bridge_stages()}
 
     while True:
         if deadline.expired():
