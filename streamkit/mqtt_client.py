@@ -178,6 +178,22 @@ class BufferedClient(mqtt.Client):
             with self._msgtime_mutex:
                 self._last_msg_out = mqtt.time_func()
 
+    # ------------------------------------------------------------------ keepalive
+    def loop_misc(self) -> mqtt.MQTTErrorCode:
+        """paho drops the connection when a PINGRESP has not come within the keepalive of its
+        PINGREQ. But the broker answers in order: behind a backlog of PUBLISHes it sent before
+        (up to its in-flight window towards the bridge, read at Kafka's pace) the answer can
+        take longer than the keepalive while the broker talks all the time. Dropping then makes
+        it redeliver everything unacknowledged. So bytes read after the PINGREQ count as the
+        broker's answer; a broker that says nothing for a keepalive is still dropped."""
+        if self._ping_t and self._keepalive:
+            now = mqtt.time_func()
+            with self._msgtime_mutex:
+                heard_s = now - self._last_bytes_received
+            if now - self._ping_t >= self._keepalive and heard_s < self._keepalive:
+                self._ping_t = 0  # answered; the next PINGREQ goes when paho's rule says
+        return super().loop_misc()
+
     # ------------------------------------------------------------------ waiting in a callback
     def keep_alive_in_callback(self) -> None:
         """For a callback of the network thread that waits (the bridge's backpressure while

@@ -1,7 +1,8 @@
 """The buffered paho client's coalesced writes: every queued byte leaves once, in order,
 whatever the socket accepts per call (partial sends, would-block); and its close after a
 DISCONNECT, which must not throw away what the broker has not read yet. Both on plain TCP and
-on TLS (real loopback TLS connections with the launcher's certificates)."""
+on TLS (real loopback TLS connections with the launcher's certificates). And its keepalive,
+which must not drop a broker that answers late because it is talking."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import select
 import socket
 import ssl
 import threading
+import time
+from collections.abc import Callable
 
 import paho.mqtt.client as mqtt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paho.mqtt.enums import _ConnectionState
 
 from stacktools import certs
 from streamkit.config import Settings
@@ -264,3 +268,71 @@ def test_coalesced_writes_over_tls_survive_would_block_and_reads_come_whole(
     assert bytes(got) == sent
     sock.close()
     broker.close()
+
+
+def publish_packet(mid: int) -> bytes:
+    """A QoS 1 PUBLISH on topic ``t`` (what a broker writes ahead of a late PINGRESP)."""
+    body = b"\x00\x01t" + mid.to_bytes(2, "big") + b"%d" % mid
+    return bytes([0x32, len(body)]) + body
+
+
+def run_talking_broker(
+    loop_misc: Callable[[BufferedClient], mqtt.MQTTErrorCode], talk_s: float
+) -> tuple[list[float], int]:
+    """A client with a 1 s keepalive sends a PINGREQ that is never answered; the broker sends a
+    PUBLISH every 0.1 s for ``talk_s``, then falls silent. The client's PUBACKs keep its side
+    busy, as the bridge's do, so paho sends no second PINGREQ. Returns when the client dropped the
+    connection (seconds after the PINGREQ; empty if it did not within talk_s + 3 s) and how
+    many PUBLISHes it read."""
+    broker, sock = connected_pair()
+    sock.setblocking(False)
+    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
+    client._sock = sock
+    client._state = _ConnectionState.MQTT_CS_CONNECTED
+    client._keepalive = 1
+    dropped: list[float] = []
+    read: list[bytes | bytearray] = []
+    pinged = time.monotonic()
+    client.on_message = lambda _c, _u, message: read.append(message.payload)
+    client.on_disconnect = lambda *_a: dropped.append(time.monotonic() - pinged)
+    client._send_pingreq()
+    stop = threading.Event()
+
+    def broker_talks() -> None:
+        mid = 1
+        while not stop.wait(0.1) and time.monotonic() - pinged < talk_s:
+            try:
+                broker.sendall(publish_packet(mid))
+                broker.recv(4096)  # the PUBACKs
+            except OSError:  # the client dropped the connection
+                return
+            mid += 1
+
+    talker = threading.Thread(target=broker_talks)
+    talker.start()
+    try:
+        while not dropped and time.monotonic() - pinged < talk_s + 3:
+            select.select([sock], [], [], 0.05)
+            client.loop_read()
+            if client._sock is not None:
+                loop_misc(client)
+    finally:
+        stop.set()
+        talker.join(5)
+        broker.close()
+        sock.close()
+    return dropped, len(read)
+
+
+def test_a_broker_that_keeps_talking_is_not_dropped_for_a_late_pingresp() -> None:
+    """The bridge's case: the PINGRESP queues behind an in-flight window the bridge reads at
+    Kafka's pace. paho alone drops the connection one keepalive after its PINGREQ although
+    bytes keep coming; the buffered client counts those bytes as the answer, and still drops a
+    broker that falls silent, one keepalive after its last bytes."""
+    dropped, _ = run_talking_broker(mqtt.Client.loop_misc, talk_s=3)
+    assert dropped and dropped[0] < 2, f"paho's own rule kept the connection: {dropped}"
+
+    dropped, read = run_talking_broker(BufferedClient.loop_misc, talk_s=3)
+    assert read >= 20, f"the broker's PUBLISHes were not read ({read})"
+    assert dropped, "a broker silent for longer than the keepalive was never dropped"
+    assert 3.5 <= dropped[0] < 5.5, f"dropped {dropped[0]:.1f} s after the PINGREQ"
