@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the stack needs on Debian 12 (Python 3.11, Java 17, Maven, Go present).
 # Every step is idempotent and skips what is already there, so CI and users can run it each time.
-#   apt : mosquitto, prometheus, prometheus-alertmanager (Debian packages)
+#   apt : mosquitto (2.0.13 or later: from bookworm-backports on Debian 12), prometheus,
+#         prometheus-alertmanager (Debian packages)
 #   pip : .venv/ with the pinned Python dependencies (pyproject.toml)
 #   mvn : Kafka broker jars and Spark's Kafka/Avro connector jars into .stack/jars/;
 #         Apicurio Registry (the optional schema registry) into .stack/apicurio/
@@ -39,6 +40,31 @@ else
   for svc in mosquitto prometheus prometheus-alertmanager; do
     need_sudo service "$svc" stop >/dev/null 2>&1 || true
   done
+fi
+# Mosquitto before 2.0.13 ignores max_inflight_messages towards a client that returns to a
+# backlog: it pushes the whole backlog in flight, so a lost connection redelivers all of it.
+# Debian 12 ships 2.0.11; its backports carry a fixed release.
+MOSQUITTO_MIN=2.0.13
+mosquitto_version() { { /usr/sbin/mosquitto -h 2>/dev/null || true; } | sed -n '1s/^mosquitto version //p'; }
+version_below() { [ "$1" != "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ]; }
+have=$(mosquitto_version)
+if version_below "${have:-0}" "$MOSQUITTO_MIN"; then
+  codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+  if [ "$codename" = bookworm ]; then
+    say "apt: mosquitto ${have:-?} is older than $MOSQUITTO_MIN: installing it from bookworm-backports"
+    backports=/etc/apt/sources.list.d/bookworm-backports.list
+    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "deb http://deb.debian.org/debian bookworm-backports main" | need_sudo tee "$backports" >/dev/null
+    fi
+    need_sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive need_sudo apt-get install -y -qq --no-install-recommends \
+      -t bookworm-backports mosquitto mosquitto-clients >/dev/null
+    need_sudo service mosquitto stop >/dev/null 2>&1 || true
+  else
+    say "apt: mosquitto ${have:-?} is older than $MOSQUITTO_MIN; install a newer one (the launcher refuses it)"
+  fi
+else
+  say "apt: mosquitto $have"
 fi
 
 # --- Python ----------------------------------------------------------------------------------

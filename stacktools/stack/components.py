@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -441,6 +442,29 @@ def kafka_nodes(settings: Settings) -> list[Component]:
     return [Kafka(settings, node) for node in range(1, max(settings.kafka_brokers, 1) + 1)]
 
 
+#: Before it, Mosquitto moved up to a whole in-flight window of queued messages into flight on
+#: every PUBACK, so a client coming back to a backlog got all of it in flight (and all of it
+#: again after a lost connection).
+MOSQUITTO_MIN_VERSION = (2, 0, 13)
+
+
+def mosquitto_version(program: Path) -> tuple[int, ...] | None:
+    """The broker's version from its usage text (``mosquitto version 2.0.21``), None if that
+    cannot be read (then nothing is refused for it)."""
+    try:
+        usage = subprocess.run(
+            [str(program), "-h"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_mosquitto_version(usage.stdout + usage.stderr)
+
+
+def parse_mosquitto_version(usage: str) -> tuple[int, ...] | None:
+    match = re.search(r"mosquitto version (\d+)\.(\d+)\.(\d+)", usage)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
 class Mosquitto(Component):
     """Eclipse Mosquitto (Debian), password authentication, anonymous access refused, an ACL
     per user (machines publish under the prefix, the bridge subscribes to it), persistence on
@@ -459,8 +483,17 @@ class Mosquitto(Component):
         return self.conf_dir / "passwd"
 
     def missing_install(self) -> str | None:
-        if not find_program("mosquitto"):
+        program = find_program("mosquitto")
+        if not program:
             return "mosquitto not found: run scripts/setup.sh (Debian package mosquitto)"
+        version = mosquitto_version(program)
+        if version is not None and version < MOSQUITTO_MIN_VERSION:
+            return (
+                f"mosquitto {'.'.join(map(str, version))} ignores MQTT_MAX_INFLIGHT_MESSAGES "
+                "towards a client that comes back to a backlog (fixed in "
+                f"{'.'.join(map(str, MOSQUITTO_MIN_VERSION))}): run scripts/setup.sh, which "
+                "installs a fixed release (on Debian 12 from bookworm-backports)"
+            )
         return None
 
     def prepare(self) -> None:

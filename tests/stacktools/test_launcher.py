@@ -15,6 +15,7 @@ import pytest
 
 from mqtt_bridge.config import BridgeSettings
 from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack.components import MOSQUITTO_MIN_VERSION, parse_mosquitto_version
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from streamkit.config import SYSTEMS, Settings, identity_fields
 from streamkit.deadline import wait_until
@@ -90,6 +91,28 @@ def test_cli_reports_taken_port_with_exit_code_2(tmp_path: Path, free_port: int)
 def test_unknown_component_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StackError, match="unknown component"):
         Stack(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}), ["zookeeper"])
+
+
+def test_a_mosquitto_that_ignores_the_in_flight_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debian 12's own Mosquitto (2.0.11) pushes a returning client's whole backlog in flight:
+    the launcher names the version and the fix before it starts anything."""
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    fake = programs / "mosquitto"  # prints what the real one does for -h, and its exit code
+    fake.write_text("#!/bin/sh\necho 'mosquitto version 2.0.11'\necho\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{programs}{os.pathsep}{os.environ['PATH']}")
+    stack = Stack(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}), ["mosquitto"])
+    with pytest.raises(
+        StackError, match=r"mosquitto 2\.0\.11 ignores MQTT_MAX_INFLIGHT.*setup\.sh"
+    ):
+        stack.up()
+    assert not (tmp_path / "logs" / "mosquitto.log").exists(), "it started the broker anyway"
+    assert (
+        parse_mosquitto_version("mosquitto version 2.0.21\n") == (2, 0, 21) >= MOSQUITTO_MIN_VERSION
+    )
 
 
 def test_only_processes_naming_our_run_dir_count_as_ours(tmp_path: Path) -> None:

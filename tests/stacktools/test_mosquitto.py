@@ -8,7 +8,8 @@ launcher: TLS on, a machine user per Thing, tiny queue bounds) next to the sessi
   shared machine user is gone, and a row on A's topic that names B is a dead letter
   ``thing_mismatch`` of the real bridge;
 - the queue bound: an offline persistent session keeps MQTT_MAX_QUEUED_MESSAGES messages, the
-  first ones, and Mosquitto drops (and logs) the rest;
+  first ones, and Mosquitto drops (and logs) the rest; back, it has at most
+  MQTT_MAX_INFLIGHT_MESSAGES unacknowledged at a time;
 - the password file: the launcher's line for a password and salt is ``mosquitto_passwd``'s.
 """
 
@@ -364,6 +365,53 @@ def test_an_offline_session_keeps_the_bound_and_mosquitto_drops_the_rest(
         ONE_MESSAGE_S,
         "Mosquitto's log line about dropping",
     )
+
+
+@pytest.mark.stack
+def test_a_session_back_to_a_backlog_gets_only_the_in_flight_bound_unacknowledged(
+    mosquitto: Settings,
+) -> None:
+    """What MQTT_MAX_INFLIGHT_MESSAGES means for the bridge coming back to a backlog: at most
+    that many messages are unacknowledged at a time, however it acknowledges. Mosquitto before
+    2.0.13 moved up to a whole window of queued messages into flight on every PUBACK: acking
+    ACKED messages in order, it got INFLIGHT + ACKED * (INFLIGHT - 1) here, and the bridge
+    under a flood got its whole backlog in flight (and again after a lost connection)."""
+    acked = 3
+    client_id = f"inflight-{uuid.uuid4().hex[:8]}"
+    topic = f"bound/{client_id}"
+    subscriber = connected(mosquitto, client_id, persistent_session=True)
+    subscribed = threading.Event()
+    subscriber.on_subscribe = lambda *_a: subscribed.set()
+    subscriber.subscribe(topic, qos=1)
+    assert subscribed.wait(ONE_MESSAGE_S)
+    close(subscriber)  # away while the backlog queues
+    publisher = connected(mosquitto)
+    try:
+        sent = [b"%d" % n for n in range(QUEUED)]
+        assert publish_reasons(publisher, [(topic, m) for m in sent]) == ["Success"] * len(sent)
+    finally:
+        close(publisher)
+    received: list[bytes] = []
+
+    def take(client: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+        received.append(bytes(message.payload))
+        if len(received) <= acked:  # in arrival order, as the bridge acknowledges
+            client.ack(message.mid, message.qos)
+
+    back = make_client(mosquitto, client_id, persistent_session=True)
+    back.manual_ack_set(True)
+    back.on_message = take
+    connect(back, mosquitto, timeout_s=10)
+    try:
+        wait_until(lambda: len(received) >= INFLIGHT + acked, ONE_MESSAGE_S, "the window")
+        # more would come at once: a round trip to the broker (a SUBACK) passes them all
+        resubscribed = threading.Event()
+        back.on_subscribe = lambda *_a: resubscribed.set()
+        back.subscribe(f"{topic}/none", qos=1)
+        assert resubscribed.wait(ONE_MESSAGE_S)
+        assert received == sent[: INFLIGHT + acked], (len(received), INFLIGHT + acked)
+    finally:
+        close(back)
 
 
 # ----------------------------------------------------------------------------- password file
