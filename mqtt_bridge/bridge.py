@@ -152,7 +152,11 @@ class Bridge:
             # backpressure: wait for Kafka instead of buffering without bound, staying
             # connected however long Kafka takes (this is paho's network thread)
             self.producer.poll(0.05)
-            self.client.keep_alive_in_callback()
+            if not self.client.keep_alive_in_callback():
+                # the connection is gone: its PUBACK could not leave, the broker sends the
+                # message again on the next one; return so that paho sees the loss
+                COUNTS.deferred += 1
+                return
         if self._taking_no_more():
             # Not acked: the broker keeps it for our next session. After a failed produce no
             # later message may reach Kafka before the failed one (it would overtake it in its

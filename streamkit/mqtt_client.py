@@ -195,20 +195,27 @@ class BufferedClient(mqtt.Client):
         return super().loop_misc()
 
     # ------------------------------------------------------------------ waiting in a callback
-    def keep_alive_in_callback(self) -> None:
+    def keep_alive_in_callback(self) -> bool:
         """For a callback of the network thread that waits (the bridge's backpressure while
         Kafka stalls): write what is queued (PUBACKs) and, when nothing went out for half the
         keepalive, a PINGREQ. Otherwise the broker hears nothing for 1.5 keepalives, drops the
         connection and, on the resumed session, sends everything unacknowledged again. Only
-        the network thread may call this: it writes to the socket."""
+        the network thread may call this: it writes to the socket.
+
+        False when the connection is gone: the callback should end, and paho's loop reports
+        the loss once it has. paho's own ``loop_write`` would report it from here, and its
+        ``on_disconnect`` waits for the callback lock this callback holds: the thread hung."""
         if self._sock is None or self._state != _ConnectionState.MQTT_CS_CONNECTED:
-            return
+            return False
         with self._msgtime_mutex:
             idle_s = mqtt.time_func() - self._last_msg_out
         if self._keepalive and idle_s >= self._keepalive / 2:
             self._send_pingreq()
-        if self._out_packet:
-            self.loop_write()
+        # only packets without after-write callbacks: those (QoS 0, DISCONNECT) take the lock too
+        if self._out_packet and self._plain(self._out_packet[0]):
+            rc = self._packet_write()
+            return rc in (mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS, mqtt.MQTTErrorCode.MQTT_ERR_AGAIN)
+        return True
 
     # ------------------------------------------------------------------ close
     #: How long a wanted disconnect waits for the broker to close its side (it has then read

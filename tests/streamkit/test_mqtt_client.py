@@ -10,6 +10,7 @@ import random
 import select
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -336,3 +337,50 @@ def test_a_broker_that_keeps_talking_is_not_dropped_for_a_late_pingresp() -> Non
     assert read >= 20, f"the broker's PUBLISHes were not read ({read})"
     assert dropped, "a broker silent for longer than the keepalive was never dropped"
     assert 3.5 <= dropped[0] < 5.5, f"dropped {dropped[0]:.1f} s after the PINGREQ"
+
+
+def test_a_connection_lost_while_a_callback_waits_ends_the_wait_instead_of_hanging() -> None:
+    """The bridge's backpressure wait runs in paho's message callback. The broker resets the
+    connection meanwhile (it dropped a bridge stopped for longer than 1.5 keepalives): the
+    callback's write fails, keep_alive_in_callback says so instead of reporting the loss from
+    inside the callback (paho's on_disconnect would wait for the callback's own lock: the
+    network thread hung, the process alive and idle), and paho reports it once the callback
+    has returned."""
+    broker, sock = connected_pair()
+    sock.setblocking(False)
+    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
+    client._sock = sock
+    client._state = _ConnectionState.MQTT_CS_CONNECTED
+    client._keepalive = 30
+    client.manual_ack_set(True)
+    alive: list[bool] = []
+    disconnected = threading.Event()
+
+    def wait_in_callback(c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
+        # the broker resets the connection (SO_LINGER 0: RST), then the callback waits
+        broker.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        broker.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            c.ack(message.mid, message.qos)  # a PUBACK to write into the dead connection
+            alive.append(client.keep_alive_in_callback())
+            if not alive[-1]:
+                return
+            time.sleep(0.05)
+
+    client.on_message = wait_in_callback
+    client.on_disconnect = lambda *_a: disconnected.set()
+    broker.sendall(publish_packet(1))
+    reader = threading.Thread(target=client.loop_read, daemon=True)
+    reader.start()
+    reader.join(10)
+    try:
+        assert not reader.is_alive(), "the network thread hung in the callback"
+        assert alive and alive[-1] is False, (
+            f"the wait never learnt the connection was gone: {alive}"
+        )
+        if not disconnected.is_set():
+            client.loop_read()  # the next read meets the reset
+        assert disconnected.is_set(), "paho never reported the lost connection"
+    finally:
+        sock.close()
