@@ -324,14 +324,10 @@ def test_the_simulator_logs_in_as_each_thing(mosquitto: Settings) -> None:
 
 
 # ----------------------------------------------------------------------------- queue bound
-@pytest.mark.stack
-def test_an_offline_session_keeps_the_bound_and_mosquitto_drops_the_rest(
-    mosquitto: Settings,
-) -> None:
-    """What MQTT_MAX_QUEUED_MESSAGES means for the bridge's session: the first messages are
-    kept, later ones are dropped while it is away, and the publisher is not told (its PUBACK
-    is a success); Mosquitto logs that it drops."""
-    client_id = f"offline-{uuid.uuid4().hex[:8]}"
+def away_with_a_backlog(mosquitto: Settings, name: str, count: int) -> tuple[str, str, list[bytes]]:
+    """A persistent session that subscribed and left, and ``count`` messages published to it
+    while it is away, each acknowledged to the publisher: (client id, topic, messages)."""
+    client_id = f"{name}-{uuid.uuid4().hex[:8]}"
     topic = f"bound/{client_id}"
     subscriber = connected(mosquitto, client_id, persistent_session=True)
     subscribed = threading.Event()
@@ -341,10 +337,21 @@ def test_an_offline_session_keeps_the_bound_and_mosquitto_drops_the_rest(
     close(subscriber)  # away, its session kept
     publisher = connected(mosquitto)
     try:
-        sent = [b"%d" % n for n in range(5 * QUEUED)]
+        sent = [b"%d" % n for n in range(count)]
         assert publish_reasons(publisher, [(topic, m) for m in sent]) == ["Success"] * len(sent)
     finally:
         close(publisher)
+    return client_id, topic, sent
+
+
+@pytest.mark.stack
+def test_an_offline_session_keeps_the_bound_and_mosquitto_drops_the_rest(
+    mosquitto: Settings,
+) -> None:
+    """What MQTT_MAX_QUEUED_MESSAGES means for the bridge's session: the first messages are
+    kept, later ones are dropped while it is away, and the publisher is not told (its PUBACK
+    is a success); Mosquitto logs that it drops."""
+    client_id, topic, sent = away_with_a_backlog(mosquitto, "offline", 5 * QUEUED)
     received: list[bytes] = []
     back = make_client(mosquitto, client_id, persistent_session=True)
     back.on_message = lambda _c, _u, m: received.append(bytes(m.payload))
@@ -377,20 +384,7 @@ def test_a_session_back_to_a_backlog_gets_only_the_in_flight_bound_unacknowledge
     ACKED messages in order, it got INFLIGHT + ACKED * (INFLIGHT - 1) here, and the bridge
     under a flood got its whole backlog in flight (and again after a lost connection)."""
     acked = 3
-    client_id = f"inflight-{uuid.uuid4().hex[:8]}"
-    topic = f"bound/{client_id}"
-    subscriber = connected(mosquitto, client_id, persistent_session=True)
-    subscribed = threading.Event()
-    subscriber.on_subscribe = lambda *_a: subscribed.set()
-    subscriber.subscribe(topic, qos=1)
-    assert subscribed.wait(ONE_MESSAGE_S)
-    close(subscriber)  # away while the backlog queues
-    publisher = connected(mosquitto)
-    try:
-        sent = [b"%d" % n for n in range(QUEUED)]
-        assert publish_reasons(publisher, [(topic, m) for m in sent]) == ["Success"] * len(sent)
-    finally:
-        close(publisher)
+    client_id, topic, sent = away_with_a_backlog(mosquitto, "inflight", QUEUED)
     received: list[bytes] = []
 
     def take(client: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:

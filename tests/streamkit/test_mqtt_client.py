@@ -277,6 +277,20 @@ def publish_packet(mid: int) -> bytes:
     return bytes([0x32, len(body)]) + body
 
 
+def client_on_connection(
+    keepalive_s: int,
+) -> tuple[socket.socket, socket.socket, BufferedClient]:
+    """(broker side, client side, client) of a loopback connection, the client in paho's
+    connected state as after a CONNACK, its socket non-blocking as paho keeps it."""
+    broker, sock = connected_pair()
+    sock.setblocking(False)
+    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
+    client._sock = sock
+    client._state = _ConnectionState.MQTT_CS_CONNECTED
+    client._keepalive = keepalive_s
+    return broker, sock, client
+
+
 def run_talking_broker(
     loop_misc: Callable[[BufferedClient], mqtt.MQTTErrorCode], talk_s: float
 ) -> tuple[list[float], int]:
@@ -285,12 +299,7 @@ def run_talking_broker(
     busy, as the bridge's do, so paho sends no second PINGREQ. Returns when the client dropped the
     connection (seconds after the PINGREQ; empty if it did not within talk_s + 3 s) and how
     many PUBLISHes it read."""
-    broker, sock = connected_pair()
-    sock.setblocking(False)
-    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
-    client._sock = sock
-    client._state = _ConnectionState.MQTT_CS_CONNECTED
-    client._keepalive = 1
+    broker, sock, client = client_on_connection(keepalive_s=1)
     dropped: list[float] = []
     read: list[bytes | bytearray] = []
     pinged = time.monotonic()
@@ -346,12 +355,7 @@ def test_a_connection_lost_while_a_callback_waits_ends_the_wait_instead_of_hangi
     inside the callback (paho's on_disconnect would wait for the callback's own lock: the
     network thread hung, the process alive and idle), and paho reports it once the callback
     has returned."""
-    broker, sock = connected_pair()
-    sock.setblocking(False)
-    client = BufferedClient(mqtt.CallbackAPIVersion.VERSION2, client_id="t", protocol=mqtt.MQTTv311)
-    client._sock = sock
-    client._state = _ConnectionState.MQTT_CS_CONNECTED
-    client._keepalive = 30
+    broker, sock, client = client_on_connection(keepalive_s=30)
     client.manual_ack_set(True)
     alive: list[bool] = []
     disconnected = threading.Event()
