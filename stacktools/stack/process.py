@@ -83,11 +83,15 @@ class ManagedProcess:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
+        state = _state(pid)
         cmdline = _cmdline(pid)
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            state = "X"
+        # Inside execve (spark-class execs java a few seconds after it started) the new image
+        # shows an empty command line for a moment: that is not another program, ask again.
+        for _ in range(EXEC_RETRIES):
+            if cmdline or state in {"Z", "X"}:
+                break
+            time.sleep(0.02)
+            state, cmdline = _state(pid), _cmdline(pid)
         if str(self.run_dir) in cmdline and state not in {"Z", "X"}:
             return pid
         self.pid_file.unlink(missing_ok=True)
@@ -179,6 +183,18 @@ class ManagedProcess:
                 f"{self.name} was not healthy ({what}) within {timeout_s:.0f}s; last lines of "
                 f"{self.log_file}:\n{tail(self.log_file)}"
             ) from None
+
+
+#: How often an empty command line is read again (20 ms apart) before the process is not ours.
+EXEC_RETRIES = 25
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, Z...), X when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
 
 
 def _cmdline(pid: int) -> str:

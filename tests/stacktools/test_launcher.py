@@ -15,6 +15,7 @@ import pytest
 
 from mqtt_bridge.config import BridgeSettings
 from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack import process as process_module
 from stacktools.stack.components import MOSQUITTO_MIN_VERSION, parse_mosquitto_version
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from streamkit.config import SYSTEMS, Settings, identity_fields
@@ -237,3 +238,23 @@ def test_down_stops_the_services_the_demo_left_running_first_and_status_shows_th
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_process_inside_exec_stays_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-class execs java a few seconds after the launcher started it; during the execve the
+    command line reads empty for a moment. That is no reason to disown the process (the launcher
+    said "exited while starting" and lost its pid file while the worker ran on)."""
+    sleeper = subprocess.Popen(["sleep", "30", str(tmp_path)])
+    try:
+        managed = ManagedProcess("sleeper", tmp_path)
+        managed.pid_file.parent.mkdir(parents=True)
+        managed.pid_file.write_text(str(sleeper.pid))
+        real = process_module._cmdline
+        reads = iter(["", ""])
+        monkeypatch.setattr(process_module, "_cmdline", lambda pid: next(reads, None) or real(pid))
+        assert managed.pid() == sleeper.pid
+        assert managed.pid_file.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert managed.pid() is None and not managed.pid_file.exists(), "a dead process stayed ours"
