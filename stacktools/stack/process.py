@@ -189,12 +189,18 @@ class ManagedProcess:
 EXEC_RETRIES = 25
 
 
+def _stat_field(pid: int, index: int, missing: str) -> str:
+    """Field ``index`` after the command name of /proc/<pid>/stat (0: the state), or
+    ``missing`` when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[index]
+    except (OSError, IndexError):
+        return missing
+
+
 def _state(pid: int) -> str:
     """The process's state letter (R, S, Z...), X when it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
+    return _stat_field(pid, 0, "X")
 
 
 def _cmdline(pid: int) -> str:
@@ -226,10 +232,7 @@ def _reap_or_alive(pid: int) -> bool:
 
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or ''."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
+    return _stat_field(pid, 19, "")
 
 
 class KeptService:
