@@ -244,16 +244,25 @@ def test_a_process_inside_exec_stays_ours(tmp_path: Path, monkeypatch: pytest.Mo
     """spark-class execs java a few seconds after the launcher started it; during the execve the
     command line reads empty for a moment. That is no reason to disown the process (the launcher
     said "exited while starting" and lost its pid file while the worker ran on)."""
-    sleeper = subprocess.Popen(["sleep", "30", str(tmp_path)])
+    # a command line naming the run dir ($0 of the shell), as a server of the stack has
+    sleeper = subprocess.Popen(["sh", "-c", "sleep 30", str(tmp_path)])
     try:
         managed = ManagedProcess("sleeper", tmp_path)
         managed.pid_file.parent.mkdir(parents=True)
         managed.pid_file.write_text(str(sleeper.pid))
         real = process_module._cmdline
-        reads = iter(["", ""])
-        monkeypatch.setattr(process_module, "_cmdline", lambda pid: next(reads, None) or real(pid))
+        wait_until(lambda: str(tmp_path) in real(sleeper.pid), 5, "sleep exec'd", interval_s=0.01)
+        empty_reads = [2]  # the moment inside execve, as the launcher may meet it
+
+        def cmdline(pid: int) -> str:
+            if empty_reads[0]:
+                empty_reads[0] -= 1
+                return ""
+            return real(pid)
+
+        monkeypatch.setattr(process_module, "_cmdline", cmdline)
         assert managed.pid() == sleeper.pid
-        assert managed.pid_file.exists()
+        assert managed.pid_file.exists() and empty_reads == [0]
     finally:
         sleeper.kill()
         sleeper.wait()
