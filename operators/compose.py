@@ -36,6 +36,10 @@ class ByQuantity(KeyedOperator[dict[str, Any], Emitted]):
     def __init__(self, inner: KeyedOperator) -> None:
         self.inner = inner
 
+    def for_key(self, key: str) -> ByQuantity:
+        inner = self.inner.for_key(key)
+        return self if inner is self.inner else ByQuantity(inner)
+
     def initial(self) -> dict[str, Any]:
         return {}
 
@@ -91,6 +95,14 @@ class Together(KeyedOperator[list[Any], Emitted]):
         self.parts = [
             (name, operator, None if q is None else list(q)) for name, operator, q in parts
         ]
+
+    def for_key(self, key: str) -> Together:
+        bound = [(name, operator.for_key(key), q) for name, operator, q in self.parts]
+        if all(
+            b is operator for (_, b, _), (_, operator, _) in zip(bound, self.parts, strict=True)
+        ):
+            return self
+        return Together(*bound)
 
     def initial(self) -> list[Any]:
         return [operator.initial() for _, operator, _ in self.parts]

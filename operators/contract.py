@@ -10,6 +10,8 @@ one key it:
 * :meth:`~KeyedOperator.on_timer` - fires the processing-time timer it asked for with
   :meth:`~KeyedOperator.deadline` (the windows' idle flush); operators without timers never
   ask;
+* :meth:`~KeyedOperator.for_key` - the operator bound to one key, for operators whose
+  configuration differs per key (the operation statistics' ratings); the others are their own;
 * :meth:`~KeyedOperator.finish` - moves the watermark to ``END_TIME``: the stream ended,
   everything pending is certain;
 * :meth:`~KeyedOperator.snapshot` / :meth:`~KeyedOperator.restore` - the state as bytes in the
@@ -35,6 +37,12 @@ O = TypeVar("O")  # noqa: E741
 class KeyedOperator(ABC, Generic[S, O]):
     #: Names the state in its snapshot, so one operator's bytes are never read as another's.
     kind: ClassVar[str]
+
+    def for_key(self, key: str) -> KeyedOperator[S, O]:
+        """The operator as it runs for ``key``: itself, unless its configuration depends on
+        the key (master data per thing, e.g. a drive's rating). Callers bind it before every
+        other call for that key."""
+        return self
 
     @abstractmethod
     def initial(self) -> S:

@@ -48,11 +48,12 @@ class KeyedStates:
         timer due at ``now_ms``, as the Spark adapter runs them: a key with records fires its
         due timer after them; a key without records only when its timer is due. Keys run in
         sorted order, so the emitted list is a function of the batch alone."""
-        operator, states, deadlines = self.operator, self.states, self.deadlines
+        states, deadlines = self.states, self.deadlines
         emitted: list[tuple[str, Records, Any]] = []
         given = dict(batches)
         due_keys = {key for key, at in deadlines.items() if due(at, now_ms)}
         for key in sorted(given.keys() | due_keys):
+            operator = self.operator.for_key(key)
             current = states[key] if key in states else operator.initial()
             batch = given.get(key)
             if batch is not None:

@@ -20,8 +20,11 @@ SUPERSEDED = "superseded"
 FUTURE_TIMESTAMP = "future_timestamp"
 #: Behind the watermark its pair inherits from a partner that went ahead (the join).
 PARTNER_TIMEOUT = "partner_timeout"
-#: Not a finite number (the join).
+#: Not a finite number (the join), or giving a power that is not one (the operation statistics).
 INVALID_VALUE = "invalid_value"
+#: Giving a power beyond the component's physical bound: a fault, not a load (the operation
+#: statistics).
+BEYOND_BOUND = "beyond_physical_bound"
 
 ALL: tuple[str, ...] = (
     BEHIND_WATERMARK,
@@ -31,4 +34,5 @@ ALL: tuple[str, ...] = (
     FUTURE_TIMESTAMP,
     PARTNER_TIMEOUT,
     INVALID_VALUE,
+    BEYOND_BOUND,
 )

@@ -80,7 +80,7 @@ class OperatorFunction:
         if key[0] is None:  # records that did not decode: handed back, no state, no timer
             yield dead_letters.rows(self.fields, frames)
             return
-        operator = self.operator
+        operator = self.operator.for_key(key[0])
         now = int(state.getCurrentProcessingTimeMs())
         current = operator.restore(state.get[0] if state.exists else None)
         out = OutputRows(self.fields, self.nullable)

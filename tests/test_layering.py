@@ -1,6 +1,7 @@
 """The floors of the code base: nothing imports a floor above its own.
 
-core (streamkit) < the keyed-operator contract (operators) < pure algorithms (lsb, windowing) <
+core (streamkit) < the keyed-operator contract (operators) < pure algorithms (lsb, windowing,
+opstats) <
 services < tools (stacktools) < benchmarks and tests. A service never imports another service,
 so each can be deployed, tested and read alone; the join and the windows never import each
 other, only the contract they both implement; the pure floors never import Spark, so they run
@@ -21,7 +22,7 @@ from streamkit.paths import REPO_ROOT
 
 CORE = {"streamkit"}
 CONTRACT = {"operators"}
-PURE = CONTRACT | {"lsb", "windowing"}
+PURE = CONTRACT | {"lsb", "windowing", "opstats"}
 SERVICES = {"simulator", "mqtt_bridge", "spark_jobs", "db_connector"}
 TOOLS = {"stacktools"}
 PROJECT = CORE | PURE | SERVICES | TOOLS | {"tests", "benchmarks"}
@@ -32,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "operators": CORE,
     "lsb": CORE | CONTRACT,
     "windowing": CORE | CONTRACT,
+    "opstats": CORE | CONTRACT,
     **{service: CORE | PURE for service in SERVICES},
     "stacktools": CORE | PURE | SERVICES,
 }
@@ -40,6 +42,7 @@ FORBIDDEN_THIRD_PARTY = {
     "operators": {"pyspark"},
     "lsb": {"pyspark"},
     "windowing": {"pyspark"},
+    "opstats": {"pyspark"},
 }
 #: ... or not when a module is imported (only inside functions).
 FORBIDDEN_AT_IMPORT = {"streamkit": {"pyspark"}}

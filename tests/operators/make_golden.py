@@ -13,7 +13,15 @@ from typing import Any
 
 from operators import VERSION, KeyedOperator, Records
 
-from .scenarios import NOW_MS, RECORDS, join_operator, thing_operator, window_operator
+from .scenarios import (
+    NOW_MS,
+    RECORDS,
+    STATS_RECORDS,
+    join_operator,
+    opstats_operator,
+    thing_operator,
+    window_operator,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -25,6 +33,7 @@ def golden_snapshots() -> dict[str, bytes]:
         ("join", join_operator(), RECORDS),
         ("windows", window_operator(), RECORDS.take(RECORDS.quantity == "speed")),
         ("thing", thing_operator(), RECORDS),
+        ("opstats", opstats_operator(), STATS_RECORDS),
     ]
     for name, operator, records in cases:
         state, _ = operator.process(operator.initial(), records.take(slice(0, 7)), NOW_MS)

@@ -15,16 +15,17 @@ from hypothesis import strategies as st
 from operators import KeyedOperator, Records, due
 from tests.support.plain import plain
 
-from .scenarios import NOW_MS, join_operator, thing_operator, window_operator
+from .scenarios import NOW_MS, join_operator, opstats_operator, thing_operator, window_operator
 
 OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
     "join": join_operator,
     "windows": window_operator,
     "thing": thing_operator,
+    "opstats": opstats_operator,
 }
 
 record = st.tuples(
-    st.sampled_from(["speed", "torque", "temp"]),
+    st.sampled_from(["speed", "torque", "temp", "speed_C1", "torque_C1", "torque_C2"]),
     st.integers(0, 60),
     st.one_of(st.integers(-3, 3).map(float), st.sampled_from([math.nan, math.inf])),
     st.sampled_from(["a", "b", "c"]),

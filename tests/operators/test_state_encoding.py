@@ -17,12 +17,13 @@ import pytest
 from operators import VERSION, KeyedOperator, Reader, StateFormatError, StateVersionError, Writer
 
 from .make_golden import GOLDEN, golden_snapshots
-from .scenarios import join_operator, thing_operator, window_operator
+from .scenarios import join_operator, opstats_operator, thing_operator, window_operator
 
 OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
     "join": join_operator,
     "windows": window_operator,
     "thing": thing_operator,
+    "opstats": opstats_operator,
 }
 
 
