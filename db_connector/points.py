@@ -237,6 +237,62 @@ def late_converter() -> Converter:
     return convert
 
 
+def opstats_converter() -> Converter:
+    """One component's reference cycle: an ``opstats`` point with its figures and one
+    ``opstats_band`` point per band, at the cycle's start; the rating is a tag, so figures of
+    two ratings never overwrite each other (docs/influxdb-schema.md)."""
+    decode = _decoder("opstats")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        names, band_ms, cumulative = r["band_names"], r["band_ms"], r["cumulative_ms"]
+        if not (len(names) == len(band_ms) == len(cumulative) >= 2):
+            raise PointError("undecodable", f"bands of unequal lengths: {names}")
+        time_ns = r["cycle_start_ms"] * NS_PER_MS
+        tags = (
+            f"component={tag_value(r['component'])},power={tag_value(r['power_name'])},"
+            f"rating={tag_value(r['rating_id'])},thing={thing_tag(r['thing'])}"
+        )
+        rated_w = r["rated_power_kw"] * 1000.0
+        data_ms, cycle_ms = r["data_ms"], r["cycle_end_ms"] - r["cycle_start_ms"]
+        if not (rated_w > 0 and math.isfinite(rated_w) and 0 <= data_ms <= cycle_ms):
+            raise PointError(
+                "undecodable", f"rated {r['rated_power_kw']} kW, {data_ms} of {cycle_ms} ms"
+            )
+        figures = {
+            "duty_pct": r["duty_pct"],
+            "duty_rating_pct": r["duty_rating_pct"],
+            "motoring_kwh": r["motoring_kwh"],
+            "regenerative_kwh": r["regenerative_kwh"],
+            "energy_kwh": r["motoring_kwh"] + r["regenerative_kwh"],
+            "mean_w": r["mean_w"],
+            "mean_pct": 100.0 * r["mean_w"] / rated_w,
+            "peak_w": r["peak_w"],
+            "peak_pct": 100.0 * r["peak_w"] / rated_w,
+            "rated_power_kw": r["rated_power_kw"],
+            "data_s": data_ms / 1000.0,
+            "no_data_s": (cycle_ms - data_ms) / 1000.0,
+            "overload_s": band_ms[-1] / 1000.0,
+        }
+        fields = ",".join(f"{name}={float_field(name, value)}" for name, value in figures.items())
+        fields += (
+            f",duty_exceeded={int(r['duty_pct'] > r['duty_rating_pct'])}i"
+            f",rating_defaulted={int(r['rating_defaulted'])}i,cycle_ms={cycle_ms}i"
+        )
+        lines = [line("opstats", tags, fields, time_ns)]
+        for name, ms, total in zip(names, band_ms, cumulative, strict=True):
+            band_fields = (
+                f"seconds={ms / 1000.0!r},cumulative_hours={total / 3_600_000.0!r},"
+                f"share_pct={100.0 * ms / data_ms if data_ms else 0.0!r}"
+            )
+            lines.append(
+                line("opstats_band", f"band={tag_value(name)},{tags}", band_fields, time_ns)
+            )
+        return "\n".join(lines)
+
+    return convert
+
+
 def dead_letter_converter() -> Converter:
     """Dead letters are counted, not decoded: their value is by definition unreadable."""
 
@@ -272,6 +328,7 @@ KINDS: dict[str, Kind] = {
     "joined": Kind("joined_topic", "joined", joined_converter, point_time_ms),
     "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter, window_closable_ms),
     "late": Kind("late_topic", "late", late_converter),
+    "opstats": Kind("opstats_topic", "opstats", opstats_converter),
     "dlq": Kind("dlq_topic", "dead_letter", dead_letter_converter),
 }
 

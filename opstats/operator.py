@@ -65,6 +65,8 @@ class StatsStep:
     late: Records
     reasons: list[str]
     cycles: list[CycleStats]
+    #: what the statistics are of: the inputs' result function, e.g. mechanical_power
+    power_name: str = "power"
 
 
 class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
@@ -200,7 +202,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
             [item.value for _, item in late],
             [item.row_id for _, item in late],
         )
-        return StatsStep(records, [item.reason for _, item in late], cycles)
+        return StatsStep(records, [item.reason for _, item in late], cycles, inputs.name)
 
     def write(self, state: StatsState, out: Writer) -> None:
         write_state(state, out)

@@ -297,6 +297,37 @@ class SinglePassSettings(JoinSettings, WindowSettings):
         "(where an existing checkpoint keeps it, else where SPARK_SINK writes from); part of "
         "the query's identity: change it only on a fresh checkpoint (docs/spark-jobs.md)",
     )
+    opstats_power: str = setting(
+        "",
+        "OPSTATS_POWER",
+        "the power whose operation statistics the pass computes per component, "
+        "LEFT:RIGHT[:result] with one * in each name (what * stands for is the component), e.g. "
+        "actSpeed_*:vaTorque_*:mechanical_power; empty: none (docs/operation-statistics.md)",
+    )
+    machine_catalogue: str = setting(
+        "",
+        "MACHINE_CATALOGUE",
+        "the machine catalogue (YAML, or CSV by its suffix) with each component's rated power, "
+        "bands, duty rating and physical bound (examples/machine-catalogue.yaml); empty: the "
+        "defaults for every component",
+    )
+    opstats_cycle: timedelta = setting(
+        timedelta(minutes=10),
+        "OPSTATS_CYCLE",
+        "the reference cycle of the duty cycle, the energy and the band times (IEC 60034-1 S3)",
+    )
+    opstats_max_hold: timedelta = setting(
+        timedelta(seconds=60),
+        "OPSTATS_MAX_HOLD",
+        "how long an input's value holds after its record; longer without one is no data",
+    )
+    opstats_partner_timeout: timedelta = setting(
+        timedelta(minutes=5),
+        "OPSTATS_PARTNER_TIMEOUT",
+        "hand an input's records back once the other input is this far ahead in event time, "
+        "instead of waiting for them ('off': wait)",
+        allow_zero=True,
+    )
 
     def state_in_driver(self, query: str) -> bool:
         """SPARK_STATE resolved. auto: a checkpoint of ``query`` that holds Spark's state store

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_jobs import aggregate, dead_letters
+from spark_jobs import aggregate, dead_letters, operation_stats
 from spark_jobs.eos_sink import OutputRow
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.outputs import AGGREGATE, JOINED, LATE
-from streamkit.wire import aggregate_key, record_key, thing_partition
+from streamkit.wire import AvroCodec, aggregate_key, cycle_key, record_key, thing_partition
 from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.avro_encode import ColumnEncoder
 
-#: record type -> the Avro schema of its value
+#: record type -> the Avro schema of its value, for the flat schemas encoded column-wise
 SCHEMAS = {JOINED: "joined", AGGREGATE: "aggregate", LATE: "late"}
+#: ... and every record type's, the operation statistics' cycles included (one record per
+#: component and cycle: encoded one by one, their band arrays are no flat column)
+SCHEMA_NAMES = {**SCHEMAS, operation_stats.RECORD_TYPE: "opstats"}
 
 
 def _keys(record_type: str, columns: dict[str, np.ndarray]) -> list[bytes]:
@@ -66,6 +69,7 @@ class KafkaOutputs:
         self.dlq_topic, self.dlq_partitions = dlq_topic, dlq_partitions
         self.source_topic, self.stage = source_topic, stage
         self.encoders = {kind: ColumnEncoder(schema) for kind, schema in SCHEMAS.items()}
+        self.cycles = AvroCodec("opstats")
 
     def rows(self, out: OutputRows) -> list[OutputRow]:
         records: list[OutputRow] = []
@@ -73,9 +77,28 @@ class KafkaOutputs:
             count = out.count(record_type)
             if count:
                 records += self._routed(record_type, out, count)
+        if out.count(operation_stats.RECORD_TYPE):
+            records += self._cycles(out)
         if out.count(dead_letters.RECORD_TYPE):
             records += self._dead_letters(out)
         return records
+
+    def _cycles(self, out: OutputRows) -> list[OutputRow]:
+        """Each closed cycle, keyed thing|component|rating|start, partitioned by thing."""
+        kind = operation_stats.RECORD_TYPE
+        columns = out.columns(kind, ["thing", "result_name", "cycle"])
+        topic, partitions = self.topics[kind], self.partitions[kind]
+        header = self.headers.get(kind, b"")
+        rows: list[OutputRow] = []
+        for thing, power_name, cycle in zip(
+            columns["thing"], columns["result_name"], columns["cycle"], strict=True
+        ):
+            value = header + self.cycles.encode(
+                operation_stats.cycle_record(thing, power_name, cycle)
+            )
+            key = cycle_key(thing, cycle.component, cycle.rating_id, cycle.start_ms)
+            rows.append((topic, key, value, thing_partition(thing, partitions), None))
+        return rows
 
     def _routed(self, record_type: str, out: OutputRows, count: int) -> list[OutputRow]:
         encoder = self.encoders[record_type]

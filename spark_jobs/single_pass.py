@@ -22,12 +22,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from lsb import JoinConfig, JoinOperator
-from operators import ByQuantity, Emitted, Records, Together, ms
-from spark_jobs import aggregate, dead_letters, join, outputs
+from operators import ByQuantity, Emitted, KeyedOperator, Records, Together, ms
+from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
+from streamkit.errors import ConfigError
 from streamkit.wire.registry import header as registry_header
 from windowing import WindowOperator
 
@@ -76,6 +77,9 @@ class ThingRows:
             if part == join.STAGE:
                 self.join_rows(out, (thing,), records, output, {**tags, "stage": join.STAGE})
                 continue
+            if part == operation_stats.STAGE:
+                operation_stats.render(out, thing, output, {**tags, "stage": operation_stats.STAGE})
+                continue
             for quantity, mine, step in output:
                 aggregate.window_rows(
                     out, (thing, quantity), mine, step, {**tags, "stage": aggregate.STAGE}
@@ -83,15 +87,20 @@ class ThingRows:
 
 
 def thing_operator(settings: SinglePassSettings, config: JoinConfig) -> Together:
-    """The join on its quantities and every quantity's windows, on one thing's records."""
-    return Together(
+    """The join on its quantities and every quantity's windows, on one thing's records; with
+    OPSTATS_POWER, the operation statistics of every component too."""
+    parts: list[tuple[str, KeyedOperator, Any]] = [
         (join.STAGE, JoinOperator(config, settings.max_future_ms()), config.quantities),
         (
             aggregate.STAGE,
             ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),
             None,
         ),
-    )
+    ]
+    statistics = operation_stats.stats_operator(settings)
+    if statistics is not None:
+        parts.append((operation_stats.STAGE, statistics, None))
+    return Together(*parts)
 
 
 def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
@@ -145,15 +154,15 @@ def to_kafka_records(
 def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
     from spark_jobs.runner import topic_partitions
 
-    return {
-        topic: topic_partitions(settings, topic)
-        for topic in (
-            settings.joined_topic,
-            settings.aggregates_topic,
-            settings.late_topic,
-            settings.dlq_topic,
-        )
-    }
+    topics = [
+        settings.joined_topic,
+        settings.aggregates_topic,
+        settings.late_topic,
+        settings.dlq_topic,
+    ]
+    if operation_stats.enabled(settings):
+        topics.append(settings.opstats_topic)
+    return {topic: topic_partitions(settings, topic) for topic in topics}
 
 
 def build(settings: SinglePassSettings):
@@ -198,20 +207,24 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
         return None
     from operators.keyed import KeyedStates
     from spark_jobs import driver_state
-    from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
+    from spark_jobs.driver_outputs import SCHEMA_NAMES, KafkaOutputs
     from spark_jobs.outputs import AGGREGATE, JOINED, LATE
 
     config = join.join_config(settings)
+    operator = thing_operator(settings, config)
+    with_stats = operation_stats.enabled(settings)
     partitions = output_partitions(settings)
     topics = {
         JOINED: settings.joined_topic,
         AGGREGATE: settings.aggregates_topic,
         LATE: settings.late_topic,
     }
+    if with_stats:
+        topics[operation_stats.RECORD_TYPE] = settings.opstats_topic
     outputs = KafkaOutputs(
         topics,
         {kind: partitions[topic] for kind, topic in topics.items()},
-        {kind: registry_header(settings, topics[kind], SCHEMAS[kind]) for kind in topics},
+        {kind: registry_header(settings, topics[kind], SCHEMA_NAMES[kind]) for kind in topics},
         dlq_topic=settings.dlq_topic,
         dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.raw_topic,
@@ -220,9 +233,9 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
 
     def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:
         return driver_state.DriverStateBatches(
-            KeyedStates(thing_operator(settings, config)),
+            KeyedStates(operator),
             ThingRows(join.JoinRows(config)),
-            OUTPUT_FIELDS,
+            operation_stats.with_cycles(OUTPUT_FIELDS) if with_stats else OUTPUT_FIELDS,
             aggregate.NULLABLE,
             outputs,
             sink,
@@ -233,8 +246,15 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
 
 
 def check(settings: SinglePassSettings) -> None:
-    """Fail fast on bad JOIN_PAIRS or window rules, before Spark starts."""
+    """Fail fast on bad JOIN_PAIRS, window rules, OPSTATS_POWER or machine catalogue, before
+    Spark starts."""
     thing_pass(settings)
+    if operation_stats.enabled(settings) and not settings.state_in_driver(QUERY):
+        raise ConfigError(
+            "OPSTATS_POWER",
+            "the operation statistics run with the state in the driver (SPARK_STATE=driver or "
+            "auto with SPARK_SINK=driver); Spark's state store does not run them yet",
+        )
     if settings.state == "driver" and settings.sink != "driver":
         raise ValueError(
             "SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver "

@@ -52,6 +52,7 @@ TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
         "connector": ("read",),
     },
     "late": {**_every_job("write"), "connector": ("read",)},
+    "opstats": {"spark-single-pass": ("write",), "connector": ("read",)},
     "markers": _every_job("read", "write"),
 }
 

@@ -116,6 +116,7 @@ SERVICES: dict[str, ServiceSpec] = {
                 w.joined,
                 "--aggregates-topic",
                 w.aggregates,
+                *(["--opstats-topic", w.opstats] if w.opstats else []),
                 "--query-name",
                 f"single-pass{w.query_suffix}",
                 "--checkpoint-dir",

@@ -30,6 +30,7 @@ class Wiring:
     query_suffix: str = ""
     connector_group: str = ""
     database: str = ""
+    opstats: str = ""
 
     @classmethod
     def default(cls, settings: Settings) -> Wiring:
@@ -46,6 +47,7 @@ class Wiring:
             "",
             "db-connector",
             settings.influx_database,
+            settings.opstats_topic,
         )
 
     @classmethod
@@ -72,6 +74,7 @@ class Wiring:
             joined=private_topic(settings, "joined", 2),
             aggregates=private_topic(settings, "aggregates", 2),
             late=private_topic(settings, "late", 2),
+            opstats=private_topic(settings, "opstats", 2),
             markers=private_topic(settings, "markers", 1, compact=True),
             query_suffix=f"-{bridge.prefix}",
             connector_group=f"db-connector-{bridge.prefix}",
@@ -103,6 +106,7 @@ class Wiring:
             f"-{tag}",
             f"db-connector-{tag}",
             database,
+            names["opstats"],
         )
 
     @classmethod
@@ -118,6 +122,7 @@ class Wiring:
             topics.get("late", ""),
             connector_group=group,
             database=database,
+            opstats=topics.get("opstats", ""),
         )
 
     def bridge_shard(self, shard: int, shards: int) -> Wiring:
@@ -139,6 +144,7 @@ class Wiring:
             "joined": self.joined,
             "aggregates": self.aggregates,
             "late": self.late,
+            "opstats": self.opstats,
             "dlq": self.dlq,
         }
         return {kind: topic for kind, topic in topics.items() if topic}

@@ -499,6 +499,11 @@ class KafkaSettings(ServiceSettings):
     late_topic: str = setting(
         "machinedata.late", "LATE_TOPIC", "Kafka topic of records set aside as late, with a reason"
     )
+    opstats_topic: str = setting(
+        "machinedata.opstats",
+        "OPSTATS_TOPIC",
+        "Kafka topic of the operation statistics per component and reference cycle",
+    )
     dlq_topic: str = setting(
         "machinedata.dlq",
         "DLQ_TOPIC",

@@ -61,6 +61,12 @@ def aggregate_key(thing: str, quantity: str, window_label: str, window_start_ms:
     return f"{thing}|{quantity}|{window_label}|{window_start_ms}".encode()
 
 
+def cycle_key(thing: str, component: str, rating_id: str, cycle_start_ms: int) -> bytes:
+    """The key of one component's reference cycle (opstats topic): one key per cycle and
+    rating, so a replayed cycle overwrites itself and one of another rating never does."""
+    return f"{thing}|{component}|{rating_id}|{cycle_start_ms}".encode()
+
+
 def thing_partition(thing: str, partitions: int) -> int:
     """The partition of every record of ``thing`` in a topic of ``partitions`` partitions."""
     return zlib.crc32(thing.encode()) % partitions

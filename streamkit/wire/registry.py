@@ -34,6 +34,7 @@ TOPIC_SCHEMAS = {
     "joined_topic": "joined",
     "aggregates_topic": "aggregate",
     "late_topic": "late",
+    "opstats_topic": "opstats",
 }
 
 

@@ -1,0 +1,158 @@
+"""The operation statistics in the single pass: settings to operator, cycles to output rows.
+
+With ``OPSTATS_POWER`` set, the single pass runs ``opstats.OperationStatistics`` as a third
+part of each thing's operator, beside the join and the windows, so its cycles go out in the
+same transaction as the rest. A closed cycle becomes one row of record type ``opstats``
+carrying the cycle itself (the driver encodes it: its band arrays are no flat column); records
+it hands back become late rows of stage ``opstats``. Only the state in the driver runs it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from lsb.results import RESULT_FUNCTIONS
+from operators import Records
+from opstats import (
+    CatalogueError,
+    CycleStats,
+    OperationStatistics,
+    Pattern,
+    PowerInputs,
+    StatsConfig,
+    StatsStep,
+    load_catalogue,
+)
+from spark_jobs.config import SinglePassSettings
+from spark_jobs.output_columns import Fields, OutputRows
+from streamkit.durations import duration_ms
+from streamkit.errors import ConfigError
+
+STAGE = "opstats"  #: the part's name in the thing's operator and the late records' stage
+RECORD_TYPE = "opstats"
+#: The rows' column holding each closed cycle (a Python object: the driver encodes it).
+CYCLE_COLUMN = ("cycle", "binary")
+
+
+def power_inputs(text: str) -> PowerInputs:
+    """``OPSTATS_POWER``: LEFT:RIGHT[:result], each name with one ``*``."""
+    parts = text.strip().split(":")
+    if len(parts) not in (2, 3):
+        raise ConfigError("OPSTATS_POWER", f"{text!r} is not LEFT:RIGHT[:result]")
+    name = parts[2] if len(parts) == 3 else "mechanical_power"
+    if name not in RESULT_FUNCTIONS:
+        known = ", ".join(sorted(RESULT_FUNCTIONS))
+        raise ConfigError("OPSTATS_POWER", f"unknown result function {name!r} (known: {known})")
+    try:
+        return PowerInputs(Pattern(parts[0]), Pattern(parts[1]), RESULT_FUNCTIONS[name], name)
+    except ValueError as exc:
+        raise ConfigError("OPSTATS_POWER", str(exc)) from None
+
+
+def enabled(settings: SinglePassSettings) -> bool:
+    return bool(settings.opstats_power.strip())
+
+
+def stats_config(settings: SinglePassSettings) -> StatsConfig | None:
+    """The statistics' configuration, the catalogue read and checked; None when off. A bad
+    catalogue raises CatalogueError (exit code 2, naming the file, line and field)."""
+    if not enabled(settings):
+        return None
+    timeout = duration_ms(settings.opstats_partner_timeout)
+    return StatsConfig(
+        power_inputs(settings.opstats_power),
+        load_catalogue(settings.machine_catalogue or None),
+        cycle=settings.opstats_cycle,
+        max_hold=settings.opstats_max_hold,
+        partner_timeout=timedelta(milliseconds=timeout) if timeout else None,
+        idle_timeout=timedelta(milliseconds=settings.idle_timeout_ms()),
+    )
+
+
+def stats_operator(settings: SinglePassSettings) -> OperationStatistics | None:
+    config = stats_config(settings)
+    if config is None:
+        return None
+    try:
+        return OperationStatistics(config, settings.max_future_ms())
+    except ValueError as exc:  # a duration the operator refuses (zero, a fraction of a ms)
+        raise ConfigError("OPSTATS_CYCLE/OPSTATS_MAX_HOLD", str(exc)) from None
+
+
+def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -> None:
+    """A step's cycles as ``opstats`` rows, its handed-back records as late rows."""
+    if step.cycles:
+        out.add(
+            len(step.cycles),
+            record_type=RECORD_TYPE,
+            thing=thing,
+            result_name=step.power_name,
+            cycle=_objects(step.cycles),
+            **tags,
+        )
+    late: Records = step.late
+    if len(late):
+        out.add(
+            len(late),
+            record_type="late",
+            thing=thing,
+            quantity=late.quantity,
+            event_time_ms=late.event_time_ms,
+            value=late.value,
+            row_id=late.row_id,
+            reason=np.array(step.reasons, dtype=object),
+            **tags,
+        )
+
+
+def _objects(items: list[CycleStats]) -> np.ndarray:
+    column = np.empty(len(items), dtype=object)
+    column[:] = items
+    return column
+
+
+def cycle_record(thing: str, power_name: str, cycle: CycleStats) -> dict[str, Any]:
+    """The Avro record (``opstats.avsc``) of one closed cycle."""
+    rating = cycle.rating
+    return {
+        "thing": thing,
+        "component": cycle.component,
+        "power_name": power_name,
+        "rating_id": cycle.rating_id,
+        "cycle_start_ms": cycle.start_ms,
+        "cycle_end_ms": cycle.end_ms,
+        "rated_power_kw": rating.rated_power_kw,
+        "duty_rating_pct": rating.duty_rating_pct,
+        "rating_defaulted": rating.defaulted,
+        "band_names": list(rating.band_names),
+        "band_ms": list(cycle.band_ms),
+        "cumulative_ms": list(cycle.cumulative_ms),
+        "data_ms": cycle.data_ms,
+        "duty_pct": cycle.duty_pct,
+        "motoring_kwh": cycle.motoring_kwh,
+        "regenerative_kwh": cycle.regenerative_kwh,
+        "mean_w": cycle.mean_w,
+        "peak_w": cycle.peak_w,
+    }
+
+
+def with_cycles(fields: Fields) -> Fields:
+    """The output columns, plus the cycle column."""
+    return [*fields, CYCLE_COLUMN]
+
+
+__all__ = [
+    "CatalogueError",
+    "RECORD_TYPE",
+    "STAGE",
+    "cycle_record",
+    "enabled",
+    "power_inputs",
+    "render",
+    "stats_config",
+    "stats_operator",
+    "with_cycles",
+]

@@ -1,0 +1,187 @@
+"""The operation statistics in the single pass, without Spark: the settings, the rendering of
+cycles and handed-back records, the Kafka records the driver writes for them, and the points
+the connector makes of those records."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Message
+
+from db_connector.lineprotocol import PointError
+from db_connector.points import opstats_converter
+from operators import Records
+from operators.keyed import KeyedStates
+from opstats import CatalogueError
+from spark_jobs import aggregate, join, operation_stats, outputs, single_pass
+from spark_jobs.config import SinglePassSettings
+from spark_jobs.driver_outputs import KafkaOutputs
+from spark_jobs.output_columns import OutputRows
+from streamkit.errors import EXIT_USAGE, ConfigError
+from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec, cycle_key, thing_partition
+from streamkit.wire.registry import frame
+
+CATALOGUE = REPO_ROOT / "examples" / "machine-catalogue.yaml"
+POWER = "actSpeed_*:vaTorque_*:mechanical_power"
+
+
+def message(value: bytes) -> Message:
+    return Message(topic="o", partition=0, offset=0, key=b"k", value=value, timestamp=(1, 0))
+
+
+def settings(**cli: str) -> SinglePassSettings:
+    return SinglePassSettings.from_sources(
+        environ={}, cli={"opstats_power": POWER, "machine_catalogue": str(CATALOGUE), **cli}
+    )
+
+
+def test_off_by_default_and_on_with_a_power() -> None:
+    assert operation_stats.stats_config(SinglePassSettings.from_sources(environ={}, cli={})) is None
+    config = operation_stats.stats_config(settings(opstats_cycle="5min", opstats_max_hold="30s"))
+    assert config is not None
+    assert (config.inputs.left.text, config.inputs.right.text, config.inputs.name) == (
+        "actSpeed_*",
+        "vaTorque_*",
+        "mechanical_power",
+    )
+    assert config.rules().cycle_ms == 300_000 and config.rules().max_hold_ms == 30_000
+    assert config.catalogue.rating("R0815", "C11").duty_rating_pct == 60
+    off = operation_stats.stats_config(settings(opstats_partner_timeout="off"))
+    assert off is not None and off.rules().partner_timeout_ms is None
+
+
+@pytest.mark.parametrize(
+    "power", ["actSpeed_C11", "a:b:c:d", "speed:torque_*", "speed_*:torque_*:nothing", "x_*:x_*"]
+)
+def test_a_bad_power_setting_names_the_variable(power: str) -> None:
+    with pytest.raises(ConfigError, match="OPSTATS_POWER"):
+        operation_stats.stats_config(settings(opstats_power=power))
+
+
+def test_a_bad_catalogue_stops_the_start_with_exit_code_2(tmp_path: Path) -> None:
+    bad = tmp_path / "machines.yaml"
+    bad.write_text("machines:\n  - {thing: A, component: C1, rated_power_kw: -1}\n")
+    with pytest.raises(CatalogueError, match=f"{bad}:2: rated_power_kw") as caught:
+        single_pass.check(settings(machine_catalogue=str(bad)))
+    assert caught.value.exit_code == EXIT_USAGE
+
+
+def test_the_statistics_need_the_state_in_the_driver() -> None:
+    single_pass.check(settings(state="driver"))
+    with pytest.raises(ConfigError, match="OPSTATS_POWER.*state in the driver"):
+        single_pass.check(settings(state="executors", sink="executors"))
+
+
+def rendered(s: SinglePassSettings) -> OutputRows:
+    """Two components of a thing, a copy handed back, then the end of their stream."""
+    config = join.join_config(s)
+    table = KeyedStates(single_pass.thing_operator(s, config))
+    render = single_pass.ThingRows(join.JoinRows(config))
+    out = OutputRows(operation_stats.with_cycles(single_pass.OUTPUT_FIELDS), aggregate.NULLABLE)
+    rows = []
+    for t in range(0, 1_300_000, 10_000):
+        for component, speed in (("C11", 2000.0), ("C12", -1500.0)):
+            rows += [(f"actSpeed_{component}", t, speed), (f"vaTorque_{component}", t, 20.0)]
+    rows.append(("vaTorque_C11", 0, 20.0))  # a straggler: late, for every stage
+    quantities, times, values = zip(*rows, strict=True)
+    records = Records.of(quantities, times, values, [f"r{k}" for k in range(len(rows))])
+    now = int(time.time() * 1000)
+    for key, batch, emitted in table.step([("M0001", records)], now).emitted:
+        render(out, (key,), batch, emitted, {})
+    return out
+
+
+def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
+    s = settings()
+    out = rendered(s)
+    assert out.count(operation_stats.RECORD_TYPE) == 2 * 2  # two closed cycles per component
+    late = out.columns("late", ["stage", "reason", "quantity"])
+    assert ("opstats", "behind_watermark", "vaTorque_C11") in set(
+        zip(late["stage"], late["reason"], late["quantity"], strict=True)
+    )
+    topics = {
+        outputs.JOINED: "j",
+        outputs.AGGREGATE: "a",
+        outputs.LATE: "l",
+        operation_stats.RECORD_TYPE: "o",
+    }
+    header = frame(7)
+    writer = KafkaOutputs(
+        topics,
+        {kind: 3 for kind in topics},
+        {operation_stats.RECORD_TYPE: header},
+        dlq_topic="d",
+        dlq_partitions=1,
+        source_topic="r",
+        stage="single_pass",
+    )
+    cycles = [r for r in writer.rows(out) if r[0] == "o"]
+    assert len(cycles) == 4
+    codec = AvroCodec("opstats")
+    convert = opstats_converter()
+    for _, key, value, partition, headers in cycles:
+        assert headers is None and value is not None
+        assert value.startswith(header) and partition == thing_partition("M0001", 3)
+        record = codec.decode(value[len(header) :])
+        assert key == cycle_key(
+            "M0001", record["component"], record["rating_id"], record["cycle_start_ms"]
+        )
+        spindle = record["component"] == "C11"
+        assert record["rated_power_kw"] == (15.0 if spindle else 4.0)
+        assert record["band_names"][-1] == "over-100"
+        assert sum(record["band_ms"]) == record["data_ms"] == 600_000
+        # 2000 rpm x 20 Nm = 4.19 kW: 27.9 % of the spindle's 15 kW; -1500 rpm x 20 Nm:
+        # 78.5 % of the axis' 4 kW, braking, in the axis' top band 75-100
+        assert record["band_ms"][1 if spindle else -2] == 600_000
+        assert (record["regenerative_kwh"] > 0) == (not spindle)
+        lines = convert(message(value[len(header) :])).split("\n")
+        assert len(lines) == 1 + len(record["band_names"])
+        assert lines[0].startswith(
+            f"opstats,component={record['component']},power=mechanical_power,"
+            f"rating={record['rating_id']},thing=M0001 "
+        )
+        assert f" {record['cycle_start_ms'] * 1_000_000}" in lines[0]
+        assert f"duty_exceeded={0 if spindle else 1}i" in lines[0]
+        assert all(line.startswith("opstats_band,band=") for line in lines[1:])
+
+
+def test_the_connector_refuses_a_cycle_it_cannot_make_points_of() -> None:
+    codec = AvroCodec("opstats")
+    good = {
+        "thing": "M1",
+        "component": "C11",
+        "power_name": "mechanical_power",
+        "rating_id": "abc",
+        "cycle_start_ms": 0,
+        "cycle_end_ms": 600_000,
+        "rated_power_kw": 20.0,
+        "duty_rating_pct": 40.0,
+        "rating_defaulted": True,
+        "band_names": ["0-50", "50-100", "over-100"],
+        "band_ms": [1, 2, 3],
+        "cumulative_ms": [1, 2, 3],
+        "data_ms": 6,
+        "duty_pct": 83.3,
+        "motoring_kwh": 0.1,
+        "regenerative_kwh": 0.0,
+        "mean_w": 5.0,
+        "peak_w": 6.0,
+    }
+    convert = opstats_converter()
+    assert convert(message(codec.encode(good))).count("\n") == 3
+    for bad in (
+        {"rated_power_kw": 0.0},
+        {"band_ms": [1, 2]},
+        {"data_ms": 700_000},
+        {"component": ""},
+        {"thing": "a|b"},
+        {"mean_w": float("nan")},
+    ):
+        with pytest.raises(PointError):
+            convert(message(codec.encode({**good, **bad})))
+    with pytest.raises(PointError) as caught:
+        convert(message(b"\x01\x02"))
+    assert caught.value.reason == "undecodable"
