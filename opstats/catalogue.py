@@ -202,6 +202,16 @@ def _check(path: Path, fields: dict[str, tuple[Any, int]], line: int, rating: Ra
         )
 
 
+def _entry(path: Path, fields: dict[str, tuple[Any, int]], default: Rating, line: int) -> Entry:
+    """One entry of either format: its two patterns and its rating."""
+    return Entry(
+        _pattern(path, fields, line, "thing"),
+        _pattern(path, fields, line, "component"),
+        _rating(path, fields, default, line, entry=True),
+        line,
+    )
+
+
 def _pattern(path: Path, fields: dict[str, tuple[Any, int]], line: int, name: str) -> str:
     value = fields.get(name, (None, line))[0]
     if not isinstance(value, str) or not value.strip():
@@ -245,14 +255,7 @@ def _read_yaml(path: Path, text: str) -> tuple[Rating, list[Entry]]:
         for node in seq.value:
             line = node.start_mark.line + 1
             fields = {k: (v, ln) for k, (v, ln, _) in _mapping(path, node, "machines").items()}
-            entries.append(
-                Entry(
-                    _pattern(path, fields, line, "thing"),
-                    _pattern(path, fields, line, "component"),
-                    _rating(path, fields, default, line, entry=True),
-                    line,
-                )
-            )
+            entries.append(_entry(path, fields, default, line))
     return default, entries
 
 
@@ -297,12 +300,5 @@ def _read_csv(path: Path, text: str) -> tuple[Rating, list[Entry]]:
             for name, cell in zip(names, row, strict=False)
             if cell.strip() or name == "rated_power_kw"
         }
-        entries.append(
-            Entry(
-                _pattern(path, fields, line, "thing"),
-                _pattern(path, fields, line, "component"),
-                _rating(path, fields, default, line, entry=True),
-                line,
-            )
-        )
+        entries.append(_entry(path, fields, default, line))
     return default, entries

@@ -25,12 +25,12 @@ from operators import reasons
 from operators.codec import Reader, Writer
 from operators.contract import KeyedOperator, due
 from operators.records import Records
-from operators.time import END_TIME, to_ms
+from operators.time import to_ms
 from opstats.catalogue import Catalogue, Rating
 from opstats.components import LEFT, PowerInputs
 from opstats.cycles import CycleStats
 from opstats.serde import KIND, read_state, write_state
-from opstats.signal import ComponentState, Late, SignalRules
+from opstats.signal import Basis, ComponentState, Late, SignalRules
 
 #: Every component's state of one thing, by component.
 StatsState = dict[str, ComponentState]
@@ -105,12 +105,13 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
     def initial(self) -> StatsState:
         return {}
 
-    def _component(self, state: StatsState, component: str) -> tuple[ComponentState, Rating]:
+    def _component(self, state: StatsState, component: str) -> tuple[ComponentState, Basis]:
+        """The component's state (afresh under a changed rating) and what it is computed with."""
         rating = self.rating(component)
         current = state.get(component)
         if current is None or current.rating_id != rating.rating_id:
             current = state[component] = ComponentState.fresh(rating)
-        return current, rating
+        return current, Basis(self.rules, rating, self.config.inputs.power, component)
 
     def process(
         self, state: StatsState, batch: Records, now_ms: int
@@ -127,7 +128,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         for component, side, rows in self.config.inputs.split(batch.quantity):
             by_component.setdefault(component, []).extend((int(r), side) for r in rows)
         for component in sorted(by_component):
-            current, rating = self._component(state, component)
+            current, basis = self._component(state, component)
             for row, side in sorted(by_component[component]):
                 t, v, row_id = int(times[row]), float(values[row]), str(ids[row])
                 if future[row]:
@@ -137,15 +138,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
                 if refused is not None:
                     late.append((component, refused))
             handed: list[Late] = []
-            current.advance(
-                self.rules,
-                rating,
-                self.config.inputs.power,
-                component,
-                current.horizon(self.rules),
-                cycles,
-                handed,
-            )
+            current.advance(basis, current.horizon(self.rules), cycles, handed)
             late.extend((component, item) for item in handed)
             current.last_call_ms = now_ms
             current.deadline_ms = (
@@ -185,11 +178,9 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         cycles: list[CycleStats],
         late: list[tuple[str, Late]],
     ) -> None:
-        current, rating = self._component(state, component)
+        current, basis = self._component(state, component)
         handed: list[Late] = []
-        current.flush(
-            self.rules, rating, self.config.inputs.power, component, END_TIME, cycles, handed
-        )
+        current.flush(basis, cycles, handed)
         late.extend((component, item) for item in handed)
         current.deadline_ms = None
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from operators import reasons
-from operators.time import NO_TIME
+from operators.time import END_TIME, NO_TIME
 from opstats.catalogue import Rating
 from opstats.components import LEFT, RIGHT, PowerFn
 from opstats.cycles import CycleStats, OpenCycle, close
@@ -32,6 +32,17 @@ class SignalRules:
     max_hold_ms: int
     #: None: wait for both inputs however far apart they are
     partner_timeout_ms: int | None
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What one component's figures are computed with: the rules, its rating, the power of its
+    inputs, and its name (for the cycles it closes)."""
+
+    rules: SignalRules
+    rating: Rating
+    power: PowerFn
+    component: str
 
 
 @dataclass
@@ -104,19 +115,11 @@ class ComponentState:
         self.pend_id[side].append(row_id)
         return None
 
-    def advance(
-        self,
-        rules: SignalRules,
-        rating: Rating,
-        power: PowerFn,
-        component: str,
-        until: int,
-        cycles: list[CycleStats],
-        late: list[Late],
-    ) -> None:
+    def advance(self, basis: Basis, until: int, cycles: list[CycleStats], late: list[Late]) -> None:
         """Integrates every piece that ends at or before ``until``, closing the cycles that
         end there; records whose power is not finite or beyond the physical bound are handed
         back (their input keeps its previous value)."""
+        rules, rating, power, component = basis.rules, basis.rating, basis.power, basis.component
         hold, length = rules.max_hold_ms, rules.cycle_ms
         edges, bound = rating.edges_w, rating.bound_w
         top = len(edges) - 1  # the overload band's index
@@ -196,17 +199,8 @@ class ComponentState:
         else:
             self.power_w = float(power(self.held_v[LEFT], self.held_v[RIGHT]))
 
-    def flush(
-        self,
-        rules: SignalRules,
-        rating: Rating,
-        power: PowerFn,
-        component: str,
-        until: int,
-        cycles: list[CycleStats],
-        late: list[Late],
-    ) -> None:
-        """As if the inputs had ended: everything up to ``until`` (the end of time, or for
-        an idle flush too) is integrated and emitted; later records behind it are late."""
-        self.advance(rules, rating, power, component, until, cycles, late)
+    def flush(self, basis: Basis, cycles: list[CycleStats], late: list[Late]) -> None:
+        """As if the inputs had ended (the end of the stream, or an idle flush): everything is
+        integrated and emitted; a record that comes later behind it is late."""
+        self.advance(basis, END_TIME, cycles, late)
         self.flushed_until = max(self.flushed_until, self.cursor)
