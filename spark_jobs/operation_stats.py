@@ -9,10 +9,12 @@ it hands back become late rows of stage ``opstats``. Only the state in the drive
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from prometheus_client import Counter
 
 from lsb.results import RESULT_FUNCTIONS
 from operators import Records
@@ -35,6 +37,16 @@ STAGE = "opstats"  #: the part's name in the thing's operator and the late recor
 RECORD_TYPE = "opstats"
 #: The rows' column holding each closed cycle (a Python object: the driver encodes it).
 CYCLE_COLUMN = ("cycle", "binary")
+
+log = logging.getLogger("spark_jobs.operation_stats")
+DEFAULTED = Counter(
+    "opstats_default_rating_components",
+    "components whose operation statistics use the default rating: no catalogue entry names them",
+)
+#: (thing, component) already said to have the default rating, so each is said once
+_said: set[tuple[str, str]] = set()
+#: how many of them are remembered, whatever the input (a bound on memory)
+SAID_AT_MOST = 100_000
 
 
 def power_inputs(text: str) -> PowerInputs:
@@ -84,6 +96,9 @@ def stats_operator(settings: SinglePassSettings) -> OperationStatistics | None:
 
 def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -> None:
     """A step's cycles as ``opstats`` rows, its handed-back records as late rows."""
+    for cycle in step.cycles:
+        if cycle.rating.defaulted:
+            say_defaulted(thing, cycle.component)
     if step.cycles:
         out.add(
             len(step.cycles),
@@ -106,6 +121,19 @@ def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -
             reason=np.array(step.reasons, dtype=object),
             **tags,
         )
+
+
+def say_defaulted(thing: str, component: str) -> None:
+    """Once per component: its figures use the default rating (log and metric)."""
+    if (thing, component) in _said or len(_said) >= SAID_AT_MOST:
+        return
+    _said.add((thing, component))
+    DEFAULTED.inc()
+    log.warning(
+        "no machine catalogue entry names this component: its operation statistics use the "
+        "default rating",
+        extra={"thing": thing, "component": component},
+    )
 
 
 def _objects(items: list[CycleStats]) -> np.ndarray:

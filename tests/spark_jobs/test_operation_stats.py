@@ -185,3 +185,17 @@ def test_the_connector_refuses_a_cycle_it_cannot_make_points_of() -> None:
     with pytest.raises(PointError) as caught:
         convert(message(b"\x01\x02"))
     assert caught.value.reason == "undecodable"
+
+
+def test_a_component_with_the_default_rating_is_said_once_in_the_log_and_a_metric(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    operation_stats._said.clear()
+    before = operation_stats.DEFAULTED._value.get()
+    with caplog.at_level("WARNING", logger="spark_jobs.operation_stats"):
+        rendered(settings(machine_catalogue=""))
+        rendered(settings(machine_catalogue=""))
+        rendered(settings())  # the catalogue names both components: nothing to say
+    assert operation_stats.DEFAULTED._value.get() - before == 2
+    said = [(r.thing, r.component) for r in caplog.records]  # type: ignore[attr-defined]
+    assert sorted(said) == [("M0001", "C11"), ("M0001", "C12")]
