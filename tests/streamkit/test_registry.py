@@ -113,9 +113,13 @@ def test_registered_schemas_keep_their_id_and_rule(registry_settings: Settings) 
 
 
 def latest_name(topic: str) -> str:
-    return {"raw": "measurement", "joined": "joined", "aggregates": "aggregate"}.get(
-        topic.split(".")[1], "late"
-    )
+    return {
+        "raw": "measurement",
+        "joined": "joined",
+        "aggregates": "aggregate",
+        "late": "late",
+        "opstats": "opstats",
+    }[topic.split(".")[1]]
 
 
 @pytest.mark.stack
