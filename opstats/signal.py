@@ -159,9 +159,9 @@ class ComponentState:
             for s in (LEFT, RIGHT):
                 if held_t[s] != NO_TIME and held_t[s] + hold <= at:
                     held_t[s], self.held_v[s] = NO_TIME, math.nan
+                    self.power_w = math.nan  # the power holds no longer than either input
             if rec == at:
                 self._apply(at, nexts, power, bound, late)
-            self._update_power(power)
         for s in (LEFT, RIGHT):
             if nexts[s]:
                 del (
@@ -173,8 +173,8 @@ class ComponentState:
     def _apply(
         self, at: int, nexts: list[int], power: PowerFn, bound: float, late: list[Late]
     ) -> None:
-        """The records at ``at`` become the held values, unless the power they give is no
-        load but a fault: then they are handed back and the held values stay."""
+        """The records at ``at`` become the held values and give the power, unless that power is
+        no load but a fault: then they are handed back and the held values (and power) stay."""
         before = (list(self.held_t), list(self.held_v))
         applied = []
         for s in (LEFT, RIGHT):
@@ -184,20 +184,16 @@ class ComponentState:
                 applied.append((s, k))
                 nexts[s] = k + 1
         if NO_TIME in self.held_t:
+            self.power_w = math.nan
             return
         value = float(power(self.held_v[LEFT], self.held_v[RIGHT]))
         if math.isfinite(value) and abs(value) <= bound:
+            self.power_w = value
             return
         reason = reasons.INVALID_VALUE if not math.isfinite(value) else reasons.BEYOND_BOUND
         for s, k in applied:
             late.append(Late(s, at, self.pend_v[s][k], self.pend_id[s][k], reason))
-        self.held_t[:], self.held_v[:] = before
-
-    def _update_power(self, power: PowerFn) -> None:
-        if NO_TIME in self.held_t:
-            self.power_w = math.nan
-        else:
-            self.power_w = float(power(self.held_v[LEFT], self.held_v[RIGHT]))
+        self.held_t[:], self.held_v[:] = before  # power_w is still that of these values
 
     def flush(self, basis: Basis, cycles: list[CycleStats], late: list[Late]) -> None:
         """As if the inputs had ended (the end of the stream, or an idle flush): everything is
