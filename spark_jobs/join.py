@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from lsb import JoinConfig, JoinOperator, JoinStep, PairSpec
-from lsb.results import RESULT_FUNCTIONS
+from lsb.results import RESULT_FUNCTIONS, ResultFn
 from operators import Records
 from operators.reasons import FUTURE_TIMESTAMP
 from spark_jobs import dead_letters, outputs
@@ -31,6 +31,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+def result_function(name: str, variable: str) -> ResultFn:
+    """A result function by its name, or a configuration error naming ``variable``."""
+    if name not in RESULT_FUNCTIONS:
+        known = ", ".join(sorted(RESULT_FUNCTIONS))
+        raise ConfigError(variable, f"unknown result function {name!r} (known: {known})")
+    return RESULT_FUNCTIONS[name]
+
+
 def parse_pairs(text: str) -> tuple[PairSpec, ...]:
     specs = []
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -39,10 +47,7 @@ def parse_pairs(text: str) -> tuple[PairSpec, ...]:
             raise ConfigError("JOIN_PAIRS", f"{item!r} is not left:right[:result]")
         left, right, *rest = parts
         result = rest[0] if rest else "mechanical_power"
-        if result not in RESULT_FUNCTIONS:
-            known = ", ".join(sorted(RESULT_FUNCTIONS))
-            raise ConfigError("JOIN_PAIRS", f"unknown result function {result!r} (known: {known})")
-        specs.append(PairSpec(left, right, RESULT_FUNCTIONS[result], result))
+        specs.append(PairSpec(left, right, result_function(result, "JOIN_PAIRS"), result))
     if not specs:
         raise ConfigError("JOIN_PAIRS", "names no pair (left:right[:result], comma separated)")
     return tuple(specs)

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from prometheus_client import Counter
 
-from lsb.results import RESULT_FUNCTIONS
 from operators import Records
 from opstats import (
     CatalogueError,
@@ -29,6 +28,7 @@ from opstats import (
     load_catalogue,
 )
 from spark_jobs.config import SinglePassSettings
+from spark_jobs.join import result_function
 from spark_jobs.output_columns import Fields, OutputRows
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
@@ -55,11 +55,9 @@ def power_inputs(text: str) -> PowerInputs:
     if len(parts) not in (2, 3):
         raise ConfigError("OPSTATS_POWER", f"{text!r} is not LEFT:RIGHT[:result]")
     name = parts[2] if len(parts) == 3 else "mechanical_power"
-    if name not in RESULT_FUNCTIONS:
-        known = ", ".join(sorted(RESULT_FUNCTIONS))
-        raise ConfigError("OPSTATS_POWER", f"unknown result function {name!r} (known: {known})")
+    power = result_function(name, "OPSTATS_POWER")
     try:
-        return PowerInputs(Pattern(parts[0]), Pattern(parts[1]), RESULT_FUNCTIONS[name], name)
+        return PowerInputs(Pattern(parts[0]), Pattern(parts[1]), power, name)
     except ValueError as exc:
         raise ConfigError("OPSTATS_POWER", str(exc)) from None
 
