@@ -20,7 +20,18 @@ import pyarrow.csv as pa_csv
 
 from stacktools.errors import InfluxError
 from stacktools.influx import InfluxClient, basic_auth
-from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, VALUES, Expectation
+from stacktools.verify.expect import (
+    KEYS,
+    MEASUREMENTS,
+    NS_PER_MS,
+    STATS_MEASUREMENTS,
+    TEXT_VALUES,
+    VALUES,
+    Expectation,
+)
+
+#: Tags compared as text, in every measurement that has them.
+TAGS = ("thing", "quantity", "pair", "window", "stage", "reason", "component", "rating", "band")
 
 PARALLEL_QUERIES = 4
 
@@ -104,8 +115,8 @@ class InfluxReader:
         table = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
         return shaped(measurement, table.combine_chunks().to_pandas(), tags)
 
-    def read(self) -> dict[str, pd.DataFrame]:
-        return {m: self.measurement(m) for m in MEASUREMENTS}
+    def read(self, measurements: tuple[str, ...] = MEASUREMENTS) -> dict[str, pd.DataFrame]:
+        return {m: self.measurement(m) for m in measurements}
 
 
 def _text(column: pd.Series) -> pd.Series:
@@ -129,15 +140,14 @@ def shaped(measurement: str, found: pd.DataFrame, tags: set[str]) -> pd.DataFram
     time_ms = out["time_ns"] // NS_PER_MS
     if measurement in ("raw", "late"):
         out["time_ms"] = time_ms
-    if measurement == "aggregate":
+    if measurement == "aggregate" or measurement in STATS_MEASUREMENTS:
         out["start_ms"] = time_ms
     if measurement == "joined":
         out["long_gap_ms"] = pd.to_numeric(out["long_gap_ms"].astype(object), errors="coerce")
-        out["result_name"] = _text(out["result_name"])
-    for name in ("thing", "quantity", "pair", "window", "stage", "reason"):
+    for name in (*TAGS, *TEXT_VALUES):
         if name in out.columns:
             out[name] = _text(out[name])
-    schema_tags = set(KEYS[measurement]) | {"long_gap_ms", "result_name"}
+    schema_tags = set(KEYS[measurement]) | {"long_gap_ms", *TEXT_VALUES}
     others = sorted((tags & set(found.columns)) - schema_tags)
     if others:
         text = found[others].astype(object).fillna("").astype(str)

@@ -16,7 +16,7 @@ from stacktools.influx import InfluxClient
 from stacktools.verify.actual import InfluxReader
 from stacktools.verify.compare import Verdict, compare
 from stacktools.verify.events import read_records
-from stacktools.verify.expect import MEASUREMENTS, Expectation, expectation
+from stacktools.verify.expect import MEASUREMENTS, STATS_MEASUREMENTS, Expectation, expectation
 from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Rules
 from stacktools.verify.source import Source
@@ -62,6 +62,8 @@ def certain_so_far(
         moment = np.maximum(want["left_time_ms"], want["right_time_ms"]).to_numpy(np.float64)
     elif measurement == "aggregate":
         return pd.Series(want["closes_ms"].to_numpy(np.float64) <= limit - lateness_ms)
+    elif measurement in STATS_MEASUREMENTS:  # once both inputs passed the cycle's end
+        return pd.Series(want["closes_ms"].to_numpy(np.float64) <= limit)
     else:
         moment = want["time_ms"].to_numpy(np.float64)
     return pd.Series(moment < limit)
@@ -89,7 +91,8 @@ def verify(
     seconds["expectation"] = time.perf_counter() - mark
     mark = time.perf_counter()
     reader: Source = source or InfluxReader(InfluxClient(settings), database)
-    found = reader.read()
+    measurements = MEASUREMENTS + (STATS_MEASUREMENTS if rules.stats is not None else ())
+    found = reader.read(measurements)
     seconds[f"read {reader.label}"] = time.perf_counter() - mark
     mark = time.perf_counter()
     cutoff: dict[str, int] = {}
@@ -97,7 +100,7 @@ def verify(
         newest = found["raw"].groupby("thing", observed=True)["time_ms"].max().dropna()
         cutoff = {str(k): int(v) - live_margin_ms for k, v in newest.items()}
     verdicts = []
-    for m in MEASUREMENTS:
+    for m in measurements:
         want, got, keys = reader.compared(m, expected, found[m])
         certain = (
             certain_so_far(m, want, cutoff, rules.lateness_ms)

@@ -19,9 +19,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stacktools.verify.expect import KEYS, VALUES
+from stacktools.verify.expect import KEYS, TEXT_VALUES, VALUES
 
-CLOSE = {"mean": 1e-12, "result": 1e-12, "stddev": 1e-9}
+CLOSE = {
+    "mean": 1e-12,
+    "result": 1e-12,
+    "stddev": 1e-9,
+    # the statistics' sums over pieces (in another order than the operator's)
+    "motoring_kwh": 1e-9,
+    "regenerative_kwh": 1e-9,
+    "energy_kwh": 1e-9,
+    "mean_w": 1e-9,
+    "mean_pct": 1e-9,
+    "duty_pct": 1e-12,
+    "share_pct": 1e-12,
+}
 EXAMPLES = 3
 KINDS = ("missing", "extra", "duplicated", "different")
 TIME_KEYS = ("time_ms", "start_ms", "left_time_ms", "right_time_ms")
@@ -90,7 +102,7 @@ def _same(name: str, want: pd.Series, got: pd.Series) -> np.ndarray:
     """Element-wise equality of one value column; absent on both sides is equal."""
     if name == "extra_tags":  # expected: none
         return got.astype(object).fillna("").astype(str).to_numpy() == ""
-    if name == "result_name":
+    if name in TEXT_VALUES:
         return (
             want.astype(object).fillna("").astype(str).to_numpy()
             == got.astype(object).fillna("").astype(str).to_numpy()
@@ -144,7 +156,7 @@ def _column_equal(name: str, want: pd.Series, got: pd.Series, w: np.ndarray, g: 
         codes = got.cat.codes.to_numpy()[g]
         empty = list(got.cat.categories).index("") if "" in got.cat.categories else -2
         return (codes == -1) | (codes == empty)
-    if name in ("extra_tags", "result_name"):
+    if name in TEXT_VALUES:
         return _as_text(want)[w] == _as_text(got)[g]
     if name == "time_ns":  # integers beyond a double's precision
         return want.to_numpy(np.int64, na_value=-1)[w] == got.to_numpy(np.int64, na_value=-2)[g]

@@ -16,20 +16,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from stacktools.verify import opstats as stats
 from stacktools.verify.events import Records
-from stacktools.verify.rules import Pair, Rules, Window
+from stacktools.verify.ratings import Rated
+from stacktools.verify.rules import Pair, Rules, StatsRules, Window
 
 NS_PER_MS = 1_000_000
 #: Joined points of one millisecond differ by 2 * gap + (right later) ns below this gap.
 LONGEST_DISCRIMINATED_GAP_MS = 499_999
 MEASUREMENTS = ("raw", "joined", "aggregate", "late")
+#: The operation statistics' measurements, compared when OPSTATS_POWER is set.
+STATS_MEASUREMENTS = ("opstats", "opstats_band")
 #: Each measurement's identity of a record: two points with the same one are the same record.
 KEYS = {
     "raw": ["thing", "quantity", "time_ms"],
     "joined": ["thing", "pair", "left_time_ms", "right_time_ms"],
     "aggregate": ["thing", "quantity", "window", "start_ms"],
     "late": ["thing", "quantity", "stage", "reason", "time_ms"],
+    "opstats": ["thing", "component", "rating", "start_ms"],
+    "opstats_band": ["thing", "component", "rating", "band", "start_ms"],
 }
+#: Tags that are values rather than part of the identity (compared as text).
+TEXT_VALUES = ("result_name", "power")
 #: The compared values of each measurement (fields, the tags outside the identity, the time).
 VALUES = {
     "raw": ["time_ns", "value"],
@@ -46,6 +54,27 @@ VALUES = {
         "closed_at_ms",
     ],
     "late": ["time_ns", "value", "watermark_ms", "count"],
+    "opstats": [
+        "time_ns",
+        "power",
+        "duty_pct",
+        "duty_rating_pct",
+        "motoring_kwh",
+        "regenerative_kwh",
+        "energy_kwh",
+        "mean_w",
+        "mean_pct",
+        "peak_w",
+        "peak_pct",
+        "rated_power_kw",
+        "data_s",
+        "no_data_s",
+        "overload_s",
+        "duty_exceeded",
+        "rating_defaulted",
+        "cycle_ms",
+    ],
+    "opstats_band": ["time_ns", "seconds", "cumulative_hours", "share_pct"],
 }
 
 
@@ -77,11 +106,12 @@ class _Columns:
     """Column lists gathered per key, concatenated once; text columns as categoricals (a
     Thing's name is stored once, not once per record)."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], defaults: dict[str, object] | None = None) -> None:
         self.parts: dict[str, list] = {n: [] for n in names}
+        self.defaults = defaults or {}
 
     def add(self, n: int, **columns: object) -> None:
-        for name, column in columns.items():
+        for name, column in {**self.defaults, **columns}.items():
             if isinstance(column, str):
                 self.parts[name].append((column, n))
             else:
@@ -100,14 +130,14 @@ class _Columns:
             elif parts:
                 out[name] = np.concatenate(parts)
             else:
-                out[name] = np.zeros(0)
+                out[name] = np.zeros(0, np.asarray(self.defaults.get(name, 0.0)).dtype)
         return pd.DataFrame(out)
 
 
 def expectation(records: Records, rules: Rules) -> Expectation:
     """Every point of the four measurements for ``records`` (arrival order)."""
     raw = _Columns(KEYS["raw"] + VALUES["raw"])
-    late = _Columns(KEYS["late"] + VALUES["late"])
+    late = _Columns(KEYS["late"] + VALUES["late"] + ["pending"], {"pending": False})
     windows = _Columns(KEYS["aggregate"] + VALUES["aggregate"] + ["pending", "closes_ms"])
     joined = _Columns(KEYS["joined"] + VALUES["joined"])
     paired = {q for pair in rules.pairs for q in (pair.left, pair.right)}
@@ -140,13 +170,11 @@ def expectation(records: Records, rules: Rules) -> Expectation:
                     accepted[(thing_code, pair.right)],
                     rules.max_gap_ms,
                 )
+    frames = {"raw": raw.frame(), "joined": joined.frame(), "aggregate": windows.frame()}
+    if rules.stats is not None:
+        frames.update(_stats(records, rules.stats, late))
     late_records = late.frame()
-    frames = {
-        "raw": raw.frame(),
-        "joined": joined.frame(),
-        "aggregate": windows.frame(),
-        "late": _last_copy(late_records, KEYS["late"]),
-    }
+    frames["late"] = _last_copy(late_records, KEYS["late"])
     return Expectation(frames, newest, late_records)
 
 
@@ -395,3 +423,142 @@ def _window_points(
         pending=pending,
         closes_ms=closes,
     )
+
+
+def _stats(records: Records, rules: StatsRules, late: _Columns) -> dict[str, pd.DataFrame]:
+    """docs/operation-statistics.md per thing and component (stacktools.verify.opstats): the
+    cycles, their bands, and the records handed back into ``late``."""
+    cycles = _Columns(
+        KEYS["opstats"] + VALUES["opstats"] + ["pending", "closes_ms"], {"pending": False}
+    )
+    bands = _Columns(KEYS["opstats_band"] + VALUES["opstats_band"] + ["pending", "closes_ms"])
+    inputs = [rules.side(name) for name in records.quantities]
+    component_names = sorted({found[0] for found in inputs if found is not None})
+    component_code = {name: i for i, name in enumerate(component_names)}
+    side_of = np.array([-1 if found is None else found[1] for found in inputs] or [-1])
+    component_of = np.array(
+        [-1 if found is None else component_code[found[0]] for found in inputs] or [-1]
+    )
+    rows = np.flatnonzero(side_of[records.quantity] >= 0)
+    key = (
+        records.thing[rows].astype(np.int64) * max(len(component_names), 1)
+        + component_of[records.quantity[rows]]
+    )
+    order = rows[np.argsort(key, kind="stable")]  # each key's records in arrival order
+    bounds = np.flatnonzero(np.diff(np.sort(key, kind="stable"))) + 1
+    scalar_power, vector_power = RESULTS[rules.result_name], RESULTS[rules.result_name]
+    for idx in np.split(order, bounds) if len(order) else []:
+        thing = records.things[records.thing[idx[0]]]
+        component = component_names[component_of[records.quantity[idx[0]]]]
+        rated = rules.ratings.of(thing, component)
+        sides = side_of[records.quantity[idx]]
+        handed = stats.Handed.empty()
+        taken_t, taken_v, horizon = stats.accepted(
+            sides, records.time_ms[idx], records.value[idx], rules, handed
+        )
+        good_t, good_v = stats.without_faults(
+            taken_t,
+            taken_v,
+            scalar_power,
+            rated.rated_w * rated.physical_bound,
+            rules.hold_ms,
+            horizon,
+            handed,
+        )
+        found = stats.cycles(good_t, good_v, vector_power, rated, rules, horizon)
+        _cycle_points(cycles, bands, thing, component, rated, rules, found)
+        _handed_back(late, thing, component, rules, handed)
+    return {"opstats": cycles.frame(), "opstats_band": bands.frame()}
+
+
+def _handed_back(
+    late: _Columns, thing: str, component: str, rules: StatsRules, handed: stats.Handed
+) -> None:
+    """The records the statistics handed back, as late records of stage ``opstats``."""
+    if not handed.time_ms:
+        return
+    t = np.asarray(handed.time_ms, dtype=np.int64)
+    v = np.asarray(handed.value, dtype=np.float64)
+    certain = np.asarray(handed.certain, dtype=bool)
+    groups = np.asarray(
+        [f"{side}:{reason}" for side, reason in zip(handed.side, handed.reason, strict=True)]
+    )
+    for group in sorted(set(groups.tolist())):
+        side, reason = group.split(":", 1)
+        mine = groups == group
+        n = int(mine.sum())
+        late.add(
+            n,
+            thing=thing,
+            quantity=rules.quantity(component, int(side)),
+            stage=stats.STAGE,
+            reason=reason,
+            time_ms=t[mine],
+            time_ns=t[mine] * NS_PER_MS,
+            value=v[mine],
+            watermark_ms=np.full(n, np.nan),
+            count=np.ones(n),
+            pending=~certain[mine],
+        )
+
+
+def _cycle_points(
+    cycles: _Columns,
+    bands: _Columns,
+    thing: str,
+    component: str,
+    rated: Rated,
+    rules: StatsRules,
+    found: stats.Cycles,
+) -> None:
+    """docs/influxdb-schema.md: an ``opstats`` point per cycle, an ``opstats_band`` per band."""
+    n = len(found.start_ms)
+    if not n:
+        return
+    length = rules.cycle_ms
+    data = found.data_ms.astype(np.float64)
+    top = found.band_ms[:, -2] + found.band_ms[:, -1]
+    duty = 100.0 * top / data
+    mean = (found.motoring_wms + found.regenerative_wms) / data
+    motoring = found.motoring_wms / stats.WMS_PER_KWH
+    regenerative = found.regenerative_wms / stats.WMS_PER_KWH
+    common = {
+        "thing": thing,
+        "component": component,
+        "rating": rated.rating_id,
+        "start_ms": found.start_ms,
+        "time_ns": found.start_ms * NS_PER_MS,
+        "pending": found.pending,
+        "closes_ms": found.start_ms + length,
+    }
+    cycles.add(
+        n,
+        **common,
+        power=rules.result_name,
+        duty_pct=duty,
+        duty_rating_pct=rated.duty_rating_pct,
+        motoring_kwh=motoring,
+        regenerative_kwh=regenerative,
+        energy_kwh=motoring + regenerative,
+        mean_w=mean,
+        mean_pct=100.0 * mean / rated.rated_w,
+        peak_w=found.peak_w,
+        peak_pct=100.0 * found.peak_w / rated.rated_w,
+        rated_power_kw=rated.rated_power_kw,
+        data_s=data / 1000.0,
+        no_data_s=(length - data) / 1000.0,
+        overload_s=found.band_ms[:, -1] / 1000.0,
+        duty_exceeded=(duty > rated.duty_rating_pct).astype(np.int64),
+        rating_defaulted=int(rated.defaulted),
+        cycle_ms=length,
+    )
+    cumulative = np.cumsum(found.band_ms, axis=0)
+    for k, name in enumerate(rated.band_names):
+        bands.add(
+            n,
+            **common,
+            band=name,
+            seconds=found.band_ms[:, k] / 1000.0,
+            cumulative_hours=cumulative[:, k] / stats.MS_PER_HOUR,
+            share_pct=100.0 * found.band_ms[:, k] / data,
+        )

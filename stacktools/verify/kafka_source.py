@@ -19,6 +19,9 @@ What counts as one record differs from InfluxDB, which overwrites a point writte
   compacted topic: what it means is the last value per key, as compaction will leave it. Copies
   of a key are collapsed to the last one read (a key's copies share a partition, in order), and
   the report counts them.
+- the operation statistics' topic holds one record per cycle with its bands as arrays: decoded
+  one record at a time with the wire contract's codec (a cycle per component per ten minutes is
+  few), and shaped into the ``opstats`` and ``opstats_band`` points the connector makes.
 - the topics carry event times in milliseconds: a joined point's sub-millisecond discriminator
   and its ``long_gap_ms`` tag are the connector's, derived from the two times the record holds;
   the pair's time is compared to the millisecond (its ``event_time_ms``).
@@ -26,6 +29,7 @@ What counts as one record differs from InfluxDB, which overwrites a point writte
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -35,10 +39,12 @@ from confluent_kafka import KafkaException
 from pandas.api.types import union_categoricals
 
 from stacktools.verify.avro_columns import Undecodable, decode_columns
-from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, Expectation
+from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, VALUES, Expectation
 from streamkit.config import KafkaSettings
 from streamkit.errors import StackError, TimedOut
 from streamkit.kafka_io import end_offsets, read_up_to, retry_transient
+from streamkit.wire import AvroCodec
+from streamkit.wire.registry import unframe
 
 #: measurement -> (topic setting, schema, the string fields kept as text)
 TOPICS = {
@@ -51,6 +57,8 @@ TOPICS = {
     "aggregate": ("aggregates_topic", "aggregate", frozenset({"thing", "quantity", "window_kind"})),
     "late": ("late_topic", "late", frozenset({"thing", "quantity", "reason", "stage"})),
 }
+#: The statistics' topic setting: one topic, two measurements.
+STATS_TOPIC = "opstats_topic"
 #: Records decoded together (bounds the memory of a block's index arrays).
 BLOCK = 1 << 18
 #: Whole topics are read: fetches larger than a consumer's default (a partition's share of a
@@ -74,56 +82,89 @@ class TopicsReader:
     def __init__(self, settings: KafkaSettings, suffix: str = "") -> None:
         """``suffix``: a run's own copies of the topics, ``<topic>.<suffix>`` (the demo's)."""
         self.settings = settings
+        fields = {m: field for m, (field, _, _) in TOPICS.items()}
+        fields.update(opstats=STATS_TOPIC, opstats_band=STATS_TOPIC)
         self.topics = {
             m: getattr(settings, field) + (f".{suffix}" if suffix else "")
-            for m, (field, _, _) in TOPICS.items()
+            for m, field in fields.items()
         }
         self._notes: dict[str, str] = {}
+        self._cycles: list[dict[str, Any]] | None = None
 
-    def read(self) -> dict[str, pd.DataFrame]:
-        self._notes = {}
-        return {m: self.measurement(m) for m in MEASUREMENTS}
+    def read(self, measurements: tuple[str, ...] = MEASUREMENTS) -> dict[str, pd.DataFrame]:
+        self._notes, self._cycles = {}, None
+        return {m: self.measurement(m) for m in measurements}
 
     def notes(self) -> dict[str, str]:
         return dict(self._notes)
 
-    def columns(self, measurement: str) -> dict[str, Any]:
-        """Every committed record of the measurement's topic, decoded, in the order read."""
+    @property
+    def framed(self) -> bool:
+        return bool(getattr(self.settings, "schema_registry", False))
+
+    def values(self, measurement: str) -> Iterator[bytes]:
+        """Every committed record's value of the measurement's topic, in the order read."""
         topic = self.topics[measurement]
-        _, schema, text = TOPICS[measurement]
-        framed = bool(getattr(self.settings, "schema_registry", False))
         try:
             ends = retry_transient(
                 partial(end_offsets, self.settings, topic, role="verify-ends", strict=True)
             )
             timeout_s = READ_TIMEOUT_S + sum(ends.values()) / RECORDS_PER_SECOND
-            blocks, values = [], []
             for message in read_up_to(
                 self.settings, topic, ends, timeout_s=timeout_s, role="verify", overrides=FETCH
             ):
                 value = message.value()
                 if value is None:
                     raise TopicsError(f"Kafka topic {topic}: a record without a value")
-                values.append(value)
-                if len(values) >= BLOCK:
-                    blocks.append(decode_columns(schema, values, framed=framed, text=text))
-                    values = []
-            if values or not blocks:
-                blocks.append(decode_columns(schema, values, framed=framed, text=text))
+                yield value
         except KafkaException as exc:
             raise TopicsError(f"Kafka topic {topic}: {exc.args[0].str()}") from None
         except TimedOut as exc:
             raise TopicsError(f"{exc} (a transaction left open?)") from None
+
+    def _undecodable(self, measurement: str, why: object) -> TopicsError:
+        registry = "on" if self.framed else "off"
+        return TopicsError(
+            f"Kafka topic {self.topics[measurement]}: {why} (SCHEMA_REGISTRY is {registry} "
+            "here: it must be the run's)"
+        )
+
+    def columns(self, measurement: str) -> dict[str, Any]:
+        """Every committed record of the measurement's topic, decoded in blocks."""
+        _, schema, text = TOPICS[measurement]
+        blocks, values = [], []
+        try:
+            for value in self.values(measurement):
+                values.append(value)
+                if len(values) >= BLOCK:
+                    blocks.append(decode_columns(schema, values, framed=self.framed, text=text))
+                    values = []
+            if values or not blocks:
+                blocks.append(decode_columns(schema, values, framed=self.framed, text=text))
         except Undecodable as exc:
-            registry = "on" if framed else "off"
-            raise TopicsError(
-                f"Kafka topic {topic}: {exc} (SCHEMA_REGISTRY is {registry} here: it must be "
-                "the run's)"
-            ) from None
+            raise self._undecodable(measurement, exc) from None
         return _joined_blocks(blocks)
+
+    def cycles(self) -> list[dict[str, Any]]:
+        """The statistics' records, decoded one by one (read once for both measurements)."""
+        if self._cycles is None:
+            codec, out = AvroCodec("opstats"), []
+            for value in self.values("opstats"):
+                try:
+                    out.append(codec.decode(unframe(value)[1] if self.framed else value))
+                except Exception as exc:  # fastavro raises EOFError, ValueError, ...
+                    raise self._undecodable(
+                        "opstats", f"not Avro OperationCycle: {type(exc).__name__}: {exc}"
+                    ) from None
+            self._cycles = out
+        return self._cycles
 
     def measurement(self, measurement: str) -> pd.DataFrame:
         """One topic's records as the points the connector makes of them."""
+        if measurement == "opstats":
+            return cycle_points(self.cycles())
+        if measurement == "opstats_band":
+            return band_points(self.cycles())
         shape = {
             "raw": self._raw,
             "joined": self._joined,
@@ -218,6 +259,62 @@ class TopicsReader:
                 "count": np.ones(len(time_ms)),
             }
         )
+
+
+def cycle_points(cycles: list[dict[str, Any]]) -> pd.DataFrame:
+    """The ``opstats`` point of each cycle record (docs/influxdb-schema.md)."""
+    rows = []
+    for r in cycles:
+        rated_w, data_ms = r["rated_power_kw"] * 1000.0, r["data_ms"]
+        cycle_ms = r["cycle_end_ms"] - r["cycle_start_ms"]
+        rows.append(
+            {
+                "thing": r["thing"],
+                "component": r["component"],
+                "rating": r["rating_id"],
+                "start_ms": r["cycle_start_ms"],
+                "time_ns": r["cycle_start_ms"] * NS_PER_MS,
+                "power": r["power_name"],
+                "duty_pct": r["duty_pct"],
+                "duty_rating_pct": r["duty_rating_pct"],
+                "motoring_kwh": r["motoring_kwh"],
+                "regenerative_kwh": r["regenerative_kwh"],
+                "energy_kwh": r["motoring_kwh"] + r["regenerative_kwh"],
+                "mean_w": r["mean_w"],
+                "mean_pct": 100.0 * r["mean_w"] / rated_w,
+                "peak_w": r["peak_w"],
+                "peak_pct": 100.0 * r["peak_w"] / rated_w,
+                "rated_power_kw": r["rated_power_kw"],
+                "data_s": data_ms / 1000.0,
+                "no_data_s": (cycle_ms - data_ms) / 1000.0,
+                "overload_s": r["band_ms"][-1] / 1000.0 if r["band_ms"] else np.nan,
+                "duty_exceeded": int(r["duty_pct"] > r["duty_rating_pct"]),
+                "rating_defaulted": int(r["rating_defaulted"]),
+                "cycle_ms": cycle_ms,
+            }
+        )
+    return pd.DataFrame(rows, columns=[*KEYS["opstats"], *VALUES["opstats"]])
+
+
+def band_points(cycles: list[dict[str, Any]]) -> pd.DataFrame:
+    """The ``opstats_band`` points of each cycle record, one per band."""
+    rows = []
+    for r in cycles:
+        for name, ms, total in zip(r["band_names"], r["band_ms"], r["cumulative_ms"], strict=False):
+            rows.append(
+                {
+                    "thing": r["thing"],
+                    "component": r["component"],
+                    "rating": r["rating_id"],
+                    "band": name,
+                    "start_ms": r["cycle_start_ms"],
+                    "time_ns": r["cycle_start_ms"] * NS_PER_MS,
+                    "seconds": ms / 1000.0,
+                    "cumulative_hours": total / 3_600_000.0,
+                    "share_pct": 100.0 * ms / r["data_ms"] if r["data_ms"] else 0.0,
+                }
+            )
+    return pd.DataFrame(rows, columns=[*KEYS["opstats_band"], *VALUES["opstats_band"]])
 
 
 def _joined_blocks(blocks: list[dict[str, Any]]) -> dict[str, Any]:

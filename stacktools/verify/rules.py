@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_jobs.config import SinglePassSettings
+from stacktools.verify.ratings import Ratings, read_ratings
 from streamkit.durations import duration_ms, parse_duration_ms
 
 #: The join's result functions, from their definitions in docs/join.md.
@@ -40,11 +41,41 @@ class Window:
 
 
 @dataclass(frozen=True)
+class StatsRules:
+    """The operation statistics (OPSTATS_*, MACHINE_CATALOGUE): the two inputs' names around
+    the component, their result function, the cycle, the hold and the partner timeout."""
+
+    left: tuple[str, str]  # prefix and suffix around the component
+    right: tuple[str, str]
+    result_name: str
+    cycle_ms: int
+    hold_ms: int
+    partner_timeout_ms: int | None
+    ratings: Ratings
+
+    def side(self, quantity: str) -> tuple[str, int] | None:
+        """(component, 0 for the left input or 1 for the right) of an input's quantity."""
+        for side, (prefix, suffix) in enumerate((self.left, self.right)):
+            if (
+                len(quantity) > len(prefix) + len(suffix)
+                and quantity.startswith(prefix)
+                and quantity.endswith(suffix)
+            ):
+                return quantity[len(prefix) : len(quantity) - len(suffix)], side
+        return None
+
+    def quantity(self, component: str, side: int) -> str:
+        prefix, suffix = (self.left, self.right)[side]
+        return f"{prefix}{component}{suffix}"
+
+
+@dataclass(frozen=True)
 class Rules:
     pairs: tuple[Pair, ...]
     max_gap_ms: int | None
     windows: tuple[Window, ...]
     lateness_ms: int
+    stats: StatsRules | None = None
 
 
 class UnsupportedRules(ValueError):
@@ -82,6 +113,34 @@ def parse_windows(tumbling: str, sliding: str, session_gap: str) -> tuple[Window
     return tuple(out)
 
 
+def parse_stats(text: str) -> tuple[tuple[str, str], tuple[str, str], str] | None:
+    """OPSTATS_POWER: LEFT:RIGHT[:result], one ``*`` in each name; empty: off."""
+    if not text.strip():
+        return None
+    parts = [p.strip() for p in text.split(":")]
+    if len(parts) not in (2, 3) or any(p.count("*") != 1 for p in parts[:2]):
+        raise ValueError(f"OPSTATS_POWER: {text!r} is not LEFT:RIGHT[:result], one * in each")
+    result = parts[2] if len(parts) == 3 else "mechanical_power"
+    if result not in RESULT_NAMES:
+        raise ValueError(f"OPSTATS_POWER: unknown result {result!r}")
+    left, right = (tuple(p.split("*")) for p in parts[:2])
+    return (left[0], left[1]), (right[0], right[1]), result
+
+
+def stats_rules_of(settings: SinglePassSettings) -> StatsRules | None:
+    parsed = parse_stats(settings.opstats_power)
+    if parsed is None:
+        return None
+    timeout = duration_ms(settings.opstats_partner_timeout)
+    return StatsRules(
+        *parsed,
+        cycle_ms=duration_ms(settings.opstats_cycle),
+        hold_ms=duration_ms(settings.opstats_max_hold),
+        partner_timeout_ms=timeout or None,
+        ratings=read_ratings(settings.machine_catalogue),
+    )
+
+
 def rules_of(settings: SinglePassSettings) -> Rules:
     """The rules of a single-pass job (the two-jobs shape reads the same variables)."""
     if settings.allowed_disorder_ms or settings.partner_timeout_ms:
@@ -95,4 +154,5 @@ def rules_of(settings: SinglePassSettings) -> Rules:
         max_gap_ms=settings.max_gap_ms or None,
         windows=parse_windows(settings.tumbling, settings.sliding, settings.session_gap),
         lateness_ms=duration_ms(settings.allowed_lateness),
+        stats=stats_rules_of(settings),
     )

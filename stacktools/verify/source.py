@@ -19,8 +19,8 @@ class Source(Protocol):
     #: How the report names it: "InfluxDB", "the Kafka topics".
     label: str
 
-    def read(self) -> dict[str, pd.DataFrame]:
-        """Every point or record of each measurement (stacktools.verify.expect.MEASUREMENTS)."""
+    def read(self, measurements: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+        """Every point or record of each of ``measurements`` (stacktools.verify.expect)."""
         ...
 
     def compared(
