@@ -298,11 +298,11 @@ class SinglePassSettings(JoinSettings, WindowSettings):
         "the query's identity: change it only on a fresh checkpoint (docs/spark-jobs.md)",
     )
     opstats_power: str = setting(
-        "",
+        "actSpeed_*:vaTorque_*:mechanical_power",
         "OPSTATS_POWER",
         "the power whose operation statistics the pass computes per component, "
-        "LEFT:RIGHT[:result] with one * in each name (what * stands for is the component), e.g. "
-        "actSpeed_*:vaTorque_*:mechanical_power; empty: none (docs/operation-statistics.md)",
+        "LEFT:RIGHT[:result] with one * in each name (what * stands for is the component); "
+        "computed where the state is in the driver; empty: none (docs/operation-statistics.md)",
     )
     machine_catalogue: str = setting(
         "",

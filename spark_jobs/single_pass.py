@@ -28,7 +28,6 @@ from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
-from streamkit.errors import ConfigError
 from streamkit.wire.registry import header as registry_header
 from windowing import WindowOperator
 
@@ -97,7 +96,7 @@ def thing_operator(settings: SinglePassSettings, config: JoinConfig) -> Together
             None,
         ),
     ]
-    statistics = operation_stats.stats_operator(settings)
+    statistics = operation_stats.stats_operator(settings) if statistics_on(settings) else None
     if statistics is not None:
         parts.append((operation_stats.STAGE, statistics, None))
     return Together(*parts)
@@ -160,7 +159,7 @@ def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
         settings.late_topic,
         settings.dlq_topic,
     ]
-    if operation_stats.enabled(settings):
+    if statistics_on(settings):
         topics.append(settings.opstats_topic)
     return {topic: topic_partitions(settings, topic) for topic in topics}
 
@@ -212,7 +211,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
 
     config = join.join_config(settings)
     operator = thing_operator(settings, config)
-    with_stats = operation_stats.enabled(settings)
+    with_stats = statistics_on(settings)
     partitions = output_partitions(settings)
     topics = {
         JOINED: settings.joined_topic,
@@ -245,15 +244,22 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     return around
 
 
+def statistics_on(settings: SinglePassSettings) -> bool:
+    """OPSTATS_POWER set, and the state in the driver: Spark's state store cannot hold the
+    statistics' state yet, so there they are off (said once at start, by :func:`check`)."""
+    return operation_stats.enabled(settings) and settings.state_in_driver(QUERY)
+
+
 def check(settings: SinglePassSettings) -> None:
     """Fail fast on bad JOIN_PAIRS, window rules, OPSTATS_POWER or machine catalogue, before
     Spark starts."""
+    operation_stats.stats_operator(settings)  # the catalogue is checked wherever the state is
     thing_pass(settings)
-    if operation_stats.enabled(settings) and not settings.state_in_driver(QUERY):
-        raise ConfigError(
-            "OPSTATS_POWER",
-            "the operation statistics run with the state in the driver (SPARK_STATE=driver or "
-            "auto with SPARK_SINK=driver); Spark's state store does not run them yet",
+    if operation_stats.enabled(settings) and not statistics_on(settings):
+        operation_stats.log.warning(
+            "OPSTATS_POWER: the operation statistics are off in this run: they run with the "
+            "state in the driver (SPARK_STATE=driver, or auto with SPARK_SINK=driver), not yet "
+            "in Spark's state store"
         )
     if settings.state == "driver" and settings.sink != "driver":
         raise ValueError(

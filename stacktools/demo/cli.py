@@ -29,10 +29,10 @@ from tqdm import tqdm
 from simulator.events_file import EventsFileError
 from simulator.generate import DEFAULT_ROWS, generate
 from simulator.source import EventsCheck, check_events
-from stacktools.demo import plots
+from stacktools.demo import operation, plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
-from stacktools.demo.verdict import demo_verdict
+from stacktools.demo.verdict import demo_verdict, stage_settings
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack, StackError
@@ -41,8 +41,10 @@ from stacktools.stack.process import KeptService, port_open
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.logs import setup_logging
+from streamkit.paths import REPO_ROOT
 
 log = logging.getLogger("demo")
+EXAMPLE_CATALOGUE = REPO_ROOT / "examples" / "machine-catalogue.yaml"
 
 
 def events_file(args: argparse.Namespace) -> Path:
@@ -50,12 +52,12 @@ def events_file(args: argparse.Namespace) -> Path:
     takes a while)."""
     if args.events:
         return args.events
-    path = args.out / f"events-{args.rows}-{args.things}.json"
+    path = args.out / f"events-{args.rows}-{args.things}-{args.components}.json"
     if not path.exists():
         partial = path.with_suffix(".partial")
         with partial.open("w") as handle:
             for row in tqdm(
-                generate(args.rows, args.things, seed=1),
+                generate(args.rows, args.things, seed=1, components=args.components),
                 total=args.rows,
                 unit="row",
                 desc="generating events.json",
@@ -64,6 +66,14 @@ def events_file(args: argparse.Namespace) -> Path:
                 handle.write(json.dumps(row) + "\n")
         partial.rename(path)
     return path
+
+
+def stage_env(args: argparse.Namespace) -> dict[str, str]:
+    """What the demo adds to the stages' environment: a generated file's machines are rated by
+    the example catalogue, unless the user names one."""
+    if args.events or stage_settings({}).machine_catalogue:
+        return {}
+    return {"MACHINE_CATALOGUE": str(EXAMPLE_CATALOGUE)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         "--rows", type=int, default=DEFAULT_ROWS, help="rows to generate without --events"
     )
     parser.add_argument("--things", type=int, default=100, help="machines in the generated file")
+    parser.add_argument(
+        "--components",
+        type=int,
+        default=3,
+        help="drives per generated machine: a spindle C11 and axes C12, ... (their ratings: "
+        "examples/machine-catalogue.yaml, used unless MACHINE_CATALOGUE names another)",
+    )
     parser.add_argument(
         "--rate", type=float, default=0.0, help="rows/s to replay at (default: as fast as possible)"
     )
@@ -177,6 +194,7 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         print(f"starting the local stack ({', '.join(stack.names)}) ...", flush=True)
         settings = stack.up()  # a first run generates the passwords only now
         spark_env = scaled_out_spark_env(settings) if args.spark_cluster else {}
+        stages = stage_env(args)
         wiring = Wiring.fresh(settings, "demo")
         default_ports = not any(
             port_open(port) for port in (spec.metrics_port for spec in SERVICES.values())
@@ -189,9 +207,11 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             work_dir,
             default_ports=default_ports,
             shape=args.shape,
-            env=spark_env,
+            env={**spark_env, **stages},
             bridges=args.bridges,
         )
+        for name, value in stages.items():
+            print(f"{name}={value} (the generated machines' ratings)", flush=True)
         print(
             f"replaying {events} ({checked.rows_in_file:,} rows, {checked.layout.describe()}) "
             f"through topics *.{wiring.query_suffix[1:]}, InfluxDB database {wiring.database}; "
@@ -228,13 +248,22 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             elapsed,
             args.live,
         )
+        result["operation_statistics"] = operation.summary(settings, wiring.database)
         result["rejected"] = rejected(replay.simulator)
         result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw
         result["topics"] = wiring.connector_topics  # where this run's records are, by kind
         print("checking the output against the file (verify) ...", flush=True)
         order = "event-time" if args.events else "file"
-        result["verify"] = demo_verdict(settings, events, wiring.database, order, args.live)
+        result["verify"] = demo_verdict(
+            settings,
+            events,
+            wiring.database,
+            order,
+            args.live,
+            env={**spark_env, **stages},
+            shape=args.shape,
+        )
         verdict_text = result["verify"].pop("text", f"verify: {result['verify'].get('skipped')}")
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))
         print("\n" + render(result))
@@ -243,6 +272,12 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             plots.latency(replay.samples, args.live, args.out / "latency.png"),
             plots.joined_power(settings, wiring.database, args.out / "joined_power.png"),
             plots.window_aggregates(settings, wiring.database, args.out / "window_aggregates.png"),
+            operation.picture(
+                settings,
+                wiring.database,
+                result["operation_statistics"],
+                args.out / "operation_statistics.png",
+            ),
         ]
         print("plots: " + ", ".join(str(p) for p in written if p))
         print("\n" + verdict_text, flush=True)

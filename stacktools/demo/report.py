@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from stacktools.demo import operation
 from stacktools.demo.histograms import histogram_buckets, percentile
 from stacktools.demo.latency import latency_metric
 from stacktools.demo.sampler import Samples
@@ -18,6 +19,7 @@ COUNTED_FIELD = {
     "joined": "result",
     "aggregate": "mean",
     "late": "value",
+    "opstats": "duty_pct",
     "dead_letter": "bytes",
 }
 
@@ -131,6 +133,8 @@ def render(result: dict) -> str:
         f"joined pairs          {counts['joined']:>12,}",
         f"windows               {counts['aggregate']:>12,}",
         f"late records          {counts['late']:>12,}",
+        f"operation cycles      {counts.get('opstats', 0):>12,}",
+        *operation.lines(result.get("operation_statistics", {})),
         f"dead letters          {counts['dead_letter']:>12,}",
         *filter(None, [verify_line(result)]),
         "peak rate per stage:  "

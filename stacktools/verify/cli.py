@@ -1,14 +1,16 @@
 """python -m stacktools.verify: does the run's output hold exactly what the events file implies?
 
 Recomputes from the file, by an implementation of the specification independent of the
-pipeline's, every raw point, joined pair, window and late record the run must have written,
+pipeline's, every raw point, joined pair, window, late record and operation statistic (cycle
+and band) the run must have written,
 and compares them value by value with the run's InfluxDB database, or with --topics its Kafka
 output topics: per measurement and per Thing, what is missing, extra, duplicated (one record on
 several points; on a transactional topic, a second committed copy) or different. Exit 0 when
 exact, 1 on any difference, 2 on a usage error or an unreadable file, database or topic.
 
 The stages' options (JOIN_PAIRS, JOIN_MAX_GAP_MS, AGGREGATE_TUMBLING, AGGREGATE_SLIDING,
-AGGREGATE_SESSION_GAP, AGGREGATE_ALLOWED_LATENESS) are read like the Spark job reads them:
+AGGREGATE_SESSION_GAP, AGGREGATE_ALLOWED_LATENESS, OPSTATS_POWER, MACHINE_CATALOGUE,
+OPSTATS_CYCLE, OPSTATS_MAX_HOLD, OPSTATS_PARTNER_TIMEOUT) are read like the Spark job reads them:
 command line, environment, .env. --order must be the replay's (the simulator's --order).
 A finished replay is checked whole, except windows the data has not closed (they may be absent;
 present, they must be equal). With --live only what is certain so far must be there
@@ -36,7 +38,19 @@ from streamkit.durations import duration_ms, parse_duration_ms
 from streamkit.errors import ConfigError
 
 #: The stage options verify takes on its command line too (else the environment's).
-RULE_OPTIONS = ("pairs", "max_gap_ms", "tumbling", "sliding", "session_gap", "allowed_lateness")
+RULE_OPTIONS = (
+    "pairs",
+    "max_gap_ms",
+    "tumbling",
+    "sliding",
+    "session_gap",
+    "allowed_lateness",
+    "opstats_power",
+    "machine_catalogue",
+    "opstats_cycle",
+    "opstats_max_hold",
+    "opstats_partner_timeout",
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,8 +71,8 @@ def parser() -> argparse.ArgumentParser:
         const="",
         metavar="RUN",
         help="read the run's Kafka topics instead of InfluxDB: RAW_TOPIC, JOINED_TOPIC, "
-        "AGGREGATES_TOPIC and LATE_TOPIC, each followed by .RUN when given (a demo run's "
-        "copies, printed as *.RUN)",
+        "AGGREGATES_TOPIC, LATE_TOPIC and OPSTATS_TOPIC, each followed by .RUN when given (a "
+        "demo run's copies, printed as *.RUN)",
     )
     p.add_argument(
         "--order",
@@ -86,6 +100,11 @@ def parser() -> argparse.ArgumentParser:
     rules.add_argument("--sliding", help="AGGREGATE_SLIDING")
     rules.add_argument("--session-gap", help="AGGREGATE_SESSION_GAP")
     rules.add_argument("--allowed-lateness", help="AGGREGATE_ALLOWED_LATENESS")
+    rules.add_argument("--opstats-power", help="OPSTATS_POWER: LEFT:RIGHT[:result]; empty: none")
+    rules.add_argument("--machine-catalogue", help="MACHINE_CATALOGUE")
+    rules.add_argument("--opstats-cycle", help="OPSTATS_CYCLE")
+    rules.add_argument("--opstats-max-hold", help="OPSTATS_MAX_HOLD")
+    rules.add_argument("--opstats-partner-timeout", help="OPSTATS_PARTNER_TIMEOUT")
     return p
 
 

@@ -16,7 +16,10 @@ def render(outcome: Outcome) -> str:
     for v in outcome.verdicts:
         extra = []
         if v.pending:
-            extra.append(f"{v.pending:,} windows still open (not required)")
+            what = {"opstats": "cycles", "opstats_band": "bands of cycles"}.get(
+                v.measurement, "windows"
+            )
+            extra.append(f"{v.pending:,} {what} still open (not required)")
         if v.uncertain:
             extra.append(f"{v.uncertain:,} not certain yet (live)")
         if v.resent:

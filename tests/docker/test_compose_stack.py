@@ -33,7 +33,7 @@ from tests.support.compose import (
 )
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec
+from tests.support.oracles.pipeline import PipelineSpec, default_stats
 from tests.support.oracles.rows import event_time_order, file_rows, measurements
 from tests.support.oracles.windows import Spec
 from tests.support.waits import settle
@@ -49,6 +49,7 @@ COMPOSE_PIPELINE = PipelineSpec(
     pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
     windows=tuple(WINDOWS),
     lateness_ms=LATENESS_MS,
+    stats=default_stats(),
 )
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in
 #: flight.

@@ -21,7 +21,7 @@ from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec, distinct_records, join_pairs
+from tests.support.oracles.pipeline import PipelineSpec, default_stats, distinct_records, join_pairs
 from tests.support.oracles.rows import event_time_order, file_rows, measurements
 from tests.support.oracles.windows import Spec
 from tests.support.ports import free_ports
@@ -33,6 +33,7 @@ DEMO_PIPELINE = PipelineSpec(
     pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
     windows=(Spec("tumbling", 10_000, 10_000),),
     lateness_ms=10_000,
+    stats=default_stats(),
 )
 PLOTS = ("throughput.png", "latency.png", "joined_power.png", "window_aggregates.png")
 

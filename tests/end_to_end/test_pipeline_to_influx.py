@@ -10,6 +10,7 @@ and every panel and variable query of every dashboard must return data.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from tests.support.harness import expected_records, quick_single_pass_args, wait
 from tests.support.influx_checks import point_count
 from tests.support.mqtt import RawPublisher
 from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec
+from tests.support.oracles.pipeline import PipelineSpec, default_stats
 from tests.support.oracles.rows import file_rows, measurements
 from tests.support.oracles.windows import Spec
 from tests.support.topology import Topology
@@ -38,12 +39,15 @@ from tests.support.waits import settle
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 ROW_SPACING_MS = 100
-#: The single pass with its default join and windows (spark_jobs.config) and a 500 ms session gap.
+#: The single pass with its default join, windows and statistics (spark_jobs.config), a 500 ms
+#: session gap and reference cycles of a minute (the replay lasts minutes: the dashboard's cycles).
 SINGLE_PASS_DEFAULTS = PipelineSpec(
     pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
     windows=(Spec("tumbling", 10_000, 10_000), Spec("session", 500, 500)),
     lateness_ms=10_000,
+    stats=dataclasses.replace(default_stats(), cycle_ms=60_000),
 )
+OPSTATS_CYCLE = ["--opstats-cycle", "1min"]
 BAD_PAYLOADS = [
     b"not json",
     b'{"Thing": "T", "Timestamp": 1}',
@@ -102,11 +106,19 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
     events = recent_events(tmp_path / "events.json", started_ms)
     wiring = Wiring.private(settings)
     topics = wiring.connector_topics
+    quick = quick_single_pass_args()
+    quick["spark_single_pass"] += OPSTATS_CYCLE
+    # the statistics run where the state is in the driver: not with the executors' sink
+    spec = (
+        SINGLE_PASS_DEFAULTS
+        if not topology.scaled_out
+        else (dataclasses.replace(SINGLE_PASS_DEFAULTS, stats=None))
+    )
     pipeline = Pipeline(
         settings,
         wiring,
         tmp_path / "run",
-        extra_args=quick_single_pass_args(),
+        extra_args=quick,
         env=topology.env,
         bridges=topology.bridges,
     )
@@ -143,7 +155,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
                 settings,
                 {kind: topics[kind] for kind in ("raw", "joined", "aggregates", "late")},
                 wiring.database,
-                SINGLE_PASS_DEFAULTS,
+                spec,
                 records,
                 timeout_s=300,
                 meanwhile=lambda: (
@@ -155,8 +167,9 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         late_stages = {
             r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')
         }
-        # the file order makes late records at both
-        assert late_stages == {"join", "aggregate"}, late_stages
+        # the file order makes late records at every stage
+        stages = {"join", "aggregate", *(["opstats"] if spec.stats else [])}
+        assert late_stages == stages, late_stages
         dead_letters = len(read_to_end(settings, topics["dlq"]))
         assert dead_letters == len(BAD_PAYLOADS)
         settle(

@@ -4,6 +4,7 @@ the connector makes of those records."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -38,8 +39,12 @@ def settings(**cli: str) -> SinglePassSettings:
     )
 
 
-def test_off_by_default_and_on_with_a_power() -> None:
-    assert operation_stats.stats_config(SinglePassSettings.from_sources(environ={}, cli={})) is None
+def test_on_by_default_off_when_empty_and_any_power() -> None:
+    default = operation_stats.stats_config(SinglePassSettings.from_sources(environ={}, cli={}))
+    assert default is not None and default.inputs.left.text == "actSpeed_*"
+    assert not default.catalogue.entries  # the built-in rating for every component
+    empty = SinglePassSettings.from_sources(environ={"OPSTATS_POWER": ""}, cli={})
+    assert operation_stats.stats_config(empty) is None
     config = operation_stats.stats_config(settings(opstats_cycle="5min", opstats_max_hold="30s"))
     assert config is not None
     assert (config.inputs.left.text, config.inputs.right.text, config.inputs.name) == (
@@ -49,8 +54,8 @@ def test_off_by_default_and_on_with_a_power() -> None:
     )
     assert config.rules().cycle_ms == 300_000 and config.rules().max_hold_ms == 30_000
     assert config.catalogue.rating("R0815", "C11").duty_rating_pct == 60
-    off = operation_stats.stats_config(settings(opstats_partner_timeout="off"))
-    assert off is not None and off.rules().partner_timeout_ms is None
+    waiting = operation_stats.stats_config(settings(opstats_partner_timeout="off"))
+    assert waiting is not None and waiting.rules().partner_timeout_ms is None
 
 
 @pytest.mark.parametrize(
@@ -69,10 +74,20 @@ def test_a_bad_catalogue_stops_the_start_with_exit_code_2(tmp_path: Path) -> Non
     assert caught.value.exit_code == EXIT_USAGE
 
 
-def test_the_statistics_need_the_state_in_the_driver() -> None:
-    single_pass.check(settings(state="driver"))
-    with pytest.raises(ConfigError, match="OPSTATS_POWER.*state in the driver"):
-        single_pass.check(settings(state="executors", sink="executors"))
+def test_the_statistics_run_with_the_state_in_the_driver_and_are_off_elsewhere(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    in_driver = settings(state="driver")
+    single_pass.check(in_driver)
+    assert single_pass.statistics_on(in_driver) and not caplog.records
+    executors = settings(state="executors", sink="executors")
+    with caplog.at_level(logging.WARNING, "spark_jobs.operation_stats"):
+        single_pass.check(executors)
+    assert not single_pass.statistics_on(executors)
+    assert [r.getMessage() for r in caplog.records if "are off in this run" in r.getMessage()]
+    config = join.join_config(executors)
+    parts = single_pass.thing_operator(executors, config).parts
+    assert operation_stats.STAGE not in [name for name, _, _ in parts]
 
 
 def rendered(s: SinglePassSettings) -> OutputRows:

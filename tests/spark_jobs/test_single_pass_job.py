@@ -132,6 +132,8 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
         "--available-now",
         "--max-offsets-per-trigger",
         "4000",
+        "--opstats-power",  # off: tests/spark_jobs/test_single_pass_opstats.py has them
+        "",
     ]
     where = {"SPARK_SINK": sink, "SPARK_SINK_PARTITIONS": "2", "SPARK_STATE": state}
     if master == "cluster":

@@ -10,16 +10,21 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stacktools.verify.compare import compare
 from stacktools.verify.events import read_records
-from stacktools.verify.expect import expectation
+from stacktools.verify.expect import STATS_MEASUREMENTS, Expectation, expectation
+from stacktools.verify.kafka_source import TopicsReader
 from stacktools.verify.ratings import read_ratings
 from stacktools.verify.rules import Rules, StatsRules, parse_stats
+from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec
 from tests.support.oracles import opstats as oracle
 from tests.support.oracles.rows import event_time_order, file_rows, measurements
 
@@ -43,7 +48,9 @@ row = st.fixed_dictionaries(
 
 
 def stats_rules(timeout_ms: int | None, catalogue: Path | None = None) -> StatsRules:
-    left, right, result = parse_stats("actSpeed_*:vaTorque_*:mechanical_power") or ()
+    parsed = parse_stats("actSpeed_*:vaTorque_*:mechanical_power")
+    assert parsed is not None
+    left, right, result = parsed
     return StatsRules(left, right, result, CYCLE_MS, HOLD_MS, timeout_ms, read_ratings(catalogue))
 
 
@@ -99,6 +106,7 @@ def assert_agree(path: Path, stats: StatsRules, order: str) -> None:
             tuple((mine.cumulative_hours * 3_600_000).round().astype(int)) == w["cumulative_ms"]
         ), key
     late = frames.late_records
+    assert late is not None
     late = late[late.stage == "opstats"]
     assert Counter(
         (r.thing, r.quantity, r.time_ms, r.reason) for r in late.itertuples()
@@ -128,3 +136,81 @@ def test_a_generated_file_with_the_example_catalogue(tmp_path: Path) -> None:
         stats = stats_rules(300_000, REPO_ROOT / "examples" / catalogue)
         assert stats.ratings.of("M0001", "C12").rated_power_kw == 4.0
         assert_agree(path, stats, "event-time")
+
+
+class CyclesOffline(TopicsReader):
+    """The topics reader on given opstats values instead of a broker."""
+
+    def __init__(self, given: list[bytes]) -> None:
+        super().__init__(Settings.from_sources(environ={}))
+        self.given = given
+
+    def values(self, measurement: str) -> Iterator[bytes]:
+        assert measurement == "opstats"
+        yield from self.given
+
+
+def cycle_records(expected: Expectation) -> list[dict]:
+    """The OperationCycle records a run writes for the expectation's certain cycles, built from
+    the frames by the record -> point mapping of docs/influxdb-schema.md read backwards."""
+    cycles, bands = expected.frames["opstats"], expected.frames["opstats_band"]
+    out = []
+    for r in cycles[~cycles.pending].itertuples():
+        mine = bands[
+            (bands.thing == r.thing)
+            & (bands.component == r.component)
+            & (bands.start_ms == r.start_ms)
+        ]
+        out.append(
+            {
+                "thing": r.thing,
+                "component": r.component,
+                "power_name": r.power,
+                "rating_id": r.rating,
+                "cycle_start_ms": int(r.start_ms),
+                "cycle_end_ms": int(r.start_ms + r.cycle_ms),
+                "rated_power_kw": r.rated_power_kw,
+                "duty_rating_pct": r.duty_rating_pct,
+                "rating_defaulted": bool(r.rating_defaulted),
+                "band_names": [str(b) for b in mine.band],
+                "band_ms": [round(x * 1000) for x in mine.seconds],
+                "cumulative_ms": [round(x * 3_600_000) for x in mine.cumulative_hours],
+                "data_ms": round(r.data_s * 1000),
+                "duty_pct": r.duty_pct,
+                "motoring_kwh": r.motoring_kwh,
+                "regenerative_kwh": r.regenerative_kwh,
+                "mean_w": r.mean_w,
+                "peak_w": r.peak_w,
+            }
+        )
+    return out
+
+
+def test_the_opstats_topic_is_compared_record_by_record(tmp_path: Path) -> None:
+    from simulator.generate import generate
+
+    path = tmp_path / "events.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in generate(3000, 2, seed=4, components=2)))
+    expected = expectation(read_records(path), Rules((), None, (), 0, stats_rules(300_000, None)))
+    codec = AvroCodec("opstats")
+    records = cycle_records(expected)
+    assert len(records) >= 8
+
+    def verdicts(values: list[bytes]) -> dict[str, dict]:
+        reader = CyclesOffline(values)
+        found = reader.read(STATS_MEASUREMENTS)
+        out = {}
+        for m in STATS_MEASUREMENTS:
+            want, got, keys = reader.compared(m, expected, found[m])
+            out[m] = compare(m, want, got, None, keys=keys).counts
+        return out
+
+    exact = dict.fromkeys(("missing", "extra", "duplicated", "different"), 0)
+    values = [codec.encode(r) for r in records]
+    assert verdicts(values) == {"opstats": exact, "opstats_band": exact}
+    changed = dict(records[3], band_ms=[*records[3]["band_ms"][:-1], records[3]["band_ms"][-1] + 1])
+    got = verdicts([*values[:3], codec.encode(changed), *values[4:], values[5]])
+    assert got["opstats_band"]["different"] == 1 and got["opstats"]["duplicated"] == 1
+    got = verdicts(values[1:])
+    assert got["opstats"]["missing"] == 1
+    assert got["opstats_band"]["missing"] == len(records[0]["band_names"])

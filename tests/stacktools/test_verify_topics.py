@@ -164,11 +164,11 @@ class Offline(TopicsReader):
 
     def __init__(self, values: dict[str, list[bytes]]) -> None:
         super().__init__(Settings.from_sources(environ={}))
-        self.values = values
+        self.given = values
 
     def columns(self, measurement: str) -> dict[str, Any]:
         _, schema, text_fields = TOPICS[measurement]
-        return decode_columns(schema, self.values[KIND[measurement]], text=text_fields)
+        return decode_columns(schema, self.given[KIND[measurement]], text=text_fields)
 
 
 def verdicts(reader: TopicsReader, expected: Expectation) -> dict:

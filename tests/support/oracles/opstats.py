@@ -202,3 +202,48 @@ def _cycles(good: list[list], d: Definition, thing: str, component: str) -> dict
             "cumulative_ms": tuple(cumulative),
         }
     return out
+
+
+def horizons(records: Iterable[Record], d: Definition) -> dict[tuple[str, str], int | None]:
+    """Per (thing, component), once every record is in: up to where everything is known (the
+    older input's newest time, or the newer one's minus the partner timeout), None: nothing.
+    Each input's newest record is taken whatever else it is (later ones are never late)."""
+    last: dict[tuple[str, str], dict[int, int]] = {}
+    for thing, quantity, t, v, _ in records:
+        found = _side(quantity, d)
+        if found is not None and math.isfinite(v):
+            mine = last.setdefault((thing, found[0]), {})
+            mine[found[1]] = max(mine.get(found[1], t), t)
+    out: dict[tuple[str, str], int | None] = {}
+    for key, newest in last.items():
+        horizon = min(newest.values()) if len(newest) == 2 else None
+        if d.partner_timeout_ms is not None:
+            ahead = max(newest.values()) - d.partner_timeout_ms
+            horizon = ahead if horizon is None else max(horizon, ahead)
+        out[key] = horizon
+    return out
+
+
+def certain(records: Iterable[Record], d: Definition) -> tuple[dict, list]:
+    """What a run that never flushed must have emitted once every record is in: the cycles that
+    end at or before their component's horizon, the records handed back on arrival, and the
+    faults at or before the horizon."""
+    records = list(records)
+    cycles, late = expected(records, d)
+    reach = horizons(records, d)
+
+    def before(thing: str, component: str, t: int) -> bool:
+        horizon = reach.get((thing, component))
+        return horizon is not None and t <= horizon
+
+    kept = {k: v for k, v in cycles.items() if before(k[0], k[1], k[2] + d.cycle_ms)}
+    handed = []
+    for item in late:
+        thing, quantity, t, v, _, reason = item
+        fault = reason == "beyond_physical_bound" or (
+            reason == "invalid_value" and math.isfinite(v)
+        )
+        found = _side(quantity, d)
+        if not fault or (found is not None and before(thing, found[0], t)):
+            handed.append(item)
+    return kept, handed

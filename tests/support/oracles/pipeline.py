@@ -10,11 +10,13 @@ there twice, and the stages see it twice), which the checker reads back and hand
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.oracles import opstats
 from tests.support.oracles.join import Pair, parse_pairs, stream_join
 from tests.support.oracles.rows import Measurement, SpecRow, measurements
 from tests.support.oracles.windows import Spec, window_oracle
@@ -28,6 +30,8 @@ class PipelineSpec:
     max_gap_ms: int | None = None
     windows: tuple[Spec, ...] = ()
     lateness_ms: int = 0
+    #: the operation statistics (None: not computed)
+    stats: opstats.Definition | None = None
 
 
 @dataclass
@@ -38,6 +42,8 @@ class Outputs:
     joined: list[dict] = field(default_factory=list)
     aggregates: list[dict] = field(default_factory=list)
     late: list[dict] = field(default_factory=list)
+    #: the certain cycles: {(thing, component, cycle start): figures} (oracles/opstats.py)
+    opstats: dict = field(default_factory=dict)
 
 
 def raw_record(m: Measurement) -> dict:
@@ -67,7 +73,38 @@ def expected_outputs(
         windows = window_oracle(arrived, list(spec.windows), spec.lateness_ms)
         out.aggregates = windows.aggregate_records()
         out.late += windows.late_records
+    if spec.stats is not None:
+        records = [(m.thing, m.quantity, m.time_ms, m.value, m.row_id) for m in arrived]
+        out.opstats, handed = opstats.certain(records, spec.stats)
+        out.late += [
+            {
+                "thing": thing,
+                "quantity": quantity,
+                "event_time_ms": t,
+                "value": value,
+                "row_id": row_id,
+                "reason": reason,
+                "stage": "opstats",
+                "watermark_ms": None,
+            }
+            for thing, quantity, t, value, row_id, reason in handed
+        ]
     return out
+
+
+def default_stats() -> opstats.Definition:
+    """The single pass's default statistics (docs/operation-statistics.md): actSpeed_* with
+    vaTorque_*, mechanical power, every component rated 20 kW in five bands, a bound of 10x,
+    cycles of 10 minutes, a hold of 60 s, a partner timeout of 5 minutes."""
+    return opstats.Definition(
+        ("actSpeed_", ""),
+        ("vaTorque_", ""),
+        lambda n, m: 2.0 * math.pi / 60.0 * n * m,
+        lambda thing, component: (20_000.0, (0.0, 20.0, 40.0, 60.0, 80.0, 100.0), 10.0),
+        600_000,
+        60_000,
+        300_000,
+    )
 
 
 # The shapes the job tests compare in: records as (thing, quantity, time, value), pairs as
