@@ -49,13 +49,14 @@ def panel(m: dict[str, Any], panel_id: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ shipped files
-def test_the_four_dashboards_are_shipped_with_stable_uids() -> None:
+def test_the_five_dashboards_are_shipped_with_stable_uids() -> None:
     uids = {name: d.model["uid"] for name, d in DASHBOARDS.items()}
     assert uids == {
         "machine-data.json": "machinedata-raw",
         "joined-power.json": "machinedata-joined",
         "window-aggregates.json": "machinedata-windows",
         "pipeline-health.json": "machinedata-health",
+        "operation-statistics.json": "machinedata-opstats",
     }
     assert {d.model["schemaVersion"] for d in DASHBOARDS.values()} == {SCHEMA_VERSION} == {41}
 
@@ -73,8 +74,10 @@ def test_datasources_come_from_provisioning() -> None:
 
 #: Panel types besides timeseries, and why: the pipeline graph is a picture of one instant (the
 #: node graph draws the last value of each field), not a series over time; its figures are in
-#: different units per node, so its subtitle names them instead of a field unit.
+#: different units per node, so its subtitle names them instead of a field unit. A component's
+#: load spectrum and last duty cycle are gauges: where it stands, against its bands and rating.
 NON_TIMESERIES = {("pipeline-health.json", "nodeGraph")}
+GAUGES = {("operation-statistics.json", "bargauge"), ("operation-statistics.json", "gauge")}
 
 
 def test_data_panels_are_timeseries_with_units_and_use_rate_interval() -> None:
@@ -84,6 +87,8 @@ def test_data_panels_are_timeseries_with_units_and_use_rate_interval() -> None:
                 continue
             if (name, p["type"]) in NON_TIMESERIES:
                 assert all(t.get("instant") and not t.get("range") for t in p["targets"]), p
+            elif (name, p["type"]) in GAUGES:
+                assert p["fieldConfig"]["defaults"].get("unit") and p.get("repeat"), p["title"]
             else:
                 assert p["type"] == "timeseries" and p["fieldConfig"]["defaults"].get("unit"), p[
                     "title"
@@ -95,7 +100,7 @@ def test_data_panels_are_timeseries_with_units_and_use_rate_interval() -> None:
 
 def test_cli_validate_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate"]) == 0
-    assert "4 dashboards, 0 problems" in capsys.readouterr().out
+    assert "5 dashboards, 0 problems" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------- broken variants

@@ -16,7 +16,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Message
 
+from db_connector.points import opstats_converter
 from stacktools.dashboards import (
     PanelResult,
     check_dashboards,
@@ -26,6 +28,7 @@ from stacktools.dashboards import (
 from stacktools.dashboards.macros import variable_references
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
+from streamkit.wire import AvroCodec
 
 pytestmark = pytest.mark.stack
 
@@ -133,6 +136,53 @@ def late_and_dead_letter_lines(t0_ms: int) -> list[str]:
     return [behind, late, not_json, bad_time]
 
 
+COMPONENTS = ("C11", "C12")
+BANDS = ("0-20", "20-40", "40-60", "60-80", "80-100", "over-100")
+
+
+def opstats_lines(t0_ms: int) -> list[str]:
+    """measurements opstats and opstats_band: cycle records of a minute per Thing and component,
+    made into points by the connector's own converter (docs/influxdb-schema.md)."""
+    convert, codec, lines = opstats_converter(), AvroCodec("opstats"), []
+    for k, thing in enumerate(THINGS):
+        for c, component in enumerate(COMPONENTS):
+            cumulative = [0] * len(BANDS)
+            for n in range(SECONDS // 60):
+                band_ms = [20_000 - 5_000 * c, 10_000, 5_000, 5_000, 5_000 + 5_000 * n, k * 5_000]
+                cumulative = [a + b for a, b in zip(cumulative, band_ms, strict=True)]
+                data_ms = sum(band_ms)
+                record = {
+                    "thing": thing,
+                    "component": component,
+                    "power_name": "mechanical_power",
+                    "rating_id": "bd1d59788ba94501",
+                    "cycle_start_ms": t0_ms + n * 60_000,
+                    "cycle_end_ms": t0_ms + (n + 1) * 60_000,
+                    "rated_power_kw": 20.0,
+                    "duty_rating_pct": 40.0,
+                    "rating_defaulted": True,
+                    "band_names": list(BANDS),
+                    "band_ms": band_ms,
+                    "cumulative_ms": cumulative,
+                    "data_ms": data_ms,
+                    "duty_pct": 100.0 * (band_ms[-2] + band_ms[-1]) / data_ms,
+                    "motoring_kwh": 0.05 * (k + 1),
+                    "regenerative_kwh": 0.01 * c,
+                    "mean_w": 9_000.0 + 1_000 * k,
+                    "peak_w": 21_000.0 + 500 * c,
+                }
+                message = Message(
+                    topic="opstats",
+                    partition=0,
+                    offset=n,
+                    key=b"k",
+                    value=codec.encode(record),
+                    timestamp=(1, 0),
+                )
+                lines += convert(message).splitlines()
+    return lines
+
+
 def write_lines(settings: Settings, database: str, lines: list[str]) -> None:
     assert InfluxClient(settings).write(database, lines) == 204
 
@@ -152,7 +202,8 @@ def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
             raw_lines(t0_ms)
             + joined_lines(t0_ms)
             + aggregate_lines(t0_ms)
-            + late_and_dead_letter_lines(t0_ms),
+            + late_and_dead_letter_lines(t0_ms)
+            + opstats_lines(t0_ms),
         )
         yield name, t0_ms - 10 * 60_000, now_ms
     finally:
@@ -233,6 +284,14 @@ def test_variables_and_repeats_resolve_like_grafana(
         f"{q} ({w})" for q in QUANTITIES[:2] for w in [*WINDOWS, SESSIONS]
     )
     assert all(r.points > 0 for r in bands), describe(bands)
+    # Operation statistics repeats its gauges per component of the pinned Thing.
+    gauges = [r for r in results if r.dashboard == "Operation statistics" and r.panel_id in (1, 2)]
+    assert sorted(r.panel for r in gauges if r.ref_id == "A") == sorted(
+        f"{title} {c}{rest}"
+        for c in COMPONENTS
+        for title, rest in (("Load spectrum", " (hours per band)"), ("Duty cycle", ", last cycle"))
+    )
+    assert all(r.points > 0 and "Thing2" in r.query for r in gauges), describe(gauges)
 
 
 def test_fault_only_counters_return_an_explicit_zero(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from stacktools.verify.compare import compare
 from stacktools.verify.events import read_records
-from stacktools.verify.expect import STATS_MEASUREMENTS, Expectation, expectation
+from stacktools.verify.expect import STATS_MEASUREMENTS, expectation
 from stacktools.verify.kafka_source import TopicsReader
 from stacktools.verify.ratings import read_ratings
 from stacktools.verify.rules import Rules, StatsRules, parse_stats
@@ -27,6 +27,7 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
 from tests.support.oracles import opstats as oracle
 from tests.support.oracles.rows import event_time_order, file_rows, measurements
+from tests.support.verify_records import opstats_fields
 
 START = 1_554_076_800_000
 CYCLE_MS, HOLD_MS = 10_000, 3_000
@@ -150,42 +151,6 @@ class CyclesOffline(TopicsReader):
         yield from self.given
 
 
-def cycle_records(expected: Expectation) -> list[dict]:
-    """The OperationCycle records a run writes for the expectation's certain cycles, built from
-    the frames by the record -> point mapping of docs/influxdb-schema.md read backwards."""
-    cycles, bands = expected.frames["opstats"], expected.frames["opstats_band"]
-    out = []
-    for r in cycles[~cycles.pending].itertuples():
-        mine = bands[
-            (bands.thing == r.thing)
-            & (bands.component == r.component)
-            & (bands.start_ms == r.start_ms)
-        ]
-        out.append(
-            {
-                "thing": r.thing,
-                "component": r.component,
-                "power_name": r.power,
-                "rating_id": r.rating,
-                "cycle_start_ms": int(r.start_ms),
-                "cycle_end_ms": int(r.start_ms + r.cycle_ms),
-                "rated_power_kw": r.rated_power_kw,
-                "duty_rating_pct": r.duty_rating_pct,
-                "rating_defaulted": bool(r.rating_defaulted),
-                "band_names": [str(b) for b in mine.band],
-                "band_ms": [round(x * 1000) for x in mine.seconds],
-                "cumulative_ms": [round(x * 3_600_000) for x in mine.cumulative_hours],
-                "data_ms": round(r.data_s * 1000),
-                "duty_pct": r.duty_pct,
-                "motoring_kwh": r.motoring_kwh,
-                "regenerative_kwh": r.regenerative_kwh,
-                "mean_w": r.mean_w,
-                "peak_w": r.peak_w,
-            }
-        )
-    return out
-
-
 def test_the_opstats_topic_is_compared_record_by_record(tmp_path: Path) -> None:
     from simulator.generate import generate
 
@@ -193,7 +158,8 @@ def test_the_opstats_topic_is_compared_record_by_record(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in generate(3000, 2, seed=4, components=2)))
     expected = expectation(read_records(path), Rules((), None, (), 0, stats_rules(300_000, None)))
     codec = AvroCodec("opstats")
-    records = cycle_records(expected)
+    frames = expected.frames
+    records = list(opstats_fields(frames["opstats"], frames["opstats_band"]))
     assert len(records) >= 8
 
     def verdicts(values: list[bytes]) -> dict[str, dict]:

@@ -74,8 +74,8 @@ def write(settings: Settings, run: str, batches: dict[str, list], *, aborted=(),
     assert bridge.flush(60) == 0
     stage = transactional_producer(settings, f"verify-test-stage-{run}")
     stage.begin_transaction()
-    for kind in ("joined", "aggregates", "late"):
-        for key, thing, value in batches[kind]:
+    for kind in ("joined", "aggregates", "late", "opstats"):
+        for key, thing, value in batches.get(kind, []):
             send(stage, kind, key, thing, value)
     stage.commit_transaction(60)
     if aborted:

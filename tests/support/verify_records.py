@@ -21,6 +21,7 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import (
     AvroCodec,
     aggregate_key,
+    cycle_key,
     parse_window_label,
     record_key,
     window_label,
@@ -33,6 +34,7 @@ DECLARED = {
     "joined": "machinedata.joined",
     "aggregates": "machinedata.aggregates",
     "late": "machinedata.late",
+    "opstats": "machinedata.opstats",
 }
 
 #: (Kafka key, Thing, value) of one record.
@@ -109,7 +111,42 @@ def late_fields(frame: pd.DataFrame) -> Iterator[dict]:
         }
 
 
+def opstats_fields(cycles: pd.DataFrame, bands: pd.DataFrame) -> Iterator[dict]:
+    """The OperationCycle records of the certain cycles, from the ``opstats`` points and their
+    ``opstats_band`` points (the record -> points mapping read backwards)."""
+    for r in cycles[~cycles["pending"]].itertuples(index=False):
+        mine = bands[
+            (bands["thing"] == r.thing)
+            & (bands["component"] == r.component)
+            & (bands["start_ms"] == r.start_ms)
+        ]
+        yield {
+            "thing": str(r.thing),
+            "component": str(r.component),
+            "power_name": str(r.power),
+            "rating_id": str(r.rating),
+            "cycle_start_ms": int(r.start_ms),
+            "cycle_end_ms": int(r.start_ms + r.cycle_ms),
+            "rated_power_kw": float(r.rated_power_kw),
+            "duty_rating_pct": float(r.duty_rating_pct),
+            "rating_defaulted": bool(r.rating_defaulted),
+            "band_names": [str(b) for b in mine["band"]],
+            "band_ms": [round(x * 1000) for x in mine["seconds"]],
+            "cumulative_ms": [round(x * 3_600_000) for x in mine["cumulative_hours"]],
+            "data_ms": round(r.data_s * 1000),
+            "duty_pct": float(r.duty_pct),
+            "motoring_kwh": float(r.motoring_kwh),
+            "regenerative_kwh": float(r.regenerative_kwh),
+            "mean_w": float(r.mean_w),
+            "peak_w": float(r.peak_w),
+        }
+
+
 def key_of(kind: str, fields: dict) -> bytes:
+    if kind == "opstats":
+        return cycle_key(
+            fields["thing"], fields["component"], fields["rating_id"], fields["cycle_start_ms"]
+        )
     if kind == "joined":
         return fields["id"].encode()
     if kind == "aggregates":
@@ -120,13 +157,19 @@ def key_of(kind: str, fields: dict) -> bytes:
     return record_key(fields["thing"], fields["quantity"], fields["event_time_ms"])
 
 
-SCHEMAS = {"raw": "measurement", "joined": "joined", "aggregates": "aggregate", "late": "late"}
+SCHEMAS = {
+    "raw": "measurement",
+    "joined": "joined",
+    "aggregates": "aggregate",
+    "late": "late",
+    "opstats": "opstats",
+}
 
 
 def records(expected: Expectation, schema_ids: dict[str, int] | None = None) -> dict[str, list]:
-    """Per topic kind (raw, joined, aggregates, late) the records of an exact run: every raw
-    point, pair and late record, the windows the data closed; ``schema_ids``: framed with the
-    registry header of each kind's schema id."""
+    """Per topic kind (raw, joined, aggregates, late, opstats) the records of an exact run: every
+    raw point, pair and late record, the windows and cycles the data closed; ``schema_ids``:
+    framed with the registry header of each kind's schema id."""
     frames = expected.frames
     closed = frames["aggregate"][~frames["aggregate"]["pending"]]
     late = expected.late_records if expected.late_records is not None else frames["late"]
@@ -136,6 +179,8 @@ def records(expected: Expectation, schema_ids: dict[str, int] | None = None) -> 
         "aggregates": list(aggregate_fields(closed)),
         "late": list(late_fields(late)),
     }
+    if "opstats" in frames:
+        fields["opstats"] = list(opstats_fields(frames["opstats"], frames["opstats_band"]))
     out: dict[str, list] = {}
     for kind, items in fields.items():
         codec = AvroCodec(SCHEMAS[kind])
