@@ -15,7 +15,7 @@ it is armed again instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 
@@ -29,6 +29,7 @@ from operators.time import to_ms
 from opstats.catalogue import Catalogue, Rating
 from opstats.components import LEFT, PowerInputs
 from opstats.cycles import CycleStats
+from opstats.overload import OverloadEvent, judge
 from opstats.serde import KIND, read_state, write_state
 from opstats.signal import Basis, ComponentState, Late, SignalRules
 
@@ -47,6 +48,8 @@ class StatsConfig:
     #: None: never hand back an input's records because the other went ahead
     partner_timeout: timedelta | None = timedelta(minutes=5)
     idle_timeout: timedelta = timedelta(0)
+    #: a cycle with longer than this above the rated power is overloaded (opstats.overload)
+    overload_after: timedelta = timedelta(seconds=60)
 
     def rules(self) -> SignalRules:
         timeout = self.partner_timeout
@@ -67,6 +70,8 @@ class StatsStep:
     cycles: list[CycleStats]
     #: what the statistics are of: the inputs' result function, e.g. mechanical_power
     power_name: str = "power"
+    #: the alerts the cycles fired or resolved, in the cycles' order
+    events: list[OverloadEvent] = field(default_factory=list)
 
 
 class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
@@ -78,6 +83,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         self.config = config
         self.rules = config.rules()
         self.idle_ms = to_ms(config.idle_timeout, what="idle timeout", allow_zero=True)
+        self.overload_ms = to_ms(config.overload_after, what="overload time", allow_zero=True)
         self.max_future_ms = max_future_ms
         self.thing = thing
         self._ratings: dict[str, Rating] = {}
@@ -118,6 +124,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
     ) -> tuple[StatsState, StatsStep]:
         late: list[tuple[str, Late]] = []
         cycles: list[CycleStats] = []
+        events: list[OverloadEvent] = []
         times, values, ids = batch.event_time_ms, batch.value, batch.row_id
         future = (
             np.zeros(len(batch), bool)
@@ -138,13 +145,25 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
                 if refused is not None:
                     late.append((component, refused))
             handed: list[Late] = []
+            closed = len(cycles)
             current.advance(basis, current.horizon(self.rules), cycles, handed)
+            self._judge(current, cycles[closed:], events)
             late.extend((component, item) for item in handed)
             current.last_call_ms = now_ms
             current.deadline_ms = (
                 now_ms + self.idle_ms if self.idle_ms and current.is_open() else None
             )
-        return state, self._step(late, cycles)
+        return state, self._step(late, cycles, events)
+
+    def _judge(
+        self, current: ComponentState, closed: list[CycleStats], events: list[OverloadEvent]
+    ) -> None:
+        """The alerts of a component's newly closed cycles; its firing state goes on."""
+        if closed:
+            found, current.firing_since_ms = judge(
+                closed, current.firing_since_ms, self.overload_ms
+            )
+            events.extend(found)
 
     def deadline(self, state: StatsState) -> int | None:
         return min(
@@ -154,6 +173,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
     def on_timer(self, state: StatsState, now_ms: int) -> tuple[StatsState, StatsStep | None]:
         late: list[tuple[str, Late]] = []
         cycles: list[CycleStats] = []
+        events: list[OverloadEvent] = []
         for component in sorted(state):
             current = state[component]
             if not due(current.deadline_ms, now_ms):
@@ -161,15 +181,16 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
             if now_ms - current.last_call_ms > 2 * self.idle_ms:
                 current.last_call_ms, current.deadline_ms = now_ms, now_ms + self.idle_ms
                 continue
-            self._flush(state, component, cycles, late)
-        return state, (self._step(late, cycles) if late or cycles else None)
+            self._flush(state, component, cycles, late, events)
+        return state, (self._step(late, cycles, events) if late or cycles else None)
 
     def finish(self, state: StatsState) -> tuple[StatsState, StatsStep]:
         late: list[tuple[str, Late]] = []
         cycles: list[CycleStats] = []
+        events: list[OverloadEvent] = []
         for component in sorted(state):
-            self._flush(state, component, cycles, late)
-        return state, self._step(late, cycles)
+            self._flush(state, component, cycles, late, events)
+        return state, self._step(late, cycles, events)
 
     def _flush(
         self,
@@ -177,14 +198,19 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         component: str,
         cycles: list[CycleStats],
         late: list[tuple[str, Late]],
+        events: list[OverloadEvent],
     ) -> None:
         current, basis = self._component(state, component)
         handed: list[Late] = []
+        closed = len(cycles)
         current.flush(basis, cycles, handed)
+        self._judge(current, cycles[closed:], events)
         late.extend((component, item) for item in handed)
         current.deadline_ms = None
 
-    def _step(self, late: list[tuple[str, Late]], cycles: list[CycleStats]) -> StatsStep:
+    def _step(
+        self, late: list[tuple[str, Late]], cycles: list[CycleStats], events: list[OverloadEvent]
+    ) -> StatsStep:
         inputs = self.config.inputs
         pattern = (inputs.left, inputs.right)
         records = Records.of(
@@ -193,7 +219,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
             [item.value for _, item in late],
             [item.row_id for _, item in late],
         )
-        return StatsStep(records, [item.reason for _, item in late], cycles, inputs.name)
+        return StatsStep(records, [item.reason for _, item in late], cycles, inputs.name, events)
 
     def write(self, state: StatsState, out: Writer) -> None:
         write_state(state, out)

@@ -8,7 +8,8 @@ Fields of kind ``operation-statistics``, per component in name order::
     held times i64[2], held values f64[2], cursor:i64, power:f64[1],
     open cycle (count 0 or 1; then start:i64, band ms i64[], data ms:i64,
     motoring, regenerative and peak f64[3]), cumulative band ms i64[],
-    flushed until:i64, last call:i64, deadline:optional i64
+    flushed until:i64, last call:i64, deadline:optional i64,
+    firing since:i64 (from version 2; before: none firing)
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def write_state(state: dict[str, ComponentState], out: Writer) -> None:
         out.int64(s.flushed_until)
         out.int64(s.last_call_ms)
         out.optional_int64(s.deadline_ms)
+        out.int64(s.firing_since_ms)
 
 
 def read_state(data: Reader) -> dict[str, ComponentState]:
@@ -70,5 +72,7 @@ def read_state(data: Reader) -> dict[str, ComponentState]:
         s.flushed_until = data.int64()
         s.last_call_ms = data.int64()
         s.deadline_ms = data.optional_int64()
+        if data.version >= 2:
+            s.firing_since_ms = data.int64()
         state[name] = s
     return state

@@ -81,6 +81,8 @@ class ComponentState:
     #: processing time of the last call with records, and the idle timer
     last_call_ms: int = NO_TIME
     deadline_ms: int | None = None
+    #: the start of the cycle whose overload alert fires now (NO_TIME: none; opstats.overload)
+    firing_since_ms: int = NO_TIME
 
     @classmethod
     def fresh(cls, rating: Rating) -> ComponentState:

@@ -18,7 +18,7 @@ from opstats import Catalogue, OperationStatistics, Pattern, PowerInputs, Rating
 from opstats.catalogue import Entry
 from tests.support.oracles import opstats as oracle
 
-CYCLE_MS, HOLD_MS = 10_000, 3_000
+CYCLE_MS, HOLD_MS, OVERLOAD_MS = 10_000, 3_000, 2_000
 CATALOGUE = Catalogue(
     (
         Entry("m1", "C2", Rating(2.0, (0.0, 25.0, 50.0, 75.0, 100.0), 50.0, 3.0), 1),
@@ -40,6 +40,7 @@ def config(partner_timeout_ms: int | None) -> StatsConfig:
         partner_timeout=None
         if partner_timeout_ms is None
         else timedelta(milliseconds=partner_timeout_ms),
+        overload_after=timedelta(milliseconds=OVERLOAD_MS),
     )
 
 
@@ -50,7 +51,15 @@ def definition(partner_timeout_ms: int | None) -> oracle.Definition:
         return 5000.0, (0.0, 20.0, 40.0, 60.0, 80.0, 100.0), 2.0
 
     return oracle.Definition(
-        ("speed_", ""), ("torque_", ""), power, rating, CYCLE_MS, HOLD_MS, partner_timeout_ms
+        ("speed_", ""),
+        ("torque_", ""),
+        power,
+        rating,
+        CYCLE_MS,
+        HOLD_MS,
+        partner_timeout_ms,
+        lambda thing, component: 50.0 if (thing, component) == ("m1", "C2") else 40.0,
+        OVERLOAD_MS,
     )
 
 
@@ -59,7 +68,7 @@ def run(
     cuts: list[int],
     restarts: set[int],
     partner_timeout_ms: int | None,
-) -> tuple[dict, Counter]:
+) -> tuple[dict, Counter, list[tuple]]:
     """Every thing through one table of states, batch by batch (cut after the given numbers of
     records), through bytes before the batches in ``restarts``, then the end of the stream."""
     table = KeyedStates(OperationStatistics(config(partner_timeout_ms)))
@@ -87,7 +96,12 @@ def run(
         emitted.append((thing, out))
     cycles: dict = {}
     late: Counter = Counter()
+    events: list[tuple] = []
     for thing, out in emitted:
+        events += [
+            (thing, e.cycle.component, e.status, e.since_ms, e.cycle.start_ms, e.why)
+            for e in out.events
+        ]
         for c in out.cycles:
             key = (thing, c.component, c.start_ms)
             assert key not in cycles, f"cycle {key} emitted twice"
@@ -112,11 +126,23 @@ def run(
                     reason,
                 )
             ] += 1
-    return cycles, late
+    return cycles, late, events
 
 
-def assert_matches(cycles: dict, late: Counter, expected: tuple[dict, list]) -> None:
+def assert_matches(
+    cycles: dict,
+    late: Counter,
+    events: list[tuple],
+    expected: tuple[dict, list],
+    d: oracle.Definition,
+) -> None:
+    """``events``: the overload events in the order emitted."""
     want_cycles, want_late = expected
+    assert sorted(events) == sorted(oracle.events(want_cycles, d))
+    per_component = [(e[0], e[1]) for e in events]
+    for key in set(per_component):  # each component's events in their cycles' order
+        mine = [e[4] for e in events if (e[0], e[1]) == key]
+        assert mine == sorted(mine), key
     assert sorted(cycles) == sorted(want_cycles)
     for key, want in want_cycles.items():
         got = cycles[key]
@@ -187,8 +213,9 @@ cut_points = st.lists(st.integers(0, 15), max_size=10)
 def test_equals_the_oracle_whatever_the_interleaving_cuts_and_restarts(
     records: list, cuts: list[int], restarts: set[int], partner_timeout_ms: int | None
 ) -> None:
-    cycles, late = run(records, cuts, restarts, partner_timeout_ms)
-    assert_matches(cycles, late, oracle.expected(records, definition(partner_timeout_ms)))
+    cycles, late, events = run(records, cuts, restarts, partner_timeout_ms)
+    d = definition(partner_timeout_ms)
+    assert_matches(cycles, late, events, oracle.expected(records, d), d)
 
 
 @settings(max_examples=60, deadline=None)
@@ -214,8 +241,9 @@ def test_without_a_partner_timeout_the_interleaving_and_the_cuts_change_no_cycle
             remerged.append(inputs[key][heads[key]])
             heads[key] += 1
     assert Counter(remerged) == Counter(first)
-    a, _ = run(first, cuts_a, set(), None)
-    b, _ = run(remerged, cuts_b, {1}, None)
+    a, _, events_a = run(first, cuts_a, set(), None)
+    b, _, events_b = run(remerged, cuts_b, {1}, None)
+    assert sorted(events_a) == sorted(events_b)
     assert {
         k: (c.band_ms, c.motoring_kwh, c.regenerative_kwh, c.peak_w, c.cumulative_ms)
         for k, c in a.items()

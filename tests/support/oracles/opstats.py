@@ -33,6 +33,9 @@ class Definition:
     cycle_ms: int
     hold_ms: int
     partner_timeout_ms: int | None
+    #: the duty rating in % per (thing, component), and the overload time
+    duty_rating: Callable[[str, str], float] = lambda thing, component: 40.0
+    overload_after_ms: int = 60_000
 
 
 @dataclass
@@ -247,3 +250,28 @@ def certain(records: Iterable[Record], d: Definition) -> tuple[dict, list]:
         if not fault or (found is not None and before(thing, found[0], t)):
             handed.append(item)
     return kept, handed
+
+
+def events(cycles: dict, d: Definition) -> list[tuple]:
+    """The overload alerts of the cycles (docs/operation-statistics.md): per thing and
+    component in cycle order, a cycle is overloaded when its duty cycle (a double) is above the
+    duty rating or its time over the rated power is longer than the overload time; the first
+    overloaded cycle fires, the first one back under resolves. Each as (thing, component,
+    status, start of the firing cycle, this cycle's start, why)."""
+    out = []
+    firing: dict[tuple[str, str], int] = {}
+    for thing, component, start in sorted(cycles):
+        c = cycles[thing, component, start]
+        top = c["band_ms"][-2] + c["band_ms"][-1]
+        why = []
+        if 100.0 * top / c["data_ms"] > d.duty_rating(thing, component):
+            why.append("duty")
+        if c["band_ms"][-1] > d.overload_after_ms:
+            why.append("overload")
+        key = (thing, component)
+        if why and key not in firing:
+            firing[key] = start
+            out.append((thing, component, "firing", start, start, "+".join(why)))
+        elif not why and key in firing:
+            out.append((thing, component, "resolved", firing.pop(key), start, ""))
+    return out
