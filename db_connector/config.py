@@ -28,10 +28,10 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
         "back at once)",
     )
     topics: str = setting(
-        "raw,joined,aggregates,late,opstats,dlq",
+        "raw,joined,aggregates,late,opstats,overloads,dlq",
         "CONNECTOR_TOPICS",
         "which of the pipeline's topics to load (comma separated: raw, joined, aggregates, "
-        "late, opstats, dlq); the topic names themselves are RAW_TOPIC etc.",
+        "late, opstats, overloads, dlq); the topic names themselves are RAW_TOPIC etc.",
     )
     batch_points: int = setting(
         20000, "CONNECTOR_BATCH_POINTS", "write to InfluxDB when this many points are pending"

@@ -293,6 +293,38 @@ def opstats_converter() -> Converter:
     return convert
 
 
+def overload_converter() -> Converter:
+    """One overload alert fired or resolved: an ``overload`` point at its cycle's start, the
+    status a tag (a dashboard's annotations; docs/influxdb-schema.md)."""
+    decode = _decoder("overload")
+
+    def convert(message: Message) -> str:
+        r = decode(message.value())
+        if r["status"] not in ("firing", "resolved"):
+            raise PointError("undecodable", f"overload status {r['status']!r}")
+        rated_w = r["rated_power_kw"] * 1000.0
+        if not (rated_w > 0 and math.isfinite(rated_w)):
+            raise PointError("undecodable", f"rated {r['rated_power_kw']} kW")
+        tags = (
+            f"component={tag_value(r['component'])},rating={tag_value(r['rating_id'])},"
+            f"status={tag_value(r['status'])},thing={thing_tag(r['thing'])}"
+        )
+        figures = {
+            "duty_pct": r["duty_pct"],
+            "duty_rating_pct": r["duty_rating_pct"],
+            "peak_pct": 100.0 * r["peak_w"] / rated_w,
+            "overload_s": r["overload_ms"] / 1000.0,
+        }
+        fields = ",".join(f"{name}={float_field(name, value)}" for name, value in figures.items())
+        fields += (
+            f",since_ms={r['since_ms']}i,cycle_end_ms={r['cycle_end_ms']}i,"
+            f"why={string_field(r['why'])}"
+        )
+        return line("overload", tags, fields, r["cycle_start_ms"] * NS_PER_MS)
+
+    return convert
+
+
 def dead_letter_converter() -> Converter:
     """Dead letters are counted, not decoded: their value is by definition unreadable."""
 
@@ -329,6 +361,7 @@ KINDS: dict[str, Kind] = {
     "aggregates": Kind("aggregates_topic", "aggregate", aggregate_converter, window_closable_ms),
     "late": Kind("late_topic", "late", late_converter),
     "opstats": Kind("opstats_topic", "opstats", opstats_converter),
+    "overloads": Kind("overloads_topic", "overload", overload_converter),
     "dlq": Kind("dlq_topic", "dead_letter", dead_letter_converter),
 }
 

@@ -321,6 +321,13 @@ class SinglePassSettings(JoinSettings, WindowSettings):
         "OPSTATS_MAX_HOLD",
         "how long an input's value holds after its record; longer without one is no data",
     )
+    opstats_overload_time: timedelta = setting(
+        timedelta(seconds=60),
+        "OPSTATS_OVERLOAD_TIME",
+        "a reference cycle with longer than this above the rated power is overloaded and fires "
+        "an overload alert, as one above the duty rating does ('off': the duty rating only)",
+        allow_zero=True,
+    )
     opstats_partner_timeout: timedelta = setting(
         timedelta(minutes=5),
         "OPSTATS_PARTNER_TIMEOUT",

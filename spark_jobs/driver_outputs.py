@@ -15,7 +15,14 @@ from spark_jobs import aggregate, dead_letters, operation_stats
 from spark_jobs.eos_sink import OutputRow
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.outputs import AGGREGATE, JOINED, LATE
-from streamkit.wire import AvroCodec, aggregate_key, cycle_key, record_key, thing_partition
+from streamkit.wire import (
+    AvroCodec,
+    aggregate_key,
+    cycle_key,
+    overload_key,
+    record_key,
+    thing_partition,
+)
 from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.avro_encode import ColumnEncoder
 
@@ -23,7 +30,11 @@ from streamkit.wire.avro_encode import ColumnEncoder
 SCHEMAS = {JOINED: "joined", AGGREGATE: "aggregate", LATE: "late"}
 #: ... and every record type's, the operation statistics' cycles included (one record per
 #: component and cycle: encoded one by one, their band arrays are no flat column)
-SCHEMA_NAMES = {**SCHEMAS, operation_stats.RECORD_TYPE: "opstats"}
+SCHEMA_NAMES = {
+    **SCHEMAS,
+    operation_stats.RECORD_TYPE: "opstats",
+    operation_stats.EVENT_TYPE: "overload",
+}
 
 
 def _keys(record_type: str, columns: dict[str, np.ndarray]) -> list[bytes]:
@@ -70,6 +81,7 @@ class KafkaOutputs:
         self.source_topic, self.stage = source_topic, stage
         self.encoders = {kind: ColumnEncoder(schema) for kind, schema in SCHEMAS.items()}
         self.cycles = AvroCodec("opstats")
+        self.events = AvroCodec("overload")
 
     def rows(self, out: OutputRows) -> list[OutputRow]:
         records: list[OutputRow] = []
@@ -79,6 +91,8 @@ class KafkaOutputs:
                 records += self._routed(record_type, out, count)
         if out.count(operation_stats.RECORD_TYPE):
             records += self._cycles(out)
+        if out.count(operation_stats.EVENT_TYPE):
+            records += self._events(out)
         if out.count(dead_letters.RECORD_TYPE):
             records += self._dead_letters(out)
         return records
@@ -97,6 +111,19 @@ class KafkaOutputs:
                 operation_stats.cycle_record(thing, power_name, cycle)
             )
             key = cycle_key(thing, cycle.component, cycle.rating_id, cycle.start_ms)
+            rows.append((topic, key, value, thing_partition(thing, partitions), None))
+        return rows
+
+    def _events(self, out: OutputRows) -> list[OutputRow]:
+        """Each overload alert, keyed thing|component (its topic keeps the latest state)."""
+        kind = operation_stats.EVENT_TYPE
+        columns = out.columns(kind, ["thing", "cycle"])
+        topic, partitions = self.topics[kind], self.partitions[kind]
+        header = self.headers.get(kind, b"")
+        rows: list[OutputRow] = []
+        for thing, event in zip(columns["thing"], columns["cycle"], strict=True):
+            value = header + self.events.encode(operation_stats.event_record(thing, event))
+            key = overload_key(thing, event.cycle.component)
             rows.append((topic, key, value, thing_partition(thing, partitions), None))
         return rows
 

@@ -3,8 +3,10 @@
 With ``OPSTATS_POWER`` set, the single pass runs ``opstats.OperationStatistics`` as a third
 part of each thing's operator, beside the join and the windows, so its cycles go out in the
 same transaction as the rest. A closed cycle becomes one row of record type ``opstats``
-carrying the cycle itself (the driver encodes it: its band arrays are no flat column); records
-it hands back become late rows of stage ``opstats``. Only the state in the driver runs it.
+carrying the cycle itself (the driver encodes it: its band arrays are no flat column), an
+overload alert it fired or resolved a row of record type ``overload`` carrying the event;
+records it hands back become late rows of stage ``opstats``. Only the state in the driver runs
+it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from opstats import (
     StatsStep,
     load_catalogue,
 )
+from opstats.overload import OverloadEvent
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.join import result_function
 from spark_jobs.output_columns import Fields, OutputRows
@@ -35,6 +38,7 @@ from streamkit.errors import ConfigError
 
 STAGE = "opstats"  #: the part's name in the thing's operator and the late records' stage
 RECORD_TYPE = "opstats"
+EVENT_TYPE = "overload"
 #: The rows' column holding each closed cycle (a Python object: the driver encodes it).
 CYCLE_COLUMN = ("cycle", "binary")
 
@@ -78,6 +82,7 @@ def stats_config(settings: SinglePassSettings) -> StatsConfig | None:
         cycle=settings.opstats_cycle,
         max_hold=settings.opstats_max_hold,
         partner_timeout=timedelta(milliseconds=timeout) if timeout else None,
+        overload_after=settings.opstats_overload_time,
         idle_timeout=timedelta(milliseconds=settings.idle_timeout_ms()),
     )
 
@@ -104,6 +109,15 @@ def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -
             thing=thing,
             result_name=step.power_name,
             cycle=_objects(step.cycles),
+            **tags,
+        )
+    if step.events:
+        out.add(
+            len(step.events),
+            record_type=EVENT_TYPE,
+            thing=thing,
+            result_name=step.power_name,
+            cycle=_objects(step.events),
             **tags,
         )
     late: Records = step.late
@@ -134,7 +148,7 @@ def say_defaulted(thing: str, component: str) -> None:
     )
 
 
-def _objects(items: list[CycleStats]) -> np.ndarray:
+def _objects(items: list[CycleStats] | list[OverloadEvent]) -> np.ndarray:
     column = np.empty(len(items), dtype=object)
     column[:] = items
     return column
@@ -162,6 +176,26 @@ def cycle_record(thing: str, power_name: str, cycle: CycleStats) -> dict[str, An
         "regenerative_kwh": cycle.regenerative_kwh,
         "mean_w": cycle.mean_w,
         "peak_w": cycle.peak_w,
+    }
+
+
+def event_record(thing: str, event: OverloadEvent) -> dict[str, Any]:
+    """The Avro record (``overload.avsc``) of one overload alert fired or resolved."""
+    cycle = event.cycle
+    return {
+        "thing": thing,
+        "component": cycle.component,
+        "rating_id": cycle.rating_id,
+        "status": event.status,
+        "since_ms": event.since_ms,
+        "cycle_start_ms": cycle.start_ms,
+        "cycle_end_ms": cycle.end_ms,
+        "why": event.why,
+        "duty_pct": cycle.duty_pct,
+        "duty_rating_pct": cycle.rating.duty_rating_pct,
+        "overload_ms": cycle.overload_ms,
+        "peak_w": cycle.peak_w,
+        "rated_power_kw": cycle.rating.rated_power_kw,
     }
 
 

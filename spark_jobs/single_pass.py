@@ -160,7 +160,7 @@ def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
         settings.dlq_topic,
     ]
     if statistics_on(settings):
-        topics.append(settings.opstats_topic)
+        topics += [settings.opstats_topic, settings.overloads_topic]
     return {topic: topic_partitions(settings, topic) for topic in topics}
 
 
@@ -220,6 +220,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     }
     if with_stats:
         topics[operation_stats.RECORD_TYPE] = settings.opstats_topic
+        topics[operation_stats.EVENT_TYPE] = settings.overloads_topic
     outputs = KafkaOutputs(
         topics,
         {kind: partitions[topic] for kind, topic in topics.items()},

@@ -22,7 +22,7 @@ RETIRED_KAFKA_USERS = ("spark",)
 #: Users per server. ``admin`` is the launcher's (and the tests' oracle reads'); the Kafka
 #: ``controller`` user exists only on the KRaft controller listener.
 USERS: dict[str, tuple[str, ...]] = {
-    "kafka": ("admin", "controller", "bridge", *SPARK_JOB_USERS, "connector"),
+    "kafka": ("admin", "controller", "bridge", *SPARK_JOB_USERS, "connector", "alerts"),
     "mqtt": ("admin", "machine", "bridge"),
     "influx": ("admin", "connector", "grafana"),
     "spark": (
@@ -53,6 +53,7 @@ TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "late": {**_every_job("write"), "connector": ("read",)},
     "opstats": {"spark-single-pass": ("write",), "connector": ("read",)},
+    "overloads": {"spark-single-pass": ("write",), "connector": ("read",), "alerts": ("read",)},
     "markers": _every_job("read", "write"),
 }
 

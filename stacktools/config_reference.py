@@ -38,6 +38,7 @@ from streamkit.cli import HelpFormatter, entry_point
 from streamkit.config import (
     CREDENTIALS_FILE,
     SYSTEMS,
+    AlertmanagerSettings,
     InfluxSettings,
     KafkaSettings,
     MqttSettings,
@@ -137,6 +138,13 @@ SECTIONS: tuple[Section, ...] = (
         concern=True,
     ),
     Section(
+        "Alertmanager (`AlertmanagerSettings`)",
+        AlertmanagerSettings,
+        "`streamkit.config.AlertmanagerSettings`: the local Alertmanager, which the stack "
+        "launcher runs and the alert forwarder posts to.",
+        concern=True,
+    ),
+    Section(
         "Stack launcher only (`StackSettings`)",
         StackSettings,
         "`streamkit.config.StackSettings`: servers no service talks to and how topics are "
@@ -202,6 +210,12 @@ SECTIONS: tuple[Section, ...] = (
         "db_connector",
         "Committed Kafka records -> InfluxDB points. Several instances share the work with the "
         "same `CONNECTOR_GROUP_ID` and distinct `CONNECTOR_INSTANCE_ID`s.",
+    ),
+    Section.of_service(
+        "alert_forwarder",
+        "The components' overload alerts: `OVERLOADS_TOPIC` (read whole at each start, "
+        "committed records only) -> Alertmanager's API, each firing alert posted again every "
+        "`ALERTS_RESEND`, each resolve once (`docs/operation-statistics.md`).",
     ),
     Section(
         "Disk space reporter (`python -m stacktools.disk_space`)",
@@ -397,6 +411,7 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
         "Spark job: the join and the windows in one query",
     ),
     "mds-connector": ("db_connector", "Kafka -> InfluxDB connector"),
+    "mds-alerts": ("alert_forwarder", "the components' overload alerts -> Alertmanager"),
     "mds-lsb": ("lsb", "the join library offline, on a file"),
     "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
     "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),

@@ -180,9 +180,11 @@ class Pipeline:
         return restarted
 
     def stop(self, timeout_s: float = 120) -> dict[str, int | None]:
-        """SIGTERM from the input on, so each stage can drain into the next before it stops."""
+        """SIGTERM from the input on, so each stage can drain into the next before it stops;
+        then the services started beside the stages (the alert forwarder)."""
         codes: dict[str, int | None] = {}
-        for name in ("simulator", *self.stages):
+        beside = [name for name in self.services if name not in ("simulator", *self.stages)]
+        for name in ("simulator", *self.stages, *beside):
             service = self.services.get(name)
             if service is not None and service.alive():
                 codes[name] = service.terminate(timeout_s)

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from alert_forwarder.config import ForwarderSettings
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
@@ -117,6 +118,7 @@ SERVICES: dict[str, ServiceSpec] = {
                 "--aggregates-topic",
                 w.aggregates,
                 *(["--opstats-topic", w.opstats] if w.opstats else []),
+                *(["--overloads-topic", w.overloads] if w.overloads else []),
                 "--query-name",
                 f"single-pass{w.query_suffix}",
                 "--checkpoint-dir",
@@ -144,6 +146,14 @@ SERVICES: dict[str, ServiceSpec] = {
                     for a in (f"--{kind}-topic", topic)
                 ],
             ],
+        ),
+        ServiceSpec(
+            "alert_forwarder",
+            "Alert forwarder",
+            "alert_forwarder",
+            ForwarderSettings,
+            '"forwarding overload alerts"',
+            lambda w, _: ["--overloads-topic", w.overloads] if w.overloads else [],
         ),
     )
 }

@@ -31,6 +31,7 @@ class Wiring:
     connector_group: str = ""
     database: str = ""
     opstats: str = ""
+    overloads: str = ""
 
     @classmethod
     def default(cls, settings: Settings) -> Wiring:
@@ -48,6 +49,7 @@ class Wiring:
             "db-connector",
             settings.influx_database,
             settings.opstats_topic,
+            settings.overloads_topic,
         )
 
     @classmethod
@@ -75,6 +77,7 @@ class Wiring:
             aggregates=private_topic(settings, "aggregates", 2),
             late=private_topic(settings, "late", 2),
             opstats=private_topic(settings, "opstats", 2),
+            overloads=private_topic(settings, "overloads", 2, compact=True),
             markers=private_topic(settings, "markers", 1, compact=True),
             query_suffix=f"-{bridge.prefix}",
             connector_group=f"db-connector-{bridge.prefix}",
@@ -107,6 +110,7 @@ class Wiring:
             f"db-connector-{tag}",
             database,
             names["opstats"],
+            names["overloads"],
         )
 
     @classmethod
@@ -123,6 +127,7 @@ class Wiring:
             connector_group=group,
             database=database,
             opstats=topics.get("opstats", ""),
+            overloads=topics.get("overloads", ""),
         )
 
     def bridge_shard(self, shard: int, shards: int) -> Wiring:
@@ -145,6 +150,7 @@ class Wiring:
             "aggregates": self.aggregates,
             "late": self.late,
             "opstats": self.opstats,
+            "overloads": self.overloads,
             "dlq": self.dlq,
         }
         return {kind: topic for kind, topic in topics.items() if topic}

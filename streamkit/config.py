@@ -504,6 +504,11 @@ class KafkaSettings(ServiceSettings):
         "OPSTATS_TOPIC",
         "Kafka topic of the operation statistics per component and reference cycle",
     )
+    overloads_topic: str = setting(
+        "machinedata.overloads",
+        "OVERLOADS_TOPIC",
+        "Kafka topic of the components' overload alerts, fired and resolved (compacted)",
+    )
     dlq_topic: str = setting(
         "machinedata.dlq",
         "DLQ_TOPIC",
@@ -611,7 +616,23 @@ class InfluxSettings(ServiceSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class StackSettings(ServiceSettings):
+class AlertmanagerSettings(ServiceSettings):
+    """The local Alertmanager: the launcher runs it, the alert forwarder posts to it."""
+
+    alertmanager_port: int = setting(
+        9193,
+        "ALERTMANAGER_PORT",
+        "port of the local Alertmanager, which receives the alerts of prometheus/alerts.yml "
+        "and the components' overload alerts",
+    )
+
+    @property
+    def alertmanager_url(self) -> str:
+        return f"http://127.0.0.1:{self.alertmanager_port}"
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSettings(AlertmanagerSettings):
     """What only the stack launcher and its tools read: servers no service talks to, and how
     topics are provisioned."""
 
@@ -620,11 +641,6 @@ class StackSettings(ServiceSettings):
     )
     topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
     prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
-    alertmanager_port: int = setting(
-        9193,
-        "ALERTMANAGER_PORT",
-        "port of the local Alertmanager, which receives the alerts of prometheus/alerts.yml",
-    )
     alert_webhook_url: str = setting(
         "",
         "ALERT_WEBHOOK_URL",

@@ -23,7 +23,7 @@ from streamkit.paths import REPO_ROOT
 CORE = {"streamkit"}
 CONTRACT = {"operators"}
 PURE = CONTRACT | {"lsb", "windowing", "opstats"}
-SERVICES = {"simulator", "mqtt_bridge", "spark_jobs", "db_connector"}
+SERVICES = {"simulator", "mqtt_bridge", "spark_jobs", "db_connector", "alert_forwarder"}
 TOOLS = {"stacktools"}
 PROJECT = CORE | PURE | SERVICES | TOOLS | {"tests", "benchmarks"}
 

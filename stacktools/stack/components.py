@@ -795,6 +795,10 @@ ALERT_RULES = REPO_ROOT / "prometheus" / "alerts.yml"
 ALERT_ROUTE_TIMING = {"group_wait": "10s", "group_interval": "30s", "repeat_interval": "4h"}
 
 
+#: The labels that make an overload alert itself (alert_forwarder.alerts.labels).
+OVERLOAD_GROUP = ("alertname", "thing", "component", "rating", "overload_since")
+
+
 class Alertmanager(Component):
     """Alertmanager (Debian) receiving Prometheus's alerts and sending every one, firing and
     resolved, to ALERT_WEBHOOK_URL; without one the alerts only show in its API and page. A
@@ -824,6 +828,13 @@ class Alertmanager(Component):
                 "receiver": receiver["name"],
                 "group_by": ["alertname", "service"],
                 **ALERT_ROUTE_TIMING,
+                # each overload alert its own group: notified once firing, once resolved
+                "routes": [
+                    {
+                        "matchers": ['alertname="ComponentOverload"'],
+                        "group_by": list(OVERLOAD_GROUP),
+                    }
+                ],
             },
             "receivers": [receiver],
         }

@@ -67,6 +67,12 @@ def cycle_key(thing: str, component: str, rating_id: str, cycle_start_ms: int) -
     return f"{thing}|{component}|{rating_id}|{cycle_start_ms}".encode()
 
 
+def overload_key(thing: str, component: str) -> bytes:
+    """The key of a component's overload alerts (overloads topic, compacted): one key per
+    component, so what compaction keeps is its latest alert state."""
+    return f"{thing}|{component}".encode()
+
+
 def thing_partition(thing: str, partitions: int) -> int:
     """The partition of every record of ``thing`` in a topic of ``partitions`` partitions."""
     return zlib.crc32(thing.encode()) % partitions

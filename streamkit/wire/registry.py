@@ -35,6 +35,7 @@ TOPIC_SCHEMAS = {
     "aggregates_topic": "aggregate",
     "late_topic": "late",
     "opstats_topic": "opstats",
+    "overloads_topic": "overload",
 }
 
 

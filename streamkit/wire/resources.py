@@ -8,7 +8,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 #: Every schema the services write or read (``<name>.avsc`` in the package's ``schemas/``).
-SCHEMAS = ("measurement", "joined", "aggregate", "late", "opstats")
+SCHEMAS = ("measurement", "joined", "aggregate", "late", "opstats", "overload")
 
 
 def schema_dir() -> Traversable:

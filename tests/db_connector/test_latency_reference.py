@@ -180,6 +180,7 @@ def test_only_raw_joined_and_aggregate_have_a_reference() -> None:
     assert {kind.measurement for kind in KINDS.values()} - set(references) == {
         "late",
         "opstats",
+        "overload",
         "dead_letter",
     }
 

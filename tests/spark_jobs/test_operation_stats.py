@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Message
 
 from db_connector.lineprotocol import PointError
-from db_connector.points import opstats_converter
+from db_connector.points import opstats_converter, overload_converter
 from operators import Records
 from operators.keyed import KeyedStates
 from opstats import CatalogueError
@@ -22,7 +22,7 @@ from spark_jobs.driver_outputs import KafkaOutputs
 from spark_jobs.output_columns import OutputRows
 from streamkit.errors import EXIT_USAGE, ConfigError
 from streamkit.paths import REPO_ROOT
-from streamkit.wire import AvroCodec, cycle_key, thing_partition
+from streamkit.wire import AvroCodec, cycle_key, overload_key, thing_partition
 from streamkit.wire.registry import frame
 
 CATALOGUE = REPO_ROOT / "examples" / "machine-catalogue.yaml"
@@ -122,6 +122,7 @@ def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
         outputs.AGGREGATE: "a",
         outputs.LATE: "l",
         operation_stats.RECORD_TYPE: "o",
+        operation_stats.EVENT_TYPE: "e",
     }
     header = frame(7)
     writer = KafkaOutputs(
@@ -161,6 +162,19 @@ def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
         assert f" {record['cycle_start_ms'] * 1_000_000}" in lines[0]
         assert f"duty_exceeded={0 if spindle else 1}i" in lines[0]
         assert all(line.startswith("opstats_band,band=") for line in lines[1:])
+    # the axis runs at its full load from the start: one alert, fired by its first cycle and
+    # never resolved; the spindle stays under its rating
+    (event,) = [r for r in writer.rows(out) if r[0] == "e"]
+    _, key, value, partition, _ = event
+    assert key == overload_key("M0001", "C12") and partition == thing_partition("M0001", 3)
+    fired = AvroCodec("overload").decode(value or b"")
+    assert (fired["status"], fired["why"], fired["since_ms"]) == ("firing", "duty", 0)
+    assert fired["cycle_start_ms"] == 0 and fired["duty_pct"] == 100.0
+    (point,) = overload_converter()(message(value or b"")).split("\n")
+    assert point.startswith(
+        f"overload,component=C12,rating={fired['rating_id']},status=firing,thing=M0001 "
+    )
+    assert 'why="duty"' in point and point.endswith(" 0")
 
 
 def test_the_connector_refuses_a_cycle_it_cannot_make_points_of() -> None:

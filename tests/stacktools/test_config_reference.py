@@ -276,6 +276,7 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
         "KafkaSettings",
         "MqttSettings",
         "InfluxSettings",
+        "AlertmanagerSettings",
         "StackSettings",
     }
     for section in ref.SECTIONS:

@@ -175,7 +175,7 @@ def test_verify_topics_reads_the_registrys_wire_format_when_it_is_on(
     rules = rules_of(SinglePassSettings.from_sources())
     framed = records(
         expectation(read_records(SAMPLE), rules),
-        schema_ids={"raw": 11, "joined": 12, "aggregates": 13, "late": 14},
+        schema_ids={"raw": 11, "joined": 12, "aggregates": 13, "late": 14, "opstats": 15},
     )
     run = scratch_run(stack_settings)
     write(stack_settings, run, framed)

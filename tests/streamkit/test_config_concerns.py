@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from alert_forwarder.config import ForwarderSettings
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
 from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings, SparkJobSettings
 from stacktools.services import SERVICES
 from streamkit.config import (
+    AlertmanagerSettings,
     InfluxSettings,
     KafkaSettings,
     MqttSettings,
@@ -23,7 +25,7 @@ from streamkit.config import (
 )
 from streamkit.errors import ConfigError
 
-CONCERNS = (KafkaSettings, MqttSettings, InfluxSettings, StackSettings)
+CONCERNS = (KafkaSettings, MqttSettings, InfluxSettings, AlertmanagerSettings, StackSettings)
 
 #: What each service talks to, and so the only concerns its settings may have.
 EXPECTED: dict[type[ServiceSettings], set[type[ServiceSettings]]] = {
@@ -34,6 +36,7 @@ EXPECTED: dict[type[ServiceSettings], set[type[ServiceSettings]]] = {
     AggregateSettings: {KafkaSettings},
     SinglePassSettings: {KafkaSettings},
     ConnectorSettings: {KafkaSettings, InfluxSettings},
+    ForwarderSettings: {KafkaSettings, AlertmanagerSettings},
 }
 
 
@@ -42,7 +45,14 @@ def names(cls: type) -> set[str]:
 
 
 def own_names(concern: type[ServiceSettings]) -> set[str]:
-    return names(concern) - names(ServiceSettings)
+    """The fields a concern adds to the concerns it builds on (the launcher's on the
+    Alertmanager's)."""
+    inherited = [
+        names(base)
+        for base in concern.__mro__[1:]
+        if dataclasses.is_dataclass(base) and issubclass(base, ServiceSettings)
+    ]
+    return names(concern) - set().union(*inherited)
 
 
 def test_concerns_do_not_overlap_and_settings_has_them_all() -> None:
@@ -98,6 +108,7 @@ def test_services_keep_their_own_users_and_metrics_ports() -> None:
     assert users[AggregateSettings] == {"kafka": "spark-aggregate"}
     assert users[SinglePassSettings] == {"kafka": "spark-single-pass"}
     assert users[ConnectorSettings] == {"kafka": "connector", "influx": "connector"}
+    assert users[ForwarderSettings] == {"kafka": "alerts"}
     assert {spec.name: spec.metrics_port for spec in SERVICES.values()} == {
         "simulator": 9201,
         "mqtt_bridge": 9202,
@@ -105,6 +116,7 @@ def test_services_keep_their_own_users_and_metrics_ports() -> None:
         "spark_aggregate": 9204,
         "db_connector": 9205,
         "spark_single_pass": 9206,
+        "alert_forwarder": 9207,
     }
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from alert_forwarder.forwarder import main
+
+sys.exit(main())
