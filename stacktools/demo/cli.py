@@ -32,7 +32,7 @@ from simulator.source import EventsCheck, check_events
 from stacktools.demo import operation, plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
-from stacktools.demo.verdict import demo_verdict, stage_settings
+from stacktools.demo.verdict import demo_verdict, stage_settings, statistics_run
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack, StackError
@@ -220,6 +220,9 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         )
         started = time.monotonic()
         pipeline.start_stages()
+        statistics = statistics_run(stage_settings({**spark_env, **stages}), args.shape)
+        if statistics:  # the overload alerts of the statistics, to the stack's Alertmanager
+            pipeline.start("alert_forwarder")
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
         pipeline.wait_ready()
         # generated files are in event-time order
@@ -249,6 +252,8 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             args.live,
         )
         result["operation_statistics"] = operation.summary(settings, wiring.database)
+        if statistics:
+            result["overload_alerts"] = operation.alerts(settings, wiring.database)
         result["rejected"] = rejected(replay.simulator)
         result["simulator_exit_code"] = replay.simulator_exit
         result["database"], result["raw_topic"] = wiring.database, wiring.raw

@@ -5,6 +5,8 @@ its spectrum and each cycle's duty cycle per component."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -116,6 +118,52 @@ def _plain(f: ComponentFigures) -> dict:
         "regenerative_kwh": round(f.regenerative_kwh, 3),
         "band_hours": {b: round(f.band_hours[b], 4) for b in bands},
     }
+
+
+def alerts(settings: Settings, database: str) -> dict:
+    """The overload alerts the run fired and resolved (``overload`` points), and those
+    Alertmanager holds firing now."""
+    counts = {"firing": 0, "resolved": 0}
+    for s in _series(
+        settings, database, 'SELECT count("since_ms") FROM "overload" GROUP BY "status"'
+    ):
+        counts[s["tags"]["status"]] = int(s["values"][0][1])
+    things = {
+        s["tags"]["thing"]
+        for s in _series(
+            settings, database, 'SELECT last("since_ms") FROM "overload" GROUP BY "thing"'
+        )
+    }
+    try:
+        url = (
+            f"{settings.alertmanager_url}/api/v2/alerts?filter=alertname%3D%22ComponentOverload%22"
+        )
+        with urllib.request.urlopen(url, timeout=5) as response:
+            held = [a for a in json.loads(response.read()) if a["labels"].get("thing") in things]
+        in_alertmanager: int | None = len(held)
+    except (OSError, ValueError):
+        in_alertmanager = None
+    return {
+        **counts,
+        "firing_in_alertmanager": in_alertmanager,
+        "alertmanager": settings.alertmanager_url,
+    }
+
+
+def alerts_line(result: dict) -> str | None:
+    """The summary's line on overload alerts; None when the run had no statistics."""
+    info = result.get("overload_alerts")
+    if info is None:
+        return None
+    held = info.get("firing_in_alertmanager")
+    where = (
+        f"; {held} firing in Alertmanager, {info['alertmanager']}"
+        if held is not None
+        else "; Alertmanager did not answer"
+    )
+    return (
+        f"overload alerts       {info['firing']:>12,}  fired ({info['resolved']:,} resolved{where})"
+    )
 
 
 def lines(stats: dict) -> list[str]:

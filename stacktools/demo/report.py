@@ -135,6 +135,7 @@ def render(result: dict) -> str:
         f"late records          {counts['late']:>12,}",
         f"operation cycles      {counts.get('opstats', 0):>12,}",
         *operation.lines(result.get("operation_statistics", {})),
+        *filter(None, [operation.alerts_line(result)]),
         f"dead letters          {counts['dead_letter']:>12,}",
         *filter(None, [verify_line(result)]),
         "peak rate per stage:  "

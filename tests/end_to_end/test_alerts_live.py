@@ -8,14 +8,10 @@ timing the launcher's own: nothing is shortened for the test.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +20,12 @@ import pytest
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.scrape import scrape_metrics
-from stacktools.stack import Stack
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from tests.end_to_end.test_pipeline_to_influx import recent_events
 from tests.support.waits import settle
+from tests.support.webhook import Webhook
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 
@@ -39,43 +35,6 @@ pytestmark = [pytest.mark.stack, pytest.mark.spark]
 FIRE_BOUND_S = 100.0
 RESOLVE_BOUND_S = 60.0
 STAGE = "db_connector"
-
-
-class Webhook:
-    """An Alertmanager webhook receiver on 127.0.0.1: every notification's alerts, in order."""
-
-    def __init__(self) -> None:
-        self.alerts: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        received = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with received._lock:
-                    received.alerts += body.get("alerts", [])
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def seen(self, alertname: str, instance: str, status: str) -> bool:
-        with self._lock:
-            return any(
-                a["status"] == status
-                and a["labels"].get("alertname") == alertname
-                and a["labels"].get("instance") == instance
-                for a in self.alerts
-            )
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def get_json(url: str) -> Any:
@@ -98,22 +57,6 @@ def prometheus_alerts(settings: Settings, instance: str) -> list[dict[str, Any]]
 def alertmanager_alerts(settings: Settings, instance: str) -> list[dict[str, Any]]:
     alerts = get_json(f"http://127.0.0.1:{settings.alertmanager_port}/api/v2/alerts")
     return [a for a in alerts if a["labels"].get("instance") == instance]
-
-
-@pytest.fixture
-def webhook(stack_settings: Settings) -> Iterator[Webhook]:
-    """The launcher's Alertmanager restarted to send to a webhook of this test; afterwards
-    restarted as it was."""
-    hook = Webhook()
-    hooked = dataclasses.replace(stack_settings, alert_webhook_url=hook.url)
-    Stack(hooked, ["alertmanager"], allow_external=False).down()
-    Stack(hooked, ["alertmanager"], allow_external=False).up()
-    try:
-        yield hook
-    finally:
-        Stack(stack_settings, ["alertmanager"], allow_external=False).down()
-        Stack(stack_settings, ["alertmanager"], allow_external=False).up()
-        hook.close()
 
 
 def test_a_stage_stopped_mid_replay_alerts_the_webhook_and_resolves(

@@ -19,9 +19,8 @@ from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
-from tests.end_to_end.test_alerts_live import Webhook
-from tests.end_to_end.test_alerts_live import webhook as _webhook  # noqa: F401 - its fixture
 from tests.support.waits import settle
+from tests.support.webhook import Webhook
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 THING, COMPONENT = "M9", "C11"
