@@ -45,11 +45,12 @@ POST_TIMEOUT_S = 10.0
 
 
 def consumer(settings: ForwarderSettings) -> Consumer:
-    """Every partition of the overloads topic from its beginning, committed records only; no
-    group: the topic itself is the state, read whole at each start."""
+    """Every partition of the overloads topic from its beginning, committed records only,
+    assigned rather than subscribed and never committed: the topic itself is the state, read
+    whole at each start."""
     config = {
         **client_config(settings, "alert-forwarder"),
-        "group.id": f"alerts-{uuid.uuid4().hex}",
+        "group.id": f"alerts.{uuid.uuid4().hex}",  # its own prefix (stacktools.access)
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",

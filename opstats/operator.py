@@ -48,8 +48,9 @@ class StatsConfig:
     #: None: never hand back an input's records because the other went ahead
     partner_timeout: timedelta | None = timedelta(minutes=5)
     idle_timeout: timedelta = timedelta(0)
-    #: a cycle with longer than this above the rated power is overloaded (opstats.overload)
-    overload_after: timedelta = timedelta(seconds=60)
+    #: a cycle with longer than this above the rated power is overloaded (opstats.overload);
+    #: None: only its duty cycle above the duty rating overloads it
+    overload_after: timedelta | None = timedelta(seconds=60)
 
     def rules(self) -> SignalRules:
         timeout = self.partner_timeout
@@ -83,7 +84,11 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         self.config = config
         self.rules = config.rules()
         self.idle_ms = to_ms(config.idle_timeout, what="idle timeout", allow_zero=True)
-        self.overload_ms = to_ms(config.overload_after, what="overload time", allow_zero=True)
+        self.overload_ms = (
+            None
+            if config.overload_after is None
+            else to_ms(config.overload_after, what="overload time", allow_zero=True)
+        )
         self.max_future_ms = max_future_ms
         self.thing = thing
         self._ratings: dict[str, Rating] = {}

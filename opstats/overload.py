@@ -31,22 +31,23 @@ class OverloadEvent:
     why: str
 
 
-def why_overloaded(cycle: CycleStats, overload_after_ms: int) -> str:
+def why_overloaded(cycle: CycleStats, overload_after_ms: int | None) -> str:
     """Why a cycle is overloaded: duty (above the duty rating), overload (longer than the
     overload time above rated), both joined by "+"; empty: it is not."""
     reasons = []
     if cycle.duty_exceeded:
         reasons.append("duty")
-    if cycle.overload_ms > overload_after_ms:
+    if overload_after_ms is not None and cycle.overload_ms > overload_after_ms:
         reasons.append("overload")
     return "+".join(reasons)
 
 
 def judge(
-    cycles: list[CycleStats], firing_since_ms: int, overload_after_ms: int
+    cycles: list[CycleStats], firing_since_ms: int, overload_after_ms: int | None
 ) -> tuple[list[OverloadEvent], int]:
     """The events of one component's cycles (in time order) and whether it fires after them:
-    the start of the firing cycle, or NO_TIME."""
+    the start of the firing cycle, or NO_TIME. ``overload_after_ms`` None: the duty rating
+    alone decides."""
     events = []
     for cycle in cycles:
         why = why_overloaded(cycle, overload_after_ms)

@@ -82,7 +82,7 @@ def stats_config(settings: SinglePassSettings) -> StatsConfig | None:
         cycle=settings.opstats_cycle,
         max_hold=settings.opstats_max_hold,
         partner_timeout=timedelta(milliseconds=timeout) if timeout else None,
-        overload_after=settings.opstats_overload_time,
+        overload_after=settings.opstats_overload_time or None,  # zero: off
         idle_timeout=timedelta(milliseconds=settings.idle_timeout_ms()),
     )
 

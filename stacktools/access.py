@@ -78,6 +78,8 @@ PREFIX_GRANTS: tuple[PrefixGrant, ...] = (
     ),
     PrefixGrant("connector", "transactional_id", "db-connector"),
     PrefixGrant("connector", "group", "db-connector"),
+    # the forwarder commits nothing, but librdkafka looks up a group's coordinator anyway
+    PrefixGrant("alerts", "group", "alerts."),
 )
 
 #: MQTT: user -> (access, topic filter below the machine prefix); mosquitto's acl_file words.

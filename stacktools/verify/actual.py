@@ -31,7 +31,18 @@ from stacktools.verify.expect import (
 )
 
 #: Tags compared as text, in every measurement that has them.
-TAGS = ("thing", "quantity", "pair", "window", "stage", "reason", "component", "rating", "band")
+TAGS = (
+    "thing",
+    "quantity",
+    "pair",
+    "window",
+    "stage",
+    "reason",
+    "component",
+    "rating",
+    "band",
+    "status",
+)
 
 PARALLEL_QUERIES = 4
 

@@ -50,6 +50,7 @@ RULE_OPTIONS = (
     "opstats_cycle",
     "opstats_max_hold",
     "opstats_partner_timeout",
+    "opstats_overload_time",
 )
 
 
@@ -105,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     rules.add_argument("--opstats-cycle", help="OPSTATS_CYCLE")
     rules.add_argument("--opstats-max-hold", help="OPSTATS_MAX_HOLD")
     rules.add_argument("--opstats-partner-timeout", help="OPSTATS_PARTNER_TIMEOUT")
+    rules.add_argument("--opstats-overload-time", help="OPSTATS_OVERLOAD_TIME")
     return p
 
 

@@ -26,7 +26,7 @@ NS_PER_MS = 1_000_000
 LONGEST_DISCRIMINATED_GAP_MS = 499_999
 MEASUREMENTS = ("raw", "joined", "aggregate", "late")
 #: The operation statistics' measurements, compared when OPSTATS_POWER is set.
-STATS_MEASUREMENTS = ("opstats", "opstats_band")
+STATS_MEASUREMENTS = ("opstats", "opstats_band", "overload")
 #: Each measurement's identity of a record: two points with the same one are the same record.
 KEYS = {
     "raw": ["thing", "quantity", "time_ms"],
@@ -35,9 +35,10 @@ KEYS = {
     "late": ["thing", "quantity", "stage", "reason", "time_ms"],
     "opstats": ["thing", "component", "rating", "start_ms"],
     "opstats_band": ["thing", "component", "rating", "band", "start_ms"],
+    "overload": ["thing", "component", "rating", "status", "start_ms"],
 }
 #: Tags that are values rather than part of the identity (compared as text).
-TEXT_VALUES = ("result_name", "power")
+TEXT_VALUES = ("result_name", "power", "why")
 #: The compared values of each measurement (fields, the tags outside the identity, the time).
 VALUES = {
     "raw": ["time_ns", "value"],
@@ -75,6 +76,16 @@ VALUES = {
         "cycle_ms",
     ],
     "opstats_band": ["time_ns", "seconds", "cumulative_hours", "share_pct"],
+    "overload": [
+        "time_ns",
+        "duty_pct",
+        "duty_rating_pct",
+        "peak_pct",
+        "overload_s",
+        "since_ms",
+        "cycle_end_ms",
+        "why",
+    ],
 }
 
 
@@ -432,6 +443,7 @@ def _stats(records: Records, rules: StatsRules, late: _Columns) -> dict[str, pd.
         KEYS["opstats"] + VALUES["opstats"] + ["pending", "closes_ms"], {"pending": False}
     )
     bands = _Columns(KEYS["opstats_band"] + VALUES["opstats_band"] + ["pending", "closes_ms"])
+    alerts = _Columns(KEYS["overload"] + VALUES["overload"] + ["pending", "closes_ms"])
     inputs = [rules.side(name) for name in records.quantities]
     component_names = sorted({found[0] for found in inputs if found is not None})
     component_code = {name: i for i, name in enumerate(component_names)}
@@ -467,8 +479,9 @@ def _stats(records: Records, rules: StatsRules, late: _Columns) -> dict[str, pd.
         )
         found = stats.cycles(good_t, good_v, vector_power, rated, rules, horizon)
         _cycle_points(cycles, bands, thing, component, rated, rules, found)
+        _alert_points(alerts, thing, component, rated, rules, found)
         _handed_back(late, thing, component, rules, handed)
-    return {"opstats": cycles.frame(), "opstats_band": bands.frame()}
+    return {"opstats": cycles.frame(), "opstats_band": bands.frame(), "overload": alerts.frame()}
 
 
 def _handed_back(
@@ -500,6 +513,60 @@ def _handed_back(
             count=np.ones(n),
             pending=~certain[mine],
         )
+
+
+def _alert_points(
+    out: _Columns,
+    thing: str,
+    component: str,
+    rated: Rated,
+    rules: StatsRules,
+    found: stats.Cycles,
+) -> None:
+    """The overload alerts of the component's cycles (docs/operation-statistics.md): the first
+    overloaded cycle fires, the first one back under resolves; an ``overload`` point each."""
+    firing: int | None = None
+    for k, start in enumerate(found.start_ms.tolist()):
+        band_ms = found.band_ms[k]
+        data = float(found.data_ms[k])
+        duty = 100.0 * float(band_ms[-2] + band_ms[-1]) / data
+        why = "+".join(
+            name
+            for name, yes in (
+                ("duty", duty > rated.duty_rating_pct),
+                (
+                    "overload",
+                    rules.overload_after_ms is not None and band_ms[-1] > rules.overload_after_ms,
+                ),
+            )
+            if yes
+        )
+        if why and firing is None:
+            firing, status = start, "firing"
+        elif not why and firing is not None:
+            status = "resolved"
+        else:
+            continue
+        out.add(
+            1,
+            thing=thing,
+            component=component,
+            rating=rated.rating_id,
+            status=status,
+            start_ms=np.array([start]),
+            time_ns=np.array([start * NS_PER_MS]),
+            duty_pct=np.array([duty]),
+            duty_rating_pct=np.array([rated.duty_rating_pct]),
+            peak_pct=np.array([100.0 * found.peak_w[k] / rated.rated_w]),
+            overload_s=np.array([band_ms[-1] / 1000.0]),
+            since_ms=np.array([firing]),
+            cycle_end_ms=np.array([start + rules.cycle_ms]),
+            why=why,
+            pending=np.array([bool(found.pending[k])]),
+            closes_ms=np.array([start + rules.cycle_ms]),
+        )
+        if status == "resolved":
+            firing = None
 
 
 def _cycle_points(

@@ -83,7 +83,7 @@ class TopicsReader:
         """``suffix``: a run's own copies of the topics, ``<topic>.<suffix>`` (the demo's)."""
         self.settings = settings
         fields = {m: field for m, (field, _, _) in TOPICS.items()}
-        fields.update(opstats=STATS_TOPIC, opstats_band=STATS_TOPIC)
+        fields.update(opstats=STATS_TOPIC, opstats_band=STATS_TOPIC, overload="overloads_topic")
         self.topics = {
             m: getattr(settings, field) + (f".{suffix}" if suffix else "")
             for m, field in fields.items()
@@ -146,18 +146,23 @@ class TopicsReader:
         return _joined_blocks(blocks)
 
     def cycles(self) -> list[dict[str, Any]]:
-        """The statistics' records, decoded one by one (read once for both measurements)."""
+        """The statistics' records (read once for both measurements)."""
         if self._cycles is None:
-            codec, out = AvroCodec("opstats"), []
-            for value in self.values("opstats"):
-                try:
-                    out.append(codec.decode(unframe(value)[1] if self.framed else value))
-                except Exception as exc:  # fastavro raises EOFError, ValueError, ...
-                    raise self._undecodable(
-                        "opstats", f"not Avro OperationCycle: {type(exc).__name__}: {exc}"
-                    ) from None
-            self._cycles = out
+            self._cycles = self.decoded("opstats", "opstats")
         return self._cycles
+
+    def decoded(self, measurement: str, schema: str) -> list[dict[str, Any]]:
+        """A topic's records decoded one by one with the wire contract's codec (few records:
+        one per cycle, or per alert)."""
+        codec, out = AvroCodec(schema), []
+        for value in self.values(measurement):
+            try:
+                out.append(codec.decode(unframe(value)[1] if self.framed else value))
+            except Exception as exc:  # fastavro raises EOFError, ValueError, ...
+                raise self._undecodable(
+                    measurement, f"not Avro {schema}: {type(exc).__name__}: {exc}"
+                ) from None
+        return out
 
     def measurement(self, measurement: str) -> pd.DataFrame:
         """One topic's records as the points the connector makes of them."""
@@ -165,6 +170,8 @@ class TopicsReader:
             return cycle_points(self.cycles())
         if measurement == "opstats_band":
             return band_points(self.cycles())
+        if measurement == "overload":
+            return overload_points(self.decoded("overload", "overload"))
         shape = {
             "raw": self._raw,
             "joined": self._joined,
@@ -294,6 +301,29 @@ def cycle_points(cycles: list[dict[str, Any]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=[*KEYS["opstats"], *VALUES["opstats"]])
+
+
+def overload_points(events: list[dict[str, Any]]) -> pd.DataFrame:
+    """The ``overload`` point of each alert record (docs/influxdb-schema.md)."""
+    rows = [
+        {
+            "thing": r["thing"],
+            "component": r["component"],
+            "rating": r["rating_id"],
+            "status": r["status"],
+            "start_ms": r["cycle_start_ms"],
+            "time_ns": r["cycle_start_ms"] * NS_PER_MS,
+            "duty_pct": r["duty_pct"],
+            "duty_rating_pct": r["duty_rating_pct"],
+            "peak_pct": 100.0 * r["peak_w"] / (r["rated_power_kw"] * 1000.0),
+            "overload_s": r["overload_ms"] / 1000.0,
+            "since_ms": r["since_ms"],
+            "cycle_end_ms": r["cycle_end_ms"],
+            "why": r["why"],
+        }
+        for r in events
+    ]
+    return pd.DataFrame(rows, columns=[*KEYS["overload"], *VALUES["overload"]])
 
 
 def band_points(cycles: list[dict[str, Any]]) -> pd.DataFrame:

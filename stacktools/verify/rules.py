@@ -52,6 +52,8 @@ class StatsRules:
     hold_ms: int
     partner_timeout_ms: int | None
     ratings: Ratings
+    #: longer than this above the rated power overloads a cycle (None: the duty rating only)
+    overload_after_ms: int | None = 60_000
 
     def side(self, quantity: str) -> tuple[str, int] | None:
         """(component, 0 for the left input or 1 for the right) of an input's quantity."""
@@ -138,6 +140,7 @@ def stats_rules_of(settings: SinglePassSettings) -> StatsRules | None:
         hold_ms=duration_ms(settings.opstats_max_hold),
         partner_timeout_ms=timeout or None,
         ratings=read_ratings(settings.machine_catalogue),
+        overload_after_ms=duration_ms(settings.opstats_overload_time) or None,
     )
 
 

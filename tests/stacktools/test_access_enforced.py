@@ -51,7 +51,7 @@ GROUPS = {
     "bridge": "bridge-access-check",
     **{user: f"{user}.access-check" for user in SPARK_JOB_USERS},
     "connector": "db-connector-access-check",
-    "alerts": "alerts-access-check",  # reads without a group: any name will do
+    "alerts": "alerts.access-check",
 }
 #: The output topics (by role) each Spark job writes and no other job may, but the single pass,
 #: which writes what the other two write together.

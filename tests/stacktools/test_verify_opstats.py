@@ -52,10 +52,14 @@ def stats_rules(timeout_ms: int | None, catalogue: Path | None = None) -> StatsR
     parsed = parse_stats("actSpeed_*:vaTorque_*:mechanical_power")
     assert parsed is not None
     left, right, result = parsed
-    return StatsRules(left, right, result, CYCLE_MS, HOLD_MS, timeout_ms, read_ratings(catalogue))
+    return StatsRules(
+        left, right, result, CYCLE_MS, HOLD_MS, timeout_ms, read_ratings(catalogue), 2_000
+    )
 
 
-def oracle_of(path: Path, stats: StatsRules, order: str) -> tuple[dict, list]:
+def oracle_of(
+    path: Path, stats: StatsRules, order: str
+) -> tuple[tuple[dict, list], oracle.Definition]:
     rows = file_rows(path)
     if order == "event-time":
         rows = event_time_order(rows)
@@ -77,13 +81,15 @@ def oracle_of(path: Path, stats: StatsRules, order: str) -> tuple[dict, list]:
         stats.cycle_ms,
         stats.hold_ms,
         stats.partner_timeout_ms,
+        lambda thing, component: stats.ratings.of(thing, component).duty_rating_pct,
+        stats.overload_after_ms if stats.overload_after_ms is not None else 2**62,
     )
-    return oracle.expected(arrival, definition)
+    return oracle.expected(arrival, definition), definition
 
 
 def assert_agree(path: Path, stats: StatsRules, order: str) -> None:
     frames = expectation(read_records(path, order), Rules((), None, (), 0, stats))
-    want, want_late = oracle_of(path, stats, order)
+    (want, want_late), definition = oracle_of(path, stats, order)
     cycles, bands = frames.frames["opstats"], frames.frames["opstats_band"]
     got = {(r.thing, r.component, r.start_ms): r for r in cycles.itertuples()}
     assert got.keys() == want.keys()
@@ -106,6 +112,10 @@ def assert_agree(path: Path, stats: StatsRules, order: str) -> None:
         assert (
             tuple((mine.cumulative_hours * 3_600_000).round().astype(int)) == w["cumulative_ms"]
         ), key
+    alerts = frames.frames["overload"]
+    assert sorted(
+        (r.thing, r.component, r.status, r.since_ms, r.start_ms, r.why) for r in alerts.itertuples()
+    ) == sorted(oracle.events(want, definition))
     late = frames.late_records
     assert late is not None
     late = late[late.stage == "opstats"]
@@ -140,15 +150,14 @@ def test_a_generated_file_with_the_example_catalogue(tmp_path: Path) -> None:
 
 
 class CyclesOffline(TopicsReader):
-    """The topics reader on given opstats values instead of a broker."""
+    """The topics reader on given opstats values instead of a broker (no alerts)."""
 
     def __init__(self, given: list[bytes]) -> None:
         super().__init__(Settings.from_sources(environ={}))
         self.given = given
 
     def values(self, measurement: str) -> Iterator[bytes]:
-        assert measurement == "opstats"
-        yield from self.given
+        yield from self.given if measurement == "opstats" else []
 
 
 def test_the_opstats_topic_is_compared_record_by_record(tmp_path: Path) -> None:
@@ -166,7 +175,7 @@ def test_the_opstats_topic_is_compared_record_by_record(tmp_path: Path) -> None:
         reader = CyclesOffline(values)
         found = reader.read(STATS_MEASUREMENTS)
         out = {}
-        for m in STATS_MEASUREMENTS:
+        for m in ("opstats", "opstats_band"):
             want, got, keys = reader.compared(m, expected, found[m])
             out[m] = compare(m, want, got, None, keys=keys).counts
         return out

@@ -74,7 +74,7 @@ def write(settings: Settings, run: str, batches: dict[str, list], *, aborted=(),
     assert bridge.flush(60) == 0
     stage = transactional_producer(settings, f"verify-test-stage-{run}")
     stage.begin_transaction()
-    for kind in ("joined", "aggregates", "late", "opstats"):
+    for kind in ("joined", "aggregates", "late", "opstats", "overloads"):
         for key, thing, value in batches.get(kind, []):
             send(stage, kind, key, thing, value)
     stage.commit_transaction(60)
@@ -175,7 +175,14 @@ def test_verify_topics_reads_the_registrys_wire_format_when_it_is_on(
     rules = rules_of(SinglePassSettings.from_sources())
     framed = records(
         expectation(read_records(SAMPLE), rules),
-        schema_ids={"raw": 11, "joined": 12, "aggregates": 13, "late": 14, "opstats": 15},
+        schema_ids={
+            "raw": 11,
+            "joined": 12,
+            "aggregates": 13,
+            "late": 14,
+            "opstats": 15,
+            "overloads": 16,
+        },
     )
     run = scratch_run(stack_settings)
     write(stack_settings, run, framed)

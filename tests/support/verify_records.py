@@ -22,6 +22,7 @@ from streamkit.wire import (
     AvroCodec,
     aggregate_key,
     cycle_key,
+    overload_key,
     parse_window_label,
     record_key,
     window_label,
@@ -35,6 +36,7 @@ DECLARED = {
     "aggregates": "machinedata.aggregates",
     "late": "machinedata.late",
     "opstats": "machinedata.opstats",
+    "overloads": "machinedata.overloads",
 }
 
 #: (Kafka key, Thing, value) of one record.
@@ -142,7 +144,35 @@ def opstats_fields(cycles: pd.DataFrame, bands: pd.DataFrame) -> Iterator[dict]:
         }
 
 
+def overload_fields(alerts: pd.DataFrame, cycles: pd.DataFrame) -> Iterator[dict]:
+    """The OverloadEvent records of the certain alerts, from their ``overload`` points and their
+    cycles' ``opstats`` points (the rated power and the peak in watts)."""
+    for r in alerts[~alerts["pending"]].itertuples(index=False):
+        (cycle,) = cycles[
+            (cycles["thing"] == r.thing)
+            & (cycles["component"] == r.component)
+            & (cycles["start_ms"] == r.start_ms)
+        ].itertuples(index=False)
+        yield {
+            "thing": str(r.thing),
+            "component": str(r.component),
+            "rating_id": str(r.rating),
+            "status": str(r.status),
+            "since_ms": int(r.since_ms),
+            "cycle_start_ms": int(r.start_ms),
+            "cycle_end_ms": int(r.cycle_end_ms),
+            "why": str(r.why),
+            "duty_pct": float(r.duty_pct),
+            "duty_rating_pct": float(r.duty_rating_pct),
+            "overload_ms": round(r.overload_s * 1000),
+            "peak_w": float(cycle.peak_w),
+            "rated_power_kw": float(cycle.rated_power_kw),
+        }
+
+
 def key_of(kind: str, fields: dict) -> bytes:
+    if kind == "overloads":
+        return overload_key(fields["thing"], fields["component"])
     if kind == "opstats":
         return cycle_key(
             fields["thing"], fields["component"], fields["rating_id"], fields["cycle_start_ms"]
@@ -163,6 +193,7 @@ SCHEMAS = {
     "aggregates": "aggregate",
     "late": "late",
     "opstats": "opstats",
+    "overloads": "overload",
 }
 
 
@@ -181,6 +212,7 @@ def records(expected: Expectation, schema_ids: dict[str, int] | None = None) -> 
     }
     if "opstats" in frames:
         fields["opstats"] = list(opstats_fields(frames["opstats"], frames["opstats_band"]))
+        fields["overloads"] = list(overload_fields(frames["overload"], frames["opstats"]))
     out: dict[str, list] = {}
     for kind, items in fields.items():
         codec = AvroCodec(SCHEMAS[kind])
