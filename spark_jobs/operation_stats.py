@@ -98,28 +98,22 @@ def stats_operator(settings: SinglePassSettings) -> OperationStatistics | None:
 
 
 def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -> None:
-    """A step's cycles as ``opstats`` rows, its handed-back records as late rows."""
+    """A step's cycles as ``opstats`` rows, its overload alerts as ``overload`` rows (each row's
+    ``cycle`` column holds the object the driver encodes), its handed-back records as late
+    rows."""
     for cycle in step.cycles:
         if cycle.rating.defaulted:
             say_defaulted(thing, cycle.component)
-    if step.cycles:
-        out.add(
-            len(step.cycles),
-            record_type=RECORD_TYPE,
-            thing=thing,
-            result_name=step.power_name,
-            cycle=_objects(step.cycles),
-            **tags,
-        )
-    if step.events:
-        out.add(
-            len(step.events),
-            record_type=EVENT_TYPE,
-            thing=thing,
-            result_name=step.power_name,
-            cycle=_objects(step.events),
-            **tags,
-        )
+    for record_type, items in ((RECORD_TYPE, step.cycles), (EVENT_TYPE, step.events)):
+        if items:
+            out.add(
+                len(items),
+                record_type=record_type,
+                thing=thing,
+                result_name=step.power_name,
+                cycle=_objects(items),
+                **tags,
+            )
     late: Records = step.late
     if len(late):
         out.add(

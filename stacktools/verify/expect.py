@@ -479,7 +479,7 @@ def _stats(records: Records, rules: StatsRules, late: _Columns) -> dict[str, pd.
         )
         found = stats.cycles(good_t, good_v, vector_power, rated, rules, horizon)
         _cycle_points(cycles, bands, thing, component, rated, rules, found)
-        _alert_points(alerts, thing, component, rated, rules, found)
+        _alert_points(alerts, (thing, component), rated, rules, found)
         _handed_back(late, thing, component, rules, handed)
     return {"opstats": cycles.frame(), "opstats_band": bands.frame(), "overload": alerts.frame()}
 
@@ -516,20 +516,15 @@ def _handed_back(
 
 
 def _alert_points(
-    out: _Columns,
-    thing: str,
-    component: str,
-    rated: Rated,
-    rules: StatsRules,
-    found: stats.Cycles,
+    out: _Columns, key: tuple[str, str], rated: Rated, rules: StatsRules, found: stats.Cycles
 ) -> None:
     """The overload alerts of the component's cycles (docs/operation-statistics.md): the first
     overloaded cycle fires, the first one back under resolves; an ``overload`` point each."""
+    thing, component = key
     firing: int | None = None
+    duties = found.duty_pct
     for k, start in enumerate(found.start_ms.tolist()):
-        band_ms = found.band_ms[k]
-        data = float(found.data_ms[k])
-        duty = 100.0 * float(band_ms[-2] + band_ms[-1]) / data
+        band_ms, duty = found.band_ms[k], float(duties[k])
         why = "+".join(
             name
             for name, yes in (
@@ -584,8 +579,7 @@ def _cycle_points(
         return
     length = rules.cycle_ms
     data = found.data_ms.astype(np.float64)
-    top = found.band_ms[:, -2] + found.band_ms[:, -1]
-    duty = 100.0 * top / data
+    duty = found.duty_pct
     mean = (found.motoring_wms + found.regenerative_wms) / data
     motoring = found.motoring_wms / stats.WMS_PER_KWH
     regenerative = found.regenerative_wms / stats.WMS_PER_KWH

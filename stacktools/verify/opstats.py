@@ -61,6 +61,12 @@ class Cycles:
     peak_w: np.ndarray
     pending: np.ndarray
 
+    @property
+    def duty_pct(self) -> np.ndarray:
+        """The relative duty factor: the top band and over / the time with data, in %."""
+        top = self.band_ms[:, -2] + self.band_ms[:, -1]
+        return 100.0 * top / self.data_ms.astype(np.float64)
+
 
 def accepted(
     sides: np.ndarray, times: np.ndarray, values: np.ndarray, rules: StatsRules, late: Handed
