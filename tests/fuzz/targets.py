@@ -141,12 +141,24 @@ def raw_avro(data: bytes) -> None:
         assert got == want, (got, want)
 
 
-_CONVERTERS = {kind: KINDS[kind].converter() for kind in ("joined", "aggregates", "late", "dlq")}
+_CONVERTERS = {
+    kind: KINDS[kind].converter()
+    for kind in ("joined", "aggregates", "late", "dlq", "opstats", "overloads")
+}
+
+
+_MEASUREMENTS = {
+    kind: {KINDS[kind].measurement, "opstats_band"}
+    if kind == "opstats"
+    else {KINDS[kind].measurement}
+    for kind in _CONVERTERS
+}
 
 
 def output_avro(data: bytes) -> None:
-    """The other record kinds the connector reads: a line or a PointError, nothing else. The
-    first byte picks the kind; dead letters get the rest as a header too."""
+    """The other record kinds the connector reads: lines or a PointError, nothing else (one
+    line a point; a cycle of the statistics is several: its figures and its bands). The first
+    byte picks the kind; dead letters get the rest as a header too."""
     if not data:
         return
     kinds = sorted(_CONVERTERS)
@@ -157,7 +169,9 @@ def output_avro(data: bytes) -> None:
         line = _CONVERTERS[kind](message)
     except PointError:
         return
-    assert "\n" not in line, line
+    points = line.split("\n")
+    assert all(points) and (len(points) == 1 or kind == "opstats"), line
+    assert all(p.split(",", 1)[0] in _MEASUREMENTS[kind] for p in points), line
 
 
 def line_protocol(data: bytes) -> None:
