@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_e2e.py [--rows 1402232] [--rates 1000,5000,10000]
         [--rate-seconds 30] [--no-full] [--no-rates] [--shapes single-pass,two-jobs]
-        [--tls default|on|off|both] [--spark-cluster]
+        [--tls default|on|off|both] [--spark-cluster] [--opstats default|on|off|both]
 
 1. Full replay: a generated events.json of --rows rows (the full size by default; cached in
    ~/.cache/machinedata-stack/) replayed as fast as possible through simulator -> bridge ->
@@ -27,6 +27,9 @@ Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES
 are compared in one run of the script, and for each TLS mode of --tls (both: encrypted and
 verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run
 gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
+--opstats both runs each shape with the operation statistics on (OPSTATS_POWER's default) and
+off (empty) on the same file, one after the other, and prints the ratio of the CPU per raw
+record.
 --spark-cluster runs the Spark stages on the launcher's standalone cluster with the executors'
 sink (the scaled-out shape; with KAFKA_BROKERS=3 on a stack of three Kafka nodes), the cluster's
 daemons and executors counted as servers.
@@ -52,7 +55,7 @@ from typing import Any
 
 from benchmarks.bench_batches import certainty_waits, quantile
 from simulator.generate import DEFAULT_ROWS, generate
-from spark_jobs.config import JoinSettings
+from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.join import join_config
 from stacktools.cpu import group_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
@@ -96,6 +99,8 @@ class Layout:
 
     shape: str
     spark_cluster: bool = False
+    #: "default" (as configured), "on" or "off": the operation statistics
+    opstats: str = "default"
 
     @property
     def groups(self) -> list[str]:
@@ -104,6 +109,9 @@ class Layout:
 
     def pipeline(self, settings: Settings, wiring: Wiring, work: Path) -> Pipeline:
         env = scaled_out_spark_env(settings) if self.spark_cluster else {}
+        if self.opstats != "default":
+            on = self.opstats == "on"
+            env["OPSTATS_POWER"] = STATS_ON if on else ""
         run_dir = work / wiring.query_suffix.strip("-")
         return Pipeline(settings, wiring, run_dir, shape=self.shape, env=env)
 
@@ -141,6 +149,12 @@ def run_once(
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
+
+
+#: OPSTATS_POWER's default: the statistics on, as a user's stack runs them.
+STATS_ON = str(
+    next(f.default for f in dataclasses.fields(SinglePassSettings) if f.name == "opstats_power")
+)
 
 
 @dataclass
@@ -341,6 +355,24 @@ def stack_for(base: Settings, tls: bool, mode: str, groups: list[str]) -> Settin
     return Stack(Settings.from_sources(environ=environ), groups).up()
 
 
+def print_opstats_ratio(rows_table: list[tuple[Any, ...]]) -> None:
+    """The operation statistics on against off, per shape: CPU per raw record."""
+    by_label = {row[0]: row for row in rows_table}
+    for label, row in by_label.items():
+        if not label.endswith(", statistics on"):
+            continue
+        off = by_label.get(label.replace(", statistics on", ", statistics off"))
+        if off is None:
+            continue
+        cpu_on, cpu_off = sum(row[-1].values()), sum(off[-1].values())
+        print(
+            f"\nstatistics on / off, {label.removesuffix(', statistics on')}: CPU per raw "
+            f"record {cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.3f}x "
+            f"({100 * (cpu_on / cpu_off - 1):+.1f} %); time to drained {row[2]:,.0f} s / "
+            f"{off[2]:,.0f} s"
+        )
+
+
 def print_tls_ratio(rows_table: list[tuple[Any, ...]]) -> None:
     """TLS on against off, per shape: time to drained and CPU per raw record."""
     by_label = {row[0]: row for row in rows_table}
@@ -396,6 +428,13 @@ def main() -> int:
         "executors' sink; KAFKA_BROKERS=3 gives the whole scaled-out stack",
     )
     parser.add_argument(
+        "--opstats",
+        choices=["default", "on", "off", "both"],
+        default="default",
+        help="the operation statistics as configured, on, off, or both one after the other "
+        "(the ratio of the CPU per raw record printed)",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -418,11 +457,14 @@ def main() -> int:
         groups = Layout(DEFAULT_SHAPE, args.spark_cluster).groups
         for tls in modes:
             settings = stack_for(base, tls, args.tls, groups)
-            for shape in shapes:
-                layout = Layout(shape, args.spark_cluster)
+            stats_modes = ["on", "off"] if args.opstats == "both" else [args.opstats]
+            for shape, stats in [(shape, stats) for shape in shapes for stats in stats_modes]:
+                layout = Layout(shape, args.spark_cluster, stats)
                 label = shape + (", Spark cluster" if args.spark_cluster else "")
                 if args.tls != "default":
                     label += f", TLS {'on' if tls else 'off'}"
+                if stats != "default":
+                    label += f", statistics {stats}"
                 if not args.no_full:
                     print(
                         f"[{label}] full replay of {events.name} as fast as possible ...",
@@ -528,6 +570,7 @@ def main() -> int:
                 + f" | {sum(cpu.values()):.1f} |"
             )
         print_tls_ratio(rows_table)
+        print_opstats_ratio(rows_table)
     if rate_table:
         print(
             "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
