@@ -35,7 +35,13 @@ DEMO_PIPELINE = PipelineSpec(
     lateness_ms=10_000,
     stats=default_stats(),
 )
-PLOTS = ("throughput.png", "latency.png", "joined_power.png", "window_aggregates.png")
+PLOTS = (
+    "throughput.png",
+    "latency.png",
+    "joined_power.png",
+    "window_aggregates.png",
+    "operation_statistics.png",
+)
 
 
 def user_environment(run_dir: Path) -> dict[str, str]:
@@ -95,6 +101,11 @@ def check_summary(out: Path, pairs: int) -> dict:
     assert points["joined"] == pairs, summary
     assert points["aggregate"] > 0, summary
     assert summary["dead_lettered_by_bridge"] == points["dead_letter"] == 0, summary
+    # the operation statistics of the sample's one drive, as printed and drawn
+    cycles = summary["operation_statistics"]["per_component"]["C11"]
+    assert cycles["cycles"] == points["opstats"] > 100, summary
+    assert sum(cycles["band_hours"].values()) > 1 and cycles["energy_kwh"] > 0, summary
+    assert summary["overload_alerts"]["firing"] == 0, summary  # 2 % of the default rating
     for name in PLOTS:
         data = (out / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, name
