@@ -180,7 +180,8 @@ LIVE_JOBS = {
     "aggregate": ("spark_jobs.aggregate", [], {}),
     "single-pass-driver-state": (
         "spark_jobs.single_pass",
-        ["--pairs", "absentA:absentB:product"],
+        # the windows alone (the statistics have tests/spark_jobs/test_single_pass_opstats.py)
+        ["--pairs", "absentA:absentB:product", "--opstats-power", ""],
         {"SPARK_STATE": "driver"},
     ),
 }

@@ -35,7 +35,9 @@ def rendered_outputs() -> OutputRows:
     """The sample's outputs as the driver renders them: pairs, windows (closed by the data and
     by the idle timeout), late records of both stages, and dead letters."""
     settings = SinglePassSettings.from_sources(
-        environ={}, cli={"pairs": PAIRS, "idle_timeout": "30s", "max_future": "1h"}
+        # the statistics' cycles are no flat record: tests/spark_jobs/test_operation_stats.py
+        environ={},
+        cli={"pairs": PAIRS, "idle_timeout": "30s", "max_future": "1h", "opstats_power": ""},
     )
     config = join.join_config(settings)
     table = KeyedStates(single_pass.thing_operator(settings, config))
