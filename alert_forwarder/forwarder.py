@@ -84,6 +84,7 @@ class Forwarder:
             event = self.codec.decode(body)
             if event["status"] not in (FIRING, RESOLVED):
                 raise ValueError(f"status {event['status']!r}")
+            alert(event, int(time.time() * 1000), 0)  # times and figures it can be posted with
         except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError...
             UNDECODABLE.inc()
             log.warning(

@@ -70,9 +70,11 @@ def test_a_record_that_is_no_overload_event_is_counted_and_skipped() -> None:
     forwarder = Forwarder(ForwarderSettings.from_sources(environ={}))
     before = UNDECODABLE._value.get()
     good = AvroCodec("overload").encode(event())
-    for bad in (None, b"", b"\x00\x01garbage", AvroCodec("overload").encode(event(status="odd"))):
+    codec = AvroCodec("overload")
+    odd = [event(status="odd"), event(since_ms=2**62), event(rated_power_kw=0.0)]
+    for bad in (None, b"", b"\x00\x01garbage", *map(codec.encode, odd)):
         forwarder.take(message(bad))
-    assert UNDECODABLE._value.get() == before + 4 and not forwarder.board.latest
+    assert UNDECODABLE._value.get() == before + 6 and not forwarder.board.latest
     forwarder.take(message(good))
     assert [e["status"] for e in forwarder.board.firing()] == ["firing"]
     forwarder.take(message(AvroCodec("overload").encode(event("resolved"))))
