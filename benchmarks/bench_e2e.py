@@ -355,38 +355,21 @@ def stack_for(base: Settings, tls: bool, mode: str, groups: list[str]) -> Settin
     return Stack(Settings.from_sources(environ=environ), groups).up()
 
 
-def print_opstats_ratio(rows_table: list[tuple[Any, ...]]) -> None:
-    """The operation statistics on against off, per shape: CPU per raw record."""
+def print_ratio(rows_table: list[tuple[Any, ...]], switch: str) -> None:
+    """``switch`` (a label part: "TLS", "statistics") on against off, per run otherwise alike:
+    time to drained and CPU per raw record."""
     by_label = {row[0]: row for row in rows_table}
+    on_part, off_part = f", {switch} on", f", {switch} off"
     for label, row in by_label.items():
-        if not label.endswith(", statistics on"):
-            continue
-        off = by_label.get(label.replace(", statistics on", ", statistics off"))
+        off = by_label.get(label.replace(on_part, off_part)) if on_part in label else None
         if off is None:
             continue
         cpu_on, cpu_off = sum(row[-1].values()), sum(off[-1].values())
         print(
-            f"\nstatistics on / off, {label.removesuffix(', statistics on')}: CPU per raw "
-            f"record {cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.3f}x "
-            f"({100 * (cpu_on / cpu_off - 1):+.1f} %); time to drained {row[2]:,.0f} s / "
-            f"{off[2]:,.0f} s"
-        )
-
-
-def print_tls_ratio(rows_table: list[tuple[Any, ...]]) -> None:
-    """TLS on against off, per shape: time to drained and CPU per raw record."""
-    by_label = {row[0]: row for row in rows_table}
-    for label, row in by_label.items():
-        if not label.endswith(", TLS on"):
-            continue
-        off = by_label.get(label.replace(", TLS on", ", TLS off"))
-        if off is None:
-            continue
-        cpu_on, cpu_off = sum(row[-1].values()), sum(off[-1].values())
-        print(
-            f"\nTLS on / off, {label.removesuffix(', TLS on')}: time to drained "
+            f"\n{switch} on / off, {label.replace(on_part, '')}: time to drained "
             f"{row[2]:,.0f} s / {off[2]:,.0f} s = {row[2] / off[2]:.2f}x; CPU per raw record "
-            f"{cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.2f}x"
+            f"{cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.3f}x "
+            f"({100 * (cpu_on / cpu_off - 1):+.1f} %)"
         )
 
 
@@ -569,8 +552,8 @@ def main() -> int:
                 + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
                 + f" | {sum(cpu.values()):.1f} |"
             )
-        print_tls_ratio(rows_table)
-        print_opstats_ratio(rows_table)
+        print_ratio(rows_table, "TLS")
+        print_ratio(rows_table, "statistics")
     if rate_table:
         print(
             "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
