@@ -119,6 +119,7 @@ def latest_name(topic: str) -> str:
         "aggregates": "aggregate",
         "late": "late",
         "opstats": "opstats",
+        "overloads": "overload",
     }[topic.split(".")[1]]
 
 
