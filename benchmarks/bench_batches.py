@@ -33,7 +33,7 @@ from benchmarks.process_group import GroupSampler
 from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
 from benchmarks.spark_run import job_args as spark_job_args
 from benchmarks.timing import status
-from lsb import JoinConfig
+from lsb.plan import JoinPlan
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
 from stacktools.processes import ServiceProcess
@@ -178,15 +178,15 @@ def inherent_waits(rate: float, things: int, rows: int) -> list[float]:
     """:func:`certainty_waits` of the generated feed (``things`` Things) and the benchmarks'
     pair."""
     from spark_jobs.config import JoinSettings
-    from spark_jobs.join import join_config
+    from spark_jobs.join import join_plan
 
     return certainty_waits(
-        generate(rows, things, seed=7), rate, join_config(JoinSettings(pairs=PAIRS))
+        generate(rows, things, seed=7), rate, join_plan(JoinSettings(pairs=PAIRS))
     )
 
 
 def certainty_waits(
-    rows: Iterable[dict], rate: float, config: JoinConfig, since_s: float = 0.0
+    rows: Iterable[dict], rate: float, plan: JoinPlan, since_s: float = 0.0
 ) -> list[float]:
     """Seconds each pair waits for the data alone: from its event time (its later input: both
     inputs exist) to the arrival of the record that makes it certain (docs/join.md), with every
@@ -195,8 +195,10 @@ def certainty_waits(
     made certain before ``since_s`` (a warm-up) are left out."""
     from lsb import LocalStreamBuffer
 
+    rows = list(rows)
+    config = plan.config(plan.components_of({name for obj in rows for name in obj}))
     buffer = LocalStreamBuffer(config)
-    quantities = sorted({q for pair in config.pairs for q in (pair.left, pair.right)})
+    quantities = sorted(config.quantities)
     since_ms = since_s * 1000
     waits: list[float] = []
     for index, obj in enumerate(rows):

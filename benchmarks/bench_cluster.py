@@ -25,7 +25,7 @@ from benchmarks.process_group import rss_mb
 from benchmarks.raw_feed import feed
 from benchmarks.spark_run import PAIRS, JobRun, cluster_up, run_job
 from spark_jobs.config import JoinSettings
-from spark_jobs.join import join_config
+from spark_jobs.join import join_plan
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
@@ -60,7 +60,8 @@ def main() -> int:
     master, workers = cluster_up(settings)
     raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
-    wanted = frozenset(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
+    plan = join_plan(JoinSettings.from_sources(cli={"pairs": PAIRS}))
+    wanted = frozenset(plan.config(()).quantities)
     records, _ = feed(settings, raw, args.rows, wanted)
     rows: list[tuple[str, JobRun]] = []
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:

@@ -56,7 +56,7 @@ from typing import Any
 from benchmarks.bench_batches import certainty_waits, quantile
 from simulator.generate import DEFAULT_ROWS, generate
 from spark_jobs.config import JoinSettings, SinglePassSettings
-from spark_jobs.join import join_config
+from spark_jobs.join import join_plan
 from stacktools.cpu import group_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
@@ -289,7 +289,7 @@ def data_wait(events: Path, rate: int, warmup_s: float) -> tuple[float | None, f
     with events.open() as handle:
         rows = (json.loads(line) for line in handle)
         waits = certainty_waits(
-            rows, rate, join_config(JoinSettings.from_sources()), since_s=warmup_s
+            rows, rate, join_plan(JoinSettings.from_sources()), since_s=warmup_s
         )
     return (quantile(waits, 0.5), quantile(waits, 0.99)) if waits else (None, None)
 

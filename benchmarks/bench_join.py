@@ -23,7 +23,7 @@ from benchmarks.raw_feed import StreamRecord, feed
 from benchmarks.spark_run import PAIRS, JobRun, run_job
 from lsb import LocalStreamBuffer
 from spark_jobs.config import JoinSettings
-from spark_jobs.join import join_config
+from spark_jobs.join import join_plan
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
@@ -32,7 +32,7 @@ from streamkit.config import Settings
 def baseline_joins_per_s(streams: dict[str, list[StreamRecord]]) -> tuple[int, float]:
     import numpy as np
 
-    config = join_config(JoinSettings.from_sources(cli={"pairs": PAIRS}))
+    config = join_plan(JoinSettings.from_sources(cli={"pairs": PAIRS})).config(())
     buffer = LocalStreamBuffer(config)
     started = time.perf_counter()
     pairs = 0
@@ -57,7 +57,8 @@ def main() -> int:
     settings = Stack(Settings.from_sources()).up()
     raw = private_topic(settings, "raw", 4)
     print(f"feeding {args.rows:,} generated rows into {raw} ...", flush=True)
-    wanted = frozenset(join_config(JoinSettings.from_sources(cli={"pairs": PAIRS})).quantities)
+    plan = join_plan(JoinSettings.from_sources(cli={"pairs": PAIRS}))
+    wanted = frozenset(plan.config(()).quantities)
     records, streams = feed(settings, raw, args.rows, wanted)
     base_pairs, base_rate = baseline_joins_per_s(streams)
     print(

@@ -45,7 +45,13 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     )
 
     from spark_jobs.config import JoinSettings
-    from spark_jobs.join import OUTPUT_SCHEMA, join_config, join_function, to_kafka_records
+    from spark_jobs.join import (
+        OUTPUT_SCHEMA,
+        join_function,
+        join_plan,
+        joined_quantities,
+        to_kafka_records,
+    )
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
     from spark_jobs.stateful import MEASUREMENT_COLUMNS, STATE_SCHEMA
@@ -59,8 +65,8 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         }
     )
     spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
-    config = join_config(settings)
-    joiner = join_function(config)
+    plan = join_plan(settings)
+    joiner = join_function(plan)
 
     class ValueStateAsGroupState:
         """The adapter speaks applyInPandasWithState's GroupState; this adapts a ValueState
@@ -100,7 +106,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
 
     measurements = read_measurements(spark, settings)
     grouped = (
-        measurements.where(measurements.quantity.isin(list(config.quantities)))
+        measurements.where(joined_quantities(measurements.quantity, plan))
         .select(*MEASUREMENT_COLUMNS)
         .groupBy("thing")
     )

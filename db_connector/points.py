@@ -34,6 +34,7 @@ from streamkit.wire import (
     AvroCodec,
     dead_letters,
     read_record,
+    schema_before,
     schema_text,
     split_measurement,
     window_label,
@@ -116,14 +117,16 @@ def joined_time_and_tags(left_ms: int, right_ms: int) -> tuple[int, str]:
 
 
 def joined_converter() -> Converter:
-    decode = _decoder("joined")
+    decode = _evolving_decoder("joined")
 
     def convert(message: Message) -> str:
         r = decode(message.value())
         time_ns, gap_tag = joined_time_and_tags(r["left_time_ms"], r["right_time_ms"])
-        # tag keys in sorted order: long_gap_ms < pair < result_name < thing
+        # tag keys in sorted order: component < long_gap_ms < pair < result_name < thing; an
+        # explicit pair has no component (InfluxDB has no empty tag value)
         pair = pair_tag(r["left_quantity"], r["right_quantity"])
-        tags = f"{gap_tag[1:]},pair={pair}" if gap_tag else f"pair={pair}"
+        component = f"component={tag_value(r['component'])}," if r["component"] else ""
+        tags = component + (f"{gap_tag[1:]},pair={pair}" if gap_tag else f"pair={pair}")
         tags += f",result_name={tag_value(r['result_name'])},thing={thing_tag(r['thing'])}"
         fields = (
             f"result={float_field('result', r['result'])},"
@@ -136,16 +139,14 @@ def joined_converter() -> Converter:
     return convert
 
 
-def _aggregate_decoder() -> Callable[[bytes | None], dict[str, Any]]:
-    """The aggregate decoder, which also reads records written before ``closed_at_ms`` was added
-    (the topic keeps them for its retention): those end one field early, and Avro's schema
-    resolution from the older schema gives them null, as the field's default says."""
-    decode = _decoder("aggregate")
-    current = json.loads(schema_text("aggregate"))
-    older = fastavro.parse_schema(
-        {**current, "fields": [f for f in current["fields"] if f["name"] != "closed_at_ms"]}
-    )
-    reader = fastavro.parse_schema(current)
+def _evolving_decoder(schema: str) -> Callable[[bytes | None], dict[str, Any]]:
+    """The decoder of ``schema``, which also reads records written before its last field was
+    added (``streamkit.wire.ADDED_LAST``; the topic keeps them for its retention): those end
+    one field early, and Avro's schema resolution from the older schema gives them the field's
+    default."""
+    decode = _decoder(schema)
+    older = fastavro.parse_schema(json.loads(schema_before(schema)))
+    reader = fastavro.parse_schema(json.loads(schema_text(schema)))
 
     def decode_any(value: bytes | None) -> dict[str, Any]:
         try:
@@ -162,7 +163,7 @@ def _aggregate_decoder() -> Callable[[bytes | None], dict[str, Any]]:
 
 
 def aggregate_converter() -> Converter:
-    decode = _aggregate_decoder()
+    decode = _evolving_decoder("aggregate")
 
     def convert(message: Message) -> str:
         r = decode(message.value())

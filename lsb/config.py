@@ -1,7 +1,8 @@
 """Join configuration: which quantity pairs to join per key and with which policies.
 
 One config describes every pair of a key, so a single per-key state value can
-hold them all (one binary value per key in the Spark state store).
+hold them all (one binary value per key in the Spark state store). With pattern
+pairs (``lsb.plan``) a key's config grows by each component it shows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class PairSpec:
     result: ResultFn = mechanical_power
     #: Name of the result in outputs; defaults to the function's name.
     result_name: str = ""
+    #: The component a pattern pair found (``lsb.plan``); empty for an explicit pair.
+    component: str = ""
 
     def __post_init__(self) -> None:
         if self.left == self.right:
@@ -51,11 +54,11 @@ class JoinConfig:
     allowed_disorder_ms: int = 0
     partner_timeout_ms: int | None = None
     quantities: tuple[str, ...] = field(init=False)
+    #: The components of the pattern pairs it holds, sorted (``lsb.plan``).
+    components: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         pairs = tuple(self.pairs)
-        if not pairs:
-            raise ValueError("at least one pair is needed")
         names = [p.name for p in pairs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate pairs in {names}")
@@ -72,6 +75,9 @@ class JoinConfig:
                     quantities.append(q)
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "quantities", tuple(quantities))
+        object.__setattr__(
+            self, "components", tuple(sorted({p.component for p in pairs if p.component}))
+        )
         # Looked up once per record on the per-record path, so precomputed.
         object.__setattr__(self, "_codes", {q: i for i, q in enumerate(quantities)})
         object.__setattr__(

@@ -3,8 +3,10 @@
 A batch is the thing's records of every quantity in arrival order. Records stamped further
 ahead of the batch's processing time than ``max_future_ms`` are set aside first
 (``future_timestamp``) and the rest joined as if they had never come: one bad device clock must
-not move a stream's watermark for good. The join has no timers; :meth:`JoinOperator.finish`
-(end of stream) emits every pair still pending.
+not move a stream's watermark for good. With pattern pairs (``lsb.plan``) a thing's config
+grows by each component its records show, and each call says which config its output is of.
+The join has no timers; :meth:`JoinOperator.finish` (end of stream) emits every pair still
+pending.
 """
 
 from __future__ import annotations
@@ -18,29 +20,38 @@ from operators.records import Records
 
 from .batch import BatchResult, flush, process_batch
 from .config import JoinConfig
-from .serde import KIND, read_state, write_state
+from .plan import JoinPlan
+from .serde import KIND, read_entries, write_state
 from .state import JoinState
 
 
 @dataclass
 class JoinStep:
     """What one call emitted: the records set aside for a future timestamp, the records that
-    were joined (``result.late.index`` points into them) and the join's result."""
+    were joined (``result.late.index`` points into them), the join's result and the config its
+    pair and quantity codes are of."""
 
     ahead: Records
     joined: Records
     result: BatchResult
+    config: JoinConfig
 
 
 class JoinOperator(KeyedOperator[JoinState, JoinStep]):
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: JoinConfig, max_future_ms: int | None = None) -> None:
-        self.config = config
+    def __init__(self, config: JoinConfig | JoinPlan, max_future_ms: int | None = None) -> None:
+        self.plan = config if isinstance(config, JoinPlan) else JoinPlan.of(config)
+        #: the explicit pairs: a thing's config before any component
+        self.config = self.plan.config(())
         self.max_future_ms = max_future_ms
 
     def initial(self) -> JoinState:
         return JoinState.empty(self.config)
+
+    def config_of(self, state: JoinState) -> JoinConfig:
+        """The config ``state`` is aligned with."""
+        return self.plan.config(state.components)
 
     def process(self, state: JoinState, batch: Records, now_ms: int) -> tuple[JoinState, JoinStep]:
         ahead = Records.empty()
@@ -48,19 +59,25 @@ class JoinOperator(KeyedOperator[JoinState, JoinStep]):
             future = batch.event_time_ms > now_ms + self.max_future_ms
             if future.any():
                 ahead, batch = batch.take(future), batch.take(~future)
-        result = process_batch(self.config, state, batch.quantity, batch.event_time_ms, batch.value)
-        return result.state, JoinStep(ahead, batch, result)
+        config = self.config_of(state)
+        grown = self.plan.grown(config, batch.quantity)
+        if grown is not config:
+            state, config = state.moved(config, grown), grown
+        result = process_batch(config, state, batch.quantity, batch.event_time_ms, batch.value)
+        return result.state, JoinStep(ahead, batch, result, config)
 
     def finish(self, state: JoinState) -> tuple[JoinState, JoinStep]:
-        result = flush(self.config, "", state)
+        config = self.config_of(state)
+        result = flush(config, "", state)
         empty = Records.empty()
-        return result.state, JoinStep(empty, empty, result)
+        return result.state, JoinStep(empty, empty, result, config)
 
     def write(self, state: JoinState, out: Writer) -> None:
-        write_state(state, self.config, out)
+        write_state(state, self.config_of(state), out)
 
     def read(self, data: Reader) -> JoinState:
-        return read_state(data, self.config)
+        entries = read_entries(data)
+        return entries.state(self.plan.config(self.plan.components_of(entries.quantities)))
 
 
 __all__ = ["JoinOperator", "JoinStep"]

@@ -27,6 +27,8 @@ class JoinedPair(NamedTuple):
     right_value: float
     result: float
     event_time: int
+    #: the component a pattern pair found; empty for an explicit pair
+    component: str = ""
 
     @property
     def id(self) -> str:
@@ -94,6 +96,8 @@ class PairColumns:
         """Named output columns, ready for ``pandas.DataFrame(...)`` in a Spark UDF."""
         lefts = np.array([p.left for p in config.pairs], dtype=object)
         rights = np.array([p.right for p in config.pairs], dtype=object)
+        components = np.array([p.component for p in config.pairs], dtype=object)
+        names = np.array([p.result_name for p in config.pairs], dtype=object)
         return {
             "key": np.full(len(self), key, dtype=object),
             "left_quantity": lefts[self.pair],
@@ -105,12 +109,16 @@ class PairColumns:
             "result": self.result,
             "event_time": self.event_time,
             "id": np.array(self.ids(key, config), dtype=object),
+            "component": components[self.pair],
+            "result_name": names[self.pair],
         }
 
     def to_records(self, key: str, config: JoinConfig) -> list[JoinedPair]:
         specs = config.pairs
         return [
-            JoinedPair(key, specs[p].left, specs[p].right, lt, lv, rt, rv, res, ev)
+            JoinedPair(
+                key, specs[p].left, specs[p].right, lt, lv, rt, rv, res, ev, specs[p].component
+            )
             for p, lt, lv, rt, rv, res, ev in zip(
                 self.pair.tolist(),
                 self.left_time.tolist(),

@@ -8,10 +8,13 @@ Fields of kind ``join``::
                       left times i64[], left values f64[], right times i64[], right values f64[]
 
 Entries are matched to the config by name on restore, so adding a pair to the config keeps the
-state of the others; entries the config no longer has are dropped.
+state of the others; entries the config no longer has are dropped. With pattern pairs the
+names also say which components the state was kept for (``lsb.plan``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from operators.codec import Reader, Writer
 
@@ -38,25 +41,44 @@ def write_state(state: JoinState, config: JoinConfig, out: Writer) -> None:
             out.floats(side.values)
 
 
-def read_state(data: Reader, config: JoinConfig) -> JoinState:
-    state = JoinState.empty(config)
+@dataclass
+class Entries:
+    """A state's fields by name, before they are matched to a config."""
+
+    quantities: dict[str, QuantityState]
+    pairs: dict[tuple[str, str], PairState]
+
+    def state(self, config: JoinConfig) -> JoinState:
+        state = JoinState.empty(config)
+        for name, qs in self.quantities.items():
+            code = config.quantity_code(name)
+            if code >= 0:
+                state.quantities[code] = qs
+        index = {(p.left, p.right): k for k, p in enumerate(config.pairs)}
+        for names, ps in self.pairs.items():
+            k = index.get(names)
+            if k is not None:
+                state.pairs[k] = ps
+        return state
+
+
+def read_entries(data: Reader) -> Entries:
+    quantities = {}
     for _ in range(data.count()):
         name = data.text()
         last, max_seen = data.int64(), data.int64()
         times, values = data.ints().tolist(), data.floats().tolist()
-        code = config.quantity_code(name)
-        if code >= 0:
-            state.quantities[code] = QuantityState(
-                last, list(zip(times, values, strict=False)), max_seen
-            )
-    index = {(p.left, p.right): k for k, p in enumerate(config.pairs)}
+        quantities[name] = QuantityState(last, list(zip(times, values, strict=False)), max_seen)
+    pairs = {}
     for _ in range(data.count()):
         left, right = data.text(), data.text()
         sides = [SideBuffer(data.ints().tolist(), data.floats().tolist()) for _ in range(2)]
-        k = index.get((left, right))
-        if k is not None:
-            state.pairs[k] = PairState(*sides)
-    return state
+        pairs[(left, right)] = PairState(*sides)
+    return Entries(quantities, pairs)
+
+
+def read_state(data: Reader, config: JoinConfig) -> JoinState:
+    return read_entries(data).state(config)
 
 
 def to_bytes(state: JoinState, config: JoinConfig) -> bytes:

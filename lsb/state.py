@@ -57,13 +57,28 @@ class JoinState:
 
     quantities: list[QuantityState]
     pairs: list[PairState]
+    #: The components its config holds (``JoinConfig.components``): with pattern pairs, which
+    #: config the lists above are aligned with.
+    components: tuple[str, ...] = ()
 
     @classmethod
     def empty(cls, config: JoinConfig) -> JoinState:
         return cls(
             quantities=[QuantityState() for _ in config.quantities],
             pairs=[PairState() for _ in config.pairs],
+            components=config.components,
         )
+
+    def moved(self, config: JoinConfig, grown: JoinConfig) -> JoinState:
+        """This state (aligned with ``config``) aligned with ``grown``, which holds every
+        quantity and pair of ``config``: new entries start empty."""
+        state = JoinState.empty(grown)
+        for name, qs in zip(config.quantities, self.quantities, strict=True):
+            state.quantities[grown.quantity_code(name)] = qs
+        index = {p.name: k for k, p in enumerate(grown.pairs)}
+        for spec, ps in zip(config.pairs, self.pairs, strict=True):
+            state.pairs[index[spec.name]] = ps
+        return state
 
     def buffered_records(self) -> int:
         """Records held in memory (pair buffers + reorder stage); for monitoring."""

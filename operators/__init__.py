@@ -2,7 +2,8 @@
 
 Pure (numpy only, no Spark): the contract (:mod:`operators.contract`), the one versioned state
 encoding (:mod:`operators.codec`), the time sentinels and typed durations
-(:mod:`operators.time`), the reasons a record is handed back (:mod:`operators.reasons`) and the
+(:mod:`operators.time`), the component patterns of quantity names (:mod:`operators.patterns`),
+the reasons a record is handed back (:mod:`operators.reasons`) and the
 compositions the single pass is built from (:mod:`operators.compose`). ``docs/operators.md``.
 """
 
@@ -11,12 +12,14 @@ from operators.codec import VERSION, Reader, Writer
 from operators.compose import ByQuantity, Emitted, Together
 from operators.contract import KeyedOperator, due
 from operators.errors import StateFormatError, StateVersionError
+from operators.patterns import Pattern, is_pattern
 from operators.records import Records
 from operators.time import END_TIME, NO_TIME, ms, to_ms
 
 __all__ = [
     "END_TIME",
     "NO_TIME",
+    "Pattern",
     "VERSION",
     "ByQuantity",
     "Emitted",
@@ -28,6 +31,7 @@ __all__ = [
     "Together",
     "Writer",
     "due",
+    "is_pattern",
     "ms",
     "reasons",
     "to_ms",

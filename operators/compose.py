@@ -8,7 +8,7 @@ as it does alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,15 +85,29 @@ class ByQuantity(KeyedOperator[dict[str, Any], Emitted]):
         return state
 
 
+#: Which of a batch's records a part of :class:`Together` takes: its quantities' names, a
+#: function of the quantity column giving a mask (names found by pattern), or None: all.
+Selection = Sequence[str] | Callable[[np.ndarray], np.ndarray] | None
+
+
+def _selected(batch: Records, selection: Selection) -> Records:
+    if selection is None:
+        return batch
+    if callable(selection):
+        return batch.take(selection(batch.quantity))
+    return batch.take(np.isin(batch.quantity, selection))
+
+
 class Together(KeyedOperator[list[Any], Emitted]):
     """Several operators on the same key, in the order given; each part sees the batch's records
-    of its quantities (None: all of them) and is not called for a batch without any."""
+    it selects (:data:`Selection`) and is not called for a batch without any."""
 
     kind: ClassVar[str] = "together"
 
-    def __init__(self, *parts: tuple[str, KeyedOperator, Sequence[str] | None]) -> None:
+    def __init__(self, *parts: tuple[str, KeyedOperator, Selection]) -> None:
         self.parts = [
-            (name, operator, None if q is None else list(q)) for name, operator, q in parts
+            (name, operator, q if q is None or callable(q) else list(q))
+            for name, operator, q in parts
         ]
 
     def for_key(self, key: str) -> Together:
@@ -110,7 +124,7 @@ class Together(KeyedOperator[list[Any], Emitted]):
     def process(self, state: list[Any], batch: Records, now_ms: int) -> tuple[list[Any], Emitted]:
         emitted: Emitted = []
         for k, (name, operator, quantities) in enumerate(self.parts):
-            mine = batch if quantities is None else batch.take(np.isin(batch.quantity, quantities))
+            mine = _selected(batch, quantities)
             if len(mine):
                 state[k], out = operator.process(state[k], mine, now_ms)
                 emitted.append((name, mine, out))

@@ -37,19 +37,25 @@ SERVICE = "spark_aggregate"
 
 
 def read_join_results(spark: SparkSession, settings: AggregateSettings) -> DataFrame:
-    """The joined topic as measurements: quantity = the pair's result name, value = its result,
-    event time = the pair's (the later input's), row_id = the pair's id."""
+    """The joined topic as measurements: quantity = the pair's result name, followed by
+    ``_<component>`` for a pattern pair's (``mechanical_power_C12``: each component its own
+    series), value = its result, event time = the pair's (the later input's), row_id = the
+    pair's id."""
     from pyspark.sql import functions as F
 
     pairs = dead_letters.decode(
         read_kafka(spark, settings, settings.joined_topic),
         schema_text("joined"),
         framed=settings.schema_registry,
+        evolved="joined",
     )
+    component = F.col("d.component")
     return observe_event_time(
         pairs.select(
             F.col("d.thing").alias("thing"),
-            F.col("d.result_name").alias("quantity"),
+            F.when((component.isNull()) | (component == ""), F.col("d.result_name"))
+            .otherwise(F.concat(F.col("d.result_name"), F.lit("_"), component))
+            .alias("quantity"),
             "d.event_time_ms",
             F.col("d.result").alias("value"),
             F.col("d.id").alias("row_id"),

@@ -171,10 +171,10 @@ class JoinSettings(SparkJobSettings):
     kafka_username: str = login_as("kafka", "spark-join")
     metrics_port: int = serves_metrics_on(9203)
     pairs: str = setting(
-        "actSpeed_C11:vaTorque_C11:mechanical_power",
+        "actSpeed_*:vaTorque_*:mechanical_power",
         "JOIN_PAIRS",
-        "pairs joined per thing: left:right[:result] separated by commas; results: "
-        + ", ".join(sorted(RESULT_FUNCTIONS)),
+        "pairs joined per thing: left:right[:result] separated by commas, a '*' in both names "
+        "joining every component; results: " + ", ".join(sorted(RESULT_FUNCTIONS)),
     )
     max_gap_ms: int = setting(
         0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)"

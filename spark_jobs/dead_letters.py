@@ -10,10 +10,12 @@ reader of the topic for the bad records alone would read every batch twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.output_columns import Fields, OutputRows
+from streamkit.wire import ADDED_LAST, schema_before
 from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.registry import MAGIC
 
@@ -35,12 +37,15 @@ OUTPUT_FIELDS: Fields = [
 ]
 
 
-def decode(frame: DataFrame, schema: str, framed: bool = False) -> DataFrame:
+def decode(frame: DataFrame, schema: str, framed: bool = False, evolved: str = "") -> DataFrame:
     """Kafka records -> ``d`` (the decoded struct), the INPUT_COLUMNS and ``kafka_partition``,
     ``kafka_offset``. PERMISSIVE makes an undecodable value a struct of nulls; ``thing`` is
     never null in a datum of either input schema, so its null marks the record. ``framed``:
     values open with the schema registry's 5-byte header (streamkit.wire.registry), cut off
-    before decoding; a value without its magic byte decodes to nothing, a dead letter."""
+    before decoding; a value without its magic byte decodes to nothing, a dead letter.
+    ``evolved``: the schema's name when records written before its last field was added
+    (``streamkit.wire.ADDED_LAST``) are read too: with the older schema, that field taking its
+    default, as Avro's schema resolution reads them."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -49,8 +54,21 @@ def decode(frame: DataFrame, schema: str, framed: bool = False) -> DataFrame:
         body = F.when(
             F.substring("value", 1, 1) == F.lit(bytes([MAGIC])), F.expr("substring(value, 6)")
         )
+    current = from_avro(body, schema, {"mode": "PERMISSIVE"})
+    if evolved:
+        before = from_avro(body, schema_before(evolved), {"mode": "PERMISSIVE"})
+        fields = {f["name"]: f.get("default") for f in json.loads(schema)["fields"]}
+        added = ADDED_LAST[evolved]
+        current = F.when(current["thing"].isNotNull(), current).otherwise(
+            F.struct(
+                *[
+                    (F.lit(fields[name]) if name == added else before[name]).alias(name)
+                    for name in fields
+                ]
+            )
+        )
     decoded = frame.select(
-        from_avro(body, schema, {"mode": "PERMISSIVE"}).alias("d"),
+        current.alias("d"),
         "key",
         "value",
         F.col("partition").alias("kafka_partition"),

@@ -15,9 +15,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lsb import JoinConfig, JoinOperator, JoinStep, PairSpec
+from lsb import JoinOperator, JoinStep, PairSpec
+from lsb.plan import JoinPlan, PatternPair
 from lsb.results import RESULT_FUNCTIONS, ResultFn
-from operators import Records
+from operators import Pattern, Records, is_pattern
 from operators.reasons import FUTURE_TIMESTAMP
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import JoinSettings
@@ -28,7 +29,7 @@ from streamkit.errors import ConfigError
 from streamkit.wire.registry import header as registry_header
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 def result_function(name: str, variable: str) -> ResultFn:
@@ -39,27 +40,56 @@ def result_function(name: str, variable: str) -> ResultFn:
     return RESULT_FUNCTIONS[name]
 
 
-def parse_pairs(text: str) -> tuple[PairSpec, ...]:
-    specs = []
+def parse_pairs(text: str) -> tuple[tuple[PairSpec, ...], tuple[PatternPair, ...]]:
+    """JOIN_PAIRS: ``left:right[:result]`` items, comma separated; an item whose names hold a
+    ``*`` each is a pattern pair, joined once per component (docs/join.md)."""
+    specs, patterns = [], []
     for item in filter(None, (part.strip() for part in text.split(","))):
         parts = item.split(":")
         if len(parts) not in (2, 3):
             raise ConfigError("JOIN_PAIRS", f"{item!r} is not left:right[:result]")
         left, right, *rest = parts
         result = rest[0] if rest else "mechanical_power"
-        specs.append(PairSpec(left, right, result_function(result, "JOIN_PAIRS"), result))
-    if not specs:
+        function = result_function(result, "JOIN_PAIRS")
+        try:
+            if is_pattern(left) or is_pattern(right):
+                patterns.append(PatternPair(Pattern(left), Pattern(right), function, result))
+            else:
+                specs.append(PairSpec(left, right, function, result))
+        except ValueError as exc:
+            raise ConfigError("JOIN_PAIRS", f"{item!r}: {exc}") from None
+    if not specs and not patterns:
         raise ConfigError("JOIN_PAIRS", "names no pair (left:right[:result], comma separated)")
-    return tuple(specs)
+    return tuple(specs), tuple(patterns)
 
 
-def join_config(settings: JoinSettings) -> JoinConfig:
-    return JoinConfig(
-        pairs=parse_pairs(settings.pairs),
-        max_gap_ms=settings.max_gap_ms or None,
-        allowed_disorder_ms=settings.allowed_disorder_ms,
-        partner_timeout_ms=settings.partner_timeout_ms or None,
-    )
+def join_plan(settings: JoinSettings) -> JoinPlan:
+    """JOIN_* as the join's plan; a bad JOIN_PAIRS is a configuration error naming it."""
+    pairs, patterns = parse_pairs(settings.pairs)
+    try:
+        return JoinPlan(
+            pairs,
+            patterns,
+            max_gap_ms=settings.max_gap_ms or None,
+            allowed_disorder_ms=settings.allowed_disorder_ms,
+            partner_timeout_ms=settings.partner_timeout_ms or None,
+        )
+    except ValueError as exc:
+        raise ConfigError("JOIN_PAIRS", str(exc)) from None
+
+
+def joined_quantities(quantity: Column, plan: JoinPlan) -> Column:
+    """Whether a record's quantity is one the plan joins, as a Spark condition."""
+    from pyspark.sql import functions as F
+
+    wanted = quantity.isin(list(plan.config(()).quantities))
+    for pattern in dict.fromkeys(p for pair in plan.patterns for p in (pair.left, pair.right)):
+        wanted = wanted | (
+            quantity.startswith(pattern.prefix)
+            & quantity.endswith(pattern.suffix)
+            & (F.length(quantity) > len(pattern.prefix) + len(pattern.suffix))
+        )
+    return wanted
 
 
 #: What the state function hands back: one row per joined pair or late record, as plain
@@ -78,6 +108,7 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
     ("result_name", "string"),
     ("result", "double"),
     ("event_time_ms", "long"),
+    ("component", "string"),
     ("quantity", "string"),
     ("value", "double"),
     ("row_id", "string"),
@@ -91,10 +122,8 @@ STAGE = "join"  #: the late records' stage
 class JoinRows:
     """Renders what the join operator emitted for a thing as output rows: records set aside for
     a future timestamp, joined pairs, late records (each kind's other columns are filler:
-    ``to_kafka_records`` reads only its own kind's). Picklable."""
-
-    def __init__(self, config: JoinConfig) -> None:
-        self.config = config
+    ``to_kafka_records`` reads only its own kind's). Names come from the config each step is
+    of (a thing's pairs grow with its components). Picklable."""
 
     def __call__(
         self, out: OutputRows, key: tuple, batch: Records, step: JoinStep, tags: dict[str, Any]
@@ -117,8 +146,7 @@ class JoinRows:
             )
         pairs, late = step.result.pairs, step.result.late
         if len(pairs):
-            columns = pairs.to_columns(thing, self.config)
-            names = np.array([spec.result_name for spec in self.config.pairs], dtype=object)
+            columns = pairs.to_columns(thing, step.config)
             out.add(
                 len(pairs),
                 record_type="joined",
@@ -132,11 +160,12 @@ class JoinRows:
                 right_value=columns["right_value"],
                 result=columns["result"],
                 event_time_ms=columns["event_time"],
-                result_name=names[pairs.pair],
+                result_name=columns["result_name"],
+                component=columns["component"],
                 **tags,
             )
         if len(late):
-            columns = late.to_columns(thing, self.config)
+            columns = late.to_columns(thing, step.config)
             index = late.index
             row_ids = step.joined.row_id
             out.add(
@@ -152,9 +181,9 @@ class JoinRows:
             )
 
 
-def join_function(config: JoinConfig, max_future_ms: int | None = None) -> OperatorFunction:
+def join_function(plan: JoinPlan, max_future_ms: int | None = None) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch."""
-    return OperatorFunction(JoinOperator(config, max_future_ms), JoinRows(config), OUTPUT_FIELDS)
+    return OperatorFunction(JoinOperator(plan, max_future_ms), JoinRows(), OUTPUT_FIELDS)
 
 
 def to_kafka_records(
@@ -192,9 +221,8 @@ def build_join(settings: JoinSettings):
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
     from spark_jobs.runner import read_measurements, topic_partitions
 
-    config = join_config(settings)
-    function = join_function(config, settings.max_future_ms())
-    wanted = list(config.quantities)
+    plan = join_plan(settings)
+    function = join_function(plan, settings.max_future_ms())
     partitions = {
         topic: topic_partitions(settings, topic)
         for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)
@@ -203,7 +231,7 @@ def build_join(settings: JoinSettings):
     def build(spark: SparkSession) -> DataFrame:
         measurements = read_measurements(spark, settings)
         relevant = measurements.where(
-            measurements.quantity.isin(wanted) | measurements.thing.isNull()
+            joined_quantities(measurements.quantity, plan) | measurements.thing.isNull()
         )
         rows = function.apply(relevant.select(*MEASUREMENT_COLUMNS).groupBy("thing"))
         return to_kafka_records(rows, settings, partitions)
@@ -213,7 +241,7 @@ def build_join(settings: JoinSettings):
 
 def check(settings: JoinSettings) -> None:
     """Fail fast on a bad JOIN_PAIRS, before Spark starts."""
-    join_config(settings)
+    join_plan(settings)
 
 
 JOB = StreamingJob(

@@ -46,22 +46,7 @@ def joined_route(topic: str, partitions: int, header: bytes = b"") -> Route:
 
     from streamkit.wire import schema_text
 
-    value = to_avro(
-        F.struct(
-            "id",
-            "thing",
-            "left_quantity",
-            "right_quantity",
-            "left_time_ms",
-            "right_time_ms",
-            "left_value",
-            "right_value",
-            "result_name",
-            "result",
-            "event_time_ms",
-        ),
-        schema_text("joined"),
-    )
+    value = to_avro(F.struct(*schema_fields("joined")), schema_text("joined"))
     return Route(JOINED, topic, partitions, F.col("id"), framed(value, header))
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lsb import JoinConfig, JoinOperator
+from lsb import JoinOperator
+from lsb.plan import JoinPlan
 from operators import ByQuantity, Emitted, KeyedOperator, Records, Together, ms
 from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs
 from spark_jobs.config import SinglePassSettings
@@ -85,11 +86,11 @@ class ThingRows:
                 )
 
 
-def thing_operator(settings: SinglePassSettings, config: JoinConfig) -> Together:
+def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
     """The join on its quantities and every quantity's windows, on one thing's records; with
     OPSTATS_POWER, the operation statistics of every component too."""
     parts: list[tuple[str, KeyedOperator, Any]] = [
-        (join.STAGE, JoinOperator(config, settings.max_future_ms()), config.quantities),
+        (join.STAGE, JoinOperator(plan, settings.max_future_ms()), plan.selects),
         (
             aggregate.STAGE,
             ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),
@@ -105,10 +106,9 @@ def thing_operator(settings: SinglePassSettings, config: JoinConfig) -> Together
 def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
     rows when the earliest idle timer of its quantities fired."""
-    config = join.join_config(settings)
     return OperatorFunction(
-        thing_operator(settings, config),
-        ThingRows(join.JoinRows(config)),
+        thing_operator(settings, join.join_plan(settings)),
+        ThingRows(join.JoinRows()),
         OUTPUT_FIELDS,
         aggregate.NULLABLE,
         timers=bool(settings.idle_timeout_ms()),
@@ -209,8 +209,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     from spark_jobs.driver_outputs import SCHEMA_NAMES, KafkaOutputs
     from spark_jobs.outputs import AGGREGATE, JOINED, LATE
 
-    config = join.join_config(settings)
-    operator = thing_operator(settings, config)
+    operator = thing_operator(settings, join.join_plan(settings))
     with_stats = statistics_on(settings)
     partitions = output_partitions(settings)
     topics = {
@@ -234,7 +233,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:
         return driver_state.DriverStateBatches(
             KeyedStates(operator),
-            ThingRows(join.JoinRows(config)),
+            ThingRows(join.JoinRows()),
             operation_stats.with_cycles(OUTPUT_FIELDS) if with_stats else OUTPUT_FIELDS,
             aggregate.NULLABLE,
             outputs,

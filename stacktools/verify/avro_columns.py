@@ -5,8 +5,9 @@ fastavro or the connector's hand-written reader, costs more than everything else
 Here every field is decoded for all records of a block together, field by field, from the
 schemas of the wire contract (streamkit/wire/schemas) and its registry framing
 (streamkit.wire.registry): strings, longs, doubles and ``[null, long|double]`` unions, the only
-types our schemas use. A trailing optional field that a record does not hold reads as null: an
-older writer's record, as Avro's schema resolution reads it (the aggregate's ``closed_at_ms``).
+types our schemas use. A trailing optional field that a record does not hold reads as null, a
+trailing string with a default as its default: an older writer's record, as Avro's schema
+resolution reads it (the aggregate's ``closed_at_ms``, the joined pair's ``component``).
 Text becomes categoricals: each distinct string is decoded once. Strict: a record that does not
 end exactly where its last field does, or holds text that is not UTF-8, is refused; the unit
 tests decode the same bytes with the wire contract's reader and compare.
@@ -96,6 +97,20 @@ class _Block:
         return _categorical(self, start, length) if text else None
 
 
+def _string_or_default(block: _Block, default: str, text: bool) -> pd.Categorical | None:
+    """A trailing string with a default: read where the record holds it, else the default."""
+    present = np.flatnonzero(block.pos < block.end)
+    found = block.string(present, text)
+    if not text:
+        return None
+    assert found is not None
+    if len(present) == len(block.pos):
+        return found
+    values = np.full(len(block.pos), default, dtype=object)
+    values[present] = np.asarray(found, dtype=object)
+    return pd.Categorical(values)
+
+
 def _bytes_at(block: _Block, start: np.ndarray, length: np.ndarray, j: int) -> np.ndarray:
     """Byte j of each string, 0 past its end."""
     return np.where(j < length, block.byte(start + j), 0).astype(np.uint64)
@@ -156,6 +171,9 @@ def decode_columns(
             block.refuse(present_bytes & (branch != 0) & (branch != 1), "a bad union branch")
             rows = everyone[branch == 1]
             column = np.full(len(values), np.nan)
+        if field.kind == "string" and field.default is not None:
+            out[field.name] = _string_or_default(block, field.default, field.name in text)
+            continue
         if field.kind == "string":
             out[field.name] = block.string(rows, field.name in text)
             continue

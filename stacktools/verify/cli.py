@@ -95,7 +95,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", type=Path, help="also write the verdict as JSON to this file")
     rules = p.add_argument_group("the stages' options (default: as the Spark job reads them)")
-    rules.add_argument("--pairs", help="JOIN_PAIRS: left:right[:result], comma separated")
+    rules.add_argument(
+        "--pairs",
+        help="JOIN_PAIRS: left:right[:result], comma separated ('*': every component)",
+    )
     rules.add_argument("--max-gap-ms", type=int, help="JOIN_MAX_GAP_MS")
     rules.add_argument("--tumbling", help="AGGREGATE_TUMBLING")
     rules.add_argument("--sliding", help="AGGREGATE_SLIDING")

@@ -38,11 +38,19 @@ KEYS = {
     "overload": ["thing", "component", "rating", "status", "start_ms"],
 }
 #: Tags that are values rather than part of the identity (compared as text).
-TEXT_VALUES = ("result_name", "power", "why")
+TEXT_VALUES = ("result_name", "component", "power", "why")
 #: The compared values of each measurement (fields, the tags outside the identity, the time).
 VALUES = {
     "raw": ["time_ns", "value"],
-    "joined": ["time_ns", "result_name", "long_gap_ms", "result", "left_value", "right_value"],
+    "joined": [
+        "time_ns",
+        "result_name",
+        "component",
+        "long_gap_ms",
+        "result",
+        "left_value",
+        "right_value",
+    ],
     "aggregate": [
         "time_ns",
         "count",
@@ -151,7 +159,8 @@ def expectation(records: Records, rules: Rules) -> Expectation:
     late = _Columns(KEYS["late"] + VALUES["late"] + ["pending"], {"pending": False})
     windows = _Columns(KEYS["aggregate"] + VALUES["aggregate"] + ["pending", "closes_ms"])
     joined = _Columns(KEYS["joined"] + VALUES["joined"])
-    paired = {q for pair in rules.pairs for q in (pair.left, pair.right)}
+    pairs = rules.joined_pairs(list(records.quantities))
+    paired = {q for pair in pairs for q in (pair.left, pair.right)}
     accepted: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
     newest: dict[str, int] = {}
     key = records.thing.astype(np.int64) * max(len(records.quantities), 1) + records.quantity
@@ -171,7 +180,7 @@ def expectation(records: Records, rules: Rules) -> Expectation:
             ids = [records.row_ids[r] for r in row] if _has_copies(t) else []
             _windows(windows, late, thing, quantity, t, v, ids, rules)
     for (thing_code, quantity), _ in list(accepted.items()):
-        for pair in rules.pairs:
+        for pair in pairs:
             if pair.left == quantity and (thing_code, pair.right) in accepted:
                 _join(
                     joined,
@@ -292,6 +301,7 @@ def _join(
         right_time_ms=b,
         time_ns=np.maximum(a, b) * NS_PER_MS + discriminator,
         result_name=pair.result_name,
+        component=pair.component,
         long_gap_ms=np.where(long_gap, (b - a).astype(np.float64), np.nan),
         result=RESULTS[pair.result_name](lv[li], rv[ri]),
         left_value=lv[li],

@@ -52,7 +52,7 @@ TOPICS = {
     "joined": (
         "joined_topic",
         "joined",
-        frozenset({"thing", "left_quantity", "right_quantity", "result_name"}),
+        frozenset({"thing", "left_quantity", "right_quantity", "result_name", "component"}),
     ),
     "aggregate": ("aggregates_topic", "aggregate", frozenset({"thing", "quantity", "window_kind"})),
     "late": ("late_topic", "late", frozenset({"thing", "quantity", "reason", "stage"})),
@@ -222,6 +222,7 @@ class TopicsReader:
                 "right_time_ms": c["right_time_ms"],
                 "time_ns": c["event_time_ms"] * NS_PER_MS,
                 "result_name": c["result_name"],
+                "component": c["component"],
                 "long_gap_ms": np.full(len(c["result"]), np.nan),
                 "result": c["result"],
                 "left_value": c["left_value"],

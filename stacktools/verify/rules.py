@@ -17,13 +17,39 @@ OFF = {"", "off", "none"}
 
 @dataclass(frozen=True)
 class Pair:
+    """A JOIN_PAIRS item: two quantities, or two patterns with one ``*`` each (then
+    :meth:`Rules.joined_pairs` makes one pair per component the file shows)."""
+
     left: str
     right: str
     result_name: str = "mechanical_power"
+    component: str = ""
 
     @property
     def tag(self) -> str:
         return f"{self.left}:{self.right}"
+
+    @property
+    def is_pattern(self) -> bool:
+        return "*" in self.left
+
+    def components(self, quantities: list[str]) -> set[str]:
+        """What the ``*`` of either name stands for in the names (never empty)."""
+        found = set()
+        for pattern in (self.left, self.right):
+            head, tail = pattern.split("*")
+            for q in quantities:
+                if len(q) > len(head) + len(tail) and q.startswith(head) and q.endswith(tail):
+                    found.add(q[len(head) : len(q) - len(tail)])
+        return found
+
+    def of(self, component: str) -> Pair:
+        return Pair(
+            self.left.replace("*", component),
+            self.right.replace("*", component),
+            self.result_name,
+            component,
+        )
 
 
 @dataclass(frozen=True)
@@ -79,6 +105,17 @@ class Rules:
     lateness_ms: int
     stats: StatsRules | None = None
 
+    def joined_pairs(self, quantities: list[str]) -> tuple[Pair, ...]:
+        """The concrete pairs: the explicit ones, and each pattern pair once per component
+        the file's quantity names show."""
+        out: list[Pair] = []
+        for pair in self.pairs:
+            if pair.is_pattern:
+                out += [pair.of(c) for c in sorted(pair.components(quantities))]
+            else:
+                out.append(pair)
+        return tuple(out)
+
 
 class UnsupportedRules(ValueError):
     """Options whose outcome depends on more than the file (verify refuses them plainly)."""
@@ -92,6 +129,9 @@ def parse_pairs(text: str) -> tuple[Pair, ...]:
         parts = [p.strip() for p in item.split(":")]
         if len(parts) not in (2, 3) or parts[-1] == "":
             raise ValueError(f"JOIN_PAIRS: {item!r} is not left:right[:result]")
+        stars = (parts[0].count("*"), parts[1].count("*"))
+        if stars not in ((0, 0), (1, 1)):
+            raise ValueError(f"JOIN_PAIRS: {item!r}: a pattern pair has one '*' in each name")
         if len(parts) == 3 and parts[2] not in RESULT_NAMES:
             raise ValueError(f"JOIN_PAIRS: unknown result {parts[2]!r}")
         pairs.append(Pair(*parts))

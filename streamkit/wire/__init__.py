@@ -3,6 +3,7 @@ keys and partitions, window labels, dead-letter headers, Avro in both directions
 place in the core so that a writer and its readers cannot drift apart."""
 
 from streamkit.wire.avro import (
+    ADDED_LAST,
     AvroCodec,
     MeasurementEncoder,
     avro_double,
@@ -11,6 +12,7 @@ from streamkit.wire.avro import (
     parsed_schema,
     read_long,
     read_record,
+    schema_before,
     schema_text,
     split_measurement,
 )
@@ -31,6 +33,7 @@ from streamkit.wire.keys import (
 from streamkit.wire.labels import WindowLabel, parse_window_label, window_label
 
 __all__ = [
+    "ADDED_LAST",
     "AvroCodec",
     "MeasurementEncoder",
     "RecordKey",
@@ -50,6 +53,7 @@ __all__ = [
     "read_record",
     "record_key",
     "record_key_column",
+    "schema_before",
     "schema_text",
     "shard_prefix",
     "split_measurement",

@@ -23,6 +23,19 @@ def schema_text(name: str) -> str:
     return schema_file(name).read_text()
 
 
+#: schema -> its last field, added with a default after records were written without it: a
+#: reader also reads those older records (schema resolution gives them the default)
+ADDED_LAST = {"aggregate": "closed_at_ms", "joined": "component"}
+
+
+@cache
+def schema_before(name: str) -> str:
+    """The schema as it was before its :data:`ADDED_LAST` field, as JSON text."""
+    current = json.loads(schema_text(name))
+    added = ADDED_LAST[name]
+    return json.dumps({**current, "fields": [f for f in current["fields"] if f["name"] != added]})
+
+
 @cache
 def parsed_schema(name: str) -> Any:
     return fastavro.parse_schema(json.loads(schema_text(name)))
@@ -35,6 +48,8 @@ class FlatField:
     name: str
     kind: str  # string | long | double
     optional: bool  # ["null", kind]: a long or a double that may be null
+    #: a string added to the schema with this default: an older writer's record ends before it
+    default: str | None = None
 
 
 def flat_fields(schema: str) -> list[FlatField]:
@@ -51,7 +66,8 @@ def flat_fields(schema: str) -> list[FlatField]:
             kind = kind[1]
         elif kind not in ("string", "long", "double"):
             raise ValueError(f"{schema}.avsc: {spec['name']} has the unsupported type {kind}")
-        out.append(FlatField(spec["name"], kind, optional))
+        default = spec.get("default") if kind == "string" else None
+        out.append(FlatField(spec["name"], kind, optional, default))
     return out
 
 

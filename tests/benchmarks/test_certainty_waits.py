@@ -9,10 +9,11 @@ import random
 import pytest
 
 from benchmarks.bench_batches import certainty_waits
-from lsb import JoinConfig, PairSpec
+from lsb import PairSpec
+from lsb.plan import JoinPlan
 from tests.support.oracles.join import certain_pairs
 
-CONFIG = JoinConfig(pairs=(PairSpec("L", "R"),))
+CONFIG = JoinPlan(pairs=(PairSpec("L", "R"),))
 RATE = 1000  # rows/s: row i arrives (and is stamped) at i ms
 
 

@@ -88,7 +88,7 @@ def test_undecodable_values_are_refused(value: bytes | None) -> None:
     assert caught.value.reason == "undecodable"
 
 
-def joined_value(left_ms: int, right_ms: int) -> bytes:
+def joined_value(left_ms: int, right_ms: int, *component: str) -> bytes:
     return FlatRecordEncoder("joined").encode(
         (
             "id",
@@ -102,8 +102,19 @@ def joined_value(left_ms: int, right_ms: int) -> bytes:
             "mechanical_power",
             6.0,
             max(left_ms, right_ms),
+            *component,
         )
     )
+
+
+def test_a_pattern_pairs_result_is_tagged_with_its_component_an_older_record_with_none() -> None:
+    convert = joined_converter()
+    line = convert(message(joined_value(5000, 3000, "C12")))
+    assert line.startswith("joined,component=C12,pair=speed:torque,result_name=mechanical_power,")
+    older = joined_value(5000, 3000)[:-1]  # written before the component: no trailing string
+    assert convert(message(older)).startswith("joined,pair=speed:torque,result_name=")
+    with pytest.raises(PointError, match="not an Avro joined"):  # cut short: neither schema
+        convert(message(older[:-1]))
 
 
 def test_joined_line_is_exact() -> None:

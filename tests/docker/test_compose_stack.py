@@ -46,7 +46,7 @@ DATABASE = "machinedata"
 WINDOWS, LATENESS_MS = [Spec("tumbling", 10_000, 10_000)], 10_000
 #: The compose stack's join (JOIN_PAIRS's default) and windows, for the oracle.
 COMPOSE_PIPELINE = PipelineSpec(
-    pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+    pairs=tuple(parse_pairs("actSpeed_*:vaTorque_*:mechanical_power")),
     windows=tuple(WINDOWS),
     lateness_ms=LATENESS_MS,
     stats=default_stats(),

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = Path("tests/data/test_events.json")  # as the README spells it: relative to the clone
 #: The demo's pipeline with a user's defaults (spark_jobs.config): the join, tumbling 10 s windows.
 DEMO_PIPELINE = PipelineSpec(
-    pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+    pairs=tuple(parse_pairs("actSpeed_*:vaTorque_*:mechanical_power")),
     windows=(Spec("tumbling", 10_000, 10_000),),
     lateness_ms=10_000,
     stats=default_stats(),

@@ -42,7 +42,7 @@ ROW_SPACING_MS = 100
 #: The single pass with its default join, windows and statistics (spark_jobs.config), a 500 ms
 #: session gap and reference cycles of a minute (the replay lasts minutes: the dashboard's cycles).
 SINGLE_PASS_DEFAULTS = PipelineSpec(
-    pairs=tuple(parse_pairs("actSpeed_C11:vaTorque_C11:mechanical_power")),
+    pairs=tuple(parse_pairs("actSpeed_*:vaTorque_*:mechanical_power")),
     windows=(Spec("tumbling", 10_000, 10_000), Spec("session", 500, 500)),
     lateness_ms=10_000,
     stats=dataclasses.replace(default_stats(), cycle_ms=60_000),

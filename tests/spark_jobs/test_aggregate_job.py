@@ -7,6 +7,8 @@ whatever trigger size cut the input into batches.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import time
 import urllib.request
@@ -350,8 +352,13 @@ def wait_for(
 
 def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path) -> None:
     """--source joined: each join result (here mechanical_power) aggregated as a quantity of its
-    own, keyed and judged like a raw quantity, in the joined topic's arrival order."""
+    own, keyed and judged like a raw quantity, in the joined topic's arrival order. A pattern
+    pair's result is its component's own series (``mechanical_power_C11``); a pair written
+    before the component field existed reads as an explicit pair's (``mechanical_power``)."""
+    import fastavro
+
     from lsb import JoinConfig, LocalStreamBuffer
+    from streamkit.wire import schema_before
 
     buffer = LocalStreamBuffer(JoinConfig.single("actSpeed_C11", "vaTorque_C11"))
     pairs = []
@@ -359,41 +366,53 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
         if quantity in ("actSpeed_C11", "vaTorque_C11"):
             pairs.extend(buffer.push(thing, quantity, t, value).pairs)
     assert len(pairs) > 1000
+    older_things = {sorted({p.key for p in pairs})[0]}  # its pairs in the older layout
     as_records: list[Record] = [
-        (p.key, "mechanical_power", p.event_time, p.result, p.id) for p in pairs
+        (
+            p.key,
+            "mechanical_power" if p.key in older_things else "mechanical_power_C11",
+            p.event_time,
+            p.result,
+            p.id,
+        )
+        for p in pairs
     ]
     specs = [TUMBLING, SLIDING]
     expected = window_oracle(
         as_records, specs, LATENESS_MS, same_by_row_id=True
     )  # pairs share event times
     assert expected.windows
+    assert {w[1] for w in expected.windows} == {"mechanical_power", "mechanical_power_C11"}
 
     joined = private_topic(stack_settings, "joined", 1)
     codec = AvroCodec("joined")
+    older = fastavro.parse_schema(json.loads(schema_before("joined")))
+
+    def encoded(thing: str, t: int, value: float, row_id: str) -> bytes:
+        record = {
+            "id": row_id,
+            "thing": thing,
+            "left_quantity": "actSpeed_C11",
+            "right_quantity": "vaTorque_C11",
+            "left_time_ms": t,
+            "right_time_ms": t,
+            "left_value": 0.0,
+            "right_value": 0.0,
+            "result_name": "mechanical_power",
+            "result": value,
+            "event_time_ms": t,
+        }
+        if thing not in older_things:
+            return codec.encode({**record, "component": "C11"})
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, older, record)
+        return out.getvalue()
+
     produce_committed(
         stack_settings,
         [
-            (
-                joined,
-                row_id.encode(),
-                codec.encode(
-                    {
-                        "id": row_id,
-                        "thing": thing,
-                        "left_quantity": "actSpeed_C11",
-                        "right_quantity": "vaTorque_C11",
-                        "left_time_ms": t,
-                        "right_time_ms": t,
-                        "left_value": 0.0,
-                        "right_value": 0.0,
-                        "result_name": quantity,
-                        "result": value,
-                        "event_time_ms": t,
-                    }
-                ),
-                0,
-            )
-            for thing, quantity, t, value, row_id in as_records
+            (joined, row_id.encode(), encoded(thing, t, value, row_id), 0)
+            for thing, _, t, value, row_id in as_records
         ],
     )
     out = Outputs(stack_settings, tmp_path, "aggjoined")

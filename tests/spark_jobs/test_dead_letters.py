@@ -10,7 +10,7 @@ from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
 from spark_jobs.aggregate import window_function
 from spark_jobs.config import AggregateSettings, JoinSettings
 from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
-from spark_jobs.join import join_config, join_function
+from spark_jobs.join import join_function, join_plan
 
 
 class UntouchableState:
@@ -47,9 +47,9 @@ def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], 
 
 
 def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
-    config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
+    plan = join_plan(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     out = list(
-        join_function(config, max_future_ms=3_600_000)(
+        join_function(plan, max_future_ms=3_600_000)(
             (None,), iter([undecodable(3)]), UntouchableState()
         )
     )

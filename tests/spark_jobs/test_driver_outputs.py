@@ -24,7 +24,7 @@ from tests.support.spark import REPO
 pytestmark = [pytest.mark.spark]
 
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
-PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power,vaCurr_C11:vaLoad_C11:product"
+PAIRS = "actSpeed_*:vaTorque_*:mechanical_power,vaCurr_C11:vaLoad_C11:product"
 TOPICS = {outputs.JOINED: "joined-t", outputs.AGGREGATE: "aggregates-t", outputs.LATE: "late-t"}
 PARTITIONS = {outputs.JOINED: 3, outputs.AGGREGATE: 2, outputs.LATE: 5}
 HEADERS = {kind: frame(11 + n) for n, kind in enumerate(TOPICS)}
@@ -39,9 +39,9 @@ def rendered_outputs() -> OutputRows:
         environ={},
         cli={"pairs": PAIRS, "idle_timeout": "30s", "max_future": "1h", "opstats_power": ""},
     )
-    config = join.join_config(settings)
+    config = join.join_plan(settings)
     table = KeyedStates(single_pass.thing_operator(settings, config))
-    render = single_pass.ThingRows(join.JoinRows(config))
+    render = single_pass.ThingRows(join.JoinRows())
     out = OutputRows(single_pass.OUTPUT_FIELDS, aggregate.NULLABLE)
     rows = list(bridge_rows(SAMPLE))[:400]
     now = int(time.time() * 1000)

@@ -6,19 +6,19 @@ from __future__ import annotations
 import pandas as pd
 
 from spark_jobs.config import JoinSettings
-from spark_jobs.join import join_config, join_function
+from spark_jobs.join import join_function, join_plan
 from tests.support.group_state import FakeGroupState
 
 NOW_MS = 1_700_000_000_000
 
 
 def joined(rows: list[tuple[str, int, float, str]]) -> pd.DataFrame:
-    config = join_config(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
+    plan = join_plan(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     frame = pd.DataFrame(rows, columns=["quantity", "event_time_ms", "value", "row_id"]).assign(
         kafka_partition=0, kafka_offset=range(len(rows))
     )
     out = list(
-        join_function(config, max_future_ms=3_600_000)(
+        join_function(plan, max_future_ms=3_600_000)(
             ("T1",), iter([frame]), FakeGroupState(None, NOW_MS)
         )
     )

@@ -35,7 +35,7 @@ from tests.support.waits import settle
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
 KILL_ROUNDS = int(os.environ.get("JOIN_KILL_ROUNDS", "6"))
-PAIRS = "actSpeed_C11:vaTorque_C11:mechanical_power,vaCurr_C11:vaLoad_C11:product"
+PAIRS = "actSpeed_*:vaTorque_*:mechanical_power,vaCurr_C11:vaLoad_C11:product"
 
 
 def feed_raw(settings: Settings, topic: str, partitions: int) -> list[tuple[str, str, int, float]]:

@@ -85,16 +85,14 @@ def test_the_statistics_run_with_the_state_in_the_driver_and_are_off_elsewhere(
         single_pass.check(executors)
     assert not single_pass.statistics_on(executors)
     assert [r.getMessage() for r in caplog.records if "are off in this run" in r.getMessage()]
-    config = join.join_config(executors)
-    parts = single_pass.thing_operator(executors, config).parts
+    parts = single_pass.thing_operator(executors, join.join_plan(executors)).parts
     assert operation_stats.STAGE not in [name for name, _, _ in parts]
 
 
 def rendered(s: SinglePassSettings) -> OutputRows:
     """Two components of a thing, a copy handed back, then the end of their stream."""
-    config = join.join_config(s)
-    table = KeyedStates(single_pass.thing_operator(s, config))
-    render = single_pass.ThingRows(join.JoinRows(config))
+    table = KeyedStates(single_pass.thing_operator(s, join.join_plan(s)))
+    render = single_pass.ThingRows(join.JoinRows())
     out = OutputRows(operation_stats.with_cycles(single_pass.OUTPUT_FIELDS), aggregate.NULLABLE)
     rows = []
     for t in range(0, 1_300_000, 10_000):

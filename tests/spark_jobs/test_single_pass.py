@@ -74,12 +74,12 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 
 def two_jobs(settings: SinglePassSettings):
-    joiner = Keyed(join.join_function(join.join_config(settings), settings.max_future_ms()))
+    joiner = Keyed(join.join_function(join.join_plan(settings), settings.max_future_ms()))
     windows = Keyed(aggregate.window_function(settings.window_rules(), settings.idle_timeout_ms()))
-    quantities = set(join.join_config(settings).quantities)
+    plan = join.join_plan(settings)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
-        joined = batch[batch["quantity"].isin(quantities)]
+        joined = batch[plan.selects(batch["quantity"].to_numpy())]
         return {
             "join": joiner.batch({(t,): g for t, g in joined.groupby("thing")}, now_ms),
             "aggregate": windows.batch(
@@ -275,7 +275,7 @@ def test_a_things_state_comes_back_from_its_snapshot_as_it_was(
     settings_ = SinglePassSettings.from_sources(
         cli={"pairs": PAIRS, "tumbling": "2s", "session_gap": "3s", "idle_timeout": "5s"}
     )
-    operator = single_pass.thing_operator(settings_, join.join_config(settings_))
+    operator = single_pass.thing_operator(settings_, join.join_plan(settings_))
     batch = Records.of(
         [r[1] for r in records],
         [r[2] for r in records],

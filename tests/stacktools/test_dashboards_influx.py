@@ -75,7 +75,8 @@ def joined_lines(t0_ms: int) -> list[str]:
             left, right = speed(k, s), torque(k, s)
             ns = max(left_ms, right_ms) * 1_000_000 + 2 * abs(left_ms - right_ms) + 1
             lines.append(
-                f"joined,pair=actSpeed_C11:vaTorque_C11,result_name=mechanical_power,thing={thing} "
+                f"joined,component=C11,pair=actSpeed_C11:vaTorque_C11,result_name=mechanical_power,"
+                f"thing={thing} "
                 f"result={2 * math.pi / 60 * left * right},left_value={left},right_value={right},"
                 f"left_time_ms={left_ms}i,right_time_ms={right_ms}i {ns}"
             )

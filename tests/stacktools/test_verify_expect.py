@@ -87,6 +87,7 @@ def verify_points(path: Path, rules: Rules, order: str) -> dict[Identity, dict]:
             thing=r["thing"],
             pair=r["pair"],
             result_name=r["result_name"],
+            component=r["component"] or None,
             long_gap_ms=None if math.isnan(r["long_gap_ms"]) else int(r["long_gap_ms"]),
         )
         out[key] = present(
@@ -158,6 +159,43 @@ def test_expectation_equals_the_oracles(
         max_gap_ms=gap,
         windows=tuple(chosen),
         lateness_ms=lateness,
+    )
+    assert_same(oracle_points(path, rules, order), verify_points(path, rules, order))
+
+
+component_row = st.fixed_dictionaries(
+    {
+        "Thing": st.sampled_from(["T1", "T2"]),
+        "Timestamp": st.integers(1_554_076_800_000, 1_554_076_800_000 + 40_000),
+    },
+    optional={
+        "speed_A": st.integers(-3, 3).map(float),
+        "torque_A": st.integers(-3, 3).map(float),
+        "speed_B7": st.integers(-3, 3).map(float),
+        "torque_B7": st.integers(-3, 3).map(float),
+        "torque_": st.integers(-3, 3).map(float),
+        "x": st.integers(-3, 3).map(float),
+    },
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(component_row, min_size=1, max_size=60),
+    order=st.sampled_from(["event-time", "file"]),
+)
+def test_pattern_pairs_expect_each_components_pairs_as_the_oracle(
+    tmp_path: Path, rows, order
+) -> None:
+    path = tmp_path / "events.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rules = Rules(
+        pairs=(Pair("speed_*", "torque_*"), Pair("x", "torque_", "product")),
+        max_gap_ms=None,
+        windows=(Window("tumbling", 5_000, 5_000),),
+        lateness_ms=0,
     )
     assert_same(oracle_points(path, rules, order), verify_points(path, rules, order))
 

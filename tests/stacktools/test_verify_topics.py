@@ -28,7 +28,7 @@ from stacktools.verify.report import render
 from stacktools.verify.rules import Pair, Rules, parse_windows
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
-from streamkit.wire import AvroCodec, schema_text
+from streamkit.wire import AvroCodec, schema_before, schema_text
 from streamkit.wire.registry import frame
 from tests.support.verify_records import encoded, fields_of, records
 
@@ -135,6 +135,30 @@ def test_an_older_aggregate_without_closed_at_reads_as_null() -> None:
     new = encoded("aggregates", {**record, "closed_at_ms": 12_000})
     columns = decode_columns("aggregate", [buffer.getvalue(), new])
     assert math.isnan(columns["closed_at_ms"][0]) and columns["closed_at_ms"][1] == 12_000
+
+
+def test_an_older_joined_pair_without_a_component_reads_as_an_explicit_pairs() -> None:
+    record = {
+        "id": "i",
+        "thing": "T1",
+        "left_quantity": "s_C1",
+        "right_quantity": "t_C1",
+        "left_time_ms": 1,
+        "right_time_ms": 2,
+        "left_value": 1.0,
+        "right_value": 2.0,
+        "result_name": "product",
+        "result": 2.0,
+        "event_time_ms": 2,
+    }
+    buffer = BytesIO()
+    fastavro.schemaless_writer(
+        buffer, fastavro.parse_schema(json.loads(schema_before("joined"))), record
+    )
+    new = AvroCodec("joined").encode({**record, "component": "C1"})
+    columns = decode_columns("joined", [buffer.getvalue(), new], text=frozenset({"component"}))
+    assert list(columns["component"]) == ["", "C1"]
+    assert list(columns["left_time_ms"]) == [1, 1]
 
 
 @pytest.mark.parametrize(

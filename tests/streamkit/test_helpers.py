@@ -169,6 +169,7 @@ def test_flat_record_encoder_matches_fastavro_for_joined_pairs() -> None:
             "result_name": texts,
             "result": doubles,
             "event_time_ms": longs,
+            "component": texts,
         }
     )
 

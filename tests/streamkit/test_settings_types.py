@@ -20,7 +20,7 @@ import yaml
 
 from mqtt_bridge.config import BridgeSettings
 from spark_jobs.config import AggregateSettings, JoinSettings
-from spark_jobs.join import parse_pairs
+from spark_jobs.join import join_plan, parse_pairs
 from streamkit.config import Settings
 from streamkit.durations import format_duration, parse_duration, parse_duration_ms
 from streamkit.errors import ConfigError, StackError
@@ -158,10 +158,30 @@ def test_duration_text_round_trips() -> None:
 
 
 def test_join_pairs_are_a_config_error_naming_the_variable() -> None:
-    for text, problem in (("", "names no pair"), ("a", "left:right"), ("a:b:nope", "unknown")):
+    for text, problem in (
+        ("", "names no pair"),
+        ("a", "left:right"),
+        ("a:b:nope", "unknown"),
+        ("a_*:b_**", "exactly one"),
+        ("a_*:b", "exactly one"),
+    ):
         with pytest.raises(ConfigError, match=f"JOIN_PAIRS: .*{problem}"):
             parse_pairs(text)
+    for text, problem in (
+        ("s_*:t_*,s_C1:x", "list it once"),
+        ("s_*:t_*,s*:u_*", "ambiguous"),
+    ):
+        with pytest.raises(ConfigError, match=f"JOIN_PAIRS: .*{problem}"):
+            join_plan(JoinSettings.from_sources(cli={"pairs": text}))
     assert JoinSettings.from_sources(environ={}).pairs  # the default is valid
+
+
+def test_join_pairs_mix_explicit_pairs_and_patterns() -> None:
+    pairs, patterns = parse_pairs("x:y:product, actSpeed_*:vaTorque_*")
+    assert [(p.left, p.right, p.result_name) for p in pairs] == [("x", "y", "product")]
+    assert [(p.left.text, p.right.text, p.result_name) for p in patterns] == [
+        ("actSpeed_*", "vaTorque_*", "mechanical_power")
+    ]
 
 
 # ----------------------------------------------------------------------------- exit codes

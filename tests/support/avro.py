@@ -26,6 +26,12 @@ class FlatRecordEncoder:
         fields = json.loads(schema_text(name))["fields"]
         self.field_names = [f["name"] for f in fields]
         self._writers = [self._writer(name, f) for f in fields]
+        #: the trailing fields' defaults (a record may leave them out, as Avro lets a reader)
+        self._defaults: list[Any] = []
+        for f in reversed(fields):
+            if "default" not in f:
+                break
+            self._defaults.insert(0, f["default"])
 
     @classmethod
     def _writer(cls, schema: str, field: dict) -> Callable[[Any], bytes]:
@@ -45,5 +51,8 @@ class FlatRecordEncoder:
         )
 
     def encode(self, values: Sequence[Any]) -> bytes:
-        """Values in schema field order."""
+        """Values in schema field order; trailing fields with a default may be left out."""
+        missing = len(self._writers) - len(values)
+        if 0 < missing <= len(self._defaults):
+            values = [*values, *self._defaults[len(self._defaults) - missing :]]
         return b"".join(write(value) for write, value in zip(self._writers, values, strict=True))

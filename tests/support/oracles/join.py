@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 
@@ -182,4 +182,61 @@ def stream_join(
                         "event_time_ms": max(lt, rt),
                     }
                 )
+    return joined, late
+
+
+def component_in(pattern: str, quantity: str) -> str | None:
+    """What the one ``*`` of ``pattern`` stands for in ``quantity`` (at least one character),
+    from the definition in docs/join.md; None when it does not match."""
+    head, tail = pattern.split("*")
+    middle = quantity[len(head) : len(quantity) - len(tail)]
+    if quantity.startswith(head) and quantity.endswith(tail) and len(middle) >= 1:
+        if head + middle + tail == quantity:
+            return middle
+    return None
+
+
+def pairs_of_thing(items: list[Pair], quantities: Iterable[str]) -> list[tuple[Pair, str]]:
+    """(concrete pair, component) a thing's quantities make of JOIN_PAIRS items: an explicit
+    item as it is (component ""), a pattern item once per component either of its patterns
+    finds in the names."""
+    names = set(quantities)
+    out: list[tuple[Pair, str]] = []
+    for item in items:
+        if "*" not in item.left:
+            out.append((item, ""))
+            continue
+        found = {
+            c
+            for q in names
+            for c in (component_in(item.left, q), component_in(item.right, q))
+            if c is not None
+        }
+        for c in sorted(found):
+            left, right = item.left.replace("*", c), item.right.replace("*", c)
+            out.append((Pair(left, right, item.result_name), c))
+    return out
+
+
+def pattern_join(
+    records: Sequence[tuple[str, str, int, float, str]],
+    items: list[Pair],
+    max_gap_ms: int | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """:func:`stream_join` with JOIN_PAIRS items that may be patterns: per thing, the pairs its
+    own quantities make (:func:`pairs_of_thing`); each joined record names its component."""
+    joined: list[dict] = []
+    late: list[dict] = []
+    for thing in dict.fromkeys(r[0] for r in records):
+        mine = [r for r in records if r[0] == thing]
+        found = pairs_of_thing(items, (r[1] for r in mine))
+        component = {(p.left, p.right): c for p, c in found}
+        pairs = [p for p, _ in found]
+        if not pairs:
+            continue
+        some, handed = stream_join(mine, pairs, max_gap_ms)
+        joined += [
+            {**j, "component": component[(j["left_quantity"], j["right_quantity"])]} for j in some
+        ]
+        late += handed
     return joined, late

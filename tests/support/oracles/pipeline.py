@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.oracles import opstats
-from tests.support.oracles.join import Pair, parse_pairs, stream_join
+from tests.support.oracles.join import Pair, parse_pairs, pattern_join
 from tests.support.oracles.rows import Measurement, SpecRow, measurements
 from tests.support.oracles.windows import Spec, window_oracle
 
@@ -64,8 +64,8 @@ def expected_outputs(
     """``file_records``: the file's distinct records in replay order; ``arrival``: the raw
     topic's records in offset order (defaults to the file's: a run without re-sends)."""
     arrived = list(file_records if arrival is None else arrival)
-    joined, _ = stream_join(file_records, list(spec.pairs), spec.max_gap_ms)
-    _, join_late = stream_join(arrived, list(spec.pairs), spec.max_gap_ms)
+    joined, _ = pattern_join(file_records, list(spec.pairs), spec.max_gap_ms)
+    _, join_late = pattern_join(arrived, list(spec.pairs), spec.max_gap_ms)
     out = Outputs(raw=[raw_record(m) for m in file_records], joined=joined if spec.pairs else [])
     if spec.pairs:
         out.late += join_late
@@ -125,7 +125,7 @@ def join_pairs(options: Any, fed: Iterable[tuple[str, str, int, float]]) -> tupl
             "the oracle models the default late policy (no reorder stage, no partner timeout)"
         )
     gap = getattr(options, "max_gap_ms", 0) or None
-    joined, late = stream_join([(*r, "") for r in fed], parse_pairs(options.pairs), gap)
+    joined, late = pattern_join([(*r, "") for r in fed], parse_pairs(options.pairs), gap)
     return Counter(
         (r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])
         for r in joined

@@ -42,6 +42,7 @@ def joined_point(r: dict) -> tuple[Identity, dict]:
             thing=r["thing"],
             pair=f"{r['left_quantity']}:{r['right_quantity']}",
             result_name=r["result_name"],
+            component=r.get("component") or None,
             long_gap_ms=long_gap,
         ),
         present(
