@@ -65,15 +65,18 @@ def process_batch(
     values: object,
     *,
     end_of_stream: bool = False,
+    resting: bool = False,
 ) -> BatchResult:
     """Join one batch of records of one key, in arrival order.
 
     ``quantities``: names (str array) or codes into ``config.quantities``;
     ``times``: int64 event times (ms); ``values``: float64.  With
     ``end_of_stream`` the reorder stage is drained, every remaining pair is
-    emitted and the returned state is empty.  The input ``state`` object is
-    updated in place when it is a JoinState.
+    emitted and the returned state is empty; with ``resting`` as well (an idle
+    flush, :func:`rest`) the state keeps each pair's last records instead.  The
+    input ``state`` object is updated in place when it is a JoinState.
     """
+    end_of_stream = end_of_stream or resting
     st = coerce_state(state, config)
     codes = quantity_codes(config, quantities)
     t = np.ascontiguousarray(times, dtype=np.int64)
@@ -107,11 +110,15 @@ def process_batch(
     last_after = [qs.last for qs in st.quantities]
     pair_parts = []
     for k, (a, b) in enumerate(config.pair_codes()):
-        pc, lc = _join_pair(config, st, k, a, b, released, last_before, last_after, end_of_stream)
+        pc, lc = _join_pair(
+            config, st, k, a, b, released, last_before, last_after, end_of_stream, resting
+        )
         pair_parts.append(pc)
         if lc is not None:
             late_parts.append(lc)
-    if end_of_stream:
+    if resting:
+        _raise_lasts(config, st)
+    elif end_of_stream:
         st = JoinState.empty(config)
     late = _concat_late(late_parts)
     return BatchResult(PairColumns.concat(pair_parts), late, st, int((~known).sum()))
@@ -121,6 +128,30 @@ def flush(config: JoinConfig, key: str, state: JoinState | bytes | None) -> Batc
     """End of stream for one key: every pair still pending is now certain."""
     empty = np.empty(0)
     return process_batch(config, state, np.empty(0, np.intp), empty, empty, end_of_stream=True)
+
+
+def rest(config: JoinConfig, state: JoinState | bytes | None) -> BatchResult:
+    """An idle flush: every pair still pending is emitted as if the streams had ended, and the
+    join goes on. Each pair keeps its last record of either side (what later records pair
+    with), and each stream that has records now refuses anything not newer than its partners'
+    newest record: such a record could change a pair already emitted (docs/join.md)."""
+    empty = np.empty(0)
+    return process_batch(config, state, np.empty(0, np.intp), empty, empty, resting=True)
+
+
+def _raise_lasts(config: JoinConfig, st: JoinState) -> None:
+    """After an idle flush: each stream with records takes its partners' newest time as its
+    own last, so a record at or before it is late (it could move a prev or next emitted)."""
+    bound = [qs.last for qs in st.quantities]
+    for a, b in config.pair_codes():
+        last_a, last_b = st.quantities[a].last, st.quantities[b].last
+        if last_a != NO_TIME:
+            bound[a] = max(bound[a], last_b)
+        if last_b != NO_TIME:
+            bound[b] = max(bound[b], last_a)
+    for qs, last in zip(st.quantities, bound, strict=True):
+        qs.last = last
+        qs.max_seen = max(qs.max_seen, last)
 
 
 def _late(
@@ -161,6 +192,7 @@ def _join_pair(
     last_before: list[int],
     last_after: list[int],
     end_of_stream: bool,
+    resting: bool = False,
 ) -> tuple[PairColumns, LateColumns | None]:
     ps = st.pairs[k]
     T = config.partner_timeout_ms
@@ -198,11 +230,9 @@ def _join_pair(
     last_b = int(tb[-1]) if len(tb) else NO_TIME
     wa_old = max(last_a_old, partner_watermark(last_before[b], T))
     wb_old = max(last_b_old, partner_watermark(last_before[a], T))
-    if end_of_stream:
-        wa_new = wb_new = END_TIME
-    else:
-        wa_new = max(last_a, partner_watermark(last_after[b], T))
-        wb_new = max(last_b, partner_watermark(last_after[a], T))
+    wa_live = max(last_a, partner_watermark(last_after[b], T))
+    wb_live = max(last_b, partner_watermark(last_after[a], T))
+    wa_new, wb_new = (END_TIME, END_TIME) if end_of_stream else (wa_live, wb_live)
     i, j = new_certain_pairs(ta, len(old_ta), tb, len(old_tb), wa_old, wa_new, wb_old, wb_new)
     pair_ta, pair_tb = ta[i], tb[j]
     if config.max_gap_ms is not None and len(i):
@@ -224,9 +254,14 @@ def _join_pair(
         result = (
             np.asarray(spec.result(pair_va, pair_vb), dtype=np.float64) if len(i) else np.empty(0)
         )
-    if not end_of_stream:
-        ca = evict_count(ta, last_b, wb_new, config.max_gap_ms)
-        cb = evict_count(tb, last_a, wa_new, config.max_gap_ms)
+    if resting and len(ta) and len(tb):
+        # both sides now refuse anything not newer than either's last (_raise_lasts): only
+        # the last record of each can pair again, and their pair is emitted
+        ps.left = SideBuffer(ta[-1:].tolist(), va[-1:].tolist())
+        ps.right = SideBuffer(tb[-1:].tolist(), vb[-1:].tolist())
+    elif resting or not end_of_stream:
+        ca = evict_count(ta, last_b, wb_live, config.max_gap_ms)
+        cb = evict_count(tb, last_a, wa_live, config.max_gap_ms)
         ps.left = SideBuffer(ta[ca:].tolist(), va[ca:].tolist())
         ps.right = SideBuffer(tb[cb:].tolist(), vb[cb:].tolist())
     cols = PairColumns(

@@ -5,8 +5,13 @@ ahead of the batch's processing time than ``max_future_ms`` are set aside first
 (``future_timestamp``) and the rest joined as if they had never come: one bad device clock must
 not move a stream's watermark for good. With pattern pairs (``lsb.plan``) a thing's config
 grows by each component its records show, and each call says which config its output is of.
-The join has no timers; :meth:`JoinOperator.finish` (end of stream) emits every pair still
-pending.
+
+A thing that falls silent would keep its last pairs pending until it runs again (a pair waits
+for the next record of the other stream). With an idle timeout its timer, armed by each batch
+with its records, flushes them after that much processing time: the one exception to "a
+function of the data alone", as for the windows. A timer due more than two idle periods after
+the thing's last batch means nothing ran meanwhile (a stop, a crash): it is armed again
+instead. :meth:`JoinOperator.finish` (end of stream) emits every pair still pending.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from operators.codec import Reader, Writer
 from operators.contract import KeyedOperator
 from operators.records import Records
 
-from .batch import BatchResult, flush, process_batch
+from .batch import BatchResult, flush, process_batch, rest
 from .config import JoinConfig
 from .plan import JoinPlan
 from .serde import KIND, read_entries, write_state
@@ -40,11 +45,15 @@ class JoinStep:
 class JoinOperator(KeyedOperator[JoinState, JoinStep]):
     kind: ClassVar[str] = KIND
 
-    def __init__(self, config: JoinConfig | JoinPlan, max_future_ms: int | None = None) -> None:
+    def __init__(
+        self, config: JoinConfig | JoinPlan, max_future_ms: int | None = None, idle_ms: int = 0
+    ) -> None:
         self.plan = config if isinstance(config, JoinPlan) else JoinPlan.of(config)
         #: the explicit pairs: a thing's config before any component
         self.config = self.plan.config(())
         self.max_future_ms = max_future_ms
+        #: the idle flush's processing time after a batch (0: never)
+        self.idle_ms = idle_ms
 
     def initial(self) -> JoinState:
         return JoinState.empty(self.config)
@@ -64,7 +73,25 @@ class JoinOperator(KeyedOperator[JoinState, JoinStep]):
         if grown is not config:
             state, config = state.moved(config, grown), grown
         result = process_batch(config, state, batch.quantity, batch.event_time_ms, batch.value)
-        return result.state, JoinStep(ahead, batch, result, config)
+        state = result.state
+        if self.idle_ms and len(batch):
+            state.last_call_ms, state.deadline_ms = now_ms, now_ms + self.idle_ms
+        return state, JoinStep(ahead, batch, result, config)
+
+    def deadline(self, state: JoinState) -> int | None:
+        return state.deadline_ms
+
+    def on_timer(self, state: JoinState, now_ms: int) -> tuple[JoinState, JoinStep | None]:
+        if now_ms - state.last_call_ms > 2 * self.idle_ms:
+            state.last_call_ms, state.deadline_ms = now_ms, now_ms + self.idle_ms
+            return state, None
+        config = self.config_of(state)
+        result = rest(config, state)
+        result.state.deadline_ms = None
+        if not len(result.pairs) and not len(result.late):
+            return result.state, None
+        empty = Records.empty()
+        return result.state, JoinStep(empty, empty, result, config)
 
     def finish(self, state: JoinState) -> tuple[JoinState, JoinStep]:
         config = self.config_of(state)

@@ -6,6 +6,7 @@ Fields of kind ``join``::
                       held times i64[], held values f64[]   (heap order, kept as is)
     n_pairs:u32,      per pair: left name, right name,
                       left times i64[], left values f64[], right times i64[], right values f64[]
+    deadline:i64?, last call:i64                            (version 3 on; before: none, never)
 
 Entries are matched to the config by name on restore, so adding a pair to the config keeps the
 state of the others; entries the config no longer has are dropped. With pattern pairs the
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from operators.codec import Reader, Writer
 
-from .config import JoinConfig
+from .config import NO_TIME, JoinConfig
 from .state import JoinState, PairState, QuantityState, SideBuffer
 
 KIND = "join"
@@ -39,6 +40,8 @@ def write_state(state: JoinState, config: JoinConfig, out: Writer) -> None:
         for side in (ps.left, ps.right):
             out.ints(side.times)
             out.floats(side.values)
+    out.optional_int64(state.deadline_ms)
+    out.int64(state.last_call_ms)
 
 
 @dataclass
@@ -47,9 +50,12 @@ class Entries:
 
     quantities: dict[str, QuantityState]
     pairs: dict[tuple[str, str], PairState]
+    deadline_ms: int | None = None
+    last_call_ms: int = NO_TIME
 
     def state(self, config: JoinConfig) -> JoinState:
         state = JoinState.empty(config)
+        state.deadline_ms, state.last_call_ms = self.deadline_ms, self.last_call_ms
         for name, qs in self.quantities.items():
             code = config.quantity_code(name)
             if code >= 0:
@@ -74,7 +80,9 @@ def read_entries(data: Reader) -> Entries:
         left, right = data.text(), data.text()
         sides = [SideBuffer(data.ints().tolist(), data.floats().tolist()) for _ in range(2)]
         pairs[(left, right)] = PairState(*sides)
-    return Entries(quantities, pairs)
+    if data.version < 3:
+        return Entries(quantities, pairs)
+    return Entries(quantities, pairs, data.optional_int64(), data.int64())
 
 
 def read_state(data: Reader, config: JoinConfig) -> JoinState:

@@ -60,6 +60,11 @@ class JoinState:
     #: The components its config holds (``JoinConfig.components``): with pattern pairs, which
     #: config the lists above are aligned with.
     components: tuple[str, ...] = ()
+    #: Processing time of its idle flush (``JoinOperator``'s timer); None: none armed.
+    deadline_ms: int | None = None
+    #: Processing time of the last batch with its records (a timer long after it means
+    #: nothing ran meanwhile: re-armed, not fired).
+    last_call_ms: int = NO_TIME
 
     @classmethod
     def empty(cls, config: JoinConfig) -> JoinState:
@@ -73,6 +78,7 @@ class JoinState:
         """This state (aligned with ``config``) aligned with ``grown``, which holds every
         quantity and pair of ``config``: new entries start empty."""
         state = JoinState.empty(grown)
+        state.deadline_ms, state.last_call_ms = self.deadline_ms, self.last_call_ms
         for name, qs in zip(config.quantities, self.quantities, strict=True):
             state.quantities[grown.quantity_code(name)] = qs
         index = {p.name: k for k, p in enumerate(grown.pairs)}

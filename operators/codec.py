@@ -26,7 +26,7 @@ from operators.errors import StateFormatError, StateVersionError
 
 MAGIC = b"KOS"
 #: The layout written by this release; readers accept 1..VERSION.
-VERSION = 2
+VERSION = 3
 
 _HEAD = struct.Struct("<3sBB")
 _I64 = struct.Struct("<q")

@@ -167,7 +167,9 @@ class JoinRows:
         if len(late):
             columns = late.to_columns(thing, step.config)
             index = late.index
-            row_ids = step.joined.row_id
+            row_id = np.full(len(late), "", dtype=object)  # -1: a record of an earlier batch
+            mine = index >= 0
+            row_id[mine] = step.joined.row_id[index[mine]]
             out.add(
                 len(late),
                 record_type="late",
@@ -176,7 +178,7 @@ class JoinRows:
                 event_time_ms=columns["time"],
                 value=columns["value"],
                 reason=columns["reason"],
-                row_id=np.where(index >= 0, row_ids[np.maximum(index, 0)], ""),
+                row_id=row_id,
                 **tags,
             )
 

@@ -105,8 +105,26 @@ def _spawn(name: str, command: list[str]) -> None:
     _pid_file(name).write_text(str(process.pid))
 
 
+def _stale() -> bool:
+    """Whether the running service was started from a checkout whose podman settings are gone
+    (a removed clone): it would fail every build. A live other checkout's is left alone."""
+    pid = _alive("podman")
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if pid else []
+    except OSError:
+        return False
+    for item in environ:
+        if item.startswith(b"CONTAINERS_CONF="):
+            return not Path(item.split(b"=", 1)[1].decode(errors="replace")).is_file()
+    return False
+
+
 def start(timeout_s: float = 30.0) -> None:
-    """Idempotent: the API service and the ticker run afterwards."""
+    """Idempotent: the API service and the ticker run afterwards (restarted when they were
+    started from a checkout that is gone)."""
+    if _stale():
+        stop()
+        wait_until(lambda: not answers(), timeout_s, f"the stale podman service on {SOCKET}")
     if not answers():
         SOCKET.parent.mkdir(parents=True, exist_ok=True)
         SOCKET.unlink(missing_ok=True)

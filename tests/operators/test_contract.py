@@ -19,6 +19,7 @@ from .scenarios import NOW_MS, join_operator, opstats_operator, thing_operator, 
 
 OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
     "join": join_operator,
+    "join with its idle flush": lambda: join_operator(idle_ms=1000),
     "windows": window_operator,
     "thing": thing_operator,
     "opstats": opstats_operator,
