@@ -79,7 +79,8 @@ class JoinOperator(KeyedOperator[JoinState, JoinStep]):
         return state, JoinStep(ahead, batch, result, config)
 
     def deadline(self, state: JoinState) -> int | None:
-        return state.deadline_ms
+        """The idle flush's time; None without an idle timeout (a state written with one)."""
+        return state.deadline_ms if self.idle_ms else None
 
     def on_timer(self, state: JoinState, now_ms: int) -> tuple[JoinState, JoinStep | None]:
         if now_ms - state.last_call_ms > 2 * self.idle_ms:

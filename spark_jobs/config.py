@@ -167,7 +167,25 @@ class SparkJobSettings(KafkaSettings):
 
 
 @dataclass(frozen=True)
-class JoinSettings(SparkJobSettings):
+class IdleSettings(SparkJobSettings):
+    """The idle timeout the join and the windows share: the one exception to outputs being a
+    function of the data alone (docs/windows.md, docs/join.md)."""
+
+    idle_timeout: timedelta = setting(
+        timedelta(minutes=5),
+        "AGGREGATE_IDLE_TIMEOUT",
+        "processing time after a key's last record at which its open windows and the join's "
+        "pending pairs are emitted anyway ('off': never; always off with --available-now)",
+        allow_zero=True,
+    )
+
+    def idle_timeout_ms(self) -> int:
+        """0 when off: a backfill (--available-now) must not depend on how long it took."""
+        return 0 if self.available_now else duration_ms(self.idle_timeout)
+
+
+@dataclass(frozen=True)
+class JoinSettings(IdleSettings):
     kafka_username: str = login_as("kafka", "spark-join")
     metrics_port: int = serves_metrics_on(9203)
     pairs: str = setting(
@@ -196,7 +214,7 @@ WINDOW_VARIABLES = ("AGGREGATE_TUMBLING", "AGGREGATE_SLIDING", "AGGREGATE_SESSIO
 
 
 @dataclass(frozen=True)
-class WindowSettings(SparkJobSettings):
+class WindowSettings(IdleSettings):
     """The window rules, shared by the aggregate job and the single pass."""
 
     tumbling: str = setting(
@@ -218,13 +236,6 @@ class WindowSettings(SparkJobSettings):
         "AGGREGATE_ALLOWED_LATENESS",
         "how far behind its key's newest event time a record may arrive and still "
         "count ('0': none); raise it for machines whose data arrives out of order",
-        allow_zero=True,
-    )
-    idle_timeout: timedelta = setting(
-        timedelta(minutes=5),
-        "AGGREGATE_IDLE_TIMEOUT",
-        "processing time after a key's last record at which its open windows are emitted "
-        "anyway ('off': never; always off with --available-now)",
         allow_zero=True,
     )
 
@@ -254,10 +265,6 @@ class WindowSettings(SparkJobSettings):
             ms(self.max_future_ms()),
             same_by_row_id=same_by_row_id,
         )
-
-    def idle_timeout_ms(self) -> int:
-        """0 when off: a backfill (--available-now) must not depend on how long it took."""
-        return 0 if self.available_now else duration_ms(self.idle_timeout)
 
 
 @dataclass(frozen=True)

@@ -183,9 +183,14 @@ class JoinRows:
             )
 
 
-def join_function(plan: JoinPlan, max_future_ms: int | None = None) -> OperatorFunction:
-    """The per-thing function Spark calls with the thing's rows of one micro-batch."""
-    return OperatorFunction(JoinOperator(plan, max_future_ms), JoinRows(), OUTPUT_FIELDS)
+def join_function(
+    plan: JoinPlan, max_future_ms: int | None = None, idle_ms: int = 0
+) -> OperatorFunction:
+    """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
+    rows when its idle flush is due."""
+    return OperatorFunction(
+        JoinOperator(plan, max_future_ms, idle_ms), JoinRows(), OUTPUT_FIELDS, timers=bool(idle_ms)
+    )
 
 
 def to_kafka_records(
@@ -224,7 +229,7 @@ def build_join(settings: JoinSettings):
     from spark_jobs.runner import read_measurements, topic_partitions
 
     plan = join_plan(settings)
-    function = join_function(plan, settings.max_future_ms())
+    function = join_function(plan, settings.max_future_ms(), settings.idle_timeout_ms())
     partitions = {
         topic: topic_partitions(settings, topic)
         for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)

@@ -90,7 +90,11 @@ def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
     """The join on its quantities and every quantity's windows, on one thing's records; with
     OPSTATS_POWER, the operation statistics of every component too."""
     parts: list[tuple[str, KeyedOperator, Any]] = [
-        (join.STAGE, JoinOperator(plan, settings.max_future_ms()), plan.selects),
+        (
+            join.STAGE,
+            JoinOperator(plan, settings.max_future_ms(), settings.idle_timeout_ms()),
+            plan.selects,
+        ),
         (
             aggregate.STAGE,
             ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),

@@ -29,7 +29,7 @@ from typing import Any, get_type_hints
 
 import yaml
 
-from spark_jobs.config import SparkJobSettings, WindowSettings
+from spark_jobs.config import IdleSettings, SparkJobSettings, WindowSettings
 from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
 from stacktools.disk_space import DiskSpaceSettings
@@ -180,6 +180,14 @@ SECTIONS: tuple[Section, ...] = (
         "Kafka as a user of its own (`spark-single-pass`, `spark-join`, `spark-aggregate`), whose "
         "transactional ids and consumer groups begin with its name and a dot.",
         short="Spark jobs' common",
+    ),
+    Section(
+        "Idle timeout (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        IdleSettings,
+        "`spark_jobs.config.IdleSettings`: after this much processing time without a record of a "
+        "key, its open windows and the join's pending pairs are emitted anyway, the one output "
+        "that depends on the wall clock (`docs/windows.md`, `docs/join.md`).",
+        short="idle timeout",
     ),
     Section.of_service(
         "spark_join",

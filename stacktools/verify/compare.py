@@ -46,7 +46,9 @@ class Verdict:
     measurement: str
     compared: int = 0
     matched: int = 0
-    pending: int = 0  # windows not closed by the data: not required, equal when present
+    #: windows, cycles or pairs the data alone has not made final (an idle flush may have
+    #: emitted them): not required, equal when present
+    pending: int = 0
     uncertain: int = 0  # live: expected records not certain yet (not required)
     resent: int = 0  # late points of identical re-sends (stacktools.verify.resends)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))

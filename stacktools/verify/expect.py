@@ -158,7 +158,7 @@ def expectation(records: Records, rules: Rules) -> Expectation:
     raw = _Columns(KEYS["raw"] + VALUES["raw"])
     late = _Columns(KEYS["late"] + VALUES["late"] + ["pending"], {"pending": False})
     windows = _Columns(KEYS["aggregate"] + VALUES["aggregate"] + ["pending", "closes_ms"])
-    joined = _Columns(KEYS["joined"] + VALUES["joined"])
+    joined = _Columns(KEYS["joined"] + VALUES["joined"] + ["pending"], {"pending": False})
     pairs = rules.joined_pairs(list(records.quantities))
     paired = {q for pair in pairs for q in (pair.left, pair.right)}
     accepted: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
@@ -252,16 +252,19 @@ def _join_stream(
     return t[ok], v[ok]
 
 
-def _certain_partners(own: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _certain_partners(
+    own: np.ndarray, other: np.ndarray, every: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """(index into own, index into other) of every (x, prev(x)) and (x, next(x)) that no later
     record can undo: a next partner is certain; a prev partner unless x is past the other
-    stream's newest record (a later one could still fall between them)."""
+    stream's newest record (a later one could still fall between them). ``every``: the
+    uncertain ones too (what the join's idle flush emits: the stream as if it had ended)."""
     if not len(own) or not len(other):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     prev = np.searchsorted(other, own, side="right") - 1
     nxt = np.searchsorted(other, own, side="left")
     has_prev = prev >= 0
-    prev_ok = has_prev & ~((other[np.maximum(prev, 0)] < own) & (own > other[-1]))
+    prev_ok = has_prev & (every | ~((other[np.maximum(prev, 0)] < own) & (own > other[-1])))
     has_next = nxt < len(other)
     mine = np.arange(len(own))
     return (
@@ -279,17 +282,22 @@ def _join(
     max_gap_ms: int | None,
 ) -> None:
     (lt, lv), (rt, rv) = left, right
-    li1, ri1 = _certain_partners(lt, rt)
-    ri2, li2 = _certain_partners(rt, lt)
     width = len(rt) + 1
-    both = np.unique(np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2)))
+
+    def pairs(every: bool) -> np.ndarray:
+        li1, ri1 = _certain_partners(lt, rt, every)
+        ri2, li2 = _certain_partners(rt, lt, every)
+        return np.unique(np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2)))
+
+    both = pairs(every=True)
     if not len(both):
         return
+    pending = ~np.isin(both, pairs(every=False))
     li, ri = both // width, both % width
     a, b = lt[li], rt[ri]
     if max_gap_ms is not None:
         near = np.abs(a - b) <= max_gap_ms
-        li, ri, a, b = li[near], ri[near], a[near], b[near]
+        li, ri, a, b, pending = li[near], ri[near], a[near], b[near], pending[near]
     gap = np.abs(a - b)
     long_gap = gap > LONGEST_DISCRIMINATED_GAP_MS
     discriminator = np.where(long_gap, 0, 2 * gap + (b > a))
@@ -306,6 +314,7 @@ def _join(
         result=RESULTS[pair.result_name](lv[li], rv[ri]),
         left_value=lv[li],
         right_value=rv[ri],
+        pending=pending,
     )
 
 

@@ -16,9 +16,11 @@ def render(outcome: Outcome) -> str:
     for v in outcome.verdicts:
         extra = []
         if v.pending:
-            what = {"opstats": "cycles", "opstats_band": "bands of cycles"}.get(
-                v.measurement, "windows"
-            )
+            what = {
+                "opstats": "cycles",
+                "opstats_band": "bands of cycles",
+                "joined": "pairs",
+            }.get(v.measurement, "windows")
             extra.append(f"{v.pending:,} {what} still open (not required)")
         if v.uncertain:
             extra.append(f"{v.uncertain:,} not certain yet (live)")

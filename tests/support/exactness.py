@@ -62,7 +62,7 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
         "off",
     ]
     return {
-        "spark_join": [*join, *spark],
+        "spark_join": [*join, *spark, "--idle-timeout", "off"],
         "spark_aggregate": [*windows, *spark],
         # the statistics off: these runs judge the join and the windows in every shape (the
         # statistics' exactly-once has its test: tests/spark_jobs/test_single_pass_opstats.py)

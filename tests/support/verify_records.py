@@ -76,6 +76,7 @@ def joined_fields(frame: pd.DataFrame) -> Iterator[dict]:
             "left_value": float(r.left_value),
             "right_value": float(r.right_value),
             "result_name": str(r.result_name),
+            "component": str(r.component),
             "result": float(r.result),
             "event_time_ms": max(int(r.left_time_ms), int(r.right_time_ms)),
         }
@@ -199,14 +200,14 @@ SCHEMAS = {
 
 def records(expected: Expectation, schema_ids: dict[str, int] | None = None) -> dict[str, list]:
     """Per topic kind (raw, joined, aggregates, late, opstats) the records of an exact run: every
-    raw point, pair and late record, the windows and cycles the data closed; ``schema_ids``:
+    raw point and late record, the pairs, windows and cycles the data made final; ``schema_ids``:
     framed with the registry header of each kind's schema id."""
     frames = expected.frames
     closed = frames["aggregate"][~frames["aggregate"]["pending"]]
     late = expected.late_records if expected.late_records is not None else frames["late"]
     fields = {
         "raw": list(raw_fields(frames["raw"])),
-        "joined": list(joined_fields(frames["joined"])),
+        "joined": list(joined_fields(frames["joined"][~frames["joined"]["pending"]])),
         "aggregates": list(aggregate_fields(closed)),
         "late": list(late_fields(late)),
     }
