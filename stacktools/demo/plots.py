@@ -29,6 +29,9 @@ from streamkit.config import Settings  # noqa: E402
 
 #: At most this many points are read back for one series (a machine's joined pairs).
 MAX_POINTS = 200_000
+#: the joined picture's pairs (components) drawn at most, the most frequent first, and their colors
+MAX_PAIRS_DRAWN = 4
+PAIR_COLORS = ("tab:red", "tab:purple", "tab:orange", "tab:brown")
 #: Modest: the PNGs are committed to docs/images.
 DPI = 90
 #: Markers by measurement in the latency plot: lines that coincide stay told apart.
@@ -188,32 +191,47 @@ def _broken_line(ax: plt.Axes, frame: pd.DataFrame, column: str, **style: Any) -
 
 
 def joined_power(settings: Settings, database: str, path: Path) -> Path | None:
+    """The busiest machine's joined result, one line per pair (a pattern pair: per component),
+    and below the two inputs of its most frequent pair."""
     thing = shaping.busiest(_counts(settings, database, "joined", "result"))
     if thing is None:
         return None
     joined = _frame(
         settings,
         database,
-        f'SELECT "result", "left_value", "right_value", "pair", "result_name" '
+        f'SELECT "result", "left_value", "right_value", "pair", "result_name", "component" '
         f'FROM "joined" WHERE "thing" = \'{thing}\' LIMIT {MAX_POINTS}',
     )
     if joined.empty:
         return None
-    pair = joined["pair"].value_counts().index[0]  # the machine's most frequent pair
-    joined = joined[joined["pair"] == pair]
-    result_name = joined["result_name"].iloc[0]
-    left, right = pair.split(":", 1)
+    if "component" not in joined.columns:  # explicit pairs only: no such tag
+        joined["component"] = None
     shown, note = _stretch(joined)
+    pairs = list(joined["pair"].value_counts().index[:MAX_PAIRS_DRAWN])
+    pair = pairs[0]  # the machine's most frequent pair
+    result_name = joined.loc[joined["pair"] == pair, "result_name"].iloc[0]
+    left, right = pair.split(":", 1)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, layout="constrained")
-    fig.suptitle(
-        f"{thing} (the machine with most joined pairs): {result_name} from {left} and {right}"
-    )
+    if len(pairs) > 1:
+        title = f"{thing} (most joined pairs): {result_name} of {len(pairs)} pairs; below, "
+        fig.suptitle(f"{title}{left} and {right}")
+    else:
+        fig.suptitle(
+            f"{thing} (the machine with most joined pairs): {result_name} from {left} and {right}"
+        )
     top.set_title(note, fontsize=9)
-    _broken_line(top, shown, "result", color="tab:red", label=result_name)
+    for drawn, color in zip(pairs, PAIR_COLORS, strict=False):
+        mine = shown[shown["pair"] == drawn]
+        component = mine["component"].dropna()
+        label = mine["result_name"].iloc[0] if len(mine) else result_name
+        if len(pairs) > 1:  # a component's, or an explicit pair's own name
+            label += f" {component.iloc[0]}" if len(component) else f" {drawn}"
+        _broken_line(top, mine, "result", color=color, label=label)
     top.set_ylabel(shaping.axis_label(result_name))
-    _broken_line(bottom, shown, "left_value", color="tab:blue", label=left)
+    inputs = shown[shown["pair"] == pair]
+    _broken_line(bottom, inputs, "left_value", color="tab:blue", label=left)
     twin = bottom.twinx()
-    _broken_line(twin, shown, "right_value", color="tab:green", label=right)
+    _broken_line(twin, inputs, "right_value", color="tab:green", label=right)
     bottom.set_ylabel(shaping.axis_label(left), color="tab:blue")
     twin.set_ylabel(shaping.axis_label(right), color="tab:green")
     handles = [*top.get_lines(), *bottom.get_lines(), *twin.get_lines()]

@@ -16,12 +16,15 @@ def render(outcome: Outcome) -> str:
     for v in outcome.verdicts:
         extra = []
         if v.pending:
-            what = {
-                "opstats": "cycles",
-                "opstats_band": "bands of cycles",
-                "joined": "pairs",
-            }.get(v.measurement, "windows")
-            extra.append(f"{v.pending:,} {what} still open (not required)")
+            one, many = {
+                "opstats": ("cycle", "cycles"),
+                "opstats_band": ("band of a cycle", "bands of cycles"),
+                "joined": ("pair", "pairs"),
+                "overload": ("alert", "alerts"),
+            }.get(v.measurement, ("window", "windows"))
+            extra.append(
+                f"{v.pending:,} {one if v.pending == 1 else many} still open (not required)"
+            )
         if v.uncertain:
             extra.append(f"{v.uncertain:,} not certain yet (live)")
         if v.resent:
