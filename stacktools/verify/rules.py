@@ -15,6 +15,18 @@ RESULT_NAMES = ("mechanical_power", "product", "difference")
 OFF = {"", "off", "none"}
 
 
+def component_in(quantity: str, prefix: str, suffix: str) -> str | None:
+    """What a pattern's ``*`` (between ``prefix`` and ``suffix``) stands for in ``quantity``:
+    at least one character; None when it does not match."""
+    if (
+        len(quantity) > len(prefix) + len(suffix)
+        and quantity.startswith(prefix)
+        and quantity.endswith(suffix)
+    ):
+        return quantity[len(prefix) : len(quantity) - len(suffix)]
+    return None
+
+
 @dataclass(frozen=True)
 class Pair:
     """A JOIN_PAIRS item: two quantities, or two patterns with one ``*`` each (then
@@ -35,13 +47,9 @@ class Pair:
 
     def components(self, quantities: list[str]) -> set[str]:
         """What the ``*`` of either name stands for in the names (never empty)."""
-        found = set()
-        for pattern in (self.left, self.right):
-            head, tail = pattern.split("*")
-            for q in quantities:
-                if len(q) > len(head) + len(tail) and q.startswith(head) and q.endswith(tail):
-                    found.add(q[len(head) : len(q) - len(tail)])
-        return found
+        around = [tuple(pattern.split("*")) for pattern in (self.left, self.right)]
+        found = (component_in(q, prefix, suffix) for prefix, suffix in around for q in quantities)
+        return {c for c in found if c is not None}
 
     def of(self, component: str) -> Pair:
         return Pair(
@@ -84,12 +92,9 @@ class StatsRules:
     def side(self, quantity: str) -> tuple[str, int] | None:
         """(component, 0 for the left input or 1 for the right) of an input's quantity."""
         for side, (prefix, suffix) in enumerate((self.left, self.right)):
-            if (
-                len(quantity) > len(prefix) + len(suffix)
-                and quantity.startswith(prefix)
-                and quantity.endswith(suffix)
-            ):
-                return quantity[len(prefix) : len(quantity) - len(suffix)], side
+            component = component_in(quantity, prefix, suffix)
+            if component is not None:
+                return component, side
         return None
 
     def quantity(self, component: str, side: int) -> str:
