@@ -252,24 +252,24 @@ def _join_stream(
     return t[ok], v[ok]
 
 
-def _certain_partners(
-    own: np.ndarray, other: np.ndarray, every: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """(index into own, index into other) of every (x, prev(x)) and (x, next(x)) that no later
-    record can undo: a next partner is certain; a prev partner unless x is past the other
-    stream's newest record (a later one could still fall between them). ``every``: the
-    uncertain ones too (what the join's idle flush emits: the stream as if it had ended)."""
+def _partners(own: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(index into own, index into other, certain) of every (x, prev(x)) and (x, next(x)):
+    certain when no later record can undo it: a next partner always; a prev partner unless x
+    is past the other stream's newest record (a later one could still fall between them). The
+    uncertain ones are what the join's idle flush emits (the stream as if it had ended)."""
     if not len(own) or not len(other):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, bool)
     prev = np.searchsorted(other, own, side="right") - 1
     nxt = np.searchsorted(other, own, side="left")
     has_prev = prev >= 0
-    prev_ok = has_prev & (every | ~((other[np.maximum(prev, 0)] < own) & (own > other[-1])))
+    prev_certain = ~((other[np.maximum(prev, 0)] < own) & (own > other[-1]))[has_prev]
     has_next = nxt < len(other)
     mine = np.arange(len(own))
     return (
-        np.concatenate((mine[prev_ok], mine[has_next])),
-        np.concatenate((prev[prev_ok], nxt[has_next])),
+        np.concatenate((mine[has_prev], mine[has_next])),
+        np.concatenate((prev[has_prev], nxt[has_next])),
+        np.concatenate((prev_certain, np.ones(int(has_next.sum()), bool))),
     )
 
 
@@ -282,17 +282,15 @@ def _join(
     max_gap_ms: int | None,
 ) -> None:
     (lt, lv), (rt, rv) = left, right
+    li1, ri1, certain1 = _partners(lt, rt)
+    ri2, li2, certain2 = _partners(rt, lt)
     width = len(rt) + 1
-
-    def pairs(every: bool) -> np.ndarray:
-        li1, ri1 = _certain_partners(lt, rt, every)
-        ri2, li2 = _certain_partners(rt, lt, every)
-        return np.unique(np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2)))
-
-    both = pairs(every=True)
+    codes = np.concatenate((li1, li2)) * width + np.concatenate((ri1, ri2))
+    both = np.unique(codes)
     if not len(both):
         return
-    pending = ~np.isin(both, pairs(every=False))
+    # pending: no side's reason for the pair is certain yet
+    pending = ~np.isin(both, codes[np.concatenate((certain1, certain2))])
     li, ri = both // width, both % width
     a, b = lt[li], rt[ri]
     if max_gap_ms is not None:
