@@ -68,7 +68,7 @@ class JoinPlan:
     def __post_init__(self) -> None:
         if not self.pairs and not self.patterns:
             raise ValueError("at least one pair or pattern pair is needed")
-        shapes = list(dict.fromkeys(p for pair in self.patterns for p in (pair.left, pair.right)))
+        shapes = self.quantity_patterns
         for k, one in enumerate(shapes):
             for other in shapes[k + 1 :]:
                 if one.overlaps(other):
@@ -85,6 +85,11 @@ class JoinPlan:
                         f"{matched[0]!r}: list it once"
                     )
         self.config(())  # the explicit pairs' checks, at once
+
+    @property
+    def quantity_patterns(self) -> list[Pattern]:
+        """Every distinct pattern of the pattern pairs, in the order written."""
+        return list(dict.fromkeys(p for pair in self.patterns for p in (pair.left, pair.right)))
 
     @classmethod
     def of(cls, config: JoinConfig) -> JoinPlan:

@@ -83,7 +83,7 @@ def joined_quantities(quantity: Column, plan: JoinPlan) -> Column:
     from pyspark.sql import functions as F
 
     wanted = quantity.isin(list(plan.config(()).quantities))
-    for pattern in dict.fromkeys(p for pair in plan.patterns for p in (pair.left, pair.right)):
+    for pattern in plan.quantity_patterns:
         wanted = wanted | (
             quantity.startswith(pattern.prefix)
             & quantity.endswith(pattern.suffix)
