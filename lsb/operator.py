@@ -26,7 +26,7 @@ from operators.records import Records
 from .batch import BatchResult, flush, process_batch, rest
 from .config import JoinConfig
 from .plan import JoinPlan
-from .serde import KIND, read_entries, write_state
+from .serde import KIND, Entries, read_entries, write_state
 from .state import JoinState
 
 
@@ -71,7 +71,7 @@ class JoinOperator(KeyedOperator[JoinState, JoinStep]):
         config = self.config_of(state)
         grown = self.plan.grown(config, batch.quantity)
         if grown is not config:
-            state, config = state.moved(config, grown), grown
+            state, config = Entries.of(state, config).state(grown), grown
         result = process_batch(config, state, batch.quantity, batch.event_time_ms, batch.value)
         state = result.state
         if self.idle_ms and len(batch):

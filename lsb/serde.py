@@ -53,6 +53,16 @@ class Entries:
     deadline_ms: int | None = None
     last_call_ms: int = NO_TIME
 
+    @classmethod
+    def of(cls, state: JoinState, config: JoinConfig) -> Entries:
+        """The entries of ``state``, aligned with ``config``."""
+        return cls(
+            dict(zip(config.quantities, state.quantities, strict=True)),
+            {(p.left, p.right): ps for p, ps in zip(config.pairs, state.pairs, strict=True)},
+            state.deadline_ms,
+            state.last_call_ms,
+        )
+
     def state(self, config: JoinConfig) -> JoinState:
         state = JoinState.empty(config)
         state.deadline_ms, state.last_call_ms = self.deadline_ms, self.last_call_ms

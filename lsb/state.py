@@ -74,18 +74,6 @@ class JoinState:
             components=config.components,
         )
 
-    def moved(self, config: JoinConfig, grown: JoinConfig) -> JoinState:
-        """This state (aligned with ``config``) aligned with ``grown``, which holds every
-        quantity and pair of ``config``: new entries start empty."""
-        state = JoinState.empty(grown)
-        state.deadline_ms, state.last_call_ms = self.deadline_ms, self.last_call_ms
-        for name, qs in zip(config.quantities, self.quantities, strict=True):
-            state.quantities[grown.quantity_code(name)] = qs
-        index = {p.name: k for k, p in enumerate(grown.pairs)}
-        for spec, ps in zip(config.pairs, self.pairs, strict=True):
-            state.pairs[index[spec.name]] = ps
-        return state
-
     def buffered_records(self) -> int:
         """Records held in memory (pair buffers + reorder stage); for monitoring."""
         return sum(len(p.left) + len(p.right) for p in self.pairs) + sum(
