@@ -132,9 +132,10 @@ def flush(config: JoinConfig, key: str, state: JoinState | bytes | None) -> Batc
 
 def rest(config: JoinConfig, state: JoinState | bytes | None) -> BatchResult:
     """An idle flush: every pair still pending is emitted as if the streams had ended, and the
-    join goes on. Each pair keeps its last record of either side (what later records pair
-    with), and each stream that has records now refuses anything not newer than its partners'
-    newest record: such a record could change a pair already emitted (docs/join.md)."""
+    join goes on. Each pair keeps the records later ones can still pair with (a record whose
+    next partner has not come yet), and each stream that has records now refuses anything not
+    newer than its partners' newest record: such a record could change a pair already emitted
+    (docs/join.md)."""
     empty = np.empty(0)
     return process_batch(config, state, np.empty(0, np.intp), empty, empty, resting=True)
 
@@ -228,10 +229,13 @@ def _join_pair(
     last_b_old = ps.right.last
     last_a = int(ta[-1]) if len(ta) else NO_TIME
     last_b = int(tb[-1]) if len(tb) else NO_TIME
-    wa_old = max(last_a_old, partner_watermark(last_before[b], T))
-    wb_old = max(last_b_old, partner_watermark(last_before[a], T))
-    wa_live = max(last_a, partner_watermark(last_after[b], T))
-    wb_live = max(last_b, partner_watermark(last_after[a], T))
+    # A stream's watermark is never below its own last accepted time: always so, but after an
+    # idle flush (rest) that time was raised past its buffer, and the pairs emitted then must
+    # not come back as certain again when the watermark moves on.
+    wa_old = max(last_a_old, partner_watermark(last_before[b], T), last_before[a])
+    wb_old = max(last_b_old, partner_watermark(last_before[a], T), last_before[b])
+    wa_live = max(last_a, partner_watermark(last_after[b], T), last_after[a])
+    wb_live = max(last_b, partner_watermark(last_after[a], T), last_after[b])
     wa_new, wb_new = (END_TIME, END_TIME) if end_of_stream else (wa_live, wb_live)
     i, j = new_certain_pairs(ta, len(old_ta), tb, len(old_tb), wa_old, wa_new, wb_old, wb_new)
     pair_ta, pair_tb = ta[i], tb[j]
@@ -254,12 +258,7 @@ def _join_pair(
         result = (
             np.asarray(spec.result(pair_va, pair_vb), dtype=np.float64) if len(i) else np.empty(0)
         )
-    if resting and len(ta) and len(tb):
-        # both sides now refuse anything not newer than either's last (_raise_lasts): only
-        # the last record of each can pair again, and their pair is emitted
-        ps.left = SideBuffer(ta[-1:].tolist(), va[-1:].tolist())
-        ps.right = SideBuffer(tb[-1:].tolist(), vb[-1:].tolist())
-    elif resting or not end_of_stream:
+    if resting or not end_of_stream:  # a rest keeps what later records still pair with
         ca = evict_count(ta, last_b, wb_live, config.max_gap_ms)
         cb = evict_count(tb, last_a, wa_live, config.max_gap_ms)
         ps.left = SideBuffer(ta[ca:].tolist(), va[ca:].tolist())
