@@ -81,6 +81,15 @@ class Writer:
         return b"".join(self.parts)
 
 
+def snapshot_kind(data: bytes | bytearray | memoryview) -> str | None:
+    """The kind of operator whose snapshot ``data`` is, or None when it is no snapshot."""
+    head = bytes(data[: _HEAD.size + 255])
+    if len(head) < _HEAD.size or head[:3] != MAGIC:
+        return None
+    size = _HEAD.unpack_from(head)[2]
+    return head[_HEAD.size : _HEAD.size + size].decode("ascii", "replace")
+
+
 class Reader:
     """Reads the fields of a snapshot in the order they were written."""
 

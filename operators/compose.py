@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from operators.codec import Reader, Writer
+from operators.codec import Reader, Writer, snapshot_kind
 from operators.contract import KeyedOperator, due
 from operators.errors import StateFormatError
 from operators.records import Records
@@ -157,14 +157,26 @@ class Together(KeyedOperator[list[Any], Emitted]):
             out.text(name)
             out.blob(operator.snapshot(part))
 
+    def restore(self, data: bytes | bytearray | memoryview | None) -> list[Any]:
+        """As every operator's, and a snapshot of the first part alone restores as that part
+        with the others initial: an operator that gained parts beside it (the join job's, once
+        the statistics run there) goes on from its checkpoint."""
+        first = self.parts[0][1]
+        if data is not None and len(data) and snapshot_kind(data) == first.kind != self.kind:
+            return [first.restore(data), *(op.initial() for _, op, _ in self.parts[1:])]
+        return super().restore(data)
+
     def read(self, data: Reader) -> list[Any]:
+        """The parts' states by name; parts added after the last ones a snapshot holds start
+        initial (the single pass's statistics on a checkpoint written without them). A part
+        missing or renamed is an error: its state would be lost."""
         names = [name for name, _, _ in self.parts]
         found = [(data.text(), data.blob()) for _ in range(data.count())]
-        if [name for name, _ in found] != names:
+        if [name for name, _ in found] != names[: len(found)] or not found:
             raise StateFormatError(
                 f"a state of the parts {[n for n, _ in found]} where {names} were expected"
             )
         return [
-            operator.restore(blob)
-            for (_, operator, _), (_, blob) in zip(self.parts, found, strict=False)
+            operator.restore(found[k][1]) if k < len(found) else operator.initial()
+            for k, (_, operator, _) in enumerate(self.parts)
         ]

@@ -11,13 +11,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from lsb.results import RESULT_FUNCTIONS
+from lsb.results import RESULT_FUNCTIONS, ResultFn
 from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
+
+
+def result_function(name: str, variable: str) -> ResultFn:
+    """A result function by its name, or a configuration error naming ``variable``."""
+    if name not in RESULT_FUNCTIONS:
+        known = ", ".join(sorted(RESULT_FUNCTIONS))
+        raise ConfigError(variable, f"unknown result function {name!r} (known: {known})")
+    return RESULT_FUNCTIONS[name]
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,52 @@ class IdleSettings(SparkJobSettings):
 
 
 @dataclass(frozen=True)
-class JoinSettings(IdleSettings):
+class StatisticsSettings(IdleSettings):
+    """The operation statistics' settings: they run beside the join, in the join job or the
+    single pass, so both read them (docs/operation-statistics.md)."""
+
+    opstats_power: str = setting(
+        "actSpeed_*:vaTorque_*:mechanical_power",
+        "OPSTATS_POWER",
+        "the power whose operation statistics are computed per component, "
+        "LEFT:RIGHT[:result] with one * in each name (what * stands for is the component); "
+        "computed beside the join in either shape; empty: none (docs/operation-statistics.md)",
+    )
+    machine_catalogue: str = setting(
+        "",
+        "MACHINE_CATALOGUE",
+        "the machine catalogue (YAML, or CSV by its suffix) with each component's rated power, "
+        "bands, duty rating and physical bound (examples/machine-catalogue.yaml); empty: the "
+        "defaults for every component",
+    )
+    opstats_cycle: timedelta = setting(
+        timedelta(minutes=10),
+        "OPSTATS_CYCLE",
+        "the reference cycle of the duty cycle, the energy and the band times (IEC 60034-1 S3)",
+    )
+    opstats_max_hold: timedelta = setting(
+        timedelta(seconds=60),
+        "OPSTATS_MAX_HOLD",
+        "how long an input's value holds after its record; longer without one is no data",
+    )
+    opstats_overload_time: timedelta = setting(
+        timedelta(seconds=60),
+        "OPSTATS_OVERLOAD_TIME",
+        "a reference cycle with longer than this above the rated power is overloaded and fires "
+        "an overload alert, as one above the duty rating does ('off': the duty rating only)",
+        allow_zero=True,
+    )
+    opstats_partner_timeout: timedelta = setting(
+        timedelta(minutes=5),
+        "OPSTATS_PARTNER_TIMEOUT",
+        "hand an input's records back once the other input is this far ahead in event time, "
+        "instead of waiting for them ('off': wait)",
+        allow_zero=True,
+    )
+
+
+@dataclass(frozen=True)
+class JoinSettings(StatisticsSettings):
     kafka_username: str = login_as("kafka", "spark-join")
     metrics_port: int = serves_metrics_on(9203)
     pairs: str = setting(
@@ -303,44 +356,6 @@ class SinglePassSettings(JoinSettings, WindowSettings):
         "executors (Spark's state store, partitioned by thing over the executors), or auto "
         "(where an existing checkpoint keeps it, else where SPARK_SINK writes from); part of "
         "the query's identity: change it only on a fresh checkpoint (docs/spark-jobs.md)",
-    )
-    opstats_power: str = setting(
-        "actSpeed_*:vaTorque_*:mechanical_power",
-        "OPSTATS_POWER",
-        "the power whose operation statistics the pass computes per component, "
-        "LEFT:RIGHT[:result] with one * in each name (what * stands for is the component); "
-        "computed where the state is in the driver; empty: none (docs/operation-statistics.md)",
-    )
-    machine_catalogue: str = setting(
-        "",
-        "MACHINE_CATALOGUE",
-        "the machine catalogue (YAML, or CSV by its suffix) with each component's rated power, "
-        "bands, duty rating and physical bound (examples/machine-catalogue.yaml); empty: the "
-        "defaults for every component",
-    )
-    opstats_cycle: timedelta = setting(
-        timedelta(minutes=10),
-        "OPSTATS_CYCLE",
-        "the reference cycle of the duty cycle, the energy and the band times (IEC 60034-1 S3)",
-    )
-    opstats_max_hold: timedelta = setting(
-        timedelta(seconds=60),
-        "OPSTATS_MAX_HOLD",
-        "how long an input's value holds after its record; longer without one is no data",
-    )
-    opstats_overload_time: timedelta = setting(
-        timedelta(seconds=60),
-        "OPSTATS_OVERLOAD_TIME",
-        "a reference cycle with longer than this above the rated power is overloaded and fires "
-        "an overload alert, as one above the duty rating does ('off': the duty rating only)",
-        allow_zero=True,
-    )
-    opstats_partner_timeout: timedelta = setting(
-        timedelta(minutes=5),
-        "OPSTATS_PARTNER_TIMEOUT",
-        "hand an input's records back once the other input is this far ahead in event time, "
-        "instead of waiting for them ('off': wait)",
-        allow_zero=True,
     )
 
     def state_in_driver(self, query: str) -> bool:

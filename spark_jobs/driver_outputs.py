@@ -15,26 +15,14 @@ from spark_jobs import aggregate, dead_letters, operation_stats
 from spark_jobs.eos_sink import OutputRow
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.outputs import AGGREGATE, JOINED, LATE
-from streamkit.wire import (
-    AvroCodec,
-    aggregate_key,
-    cycle_key,
-    overload_key,
-    record_key,
-    thing_partition,
-)
+from streamkit.wire import aggregate_key, record_key, thing_partition
 from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.avro_encode import ColumnEncoder
 
 #: record type -> the Avro schema of its value, for the flat schemas encoded column-wise
 SCHEMAS = {JOINED: "joined", AGGREGATE: "aggregate", LATE: "late"}
-#: ... and every record type's, the operation statistics' cycles included (one record per
-#: component and cycle: encoded one by one, their band arrays are no flat column)
-SCHEMA_NAMES = {
-    **SCHEMAS,
-    operation_stats.RECORD_TYPE: "opstats",
-    operation_stats.EVENT_TYPE: "overload",
-}
+#: record types whose rows carry their key and value made by the state function
+ENCODED = (operation_stats.RECORD_TYPE, operation_stats.EVENT_TYPE)
 
 
 def _keys(record_type: str, columns: dict[str, np.ndarray]) -> list[bytes]:
@@ -80,8 +68,6 @@ class KafkaOutputs:
         self.dlq_topic, self.dlq_partitions = dlq_topic, dlq_partitions
         self.source_topic, self.stage = source_topic, stage
         self.encoders = {kind: ColumnEncoder(schema) for kind, schema in SCHEMAS.items()}
-        self.cycles = AvroCodec("opstats")
-        self.events = AvroCodec("overload")
 
     def rows(self, out: OutputRows) -> list[OutputRow]:
         records: list[OutputRow] = []
@@ -89,43 +75,24 @@ class KafkaOutputs:
             count = out.count(record_type)
             if count:
                 records += self._routed(record_type, out, count)
-        if out.count(operation_stats.RECORD_TYPE):
-            records += self._cycles(out)
-        if out.count(operation_stats.EVENT_TYPE):
-            records += self._events(out)
+        for record_type in ENCODED:
+            if out.count(record_type):
+                records += self._encoded(record_type, out)
         if out.count(dead_letters.RECORD_TYPE):
             records += self._dead_letters(out)
         return records
 
-    def _cycles(self, out: OutputRows) -> list[OutputRow]:
-        """Each closed cycle, keyed thing|component|rating|start, partitioned by thing."""
-        kind = operation_stats.RECORD_TYPE
-        columns = out.columns(kind, ["thing", "result_name", "cycle"])
-        topic, partitions = self.topics[kind], self.partitions[kind]
-        header = self.headers.get(kind, b"")
-        rows: list[OutputRow] = []
-        for thing, power_name, cycle in zip(
-            columns["thing"], columns["result_name"], columns["cycle"], strict=True
-        ):
-            value = header + self.cycles.encode(
-                operation_stats.cycle_record(thing, power_name, cycle)
+    def _encoded(self, record_type: str, out: OutputRows) -> list[OutputRow]:
+        """Rows the state function encoded (``spark_jobs.outputs.encoded_route``), partitioned
+        by thing."""
+        columns = out.columns(record_type, ["thing", "avro_key", "avro_value"])
+        topic, partitions = self.topics[record_type], self.partitions[record_type]
+        return [
+            (topic, key, value, thing_partition(thing, partitions), None)
+            for thing, key, value in zip(
+                columns["thing"], columns["avro_key"], columns["avro_value"], strict=True
             )
-            key = cycle_key(thing, cycle.component, cycle.rating_id, cycle.start_ms)
-            rows.append((topic, key, value, thing_partition(thing, partitions), None))
-        return rows
-
-    def _events(self, out: OutputRows) -> list[OutputRow]:
-        """Each overload alert, keyed thing|component (its topic keeps the latest state)."""
-        kind = operation_stats.EVENT_TYPE
-        columns = out.columns(kind, ["thing", "cycle"])
-        topic, partitions = self.topics[kind], self.partitions[kind]
-        header = self.headers.get(kind, b"")
-        rows: list[OutputRow] = []
-        for thing, event in zip(columns["thing"], columns["cycle"], strict=True):
-            value = header + self.events.encode(operation_stats.event_record(thing, event))
-            key = overload_key(thing, event.cycle.component)
-            rows.append((topic, key, value, thing_partition(thing, partitions), None))
-        return rows
+        ]
 
     def _routed(self, record_type: str, out: OutputRows, count: int) -> list[OutputRow]:
         encoder = self.encoders[record_type]

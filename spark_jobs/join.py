@@ -7,37 +7,32 @@ pairs go to the joined topic, records the library hands back (late, partner time
 late topic, Avro-encoded by Spark (``to_avro``, in the JVM) and written exactly once by the
 runner's transactional sink.
 
-The join is ``lsb.JoinOperator`` run by the one Spark adapter (``spark_jobs.stateful``).
+The join is ``lsb.JoinOperator`` run by the one Spark adapter (``spark_jobs.stateful``). With
+``OPSTATS_POWER`` set (the default) the operation statistics run beside it in each thing's
+state, and their cycles and overload alerts go out in the same transactions
+(``spark_jobs.operation_stats``).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator, JoinStep, PairSpec
 from lsb.plan import JoinPlan, PatternPair
-from lsb.results import RESULT_FUNCTIONS, ResultFn
-from operators import Pattern, Records, is_pattern
+from operators import Pattern, Records, Together, is_pattern
 from operators.reasons import FUTURE_TIMESTAMP
-from spark_jobs import dead_letters, outputs
-from spark_jobs.config import JoinSettings
+from spark_jobs import dead_letters, operation_stats, outputs
+from spark_jobs.config import JoinSettings, result_function
 from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
-from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
+from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction, PartRows
 from streamkit.errors import ConfigError
 from streamkit.wire.registry import header as registry_header
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-
-
-def result_function(name: str, variable: str) -> ResultFn:
-    """A result function by its name, or a configuration error naming ``variable``."""
-    if name not in RESULT_FUNCTIONS:
-        known = ", ".join(sorted(RESULT_FUNCTIONS))
-        raise ConfigError(variable, f"unknown result function {name!r} (known: {known})")
-    return RESULT_FUNCTIONS[name]
 
 
 def parse_pairs(text: str) -> tuple[tuple[PairSpec, ...], tuple[PatternPair, ...]]:
@@ -78,18 +73,26 @@ def join_plan(settings: JoinSettings) -> JoinPlan:
         raise ConfigError("JOIN_PAIRS", str(exc)) from None
 
 
-def joined_quantities(quantity: Column, plan: JoinPlan) -> Column:
-    """Whether a record's quantity is one the plan joins, as a Spark condition."""
+def wanted_quantities(
+    quantity: Column, names: Sequence[str], patterns: Iterable[Pattern]
+) -> Column:
+    """Whether a record's quantity is one of ``names`` or matches one of ``patterns``, as a
+    Spark condition (:meth:`operators.Pattern.component` in Spark's terms)."""
     from pyspark.sql import functions as F
 
-    wanted = quantity.isin(list(plan.config(()).quantities))
-    for pattern in plan.quantity_patterns:
+    wanted = quantity.isin(list(names))
+    for pattern in patterns:
         wanted = wanted | (
             quantity.startswith(pattern.prefix)
             & quantity.endswith(pattern.suffix)
             & (F.length(quantity) > len(pattern.prefix) + len(pattern.suffix))
         )
     return wanted
+
+
+def joined_quantities(quantity: Column, plan: JoinPlan) -> Column:
+    """Whether a record's quantity is one the plan joins, as a Spark condition."""
+    return wanted_quantities(quantity, plan.config(()).quantities, plan.quantity_patterns)
 
 
 #: What the state function hands back: one row per joined pair or late record, as plain
@@ -117,6 +120,11 @@ OUTPUT_FIELDS: list[tuple[str, str]] = [
 ]
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 STAGE = "join"  #: the late records' stage
+#: ... with the operation statistics beside the join: which stage set a late record aside, and
+#: the statistics' encoded records.
+WITH_STATISTICS: list[tuple[str, str]] = operation_stats.with_encoded(
+    [*OUTPUT_FIELDS, ("stage", "string")]
+)
 
 
 class JoinRows:
@@ -193,13 +201,43 @@ def join_function(
     )
 
 
+def join_pass(settings: JoinSettings) -> OperatorFunction:
+    """The join job's per-thing function: the join and, with OPSTATS_POWER, the operation
+    statistics beside it in the thing's one state (``Together``, as in the single pass), so
+    its cycles go out in the pairs' transaction."""
+    plan = join_plan(settings)
+    idle_ms = settings.idle_timeout_ms()
+    joiner = JoinOperator(plan, settings.max_future_ms(), idle_ms)
+    statistics = operation_stats.stats_operator(settings)
+    if statistics is None:
+        return OperatorFunction(joiner, JoinRows(), OUTPUT_FIELDS, timers=bool(idle_ms))
+    return OperatorFunction(
+        Together((STAGE, joiner, plan.selects), (operation_stats.STAGE, statistics, None)),
+        PartRows({STAGE: JoinRows(), operation_stats.STAGE: operation_stats.stats_rows(settings)}),
+        WITH_STATISTICS,
+        timers=bool(idle_ms),
+    )
+
+
+def input_quantities(quantity: Column, settings: JoinSettings) -> Column:
+    """Whether the job needs a record: the plan joins its quantity, or it is an input of the
+    statistics."""
+    wanted = joined_quantities(quantity, join_plan(settings))
+    if operation_stats.enabled(settings):
+        power = operation_stats.power_inputs(settings.opstats_power)
+        wanted = wanted | wanted_quantities(quantity, (), (power.left, power.right))
+    return wanted
+
+
 def to_kafka_records(
     rows: DataFrame, settings: JoinSettings, partitions: dict[str, int]
 ) -> DataFrame:
     """Joined pairs keyed by their id, late records keyed as in the raw topic, both partitioned by
-    thing, so a thing's results keep the join's order for the aggregates over them."""
+    thing, so a thing's results keep the join's order for the aggregates over them; with the
+    statistics, their cycles and overload alerts as they were encoded."""
     from pyspark.sql import functions as F
 
+    statistics = operation_stats.enabled(settings)
     routes = [
         outputs.joined_route(
             settings.joined_topic,
@@ -209,10 +247,11 @@ def to_kafka_records(
         outputs.late_route(
             settings.late_topic,
             partitions[settings.late_topic],
-            F.lit(STAGE),
+            F.col("stage") if statistics else F.lit(STAGE),
             F.lit(None),
             header=registry_header(settings, settings.late_topic, "late"),
         ),
+        *operation_stats.routes(settings, partitions),
     ]
     return outputs.to_kafka_records(
         rows,
@@ -228,17 +267,16 @@ def build_join(settings: JoinSettings):
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
     from spark_jobs.runner import read_measurements, topic_partitions
 
-    plan = join_plan(settings)
-    function = join_function(plan, settings.max_future_ms(), settings.idle_timeout_ms())
-    partitions = {
-        topic: topic_partitions(settings, topic)
-        for topic in (settings.joined_topic, settings.late_topic, settings.dlq_topic)
-    }
+    function = join_pass(settings)
+    topics = [settings.joined_topic, settings.late_topic, settings.dlq_topic]
+    if operation_stats.enabled(settings):
+        topics += operation_stats.topics(settings).values()
+    partitions = {topic: topic_partitions(settings, topic) for topic in topics}
 
     def build(spark: SparkSession) -> DataFrame:
         measurements = read_measurements(spark, settings)
         relevant = measurements.where(
-            joined_quantities(measurements.quantity, plan) | measurements.thing.isNull()
+            input_quantities(measurements.quantity, settings) | measurements.thing.isNull()
         )
         rows = function.apply(relevant.select(*MEASUREMENT_COLUMNS).groupBy("thing"))
         return to_kafka_records(rows, settings, partitions)
@@ -247,8 +285,9 @@ def build_join(settings: JoinSettings):
 
 
 def check(settings: JoinSettings) -> None:
-    """Fail fast on a bad JOIN_PAIRS, before Spark starts."""
+    """Fail fast on a bad JOIN_PAIRS, OPSTATS_POWER or machine catalogue, before Spark starts."""
     join_plan(settings)
+    operation_stats.stats_operator(settings)
 
 
 JOB = StreamingJob(

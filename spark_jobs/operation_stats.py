@@ -1,17 +1,20 @@
-"""The operation statistics in the single pass: settings to operator, cycles to output rows.
+"""The operation statistics beside the join: settings to operator, cycles to Kafka records.
 
-With ``OPSTATS_POWER`` set, the single pass runs ``opstats.OperationStatistics`` as a third
-part of each thing's operator, beside the join and the windows, so its cycles go out in the
-same transaction as the rest. A closed cycle becomes one row of record type ``opstats``
-carrying the cycle itself (the driver encodes it: its band arrays are no flat column), an
-overload alert it fired or resolved a row of record type ``overload`` carrying the event;
-records it hands back become late rows of stage ``opstats``. Only the state in the driver runs
-it.
+With ``OPSTATS_POWER`` set, ``opstats.OperationStatistics`` runs as a part of each thing's
+operator beside the join (the single pass: and the windows; the two-jobs shape: in the join
+job), so its cycles go out in the same transaction as the pairs, wherever the state lives. A
+closed cycle, or an overload alert it fired or resolved, leaves the state function as a Kafka
+record already made: its key and Avro value (a cycle's band arrays are no flat column for
+Spark's ``to_avro``), which the Spark route (``spark_jobs.outputs.encoded_route``) and the
+driver's writer pass on as they are. Records it hands back become late rows of stage
+``opstats``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -30,17 +33,19 @@ from opstats import (
     load_catalogue,
 )
 from opstats.overload import OverloadEvent
-from spark_jobs.config import SinglePassSettings
-from spark_jobs.join import result_function
+from spark_jobs.config import StatisticsSettings, result_function
 from spark_jobs.output_columns import Fields, OutputRows
+from spark_jobs.outputs import Route, encoded_route
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
+from streamkit.wire import AvroCodec, cycle_key, overload_key
+from streamkit.wire.registry import header as registry_header
 
 STAGE = "opstats"  #: the part's name in the thing's operator and the late records' stage
 RECORD_TYPE = "opstats"
 EVENT_TYPE = "overload"
-#: The rows' column holding each closed cycle (a Python object: the driver encodes it).
-CYCLE_COLUMN = ("cycle", "binary")
+#: The columns of a record the state function encoded itself: its Kafka key and value.
+ENCODED_FIELDS: Fields = [("avro_key", "binary"), ("avro_value", "binary")]
 
 log = logging.getLogger("spark_jobs.operation_stats")
 DEFAULTED = Counter(
@@ -66,11 +71,11 @@ def power_inputs(text: str) -> PowerInputs:
         raise ConfigError("OPSTATS_POWER", str(exc)) from None
 
 
-def enabled(settings: SinglePassSettings) -> bool:
+def enabled(settings: StatisticsSettings) -> bool:
     return bool(settings.opstats_power.strip())
 
 
-def stats_config(settings: SinglePassSettings) -> StatsConfig | None:
+def stats_config(settings: StatisticsSettings) -> StatsConfig | None:
     """The statistics' configuration, the catalogue read and checked; None when off. A bad
     catalogue raises CatalogueError (exit code 2, naming the file, line and field)."""
     if not enabled(settings):
@@ -87,7 +92,7 @@ def stats_config(settings: SinglePassSettings) -> StatsConfig | None:
     )
 
 
-def stats_operator(settings: SinglePassSettings) -> OperationStatistics | None:
+def stats_operator(settings: StatisticsSettings) -> OperationStatistics | None:
     config = stats_config(settings)
     if config is None:
         return None
@@ -97,36 +102,92 @@ def stats_operator(settings: SinglePassSettings) -> OperationStatistics | None:
         raise ConfigError("OPSTATS_CYCLE/OPSTATS_MAX_HOLD", str(exc)) from None
 
 
-def render(out: OutputRows, thing: str, step: StatsStep, tags: dict[str, Any]) -> None:
-    """A step's cycles as ``opstats`` rows, its overload alerts as ``overload`` rows (each row's
-    ``cycle`` column holds the object the driver encodes), its handed-back records as late
-    rows."""
-    for cycle in step.cycles:
-        if cycle.rating.defaulted:
-            say_defaulted(thing, cycle.component)
-    for record_type, items in ((RECORD_TYPE, step.cycles), (EVENT_TYPE, step.events)):
-        if items:
+@dataclass(frozen=True)
+class StatsRows:
+    """Renders a statistics step: its cycles as ``opstats`` rows and its overload alerts as
+    ``overload`` rows, each with its Kafka key and value (the registry's header, when on, in
+    front), its handed-back records as late rows. Picklable: it runs in Spark's workers."""
+
+    cycle_header: bytes = b""
+    event_header: bytes = b""
+
+    def __call__(
+        self, out: OutputRows, key: tuple, batch: Records, step: StatsStep, tags: dict[str, Any]
+    ) -> None:
+        thing = key[0]
+        for cycle in step.cycles:
+            if cycle.rating.defaulted:
+                say_defaulted(thing, cycle.component)
+        if step.cycles:
+            codec = _codec("opstats")
             out.add(
-                len(items),
-                record_type=record_type,
+                len(step.cycles),
+                record_type=RECORD_TYPE,
                 thing=thing,
-                result_name=step.power_name,
-                cycle=_objects(items),
+                avro_key=_objects(
+                    [cycle_key(thing, c.component, c.rating_id, c.start_ms) for c in step.cycles]
+                ),
+                avro_value=_objects(
+                    [
+                        self.cycle_header + codec.encode(cycle_record(thing, step.power_name, c))
+                        for c in step.cycles
+                    ]
+                ),
                 **tags,
             )
-    late: Records = step.late
-    if len(late):
-        out.add(
-            len(late),
-            record_type="late",
-            thing=thing,
-            quantity=late.quantity,
-            event_time_ms=late.event_time_ms,
-            value=late.value,
-            row_id=late.row_id,
-            reason=np.array(step.reasons, dtype=object),
-            **tags,
-        )
+        if step.events:
+            codec = _codec("overload")
+            out.add(
+                len(step.events),
+                record_type=EVENT_TYPE,
+                thing=thing,
+                avro_key=_objects([overload_key(thing, e.cycle.component) for e in step.events]),
+                avro_value=_objects(
+                    [self.event_header + codec.encode(event_record(thing, e)) for e in step.events]
+                ),
+                **tags,
+            )
+        late: Records = step.late
+        if len(late):
+            out.add(
+                len(late),
+                record_type="late",
+                thing=thing,
+                quantity=late.quantity,
+                event_time_ms=late.event_time_ms,
+                value=late.value,
+                row_id=late.row_id,
+                reason=np.array(step.reasons, dtype=object),
+                **tags,
+            )
+
+
+def stats_rows(settings: StatisticsSettings) -> StatsRows:
+    """The renderer with the registry's headers of the statistics' topics (asks the registry
+    when it is on: call it where the job is built, not in a start-up check)."""
+    return StatsRows(
+        registry_header(settings, settings.opstats_topic, "opstats"),
+        registry_header(settings, settings.overloads_topic, "overload"),
+    )
+
+
+def routes(settings: StatisticsSettings, partitions: dict[str, int]) -> list[Route]:
+    """The Spark routes of the cycles and the overload alerts when the statistics run."""
+    if not enabled(settings):
+        return []
+    return [
+        encoded_route(kind, topic, partitions[topic]) for kind, topic in topics(settings).items()
+    ]
+
+
+def topics(settings: StatisticsSettings) -> dict[str, str]:
+    """Record type -> topic of what the statistics emit."""
+    return {RECORD_TYPE: settings.opstats_topic, EVENT_TYPE: settings.overloads_topic}
+
+
+@functools.cache
+def _codec(schema: str) -> AvroCodec:
+    return AvroCodec(schema)
 
 
 def say_defaulted(thing: str, component: str) -> None:
@@ -142,7 +203,7 @@ def say_defaulted(thing: str, component: str) -> None:
     )
 
 
-def _objects(items: list[CycleStats] | list[OverloadEvent]) -> np.ndarray:
+def _objects(items: list[bytes]) -> np.ndarray:
     column = np.empty(len(items), dtype=object)
     column[:] = items
     return column
@@ -193,20 +254,24 @@ def event_record(thing: str, event: OverloadEvent) -> dict[str, Any]:
     }
 
 
-def with_cycles(fields: Fields) -> Fields:
-    """The output columns, plus the cycle column."""
-    return [*fields, CYCLE_COLUMN]
+def with_encoded(fields: Fields) -> Fields:
+    """The output columns, plus the encoded records' key and value."""
+    return [*fields, *ENCODED_FIELDS]
 
 
 __all__ = [
     "CatalogueError",
+    "ENCODED_FIELDS",
+    "EVENT_TYPE",
     "RECORD_TYPE",
     "STAGE",
+    "StatsRows",
     "cycle_record",
     "enabled",
+    "event_record",
     "power_inputs",
-    "render",
     "stats_config",
     "stats_operator",
-    "with_cycles",
+    "stats_rows",
+    "with_encoded",
 ]

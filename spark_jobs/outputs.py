@@ -95,6 +95,14 @@ def late_route(
     return Route(LATE, topic, partitions, record_key_column(), framed(value, header))
 
 
+def encoded_route(record_type: str, topic: str, partitions: int) -> Route:
+    """A record the state function encoded itself (``avro_key``, ``avro_value``, the registry's
+    header in front when on): the operation statistics' cycles and overload alerts."""
+    from pyspark.sql import functions as F
+
+    return Route(record_type, topic, partitions, F.col("avro_key"), F.col("avro_value"))
+
+
 def to_kafka_records(
     rows: DataFrame,
     routes: list[Route],

@@ -23,12 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator
 from lsb.plan import JoinPlan
-from operators import ByQuantity, Emitted, KeyedOperator, Records, Together, ms
+from operators import ByQuantity, KeyedOperator, Together, ms
 from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
-from spark_jobs.output_columns import Fields, OutputRows
-from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
+from spark_jobs.output_columns import Fields
+from spark_jobs.stateful import (
+    MEASUREMENT_COLUMNS,
+    OperatorFunction,
+    PartRows,
+    QuantityRows,
+    Render,
+)
 from streamkit.wire.registry import header as registry_header
 from windowing import WindowOperator
 
@@ -61,29 +67,23 @@ OUTPUT_FIELDS: Fields = _wider(join.OUTPUT_FIELDS, aggregate.OUTPUT_FIELDS, [("s
 OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
 
 
-class ThingRows:
-    """Renders what the thing's composed operator emitted: the join's part as the join job
-    does, each quantity's windows as the aggregate job does, tagged with their stage.
-    Picklable."""
+def output_fields(settings: SinglePassSettings) -> Fields:
+    """The columns, with the statistics' encoded records when they run."""
+    on = operation_stats.enabled(settings)
+    return operation_stats.with_encoded(OUTPUT_FIELDS) if on else OUTPUT_FIELDS
 
-    def __init__(self, join_rows: join.JoinRows) -> None:
-        self.join_rows = join_rows
 
-    def __call__(
-        self, out: OutputRows, key: tuple, batch: Records, emitted: Emitted, tags: dict[str, Any]
-    ) -> None:
-        thing = key[0]
-        for part, records, output in emitted:
-            if part == join.STAGE:
-                self.join_rows(out, (thing,), records, output, {**tags, "stage": join.STAGE})
-                continue
-            if part == operation_stats.STAGE:
-                operation_stats.render(out, thing, output, {**tags, "stage": operation_stats.STAGE})
-                continue
-            for quantity, mine, step in output:
-                aggregate.window_rows(
-                    out, (thing, quantity), mine, step, {**tags, "stage": aggregate.STAGE}
-                )
+def thing_rows(statistics: operation_stats.StatsRows | None = None) -> PartRows:
+    """Renders what the thing's operator emitted: the join's part as the join job does, each
+    quantity's windows as the aggregate job does, the statistics' cycles when they run, each
+    tagged with its stage. Picklable."""
+    renders: dict[str, Render] = {
+        join.STAGE: join.JoinRows(),
+        aggregate.STAGE: QuantityRows(aggregate.window_rows),
+    }
+    if statistics is not None:
+        renders[operation_stats.STAGE] = statistics
+    return PartRows(renders)
 
 
 def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
@@ -101,19 +101,24 @@ def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
             None,
         ),
     ]
-    statistics = operation_stats.stats_operator(settings) if statistics_on(settings) else None
+    statistics = operation_stats.stats_operator(settings)
     if statistics is not None:
         parts.append((operation_stats.STAGE, statistics, None))
     return Together(*parts)
 
 
+def statistics_rows(settings: SinglePassSettings) -> operation_stats.StatsRows | None:
+    """The statistics' renderer when they run (asks the registry for its headers when on)."""
+    return operation_stats.stats_rows(settings) if operation_stats.enabled(settings) else None
+
+
 def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
-    rows when the earliest idle timer of its quantities fired."""
+    rows when the earliest idle timer of its parts fired."""
     return OperatorFunction(
         thing_operator(settings, join.join_plan(settings)),
-        ThingRows(join.JoinRows()),
-        OUTPUT_FIELDS,
+        thing_rows(statistics_rows(settings)),
+        output_fields(settings),
         aggregate.NULLABLE,
         timers=bool(settings.idle_timeout_ms()),
     )
@@ -143,6 +148,7 @@ def to_kafka_records(
             F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
             header=registry_header(settings, settings.late_topic, "late"),
         ),
+        *operation_stats.routes(settings, partitions),
     ]
     return outputs.to_kafka_records(
         rows,
@@ -163,8 +169,8 @@ def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
         settings.late_topic,
         settings.dlq_topic,
     ]
-    if statistics_on(settings):
-        topics += [settings.opstats_topic, settings.overloads_topic]
+    if operation_stats.enabled(settings):
+        topics += operation_stats.topics(settings).values()
     return {topic: topic_partitions(settings, topic) for topic in topics}
 
 
@@ -210,35 +216,35 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
         return None
     from operators.keyed import KeyedStates
     from spark_jobs import driver_state
-    from spark_jobs.driver_outputs import SCHEMA_NAMES, KafkaOutputs
+    from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
     from spark_jobs.outputs import AGGREGATE, JOINED, LATE
 
     operator = thing_operator(settings, join.join_plan(settings))
-    with_stats = statistics_on(settings)
     partitions = output_partitions(settings)
     topics = {
         JOINED: settings.joined_topic,
         AGGREGATE: settings.aggregates_topic,
         LATE: settings.late_topic,
     }
-    if with_stats:
-        topics[operation_stats.RECORD_TYPE] = settings.opstats_topic
-        topics[operation_stats.EVENT_TYPE] = settings.overloads_topic
+    if operation_stats.enabled(settings):
+        topics.update(operation_stats.topics(settings))
     outputs = KafkaOutputs(
         topics,
         {kind: partitions[topic] for kind, topic in topics.items()},
-        {kind: registry_header(settings, topics[kind], SCHEMA_NAMES[kind]) for kind in topics},
+        {kind: registry_header(settings, topics[kind], SCHEMAS[kind]) for kind in SCHEMAS},
         dlq_topic=settings.dlq_topic,
         dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.raw_topic,
         stage=STAGE,
     )
 
+    render = thing_rows(statistics_rows(settings))
+
     def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:
         return driver_state.DriverStateBatches(
             KeyedStates(operator),
-            ThingRows(join.JoinRows()),
-            operation_stats.with_cycles(OUTPUT_FIELDS) if with_stats else OUTPUT_FIELDS,
+            render,
+            output_fields(settings),
             aggregate.NULLABLE,
             outputs,
             sink,
@@ -248,23 +254,10 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     return around
 
 
-def statistics_on(settings: SinglePassSettings) -> bool:
-    """OPSTATS_POWER set, and the state in the driver: Spark's state store cannot hold the
-    statistics' state yet, so there they are off (said once at start, by :func:`check`)."""
-    return operation_stats.enabled(settings) and settings.state_in_driver(QUERY)
-
-
 def check(settings: SinglePassSettings) -> None:
     """Fail fast on bad JOIN_PAIRS, window rules, OPSTATS_POWER or machine catalogue, before
     Spark starts."""
-    operation_stats.stats_operator(settings)  # the catalogue is checked wherever the state is
-    thing_pass(settings)
-    if operation_stats.enabled(settings) and not statistics_on(settings):
-        operation_stats.log.warning(
-            "OPSTATS_POWER: the operation statistics are off in this run: they run with the "
-            "state in the driver (SPARK_STATE=driver, or auto with SPARK_SINK=driver), not yet "
-            "in Spark's state store"
-        )
+    thing_operator(settings, join.join_plan(settings))
     if settings.state == "driver" and settings.sink != "driver":
         raise ValueError(
             "SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver "

@@ -52,8 +52,18 @@ TOPIC_RIGHTS: dict[str, dict[str, tuple[str, ...]]] = {
         "connector": ("read",),
     },
     "late": {**_every_job("write"), "connector": ("read",)},
-    "opstats": {"spark-single-pass": ("write",), "connector": ("read",)},
-    "overloads": {"spark-single-pass": ("write",), "connector": ("read",), "alerts": ("read",)},
+    # the operation statistics run beside the join: in the single pass or the join job
+    "opstats": {
+        "spark-single-pass": ("write",),
+        "spark-join": ("write",),
+        "connector": ("read",),
+    },
+    "overloads": {
+        "spark-single-pass": ("write",),
+        "spark-join": ("write",),
+        "connector": ("read",),
+        "alerts": ("read",),
+    },
     "markers": _every_job("read", "write"),
 }
 

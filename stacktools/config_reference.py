@@ -29,7 +29,7 @@ from typing import Any, get_type_hints
 
 import yaml
 
-from spark_jobs.config import IdleSettings, SparkJobSettings, WindowSettings
+from spark_jobs.config import IdleSettings, SparkJobSettings, StatisticsSettings, WindowSettings
 from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
 from stacktools.disk_space import DiskSpaceSettings
@@ -188,6 +188,14 @@ SECTIONS: tuple[Section, ...] = (
         "key, its open windows and the join's pending pairs are emitted anyway, the one output "
         "that depends on the wall clock (`docs/windows.md`, `docs/join.md`).",
         short="idle timeout",
+    ),
+    Section(
+        "Operation statistics (`spark_jobs.join`, `spark_jobs.single_pass`)",
+        StatisticsSettings,
+        "`spark_jobs.config.StatisticsSettings`: the operation statistics per component (load "
+        "spectrum, duty cycle, energy, overload alerts), computed beside the join in either shape "
+        "(`docs/operation-statistics.md`).",
+        short="operation statistics",
     ),
     Section.of_service(
         "spark_join",

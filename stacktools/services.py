@@ -83,6 +83,8 @@ SERVICES: dict[str, ServiceSpec] = {
                 *_spark_args(w),
                 "--joined-topic",
                 w.joined,
+                *(["--opstats-topic", w.opstats] if w.opstats else []),
+                *(["--overloads-topic", w.overloads] if w.overloads else []),
                 "--query-name",
                 f"lsb-join{w.query_suffix}",
                 "--checkpoint-dir",

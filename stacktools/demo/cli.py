@@ -220,7 +220,7 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
         )
         started = time.monotonic()
         pipeline.start_stages()
-        statistics = statistics_run(stage_settings({**spark_env, **stages}), args.shape)
+        statistics = statistics_run(stage_settings({**spark_env, **stages}))
         if statistics:  # the overload alerts of the statistics, to the stack's Alertmanager
             pipeline.start("alert_forwarder")
         print("starting the services (Spark's JVMs take a while) ...", flush=True)
@@ -267,7 +267,6 @@ def run(settings: Settings, args: argparse.Namespace, events: Path, checked: Eve
             order,
             args.live,
             env={**spark_env, **stages},
-            shape=args.shape,
         )
         verdict_text = result["verify"].pop("text", f"verify: {result['verify'].get('skipped')}")
         (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from mqtt_bridge.config import BridgeSettings
 from spark_jobs.config import SinglePassSettings
-from stacktools.services import DEFAULT_SHAPE
 from stacktools.verify.check import verify
 from stacktools.verify.report import render
 from stacktools.verify.rules import UnsupportedRules, rules_of
@@ -18,8 +17,6 @@ from streamkit.config import Settings
 from streamkit.durations import duration_ms
 
 SKIPPED_LIVE = "skipped: --live stamps every row with the wall clock, not the file's time"
-#: The single pass's query name (spark_jobs.single_pass.QUERY): a demo's checkpoints are fresh.
-QUERY = "single-pass"
 
 
 def stage_settings(env: dict[str, str]) -> SinglePassSettings:
@@ -27,10 +24,9 @@ def stage_settings(env: dict[str, str]) -> SinglePassSettings:
     return SinglePassSettings.from_sources(environ={**os.environ, **env})
 
 
-def statistics_run(job: SinglePassSettings, shape: str) -> bool:
-    """The operation statistics run in the single pass with the state in the driver; the
-    two-jobs shape and Spark's state store do not compute them yet."""
-    return shape == DEFAULT_SHAPE and bool(job.opstats_power.strip()) and job.state_in_driver(QUERY)
+def statistics_run(job: SinglePassSettings) -> bool:
+    """Whether the operation statistics run (beside the join, in either shape)."""
+    return bool(job.opstats_power.strip())
 
 
 def demo_verdict(
@@ -41,10 +37,9 @@ def demo_verdict(
     live: bool,
     *,
     env: dict[str, str] | None = None,
-    shape: str = DEFAULT_SHAPE,
 ) -> dict:
     """``{"exact": bool, "text": ..., **details}``, or ``{"skipped": why}`` (not a failure).
-    ``env``: what the demo added to the stages' environment; ``shape``: the Spark part's."""
+    ``env``: what the demo added to the stages' environment."""
     if live:
         return {"skipped": SKIPPED_LIVE}
     job = stage_settings(env or {})
@@ -52,7 +47,7 @@ def demo_verdict(
         rules = rules_of(job)
     except UnsupportedRules as exc:
         return {"skipped": str(exc)}
-    if not statistics_run(job, shape):
+    if not statistics_run(job):
         rules = dataclasses.replace(rules, stats=None)
     max_future = duration_ms(BridgeSettings.from_sources().max_future)
     outcome = verify(settings, events, database, rules, order=order, max_future_ms=max_future)

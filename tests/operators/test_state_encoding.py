@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from operators import VERSION, KeyedOperator, Reader, StateFormatError, StateVersionError, Writer
+from operators import (
+    VERSION,
+    KeyedOperator,
+    Reader,
+    StateFormatError,
+    StateVersionError,
+    Together,
+    Writer,
+)
 
 from .make_golden import GOLDEN, golden_snapshots
 from .scenarios import join_operator, opstats_operator, thing_operator, window_operator
@@ -72,6 +80,30 @@ def test_the_version_1_snapshots_hold_the_states_they_were_made_from() -> None:
     assert (temp.clock_ms, temp.horizon_ms, temp.times.tolist()) == (12, 7, [3, 12])
     assert temp.row_ids == ["c3", "c12\u00e9"] and temp.values.tolist() == [20.0, 21.0]
     assert thing.deadline(state) == 1_700_000_001_500
+
+
+def test_an_operator_that_gained_parts_goes_on_from_its_checkpoint() -> None:
+    """The join job's state once the statistics run beside it, and the single pass's once they
+    run in Spark's state store: what the snapshot holds comes back, the new part starts
+    initial; a part that vanished is refused (its state would be lost)."""
+    join = join_operator()
+    with_stats = Together(("join", join, None), ("opstats", opstats_operator(), None))
+    state = with_stats.restore(golden("join", 3))
+    assert join.snapshot(state[0]) == golden("join", 3)
+    assert opstats_operator().snapshot(state[1]) == opstats_operator().snapshot(
+        opstats_operator().initial()
+    )
+    thing = thing_operator()
+    grown = Together(*thing.parts, ("opstats", opstats_operator(), None))
+    state = grown.restore(golden("thing", 3))
+    assert thing.snapshot(state[:2]) == golden("thing", 3)
+    assert grown.deadline(state) == thing.deadline(thing.restore(golden("thing", 3)))
+    shrunk = Together(thing.parts[0])
+    with pytest.raises(StateFormatError, match="where \\['join'\\] were expected"):
+        shrunk.restore(golden("thing", 3))
+    renamed = Together(("joined", join, None), *thing.parts[1:])
+    with pytest.raises(StateFormatError, match="were expected"):
+        renamed.restore(golden("thing", 3))
 
 
 def test_a_snapshot_of_a_newer_version_is_refused_with_a_clear_error() -> None:

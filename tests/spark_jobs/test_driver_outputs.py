@@ -1,21 +1,22 @@
 """With the state in the driver the single pass encodes its outputs itself: every Kafka record
 (topic, key, value, partition, headers) equals, byte for byte, what the Spark routes
-(``spark_jobs.outputs``) build from the same output rows, registry header and dead letters
-included."""
+(``spark_jobs.outputs``) build from the same output rows, registry header, the statistics'
+encoded cycles and dead letters included."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from operators import Records
 from operators.keyed import KeyedStates
-from spark_jobs import aggregate, dead_letters, join, outputs, single_pass
+from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs, single_pass
 from spark_jobs.config import SinglePassSettings
-from spark_jobs.driver_outputs import KafkaOutputs
+from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
 from spark_jobs.output_columns import OutputRows
 from streamkit.wire.registry import frame
 from tests.support.harness import bridge_rows
@@ -25,24 +26,44 @@ pytestmark = [pytest.mark.spark]
 
 SAMPLE = REPO / "tests" / "data" / "test_events.json"
 PAIRS = "actSpeed_*:vaTorque_*:mechanical_power,vaCurr_C11:vaLoad_C11:product"
-TOPICS = {outputs.JOINED: "joined-t", outputs.AGGREGATE: "aggregates-t", outputs.LATE: "late-t"}
-PARTITIONS = {outputs.JOINED: 3, outputs.AGGREGATE: 2, outputs.LATE: 5}
+TOPICS = {
+    outputs.JOINED: "joined-t",
+    outputs.AGGREGATE: "aggregates-t",
+    outputs.LATE: "late-t",
+    "opstats": "opstats-t",
+    "overload": "overloads-t",
+}
+PARTITIONS = {outputs.JOINED: 3, outputs.AGGREGATE: 2, outputs.LATE: 5, "opstats": 4, "overload": 2}
 HEADERS = {kind: frame(11 + n) for n, kind in enumerate(TOPICS)}
+#: a rating the sample's spindle overloads, so that its alerts fire too
+CATALOGUE = "defaults:\n  rated_power_kw: 0.05\n  duty_rating_pct: 5\n"
+
+
+def stage_settings(catalogue: Path) -> SinglePassSettings:
+    """Short cycles, so that the sample's 400 rows close some."""
+    catalogue.write_text(CATALOGUE)
+    return SinglePassSettings.from_sources(
+        environ={},
+        cli={
+            "pairs": PAIRS,
+            "idle_timeout": "30s",
+            "max_future": "1h",
+            "opstats_cycle": "20s",
+            "machine_catalogue": str(catalogue),
+        },
+    )
+
+
 DLQ, DLQ_PARTITIONS, RAW = "dlq-t", 3, "raw-t"
 
 
-def rendered_outputs() -> OutputRows:
+def rendered_outputs(settings: SinglePassSettings) -> OutputRows:
     """The sample's outputs as the driver renders them: pairs, windows (closed by the data and
     by the idle timeout), late records of both stages, and dead letters."""
-    settings = SinglePassSettings.from_sources(
-        # the statistics' cycles are no flat record: tests/spark_jobs/test_operation_stats.py
-        environ={},
-        cli={"pairs": PAIRS, "idle_timeout": "30s", "max_future": "1h", "opstats_power": ""},
-    )
     config = join.join_plan(settings)
     table = KeyedStates(single_pass.thing_operator(settings, config))
-    render = single_pass.ThingRows(join.JoinRows())
-    out = OutputRows(single_pass.OUTPUT_FIELDS, aggregate.NULLABLE)
+    render = single_pass.thing_rows(operation_stats.StatsRows(HEADERS["opstats"], b""))
+    out = OutputRows(single_pass.output_fields(settings), aggregate.NULLABLE)
     rows = list(bridge_rows(SAMPLE))[:400]
     now = int(time.time() * 1000)
     by_thing: dict[str, list[tuple]] = {}
@@ -66,18 +87,19 @@ def rendered_outputs() -> OutputRows:
     return out
 
 
-def test_the_driver_writes_the_records_spark_writes() -> None:
+def test_the_driver_writes_the_records_spark_writes(tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     from spark_jobs.session import build_session
 
-    out = rendered_outputs()
+    settings = stage_settings(tmp_path / "catalogue.yaml")
+    out = rendered_outputs(settings)
     kinds = {kind: out.count(kind) for kind in (*TOPICS, dead_letters.RECORD_TYPE)}
     assert all(kinds.values()), kinds
     mine = KafkaOutputs(
         TOPICS,
         PARTITIONS,
-        HEADERS,
+        {kind: HEADERS[kind] for kind in SCHEMAS},
         dlq_topic=DLQ,
         dlq_partitions=DLQ_PARTITIONS,
         source_topic=RAW,
@@ -87,7 +109,8 @@ def test_the_driver_writes_the_records_spark_writes() -> None:
     spark = build_session("driver-outputs-check")
     try:
         spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")  # as a state function
-        rows = spark.createDataFrame(out.frame(), single_pass.OUTPUT_SCHEMA)
+        schema = ", ".join(f"{n} {k}" for n, k in single_pass.output_fields(settings))
+        rows = spark.createDataFrame(out.frame(), schema)
         routes = [
             outputs.joined_route(TOPICS["joined"], PARTITIONS["joined"], HEADERS["joined"]),
             outputs.aggregate_route(
@@ -100,6 +123,8 @@ def test_the_driver_writes_the_records_spark_writes() -> None:
                 F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
                 header=HEADERS["late"],
             ),
+            outputs.encoded_route("opstats", TOPICS["opstats"], PARTITIONS["opstats"]),
+            outputs.encoded_route("overload", TOPICS["overload"], PARTITIONS["overload"]),
         ]
         theirs = outputs.to_kafka_records(
             rows,

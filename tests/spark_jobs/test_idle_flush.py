@@ -1,8 +1,9 @@
 """The idle flush on the real stack, in both shapes (the single pass with its state in the driver,
-and the join job): a machine that stops has its last pending pair, and in the single pass its
-last cycle of operation statistics, emitted once the idle timeout has passed, not when it runs
-again; when it resumes the join goes on, and a record behind what the flush emitted is handed
-back as late, never joined or counted. The pair is a pattern pair: its component rides along."""
+and the join job): a machine that stops has its last pending pair, and its last cycle of
+operation statistics (beside the join in both), emitted once the idle timeout has passed, not
+when it runs again; when it resumes the join goes on, and a record behind what the flush
+emitted is handed back as late, never joined or counted. The pair is a pattern pair: its
+component rides along."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ COMPACTED = ("markers", "opstats", "overloads")
 JOBS = {
     "single-pass": (
         "spark_jobs.single_pass",
-        ["--opstats-power", PAIRS, "--tumbling", "10s", "--sliding", "off", "--session-gap", "off"],
+        ["--tumbling", "10s", "--sliding", "off", "--session-gap", "off"],
         {"SPARK_STATE": "driver"},
     ),
     "join": ("spark_jobs.join", [], {}),
@@ -69,7 +70,6 @@ def test_a_stopped_machines_last_pair_comes_after_the_idle_timeout_and_it_resume
 ) -> None:
     settings = stack_settings
     module, extra, env = JOBS[job]
-    statistics = module == "spark_jobs.single_pass"
     topics = {
         name: private_topic(settings, name, 1, compact=name in COMPACTED)
         for name in ("raw", "joined", "late", "aggregates", "dlq", *COMPACTED)
@@ -95,11 +95,16 @@ def test_a_stopped_machines_last_pair_comes_after_the_idle_timeout_and_it_resume
         f"{IDLE_S}s",
         "--trigger-seconds",
         "0.5",
+        "--opstats-power",
+        PAIRS,
+        "--opstats-topic",
+        topics["opstats"],
+        "--overloads-topic",
+        topics["overloads"],
         *extra,
     ]
-    if statistics:
+    if module == "spark_jobs.single_pass":
         args += ["--aggregates-topic", topics["aggregates"]]
-        args += ["--opstats-topic", topics["opstats"], "--overloads-topic", topics["overloads"]]
     log = tmp_path / f"{job}.log"
     produce_measurements(settings, topics["raw"], STOPS, 1)
     service = spark_service(module, args, log, env).start()
@@ -123,8 +128,7 @@ def test_a_stopped_machines_last_pair_comes_after_the_idle_timeout_and_it_resume
             lambda: (10_000, 5000) in pairs_of(settings, topics["joined"]),
             IDLE_S * 6,
         )
-        if statistics:
-            until("the open cycle, flushed", lambda: cycles_of(settings, topics["opstats"]), 60)
+        until("the open cycle, flushed", lambda: cycles_of(settings, topics["opstats"]), 60)
         produce_measurements(settings, topics["raw"], RESUMES, 1)
         until(
             "the resumed machine's pairs",
@@ -132,12 +136,11 @@ def test_a_stopped_machines_last_pair_comes_after_the_idle_timeout_and_it_resume
             IDLE_S * 6,
         )
         until("its late record", lambda: late_of(settings, topics["late"], "join"), 60)
-        if statistics:
-            until(
-                "the statistics' late records",
-                lambda: len(late_of(settings, topics["late"], "opstats")) >= 2,
-                60,
-            )
+        until(
+            "the statistics' late records",
+            lambda: len(late_of(settings, topics["late"], "opstats")) >= 2,
+            60,
+        )
     finally:
         code = service.terminate(120)
     assert code == 0, f"SIGTERM exit {code}: {log_tail(log)}"
@@ -149,9 +152,8 @@ def test_a_stopped_machines_last_pair_comes_after_the_idle_timeout_and_it_resume
         (10_000, 12_000): 1,
     }
     assert late_of(settings, topics["late"], "join") == [("t8", "behind_watermark")]
-    if statistics:
-        assert cycles_of(settings, topics["opstats"]) == [("C1", 0)]
-        assert late_of(settings, topics["late"], "opstats") == [
-            ("t12", "window_closed"),
-            ("t8", "window_closed"),
-        ]
+    assert cycles_of(settings, topics["opstats"]) == [("C1", 0)]
+    assert late_of(settings, topics["late"], "opstats") == [
+        ("t12", "window_closed"),
+        ("t8", "window_closed"),
+    ]

@@ -1,10 +1,9 @@
-"""The operation statistics in the single pass, without Spark: the settings, the rendering of
-cycles and handed-back records, the Kafka records the driver writes for them, and the points
-the connector makes of those records."""
+"""The operation statistics beside the join, without Spark: the settings, where they run, the
+rendering of cycles and handed-back records, the Kafka records the driver writes for them, and
+the points the connector makes of those records."""
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from operators import Records
 from operators.keyed import KeyedStates
 from opstats import CatalogueError
 from spark_jobs import aggregate, join, operation_stats, outputs, single_pass
-from spark_jobs.config import SinglePassSettings
+from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.driver_outputs import KafkaOutputs
 from spark_jobs.output_columns import OutputRows
 from streamkit.errors import EXIT_USAGE, ConfigError
@@ -74,26 +73,34 @@ def test_a_bad_catalogue_stops_the_start_with_exit_code_2(tmp_path: Path) -> Non
     assert caught.value.exit_code == EXIT_USAGE
 
 
-def test_the_statistics_run_with_the_state_in_the_driver_and_are_off_elsewhere(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    in_driver = settings(state="driver")
-    single_pass.check(in_driver)
-    assert single_pass.statistics_on(in_driver) and not caplog.records
-    executors = settings(state="executors", sink="executors")
-    with caplog.at_level(logging.WARNING, "spark_jobs.operation_stats"):
-        single_pass.check(executors)
-    assert not single_pass.statistics_on(executors)
-    assert [r.getMessage() for r in caplog.records if "are off in this run" in r.getMessage()]
-    parts = single_pass.thing_operator(executors, join.join_plan(executors)).parts
-    assert operation_stats.STAGE not in [name for name, _, _ in parts]
+@pytest.mark.parametrize("state", ["driver", "executors"])
+def test_the_statistics_run_wherever_the_state_lives_and_beside_the_join_job(state: str) -> None:
+    where = settings(state=state, sink=state)
+    single_pass.check(where)
+    parts = single_pass.thing_operator(where, join.join_plan(where)).parts
+    assert [name for name, _, _ in parts] == ["join", "aggregate", "opstats"]
+    assert ("avro_value", "binary") in single_pass.output_fields(where)
+    off = settings(opstats_power="")
+    assert [n for n, _, _ in single_pass.thing_operator(off, join.join_plan(off)).parts] == [
+        "join",
+        "aggregate",
+    ]
+    assert single_pass.output_fields(off) == single_pass.OUTPUT_FIELDS
+    job = JoinSettings.from_sources(
+        environ={}, cli={"opstats_power": POWER, "machine_catalogue": str(CATALOGUE)}
+    )
+    function = join.join_pass(job)
+    assert [n for n, _, _ in function.operator.parts] == ["join", "opstats"]  # type: ignore[attr-defined]
+    assert function.fields == join.WITH_STATISTICS
+    alone = join.join_pass(JoinSettings.from_sources(environ={}, cli={"opstats_power": ""}))
+    assert alone.fields == join.OUTPUT_FIELDS and alone.operator.kind == "join"
 
 
-def rendered(s: SinglePassSettings) -> OutputRows:
+def rendered(s: SinglePassSettings, header: bytes = b"") -> OutputRows:
     """Two components of a thing, a copy handed back, then the end of their stream."""
     table = KeyedStates(single_pass.thing_operator(s, join.join_plan(s)))
-    render = single_pass.ThingRows(join.JoinRows())
-    out = OutputRows(operation_stats.with_cycles(single_pass.OUTPUT_FIELDS), aggregate.NULLABLE)
+    render = single_pass.thing_rows(operation_stats.StatsRows(header, b""))
+    out = OutputRows(single_pass.output_fields(s), aggregate.NULLABLE)
     rows = []
     for t in range(0, 1_300_000, 10_000):
         for component, speed in (("C11", 2000.0), ("C12", -1500.0)):
@@ -109,7 +116,8 @@ def rendered(s: SinglePassSettings) -> OutputRows:
 
 def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
     s = settings()
-    out = rendered(s)
+    header = frame(7)
+    out = rendered(s, header)
     assert out.count(operation_stats.RECORD_TYPE) == 2 * 2  # two closed cycles per component
     late = out.columns("late", ["stage", "reason", "quantity"])
     assert ("opstats", "behind_watermark", "vaTorque_C11") in set(
@@ -122,11 +130,10 @@ def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
         operation_stats.RECORD_TYPE: "o",
         operation_stats.EVENT_TYPE: "e",
     }
-    header = frame(7)
     writer = KafkaOutputs(
         topics,
         {kind: 3 for kind in topics},
-        {operation_stats.RECORD_TYPE: header},
+        {},
         dlq_topic="d",
         dlq_partitions=1,
         source_topic="r",

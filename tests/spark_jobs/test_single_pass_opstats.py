@@ -1,5 +1,6 @@
-"""python -m spark_jobs.single_pass with OPSTATS_POWER on the real stack: the operation
-statistics of machines with a spindle and two axes, in the same transactions as the rest,
+"""The operation statistics on the real stack, wherever they run: the single pass with its state
+in the driver or in Spark's state store, and the two-jobs shape's join job. Machines with a
+spindle and two axes; their cycles and overload alerts, in the same transactions as the rest,
 equal the brute-force oracle's cycle by cycle, exactly once through a driver kill."""
 
 from __future__ import annotations
@@ -60,18 +61,36 @@ def definition() -> oracle.Definition:
     )
 
 
+#: job module, its environment, the fault point its driver is killed at (batch 1)
+WHERE = {
+    "single-pass, state in the driver": (
+        "spark_jobs.single_pass",
+        {"SPARK_STATE": "driver", "SPARK_SINK": "driver"},
+        "after_produce",
+    ),
+    "single-pass, state in Spark's store": (
+        "spark_jobs.single_pass",
+        {"SPARK_STATE": "executors", "SPARK_SINK": "executors"},
+        "after_produce@0",
+    ),
+    "two-jobs: the join job": ("spark_jobs.join", {}, "after_produce"),
+}
+
+
+@pytest.mark.parametrize("where", list(WHERE))
 def test_the_operation_statistics_equal_the_oracle_exactly_once_through_a_driver_kill(
-    stack_settings: Settings, tmp_path: Path
+    stack_settings: Settings, tmp_path: Path, where: str
 ) -> None:
+    module, env, fault_point = WHERE[where]
     partitions = stack_settings.topic_partitions
     data = records(tmp_path, partitions)
     lane = Wiring.private(stack_settings, bridge_only=True)
     produce_measurements(stack_settings, lane.raw, data, partitions)
-    out = {kind: private_topic(stack_settings, kind, 2) for kind in ("joined", "aggregates")}
-    out["late"] = private_topic(stack_settings, "late", 2)
-    out["opstats"] = private_topic(stack_settings, "opstats", 2)
+    kinds = ("joined", "late", "opstats") + (("aggregates",) if "single_pass" in module else ())
+    out = {kind: private_topic(stack_settings, kind, 2) for kind in kinds}
+    out["overloads"] = private_topic(stack_settings, "overloads", 2, compact=True)
     markers = private_topic(stack_settings, "markers", 1, compact=True)
-    log = tmp_path / "single-pass.log"
+    log = tmp_path / "job.log"
     args = [
         "--raw-topic",
         lane.raw,
@@ -81,25 +100,23 @@ def test_the_operation_statistics_equal_the_oracle_exactly_once_through_a_driver
         "--marker-topic",
         markers,
         "--query-name",
-        f"single-pass-{uuid.uuid4().hex[:8]}",
+        f"opstats-{uuid.uuid4().hex[:8]}",
         "--checkpoint-dir",
         str(tmp_path / "checkpoint"),
         "--available-now",
         "--max-offsets-per-trigger",
         "6000",
     ]
-    where = {
-        "SPARK_STATE": "driver",
+    where_env = {
+        **env,
         "OPSTATS_POWER": "actSpeed_*:vaTorque_*:mechanical_power",
         "MACHINE_CATALOGUE": str(REPO / "examples" / "machine-catalogue.yaml"),
     }
-    faulty = {**where, "EOS_FAULT_POINT": "after_produce", "EOS_FAULT_BATCH": "1"}
-    job = spark_service(
-        "tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, faulty
-    ).start()
+    faulty = {**where_env, "EOS_FAULT_POINT": fault_point, "EOS_FAULT_BATCH": "1"}
+    job = spark_service("tests.support.faulty_job", [module, *args], log, faulty).start()
     assert job.popen.wait(600) == -9, log_tail(log)
     wait_driver_gone(job)
-    done = spark_service("spark_jobs.single_pass", args, log, where).start().popen.wait(600)
+    done = spark_service(module, args, log, where_env).start().popen.wait(600)
     assert done == 0, log_tail(log)
 
     certain, want_late = oracle.certain(data, definition())
@@ -137,3 +154,11 @@ def test_the_operation_statistics_equal_the_oracle_exactly_once_through_a_driver
         )
         == expected_late
     )
+
+    alerts = decoded(stack_settings, out["overloads"], "overload")
+    assert max(Counter((key, repr(sorted(r.items()))) for key, r in alerts).values()) == 1
+    assert sorted(
+        (r["thing"], r["component"], r["status"], r["since_ms"], r["cycle_start_ms"], r["why"])
+        for _, r in alerts
+    ) == sorted(oracle.events(certain, definition()))
+    assert alerts, "the generated axes overload"
