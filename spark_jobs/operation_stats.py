@@ -118,35 +118,33 @@ class StatsRows:
         for cycle in step.cycles:
             if cycle.rating.defaulted:
                 say_defaulted(thing, cycle.component)
-        if step.cycles:
-            codec = _codec("opstats")
-            out.add(
-                len(step.cycles),
-                record_type=RECORD_TYPE,
-                thing=thing,
-                avro_key=_objects(
-                    [cycle_key(thing, c.component, c.rating_id, c.start_ms) for c in step.cycles]
-                ),
-                avro_value=_objects(
-                    [
-                        self.cycle_header + codec.encode(cycle_record(thing, step.power_name, c))
-                        for c in step.cycles
-                    ]
-                ),
-                **tags,
-            )
-        if step.events:
-            codec = _codec("overload")
-            out.add(
-                len(step.events),
-                record_type=EVENT_TYPE,
-                thing=thing,
-                avro_key=_objects([overload_key(thing, e.cycle.component) for e in step.events]),
-                avro_value=_objects(
-                    [self.event_header + codec.encode(event_record(thing, e)) for e in step.events]
-                ),
-                **tags,
-            )
+        cycles, events = _codec("opstats"), _codec("overload")
+        _add_encoded(
+            out,
+            RECORD_TYPE,
+            thing,
+            [
+                (
+                    cycle_key(thing, c.component, c.rating_id, c.start_ms),
+                    self.cycle_header + cycles.encode(cycle_record(thing, step.power_name, c)),
+                )
+                for c in step.cycles
+            ],
+            tags,
+        )
+        _add_encoded(
+            out,
+            EVENT_TYPE,
+            thing,
+            [
+                (
+                    overload_key(thing, e.cycle.component),
+                    self.event_header + events.encode(event_record(thing, e)),
+                )
+                for e in step.events
+            ],
+            tags,
+        )
         late: Records = step.late
         if len(late):
             out.add(
@@ -160,6 +158,25 @@ class StatsRows:
                 reason=np.array(step.reasons, dtype=object),
                 **tags,
             )
+
+
+def _add_encoded(
+    out: OutputRows,
+    record_type: str,
+    thing: str,
+    records: list[tuple[bytes, bytes]],
+    tags: dict[str, Any],
+) -> None:
+    """(key, value) records of ``thing`` as rows of ``record_type``."""
+    if records:
+        out.add(
+            len(records),
+            record_type=record_type,
+            thing=thing,
+            avro_key=_objects([key for key, _ in records]),
+            avro_value=_objects([value for _, value in records]),
+            **tags,
+        )
 
 
 def stats_rows(settings: StatisticsSettings) -> StatsRows:

@@ -625,10 +625,16 @@ class AlertmanagerSettings(ServiceSettings):
         "port of the local Alertmanager, which receives the alerts of prometheus/alerts.yml "
         "and the components' overload alerts",
     )
+    alertmanager_host: str = setting(
+        "127.0.0.1",
+        "ALERTMANAGER_HOST",
+        "host of the Alertmanager its clients post to (compose: the alertmanager service); "
+        "the launcher's always listens on 127.0.0.1",
+    )
 
     @property
     def alertmanager_url(self) -> str:
-        return f"http://127.0.0.1:{self.alertmanager_port}"
+        return f"http://{self.alertmanager_host}:{self.alertmanager_port}"
 
 
 @dataclasses.dataclass(frozen=True)

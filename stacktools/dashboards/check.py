@@ -1,4 +1,4 @@
-"""The dry run: every variable query and every panel query, filled in and sent to the stack.
+"""The dry run: every variable, panel and annotation query, filled in and sent to the stack.
 
 Variables are resolved first, in definition order, by running their own queries; then every
 panel (repeats expanded) gets its ``$__interval`` and macros like in Grafana's frontend, and
@@ -62,7 +62,7 @@ class PanelResult:
     series: int = 0
     points: int = 0
     error: str | None = None
-    kind: str = "panel"  # "panel" or "variable"
+    kind: str = "panel"  # "panel", "variable" or "annotation"
     panel_id: int | None = None
 
     @property
@@ -226,6 +226,16 @@ def _run_target(
         return dataclasses.replace(result, error=str(exc))
 
 
+def _run_annotation(
+    runner: _Runner, dashboard: Dashboard, annotation: Mapping[str, Any], text: Mapping[str, str]
+) -> PanelResult:
+    """An annotation's query, run as a panel target over the whole time range (Grafana sends
+    it once per dashboard, with the dashboard's variables). Reported with kind ``annotation``."""
+    as_panel = {"title": f"annotation {annotation.get('name', '')}", "datasource": None}
+    result = _run_target(runner, dashboard, as_panel, {**annotation, "refId": ""}, text)
+    return dataclasses.replace(result, kind="annotation")
+
+
 def _check_node_graph(
     runner: _Runner, dashboard: Dashboard, panel: Mapping[str, Any], text: Mapping[str, str]
 ) -> PanelResult:
@@ -300,4 +310,10 @@ def check_dashboards(
                     results.append(_run_target(runner, dashboard, panel, target, text))
             if panel.get("type") == "nodeGraph":
                 results.append(_check_node_graph(runner, dashboard, panel, text))
+        text = {
+            name: format_variable(selection, definitions[name])
+            for name, selection in selections.items()
+        }
+        for annotation in dashboard.annotation_queries:
+            results.append(_run_annotation(runner, dashboard, annotation, text))
     return results

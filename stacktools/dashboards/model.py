@@ -51,6 +51,14 @@ class Dashboard:
         return list(templating.get("list") or []) if isinstance(templating, dict) else []
 
     @property
+    def annotation_queries(self) -> list[dict[str, Any]]:
+        """The annotations that query a datasource (Grafana's built-in one, the dashboard's own
+        annotations and alerts, has no query to run)."""
+        annotations = self.model.get("annotations") or {}
+        found = annotations.get("list") or [] if isinstance(annotations, dict) else []
+        return [a for a in found if isinstance(a, dict) and not a.get("builtIn")]
+
+    @property
     def variables_by_name(self) -> dict[str, dict[str, Any]]:
         """The named variables in definition order (the order Grafana resolves them in)."""
         return {v["name"]: v for v in self.variables if v.get("name")}

@@ -799,6 +799,20 @@ ALERT_ROUTE_TIMING = {"group_wait": "10s", "group_interval": "30s", "repeat_inte
 OVERLOAD_GROUP = ("alertname", "thing", "component", "rating", "overload_since")
 
 
+def alert_route(receiver: str) -> dict[str, object]:
+    """Alertmanager's routing: every alert grouped by alert and service, each component's
+    overload alert its own group (notified once firing, once resolved). Compose's entry point
+    writes the same (docker/alertmanager/entrypoint.sh; a test holds the two equal)."""
+    return {
+        "receiver": receiver,
+        "group_by": ["alertname", "service"],
+        **ALERT_ROUTE_TIMING,
+        "routes": [
+            {"matchers": ['alertname="ComponentOverload"'], "group_by": list(OVERLOAD_GROUP)}
+        ],
+    }
+
+
 class Alertmanager(Component):
     """Alertmanager (Debian) receiving Prometheus's alerts and sending every one, firing and
     resolved, to ALERT_WEBHOOK_URL; without one the alerts only show in its API and page. A
@@ -823,21 +837,7 @@ class Alertmanager(Component):
         receiver: dict[str, object] = {"name": "webhook" if url else "none"}
         if url:
             receiver["webhook_configs"] = [{"url": url, "send_resolved": True}]
-        config = {
-            "route": {
-                "receiver": receiver["name"],
-                "group_by": ["alertname", "service"],
-                **ALERT_ROUTE_TIMING,
-                # each overload alert its own group: notified once firing, once resolved
-                "routes": [
-                    {
-                        "matchers": ['alertname="ComponentOverload"'],
-                        "group_by": list(OVERLOAD_GROUP),
-                    }
-                ],
-            },
-            "receivers": [receiver],
-        }
+        config = {"route": alert_route(str(receiver["name"])), "receivers": [receiver]}
         # the webhook URL may carry a token: the configuration is the owner's only
         with private_file(self.conf_dir / "alertmanager.yml") as out:
             out.write(json.dumps(config, indent=2).encode())

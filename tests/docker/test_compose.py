@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from stacktools.access import USERS
+from stacktools.stack.components import alert_route
 from streamkit.config import credential_env
 from tests.support.compose import compose_cli
 from tests.support.require import cannot_run
@@ -71,6 +72,7 @@ OWN_PASSWORDS = {
         "KAFKA_PASSWORD": "KAFKA_CONNECTOR_PASSWORD",
         "INFLUX_PASSWORD": "INFLUX_CONNECTOR_PASSWORD",
     },
+    "alert-forwarder": {"KAFKA_PASSWORD": "KAFKA_ALERTS_PASSWORD"},
     "grafana": {
         "GF_SECURITY_ADMIN_PASSWORD": "GRAFANA_ADMIN_PASSWORD",
         "INFLUX_PASSWORD": "INFLUX_GRAFANA_PASSWORD",
@@ -90,6 +92,7 @@ REQUIRED_SERVICES = (
     "mqtt-bridge",
     "spark-single-pass",
     "db-connector",
+    "alert-forwarder",
     "disk-space",
     "schema-registry",
 )
@@ -103,6 +106,7 @@ DEFAULT_METRICS_PORTS = {
     "mqtt-bridge": 9202,
     "spark-single-pass": 9206,
     "db-connector": 9205,
+    "alert-forwarder": 9207,
 }
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ${NAME?err}, ${NAME:+x}, and bare $NAME.
@@ -1016,6 +1020,7 @@ def test_compose_alerts_use_the_shipped_rules_and_alertmanager(tmp_path: Path) -
     written = tmp_path / "alertmanager.yml"
     assert oct(written.stat().st_mode & 0o777) == "0o600"
     routing = yaml.safe_load(written.read_text())
+    assert routing["route"] == alert_route("webhook")  # the launcher's, overloads included
     assert routing["receivers"][0]["webhook_configs"][0] == {"url": url, "send_resolved": True}
     assert url not in (tmp_path / "args").read_text()
     check = subprocess.run([amtool, "check-config", str(written)], capture_output=True, timeout=30)

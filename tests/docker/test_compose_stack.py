@@ -12,18 +12,23 @@ import json
 import os
 import shutil
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from stacktools import certs, container_engine, prometheus_api
 from stacktools.influx import InfluxClient
 from streamkit.config import Settings
+from streamkit.kafka_clients import client_config
 from streamkit.paths import REPO_ROOT
+from streamkit.wire import AvroCodec, overload_key
 from tests.support import server_checks as checks
 from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.compose import (
+    ALERT_SERVICES,
     ONE_SHOT,
     PIPELINE_SERVICES,
     SERVER_SERVICES,
@@ -61,6 +66,22 @@ TOPICS = {
     "joined": "machinedata.joined",
     "aggregates": "machinedata.aggregates",
     "late": "machinedata.late",
+}
+#: A component's overload alert as the single pass writes it (schemas/overload.avsc).
+OVERLOAD = {
+    "thing": "ComposeM1",
+    "component": "C12",
+    "rating_id": "r1",
+    "status": "firing",
+    "since_ms": 600_000,
+    "cycle_start_ms": 600_000,
+    "cycle_end_ms": 1_200_000,
+    "why": "duty",
+    "duty_pct": 90.0,
+    "duty_rating_pct": 40.0,
+    "overload_ms": 0,
+    "peak_w": 18_000.0,
+    "rated_power_kw": 20.0,
 }
 #: (seconds into the replay, what): each service's processes SIGKILLed as a crash would, and one
 #: broker restart. A crash, not `docker compose kill`: podman takes that for a user's stop and
@@ -102,8 +123,9 @@ def project(
     compose.events = files
     try:
         compose.run("build", timeout_s=2400)
-        compose.run("up", "-d", *SERVER_SERVICES, *ONE_SHOT, *PIPELINE_SERVICES, timeout_s=900)
-        compose.wait_ready((*SERVER_SERVICES, *PIPELINE_SERVICES), ONE_SHOT, timeout_s=600)
+        services = (*SERVER_SERVICES, *PIPELINE_SERVICES, *ALERT_SERVICES)
+        compose.run("up", "-d", *services, *ONE_SHOT, timeout_s=900)
+        compose.wait_ready(services, ONE_SHOT, timeout_s=600)
         yield compose
     finally:
         compose.down()
@@ -237,7 +259,7 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
             t["labels"]["job"] for t in checks.prometheus_targets(settings) if t["health"] == "up"
         }
 
-    ours = {"mqtt_bridge", "db_connector", "spark_single_pass", "disk_space"}
+    ours = {"mqtt_bridge", "db_connector", "spark_single_pass", "disk_space", "alert_forwarder"}
     settle(lambda: ours <= scraped(), 60, "targets up", interval_s=2)
     assert {"prometheus", "alertmanager", *ours} <= scraped()
     # the disk alert's inputs, through Prometheus: the free space of the Kafka and InfluxDB data
@@ -254,6 +276,37 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
     assert [m["url"] for m in managers["activeAlertmanagers"]] == [
         "http://alertmanager:9093/api/v2/alerts"
     ], managers
+
+
+def test_an_overload_event_reaches_the_alertmanager_service_and_its_resolve_ends_it(
+    project: ComposeProject, tmp_path: Path
+) -> None:
+    """The compose wiring of the overload alerts (after the replays: the event is none of the
+    sample's): an event in the overloads topic, as the single pass commits it, is posted by the
+    alert-forwarder container (its own Kafka user, the alertmanager service by name) and shows
+    in the alertmanager service's API with its labels; its resolve ends it there."""
+    settings = project.host_settings(tmp_path)
+    url = (
+        f"http://127.0.0.1:{project.ports['ALERTMANAGER_PORT']}/api/v2/alerts"
+        "?filter=alertname%3D%22ComponentOverload%22&filter=thing%3D%22ComposeM1%22"
+    )
+
+    def alerts() -> list[dict]:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    producer = Producer(client_config(settings, "compose-test-overloads"))
+    codec = AvroCodec("overload")
+    for event in (OVERLOAD, {**OVERLOAD, "status": "resolved", "cycle_start_ms": 1_200_000}):
+        producer.produce(
+            settings.overloads_topic, codec.encode(event), overload_key("ComposeM1", "C12")
+        )
+        assert producer.flush(30) == 0
+        if event["status"] == "firing":
+            settle(lambda: bool(alerts()), 120, "the alert in Alertmanager", interval_s=2)
+            (fired,) = alerts()
+            assert fired["labels"]["component"] == "C12" and fired["status"]["state"] == "active"
+    settle(lambda: not alerts(), 120, "the alert resolved", interval_s=2)
 
 
 def test_no_password_on_any_command_line_of_the_host(

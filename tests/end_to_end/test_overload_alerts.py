@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from stacktools.dashboards import check_dashboards, load_dashboards
 from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.wiring import Wiring
@@ -130,6 +131,20 @@ def test_an_overload_alert_reaches_the_webhook_once_through_kills(
             wiring.database, 'SELECT "why" FROM "overload" GROUP BY "status"'
         )
         assert len(points) == 2, points
+        # the Operation statistics dashboard marks both on its time line (its annotation query)
+        (annotation,) = [
+            r
+            for r in check_dashboards(
+                settings,
+                start_ms,
+                start_ms + 3_600_000,
+                {"thing": THING},
+                database=wiring.database,
+                dashboards=[d for d in load_dashboards() if d.title == "Operation statistics"],
+            )
+            if r.kind == "annotation"
+        ]
+        assert annotation.ok and (annotation.series, annotation.points) == (1, 2), annotation
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)

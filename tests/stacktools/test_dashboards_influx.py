@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Message
 
-from db_connector.points import opstats_converter
+from db_connector.points import opstats_converter, overload_converter
 from stacktools.dashboards import (
     PanelResult,
     check_dashboards,
@@ -204,11 +204,45 @@ def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
             + joined_lines(t0_ms)
             + aggregate_lines(t0_ms)
             + late_and_dead_letter_lines(t0_ms)
-            + opstats_lines(t0_ms),
+            + opstats_lines(t0_ms)
+            + overload_lines(t0_ms),
         )
         yield name, t0_ms - 10 * 60_000, now_ms
     finally:
         influx.query(f'DROP DATABASE "{name}"')
+
+
+def overload_lines(t0_ms: int) -> list[str]:
+    """measurement overload: each Thing's spindle fires an alert and resolves it two cycles
+    later, made into points by the connector's converter (the dashboard's annotations)."""
+    convert, codec, lines = overload_converter(), AvroCodec("overload"), []
+    for thing in THINGS:
+        for n, status in enumerate(("firing", "resolved")):
+            event = {
+                "thing": thing,
+                "component": COMPONENTS[0],
+                "rating_id": "bd1d59788ba94501",
+                "status": status,
+                "since_ms": t0_ms,
+                "cycle_start_ms": t0_ms + n * 120_000,
+                "cycle_end_ms": t0_ms + n * 120_000 + 60_000,
+                "why": "duty" if status == "firing" else "",
+                "duty_pct": 75.0 if status == "firing" else 25.0,
+                "duty_rating_pct": 40.0,
+                "overload_ms": 0,
+                "peak_w": 19_000.0,
+                "rated_power_kw": 20.0,
+            }
+            message = Message(
+                topic="overloads",
+                partition=0,
+                offset=n,
+                key=b"k",
+                value=codec.encode(event),
+                timestamp=(1, 0),
+            )
+            lines += convert(message).splitlines()
+    return lines
 
 
 def by_datasource(results: list[PanelResult], uid: str) -> list[PanelResult]:
@@ -250,6 +284,8 @@ def test_every_query_runs_and_influx_queries_return_data(
         (r.dashboard, r.panel_id, r.ref_id) for r in influx if r.kind == "panel"
     } == influx_targets()
     variables = {(r.dashboard, r.panel) for r in influx if r.kind == "variable"}
+    annotations = [(r.dashboard, r.panel, r.points) for r in influx if r.kind == "annotation"]
+    assert annotations == [("Operation statistics", "annotation Overload alerts", 2)], annotations
     assert ("Machine data", "variable thing") in variables and (
         "Joined power",
         "variable left",

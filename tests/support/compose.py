@@ -51,6 +51,8 @@ SERVER_SERVICES = (
     "disk-space",
 )
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
+#: The overload alerts' way to Alertmanager (no part of the data's pipeline).
+ALERT_SERVICES = ("alert-forwarder",)
 ONE_SHOT = ("certs", "provision")
 
 
