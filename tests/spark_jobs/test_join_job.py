@@ -84,6 +84,8 @@ def join_lane(stack_settings: Settings, tmp_path: Path) -> dict:
         "2",
         "--idle-timeout",  # pairs made certain by the data alone, as the oracle makes them
         "off",
+        "--opstats-power",  # the join alone (the statistics beside it: test_single_pass_opstats)
+        "",
     ]
     lane["settings"] = JoinSettings.from_sources(
         cli={"run_dir": stack_settings.run_dir, "pairs": PAIRS}

@@ -57,7 +57,7 @@ GROUPS = {
 #: which writes what the other two write together.
 JOB_OUTPUTS = {
     "spark-single-pass": ("joined", "aggregates", "opstats", "overloads"),
-    "spark-join": ("joined",),
+    "spark-join": ("joined", "opstats", "overloads"),  # the statistics run beside the join
     "spark-aggregate": ("aggregates",),
 }
 
@@ -328,8 +328,8 @@ def test_each_spark_job_does_its_own_work_and_not_another_s(
 ) -> None:
     """As its own user a job reads the raw topic and commits a transaction of its outputs and a
     marker under its own transactional id; the broker refuses it another job's output topic
-    (the single pass has none: it writes the other two's, and the operation statistics no other
-    job writes), another job's transactional id and another job's consumer group."""
+    (the single pass has none: it writes the other two's, the operation statistics as the join
+    job does), another job's transactional id and another job's consumer group."""
     settings = stack_settings.acting_as("kafka", job)
     own = [role_topics[role] for role in (*JOB_OUTPUTS[job], "markers", "late", "dlq")]
     commits_a_transaction(settings, owned_name(settings, f"eos-access-check-{job}"), own)

@@ -40,6 +40,7 @@ from tests.support.verdict import Verdict, assert_exact
 from tests.support.waits import settle
 
 WINDOW_MS, LATENESS_MS = 10_000, 60_000
+NO_STATISTICS = ["--opstats-power", ""]
 PAIRS = "actSpeed_*:vaTorque_*:mechanical_power"
 
 
@@ -62,11 +63,12 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
         "off",
     ]
     return {
-        "spark_join": [*join, *spark, "--idle-timeout", "off"],
+        # the statistics off (they run beside the join in either shape): these runs judge the
+        # join and the windows in every shape (the statistics' exactly-once has its test:
+        # tests/spark_jobs/test_single_pass_opstats.py)
+        "spark_join": [*join, *spark, "--idle-timeout", "off", *NO_STATISTICS],
         "spark_aggregate": [*windows, *spark],
-        # the statistics off: these runs judge the join and the windows in every shape (the
-        # statistics' exactly-once has its test: tests/spark_jobs/test_single_pass_opstats.py)
-        "spark_single_pass": [*join, *windows, *spark, "--opstats-power", ""],
+        "spark_single_pass": [*join, *windows, *spark, *NO_STATISTICS],
         "db_connector": ["--flush-interval-ms", "200"],
     }
 
