@@ -199,8 +199,9 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section.of_service(
         "spark_join",
-        "LocalStreamBuffer join per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + `LATE_TOPIC` (default "
-        "query name `lsb-join`).",
+        "LocalStreamBuffer join per Thing, the operation statistics beside it: `RAW_TOPIC` -> "
+        "`JOINED_TOPIC` + `OPSTATS_TOPIC` + `OVERLOADS_TOPIC` + `LATE_TOPIC` (default query name "
+        "`lsb-join`).",
     ),
     Section(
         "Window rules (`spark_jobs.aggregate`, `spark_jobs.single_pass`)",
@@ -218,7 +219,8 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section.of_service(
         "spark_single_pass",
-        "The join and the windows in one stateful pass per Thing: `RAW_TOPIC` -> `JOINED_TOPIC` + "
+        "The join, the operation statistics and the windows in one stateful pass per Thing: "
+        "`RAW_TOPIC` -> `JOINED_TOPIC` + `OPSTATS_TOPIC` + `OVERLOADS_TOPIC` + "
         "`AGGREGATES_TOPIC` + `LATE_TOPIC`, one transaction per batch (default query name "
         "`single-pass`); writes what `spark_jobs.join` and `spark_jobs.aggregate` write together.",
     ),
