@@ -172,16 +172,13 @@ def opstats_lines(t0_ms: int) -> list[str]:
                     "mean_w": 9_000.0 + 1_000 * k,
                     "peak_w": 21_000.0 + 500 * c,
                 }
-                message = Message(
-                    topic="opstats",
-                    partition=0,
-                    offset=n,
-                    key=b"k",
-                    value=codec.encode(record),
-                    timestamp=(1, 0),
-                )
-                lines += convert(message).splitlines()
+                lines += convert(as_message(codec.encode(record), n)).splitlines()
     return lines
+
+
+def as_message(value: bytes, offset: int) -> Message:
+    """A record as the connector's converters receive it from Kafka."""
+    return Message(topic="t", partition=0, offset=offset, key=b"k", value=value, timestamp=(1, 0))
 
 
 def write_lines(settings: Settings, database: str, lines: list[str]) -> None:
@@ -233,15 +230,7 @@ def overload_lines(t0_ms: int) -> list[str]:
                 "peak_w": 19_000.0,
                 "rated_power_kw": 20.0,
             }
-            message = Message(
-                topic="overloads",
-                partition=0,
-                offset=n,
-                key=b"k",
-                value=codec.encode(event),
-                timestamp=(1, 0),
-            )
-            lines += convert(message).splitlines()
+            lines += convert(as_message(codec.encode(event), n)).splitlines()
     return lines
 
 
