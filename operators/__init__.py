@@ -10,7 +10,7 @@ compositions the single pass is built from (:mod:`operators.compose`). ``docs/op
 from operators import reasons
 from operators.codec import VERSION, Reader, Writer
 from operators.compose import ByQuantity, Emitted, Together
-from operators.contract import KeyedOperator, due
+from operators.contract import Driven, KeyedOperator, drive, due
 from operators.errors import StateFormatError, StateVersionError
 from operators.patterns import Pattern, is_pattern
 from operators.records import Records
@@ -22,6 +22,7 @@ __all__ = [
     "Pattern",
     "VERSION",
     "ByQuantity",
+    "Driven",
     "Emitted",
     "KeyedOperator",
     "Reader",
@@ -30,6 +31,7 @@ __all__ = [
     "StateVersionError",
     "Together",
     "Writer",
+    "drive",
     "due",
     "is_pattern",
     "ms",

@@ -17,6 +17,11 @@ one key it:
 * :meth:`~KeyedOperator.snapshot` / :meth:`~KeyedOperator.restore` - the state as bytes in the
   one versioned encoding (:mod:`operators.codec`) and back.
 
+:func:`drive` is the one order of those calls for one key and batch; every runtime (the dict of
+keys, Spark's state store) and the contract's test go through it, so they agree by construction.
+An operator may mutate the state it is handed and return it: a state handed to a call whose
+batch then fails to commit is spent, and the caller restores the last committed snapshot.
+
 Outputs are functions of the records and of the processing times handed in, never of how the
 records were cut into batches or where a snapshot was taken: restore(snapshot(s)) continues
 exactly as s would have.
@@ -25,6 +30,7 @@ exactly as s would have.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from operators.codec import Reader, Writer
@@ -91,3 +97,28 @@ class KeyedOperator(ABC, Generic[S, O]):
 def due(deadline: int | None, now_ms: int) -> bool:
     """Whether a timer at ``deadline`` fires at ``now_ms``."""
     return deadline is not None and deadline <= now_ms
+
+
+@dataclass(frozen=True)
+class Driven(Generic[S, O]):
+    """One key's call of :func:`drive`: its new state, what it emitted with the records each
+    output came from (none for a timer's), and the processing time its timer is next due."""
+
+    state: S
+    emitted: list[tuple[Records, O]]
+    deadline: int | None
+
+
+def drive(operator: KeyedOperator[S, O], state: S, batch: Records | None, now_ms: int) -> Driven:
+    """One key at processing time ``now_ms``: its records of the batch (None: it has none, it
+    was called for its timer), then its timer if due. ``operator`` is already bound to the key
+    (:meth:`KeyedOperator.for_key`)."""
+    emitted: list[tuple[Records, O]] = []
+    if batch is not None:
+        state, output = operator.process(state, batch, now_ms)
+        emitted.append((batch, output))
+    if due(operator.deadline(state), now_ms):
+        state, fired = operator.on_timer(state, now_ms)
+        if fired is not None:
+            emitted.append((Records.empty(), fired))
+    return Driven(state, emitted, operator.deadline(state))

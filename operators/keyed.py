@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.codec import Reader, Writer
-from operators.contract import KeyedOperator, due
+from operators.contract import KeyedOperator, drive, due
 from operators.records import Records
 
 #: The table's kind in its snapshot: never read as one key's state.
@@ -45,9 +45,10 @@ class KeyedStates:
 
     def step(self, batches: Iterable[tuple[str, Records]], now_ms: int) -> Step:
         """The batch's records per key (each key once, records in arrival order), then every
-        timer due at ``now_ms``, as the Spark adapter runs them: a key with records fires its
-        due timer after them; a key without records only when its timer is due. Keys run in
-        sorted order, so the emitted list is a function of the batch alone."""
+        timer due at ``now_ms``, each key through :func:`~operators.contract.drive`: a key
+        with records fires its due timer after them; a key without records only when its
+        timer is due. Keys run in sorted order, so the emitted list is a function of the batch
+        alone."""
         states, deadlines = self.states, self.deadlines
         emitted: list[tuple[str, Records, Any]] = []
         given = dict(batches)
@@ -55,20 +56,13 @@ class KeyedStates:
         for key in sorted(given.keys() | due_keys):
             operator = self.operator.for_key(key)
             current = states[key] if key in states else operator.initial()
-            batch = given.get(key)
-            if batch is not None:
-                current, output = operator.process(current, batch, now_ms)
-                emitted.append((key, batch, output))
-            if due(operator.deadline(current), now_ms):
-                current, output = operator.on_timer(current, now_ms)
-                if output is not None:
-                    emitted.append((key, Records.empty(), output))
-            states[key] = current
-            deadline = operator.deadline(current)
-            if deadline is None:
+            driven = drive(operator, current, given.get(key), now_ms)
+            emitted.extend((key, records, output) for records, output in driven.emitted)
+            states[key] = driven.state
+            if driven.deadline is None:
                 deadlines.pop(key, None)
             else:
-                deadlines[key] = deadline
+                deadlines[key] = driven.deadline
         return Step(emitted, bool(given or due_keys))
 
     def snapshot(self) -> bytes:

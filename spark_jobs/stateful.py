@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from operators import Emitted, KeyedOperator, Records, due
+from operators import Emitted, KeyedOperator, Records, drive
 from spark_jobs import dead_letters
 from spark_jobs.key_records import arrival_order
 from spark_jobs.output_columns import Fields, OutputRows
@@ -113,18 +113,14 @@ class OperatorFunction:
         now = int(state.getCurrentProcessingTimeMs())
         current = operator.restore(state.get[0] if state.exists else None)
         out = OutputRows(self.fields, self.nullable)
-        if not state.hasTimedOut:  # Spark calls a timed-out key without rows
-            batch = arrival_order(frames)
-            current, emitted = operator.process(current, batch, now)
-            self.render(out, key, batch, emitted, {})
-        if due(operator.deadline(current), now):
-            current, emitted = operator.on_timer(current, now)
-            if emitted is not None:
-                self.render(out, key, Records.empty(), emitted, {})
-        state.update((operator.snapshot(current),))
-        deadline = operator.deadline(current)
-        if deadline is not None:  # as Spark: a call that sets no timeout clears the timer
-            state.setTimeoutDuration(max(1, deadline - now))
+        # Spark calls a timed-out key without rows
+        batch = None if state.hasTimedOut else arrival_order(frames)
+        driven = drive(operator, current, batch, now)
+        for records, emitted in driven.emitted:
+            self.render(out, key, records, emitted, {})
+        state.update((operator.snapshot(driven.state),))
+        if driven.deadline is not None:  # as Spark: a call that sets no timeout clears the timer
+            state.setTimeoutDuration(max(1, driven.deadline - now))
         if len(out):
             yield out.frame()
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators import KeyedOperator, Records, due
+from operators import KeyedOperator, Records, drive
 from tests.support.plain import plain
 
 from .scenarios import NOW_MS, join_operator, opstats_operator, thing_operator, window_operator
@@ -37,9 +37,9 @@ batches = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 1500)), min_size=
 
 
 def run(operator: KeyedOperator, records: Records, cuts: list, restarts: set[int]) -> list:
-    """Every output, as the adapter drives an operator: the batch, then the timer if due; at the
-    end of the stream everything pending. Before the batches in ``restarts`` the state goes
-    through bytes."""
+    """Every output, as the runtimes drive an operator (:func:`operators.drive`): the batch,
+    then the timer if due; at the end of the stream everything pending. Before the batches in
+    ``restarts`` the state goes through bytes."""
     out = []
     state, at, now = operator.initial(), 0, NOW_MS
     for k, (size, step) in enumerate(cuts):
@@ -48,13 +48,10 @@ def run(operator: KeyedOperator, records: Records, cuts: list, restarts: set[int
         now += step
         batch = records.take(slice(at, at + size))
         at += size
-        if len(batch):
-            state, emitted = operator.process(state, batch, now)
-            out.append(plain(emitted))
-        if due(operator.deadline(state), now):
-            state, emitted = operator.on_timer(state, now)
-            out.append(plain(emitted))
-        out.append(operator.deadline(state))
+        driven = drive(operator, state, batch if len(batch) else None, now)
+        state = driven.state
+        out.extend(plain(emitted) for _, emitted in driven.emitted)
+        out.append(driven.deadline)
     if len(cuts) in restarts:
         state = operator.restore(operator.snapshot(state))
     state, emitted = operator.finish(state)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators import KeyedOperator, Records, due
+from operators import KeyedOperator, Records, drive
 from operators.keyed import KeyedStates
 from tests.support.plain import plain
 
@@ -42,14 +42,12 @@ def alone(operator: KeyedOperator, rows: list[tuple], cuts: list) -> dict[str, l
             now += step
             mine = [r[1:] for r in rows[at : at + size] if r[0] == key]
             at += size
-            if mine:
-                seen = True
-                state, emitted = operator.process(state, Records.of(*zip(*mine, strict=True)), now)
-                out.setdefault(key, []).append(plain(emitted))
-            if seen and due(operator.deadline(state), now):
-                state, emitted = operator.on_timer(state, now)
-                if emitted is not None:
-                    out.setdefault(key, []).append(plain(emitted))
+            seen = seen or bool(mine)
+            if seen:
+                batch = Records.of(*zip(*mine, strict=True)) if mine else None
+                driven = drive(operator, state, batch, now)
+                state = driven.state
+                out.setdefault(key, []).extend(plain(emitted) for _, emitted in driven.emitted)
         out.setdefault(key, []).append(operator.snapshot(state))
     return out
 
