@@ -40,7 +40,7 @@ def run(operator: KeyedOperator, records: Records, cuts: list, restarts: set[int
     """Every output, as the runtimes drive an operator (:func:`operators.drive`): the batch,
     then the timer if due; at the end of the stream everything pending. Before the batches in
     ``restarts`` the state goes through bytes."""
-    out = []
+    out: list = []
     state, at, now = operator.initial(), 0, NOW_MS
     for k, (size, step) in enumerate(cuts):
         if k in restarts:
