@@ -22,11 +22,11 @@ from prometheus_client.core import CounterMetricFamily
 from tqdm import tqdm
 
 from simulator.config import SimulatorSettings
-from simulator.events_file import EventsFileError
 from simulator.pacing import Pacer
 from simulator.publisher import MqttPublisher
-from simulator.source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
 from streamkit.cli import entry_point
+from streamkit.events_file import EventsFileError
+from streamkit.events_source import EventsCheck, SourceStats, check_events, read_rows, sorted_rows
 from streamkit.health import beat
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag

@@ -21,6 +21,7 @@ from pathlib import Path
 from stacktools.access import USERS
 from stacktools.credentials import new_password
 from streamkit.config import MqttSettings
+from streamkit.events_source import SourceStats, read_rows
 from streamkit.identifiers import thing_problem
 from streamkit.paths import private_directory, private_file
 
@@ -83,6 +84,4 @@ def ensure_machine_users(settings: MqttSettings, things: Iterable[str]) -> list[
 
 def things_of(events: Path) -> list[str]:
     """Every Thing of an events file's valid rows, in order of appearance."""
-    from simulator.source import SourceStats, read_rows  # only a user's file needs the reader
-
     return list(dict.fromkeys(row.thing for row in read_rows(events, SourceStats())))

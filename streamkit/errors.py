@@ -10,6 +10,7 @@ so code that catches the builtin keeps working.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -66,3 +67,15 @@ class RowError(StackError, ValueError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
+
+
+class EventsFileError(StackError):
+    """The file cannot be replayed at all. Not a ValueError, so that no caller mistakes it for
+    one bad row or a usage error: ``str()`` is the one line to show. Exit 2: the file given
+    is the user's to fix."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, path: Path, cause: str) -> None:
+        super().__init__(f"{path}: {cause}")
+        self.path, self.cause = path, cause

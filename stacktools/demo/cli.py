@@ -26,9 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from simulator.events_file import EventsFileError
 from simulator.generate import DEFAULT_ROWS, generate
-from simulator.source import EventsCheck, check_events
 from stacktools.demo import operation, plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
@@ -40,6 +38,8 @@ from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
 from stacktools.stack.process import KeptService, port_open
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
+from streamkit.events_file import EventsFileError
+from streamkit.events_source import EventsCheck, check_events
 from streamkit.logs import setup_logging
 from streamkit.paths import REPO_ROOT
 

@@ -74,7 +74,7 @@ def summary(
 
 def rejected(simulator: dict) -> dict:
     """The rows the simulator rejected, from its summary: the exact count, by reason, and the
-    first of them (the simulator lists at most simulator.source.LISTED_REJECTIONS) with their
+    first of them (the simulator lists at most streamkit.events_source.LISTED_REJECTIONS) with their
     lines."""
     rows = simulator.get("rejected_rows", [])
     return {

@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 from mqtt_bridge.config import BridgeSettings
-from simulator.events_file import EventsFileError
 from spark_jobs.config import SinglePassSettings
 from stacktools.errors import InfluxError
 from stacktools.verify.check import verify
@@ -36,6 +35,7 @@ from stacktools.verify.rules import UnsupportedRules, rules_of
 from streamkit.config import Settings
 from streamkit.durations import duration_ms, parse_duration_ms
 from streamkit.errors import ConfigError
+from streamkit.events_file import EventsFileError
 
 #: The stage options verify takes on its command line too (else the environment's).
 RULE_OPTIONS = (

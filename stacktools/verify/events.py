@@ -20,8 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from simulator.events_file import sniff
-from simulator.source import SourceStats, read_rows
 from streamkit.events import (
     MAX_TIME_MS,
     META_FIELDS,
@@ -30,6 +28,8 @@ from streamkit.events import (
     quantity_problem,
     thing_problem,
 )
+from streamkit.events_file import sniff
+from streamkit.events_source import SourceStats, read_rows
 
 ORDERS = ("event-time", "file")
 

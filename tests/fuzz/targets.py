@@ -32,10 +32,10 @@ from db_connector.lineprotocol import (
 )
 from db_connector.points import KINDS, raw_converter
 from mqtt_bridge.records import RowSplitter
-from simulator.events_file import EventsFileError
-from simulator.source import EventsCheck, SourceStats, check_events, read_rows
 from streamkit.durations import parse_duration_ms
 from streamkit.events import Row, RowError, check_event_time, parse_row
+from streamkit.events_file import EventsFileError
+from streamkit.events_source import EventsCheck, SourceStats, check_events, read_rows
 from streamkit.identifiers import MAX_CHARS, is_quantity, is_thing
 from streamkit.wire import (
     AvroCodec,

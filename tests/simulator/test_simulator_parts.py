@@ -10,7 +10,7 @@ from pathlib import Path
 
 from simulator.generate import generate
 from simulator.pacing import Pacer
-from simulator.source import SourceStats, read_rows, sorted_rows
+from streamkit.events_source import SourceStats, read_rows, sorted_rows
 from streamkit.identifiers import is_quantity, is_thing
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "test_events.json"

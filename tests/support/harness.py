@@ -8,7 +8,6 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
-from simulator.source import SourceStats, read_rows, sorted_rows
 from stacktools.processes import ServiceProcess
 from stacktools.scrape import metric_sum, scrape_metrics
 from stacktools.services import service_process
@@ -16,6 +15,7 @@ from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import Row, parse_row
+from streamkit.events_source import SourceStats, read_rows, sorted_rows
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import record_key
 from tests.support.messages import key_of, value_of

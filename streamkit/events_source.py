@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulator.events_file import EventsFileError, Layout, records, sniff
 from streamkit.events import Row, RowError, read_row
+from streamkit.events_file import EventsFileError, Layout, records, sniff
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +155,7 @@ def _read_spill(name: str) -> Iterator[tuple[int, int, str, bytes]]:
 def sorted_rows(rows: Iterator[SourceRow], chunk_rows: int = 500_000) -> Iterator[SourceRow]:
     """Event-time order with at most ``chunk_rows`` rows in memory."""
     chunk: list[tuple[int, int, str, bytes]] = []
-    with tempfile.TemporaryDirectory(prefix="simulator-sort-") as directory:
+    with tempfile.TemporaryDirectory(prefix="events-sort-") as directory:
         spills: list[str] = []
         for seq, row in enumerate(rows):
             # payloads never contain raw newlines or tabs (JSON escapes them); things are

@@ -1,6 +1,7 @@
 """An events file as records (one row's bytes and the line it starts on), whatever its format:
-the simulator's one file reader, so every format is read by the same code and a rejected row can
-always be pointed at by its line.
+the one file reader of the simulator, the demo and ``verify``, so every format is read by the
+same code and a rejected row can always be pointed at by its line. It is the core's input
+contract, beside the row's (:mod:`streamkit.events`).
 
 Accepted: JSON lines, or one JSON array (compact, or pretty-printed over many lines); UTF-8 with
 or without a byte-order mark; LF or CRLF line ends; plain or gzip (recognised by its first two
@@ -29,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.errors import EventsFileError
+from streamkit.errors import EventsFileError
 from streamkit.events import RowError
 
 GZIP_MAGIC = b"\x1f\x8b"

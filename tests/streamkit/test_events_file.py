@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.events_file import MAX_ROW_BYTES, EventsFileError
-from simulator.source import LISTED_REJECTIONS, SourceStats, check_events, read_rows
+from streamkit.events_file import MAX_ROW_BYTES, EventsFileError
+from streamkit.events_source import LISTED_REJECTIONS, SourceStats, check_events, read_rows
 
 ROW = st.fixed_dictionaries(
     {
