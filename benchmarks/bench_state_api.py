@@ -4,7 +4,7 @@
         [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
-per-thing function (``spark_jobs.join.join_function``: the join operator through the Spark
+per-thing function (``spark_jobs.passes.join_function``: the join operator through the Spark
 adapter, one binary state value per thing, RocksDB state store) on the same generated raw
 topic, and the job's Kafka record encoding; only the operator differs. Each run is its own
 process (no JVM warmed by the other variant), variants alternate, and the rate excludes the
@@ -45,15 +45,10 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     )
 
     from spark_jobs.config import JoinSettings
-    from spark_jobs.join import (
-        OUTPUT_SCHEMA,
-        join_function,
-        join_plan,
-        joined_quantities,
-        to_kafka_records,
-    )
-    from spark_jobs.runner import read_measurements
+    from spark_jobs.join import to_kafka_records
+    from spark_jobs.passes import join_function, join_plan, joined_quantities
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
+    from spark_jobs.source import read_measurements
     from spark_jobs.stateful import MEASUREMENT_COLUMNS, STATE_SCHEMA
 
     settings = JoinSettings.from_sources(
@@ -112,10 +107,12 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     )
     if variant == "applyInPandasWithState":
         rows = grouped.applyInPandasWithState(
-            joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+            joiner, joiner.output_schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
         )
     else:
-        rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
+        rows = grouped.transformWithStateInPandas(
+            JoinProcessor(), joiner.output_schema, "Append", "None"
+        )
     output = 0
 
     def collect(frame: DataFrame, _batch_id: int) -> None:

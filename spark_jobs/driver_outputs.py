@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_jobs import aggregate, dead_letters, operation_stats
+from spark_jobs import dead_letters
 from spark_jobs.eos_sink import OutputRow
 from spark_jobs.output_columns import OutputRows
-from spark_jobs.outputs import AGGREGATE, JOINED, LATE
+from spark_jobs.outputs import AGGREGATE, JOINED, LATE, OUTPUT_KINDS
 from streamkit.wire import aggregate_key, record_key, thing_partition
 from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.avro_encode import ColumnEncoder
+from windowing import STAGE as WINDOW_STAGE
 
 #: record type -> the Avro schema of its value, for the flat schemas encoded column-wise
-SCHEMAS = {JOINED: "joined", AGGREGATE: "aggregate", LATE: "late"}
+SCHEMAS = {kind: spec.schema for kind, spec in OUTPUT_KINDS.items() if not spec.encoded}
 #: record types whose rows carry their key and value made by the state function
-ENCODED = (operation_stats.RECORD_TYPE, operation_stats.EVENT_TYPE)
+ENCODED = tuple(kind for kind, spec in OUTPUT_KINDS.items() if spec.encoded)
 
 
 def _keys(record_type: str, columns: dict[str, np.ndarray]) -> list[bytes]:
@@ -100,7 +101,7 @@ class KafkaOutputs:
         columns = out.columns(record_type, [*names, *KEY_COLUMNS.get(record_type, [])])
         if record_type == LATE:  # only the windows compare a late record with a horizon
             columns["watermark_ms"] = np.where(
-                columns["stage"] == aggregate.STAGE, columns["watermark_ms"], np.nan
+                columns["stage"] == WINDOW_STAGE, columns["watermark_ms"], np.nan
             )
         values = encoder.encode(columns, count, self.headers.get(record_type, b""))
         topic, partitions = self.topics[record_type], self.partitions[record_type]

@@ -59,7 +59,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from streamkit.config import KafkaSettings
 from streamkit.deadline import Backoff, Deadline, TimedOut
-from streamkit.kafka_clients import produce_retrying, transactional_producer
+from streamkit.kafka_clients import owned_name, produce_retrying, transactional_producer
 from streamkit.kafka_io import end_offsets, read_up_to
 
 if TYPE_CHECKING:
@@ -113,13 +113,6 @@ FaultHook = Callable[[str, int], None]
 OutputRow = tuple[
     str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]] | None
 ]
-
-
-def owned_name(settings: KafkaSettings, name: str) -> str:
-    """A Kafka name this job uses (transactional id, consumer group) under its Kafka user's
-    name: each Spark job has a user of its own, allowed only the names that begin with
-    ``<user>.`` (stacktools.access), so no job can fence or take over another's."""
-    return f"{settings.kafka_username}.{name}"
 
 
 class SinkError(RuntimeError):

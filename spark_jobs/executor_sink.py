@@ -64,7 +64,7 @@ RESULT_SCHEMA = "partition int, outcome string, rows long, dead_letters string"
 
 def partition_query(query_name: str, partition: int) -> str:
     """The name of one output partition of a query: its marker key; ``<Kafka user>.eos-`` + it
-    is its transactional id (:func:`spark_jobs.eos_sink.owned_name`)."""
+    is its transactional id (:func:`streamkit.kafka_clients.owned_name`)."""
     return f"{query_name}-p{partition}"
 
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import FaultHook
+from spark_jobs.runner import run_query
 from spark_jobs.session import ROCKSDB_STATE_STORE
+from spark_jobs.sinks import BatchStage
 from streamkit.service import run_service
 from streamkit.shutdown import ShutdownFlag
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from spark_jobs.runner import BatchStage
 
 S = TypeVar("S", bound=SparkJobSettings)
 
@@ -73,8 +73,6 @@ class StreamingJob(Generic[S]):
         self.check(settings)
 
     def run(self, settings: S, shutdown: ShutdownFlag, fault_hook: FaultHook | None = None) -> int:
-        from spark_jobs.runner import run_query
-
         batches = self.batches(settings)
         return run_query(
             settings,

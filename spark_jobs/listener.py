@@ -21,7 +21,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryProgress,
 )
 
-from spark_jobs.runner import EVENT_TIME_METRIC
+from spark_jobs.source import EVENT_TIME_METRIC
 from streamkit.health import beat
 
 log = logging.getLogger("spark_jobs.listener")

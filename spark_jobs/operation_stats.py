@@ -1,4 +1,4 @@
-"""The operation statistics beside the join: settings to operator, cycles to Kafka records.
+"""The operation statistics beside the join: settings to operator, cycles to Avro records.
 
 With ``OPSTATS_POWER`` set, ``opstats.OperationStatistics`` runs as a part of each thing's
 operator beside the join (the single pass: and the windows; the two-jobs shape: in the join
@@ -6,22 +6,18 @@ job), so its cycles go out in the same transaction as the pairs, wherever the st
 closed cycle, or an overload alert it fired or resolved, leaves the state function as a Kafka
 record already made: its key and Avro value (a cycle's band arrays are no flat column for
 Spark's ``to_avro``), which the Spark route (``spark_jobs.outputs.encoded_route``) and the
-driver's writer pass on as they are. Records it hands back become late rows of stage
-``opstats``.
+driver's writer pass on as they are (the renderer: ``spark_jobs.renderers.StatsRows``). Records it
+hands back become late rows of stage ``opstats``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 from prometheus_client import Counter
 
-from operators import Records
 from opstats import (
     CatalogueError,
     CycleStats,
@@ -29,23 +25,17 @@ from opstats import (
     Pattern,
     PowerInputs,
     StatsConfig,
-    StatsStep,
     load_catalogue,
 )
 from opstats.overload import OverloadEvent
 from spark_jobs.config import StatisticsSettings, result_function
-from spark_jobs.output_columns import Fields, OutputRows
-from spark_jobs.outputs import Route, encoded_route
+from spark_jobs.outputs import OPSTATS, OVERLOAD
 from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
-from streamkit.wire import AvroCodec, cycle_key, overload_key
-from streamkit.wire.registry import header as registry_header
 
 STAGE = "opstats"  #: the part's name in the thing's operator and the late records' stage
-RECORD_TYPE = "opstats"
-EVENT_TYPE = "overload"
-#: The columns of a record the state function encoded itself: its Kafka key and value.
-ENCODED_FIELDS: Fields = [("avro_key", "binary"), ("avro_value", "binary")]
+#: The kinds of record the statistics write (``spark_jobs.outputs.OUTPUT_KINDS``).
+KINDS = (OPSTATS, OVERLOAD)
 
 log = logging.getLogger("spark_jobs.operation_stats")
 DEFAULTED = Counter(
@@ -102,111 +92,6 @@ def stats_operator(settings: StatisticsSettings) -> OperationStatistics | None:
         raise ConfigError("OPSTATS_CYCLE/OPSTATS_MAX_HOLD", str(exc)) from None
 
 
-@dataclass(frozen=True)
-class StatsRows:
-    """Renders a statistics step: its cycles as ``opstats`` rows and its overload alerts as
-    ``overload`` rows, each with its Kafka key and value (the registry's header, when on, in
-    front), its handed-back records as late rows. Picklable: it runs in Spark's workers."""
-
-    cycle_header: bytes = b""
-    event_header: bytes = b""
-
-    def __call__(
-        self, out: OutputRows, key: tuple, batch: Records, step: StatsStep, tags: dict[str, Any]
-    ) -> None:
-        thing = key[0]
-        for cycle in step.cycles:
-            if cycle.rating.defaulted:
-                say_defaulted(thing, cycle.component)
-        cycles, events = _codec("opstats"), _codec("overload")
-        _add_encoded(
-            out,
-            RECORD_TYPE,
-            thing,
-            [
-                (
-                    cycle_key(thing, c.component, c.rating_id, c.start_ms),
-                    self.cycle_header + cycles.encode(cycle_record(thing, step.power_name, c)),
-                )
-                for c in step.cycles
-            ],
-            tags,
-        )
-        _add_encoded(
-            out,
-            EVENT_TYPE,
-            thing,
-            [
-                (
-                    overload_key(thing, e.cycle.component),
-                    self.event_header + events.encode(event_record(thing, e)),
-                )
-                for e in step.events
-            ],
-            tags,
-        )
-        late: Records = step.late
-        if len(late):
-            out.add(
-                len(late),
-                record_type="late",
-                thing=thing,
-                quantity=late.quantity,
-                event_time_ms=late.event_time_ms,
-                value=late.value,
-                row_id=late.row_id,
-                reason=np.array(step.reasons, dtype=object),
-                **tags,
-            )
-
-
-def _add_encoded(
-    out: OutputRows,
-    record_type: str,
-    thing: str,
-    records: list[tuple[bytes, bytes]],
-    tags: dict[str, Any],
-) -> None:
-    """(key, value) records of ``thing`` as rows of ``record_type``."""
-    if records:
-        out.add(
-            len(records),
-            record_type=record_type,
-            thing=thing,
-            avro_key=_objects([key for key, _ in records]),
-            avro_value=_objects([value for _, value in records]),
-            **tags,
-        )
-
-
-def stats_rows(settings: StatisticsSettings) -> StatsRows:
-    """The renderer with the registry's headers of the statistics' topics (asks the registry
-    when it is on: call it where the job is built, not in a start-up check)."""
-    return StatsRows(
-        registry_header(settings, settings.opstats_topic, "opstats"),
-        registry_header(settings, settings.overloads_topic, "overload"),
-    )
-
-
-def routes(settings: StatisticsSettings, partitions: dict[str, int]) -> list[Route]:
-    """The Spark routes of the cycles and the overload alerts when the statistics run."""
-    if not enabled(settings):
-        return []
-    return [
-        encoded_route(kind, topic, partitions[topic]) for kind, topic in topics(settings).items()
-    ]
-
-
-def topics(settings: StatisticsSettings) -> dict[str, str]:
-    """Record type -> topic of what the statistics emit."""
-    return {RECORD_TYPE: settings.opstats_topic, EVENT_TYPE: settings.overloads_topic}
-
-
-@functools.cache
-def _codec(schema: str) -> AvroCodec:
-    return AvroCodec(schema)
-
-
 def say_defaulted(thing: str, component: str) -> None:
     """Once per component: its figures use the default rating (log and metric)."""
     if (thing, component) in _said or len(_said) >= SAID_AT_MOST:
@@ -218,12 +103,6 @@ def say_defaulted(thing: str, component: str) -> None:
         "default rating",
         extra={"thing": thing, "component": component},
     )
-
-
-def _objects(items: list[bytes]) -> np.ndarray:
-    column = np.empty(len(items), dtype=object)
-    column[:] = items
-    return column
 
 
 def cycle_record(thing: str, power_name: str, cycle: CycleStats) -> dict[str, Any]:
@@ -271,24 +150,14 @@ def event_record(thing: str, event: OverloadEvent) -> dict[str, Any]:
     }
 
 
-def with_encoded(fields: Fields) -> Fields:
-    """The output columns, plus the encoded records' key and value."""
-    return [*fields, *ENCODED_FIELDS]
-
-
 __all__ = [
-    "CatalogueError",
-    "ENCODED_FIELDS",
-    "EVENT_TYPE",
-    "RECORD_TYPE",
+    "KINDS",
     "STAGE",
-    "StatsRows",
+    "CatalogueError",
     "cycle_record",
     "enabled",
     "event_record",
     "power_inputs",
     "stats_config",
     "stats_operator",
-    "stats_rows",
-    "with_encoded",
 ]

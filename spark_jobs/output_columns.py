@@ -12,9 +12,12 @@ function emits several kinds of rows per key (pairs, windows, late records) for 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from operators import Records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,3 +88,8 @@ class OutputRows:
         if isinstance(value, (np.ndarray, list)):
             return np.asarray(value, dtype=dtype)
         return np.full(rows, value, dtype=dtype)
+
+
+#: Adds what the operator emitted for ``key`` (from the records ``batch``; empty for a timer)
+#: to the output rows, with the ``tags`` columns.
+Render = Callable[[OutputRows, tuple, Records, Any, dict[str, Any]], None]

@@ -1,25 +1,51 @@
 """The Kafka records of the jobs' outputs, built by Spark from the state functions' plain rows.
 
-Each output kind (joined pair, window aggregate, late record) is a route: the ``record_type``
-that marks its rows, its topic, its deterministic key, its Avro value and its partition (by
-thing, so a thing's results keep their order for whoever reads them). The join, the aggregate
-and the single pass pick the routes they emit; undecodable input goes to the dead-letter topic
-(``spark_jobs.dead_letters``). Encoding in the JVM (``to_avro``) instead of the Python worker
+Each output kind (joined pair, window aggregate, late record, the statistics' cycle and
+overload alert) is a route: the ``record_type`` that marks its rows, its topic, its
+deterministic key, its Avro value and its partition (by thing, so a thing's results keep their
+order for whoever reads them). :data:`OUTPUT_KINDS` is the one table of the kinds; a job names
+the kinds it writes and :func:`routes` makes theirs. Undecodable input goes to the dead-letter
+topic (``spark_jobs.dead_letters``). Encoding in the JVM (``to_avro``) instead of the Python worker
 keeps the worker's time for the state functions.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spark_jobs import dead_letters
+from spark_jobs.config import SparkJobSettings
+from streamkit.wire.registry import header as registry_header
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-JOINED, AGGREGATE, LATE = "joined", "aggregate", "late"
+JOINED, AGGREGATE, LATE, OPSTATS, OVERLOAD = "joined", "aggregate", "late", "opstats", "overload"
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    topic_setting: str  #: the settings' field that names its topic
+    schema: str  #: the Avro schema of its value
+    encoded: bool = False  #: the state function encodes its records itself
+
+
+#: Every kind of record a job writes (besides dead letters).
+OUTPUT_KINDS: dict[str, OutputKind] = {
+    JOINED: OutputKind("joined_topic", "joined"),
+    AGGREGATE: OutputKind("aggregates_topic", "aggregate"),
+    LATE: OutputKind("late_topic", "late"),
+    OPSTATS: OutputKind("opstats_topic", "opstats", encoded=True),
+    OVERLOAD: OutputKind("overloads_topic", "overload", encoded=True),
+}
+
+
+def output_topics(settings: SparkJobSettings, kinds: Iterable[str]) -> dict[str, str]:
+    """Kind -> topic, for the kinds a job writes."""
+    return {kind: getattr(settings, OUTPUT_KINDS[kind].topic_setting) for kind in kinds}
 
 
 @dataclass(frozen=True)
@@ -101,6 +127,34 @@ def encoded_route(record_type: str, topic: str, partitions: int) -> Route:
     from pyspark.sql import functions as F
 
     return Route(record_type, topic, partitions, F.col("avro_key"), F.col("avro_value"))
+
+
+def routes(
+    settings: SparkJobSettings,
+    topics: dict[str, str],
+    partitions: dict[str, int],
+    late_stage: Column,
+    late_watermark: Column,
+) -> list[Route]:
+    """The route of each kind in ``topics`` (:func:`output_topics`); a late record's ``stage``
+    and ``watermark`` columns are the job's (which stage set it aside, what it was compared
+    with)."""
+    made = []
+    for kind, topic in topics.items():
+        spec, count = OUTPUT_KINDS[kind], partitions[topic]
+        if spec.encoded:  # the registry's header is in front already
+            made.append(encoded_route(kind, topic, count))
+            continue
+        header = registry_header(settings, topic, spec.schema)
+        if kind == LATE:
+            made.append(late_route(topic, count, late_stage, late_watermark, header))
+        else:
+            made.append(_ROUTES[kind](topic, count, header))
+    return made
+
+
+#: The routes of the kinds whose value Spark encodes from plain columns (besides late records).
+_ROUTES = {JOINED: joined_route, AGGREGATE: aggregate_route}
 
 
 def to_kafka_records(

@@ -2,7 +2,7 @@
 
 A job supplies only ``build(spark) -> DataFrame`` whose rows are Kafka records (columns
 ``topic``, ``key``, ``value`` and optionally ``partition``, ``headers``); :func:`run_query`
-writes them exactly once through :class:`~spark_jobs.eos_sink.ExactlyOnceSink`.
+writes them exactly once through the sink SPARK_SINK chooses (:mod:`spark_jobs.sinks`).
 
 Stopping: SIGTERM/SIGINT only set a flag. The main thread then lets the batch that is inside
 the sink finish (its transaction commits), refuses any later batch (it raises before
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs import class_archive, dead_letters
+from spark_jobs import class_archive, listener
 from spark_jobs.config import SparkJobSettings
-from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook, owned_name
-from spark_jobs.executor_sink import ExecutorSink
-from streamkit.kafka_clients import spark_kafka_options
+from spark_jobs.eos_sink import FaultHook
+from spark_jobs.session import build_session
+from spark_jobs.sinks import BatchStage, make_sink
+from spark_jobs.warmup import warm_python_workers
 from streamkit.shutdown import ShutdownFlag
-from streamkit.wire import schema_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,74 +87,6 @@ class BatchGate:
         return done
 
 
-def read_measurements(
-    spark: SparkSession, settings: SparkJobSettings, topic: str | None = None
-) -> DataFrame:
-    """The raw topic as a streaming DataFrame of decoded measurements.
-
-    Columns: thing, quantity, event_time_ms, value, row_id (as in schemas/measurement.avsc),
-    ``event_time`` (a timestamp column), ``kafka_partition`` and ``kafka_offset`` (arrival
-    order: a thing lives in one partition), and the dead-letter columns: a record that does not
-    decode is a row without a thing that keeps its key and value (spark_jobs.dead_letters).
-    read_committed so aborted bridge output never enters; failOnDataLoss per settings (default
-    true: vanished offsets are an error, while compaction gaps and transaction markers are
-    handled by the connector either way).
-    """
-    from pyspark.sql import functions as F
-
-    decoded = dead_letters.decode(
-        read_kafka(spark, settings, topic or settings.raw_topic),
-        schema_text("measurement"),
-        framed=settings.schema_registry,
-    )
-    measurements = decoded.select(
-        "d.*", *dead_letters.INPUT_COLUMNS, "kafka_partition", "kafka_offset"
-    )
-    return observe_event_time(
-        measurements.withColumn("event_time", F.timestamp_millis("event_time_ms"))
-    )
-
-
-#: Name of the observed metric with the newest event time a batch read (spark_jobs.listener).
-EVENT_TIME_METRIC = "event_time"
-
-
-def observe_event_time(frame: DataFrame) -> DataFrame:
-    """Report each batch's newest event time in its progress: the jobs keep event time per key,
-    so there is no query watermark to show how far event time got."""
-    from pyspark.sql import functions as F
-
-    return frame.observe(EVENT_TIME_METRIC, F.max("event_time_ms").alias("newest_ms"))
-
-
-def read_kafka(spark: SparkSession, settings: SparkJobSettings, topic: str) -> DataFrame:
-    """A topic as a streaming DataFrame of Kafka records, with the options every job shares."""
-    return (
-        spark.readStream.format("kafka")
-        .options(**spark_kafka_options(settings))
-        .option("subscribe", topic)
-        # the job's own consumer groups (its Kafka user may use no other)
-        .option("groupIdPrefix", owned_name(settings, "spark-kafka-source"))
-        .option("startingOffsets", settings.starting_offsets)
-        .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-        .option("kafka.isolation.level", "read_committed")
-        # Bigger fetches than the client defaults (1 MiB per partition, 500 records a poll):
-        # ~20% shorter micro-batches at 200k records (benchmarks/bench_join.py).
-        .option("kafka.max.partition.fetch.bytes", str(16 << 20))
-        .option("kafka.fetch.max.bytes", str(64 << 20))
-        .option("kafka.max.poll.records", "100000")
-        .option("failOnDataLoss", "true" if settings.fail_on_data_loss else "false")
-        .load()
-    )
-
-
-def topic_partitions(settings: SparkJobSettings, topic: str) -> int:
-    """Partition count of an output topic, for jobs that choose partitions themselves."""
-    from streamkit.kafka_clients import partition_count
-
-    return partition_count(settings, topic)
-
-
 def driver_java_options(
     settings: SparkJobSettings, archive: class_archive.ClassArchive | None
 ) -> str:
@@ -167,34 +99,6 @@ def driver_java_options(
         )
         if part
     )
-
-
-#: A job's per-batch function built around its sink and checkpoint (``foreachBatch``).
-BatchStage = Callable[[Any, Path], Callable[[Any, int], None]]
-
-
-def make_sink(
-    settings: SparkJobSettings, query_name: str, fault_hook: FaultHook | None = None
-) -> ExactlyOnceSink | ExecutorSink:
-    """The exactly-once sink SPARK_SINK asks for."""
-    if settings.sink == "driver":
-        return ExactlyOnceSink(
-            settings,
-            query_name,
-            settings.marker_topic,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
-            fault_hook=fault_hook,
-        )
-    if settings.sink == "executors":
-        return ExecutorSink(
-            settings,
-            query_name,
-            settings.marker_topic,
-            settings.sink_partitions,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
-            fault_hook=fault_hook,
-        )
-    raise ValueError(f"SPARK_SINK={settings.sink!r}: driver or executors")
 
 
 def run_query(
@@ -217,10 +121,6 @@ def run_query(
     ``batches``: what runs each batch around the sink (default: the sink alone)."""
     from pyspark import SparkContext
     from pyspark.errors import StreamingQueryException
-
-    from spark_jobs import listener
-    from spark_jobs.session import build_session
-    from spark_jobs.warmup import warm_python_workers
 
     query_name = settings.query(default_query)
     checkpoint = settings.private_checkpoint(query_name)

@@ -19,109 +19,43 @@ thing's other quantities keep coming.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from lsb import JoinOperator
-from lsb.plan import JoinPlan
-from operators import ByQuantity, KeyedOperator, Together, ms
-from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs
+from operators.keyed import KeyedStates
+from spark_jobs import driver_state, operation_stats, outputs
 from spark_jobs.config import SinglePassSettings
+from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
+from spark_jobs.eos_sink import ExactlyOnceSink
 from spark_jobs.job import StreamingJob
-from spark_jobs.output_columns import Fields
-from spark_jobs.stateful import (
-    MEASUREMENT_COLUMNS,
-    OperatorFunction,
-    PartRows,
-    QuantityRows,
-    Render,
-)
+from spark_jobs.outputs import AGGREGATE, JOINED, LATE
+from spark_jobs.passes import join_plan, output_fields, statistics_rows, thing_operator, thing_pass
+from spark_jobs.renderers import NULLABLE, thing_rows
+from spark_jobs.sinks import BatchStage
+from spark_jobs.source import output_partitions, read_measurements
+from spark_jobs.stateful import MEASUREMENT_COLUMNS
 from streamkit.wire.registry import header as registry_header
-from windowing import WindowOperator
+from windowing import STAGE as WINDOW_STAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from spark_jobs.eos_sink import ExactlyOnceSink
-    from spark_jobs.runner import BatchStage
-
 SERVICE = "spark_single_pass"
 QUERY = "single-pass"  #: the query's name unless SPARK_QUERY_NAME gives one
 STAGE = "single_pass"  #: the dead letters' stage; late records keep the join's or the aggregate's
 
 
-def _wider(*field_lists: Fields) -> Fields:
-    """Every column of the lists once, in first-seen order, dead-letter columns last."""
-    seen: dict[str, str] = {}
-    for name, kind in (
-        f for fields in field_lists for f in fields if f not in dead_letters.OUTPUT_FIELDS
-    ):
-        if seen.setdefault(name, kind) != kind:
-            raise TypeError(f"column {name} is {seen[name]} in one job and {kind} in another")
-    return [*seen.items(), *dead_letters.OUTPUT_FIELDS]
+def output_topics(settings: SinglePassSettings) -> dict[str, str]:
+    """Kind -> topic of what the job writes: pairs, windows, late records, the statistics'."""
+    statistics = operation_stats.KINDS if operation_stats.enabled(settings) else ()
+    return outputs.output_topics(settings, (JOINED, AGGREGATE, LATE, *statistics))
 
 
-#: The join's and the aggregate's columns, plus which stage set a late record aside.
-OUTPUT_FIELDS: Fields = _wider(join.OUTPUT_FIELDS, aggregate.OUTPUT_FIELDS, [("stage", "string")])
-OUTPUT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in OUTPUT_FIELDS)
-
-
-def output_fields(settings: SinglePassSettings) -> Fields:
-    """The columns, with the statistics' encoded records when they run."""
-    on = operation_stats.enabled(settings)
-    return operation_stats.with_encoded(OUTPUT_FIELDS) if on else OUTPUT_FIELDS
-
-
-def thing_rows(statistics: operation_stats.StatsRows | None = None) -> PartRows:
-    """Renders what the thing's operator emitted: the join's part as the join job does, each
-    quantity's windows as the aggregate job does, the statistics' cycles when they run, each
-    tagged with its stage. Picklable."""
-    renders: dict[str, Render] = {
-        join.STAGE: join.JoinRows(),
-        aggregate.STAGE: QuantityRows(aggregate.window_rows),
-    }
-    if statistics is not None:
-        renders[operation_stats.STAGE] = statistics
-    return PartRows(renders)
-
-
-def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
-    """The join on its quantities and every quantity's windows, on one thing's records; with
-    OPSTATS_POWER, the operation statistics of every component too."""
-    parts: list[tuple[str, KeyedOperator, Any]] = [
-        (
-            join.STAGE,
-            JoinOperator(plan, settings.max_future_ms(), settings.idle_timeout_ms()),
-            plan.selects,
-        ),
-        (
-            aggregate.STAGE,
-            ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),
-            None,
-        ),
-    ]
-    statistics = operation_stats.stats_operator(settings)
-    if statistics is not None:
-        parts.append((operation_stats.STAGE, statistics, None))
-    return Together(*parts)
-
-
-def statistics_rows(settings: SinglePassSettings) -> operation_stats.StatsRows | None:
-    """The statistics' renderer when they run (asks the registry for its headers when on)."""
-    return operation_stats.stats_rows(settings) if operation_stats.enabled(settings) else None
-
-
-def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
-    """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
-    rows when the earliest idle timer of its parts fired."""
-    return OperatorFunction(
-        thing_operator(settings, join.join_plan(settings)),
-        thing_rows(statistics_rows(settings)),
-        output_fields(settings),
-        aggregate.NULLABLE,
-        timers=bool(settings.idle_timeout_ms()),
-    )
+def partitions_of(settings: SinglePassSettings) -> dict[str, int]:
+    """The partition count of every topic the job writes, dead letters' too."""
+    return output_partitions(settings, [*output_topics(settings).values(), settings.dlq_topic])
 
 
 def to_kafka_records(
@@ -130,29 +64,11 @@ def to_kafka_records(
     """Pairs, windows and late records, keyed and partitioned as the two jobs write them."""
     from pyspark.sql import functions as F
 
-    routes = [
-        outputs.joined_route(
-            settings.joined_topic,
-            partitions[settings.joined_topic],
-            registry_header(settings, settings.joined_topic, "joined"),
-        ),
-        outputs.aggregate_route(
-            settings.aggregates_topic,
-            partitions[settings.aggregates_topic],
-            registry_header(settings, settings.aggregates_topic, "aggregate"),
-        ),
-        outputs.late_route(
-            settings.late_topic,
-            partitions[settings.late_topic],
-            F.col("stage"),
-            F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
-            header=registry_header(settings, settings.late_topic, "late"),
-        ),
-        *operation_stats.routes(settings, partitions),
-    ]
+    stage = F.col("stage")
+    watermark = F.when(stage == WINDOW_STAGE, F.col("watermark_ms"))
     return outputs.to_kafka_records(
         rows,
-        routes,
+        outputs.routes(settings, output_topics(settings), partitions, stage, watermark),
         dlq_topic=settings.dlq_topic,
         dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.raw_topic,
@@ -160,29 +76,13 @@ def to_kafka_records(
     )
 
 
-def output_partitions(settings: SinglePassSettings) -> dict[str, int]:
-    from spark_jobs.runner import topic_partitions
-
-    topics = [
-        settings.joined_topic,
-        settings.aggregates_topic,
-        settings.late_topic,
-        settings.dlq_topic,
-    ]
-    if operation_stats.enabled(settings):
-        topics += operation_stats.topics(settings).values()
-    return {topic: topic_partitions(settings, topic) for topic in topics}
-
-
-def build(settings: SinglePassSettings):
+def build(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
     """The job's query: raw measurements in, Kafka records out; with the state in the driver,
     the measurements with their batch's time (``spark_jobs.driver_state``)."""
-    from spark_jobs.runner import read_measurements
-
     if settings.state_in_driver(QUERY):
         return driver_query(settings)
     function = thing_pass(settings)
-    partitions = output_partitions(settings)
+    partitions = partitions_of(settings)
 
     def query(spark: SparkSession) -> DataFrame:
         rows = function.apply(
@@ -193,12 +93,9 @@ def build(settings: SinglePassSettings):
     return query
 
 
-def driver_query(settings: SinglePassSettings):
+def driver_query(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
     """The raw measurements, a heartbeat when timers must fire without records (not in a
     backfill: it ends once caught up), and the batch's time."""
-    from spark_jobs import driver_state
-    from spark_jobs.runner import read_measurements
-
     heartbeat = bool(settings.idle_timeout_ms()) and not settings.available_now
 
     def query(spark: SparkSession) -> DataFrame:
@@ -214,21 +111,10 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     """With the state in the driver: each batch through the things' table into the sink."""
     if not settings.state_in_driver(QUERY):
         return None
-    from operators.keyed import KeyedStates
-    from spark_jobs import driver_state
-    from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
-    from spark_jobs.outputs import AGGREGATE, JOINED, LATE
-
-    operator = thing_operator(settings, join.join_plan(settings))
-    partitions = output_partitions(settings)
-    topics = {
-        JOINED: settings.joined_topic,
-        AGGREGATE: settings.aggregates_topic,
-        LATE: settings.late_topic,
-    }
-    if operation_stats.enabled(settings):
-        topics.update(operation_stats.topics(settings))
-    outputs = KafkaOutputs(
+    operator = thing_operator(settings, join_plan(settings))
+    partitions = partitions_of(settings)
+    topics = output_topics(settings)
+    kafka_outputs = KafkaOutputs(
         topics,
         {kind: partitions[topic] for kind, topic in topics.items()},
         {kind: registry_header(settings, topics[kind], SCHEMAS[kind]) for kind in SCHEMAS},
@@ -237,7 +123,6 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
         source_topic=settings.raw_topic,
         stage=STAGE,
     )
-
     render = thing_rows(statistics_rows(settings))
 
     def around(sink: ExactlyOnceSink, checkpoint: Path) -> driver_state.DriverStateBatches:
@@ -245,8 +130,8 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
             KeyedStates(operator),
             render,
             output_fields(settings),
-            aggregate.NULLABLE,
-            outputs,
+            NULLABLE,
+            kafka_outputs,
             sink,
             driver_state.StateFiles(checkpoint),
         )
@@ -257,7 +142,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
 def check(settings: SinglePassSettings) -> None:
     """Fail fast on bad JOIN_PAIRS, window rules, OPSTATS_POWER or machine catalogue, before
     Spark starts."""
-    thing_operator(settings, join.join_plan(settings))
+    thing_operator(settings, join_plan(settings))
     if settings.state == "driver" and settings.sink != "driver":
         raise ValueError(
             "SPARK_STATE=driver produces from the driver: it needs SPARK_SINK=driver "

@@ -16,14 +16,13 @@ compares the two on the join).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from operators import Emitted, KeyedOperator, Records, drive
+from operators import KeyedOperator, drive
 from spark_jobs import dead_letters
 from spark_jobs.key_records import arrival_order
-from spark_jobs.output_columns import Fields, OutputRows
+from spark_jobs.output_columns import Fields, OutputRows, Render
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,38 +46,6 @@ MEASUREMENT_COLUMNS = (
 #: columns only: for a state with array columns Spark generates and compiles its state
 #: (de)serializers anew in every batch.
 STATE_SCHEMA = "state binary"
-
-#: Adds what the operator emitted for ``key`` (from the records ``batch``; empty for a timer)
-#: to the output rows, with the ``tags`` columns.
-Render = Callable[[OutputRows, tuple, Records, Any, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class PartRows:
-    """Renders what ``operators.Together`` emitted: each part's output by that part's render,
-    its rows tagged with the part's name as their ``stage``. Picklable."""
-
-    renders: dict[str, Render]
-
-    def __call__(
-        self, out: OutputRows, key: tuple, batch: Records, emitted: Emitted, tags: dict[str, Any]
-    ) -> None:
-        for part, records, output in emitted:
-            self.renders[part](out, key, records, output, {**tags, "stage": part})
-
-
-@dataclass(frozen=True)
-class QuantityRows:
-    """Renders what ``operators.ByQuantity`` emitted for a thing: each quantity's output by
-    ``render`` under the key (thing, quantity). Picklable."""
-
-    render: Render
-
-    def __call__(
-        self, out: OutputRows, key: tuple, batch: Records, emitted: Emitted, tags: dict[str, Any]
-    ) -> None:
-        for quantity, mine, output in emitted:
-            self.render(out, (key[0], quantity), mine, output, tags)
 
 
 class OperatorFunction:

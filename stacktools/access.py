@@ -78,7 +78,7 @@ class PrefixGrant:
 
 
 #: Consumer groups and transactional ids: each service only its own names. A Spark job's names
-#: begin with its user's name and a dot (``spark_jobs.eos_sink.owned_name``: the transactional
+#: begin with its user's name and a dot (``streamkit.kafka_clients.owned_name``: the transactional
 #: id ``<user>.eos-<query>``, the source's and the marker reads' groups).
 PREFIX_GRANTS: tuple[PrefixGrant, ...] = (
     *(

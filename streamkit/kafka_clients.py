@@ -26,6 +26,13 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SASL_MECHANISM = "SCRAM-SHA-512"
 
 
+def owned_name(settings: KafkaSettings, name: str) -> str:
+    """A Kafka name this job uses (transactional id, consumer group) under its Kafka user's
+    name: each Spark job has a user of its own, allowed only the names that begin with
+    ``<user>.`` (``stacktools.access``), so no job can fence or take over another's."""
+    return f"{settings.kafka_username}.{name}"
+
+
 def uses_tls(settings: KafkaSettings) -> bool:
     """Whether the client speaks TLS to the broker (SASL_SSL or SSL)."""
     return settings.kafka_protocol.upper() in {"SASL_SSL", "SSL"}

@@ -174,3 +174,77 @@ def test_the_oracle_check_sees_a_violation(tmp_path: Path, monkeypatch: pytest.M
         "tests/support/oracles/bad.py imports mqtt_bridge.records",
         "tests/support/oracles/bad.py imports tests.support.harness",
     ]
+
+
+#: The Spark jobs' entry modules: each is only its query, and none imports another.
+SPARK_ENTRY_MODULES = {"spark_jobs.join", "spark_jobs.aggregate", "spark_jobs.single_pass"}
+
+
+def own_imports(path: Path, package: str) -> tuple[set[str], list[str]]:
+    """The package's own modules a file imports, and the lines of those imported inside a
+    function without a comment that Spark's pickling needs them there."""
+    source = path.read_text()
+    lines = source.splitlines()
+    modules: set[str] = set()
+    lazy: list[str] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == package:
+                named = {f"{package}.{alias.name}" for alias in node.names}
+            elif node.module.startswith(package + "."):
+                named = {node.module}
+            else:
+                named = set()
+            modules.update(named)
+            said = "pickling" in lines[node.lineno - 1] or "pickling" in lines[node.lineno - 2]
+            if named and in_function and not said:
+                lazy.append(f"{path.name}:{node.lineno}")
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(ast.parse(source, str(path)), False)
+    return modules, lazy
+
+
+def module_graph(package: str) -> tuple[dict[str, set[str]], list[str]]:
+    graph, lazy = {}, []
+    for path in sorted((REPO_ROOT / package).glob("*.py")):
+        name = f"{package}.{path.stem}" if path.stem != "__init__" else package
+        graph[name], found = own_imports(path, package)
+        lazy += found
+    return graph, lazy
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle, each found from its first module in sorted order."""
+    found = []
+
+    def walk(path: list[str]) -> None:
+        for nxt in sorted(graph.get(path[-1], set())):
+            if nxt == path[0]:
+                found.append([*path, nxt])
+            elif nxt not in path and nxt > path[0]:
+                walk([*path, nxt])
+
+    for start in sorted(graph):
+        walk([start])
+    return found
+
+
+def test_spark_jobs_has_no_import_cycle_and_its_entry_modules_import_no_entry_module() -> None:
+    graph, lazy = module_graph("spark_jobs")
+    assert SPARK_ENTRY_MODULES <= graph.keys()
+    assert cycles(graph) == []
+    assert {entry: graph[entry] & SPARK_ENTRY_MODULES for entry in SPARK_ENTRY_MODULES} == {
+        entry: set() for entry in SPARK_ENTRY_MODULES
+    }
+    assert lazy == [], "import the package's own modules at the top"
+
+
+def test_the_cycle_check_sees_a_cycle_and_a_lazy_import(tmp_path: Path) -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def f():\n    from spark_jobs import runner\n")
+    assert own_imports(lazy, "spark_jobs") == ({"spark_jobs.runner"}, ["lazy.py:2"])

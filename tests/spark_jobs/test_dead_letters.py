@@ -6,11 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from spark_jobs import dead_letters
-from spark_jobs.aggregate import OUTPUT_FIELDS as AGGREGATE_FIELDS
-from spark_jobs.aggregate import window_function
 from spark_jobs.config import AggregateSettings, JoinSettings
-from spark_jobs.join import OUTPUT_FIELDS as JOIN_FIELDS
-from spark_jobs.join import join_function, join_plan
+from spark_jobs.passes import join_function, join_plan, window_function
+from spark_jobs.renderers import JOIN_FIELDS
+from spark_jobs.renderers import WINDOW_FIELDS as AGGREGATE_FIELDS
 
 
 class UntouchableState:

@@ -14,13 +14,14 @@ import pytest
 
 from operators import Records
 from operators.keyed import KeyedStates
-from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs, single_pass
+from spark_jobs import dead_letters, outputs, passes, renderers, single_pass
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
 from spark_jobs.output_columns import OutputRows
 from streamkit.wire.registry import frame
 from tests.support.harness import bridge_rows
 from tests.support.spark import REPO
+from windowing import STAGE as WINDOW_STAGE
 
 pytestmark = [pytest.mark.spark]
 
@@ -60,10 +61,10 @@ DLQ, DLQ_PARTITIONS, RAW = "dlq-t", 3, "raw-t"
 def rendered_outputs(settings: SinglePassSettings) -> OutputRows:
     """The sample's outputs as the driver renders them: pairs, windows (closed by the data and
     by the idle timeout), late records of both stages, and dead letters."""
-    config = join.join_plan(settings)
-    table = KeyedStates(single_pass.thing_operator(settings, config))
-    render = single_pass.thing_rows(operation_stats.StatsRows(HEADERS["opstats"], b""))
-    out = OutputRows(single_pass.output_fields(settings), aggregate.NULLABLE)
+    config = passes.join_plan(settings)
+    table = KeyedStates(passes.thing_operator(settings, config))
+    render = renderers.thing_rows(renderers.StatsRows(HEADERS["opstats"], b""))
+    out = OutputRows(passes.output_fields(settings), renderers.NULLABLE)
     rows = list(bridge_rows(SAMPLE))[:400]
     now = int(time.time() * 1000)
     by_thing: dict[str, list[tuple]] = {}
@@ -109,7 +110,7 @@ def test_the_driver_writes_the_records_spark_writes(tmp_path: Path) -> None:
     spark = build_session("driver-outputs-check")
     try:
         spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")  # as a state function
-        schema = ", ".join(f"{n} {k}" for n, k in single_pass.output_fields(settings))
+        schema = ", ".join(f"{n} {k}" for n, k in passes.output_fields(settings))
         rows = spark.createDataFrame(out.frame(), schema)
         routes = [
             outputs.joined_route(TOPICS["joined"], PARTITIONS["joined"], HEADERS["joined"]),
@@ -120,7 +121,7 @@ def test_the_driver_writes_the_records_spark_writes(tmp_path: Path) -> None:
                 TOPICS["late"],
                 PARTITIONS["late"],
                 F.col("stage"),
-                F.when(F.col("stage") == aggregate.STAGE, F.col("watermark_ms")),
+                F.when(F.col("stage") == WINDOW_STAGE, F.col("watermark_ms")),
                 header=HEADERS["late"],
             ),
             outputs.encoded_route("opstats", TOPICS["opstats"], PARTITIONS["opstats"]),

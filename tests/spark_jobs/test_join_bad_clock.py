@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spark_jobs.config import JoinSettings
-from spark_jobs.join import join_function, join_plan
+from spark_jobs.passes import join_function, join_plan
 from tests.support.group_state import FakeGroupState
 
 NOW_MS = 1_700_000_000_000

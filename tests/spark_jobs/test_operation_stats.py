@@ -15,7 +15,7 @@ from db_connector.points import opstats_converter, overload_converter
 from operators import Records
 from operators.keyed import KeyedStates
 from opstats import CatalogueError
-from spark_jobs import aggregate, join, operation_stats, outputs, single_pass
+from spark_jobs import operation_stats, outputs, passes, renderers, single_pass
 from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.driver_outputs import KafkaOutputs
 from spark_jobs.output_columns import OutputRows
@@ -77,30 +77,30 @@ def test_a_bad_catalogue_stops_the_start_with_exit_code_2(tmp_path: Path) -> Non
 def test_the_statistics_run_wherever_the_state_lives_and_beside_the_join_job(state: str) -> None:
     where = settings(state=state, sink=state)
     single_pass.check(where)
-    parts = single_pass.thing_operator(where, join.join_plan(where)).parts
+    parts = passes.thing_operator(where, passes.join_plan(where)).parts
     assert [name for name, _, _ in parts] == ["join", "aggregate", "opstats"]
-    assert ("avro_value", "binary") in single_pass.output_fields(where)
+    assert ("avro_value", "binary") in passes.output_fields(where)
     off = settings(opstats_power="")
-    assert [n for n, _, _ in single_pass.thing_operator(off, join.join_plan(off)).parts] == [
+    assert [n for n, _, _ in passes.thing_operator(off, passes.join_plan(off)).parts] == [
         "join",
         "aggregate",
     ]
-    assert single_pass.output_fields(off) == single_pass.OUTPUT_FIELDS
+    assert passes.output_fields(off) == renderers.SINGLE_PASS_FIELDS
     job = JoinSettings.from_sources(
         environ={}, cli={"opstats_power": POWER, "machine_catalogue": str(CATALOGUE)}
     )
-    function = join.join_pass(job)
+    function = passes.join_pass(job)
     assert [n for n, _, _ in function.operator.parts] == ["join", "opstats"]  # type: ignore[attr-defined]
-    assert function.fields == join.WITH_STATISTICS
-    alone = join.join_pass(JoinSettings.from_sources(environ={}, cli={"opstats_power": ""}))
-    assert alone.fields == join.OUTPUT_FIELDS and alone.operator.kind == "join"
+    assert function.fields == renderers.JOIN_WITH_STATISTICS
+    alone = passes.join_pass(JoinSettings.from_sources(environ={}, cli={"opstats_power": ""}))
+    assert alone.fields == renderers.JOIN_FIELDS and alone.operator.kind == "join"
 
 
 def rendered(s: SinglePassSettings, header: bytes = b"") -> OutputRows:
     """Two components of a thing, a copy handed back, then the end of their stream."""
-    table = KeyedStates(single_pass.thing_operator(s, join.join_plan(s)))
-    render = single_pass.thing_rows(operation_stats.StatsRows(header, b""))
-    out = OutputRows(single_pass.output_fields(s), aggregate.NULLABLE)
+    table = KeyedStates(passes.thing_operator(s, passes.join_plan(s)))
+    render = renderers.thing_rows(renderers.StatsRows(header, b""))
+    out = OutputRows(passes.output_fields(s), renderers.NULLABLE)
     rows = []
     for t in range(0, 1_300_000, 10_000):
         for component, speed in (("C11", 2000.0), ("C12", -1500.0)):
@@ -118,7 +118,7 @@ def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
     s = settings()
     header = frame(7)
     out = rendered(s, header)
-    assert out.count(operation_stats.RECORD_TYPE) == 2 * 2  # two closed cycles per component
+    assert out.count(outputs.OPSTATS) == 2 * 2  # two closed cycles per component
     late = out.columns("late", ["stage", "reason", "quantity"])
     assert ("opstats", "behind_watermark", "vaTorque_C11") in set(
         zip(late["stage"], late["reason"], late["quantity"], strict=True)
@@ -127,8 +127,8 @@ def test_cycles_become_kafka_records_the_connector_turns_into_points() -> None:
         outputs.JOINED: "j",
         outputs.AGGREGATE: "a",
         outputs.LATE: "l",
-        operation_stats.RECORD_TYPE: "o",
-        operation_stats.EVENT_TYPE: "e",
+        outputs.OPSTATS: "o",
+        outputs.OVERLOAD: "e",
     }
     writer = KafkaOutputs(
         topics,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from spark_jobs import aggregate, single_pass
+from spark_jobs import renderers
 from spark_jobs.outputs import schema_fields
 from streamkit.wire import schema_text
 
@@ -17,12 +17,12 @@ def test_every_aggregate_field_is_an_output_column_of_its_type() -> None:
     assert (
         schema_fields("aggregate")[-1] == "closed_at_ms"
     )  # added last: older records resolve to null
-    for columns in (dict(aggregate.OUTPUT_FIELDS), dict(single_pass.OUTPUT_FIELDS)):
+    for columns in (dict(renderers.WINDOW_FIELDS), dict(renderers.SINGLE_PASS_FIELDS)):
         for f in fields:
             optional = isinstance(f["type"], list)
             kind = f["type"][1] if optional else f["type"]
             assert columns[f["name"]] == kind, f["name"]
             if optional and kind == "long":
-                assert f["name"] in aggregate.NULLABLE, f[
+                assert f["name"] in renderers.NULLABLE, f[
                     "name"
                 ]  # a double's NaN reaches Spark as null

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators import Records
-from spark_jobs import aggregate, join, single_pass
+from spark_jobs import passes, renderers
 from spark_jobs.config import SinglePassSettings
 from tests.support.group_state import NO_DEADLINE, FakeGroupState
 from tests.support.plain import plain
@@ -74,9 +74,9 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 
 def two_jobs(settings: SinglePassSettings):
-    joiner = Keyed(join.join_function(join.join_plan(settings), settings.max_future_ms()))
-    windows = Keyed(aggregate.window_function(settings.window_rules(), settings.idle_timeout_ms()))
-    plan = join.join_plan(settings)
+    joiner = Keyed(passes.join_function(passes.join_plan(settings), settings.max_future_ms()))
+    windows = Keyed(passes.window_function(settings.window_rules(), settings.idle_timeout_ms()))
+    plan = passes.join_plan(settings)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
         joined = batch[plan.selects(batch["quantity"].to_numpy())]
@@ -91,7 +91,7 @@ def two_jobs(settings: SinglePassSettings):
 
 
 def one_pass(settings: SinglePassSettings):
-    keyed = Keyed(single_pass.thing_pass(settings))
+    keyed = Keyed(passes.thing_pass(settings))
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
         out = pd.concat(
@@ -138,9 +138,9 @@ def compare(
         for target, run in ((want, jobs), (got, passed)):
             for stage, frames in run(batch, now).items():
                 target[stage] += frames
-    assert rows(got["join"], join.OUTPUT_FIELDS) == rows(want["join"], join.OUTPUT_FIELDS)
-    assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(
-        want["aggregate"], aggregate.OUTPUT_FIELDS
+    assert rows(got["join"], renderers.JOIN_FIELDS) == rows(want["join"], renderers.JOIN_FIELDS)
+    assert rows(got["aggregate"], renderers.WINDOW_FIELDS) == rows(
+        want["aggregate"], renderers.WINDOW_FIELDS
     )
 
 
@@ -203,8 +203,8 @@ def idle_run(batches: list[tuple[int, list[tuple]]], idle: str) -> list[tuple[in
             jobs(frame(batch, 10 * k), NOW_MS + at_ms),
             passed(frame(batch, 10 * k), NOW_MS + at_ms),
         )
-        assert rows(got["aggregate"], aggregate.OUTPUT_FIELDS) == rows(
-            want["aggregate"], aggregate.OUTPUT_FIELDS
+        assert rows(got["aggregate"], renderers.WINDOW_FIELDS) == rows(
+            want["aggregate"], renderers.WINDOW_FIELDS
         )
         emitted += [
             (at_ms, q)
@@ -275,7 +275,7 @@ def test_a_things_state_comes_back_from_its_snapshot_as_it_was(
     settings_ = SinglePassSettings.from_sources(
         cli={"pairs": PAIRS, "tumbling": "2s", "session_gap": "3s", "idle_timeout": "5s"}
     )
-    operator = single_pass.thing_operator(settings_, join.join_plan(settings_))
+    operator = passes.thing_operator(settings_, passes.join_plan(settings_))
     batch = Records.of(
         [r[1] for r in records],
         [r[2] for r in records],

@@ -28,7 +28,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from spark_jobs.eos_sink import owned_name
 from stacktools.access import SPARK_JOB_USERS, TOPIC_RIGHTS
 from stacktools.influx import InfluxClient
 from stacktools.kafka_access import SERVICE_USERS
@@ -36,7 +35,7 @@ from stacktools.stack import Stack
 from stacktools.wiring import private_database, private_topic
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
-from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
+from streamkit.kafka_clients import admin_client, client_config, idempotent_producer, owned_name
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.secret import Secret
 from tests.support.waits import ONE_MESSAGE_S

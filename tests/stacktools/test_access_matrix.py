@@ -45,10 +45,10 @@ def test_no_service_may_write_what_it_reads_from_another_stage_or_use_another_s_
 
 
 def test_each_spark_job_uses_only_names_its_own_user_is_granted() -> None:
-    """The transactional ids and consumer groups a job makes (spark_jobs.eos_sink.owned_name)
+    """The transactional ids and consumer groups a job makes (streamkit.kafka_clients.owned_name)
     fall under its own user's grants and under no other user's."""
     from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings
-    from spark_jobs.eos_sink import owned_name
+    from streamkit.kafka_clients import owned_name
 
     jobs = {"spark-single-pass": SinglePassSettings, "spark-join": JoinSettings}
     jobs["spark-aggregate"] = AggregateSettings
