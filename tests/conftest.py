@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from stacktools.stack import Stack
-from stacktools.stack.components import spark_master_url
+from stacktools.stack.servers.spark import spark_master_url
 from streamkit.config import CREDENTIALS_FILE, Settings
 from tests.support.topology import Topology
 

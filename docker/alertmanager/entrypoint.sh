@@ -1,7 +1,7 @@
 #!/bin/sh
 # Entry point of the compose `alertmanager` service (prom/alertmanager image, busybox sh): the
-# launcher's routing (stacktools/stack/components.py, Alertmanager: every alert, firing and
-# resolved, grouped by alert and service, each component's overload alert on its own, to
+# launcher's routing (stacktools/stack/servers/alertmanager.py, Alertmanager: every alert, firing
+# and resolved, grouped by alert and service, each component's overload alert on its own, to
 # ALERT_WEBHOOK_URL; without one the alerts show only in its API and page) written to a
 # private file, then alertmanager in the foreground, one instance (no gossip port). The URL may carry a token: it is never on a command line.
 set -eu
@@ -16,7 +16,7 @@ else
     receiver='none'
     receivers='  - name: none'
 fi
-# each overload alert of a component its own group (stacktools/stack/components.py,
+# each overload alert of a component its own group (stacktools/stack/servers/alertmanager.py,
 # OVERLOAD_GROUP): notified once firing, once resolved
 overload='    - matchers: ['"'"'alertname="ComponentOverload"'"'"']\n      group_by: [alertname, thing, component, rating, overload_since]'
 printf 'route:\n  receiver: %s\n  group_by: [alertname, service]\n  group_wait: 10s\n  group_interval: 30s\n  repeat_interval: 4h\n  routes:\n%b\nreceivers:\n%s\n' \

@@ -34,8 +34,9 @@ from stacktools.demo.verdict import demo_verdict, stage_settings, statistics_run
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack, StackError
-from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
 from stacktools.stack.process import KeptService, port_open
+from stacktools.stack.servers import DEFAULT_GROUPS
+from stacktools.stack.servers.spark import scaled_out_spark_env
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events_file import EventsFileError

@@ -22,13 +22,6 @@ from stacktools import certs
 from stacktools.access import USERS
 from stacktools.credentials import new_password, password_problem
 from stacktools.mqtt_users import ensure_machine_users, machine_passwords
-from stacktools.stack.components import (
-    DEFAULT_GROUPS,
-    OPTIONAL_GROUPS,
-    Component,
-    Mosquitto,
-    SchemaRegistry,
-)
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.process import (
     KeptService,
@@ -37,6 +30,10 @@ from stacktools.stack.process import (
     port_owner,
     private_umask,
 )
+from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
+from stacktools.stack.servers.base import Component
+from stacktools.stack.servers.mosquitto import Mosquitto
+from stacktools.stack.servers.registry import SchemaRegistry
 from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError

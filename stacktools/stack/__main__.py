@@ -23,8 +23,8 @@ from stacktools.graph.collect import snapshot
 from stacktools.graph.render import render
 from stacktools.mqtt_users import things_of
 from stacktools.stack import Stack, make_machine_users
-from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.process import ManagedProcess, tail
+from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from stacktools.access import USERS
-from stacktools.stack.components import alert_route
+from stacktools.stack.servers.alertmanager import alert_route
 from streamkit.config import credential_env
 from tests.support.compose import compose_cli
 from tests.support.require import cannot_run
@@ -586,7 +586,7 @@ def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
 def test_compose_kafka_has_the_local_stack_s_security() -> None:
     """The same mechanisms, authorizer and super users as the launcher's broker; the password
     lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
-    from stacktools.stack.components import Kafka
+    from stacktools.stack.servers.kafka import Kafka
     from streamkit.config import Settings
 
     local = Kafka(Settings.from_sources(environ={}))._auth_properties()
@@ -618,7 +618,7 @@ def test_compose_kafka_has_the_local_stack_s_security() -> None:
 def test_compose_kafka_has_the_local_stack_s_tls() -> None:
     """The launcher's PEM stores and host-name check, the files from the certs job's volume; the
     healthcheck's client speaks TLS too."""
-    from stacktools.stack.components import Kafka
+    from stacktools.stack.servers.kafka import Kafka
     from streamkit.config import Settings
 
     local = Kafka(Settings.from_sources(environ={"TLS": "true"}))._tls_properties()
@@ -1066,7 +1066,7 @@ def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
         {"targets": [f"disk-space:{env['METRICS_PORT']}"], "labels": {"service": "disk_space"}}
     ]
     # the labels the launcher gives its own reporter's target: the alert sees the same series
-    from stacktools.stack.components import DiskSpace
+    from stacktools.stack.servers.disk_space import DiskSpace
     from streamkit.config import Settings
 
     local = DiskSpace(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
@@ -1090,7 +1090,7 @@ def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() ->
     of the key and the H2 file on a named volume; the same JVM options; HTTPS health check with
     the CA; published on 127.0.0.1 only."""
     from stacktools import certs
-    from stacktools.stack.components import REGISTRY_JVM_OPTIONS, registry_properties
+    from stacktools.stack.servers.registry import REGISTRY_JVM_OPTIONS, registry_properties
 
     registry = services()["schema-registry"]
     assert registry["profiles"] == ["registry"]

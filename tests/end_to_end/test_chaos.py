@@ -39,7 +39,8 @@ from stacktools.influx import InfluxClient
 from stacktools.pipeline import Pipeline
 from stacktools.services import DEFAULT_SHAPE, WINDOWED
 from stacktools.stack import Stack
-from stacktools.stack.components import MOSQUITTO_AUTOSAVE_S, SparkWorker, spark_cluster
+from stacktools.stack.servers.mosquitto import MOSQUITTO_AUTOSAVE_S
+from stacktools.stack.servers.spark import SparkWorker, spark_cluster
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline

@@ -26,8 +26,8 @@ from tests.support.webhook import Webhook
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 THING, COMPONENT = "M9", "C11"
 ROW_MS, CYCLE_S = 2_000, 60
-#: Alertmanager's group_interval (stacktools.stack.components.ALERT_ROUTE_TIMING) and more:
-#: long enough for a second notification, had there been a reason for one.
+#: Alertmanager's group_interval (stacktools.stack.servers.alertmanager.ALERT_ROUTE_TIMING)
+#: and more: long enough for a second notification, had there been a reason for one.
 QUIET_S = 45
 
 

@@ -9,7 +9,7 @@ import collections
 import dataclasses
 
 from stacktools.services import SERVICES
-from stacktools.stack.components import DEFAULT_GROUPS, OPTIONAL_GROUPS
+from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from streamkit.config import Settings
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stacktools.stack import Stack
-from stacktools.stack.components import DEFAULT_GROUPS
 from stacktools.stack.process import ManagedProcess
+from stacktools.stack.servers import DEFAULT_GROUPS
 from streamkit.config import Settings
 from tests.support.ports import free_ports
 from tests.support.privacy import exposed

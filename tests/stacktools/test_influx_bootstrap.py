@@ -6,8 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from stacktools.stack.components import InfluxDB
 from stacktools.stack.influx_bootstrap import MAX_SOCKET_PATH, bootstrap_files
+from stacktools.stack.servers.influxdb import InfluxDB
 from streamkit.config import Settings
 
 

@@ -11,8 +11,9 @@ import pytest
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from stacktools.credentials import new_cluster_id
-from stacktools.stack import Stack, StackError, components, ensure_credentials
-from stacktools.stack.components import Kafka, kafka_nodes
+from stacktools.stack import Stack, StackError, ensure_credentials
+from stacktools.stack.servers import kafka as kafka_server
+from stacktools.stack.servers.kafka import Kafka, kafka_nodes
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client
@@ -145,7 +146,7 @@ def test_storage_is_formatted_with_a_cluster_id_that_begins_with_a_dash(
     missing = node.missing_install()
     if missing:
         cannot_run(missing)
-    monkeypatch.setattr(components, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
+    monkeypatch.setattr(kafka_server, "new_cluster_id", lambda: "-DC3d9-yS8Og7gDKKmX0uw")
     node.prepare()
     meta = dict(
         line.split("=", 1)

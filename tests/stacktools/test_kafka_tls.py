@@ -26,8 +26,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from stacktools import certs
-from stacktools.stack import Stack, components, ensure_credentials
-from stacktools.stack.components import Kafka, java_argument_file
+from stacktools.stack import Stack, ensure_credentials
+from stacktools.stack.servers import kafka as kafka_server
+from stacktools.stack.servers.kafka import Kafka, java_argument_file
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import client_config, idempotent_producer, uses_tls
@@ -258,7 +259,7 @@ def test_storage_format_puts_no_password_on_the_command_line(
         out, err = process.communicate(timeout=kwargs.get("timeout"))
         return subprocess.CompletedProcess(command, process.returncode, out, err)
 
-    monkeypatch.setattr(components.subprocess, "run", run)
+    monkeypatch.setattr(kafka_server.subprocess, "run", run)
     node.prepare()
     assert len(seen) == 1
     (format_run,) = seen

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from stacktools.stack import Stack
-from stacktools.stack.components import SparkMaster
 from stacktools.stack.process import ManagedProcess, port_open
+from stacktools.stack.servers.spark import SparkMaster
 from streamkit.config import Settings
 from streamkit.sizes import parse_size
 from tests.support import procfs

@@ -18,7 +18,7 @@ from mqtt_bridge.records import RowSplitter
 from stacktools.processes import ServiceProcess
 from stacktools.services import SERVICES
 from stacktools.stack import Stack
-from stacktools.stack.components import schema_registry
+from stacktools.stack.servers.registry import schema_registry
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events import parse_row

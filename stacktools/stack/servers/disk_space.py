@@ -1,0 +1,75 @@
+"""The launcher's disk reporter (``python -m stacktools.disk_space``) for the Kafka and InfluxDB
+data directories, and its Prometheus file target."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from stacktools.stack.servers.base import Component, http_get
+from stacktools.stack.servers.kafka import kafka_nodes
+from streamkit.paths import private_directory
+
+
+class DiskSpace(Component):
+    """``python -m stacktools.disk_space`` for the Kafka and InfluxDB data directories of this
+    run directory: their filesystems' free space on /metrics, for the disk alert. Its port is
+    any free one, chosen at each start and handed to Prometheus as a file target."""
+
+    name = "disk-space"
+
+    @property
+    def port_file(self) -> Path:
+        return self.conf_dir / "metrics-port"
+
+    @property
+    def target_file(self) -> Path:
+        return self.settings.run_dir / "prometheus" / "targets" / "disk-space.json"
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(self.port_file.read_text())] if self.port_file.exists() else []
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.ports[0]}" if self.ports else "-"
+
+    def watched(self) -> str:
+        data = self.settings.run_dir / "data"
+        kafka = [node.name for node in kafka_nodes(self.settings)]
+        return ",".join(f"{name}={data / name}" for name in [*kafka, "influxdb"])
+
+    def prepare(self) -> None:
+        from stacktools.processes import free_port
+
+        super().prepare()
+        self.port_file.write_text(f"{free_port()}\n")
+        private_directory(self.target_file.parent.parent)
+        private_directory(self.target_file.parent)
+        self.target_file.write_text(
+            json.dumps(
+                # the job label as compose's scrape job names it: one alert, the same labels
+                [
+                    {
+                        "targets": [self.address],
+                        "labels": {"service": "disk_space", "job": "disk_space"},
+                    }
+                ],
+                indent=2,
+            )
+        )
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "stacktools.disk_space",
+            "--metrics-port",
+            str(self.ports[0]),
+            "--disk-watch",
+            self.watched(),
+        ]
+
+    def healthy(self) -> bool:
+        return bool(self.ports) and http_get(f"http://{self.address}/healthz")[0] == 200

@@ -1,0 +1,101 @@
+"""The launcher's schema registry (Apicurio): its options (compose's too), start and health,
+and every topic's schema registered once it answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stacktools import certs
+from stacktools.stack.servers.base import Component, stack_tls_get
+from streamkit.config import Settings
+from streamkit.paths import APICURIO_DIR
+
+#: The registry's JVM options: the launcher's, and compose's (JAVA_OPTS_APPEND) alike.
+REGISTRY_JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
+
+
+def registry_properties(
+    *, host: str, port: int, database: Path, tls: tuple[Path, Path] | None
+) -> dict[str, str]:
+    """Apicurio's (Quarkus's) configuration, written once: the launcher passes it as -D options,
+    compose as the environment variables Quarkus maps them from (tests/docker/test_compose.py
+    holds the compose file to it). ``tls``: (certificate chain, key), then HTTPS only."""
+    properties = {
+        "quarkus.http.host": host,
+        "quarkus.http.port": str(port),
+        "apicurio.storage.kind": "sql",
+        "apicurio.storage.sql.kind": "h2",
+        # the H2 login is its default: the file sits in a directory only the registry's user reads
+        "apicurio.datasource.url": f"jdbc:h2:file:{database}",
+    }
+    if tls:
+        properties |= {
+            "quarkus.http.ssl-port": str(port),
+            "quarkus.http.insecure-requests": "disabled",
+            "quarkus.http.ssl.certificate.files": str(tls[0]),
+            "quarkus.http.ssl.certificate.key-files": str(tls[1]),
+        }
+    return properties
+
+
+class SchemaRegistry(Component):
+    """Apicurio Registry (Quarkus, Java 17) serving the Confluent-compatible API the producers
+    register their schemas with and registry-aware consumers read them from. Its storage is H2
+    in a file under the data directory, so schema ids survive a restart: records already in Kafka
+    keep decoding. HTTPS only, with the stack's server certificate, when TLS is on."""
+
+    name = "schema-registry"
+    start_timeout_s = 120.0  # a JVM and Quarkus on a busy 2-core machine
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.settings.schema_registry_port]
+
+    @property
+    def address(self) -> str:
+        return self.settings.registry_url
+
+    @property
+    def runner_jar(self) -> Path | None:
+        jars = sorted(APICURIO_DIR.glob("apicurio-registry-app-*-runner.jar"))
+        return jars[-1] if jars else None
+
+    def missing_install(self) -> str | None:
+        return (
+            None
+            if self.runner_jar
+            else f"Apicurio Registry not found in {APICURIO_DIR}: run scripts/setup.sh"
+        )
+
+    def command(self) -> list[str]:
+        tls = certs.files(self.settings) if self.settings.tls else None
+        properties = registry_properties(
+            host="127.0.0.1",
+            port=self.settings.schema_registry_port,
+            database=self.data_dir / "registry",
+            tls=(tls.server_cert, tls.server_key) if tls else None,
+        )
+        properties["java.io.tmpdir"] = str(self.conf_dir)
+        return [
+            "java",
+            *REGISTRY_JVM_OPTIONS,
+            *(f"-D{key}={value}" for key, value in properties.items()),
+            "-jar",
+            str(self.runner_jar),
+        ]
+
+    def healthy(self) -> bool:
+        scheme = "https" if self.settings.tls else "http"
+        url = f"{scheme}://127.0.0.1:{self.settings.schema_registry_port}/health/ready"
+        return stack_tls_get(self.settings, url)[0] == 200
+
+    def after_healthy(self) -> None:
+        """Every topic's schema registered with its compatibility rule now, so consumers find
+        them before the first producer starts (each producer registers again: idempotent)."""
+        from streamkit.wire.registry import register_all
+
+        register_all(self.settings)
+
+
+def schema_registry(settings: Settings) -> list[Component]:
+    return [SchemaRegistry(settings)] if settings.schema_registry else []
