@@ -29,10 +29,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from benchmarks.process_group import GroupSampler
-from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
-from benchmarks.spark_run import job_args as spark_job_args
-from benchmarks.timing import status
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.spark_run import PAIRS, batch_progress, log_time, role_of
+from benchmarks.support.spark_run import job_args as spark_job_args
+from benchmarks.support.timing import status
 from lsb.plan import JoinPlan
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate

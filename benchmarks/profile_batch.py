@@ -39,8 +39,8 @@ from typing import Any
 
 from benchmarks.bench_batches import LiveFeed, committed_tail, inherent_waits
 from benchmarks.bench_e2e import events_file, head
-from benchmarks.process_group import GroupSampler
-from benchmarks.profile_phases import (
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.profile_phases import (
     CONNECTOR_RULES,
     PYTHON_WORKER_RULES,
     Summary,
@@ -58,9 +58,9 @@ from benchmarks.profile_phases import (
     waits_for_next,
     work_table,
 )
-from benchmarks.raw_feed import feed
-from benchmarks.spark_run import batch_progress, job_args, log_time, role_of
-from benchmarks.timing import status
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import batch_progress, job_args, log_time, role_of
+from benchmarks.support.timing import status
 from stacktools.cpu import group_pids
 from stacktools.demo.histograms import histogram_between, percentile
 from stacktools.influx import InfluxClient

@@ -1,6 +1,8 @@
-"""Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
+"""Verdict: more bridges need more cores (CPU per row stays flat); scale bridges by cores.
 
-    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100]
+Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
+
+    .venv/bin/python benchmarks/experiments/bench_bridge_shards.py [--rows 100000] [--things 100]
         [--bridges 1,2,4]
 
 For each count B: B bridges create their persistent sessions (``<prefix>/<k>/#``) and stop,

@@ -1,7 +1,9 @@
-"""Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
+"""Verdict: the jobs keep applyInPandasWithState; transformWithStateInPandas is no faster.
 
-    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000]
-        [--rounds 2]
+Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
+
+    .venv/bin/python benchmarks/experiments/bench_state_api.py [--rows 400000]
+        [--batch-sizes 50000,200000] [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
 per-thing function (``spark_jobs.join.join_function``: the join operator through the Spark
@@ -23,8 +25,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from bench_join import PAIRS, feed
-
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import PAIRS
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
