@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import PAIRS
@@ -31,20 +32,20 @@ from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    from spark_jobs.config import JoinSettings
+    from spark_jobs.stateful import OperatorFunction
+
 VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
 
 def run_variant(variant: str, raw: str, batch: int) -> dict:
     """In a child process: one --available-now run of the join with the given operator."""
-    import pandas as pd
-    from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.streaming.stateful_processor import (
-        StatefulProcessorHandle,
-        TimerValues,
-        ValueState,
-    )
 
     from spark_jobs.config import JoinSettings
     from spark_jobs.join import (
@@ -52,7 +53,6 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         join_function,
         join_plan,
         joined_quantities,
-        to_kafka_records,
     )
     from spark_jobs.runner import read_measurements
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
@@ -69,6 +69,45 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
     plan = join_plan(settings)
     joiner = join_function(plan)
+    measurements = read_measurements(spark, settings)
+    grouped = (
+        measurements.where(joined_quantities(measurements.quantity, plan))
+        .select(*MEASUREMENT_COLUMNS)
+        .groupBy("thing")
+    )
+    if variant == "applyInPandasWithState":
+        rows = grouped.applyInPandasWithState(
+            joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        )
+    else:
+        rows = grouped.transformWithStateInPandas(
+            join_processor(joiner), OUTPUT_SCHEMA, "Append", "None"
+        )
+    progress, output = collect_available_now(rows, settings)
+    warm = progress[1:] or progress
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
+    return {
+        "variant": variant,
+        "batch": batch,
+        "batches": len(progress),
+        "output_rows": output,
+        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
+        "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds,
+    }
+
+
+def join_processor(joiner: OperatorFunction) -> StatefulProcessor:
+    """The join's own function behind transformWithStateInPandas, so that only the operator
+    differs between the variants."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.stateful_processor import (
+        StatefulProcessorHandle,
+        TimerValues,
+        ValueState,
+    )
+
+    from spark_jobs.stateful import STATE_SCHEMA
 
     class ValueStateAsGroupState:
         """The adapter speaks applyInPandasWithState's GroupState; this adapts a ValueState
@@ -106,18 +145,17 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         def close(self) -> None:
             pass
 
-    measurements = read_measurements(spark, settings)
-    grouped = (
-        measurements.where(joined_quantities(measurements.quantity, plan))
-        .select(*MEASUREMENT_COLUMNS)
-        .groupBy("thing")
-    )
-    if variant == "applyInPandasWithState":
-        rows = grouped.applyInPandasWithState(
-            joiner, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
-        )
-    else:
-        rows = grouped.transformWithStateInPandas(JoinProcessor(), OUTPUT_SCHEMA, "Append", "None")
+    return JoinProcessor()
+
+
+def collect_available_now(
+    rows: DataFrame, settings: JoinSettings
+) -> tuple[list[StreamingQueryProgress], int]:
+    """Runs the query over what the topic holds, collecting each batch as Arrow as the
+    exactly-once sink does but producing nothing, so the sink's cost is alike and small: the
+    progress of the batches that read records, and the output rows."""
+    from spark_jobs.join import to_kafka_records
+
     output = 0
 
     def collect(frame: DataFrame, _batch_id: int) -> None:
@@ -138,16 +176,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         )
         query.awaitTermination()
         progress = [p for p in query.recentProgress if p["numInputRows"]]
-    warm = progress[1:] or progress
-    seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
-    return {
-        "variant": variant,
-        "batch": batch,
-        "batches": len(progress),
-        "output_rows": output,
-        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
-        "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds,
-    }
+    return progress, output
 
 
 def main() -> int:
