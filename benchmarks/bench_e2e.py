@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import shlex
@@ -53,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_batches import certainty_waits, quantile
-from simulator.generate import DEFAULT_ROWS, generate
+from benchmarks.support.certainty import certainty_waits
+from benchmarks.support.events import events_file, head
+from benchmarks.support.quantile import quantile
+from simulator.generate import DEFAULT_ROWS
 from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.join import join_plan
 from stacktools.cpu import group_cpu_seconds
@@ -69,28 +70,6 @@ from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import CACHE_DIR
-
-
-def events_file(rows: int, things: int) -> Path:
-    path = CACHE_DIR / f"events-{rows}-{things}.json"
-    if not path.exists():
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        with partial.open("w") as handle:
-            for index, row in enumerate(generate(rows, things, seed=1)):
-                handle.write(json.dumps(row) + "\n")
-                if index % 200_000 == 0:
-                    print(f"  generating {path.name}: {index:,}/{rows:,} rows", flush=True)
-        partial.rename(path)
-    return path
-
-
-def head(path: Path, rows: int, work: Path) -> Path:
-    out = work / f"head-{rows}.json"
-    with path.open("rb") as source, out.open("wb") as target:
-        target.writelines(itertools.islice(source, rows))
-    return out
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_batches import LiveFeed, committed_tail, inherent_waits
-from benchmarks.bench_e2e import events_file, head
+from benchmarks.support.certainty import inherent_waits
+from benchmarks.support.events import events_file, head
+from benchmarks.support.live import LiveFeed, committed_tail
 from benchmarks.support.process_group import GroupSampler
 from benchmarks.support.profile_phases import (
     CONNECTOR_RULES,
@@ -51,7 +52,6 @@ from benchmarks.support.profile_phases import (
     parse_jfr_samples,
     phase_table,
     plot,
-    quantile,
     read_pyspy,
     share_table,
     stage_work,
@@ -59,6 +59,7 @@ from benchmarks.support.profile_phases import (
     waits_for_next,
     work_table,
 )
+from benchmarks.support.quantile import quantile
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import batch_progress, job_args, log_time, role_of
 from benchmarks.support.timing import status

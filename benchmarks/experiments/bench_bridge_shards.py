@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_bridge import generate, wait_in_kafka
+from benchmarks.support.events import write_events
+from benchmarks.support.kafka_wait import wait_in_kafka
 from stacktools.cpu import process_cpu_seconds
 from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
@@ -107,7 +108,7 @@ def main() -> int:
         work = Path(tmp)
         events = work / "events.json"
         print(f"generating {args.rows:,} rows of {args.things} machines ...", flush=True)
-        generate(events, args.rows, args.things)
+        write_events(events, args.rows, args.things)
         for count in counts:
             print(f"{count} bridge(s): filling their sessions, then draining", flush=True)
             results.append(measure(settings, events, count, work))

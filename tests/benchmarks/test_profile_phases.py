@@ -20,12 +20,12 @@ from benchmarks.support.profile_phases import (
     parse_pyspy_raw,
     phase_table,
     plot,
-    quantile,
     share_table,
     stage_work,
     summarize,
     waits_for_next,
 )
+from benchmarks.support.quantile import quantile
 
 
 def _job(job_id: int, stages: list[int], batch: int | None) -> str:
