@@ -470,21 +470,30 @@ def run_all(
         stats_modes = ["on", "off"] if args.opstats == "both" else [args.opstats]
         for shape, stats in [(shape, stats) for shape in shapes for stats in stats_modes]:
             layout = Layout(shape, args.spark_cluster, stats)
-            label = run_label(args, shape, tls, stats)
+            setup = Setup(args, settings, events, work, layout, run_label(args, shape, tls, stats))
             if not args.no_full:
-                results.rows_table.append(full_replay(args, settings, events, work, layout, label))
+                results.rows_table.append(full_replay(setup))
             for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
-                results.rate_table.append(
-                    fixed_rate(args, settings, events, work, layout, label, rate)
-                )
+                results.rate_table.append(fixed_rate(setup, rate))
             for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                results.steady.append(
-                    steady_state(args, settings, events, work, layout, label, rate)
-                )
+                results.steady.append(steady_state(setup, rate))
                 print(results.steady[-1], flush=True)
         if args.tls != "default":
             Stack(settings, groups).down()  # the next mode's servers take the same ports
     return results
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one layout on one stack shares, handed around as one."""
+
+    args: argparse.Namespace
+    settings: Settings
+    events: Path
+    work: Path
+    layout: Layout
+    #: the run's name in the tables
+    label: str
 
 
 def run_label(args: argparse.Namespace, shape: str, tls: bool, stats: str) -> str:
@@ -497,43 +506,31 @@ def run_label(args: argparse.Namespace, shape: str, tls: bool, stats: str) -> st
     return label
 
 
-def full_replay(
-    args: argparse.Namespace,
-    settings: Settings,
-    events: Path,
-    work: Path,
-    layout: Layout,
-    label: str,
-) -> tuple[Any, ...]:
+def full_replay(setup: Setup) -> tuple[Any, ...]:
     """The whole file as fast as possible: the throughput row (time to drained, peak rate per
     stage, CPU per raw record)."""
+    args, events, label = setup.args, setup.events, setup.label
     print(f"[{label}] full replay of {events.name} as fast as possible ...", flush=True)
     # generated: in order
-    run, cpu = run_once(settings, events, ["--order", "file"], work, args.timeout_s, layout)
+    run, cpu = run_once(
+        setup.settings, events, ["--order", "file"], setup.work, args.timeout_s, setup.layout
+    )
     peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
     return (label, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks, cpu)
 
 
-def fixed_rate(
-    args: argparse.Namespace,
-    settings: Settings,
-    events: Path,
-    work: Path,
-    layout: Layout,
-    label: str,
-    rate: int,
-) -> tuple[Any, ...]:
+def fixed_rate(setup: Setup, rate: int) -> tuple[Any, ...]:
     """--rate-seconds worth of rows at ``rate`` with live stamps: the latency row (p50 and p99
     of raw and joined over the whole replay, how long draining took after the last row)."""
-    rows = int(rate * args.rate_seconds)
-    print(f"[{label}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
+    rows = int(rate * setup.args.rate_seconds)
+    print(f"[{setup.label}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
     run, _ = run_once(
-        settings,
-        head(events, rows, work),
+        setup.settings,
+        head(setup.events, rows, setup.work),
         ["--rate", str(rate), "--live", "--order", "file"],
-        work,
-        args.timeout_s,
-        layout,
+        setup.work,
+        setup.args.timeout_s,
+        setup.layout,
     )
     latencies = []
     for measurement in ("raw", "joined"):
@@ -545,7 +542,7 @@ def fixed_rate(
         latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
     replay_s = float(run.simulator.get("seconds", run.elapsed_s))
     return (
-        label,
+        setup.label,
         rate,
         float(run.simulator.get("rows_per_s", 0)),
         *latencies,
@@ -554,28 +551,23 @@ def fixed_rate(
     )
 
 
-def steady_state(
-    args: argparse.Namespace,
-    settings: Settings,
-    events: Path,
-    work: Path,
-    layout: Layout,
-    label: str,
-    rate: int,
-) -> Steady:
+def steady_state(setup: Setup, rate: int) -> Steady:
     """A steady-state run at ``rate``, with the data's own wait modelled after it (so the model's
     CPU does not count in the run's)."""
+    args, work = setup.args, setup.work
     # looped: live stamps are new
     rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
     print(
-        f"[{label}] steady state at {rate:,} rows/s: "
+        f"[{setup.label}] steady state at {rate:,} rows/s: "
         f"{args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
         flush=True,
     )
-    replayed = head(events, rows, work)
-    result = steady_run(settings, replayed, rate, args.warmup_s, args.measure_s, work, layout)
+    replayed = head(setup.events, rows, work)
+    result = steady_run(
+        setup.settings, replayed, rate, args.warmup_s, args.measure_s, work, setup.layout
+    )
     wait = data_wait(replayed, rate, args.warmup_s)  # after the run: its CPU
-    return dataclasses.replace(result, shape=label, data_wait=wait)
+    return dataclasses.replace(result, shape=setup.label, data_wait=wait)
 
 
 def print_full(rows_table: list[tuple[Any, ...]]) -> None:
