@@ -22,26 +22,20 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer
-
-from benchmarks.process_group import GroupSampler
-from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
-from benchmarks.spark_run import job_args as spark_job_args
-from benchmarks.timing import status
-from lsb.plan import JoinPlan
-from mqtt_bridge.records import RowSplitter
-from simulator.generate import generate
+from benchmarks.support.certainty import inherent_waits
+from benchmarks.support.live import LiveFeed, committed_tail
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.quantile import quantile
+from benchmarks.support.spark_run import batch_progress, log_time, role_of
+from benchmarks.support.spark_run import job_args as spark_job_args
+from benchmarks.support.timing import status
 from stacktools.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
-from streamkit.events import validate
-from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"
@@ -69,53 +63,6 @@ STATE_TIMES = (
     "rocksdbCommitCheckpointLatency",
     "rocksdbCommitWriteBatchLatency",
 )
-
-
-class LiveFeed(threading.Thread):
-    """Generated rows at a steady rate, each stamped with the wall clock when written."""
-
-    def __init__(
-        self, settings: Settings, topic: str, partitions: int, rate: float, things: int
-    ) -> None:
-        super().__init__(daemon=True)
-        self.settings, self.topic, self.rate, self.things = settings, topic, rate, things
-        self.splitter = RowSplitter(partitions)
-        self.stop = threading.Event()
-        self.records = 0
-
-    def run(self) -> None:
-        producer = idempotent_producer(self.settings, "bench-batches-feed", **{"linger.ms": 5})
-        started, sent = time.monotonic(), 0
-        for obj in generate(10**9, self.things, seed=7):
-            if self.stop.is_set():
-                break
-            wait = started + sent / self.rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            obj["Timestamp"] = int(time.time() * 1000)
-            for record in self.splitter.split(validate(obj)):
-                producer.produce(self.topic, record.value, record.key, partition=record.partition)
-                self.records += 1
-            producer.poll(0)
-            sent += 1
-        producer.flush(30)
-
-
-def committed_tail(settings: Settings, role: str, topic: str, start: str) -> Consumer:
-    """A group-less reader of what is committed to ``topic`` as it grows, from ``start``
-    (earliest or latest), fetching without waiting: a latency probe's own wait stays small."""
-    consumer = Consumer(
-        {
-            **client_config(settings, role),
-            "group.id": uuid.uuid4().hex,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": start,
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    consumer.subscribe([topic])
-    return consumer
 
 
 class JoinedLatency(threading.Thread):
@@ -172,48 +119,6 @@ class VariantRun:
 
     def phase(self, name: str) -> float:
         return statistics.median(b["phases_ms"].get(name, 0) for b in self.batches) / 1000
-
-
-def inherent_waits(rate: float, things: int, rows: int) -> list[float]:
-    """:func:`certainty_waits` of the generated feed (``things`` Things) and the benchmarks'
-    pair."""
-    from spark_jobs.config import JoinSettings
-    from spark_jobs.join import join_plan
-
-    return certainty_waits(
-        generate(rows, things, seed=7), rate, join_plan(JoinSettings(pairs=PAIRS))
-    )
-
-
-def certainty_waits(
-    rows: Iterable[dict], rate: float, plan: JoinPlan, since_s: float = 0.0
-) -> list[float]:
-    """Seconds each pair waits for the data alone: from its event time (its later input: both
-    inputs exist) to the arrival of the record that makes it certain (docs/join.md), with every
-    record processed at once on arrival (the rows arriving at ``rate``, stamped on arrival like
-    the simulator's --live). The floor under any system's joined latency on this feed; pairs
-    made certain before ``since_s`` (a warm-up) are left out."""
-    from lsb import LocalStreamBuffer
-
-    rows = list(rows)
-    config = plan.config(plan.components_of({name for obj in rows for name in obj}))
-    buffer = LocalStreamBuffer(config)
-    quantities = sorted(config.quantities)
-    since_ms = since_s * 1000
-    waits: list[float] = []
-    for index, obj in enumerate(rows):
-        arrival_ms = int(index * 1000 / rate)
-        for quantity in quantities:
-            if quantity in obj:
-                step = buffer.push(obj["Thing"], quantity, arrival_ms, obj[quantity])
-                if arrival_ms >= since_ms:
-                    waits.extend((arrival_ms - pair.event_time) / 1000 for pair in step.pairs)
-    return waits
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
 def run_variant(

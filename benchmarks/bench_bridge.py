@@ -17,78 +17,26 @@ original design, ~1,000 rows/s).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from paho.mqtt.client import MQTTMessage
 
+from benchmarks.support.events import write_events
+from benchmarks.support.kafka_wait import wait_in_kafka
 from stacktools.cpu import process_cpu_seconds
 from stacktools.services import service_process
 from stacktools.stack import Stack
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
-from streamkit.deadline import Deadline, TimedOut
 from streamkit.events import parse_row
 from streamkit.kafka_clients import idempotent_producer
-from streamkit.kafka_io import wait_for_count
 from streamkit.mqtt_client import connect, make_client
-from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, record_key
 from tests.support.harness import expected_records
-
-
-def generate(path: Path, rows: int, things: int = 8) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "simulator.generate",
-            "-o",
-            str(path),
-            "--rows",
-            str(rows),
-            "--things",
-            str(things),
-            "--no-progress",
-        ],
-        cwd=REPO_ROOT,
-        check=True,
-    )
-
-
-def wait_in_kafka(
-    settings: Settings,
-    topic: str,
-    records: int,
-    what: str,
-    tick: Callable[[], None] = lambda: None,
-    timeout_s: float = 1800,
-    on_first: Callable[[], None] = lambda: None,
-) -> tuple[float, int]:
-    """Poll until `topic` holds `records`, with a progress line every 5 s; `tick` runs on every
-    poll, `on_first` once when the first records are seen. Returns when that was and how many
-    there were then."""
-    begun = last_print = time.perf_counter()
-    deadline = Deadline(timeout_s)
-    first: tuple[float, int] | None = None
-    while (count := wait_for_count(settings, topic, records, 0.2)) < records:
-        tick()
-        now = time.perf_counter()
-        if first is None and count > 0:
-            first = (now, count)
-            on_first()
-        if now - last_print > 5:
-            print(f"  ... {count}/{records} records in Kafka after {now - begun:.0f} s", flush=True)
-            last_print = now
-        if deadline.expired():
-            raise TimedOut(f"{what} did not finish within {timeout_s:.0f} s")
-    tick()
-    return first or (time.perf_counter(), records)
 
 
 def measure_pipeline(
@@ -235,8 +183,8 @@ def main() -> int:
         work = Path(tmp)
         events, baseline_events = work / "events.json", work / "baseline.json"
         print(f"generating {args.rows} rows ...", flush=True)
-        generate(events, args.rows)
-        generate(baseline_events, args.baseline_rows)
+        write_events(events, args.rows)
+        write_events(baseline_events, args.baseline_rows)
         print("pipeline: simulator -> mosquitto -> mqtt_bridge -> kafka", flush=True)
         result = measure_pipeline(settings, events, args.connections, work)
         print(

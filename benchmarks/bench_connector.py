@@ -28,6 +28,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.records import RowSplitter
@@ -43,6 +44,13 @@ from streamkit.kafka_clients import admin_client, client_config, idempotent_prod
 from streamkit.paths import REPO_ROOT
 from streamkit.tls import client_context
 from streamkit.wire import AvroCodec
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from influxdb_client import InfluxDBClient
+    from influxdb_client.client.write_api import WriteApi
+
+    from stacktools.processes import ServiceProcess
 
 PARTITIONS = 4
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -136,6 +144,13 @@ def count_points(settings: Settings, database: str) -> int:
 
 
 # ----------------------------------------------------------------------------- measured run
+#: One observation of the run: (time, points, connector CPU s, influxd CPU s, connector
+#: run-queue wait s) ...
+Sample = tuple[float, float, float | None, float | None, float | None]
+#: ... and at the first point also the batches' count.
+FirstSample = tuple[float, float, float | None, float | None, float | None, float]
+
+
 def measure_connector(
     settings: Settings,
     topic: str,
@@ -147,8 +162,42 @@ def measure_connector(
     profile: Path | None,
     databases: list[str],
 ) -> dict:
+    """The real connector loading ``records`` into a fresh database, timed from its first
+    point to its last (its start-up is not its throughput): the run's row of the table."""
     database = private_database(settings)
     databases.append(database)
+    service, log = connector_service(topic, dlq, database, batch_points, flush_ms, work)
+    port = int(service.args[service.args.index("--metrics-port") + 1])
+    influx_pid = influxd_pid(settings)
+    launched = time.perf_counter()
+    service.start()
+    spy = None
+    try:
+        service.wait_logged('"connector running"', 120)
+        if profile is not None:
+            spy = start_pyspy(profile, batch_points, service.popen.pid)
+        first, end, metrics = watch_until_loaded(service, log, port, influx_pid, records, launched)
+    finally:
+        if spy is not None:
+            stop_pyspy(spy)
+        if service.alive():
+            service.terminate()
+    if influxd_pid(settings) != influx_pid:
+        print(
+            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers "
+            "are not valid",
+            flush=True,
+        )
+    return connector_result(
+        first, end, metrics, launched, records, batch_points, flush_ms, settings, database
+    )
+
+
+def connector_service(
+    topic: str, dlq: str, database: str, batch_points: int | None, flush_ms: int | None, work: Path
+) -> tuple[ServiceProcess, Path]:
+    """The real connector on its own consumer group, so every run reads the topic from the
+    start; its settings from the command line only where the run varies them."""
     group = f"db-connector-bench-{uuid.uuid4().hex[:8]}"
     extra: list[str] = []
     if batch_points:
@@ -162,105 +211,116 @@ def measure_connector(
         log,
         *extra,
     )
-    port = int(service.args[service.args.index("--metrics-port") + 1])
-    influx_pid = influxd_pid(settings)
-    launched = time.perf_counter()
-    service.start()
-    spy = None
+    return service, log
+
+
+def start_pyspy(profile: Path, batch_points: int | None, pid: int) -> subprocess.Popen[bytes]:
+    """py-spy on the running connector, so a run's profile shows where its CPU went."""
+    profile.mkdir(parents=True, exist_ok=True)
+    out = profile / f"connector-{batch_points or 'default'}.txt"
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "py-spy"),
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            "100",
+            "--idle",
+            "-o",
+            str(out),
+            "-p",
+            str(pid),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_pyspy(spy: subprocess.Popen[bytes]) -> None:
+    """SIGINT makes py-spy write its profile; one that does not end is killed."""
+    spy.send_signal(signal.SIGINT)
     try:
-        service.wait_logged('"connector running"', 120)
-        if profile is not None:
-            profile.mkdir(parents=True, exist_ok=True)
-            out = profile / f"connector-{batch_points or 'default'}.txt"
-            spy = subprocess.Popen(
-                [
-                    str(Path(sys.executable).parent / "py-spy"),
-                    "record",
-                    "--format",
-                    "raw",
-                    "--rate",
-                    "100",
-                    "--idle",
-                    "-o",
-                    str(out),
-                    "-p",
-                    str(service.popen.pid),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        spy.wait(60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+
+
+def watch_until_loaded(
+    service: ServiceProcess,
+    log: Path,
+    port: int,
+    influx_pid: int | None,
+    records: int,
+    launched: float,
+) -> tuple[FirstSample, Sample, dict[str, float]]:
+    """Scrapes the connector until it wrote every record: the samples at the first and the last
+    point (the rate counts between them, so start-up is left out) and the last scrape. Fails on
+    an exit or 120 s without progress."""
+    first: FirstSample | None = None
+    last_print = time.perf_counter()
+    stalled = Deadline(120)  # renewed on every progress
+    previous = 0.0
+    while True:
+        if not service.alive():
+            raise SystemExit(
+                f"connector exited ({service.popen.returncode}): {log.read_text()[-2000:]}"
             )
-        # (time, points, connector cpu, influxd cpu, batch sum, batch count)
-        first: tuple[float, float, float | None, float | None, float | None, float] | None = None
-        last_print = time.perf_counter()
-        stalled = Deadline(120)  # renewed on every progress
-        previous = 0.0
-        while True:
-            if not service.alive():
-                raise SystemExit(
-                    f"connector exited ({service.popen.returncode}): {log.read_text()[-2000:]}"
-                )
-            metrics = scrape(port)
-            now = time.perf_counter()
-            if metrics["points"] > 0 and first is None:
-                first = (
-                    now,
-                    metrics["points"],
-                    cpu_seconds(service.popen.pid),
-                    cpu_seconds(influx_pid),
-                    runqueue_seconds(service.popen.pid),
-                    metrics["batch_count"],
-                )
-            if metrics["points"] != previous:
-                previous, stalled = metrics["points"], Deadline(120)
-            if metrics["points"] >= records:
-                end = (
-                    now,
-                    metrics["points"],
-                    cpu_seconds(service.popen.pid),
-                    cpu_seconds(influx_pid),
-                    runqueue_seconds(service.popen.pid),
-                )
-                break
-            if now - last_print > 5:
-                rate = (
-                    (metrics["points"] - first[1]) / (now - first[0])
-                    if first and now > first[0]
-                    else 0
-                )
-                print(
-                    f"  ... {metrics['points']:,.0f}/{records:,} points written after "
-                    f"{now - launched:.0f} s ({rate:,.0f} points/s)",
-                    flush=True,
-                )
-                last_print = now
-            if stalled.expired():
-                raise TimedOut(
-                    f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}"
-                )
-            time.sleep(0.05)
-    finally:
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            try:
-                spy.wait(60)
-            except subprocess.TimeoutExpired:
-                spy.kill()
-        if service.alive():
-            service.terminate()
-    if influxd_pid(settings) != influx_pid:
-        print(
-            "  WARNING: influxd was restarted during this run (someone else's test?): its numbers "
-            "are not valid",
-            flush=True,
-        )
-    assert first is not None  # set at the first point, before the last one ends the loop
+        metrics = scrape(port)
+        now = time.perf_counter()
+        if metrics["points"] > 0 and first is None:
+            first = (*sample(now, metrics, service, influx_pid), metrics["batch_count"])
+        if metrics["points"] != previous:
+            previous, stalled = metrics["points"], Deadline(120)
+        if metrics["points"] >= records:
+            assert first is not None  # set at the first point, before the last one ends the loop
+            return first, sample(now, metrics, service, influx_pid), metrics
+        if now - last_print > 5:
+            rate = (
+                (metrics["points"] - first[1]) / (now - first[0]) if first and now > first[0] else 0
+            )
+            print(
+                f"  ... {metrics['points']:,.0f}/{records:,} points written after "
+                f"{now - launched:.0f} s ({rate:,.0f} points/s)",
+                flush=True,
+            )
+            last_print = now
+        if stalled.expired():
+            raise TimedOut(f"no progress for 120 s at {metrics['points']:,.0f} points; see {log}")
+        time.sleep(0.05)
+
+
+def sample(
+    now: float, metrics: dict[str, float], service: ServiceProcess, influx_pid: int | None
+) -> Sample:
+    return (
+        now,
+        metrics["points"],
+        cpu_seconds(service.popen.pid),
+        cpu_seconds(influx_pid),
+        runqueue_seconds(service.popen.pid),
+    )
+
+
+def difference(end: float | None, start: float | None) -> float | None:
+    return end - start if end is not None and start is not None else None
+
+
+def connector_result(
+    first: FirstSample,
+    end: Sample,
+    metrics: dict[str, float],
+    launched: float,
+    records: int,
+    batch_points: int | None,
+    flush_ms: int | None,
+    settings: Settings,
+    database: str,
+) -> dict:
+    """The run's row of the table, from the first point to the last."""
     seconds = end[0] - first[0]
     points = end[1] - first[1]
-    cpu = end[2] - first[2] if end[2] is not None and first[2] is not None else None
-    influx_cpu = end[3] - first[3] if end[3] is not None and first[3] is not None else None
     batches = metrics["batch_count"]
-    waited = end[4] - first[4] if end[4] is not None and first[4] is not None else None
-    stored = count_points(settings, database)
     return {
         "loader": "db_connector",
         "batch_points": batch_points,
@@ -271,10 +331,10 @@ def measure_connector(
         "from_launch_s": end[0] - launched,
         "batches": batches,
         "batch_ms": 1000 * metrics["batch_sum"] / batches if batches else 0.0,
-        "cpu_s": cpu,
-        "influx_cpu_s": influx_cpu,
-        "runqueue_s": waited,
-        "stored": stored,
+        "cpu_s": difference(end[2], first[2]),
+        "influx_cpu_s": difference(end[3], first[3]),
+        "runqueue_s": difference(end[4], first[4]),
+        "stored": count_points(settings, database),
         "database": database,
         "points_per_batch": metrics["points"] / batches if batches else 0.0,
     }
@@ -285,14 +345,43 @@ def measure_naive_baseline(
     settings: Settings, topic: str, records: int, databases: list[str]
 ) -> dict:
     """The straightforward loader: everything per record, write and commit per 1,000 points."""
-    from confluent_kafka import Consumer
-    from influxdb_client import InfluxDBClient, Point, WritePrecision
     from influxdb_client.client.write_api import SYNCHRONOUS
 
     database = private_database(settings)
     databases.append(database)
     codec = AvroCodec("measurement")
-    consumer = Consumer(
+    consumer = naive_consumer(settings)
+    client = naive_influx_client(settings)
+    write_api = client.write_api(write_options=SYNCHRONOUS)
+    bucket = f"{database}/autogen"
+    consumer.subscribe([topic])
+    written, seconds, cpu = load_naively(consumer, codec, write_api, bucket, records)
+    consumer.close()
+    client.close()
+    return {
+        "loader": "naive baseline",
+        "batch_points": 1000,
+        "flush_ms": None,
+        "records": records,
+        "seconds": seconds,
+        "points_per_s": written / seconds,
+        "from_launch_s": seconds,
+        "batches": written / 1000,
+        "batch_ms": None,
+        "cpu_s": cpu,
+        "influx_cpu_s": None,
+        "runqueue_s": None,
+        "points_per_batch": 1000,
+        "stored": count_points(settings, database),
+        "database": database,
+    }
+
+
+def naive_consumer(settings: Settings) -> Consumer:
+    """A read_committed consumer of its own group, from the start, committing by hand."""
+    from confluent_kafka import Consumer
+
+    return Consumer(
         {
             **client_config(settings, "bench-naive"),
             "group.id": f"bench-naive-{uuid.uuid4().hex[:8]}",
@@ -301,7 +390,13 @@ def measure_naive_baseline(
             "auto.offset.reset": "earliest",
         }
     )
-    client = InfluxDBClient(
+
+
+def naive_influx_client(settings: Settings) -> InfluxDBClient:
+    """influxdb-client as its documentation shows it, against the stack's InfluxDB."""
+    from influxdb_client import InfluxDBClient
+
+    return InfluxDBClient(
         url=settings.influx_base_url,
         token=f"{settings.influx_username}:{settings.influx_password.reveal()}",
         org="-",
@@ -309,9 +404,15 @@ def measure_naive_baseline(
         ssl_context=client_context(settings),  # the stack's CA only, with TLS on
         timeout=30_000,
     )
-    write_api = client.write_api(write_options=SYNCHRONOUS)
-    bucket = f"{database}/autogen"
-    consumer.subscribe([topic])
+
+
+def load_naively(
+    consumer: Consumer, codec: AvroCodec, write_api: WriteApi, bucket: str, records: int
+) -> tuple[int, float, float]:
+    """Polls, decodes and builds a Point per record, writing and committing every 1,000: the
+    points written, and the wall and CPU seconds from the first record on."""
+    from influxdb_client import Point, WritePrecision
+
     points: list[Point] = []
     written = 0
     started = None
@@ -352,27 +453,7 @@ def measure_naive_baseline(
                 )
                 last_print = now
     assert started is not None and cpu_before is not None  # records > 0: the loop ran
-    seconds = time.perf_counter() - started
-    cpu = time.process_time() - cpu_before
-    consumer.close()
-    client.close()
-    return {
-        "loader": "naive baseline",
-        "batch_points": 1000,
-        "flush_ms": None,
-        "records": records,
-        "seconds": seconds,
-        "points_per_s": written / seconds,
-        "from_launch_s": seconds,
-        "batches": written / 1000,
-        "batch_ms": None,
-        "cpu_s": cpu,
-        "influx_cpu_s": None,
-        "runqueue_s": None,
-        "points_per_batch": 1000,
-        "stored": count_points(settings, database),
-        "database": database,
-    }
+    return written, time.perf_counter() - started, time.process_time() - cpu_before
 
 
 # ----------------------------------------------------------------------------- report
@@ -402,7 +483,7 @@ def print_table(results: list[dict], baseline: dict | None, command: str) -> Non
         )
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -430,6 +511,85 @@ def main() -> int:
     args = parser.parse_args()
     if args.baseline_records > args.records:
         parser.error("--baseline-records must not exceed --records")
+    return args
+
+
+def connector_runs(
+    args: argparse.Namespace,
+    settings: Settings,
+    defaults: ConnectorSettings,
+    batch_sizes: list[int | None],
+    topics: tuple[str, str],
+    databases: list[str],
+) -> list[dict]:
+    """One measured run of the connector per batch size, each printed as it ends, the
+    connector's own defaults named where the run left them."""
+    topic, dlq = topics
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bench-connector-") as tmp:
+        for batch in batch_sizes:
+            print(
+                f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
+                f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...",
+                flush=True,
+            )
+            r = measure_connector(
+                settings,
+                topic,
+                dlq,
+                args.records,
+                batch,
+                args.flush_interval_ms,
+                Path(tmp),
+                args.profile,
+                databases,
+            )
+            r["batch_points"] = batch or defaults.batch_points
+            r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
+            results.append(r)
+            stored = "ok" if r["stored"] == args.records else f"MISMATCH, expected {args.records:,}"
+            print(
+                f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s "
+                f"({r['from_launch_s']:.1f} s from launch), {r['batches']:.0f} batches of "
+                f"{r['batch_ms']:.1f} ms mean; InfluxDB holds {r['stored']:,} points: {stored}",
+                flush=True,
+            )
+    return results
+
+
+def baseline_run(
+    args: argparse.Namespace, settings: Settings, topic: str, databases: list[str]
+) -> dict:
+    """The naive loader on the first --baseline-records of the same topic."""
+    print(
+        "baseline: naive loader (poll + fastavro + Point per record, write + commit per "
+        f"1,000) on {args.baseline_records:,} records ...",
+        flush=True,
+    )
+    baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
+    print(
+        f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds {baseline['stored']:,} points",
+        flush=True,
+    )
+    return baseline
+
+
+def clean_up(
+    args: argparse.Namespace, settings: Settings, topics: list[str], databases: list[str]
+) -> None:
+    """Drops what the runs made, unless --keep asks to look at it (then names it)."""
+    if args.keep:
+        print(f"kept: topics {', '.join(topics)}; databases {', '.join(databases)}")
+        return
+    for database in databases:
+        InfluxClient(settings).drop_database(database)
+    admin = admin_client(settings)
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
+        future.result(60)
+
+
+def main() -> int:
+    args = parse_args()
     settings = Stack(Settings.from_sources()).up()
     defaults = ConnectorSettings.from_sources()
     batch_sizes: list[int | None] = [int(b) for b in args.batch_points.split(",") if b.strip()]
@@ -444,58 +604,10 @@ def main() -> int:
             flush=True,
         )
         feed(settings, topic, args.records)
-        with tempfile.TemporaryDirectory(prefix="bench-connector-") as tmp:
-            for batch in batch_sizes:
-                print(
-                    f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
-                    f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...",
-                    flush=True,
-                )
-                r = measure_connector(
-                    settings,
-                    topic,
-                    dlq,
-                    args.records,
-                    batch,
-                    args.flush_interval_ms,
-                    Path(tmp),
-                    args.profile,
-                    databases,
-                )
-                r["batch_points"] = batch or defaults.batch_points
-                r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
-                results.append(r)
-                stored = (
-                    "ok" if r["stored"] == args.records else f"MISMATCH, expected {args.records:,}"
-                )
-                print(
-                    f"  {r['points_per_s']:,.0f} points/s over {r['seconds']:.2f} s "
-                    f"({r['from_launch_s']:.1f} s from launch), {r['batches']:.0f} batches of "
-                    f"{r['batch_ms']:.1f} ms mean; InfluxDB holds {r['stored']:,} points: {stored}",
-                    flush=True,
-                )
-        baseline = None
-        if not args.no_baseline:
-            print(
-                "baseline: naive loader (poll + fastavro + Point per record, write + commit per "
-                f"1,000) on {args.baseline_records:,} records ...",
-                flush=True,
-            )
-            baseline = measure_naive_baseline(settings, topic, args.baseline_records, databases)
-            print(
-                f"  {baseline['points_per_s']:,.0f} points/s; InfluxDB holds "
-                f"{baseline['stored']:,} points",
-                flush=True,
-            )
+        results = connector_runs(args, settings, defaults, batch_sizes, (topic, dlq), databases)
+        baseline = None if args.no_baseline else baseline_run(args, settings, topic, databases)
     finally:
-        if args.keep:
-            print(f"kept: topics {topic}, {dlq}; databases {', '.join(databases)}")
-        else:
-            for database in databases:
-                InfluxClient(settings).drop_database(database)
-            admin = admin_client(settings)
-            for future in admin.delete_topics([topic, dlq], operation_timeout=30).values():
-                future.result(60)
+        clean_up(args, settings, [topic, dlq], databases)
     python = (
         os.path.relpath(sys.executable, REPO_ROOT)
         if sys.executable.startswith(str(REPO_ROOT))

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import shlex
@@ -53,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_batches import certainty_waits, quantile
-from simulator.generate import DEFAULT_ROWS, generate
+from benchmarks.support.certainty import certainty_waits
+from benchmarks.support.events import events_file, head
+from benchmarks.support.quantile import quantile
+from simulator.generate import DEFAULT_ROWS
 from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.join import join_plan
 from stacktools.cpu import group_cpu_seconds
@@ -65,32 +66,11 @@ from stacktools.pipeline import Pipeline
 from stacktools.scrape import metric_sum
 from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.stack import Stack
-from stacktools.stack.components import DEFAULT_GROUPS, scaled_out_spark_env
+from stacktools.stack.servers import DEFAULT_GROUPS
+from stacktools.stack.servers.spark import scaled_out_spark_env
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.paths import CACHE_DIR
-
-
-def events_file(rows: int, things: int) -> Path:
-    path = CACHE_DIR / f"events-{rows}-{things}.json"
-    if not path.exists():
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        with partial.open("w") as handle:
-            for index, row in enumerate(generate(rows, things, seed=1)):
-                handle.write(json.dumps(row) + "\n")
-                if index % 200_000 == 0:
-                    print(f"  generating {path.name}: {index:,}/{rows:,} rows", flush=True)
-        partial.rename(path)
-    return path
-
-
-def head(path: Path, rows: int, work: Path) -> Path:
-    out = work / f"head-{rows}.json"
-    with path.open("rb") as source, out.open("wb") as target:
-        target.writelines(itertools.islice(source, rows))
-    return out
 
 
 @dataclass(frozen=True)
@@ -205,79 +185,113 @@ def steady_run(
     pipeline = layout.pipeline(settings, wiring, work)
     servers = server_pids(settings, layout)
     try:
-        started = time.monotonic()
-        pipeline.start_stages()
-        ready_at: list[float] = []
-
-        def mark_ready() -> None:
-            """When every stage logged its ready line (the replay does not wait for it)."""
-            try:
-                pipeline.wait_ready(warmup_s)
-                ready_at.append(time.monotonic())
-            except (TimedOut, RuntimeError):
-                pass
-
-        threading.Thread(target=mark_ready, name="ready-watch", daemon=True).start()
-        # a new session keeps nothing before
-        pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)
-        # until stopped
-        pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")
-        joined = 'measurement="joined"'
-        try:
-            wait_until(
-                lambda: metric_sum(
-                    pipeline.metrics("db_connector"), "connector_points_written_total", joined
-                ),
-                warmup_s,
-                "the first joined point",
-                interval_s=0.2,
-            )
-            first_at = time.monotonic()
-            first: float | None = first_at - started
-            ready_joined = first_at - ready_at[0] if ready_at else None
-        except TimedOut:
-            first = ready_joined = None
+        started, first, ready_joined = start_live(pipeline, events, rate, warmup_s)
         time.sleep(max(0.0, warmup_s - (time.monotonic() - started)))
-        before = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
-        cpu_before, window_started = cpu_snapshot(pipeline, servers), time.monotonic()
-        time.sleep(measure_s)
-        after = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
-        cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
-        if not pipeline.services["simulator"].alive():
-            raise RuntimeError(
-                f"the simulator stopped inside the window: {pipeline.log('simulator')}"
-            )
+        window = measure_window(pipeline, servers, measure_s)
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
-
-    def delta(service: str, metric: str) -> float:
-        return metric_sum(after[service], metric) - metric_sum(before[service], metric)
-
-    records = delta("mqtt_bridge", "bridge_records_total")
-    latency = {}
-    for measurement in ("raw", "joined", "aggregate"):
-        buckets = histogram_between(
-            before["db_connector"],
-            after["db_connector"],
-            "connector_event_latency_seconds",
-            f'measurement="{measurement}"',
-        )
-        latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
-    cpu = (
-        {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / records * 1e6 for name in cpu_after}
-        if records
-        else {}
-    )
     return Steady(
         layout.shape,
         rate,
-        delta("simulator", "simulator_rows_published_total") / window_s,
+        window.delta("simulator", "simulator_rows_published_total") / window.seconds,
         first,
         ready_joined,
-        latency,
-        cpu,
+        window.latency(),
+        window.cpu_us_per_record(),
     )
+
+
+def start_live(
+    pipeline: Pipeline, events: Path, rate: int, warmup_s: float
+) -> tuple[float, float | None, float | None]:
+    """Starts the stages and a looped live replay as soon as the bridge subscribed, so the start
+    is measured as a user meets it: returns when it started and the seconds from the start and
+    from every stage ready to the first joined point (None if none came within the warm-up)."""
+    started = time.monotonic()
+    pipeline.start_stages()
+    ready_at: list[float] = []
+
+    def mark_ready() -> None:
+        """When every stage logged its ready line (the replay does not wait for it)."""
+        try:
+            pipeline.wait_ready(warmup_s)
+            ready_at.append(time.monotonic())
+        except (TimedOut, RuntimeError):
+            pass
+
+    threading.Thread(target=mark_ready, name="ready-watch", daemon=True).start()
+    # a new session keeps nothing before
+    pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)
+    # until stopped
+    pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")
+    joined = 'measurement="joined"'
+    try:
+        wait_until(
+            lambda: metric_sum(
+                pipeline.metrics("db_connector"), "connector_points_written_total", joined
+            ),
+            warmup_s,
+            "the first joined point",
+            interval_s=0.2,
+        )
+        first_at = time.monotonic()
+        first: float | None = first_at - started
+        ready_joined = first_at - ready_at[0] if ready_at else None
+    except TimedOut:
+        first = ready_joined = None
+    return started, first, ready_joined
+
+
+@dataclass
+class Window:
+    """The stages' metrics and CPU at both ends of the measured window: the steady state is
+    what happened between them, so the warm-up never counts."""
+
+    before: dict[str, dict[str, float]]
+    after: dict[str, dict[str, float]]
+    cpu_before: dict[str, float]
+    cpu_after: dict[str, float]
+    seconds: float
+
+    def delta(self, service: str, metric: str) -> float:
+        return metric_sum(self.after[service], metric) - metric_sum(self.before[service], metric)
+
+    def latency(self) -> dict[str, tuple[float | None, float | None]]:
+        """(p50, p99) per measurement of what the connector observed inside the window."""
+        latency = {}
+        for measurement in ("raw", "joined", "aggregate"):
+            buckets = histogram_between(
+                self.before["db_connector"],
+                self.after["db_connector"],
+                "connector_event_latency_seconds",
+                f'measurement="{measurement}"',
+            )
+            latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
+        return latency
+
+    def cpu_us_per_record(self) -> dict[str, float]:
+        """Each stage's and server's CPU over the raw records the bridge produced meanwhile."""
+        records = self.delta("mqtt_bridge", "bridge_records_total")
+        if not records:
+            return {}
+        return {
+            name: (self.cpu_after[name] - self.cpu_before.get(name, 0.0)) / records * 1e6
+            for name in self.cpu_after
+        }
+
+
+def measure_window(pipeline: Pipeline, servers: dict[str, int], measure_s: float) -> Window:
+    """Scrapes and samples both ends of ``measure_s``; a simulator that stopped inside it would
+    leave a window without load, so that fails the run."""
+    before = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
+    cpu_before, window_started = cpu_snapshot(pipeline, servers), time.monotonic()
+    time.sleep(measure_s)
+    after = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
+    cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
+    if not pipeline.services["simulator"].alive():
+        raise RuntimeError(f"the simulator stopped inside the window: {pipeline.log('simulator')}")
+    return Window(before, after, cpu_before, cpu_after, window_s)
 
 
 def data_wait(events: Path, rate: int, warmup_s: float) -> tuple[float | None, float | None]:
@@ -294,10 +308,12 @@ def data_wait(events: Path, rate: int, warmup_s: float) -> tuple[float | None, f
     return (quantile(waits, 0.5), quantile(waits, 0.99)) if waits else (None, None)
 
 
-def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.2f}"
+def fmt(value: float | None) -> str:
+    """A seconds figure of a table, or n/a where the run observed none."""
+    return "n/a" if value is None else f"{value:.2f}"
 
+
+def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
     print(
         f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; "
         "start: stages started, and every stage ready (its ready line; Spark's: query running), "
@@ -373,7 +389,9 @@ def print_ratio(rows_table: list[tuple[Any, ...]], switch: str) -> None:
         )
 
 
-def main() -> int:
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    """The command line, and the shapes it names (an unknown one ends the script at once, before
+    any stack starts)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -428,154 +446,196 @@ def main() -> int:
     unknown = set(shapes) - set(SHAPES)
     if unknown:
         parser.error(f"unknown shapes {sorted(unknown)}; known: {', '.join(SHAPES)}")
-    base = Settings.from_sources()
+    return args, shapes
+
+
+@dataclass
+class Results:
+    """Every run's row, kept until all runs are done so that the tables print together."""
+
+    rows_table: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    rate_table: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    steady: list[Steady] = dataclasses.field(default_factory=list)
+
+
+def run_all(
+    args: argparse.Namespace, shapes: list[str], base: Settings, events: Path, work: Path
+) -> Results:
+    """Every run the command line asks for: per TLS mode a stack, on it per shape and statistics
+    mode the full replay, the fixed rates and the steady states, so they compare in one run."""
+    results = Results()
     modes = {"default": [base.tls], "on": [True], "off": [False], "both": [True, False]}[args.tls]
+    groups = Layout(DEFAULT_SHAPE, args.spark_cluster).groups
+    for tls in modes:
+        settings = stack_for(base, tls, args.tls, groups)
+        stats_modes = ["on", "off"] if args.opstats == "both" else [args.opstats]
+        for shape, stats in [(shape, stats) for shape in shapes for stats in stats_modes]:
+            layout = Layout(shape, args.spark_cluster, stats)
+            setup = Setup(args, settings, events, work, layout, run_label(args, shape, tls, stats))
+            if not args.no_full:
+                results.rows_table.append(full_replay(setup))
+            for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
+                results.rate_table.append(fixed_rate(setup, rate))
+            for rate in [int(r) for r in args.steady_rates.split(",") if r]:
+                results.steady.append(steady_state(setup, rate))
+                print(results.steady[-1], flush=True)
+        if args.tls != "default":
+            Stack(settings, groups).down()  # the next mode's servers take the same ports
+    return results
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one layout on one stack shares, handed around as one."""
+
+    args: argparse.Namespace
+    settings: Settings
+    events: Path
+    work: Path
+    layout: Layout
+    #: the run's name in the tables
+    label: str
+
+
+def run_label(args: argparse.Namespace, shape: str, tls: bool, stats: str) -> str:
+    """A run's name in the tables: the shape, and each switch the command line varies."""
+    label = shape + (", Spark cluster" if args.spark_cluster else "")
+    if args.tls != "default":
+        label += f", TLS {'on' if tls else 'off'}"
+    if stats != "default":
+        label += f", statistics {stats}"
+    return label
+
+
+def full_replay(setup: Setup) -> tuple[Any, ...]:
+    """The whole file as fast as possible: the throughput row (time to drained, peak rate per
+    stage, CPU per raw record)."""
+    args, events, label = setup.args, setup.events, setup.label
+    print(f"[{label}] full replay of {events.name} as fast as possible ...", flush=True)
+    # generated: in order
+    run, cpu = run_once(
+        setup.settings, events, ["--order", "file"], setup.work, args.timeout_s, setup.layout
+    )
+    peaks = {name: round(run.samples.peak_rate(name, 10)) for name in run.samples.counters}
+    return (label, args.rows, run.elapsed_s, args.rows / run.elapsed_s, run.drained, peaks, cpu)
+
+
+def fixed_rate(setup: Setup, rate: int) -> tuple[Any, ...]:
+    """--rate-seconds worth of rows at ``rate`` with live stamps: the latency row (p50 and p99
+    of raw and joined over the whole replay, how long draining took after the last row)."""
+    rows = int(rate * setup.args.rate_seconds)
+    print(f"[{setup.label}] {rows:,} rows at {rate:,} rows/s, live timestamps ...", flush=True)
+    run, _ = run_once(
+        setup.settings,
+        head(setup.events, rows, setup.work),
+        ["--rate", str(rate), "--live", "--order", "file"],
+        setup.work,
+        setup.args.timeout_s,
+        setup.layout,
+    )
+    latencies = []
+    for measurement in ("raw", "joined"):
+        buckets = histogram_buckets(
+            run.metrics.get("db_connector", {}),
+            "connector_event_latency_seconds",
+            f'measurement="{measurement}"',
+        )
+        latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
+    replay_s = float(run.simulator.get("seconds", run.elapsed_s))
+    return (
+        setup.label,
+        rate,
+        float(run.simulator.get("rows_per_s", 0)),
+        *latencies,
+        run.drained,
+        run.elapsed_s - replay_s,
+    )
+
+
+def steady_state(setup: Setup, rate: int) -> Steady:
+    """A steady-state run at ``rate``, with the data's own wait modelled after it (so the model's
+    CPU does not count in the run's)."""
+    args, work = setup.args, setup.work
+    # looped: live stamps are new
+    rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
+    print(
+        f"[{setup.label}] steady state at {rate:,} rows/s: "
+        f"{args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
+        flush=True,
+    )
+    replayed = head(setup.events, rows, work)
+    result = steady_run(
+        setup.settings, replayed, rate, args.warmup_s, args.measure_s, work, setup.layout
+    )
+    wait = data_wait(replayed, rate, args.warmup_s)  # after the run: its CPU
+    return dataclasses.replace(result, shape=setup.label, data_wait=wait)
+
+
+def print_full(rows_table: list[tuple[Any, ...]]) -> None:
+    """The full replays' table, their CPU per raw record, and the on/off ratios."""
+    print("| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
+    print("|---|---:|---:|---:|---|---|")
+    for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
+        print(
+            f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
+            + ", ".join(f"{k} {v:,}" for k, v in peaks.items())
+            + " |"
+        )
+    names = sorted({name for *_, cpu in rows_table for name in cpu})
+    print(
+        "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: "
+        "it has exited):"
+    )
+    print("\n| shape | " + " | ".join(names) + " | total |")
+    print("|---|" + "---:|" * (len(names) + 1))
+    for shape, *_, cpu in rows_table:
+        print(
+            f"| {shape} | "
+            + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
+            + f" | {sum(cpu.values()):.1f} |"
+        )
+    print_ratio(rows_table, "TLS")
+    print_ratio(rows_table, "statistics")
+
+
+def print_rates(rate_table: list[tuple[Any, ...]]) -> None:
+    """The fixed-rate runs' latency table."""
+    print(
+        "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
+        "joined p99 s | drained | drained s after the last row |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+    for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
+        print(
+            f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | "
+            f"{fmt(joined50)} | {fmt(joined99)} | {drained} | {tail:.1f} |"
+        )
+    print(
+        "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the "
+        "point, from the connector's connector_event_latency_seconds histogram "
+        "(bucket-interpolated)."
+    )
+
+
+def main() -> int:
+    args, shapes = parse_args()
+    base = Settings.from_sources()
     events = events_file(args.rows, args.things)
-    rows_table: list[tuple[Any, ...]] = []
-    rate_table: list[tuple[Any, ...]] = []
-    steady: list[Steady] = []
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = args.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        groups = Layout(DEFAULT_SHAPE, args.spark_cluster).groups
-        for tls in modes:
-            settings = stack_for(base, tls, args.tls, groups)
-            stats_modes = ["on", "off"] if args.opstats == "both" else [args.opstats]
-            for shape, stats in [(shape, stats) for shape in shapes for stats in stats_modes]:
-                layout = Layout(shape, args.spark_cluster, stats)
-                label = shape + (", Spark cluster" if args.spark_cluster else "")
-                if args.tls != "default":
-                    label += f", TLS {'on' if tls else 'off'}"
-                if stats != "default":
-                    label += f", statistics {stats}"
-                if not args.no_full:
-                    print(
-                        f"[{label}] full replay of {events.name} as fast as possible ...",
-                        flush=True,
-                    )
-                    # generated: in order
-                    run, cpu = run_once(
-                        settings, events, ["--order", "file"], work, args.timeout_s, layout
-                    )
-                    peaks = {
-                        name: round(run.samples.peak_rate(name, 10))
-                        for name in run.samples.counters
-                    }
-                    rows_table.append(
-                        (
-                            label,
-                            args.rows,
-                            run.elapsed_s,
-                            args.rows / run.elapsed_s,
-                            run.drained,
-                            peaks,
-                            cpu,
-                        )
-                    )
-                for rate in [] if args.no_rates else [int(r) for r in args.rates.split(",")]:
-                    rows = int(rate * args.rate_seconds)
-                    print(
-                        f"[{label}] {rows:,} rows at {rate:,} rows/s, live timestamps ...",
-                        flush=True,
-                    )
-                    run, _ = run_once(
-                        settings,
-                        head(events, rows, work),
-                        ["--rate", str(rate), "--live", "--order", "file"],
-                        work,
-                        args.timeout_s,
-                        layout,
-                    )
-                    latencies = []
-                    for measurement in ("raw", "joined"):
-                        buckets = histogram_buckets(
-                            run.metrics.get("db_connector", {}),
-                            "connector_event_latency_seconds",
-                            f'measurement="{measurement}"',
-                        )
-                        latencies += [percentile(buckets, 0.5), percentile(buckets, 0.99)]
-                    replay_s = float(run.simulator.get("seconds", run.elapsed_s))
-                    rate_table.append(
-                        (
-                            label,
-                            rate,
-                            float(run.simulator.get("rows_per_s", 0)),
-                            *latencies,
-                            run.drained,
-                            run.elapsed_s - replay_s,
-                        )
-                    )
-                for rate in [int(r) for r in args.steady_rates.split(",") if r]:
-                    # looped: live stamps are new
-                    rows = min(args.rows, int(rate * (args.warmup_s + args.measure_s)))
-                    print(
-                        f"[{label}] steady state at {rate:,} rows/s: "
-                        f"{args.warmup_s:.0f} s warm-up, {args.measure_s:.0f} s measured ...",
-                        flush=True,
-                    )
-                    replayed = head(events, rows, work)
-                    result = steady_run(
-                        settings, replayed, rate, args.warmup_s, args.measure_s, work, layout
-                    )
-                    wait = data_wait(replayed, rate, args.warmup_s)  # after the run: its CPU
-                    steady.append(dataclasses.replace(result, shape=label, data_wait=wait))
-                    print(steady[-1], flush=True)
-            if args.tls != "default":
-                Stack(settings, groups).down()  # the next mode's servers take the same ports
+        results = run_all(args, shapes, base, events, work)
     print(
         "\nCommand: `"
         + " ".join(["python", "benchmarks/bench_e2e.py", *map(shlex.quote, sys.argv[1:])])
         + "`\n"
     )
-    if rows_table:
-        print(
-            "| shape | rows | seconds to drained | rows/s | drained "
-            "| peak per stage (10 s, per s) |"
-        )
-        print("|---|---:|---:|---:|---|---|")
-        for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
-            print(
-                f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
-                + ", ".join(f"{k} {v:,}" for k, v in peaks.items())
-                + " |"
-            )
-        names = sorted({name for *_, cpu in rows_table for name in cpu})
-        print(
-            "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: "
-            "it has exited):"
-        )
-        print("\n| shape | " + " | ".join(names) + " | total |")
-        print("|---|" + "---:|" * (len(names) + 1))
-        for shape, *_, cpu in rows_table:
-            print(
-                f"| {shape} | "
-                + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
-                + f" | {sum(cpu.values()):.1f} |"
-            )
-        print_ratio(rows_table, "TLS")
-        print_ratio(rows_table, "statistics")
-    if rate_table:
-        print(
-            "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
-            "joined p99 s | drained | drained s after the last row |"
-        )
-        print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
-        for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
-
-            def fmt(value: float | None) -> str:
-                return "n/a" if value is None else f"{value:.2f}"
-
-            print(
-                f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | "
-                f"{fmt(joined50)} | {fmt(joined99)} | {drained} | {tail:.1f} |"
-            )
-        print(
-            "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the "
-            "point, from the connector's connector_event_latency_seconds histogram "
-            "(bucket-interpolated)."
-        )
-    if steady:
-        print_steady(steady, args.warmup_s, args.measure_s)
+    if results.rows_table:
+        print_full(results.rows_table)
+    if results.rate_table:
+        print_rates(results.rate_table)
+    if results.steady:
+        print_steady(results.steady, args.warmup_s, args.measure_s)
     return 0
 
 

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.raw_feed import StreamRecord, feed
-from benchmarks.spark_run import PAIRS, JobRun, run_job
+from benchmarks.support.raw_feed import StreamRecord, feed
+from benchmarks.support.spark_run import PAIRS, JobRun, run_job
 from lsb import LocalStreamBuffer
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan

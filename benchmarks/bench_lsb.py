@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.timing import best_of, status
+from benchmarks.support.timing import best_of, status
 from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
 from lsb.results import mechanical_power
 

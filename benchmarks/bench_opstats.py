@@ -26,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from benchmarks.timing import best_of, status
+from benchmarks.support.timing import best_of, status
 from lsb import JoinConfig, JoinOperator, PairSpec
 from lsb.results import mechanical_power
 from operators import ByQuantity, Records, Together

@@ -5,14 +5,14 @@ records, in one run (a script, not a test).
         [--ours spark_jobs.join] [--ours-args "..."] [--spark-cluster]
 
 Generates rows and writes them to a private raw topic the way the bridge does
-(benchmarks/raw_feed.py). Then:
+(benchmarks/support/raw_feed.py). Then:
 
-- Quix Streams (pinned, in a venv of its own, created once: benchmarks/peer_venv.py) runs
+- Quix Streams (pinned, in a venv of its own, created once: benchmarks/support/peer_venv.py) runs
   benchmarks/peers/quix_join.py, exactly-once, state per Thing, the closest join it expresses
   (the latest record of the other quantity per Thing), until it consumed every raw record;
   measured from its first consumed record to the end of its last commit.
 - Our job (``--ours``, default the join; a job with the join's flags, e.g. a single-pass job,
-  can stand in) runs ``--available-now`` once per batch size (benchmarks/spark_run.py),
+  can stand in) runs ``--available-now`` once per batch size (benchmarks/support/spark_run.py),
   measured from its first batch's start to its last batch's end (Spark's start-up excluded,
   as Quix's connect and rebalance are), and also from the first batch's end ("warm").
 
@@ -40,10 +40,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from benchmarks.peer_venv import DEFAULT_ROOT, ensure_venv
-from benchmarks.process_group import GroupSampler
-from benchmarks.raw_feed import feed
-from benchmarks.spark_run import DEFAULT_JOB, PAIRS, JobRun, cluster_up, run_job
+from benchmarks.support.peer_venv import DEFAULT_ROOT, ensure_venv
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import DEFAULT_JOB, PAIRS, JobRun, cluster_up, run_job
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings

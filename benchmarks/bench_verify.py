@@ -11,27 +11,22 @@ use). Prints the rows, points and the phases' seconds.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import resource
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmarks.bench_e2e import events_file
-from simulator.generate import DEFAULT_ROWS
+from benchmarks.support.events import events_file
+from benchmarks.support.verify_timing import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
 from stacktools.influx import InfluxClient
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of
 from streamkit.config import Settings
-from tests.support.verify_records import run_verify
 
 BATCH = 50_000
 
@@ -107,31 +102,6 @@ def load(settings: Settings, database: str, frames: dict[str, pd.DataFrame]) -> 
                 raise RuntimeError(f"InfluxDB refused a write: {status}")
         written += len(text)
     return written
-
-
-def bench_parser(doc: str, scratch: str) -> argparse.ArgumentParser:
-    """The options both verify benchmarks take; ``scratch`` names what they load."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
-    parser.add_argument("--things", type=int, default=100)
-    parser.add_argument("--events", type=Path, help="this file instead of a generated one")
-    parser.add_argument("--keep", action="store_true", help=f"keep the scratch {scratch}")
-    parser.add_argument(
-        "--reuse", help=f"a {scratch} an earlier --keep run loaded: time verify on it only"
-    )
-    return parser
-
-
-def timed_verify(events: Path, source: list[str]) -> tuple[int, float, float, dict[str, Any]]:
-    """verify as a user runs it (interpreter start included) against ``source`` (its options
-    naming the database or the topics): exit code, wall s, its CPU s, verdict."""
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        code, printed, verdict = run_verify(events, source, Path(tmp) / "v.json", timeout_s=None)
-        wall = time.perf_counter() - started
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(printed[-6000:])
-    return code, wall, usage.ru_utime + usage.ru_stime, verdict
 
 
 def main() -> int:

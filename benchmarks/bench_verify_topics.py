@@ -17,8 +17,8 @@ import sys
 import time
 import uuid
 
-from benchmarks.bench_e2e import events_file
-from benchmarks.bench_verify import bench_parser, timed_verify
+from benchmarks.support.events import events_file
+from benchmarks.support.verify_timing import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
 from stacktools.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records

@@ -27,7 +27,7 @@ from functools import partial
 
 import numpy as np
 
-from benchmarks.timing import best_of, status
+from benchmarks.support.timing import best_of, status
 from operators import ms
 from windowing import (
     Step,

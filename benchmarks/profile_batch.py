@@ -34,13 +34,15 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_batches import LiveFeed, committed_tail, inherent_waits
-from benchmarks.bench_e2e import events_file, head
-from benchmarks.process_group import GroupSampler
-from benchmarks.profile_phases import (
+from benchmarks.support.certainty import inherent_waits
+from benchmarks.support.events import events_file, head
+from benchmarks.support.live import LiveFeed, committed_tail
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.profile_phases import (
     CONNECTOR_RULES,
     PYTHON_WORKER_RULES,
     Summary,
@@ -50,7 +52,6 @@ from benchmarks.profile_phases import (
     parse_jfr_samples,
     phase_table,
     plot,
-    quantile,
     read_pyspy,
     share_table,
     stage_work,
@@ -58,9 +59,10 @@ from benchmarks.profile_phases import (
     waits_for_next,
     work_table,
 )
-from benchmarks.raw_feed import feed
-from benchmarks.spark_run import batch_progress, job_args, log_time, role_of
-from benchmarks.timing import status
+from benchmarks.support.quantile import quantile
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import batch_progress, job_args, log_time, role_of
+from benchmarks.support.timing import status
 from stacktools.cpu import group_pids
 from stacktools.demo.histograms import histogram_between, percentile
 from stacktools.influx import InfluxClient
@@ -68,7 +70,7 @@ from stacktools.pipeline import Pipeline
 from stacktools.processes import ServiceProcess
 from stacktools.services import DEFAULT_SHAPE, SERVICES
 from stacktools.stack import Stack
-from stacktools.stack.components import spark_master_url
+from stacktools.stack.servers.spark import spark_master_url
 from stacktools.wiring import Wiring, private_topic
 from streamkit.config import Settings
 from streamkit.wire.avro import AvroCodec
@@ -246,11 +248,7 @@ def run_spark(
                 stack.enter_context(GroupSampler(pid, role_of(MODULE)))
                 for pid in [job.process.pid, *workers]
             ]
-            deadline = time.monotonic() + 300
-            while not batch_progress(job.logged_since_start()):
-                if not job.alive() or time.monotonic() > deadline:
-                    raise SystemExit(f"{point}/{sink}: no batch with input, see {job.log}")
-                time.sleep(0.5)
+            wait_first_batch(job, f"{point}/{sink}")
             daemons = python_daemons([job.process.pid, *workers])
             status(f"{point}/{sink}: first batch done; py-spy on Python daemons {daemons}")
             spy = PySpy(daemons, work / "pyspy-workers.txt", args.pyspy_rate, subprocesses=True)
@@ -260,15 +258,7 @@ def run_spark(
                 time.sleep(args.warmup_s + args.measure_s)
                 window = (start, time.time())
             else:
-                start = time.time()
-                deadline = time.monotonic() + 900
-                while sum(b["input_rows"] for b in batch_progress(job.logged_since_start())) < (
-                    records
-                ):
-                    if not job.alive() or time.monotonic() > deadline:
-                        raise SystemExit(f"{point}/{sink}: did not read its backlog, {job.log}")
-                    time.sleep(0.5)
-                window = (start, time.time())
+                window = backlog_window(job, records, f"{point}/{sink}")
             spy.stop()
             jfr.stop()
             for sampler in samplers:
@@ -290,6 +280,27 @@ def run_spark(
         "log": str(work / "job.log"),
         "eventlog": str(events),
     }
+
+
+def wait_first_batch(job: ServiceProcess, name: str) -> None:
+    """Until the job logged a batch with input: the profilers attach only then, so the JVM's
+    and the workers' start-up stays out of the samples."""
+    deadline = time.monotonic() + 300
+    while not batch_progress(job.logged_since_start()):
+        if not job.alive() or time.monotonic() > deadline:
+            raise SystemExit(f"{name}: no batch with input, see {job.log}")
+        time.sleep(0.5)
+
+
+def backlog_window(job: ServiceProcess, records: int, name: str) -> tuple[float, float]:
+    """Catch-up: the window from now until the job has read the whole backlog."""
+    start = time.time()
+    deadline = time.monotonic() + 900
+    while sum(b["input_rows"] for b in batch_progress(job.logged_since_start())) < records:
+        if not job.alive() or time.monotonic() > deadline:
+            raise SystemExit(f"{name}: did not read its backlog, {job.log}")
+        time.sleep(0.5)
+    return (start, time.time())
 
 
 class TopicTimes(threading.Thread):
@@ -353,6 +364,25 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
             spy.stop()
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
+    raw = [s for s in raw_reader.samples if start <= s[0] <= end]
+    joined = [s for s in joined_reader.samples if start <= s[0] <= end]
+    return {
+        "window": (start, end),
+        "steps": pair_steps(args.rate, spark_log, raw, joined, (start, end)),
+        "connector": connector_latencies(before, after),
+    }
+
+
+def pair_steps(
+    rate: float,
+    spark_log: str,
+    raw: list[tuple[float, float, float]],
+    joined: list[tuple[float, float, float]],
+    window: tuple[float, float],
+) -> dict[str, tuple[float, float, float, int]]:
+    """Each step of a joined pair's way, p50 / p90 / p99 and samples, from the readers' samples
+    and Spark's log inside the window: which step to shorten first."""
+    start, end = window
     progress = batch_progress(spark_log)
     events_logged = [json.loads(line) for line in spark_log.splitlines() if line.startswith("{")]
     commits = {
@@ -362,17 +392,9 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
     }
     starts = sorted(log_time(b["ts"]) - b["duration_ms"] / 1000 for b in progress)
     in_window = [b for b in progress if start <= log_time(b["ts"]) <= end]
-    raw = [s for s in raw_reader.samples if start <= s[0] <= end]
-    joined = [s for s in joined_reader.samples if start <= s[0] <= end]
-
-    def histogram(name: str, measurement: str = "") -> tuple[float | None, float | None]:
-        labels = f'measurement="{measurement}"' if measurement else ""
-        buckets = histogram_between(before, after, name, labels)
-        return percentile(buckets, 0.5), percentile(buckets, 0.99)
-
     steps = {
         "the data's own wait (pair certain - its event time; model of the feed)": inherent_waits(
-            args.rate, 100, int(args.rate * 120)
+            rate, 100, int(rate * 120)
         ),
         "event (simulator publish) -> raw record produced (MQTT, bridge)": [
             t - e for _, t, e in raw
@@ -388,25 +410,34 @@ def run_e2e(settings: Settings, args: argparse.Namespace, work: Path) -> dict[st
         "pair's event time -> read in the joined topic": [r - e for r, _, e in joined],
     }
     return {
-        "window": (start, end),
-        "steps": {
-            name: (quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99), len(v))
-            for name, v in steps.items()
-        },
-        "connector": {
-            "joined: produced in Spark -> InfluxDB ack (ingest histogram)": histogram(
-                "connector_ingest_latency_seconds", "joined"
-            ),
-            "connector batch: InfluxDB write + Kafka commit (batch histogram)": histogram(
-                "connector_batch_seconds"
-            ),
-            "joined: event -> InfluxDB ack (event histogram)": histogram(
-                "connector_event_latency_seconds", "joined"
-            ),
-            "raw: event -> InfluxDB ack (event histogram)": histogram(
-                "connector_event_latency_seconds", "raw"
-            ),
-        },
+        name: (quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99), len(v))
+        for name, v in steps.items()
+    }
+
+
+def connector_latencies(
+    before: dict[str, float], after: dict[str, float]
+) -> dict[str, tuple[float | None, float | None]]:
+    """The connector's own histograms over the window: what it adds after the joined topic."""
+
+    def histogram(name: str, measurement: str = "") -> tuple[float | None, float | None]:
+        labels = f'measurement="{measurement}"' if measurement else ""
+        buckets = histogram_between(before, after, name, labels)
+        return percentile(buckets, 0.5), percentile(buckets, 0.99)
+
+    return {
+        "joined: produced in Spark -> InfluxDB ack (ingest histogram)": histogram(
+            "connector_ingest_latency_seconds", "joined"
+        ),
+        "connector batch: InfluxDB write + Kafka commit (batch histogram)": histogram(
+            "connector_batch_seconds"
+        ),
+        "joined: event -> InfluxDB ack (event histogram)": histogram(
+            "connector_event_latency_seconds", "joined"
+        ),
+        "raw: event -> InfluxDB ack (event histogram)": histogram(
+            "connector_event_latency_seconds", "raw"
+        ),
     }
 
 
@@ -481,84 +512,107 @@ def report(out: Path, args: argparse.Namespace) -> str:
         f"{saved.get('load_after', 'n/a')}",
         "",
     ]
-    summaries: dict[str, Summary] = {}
-    notes, workers = [], {}
-    jvm_threads: dict[str, dict[str, int]] = {}
-    jvm_tasks: dict[str, dict[str, int]] = defaultdict(dict)
-    for run in saved["spark"]:
-        name = label(run, args)
-        summary, records = summary_of(run, args)
-        summaries[name] = summary
-        span = run["window"][1] - run["window"][0]
-        cpu_us = run["cpu_s"] / max(1, records) * 1e6
-        first = sum(summary.warmup[0].values()) if summary.warmup else float("nan")
-        rest = quantile([sum(p.values()) for p in summary.warmup[1:]], 0.5)
-        notes.append(
-            f"- {name}: {len(summary.warmup)} warm-up batches (the first {first:.2f} s, the "
-            f"others median {rest:.2f} s); CPU of the job's processes (with the cluster's "
-            f"workers) {run['cpu_s'] / span:.2f} s/s, {cpu_us:.1f} µs per record"
-        )
-        workers[name] = read_pyspy(
-            Path(run["log"]).parent.glob("pyspy-workers-*.txt"), PYTHON_WORKER_RULES
-        )
-        samples = jvm_samples(sorted(Path(run["log"]).parent.glob("jvm-*.jfr")))
-        jvm_threads[name] = {}
-        for (thread, category), count in samples.items():
-            jvm_threads[name][thread] = jvm_threads[name].get(thread, 0) + count
-            if thread == "task threads":
-                jvm_tasks[name][category] = count
-    lines += [
-        "Wall time per batch by phase, median / p90 s over the steady batches:",
-        "",
-        phase_table(summaries),
-        "",
-        *notes,
-        "",
-    ]
-    lines += [
-        "Task time per batch (summed over tasks: both cores), median / p90 s:",
-        "",
-        work_table(summaries),
-        "",
-        f"Python workers' CPU by kind of code (py-spy, {args.pyspy_rate} Hz, from the end of "
-        "the first batch to the end of the run):",
-        "",
-        share_table("Python workers", workers, args.pyspy_rate),
-        "",
-        "The JVMs' Java CPU samples (JFR, as py-spy's; shares, not seconds: JFR samples a "
-        "few threads per period), by thread and, on the task threads, by kind of code:",
-        "",
-        share_table("JVM threads", jvm_threads, 1, shares_only=True),
-        "",
-        share_table("JVM task threads", jvm_tasks, 1, shares_only=True),
-        "",
-    ]
+    spark = read_spark_runs(saved["spark"], args)
+    lines += spark.lines(args.pyspy_rate)
     if saved.get("e2e"):
-        e2e = saved["e2e"]
-        lines += [
-            f"A joined pair, the whole pipeline live at {args.rate:,.0f} rows/s (driver sink, "
-            "local[2]), s:",
-            "",
-            "| step | p50 | p90 | p99 | samples |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for name, (p50, p90, p99, n) in e2e["steps"].items():
-            lines.append(f"| {name} | {p50:.3f} | {p90:.3f} | {p99:.3f} | {n:,} |")
-        for name, (p50, p99) in e2e["connector"].items():
-            fmt = "n/a" if p50 is None else f"{p50:.3f}"
-            fmt99 = "n/a" if p99 is None else f"{p99:.3f}"
-            lines.append(f"| {name} | {fmt} | – | {fmt99} | histogram |")
-        connector = read_pyspy((out / "e2e").glob("pyspy-connector-*.txt"), CONNECTOR_RULES)
-        lines += [
-            "",
-            share_table("connector CPU", {"live": connector}, args.pyspy_rate),
-            "",
-        ]
-    plot(summaries, out / "profile.png")
+        lines += e2e_lines(saved["e2e"], out, args)
+    plot(spark.summaries, out / "profile.png")
     lines.append(f"Plot: {out / 'profile.png'}")
     text = "\n".join(lines)
     (out / "profile.md").write_text(text + "\n")
     return text
+
+
+@dataclass
+class SparkProfiles:
+    """What the single pass's runs left, per run label: read once, then laid out as tables
+    side by side so the operating points and sinks compare at a glance."""
+
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    workers: dict[str, dict[str, int]] = field(default_factory=dict)
+    jvm_threads: dict[str, dict[str, int]] = field(default_factory=dict)
+    jvm_tasks: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
+
+    def lines(self, pyspy_rate: int) -> list[str]:
+        return [
+            "Wall time per batch by phase, median / p90 s over the steady batches:",
+            "",
+            phase_table(self.summaries),
+            "",
+            *self.notes,
+            "",
+            "Task time per batch (summed over tasks: both cores), median / p90 s:",
+            "",
+            work_table(self.summaries),
+            "",
+            f"Python workers' CPU by kind of code (py-spy, {pyspy_rate} Hz, from the end of "
+            "the first batch to the end of the run):",
+            "",
+            share_table("Python workers", self.workers, pyspy_rate),
+            "",
+            "The JVMs' Java CPU samples (JFR, as py-spy's; shares, not seconds: JFR samples a "
+            "few threads per period), by thread and, on the task threads, by kind of code:",
+            "",
+            share_table("JVM threads", self.jvm_threads, 1, shares_only=True),
+            "",
+            share_table("JVM task threads", self.jvm_tasks, 1, shares_only=True),
+            "",
+        ]
+
+
+def read_spark_runs(runs: list[dict[str, Any]], args: argparse.Namespace) -> SparkProfiles:
+    """Each run's batches, its warm-up and CPU note, its Python workers' and JVMs' samples."""
+    profiles = SparkProfiles()
+    for run in runs:
+        name = label(run, args)
+        summary, records = summary_of(run, args)
+        profiles.summaries[name] = summary
+        span = run["window"][1] - run["window"][0]
+        cpu_us = run["cpu_s"] / max(1, records) * 1e6
+        first = sum(summary.warmup[0].values()) if summary.warmup else float("nan")
+        rest = quantile([sum(p.values()) for p in summary.warmup[1:]], 0.5)
+        profiles.notes.append(
+            f"- {name}: {len(summary.warmup)} warm-up batches (the first {first:.2f} s, the "
+            f"others median {rest:.2f} s); CPU of the job's processes (with the cluster's "
+            f"workers) {run['cpu_s'] / span:.2f} s/s, {cpu_us:.1f} µs per record"
+        )
+        profiles.workers[name] = read_pyspy(
+            Path(run["log"]).parent.glob("pyspy-workers-*.txt"), PYTHON_WORKER_RULES
+        )
+        samples = jvm_samples(sorted(Path(run["log"]).parent.glob("jvm-*.jfr")))
+        profiles.jvm_threads[name] = {}
+        for (thread, category), count in samples.items():
+            threads = profiles.jvm_threads[name]
+            threads[thread] = threads.get(thread, 0) + count
+            if thread == "task threads":
+                profiles.jvm_tasks[name][category] = count
+    return profiles
+
+
+def e2e_lines(e2e: dict[str, Any], out: Path, args: argparse.Namespace) -> list[str]:
+    """The whole pipeline's table: each step of a joined pair, the connector's histograms, and
+    the connector's CPU by kind of code."""
+    lines = [
+        f"A joined pair, the whole pipeline live at {args.rate:,.0f} rows/s (driver sink, "
+        "local[2]), s:",
+        "",
+        "| step | p50 | p90 | p99 | samples |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (p50, p90, p99, n) in e2e["steps"].items():
+        lines.append(f"| {name} | {p50:.3f} | {p90:.3f} | {p99:.3f} | {n:,} |")
+    for name, (p50, p99) in e2e["connector"].items():
+        fmt = "n/a" if p50 is None else f"{p50:.3f}"
+        fmt99 = "n/a" if p99 is None else f"{p99:.3f}"
+        lines.append(f"| {name} | {fmt} | – | {fmt99} | histogram |")
+    connector = read_pyspy((out / "e2e").glob("pyspy-connector-*.txt"), CONNECTOR_RULES)
+    return [
+        *lines,
+        "",
+        share_table("connector CPU", {"live": connector}, args.pyspy_rate),
+        "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

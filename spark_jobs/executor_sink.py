@@ -124,10 +124,10 @@ class PartitionWriter:
         """The outcome (committed, skipped or empty), rows and dead letters written. A producer
         per task: one kept in a Python worker for the next batch was fenced whenever the
         partition's next task ran in another worker (PySpark picks any idle one), which wasted a
-        whole produce (benchmarks/bench_sinks.py). A second try when this one's producer is
-        fenced by a concurrent attempt of the same partition (or fails otherwise): it fences
-        that one in turn and reads the marker again; SinkError if it fails too (Spark retries
-        the task)."""
+        whole produce (benchmarks/experiments/bench_sinks.py). A second try when this one's
+        producer is fenced by a concurrent attempt of the same partition (or fails otherwise): it
+        fences that one in turn and reads the marker again; SinkError if it fails too (Spark
+        retries the task)."""
         _worker_logging()
         name = partition_query(self.query_name, partition)
         hook = None if self.fault_hook is None else _PartitionHook(self.fault_hook, partition)

@@ -10,8 +10,8 @@ dead letters without touching any state.
 
 Why applyInPandasWithState rather than transformWithStateInPandas: with the operators' state a
 single binary value per key, the richer state API (several typed states, timers of its own)
-buys nothing, and the older API warms up sooner after a start (benchmarks/bench_state_api.py
-compares the two on the join).
+buys nothing, and the older API warms up sooner after a start
+(benchmarks/experiments/bench_state_api.py compares the two on the join).
 """
 
 from __future__ import annotations

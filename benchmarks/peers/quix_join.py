@@ -1,6 +1,6 @@
 """The speed x torque join as a Quix Streams 3.x app, the peer side of benchmarks/bench_peers.py.
 
-Run by the peer's own venv (benchmarks/peer_venv.py), never by the project's, and imports
+Run by the peer's own venv (benchmarks/support/peer_venv.py), never by the project's, and imports
 nothing of the project: what it must agree on with our job (the raw key format, the Avro
 schemas, mechanical power) comes in as files and is restated here.
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from benchmarks.bench_batches import certainty_waits
+from benchmarks.support.certainty import certainty_waits
 from lsb import PairSpec
 from lsb.plan import JoinPlan
 from tests.support.oracles.join import certain_pairs

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchmarks.process_group import GroupSampler
+from benchmarks.support.process_group import GroupSampler
 
 
 def test_the_cpu_of_a_leader_that_exits_at_once_is_still_seen() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.profile_phases import (
+from benchmarks.support.profile_phases import (
     CONNECTOR_RULES,
     PYTHON_WORKER_RULES,
     Stage,
@@ -20,12 +20,12 @@ from benchmarks.profile_phases import (
     parse_pyspy_raw,
     phase_table,
     plot,
-    quantile,
     share_table,
     stage_work,
     summarize,
     waits_for_next,
 )
+from benchmarks.support.quantile import quantile
 
 
 def _job(job_id: int, stages: list[int], batch: int | None) -> str:
@@ -259,7 +259,7 @@ def test_quantile_by_rank() -> None:
 def test_the_report_is_made_from_what_the_runs_left(tmp_path: Path) -> None:
     """profile_batch's glue: a run's log, event log and py-spy output -> tables and a plot."""
     from benchmarks.profile_batch import main
-    from benchmarks.spark_run import log_time
+    from benchmarks.support.spark_run import log_time
 
     run_dir = tmp_path / "live-driver"
     (run_dir / "eventlog").mkdir(parents=True)

@@ -1,7 +1,9 @@
-"""Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
+"""Verdict: the jobs keep applyInPandasWithState; transformWithStateInPandas is no faster.
 
-    .venv/bin/python benchmarks/bench_state_api.py [--rows 400000] [--batch-sizes 50000,200000]
-        [--rounds 2]
+Benchmark: the join under applyInPandasWithState vs transformWithStateInPandas (a script).
+
+    .venv/bin/python benchmarks/experiments/bench_state_api.py [--rows 400000]
+        [--batch-sizes 50000,200000] [--rounds 2]
 
 Issue 5 asks to choose the stateful operator by measurement. Both variants run the job's own
 per-thing function (``spark_jobs.passes.join_function``: the join operator through the Spark
@@ -22,30 +24,30 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from bench_join import PAIRS, feed
-
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import PAIRS
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    from spark_jobs.config import JoinSettings
+    from spark_jobs.stateful import OperatorFunction
 
 VARIANTS = ("applyInPandasWithState", "transformWithStateInPandas")
 
 
 def run_variant(variant: str, raw: str, batch: int) -> dict:
     """In a child process: one --available-now run of the join with the given operator."""
-    import pandas as pd
-    from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StatefulProcessor
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.streaming.stateful_processor import (
-        StatefulProcessorHandle,
-        TimerValues,
-        ValueState,
-    )
 
     from spark_jobs.config import JoinSettings
-    from spark_jobs.join import to_kafka_records
     from spark_jobs.passes import join_function, join_plan, joined_quantities
     from spark_jobs.session import ROCKSDB_STATE_STORE, build_session
     from spark_jobs.source import read_measurements
@@ -62,6 +64,45 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
     spark = build_session(f"bench-{variant}", extra=ROCKSDB_STATE_STORE)
     plan = join_plan(settings)
     joiner = join_function(plan)
+    measurements = read_measurements(spark, settings)
+    grouped = (
+        measurements.where(joined_quantities(measurements.quantity, plan))
+        .select(*MEASUREMENT_COLUMNS)
+        .groupBy("thing")
+    )
+    if variant == "applyInPandasWithState":
+        rows = grouped.applyInPandasWithState(
+            joiner, joiner.output_schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        )
+    else:
+        rows = grouped.transformWithStateInPandas(
+            join_processor(joiner), joiner.output_schema, "Append", "None"
+        )
+    progress, output = collect_available_now(rows, settings)
+    warm = progress[1:] or progress
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
+    return {
+        "variant": variant,
+        "batch": batch,
+        "batches": len(progress),
+        "output_rows": output,
+        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
+        "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds,
+    }
+
+
+def join_processor(joiner: OperatorFunction) -> StatefulProcessor:
+    """The join's own function behind transformWithStateInPandas, so that only the operator
+    differs between the variants."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.stateful_processor import (
+        StatefulProcessorHandle,
+        TimerValues,
+        ValueState,
+    )
+
+    from spark_jobs.stateful import STATE_SCHEMA
 
     class ValueStateAsGroupState:
         """The adapter speaks applyInPandasWithState's GroupState; this adapts a ValueState
@@ -99,20 +140,17 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         def close(self) -> None:
             pass
 
-    measurements = read_measurements(spark, settings)
-    grouped = (
-        measurements.where(joined_quantities(measurements.quantity, plan))
-        .select(*MEASUREMENT_COLUMNS)
-        .groupBy("thing")
-    )
-    if variant == "applyInPandasWithState":
-        rows = grouped.applyInPandasWithState(
-            joiner, joiner.output_schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
-        )
-    else:
-        rows = grouped.transformWithStateInPandas(
-            JoinProcessor(), joiner.output_schema, "Append", "None"
-        )
+    return JoinProcessor()
+
+
+def collect_available_now(
+    rows: DataFrame, settings: JoinSettings
+) -> tuple[list[StreamingQueryProgress], int]:
+    """Runs the query over what the topic holds, collecting each batch as Arrow as the
+    exactly-once sink does but producing nothing, so the sink's cost is alike and small: the
+    progress of the batches that read records, and the output rows."""
+    from spark_jobs.join import to_kafka_records
+
     output = 0
 
     def collect(frame: DataFrame, _batch_id: int) -> None:
@@ -133,16 +171,7 @@ def run_variant(variant: str, raw: str, batch: int) -> dict:
         )
         query.awaitTermination()
         progress = [p for p in query.recentProgress if p["numInputRows"]]
-    warm = progress[1:] or progress
-    seconds = sum(p["durationMs"]["triggerExecution"] for p in warm) / 1000
-    return {
-        "variant": variant,
-        "batch": batch,
-        "batches": len(progress),
-        "output_rows": output,
-        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000,
-        "warm_records_per_s": sum(p["numInputRows"] for p in warm) / seconds,
-    }
+    return progress, output
 
 
 def main() -> int:

@@ -1,7 +1,9 @@
-"""Benchmark: the bridge's per-message path in this process, without servers (a script, not a test).
+"""Verdict: the bridge's own Python is a minor share of a row; paho and servers bound it.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_bridge_path.py [--rows 50000] [--repeats 5]
-        [--profile 25]
+Benchmark: the bridge's per-message path in this process, without servers (a script, not a test).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/experiments/bench_bridge_path.py [--rows 50000]
+        [--repeats 5] [--profile 25]
 
 The real ``Bridge`` (its MQTT callback, row parser, record splitter, in-order acks and metrics)
 with stand-ins for paho and librdkafka: the producer takes each batch and, on the next poll,

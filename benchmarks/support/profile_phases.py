@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.support.quantile import quantile
+
 #: Spark's phases outside addBatch, in the order a trigger runs them.
 OUTSIDE = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "commitOffsets")
 #: Stage kinds of a batch's jobs (classify_stage), in plan order.
@@ -56,12 +58,6 @@ WORK_METRICS: dict[str, tuple[str, float]] = {
 }
 _STATE_MARKERS = ("time to update", "number of total state rows", "time to commit changes")
 _PYTHON_MARKERS = ("time to run Python workers", "data sent to Python workers")
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """The q-quantile by rank (nearest rank below), NaN when empty."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
 # --------------------------------------------------------------------------- Spark's event log

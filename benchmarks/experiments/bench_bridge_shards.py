@@ -1,6 +1,8 @@
-"""Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
+"""Verdict: more bridges need more cores (CPU per row stays flat); scale bridges by cores.
 
-    .venv/bin/python benchmarks/bench_bridge_shards.py [--rows 100000] [--things 100]
+Benchmark: 1, 2 and 4 MQTT bridges on disjoint Thing shards (a script, not a test).
+
+    .venv/bin/python benchmarks/experiments/bench_bridge_shards.py [--rows 100000] [--things 100]
         [--bridges 1,2,4]
 
 For each count B: B bridges create their persistent sessions (``<prefix>/<k>/#``) and stop,
@@ -22,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_bridge import generate, wait_in_kafka
+from benchmarks.support.events import write_events
+from benchmarks.support.kafka_wait import wait_in_kafka
 from stacktools.cpu import process_cpu_seconds
 from stacktools.processes import ServiceProcess
 from stacktools.services import service_process
@@ -105,7 +108,7 @@ def main() -> int:
         work = Path(tmp)
         events = work / "events.json"
         print(f"generating {args.rows:,} rows of {args.things} machines ...", flush=True)
-        generate(events, args.rows, args.things)
+        write_events(events, args.rows, args.things)
         for count in counts:
             print(f"{count} bridge(s): filling their sessions, then draining", flush=True)
             results.append(measure(settings, events, count, work))

@@ -1,7 +1,10 @@
 #!/usr/bin/env python
-"""Benchmark of the column-wise Avro encoder against the one-record writer (a script, not a test).
+"""Verdict: the driver's outputs are encoded column-wise (ColumnEncoder), not per record.
 
-    .venv/bin/python benchmarks/bench_avro_encode.py [--rows 50000] [--repeat 10] [--seed 7]
+Benchmark of the column-wise Avro encoder against the one-record writer (a script, not a test).
+
+    .venv/bin/python benchmarks/experiments/bench_avro_encode.py [--rows 50000] [--repeat 10]
+        [--seed 7]
 
 Builds a batch of joined pairs and one of window aggregates as the single pass renders them
 (numpy columns: 32-hex ids, a few Things and quantities, millisecond times, doubles, constant
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.timing import best_of, status
+from benchmarks.support.timing import best_of, status
 from streamkit.wire import AvroCodec
 from streamkit.wire.avro_encode import ColumnEncoder
 

@@ -1,6 +1,8 @@
-"""Exactly-once sink throughput: the driver-side sink against the executors' sink (a script).
+"""Verdict: the driver-side sink stays the default; the executors' sink is slower per batch.
 
-    .venv/bin/python benchmarks/bench_sinks.py [--rows 50000,200000] [--batches 6]
+Exactly-once sink throughput: the driver-side sink against the executors' sink (a script).
+
+    .venv/bin/python benchmarks/experiments/bench_sinks.py [--rows 50000,200000] [--batches 6]
         [--master local[2]] [--sink-partitions 2] [--value-bytes 120]
 
 For each batch size, a generated batch of output rows (a 20-byte key, a --value-bytes value,
@@ -111,8 +113,9 @@ def main() -> int:
         jvm_peak_mb = peak_rss_mb(gateway.proc.pid)
         spark.stop()
     print(
-        f"\nCommand: python benchmarks/bench_sinks.py {' '.join(sys.argv[1:])}  (master "
-        f"{args.master}, {args.sink_partitions} output partitions)\n"
+        "\nCommand: python benchmarks/experiments/bench_sinks.py "
+        f"{' '.join(sys.argv[1:])}  (master {args.master}, "
+        f"{args.sink_partitions} output partitions)\n"
     )
     print("| rows per batch | sink | first batch s | median batch s | output rows/s |")
     print("|---:|---|---:|---:|---:|")

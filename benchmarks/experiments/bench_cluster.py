@@ -1,7 +1,9 @@
-"""Benchmark: the join job on ``local[2]`` against the launcher's two-worker Spark cluster, and
+"""Verdict: Spark runs on local[2] here; the cluster pays off only with cores it adds.
+
+Benchmark: the join job on ``local[2]`` against the launcher's two-worker Spark cluster, and
 what every process of each costs in memory (a script, not a test).
 
-    .venv/bin/python benchmarks/bench_cluster.py [--rows 100000] [--batch 50000]
+    .venv/bin/python benchmarks/experiments/bench_cluster.py [--rows 100000] [--batch 50000]
         [--sinks driver,executors]
 
 Feeds generated rows into a private raw topic as the bridge does, then runs
@@ -21,16 +23,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.process_group import rss_mb
-from benchmarks.raw_feed import feed
-from benchmarks.spark_run import PAIRS, JobRun, cluster_up, run_job
+from benchmarks.support.process_group import rss_mb
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import PAIRS, JobRun, cluster_up, run_job
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
-#: The job's own process group (benchmarks.spark_run.role_of) under the names used here.
+#: The job's own process group (benchmarks.support.spark_run.role_of) under the names used here.
 JOB_ROLES = {
     "driver": "driver Python",
     "jvm": "driver JVM",

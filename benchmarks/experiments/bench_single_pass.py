@@ -1,6 +1,9 @@
-"""Benchmark: the single pass against the two jobs it replaces, on the same raw records (a script).
+"""Verdict: the single pass, with one shuffle partition, is the pipeline's default shape.
 
-    .venv/bin/python benchmarks/bench_single_pass.py [--rows 200000] [--batch-sizes 20000,200000]
+Benchmark: the single pass against the two jobs it replaces, on the same raw records (a script).
+
+    .venv/bin/python benchmarks/experiments/bench_single_pass.py [--rows 200000]
+        [--batch-sizes 20000,200000]
 
 Feeds generated rows into a private raw topic as the bridge does, then for each batch size runs
 (a) ``spark_jobs.join`` and ``spark_jobs.aggregate`` side by side, as the two-jobs pipeline runs
@@ -24,9 +27,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.process_group import GroupSampler
-from benchmarks.raw_feed import feed
-from benchmarks.spark_run import PAIRS, batch_progress, log_time, role_of
+from benchmarks.support.process_group import GroupSampler
+from benchmarks.support.raw_feed import feed
+from benchmarks.support.spark_run import PAIRS, batch_progress, log_time, role_of
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.stack import Stack
 from stacktools.wiring import private_topic
@@ -169,7 +172,11 @@ def main() -> int:
                     f"{sum((two.outputs - one.outputs).values())}, only single pass "
                     f"{sum((one.outputs - two.outputs).values())}"
                 )
-    print("\nCommand: `python benchmarks/bench_single_pass.py " + " ".join(sys.argv[1:]) + "`\n")
+    print(
+        "\nCommand: `python benchmarks/experiments/bench_single_pass.py "
+        + " ".join(sys.argv[1:])
+        + "`\n"
+    )
     print(f"{records:,} raw records; outputs equal in every pair of runs.\n")
     print(
         "CPU per record: of the whole run (start-up included), of the batches, and of the batches "

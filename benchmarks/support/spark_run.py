@@ -17,10 +17,10 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.process_group import Classifier, GroupSampler
+from benchmarks.support.process_group import Classifier, GroupSampler
 from stacktools.processes import ServiceProcess, free_port
 from stacktools.stack import Stack
-from stacktools.stack.components import spark_master_url
+from stacktools.stack.servers.spark import spark_master_url
 from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
