@@ -354,16 +354,18 @@ class SinglePassSettings(JoinSettings, WindowSettings):
         "where the things' state lives: driver (one table in the driver, which also encodes "
         "and produces the outputs; the state must fit in the driver; needs SPARK_SINK=driver), "
         "executors (Spark's state store, partitioned by thing over the executors), or auto "
-        "(where an existing checkpoint keeps it, else where SPARK_SINK writes from); part of "
-        "the query's identity: change it only on a fresh checkpoint (docs/spark-jobs.md)",
+        "(where SPARK_SINK writes from); part of the query's identity: change it only on a "
+        "fresh checkpoint (docs/spark-jobs.md)",
     )
 
-    def state_in_driver(self, query: str) -> bool:
-        """SPARK_STATE resolved. auto: a checkpoint of ``query`` that holds Spark's state store
-        goes on with it (a checkpoint written before the driver could hold the state);
-        otherwise the state is where the sink writes from."""
+    def placed_state(self) -> Literal["executors", "driver"]:
+        """SPARK_STATE resolved by the deployment's settings alone: auto keeps the state where
+        the sink writes from (each deployment sets SPARK_SINK: the driver on one machine, the
+        executors on the scaled-out stack). Never from what a checkpoint holds, so the same
+        settings always place it alike."""
         if self.state != "auto":
-            return self.state == "driver"
-        if (self.checkpoint_for(self.query(query)) / "state").is_dir():
-            return False
-        return self.sink == "driver"
+            return self.state
+        return "driver" if self.sink == "driver" else "executors"
+
+    def state_in_driver(self) -> bool:
+        return self.placed_state() == "driver"

@@ -97,8 +97,9 @@ class StateFiles:
         except FileNotFoundError:
             raise DriverStateMissing(
                 f"the commit marker names batch {batch_id}, and {self.path(batch_id)} is "
-                "missing: the checkpoint was changed by hand; start on a fresh checkpoint and "
-                "query name"
+                "missing: the checkpoint holds Spark's state store (go on with "
+                "SPARK_STATE=executors) or was changed by hand (start on a fresh checkpoint and "
+                "query name)"
             ) from None
 
     def prune(self, committed: int) -> None:

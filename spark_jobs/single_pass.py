@@ -18,6 +18,7 @@ thing's other quantities keep coming.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+log = logging.getLogger("spark_jobs.single_pass")
 SERVICE = "spark_single_pass"
 QUERY = "single-pass"  #: the query's name unless SPARK_QUERY_NAME gives one
 STAGE = "single_pass"  #: the dead letters' stage; late records keep the join's or the aggregate's
@@ -79,7 +81,16 @@ def to_kafka_records(
 def build(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
     """The job's query: raw measurements in, Kafka records out; with the state in the driver,
     the measurements with their batch's time (``spark_jobs.driver_state``)."""
-    if settings.state_in_driver(QUERY):
+    log.info(
+        "the things' state",
+        extra={
+            "placed": settings.placed_state(),
+            "spark_state": settings.state,
+            "spark_master": settings.spark_master,
+            "spark_sink": settings.sink,
+        },
+    )
+    if settings.state_in_driver():
         return driver_query(settings)
     function = thing_pass(settings)
     partitions = partitions_of(settings)
@@ -109,7 +120,7 @@ def driver_query(settings: SinglePassSettings) -> Callable[[SparkSession], DataF
 
 def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     """With the state in the driver: each batch through the things' table into the sink."""
-    if not settings.state_in_driver(QUERY):
+    if not settings.state_in_driver():
         return None
     operator = thing_operator(settings, join_plan(settings))
     partitions = partitions_of(settings)
