@@ -312,8 +312,8 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "EOS_FAULT_POINT",
         "tests (fault injection)",
-        "with EOS_FAULT_BATCH: the test drivers (tests/support/eos_driver.py, "
-        "tests/support/faulty_job.py) give the exactly-once sink a hook that SIGKILLs the driver "
+        "with EOS_FAULT_BATCH: the test drivers (tests/drivers/eos_driver.py, "
+        "tests/drivers/faulty_job.py) give the exactly-once sink a hook that SIGKILLs the driver "
         "at that point of that batch; the services never read it",
     ),
     ("CHAOS_KILLS_PER_STAGE", "tests", "kills per stage of the whole-pipeline chaos test"),

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.support.certainty import certainty_waits
 from lsb import PairSpec
 from lsb.plan import JoinPlan
-from tests.support.oracles.join import certain_pairs
+from tests.oracles.join import certain_pairs
 
 CONFIG = JoinPlan(pairs=(PairSpec("L", "R"),))
 RATE = 1000  # rows/s: row i arrives (and is stamped) at i ms

@@ -25,6 +25,10 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import client_config
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, overload_key
+from tests.oracles.join import parse_pairs
+from tests.oracles.pipeline import PipelineSpec, default_stats
+from tests.oracles.rows import event_time_order, file_rows, measurements
+from tests.oracles.windows import Spec
 from tests.support import server_checks as checks
 from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.compose import (
@@ -37,10 +41,6 @@ from tests.support.compose import (
     free_published_ports,
 )
 from tests.support.exactness import assert_pipeline_exact
-from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec, default_stats
-from tests.support.oracles.rows import event_time_order, file_rows, measurements
-from tests.support.oracles.windows import Spec
 from tests.support.waits import settle
 
 pytestmark = pytest.mark.containers

@@ -7,7 +7,7 @@ docs/exactly-once.md states). Every stage is supervised
 (restarted when it is not running), as systemd or compose would; every kill is asserted to have
 happened (the process ended by SIGKILL, a new process runs after it). At the end the committed
 Kafka outputs and InfluxDB must equal, value for value, what the oracles compute offline from
-the same file (tests/support/oracles): 0 lost, 0 duplicated, 0 different, the late records of
+the same file (tests/oracles): 0 lost, 0 duplicated, 0 different, the late records of
 both stages included; then `stacktools.verify`, the users' check, must find the database exact
 too, the identical re-sends the kills caused set aside. This round runs the two-jobs shape (join
 and windows as two queries); one fault stops the windows job for a minute, so it catches up with
@@ -44,6 +44,8 @@ from stacktools.stack.servers.spark import SparkWorker, spark_cluster
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
+from tests.oracles.pipeline import expected_outputs
+from tests.oracles.rows import file_rows, measurements
 from tests.support.exactness import (
     PIPELINE,
     assert_back,
@@ -53,8 +55,6 @@ from tests.support.exactness import (
     pipeline_args,
     restart_broker,
 )
-from tests.support.oracles.pipeline import expected_outputs
-from tests.support.oracles.rows import file_rows, measurements
 from tests.support.require import cannot_run
 from tests.support.topology import Topology
 

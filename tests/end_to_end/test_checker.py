@@ -23,10 +23,10 @@ from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition
+from tests.oracles.pipeline import Outputs, expected_outputs
+from tests.oracles.rows import file_rows, measurements
 from tests.support.exactness import PIPELINE, assert_pipeline_exact, judge_pipeline
 from tests.support.judge import parsed_schema_file
-from tests.support.oracles.pipeline import Outputs, expected_outputs
-from tests.support.oracles.rows import file_rows, measurements
 from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack]

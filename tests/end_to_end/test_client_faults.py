@@ -35,10 +35,10 @@ from streamkit.deadline import Deadline
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
+from tests.oracles.pipeline import expected_outputs
+from tests.oracles.rows import file_rows, measurements
 from tests.support.exactness import PIPELINE, assert_exactly_once, pipeline_args
 from tests.support.influx_checks import POISON_KEY
-from tests.support.oracles.pipeline import expected_outputs
-from tests.support.oracles.rows import file_rows, measurements
 from tests.support.require import cannot_run
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark, pytest.mark.chaos]

@@ -19,11 +19,11 @@ from stacktools.config_reference import SECTIONS, env_of
 from stacktools.stack import Stack
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
+from tests.oracles.join import parse_pairs
+from tests.oracles.pipeline import PipelineSpec, default_stats, distinct_records, join_pairs
+from tests.oracles.rows import event_time_order, file_rows, measurements
+from tests.oracles.windows import Spec
 from tests.support.exactness import assert_pipeline_exact
-from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec, default_stats, distinct_records, join_pairs
-from tests.support.oracles.rows import event_time_order, file_rows, measurements
-from tests.support.oracles.windows import Spec
 from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]

@@ -25,14 +25,14 @@ from stacktools.wiring import Wiring
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
+from tests.oracles.join import parse_pairs
+from tests.oracles.pipeline import PipelineSpec, default_stats
+from tests.oracles.rows import file_rows, measurements
+from tests.oracles.windows import Spec
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.harness import expected_records, quick_single_pass_args, wait_for_keys
 from tests.support.influx_checks import point_count
 from tests.support.mqtt import RawPublisher
-from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec, default_stats
-from tests.support.oracles.rows import file_rows, measurements
-from tests.support.oracles.windows import Spec
 from tests.support.topology import Topology
 from tests.support.waits import settle
 

@@ -14,7 +14,7 @@ import pytest
 
 from lsb import cli, jsonl
 from lsb.results import mechanical_power
-from tests.support.oracles.join import oracle_pairs
+from tests.oracles.join import oracle_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "tests" / "data" / "test_events.json"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lsb import JoinConfig, JoinOperator, PairSpec
 from lsb.results import product
 from operators import Records, due
-from tests.support.oracles.join import oracle_pairs
+from tests.oracles.join import oracle_pairs
 
 from .helpers import LSB_SETTINGS
 

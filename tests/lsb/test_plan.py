@@ -16,7 +16,7 @@ from lsb.plan import JoinPlan, PatternPair
 from lsb.results import mechanical_power, product
 from operators import KeyedOperator, Pattern, Records
 from operators.keyed import KeyedStates
-from tests.support.oracles.join import Pair, pattern_join
+from tests.oracles.join import Pair, pattern_join
 
 from .helpers import LSB_SETTINGS
 

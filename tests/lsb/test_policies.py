@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
-from tests.support.oracles.join import certain_pairs, oracle_pairs
+from tests.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
 

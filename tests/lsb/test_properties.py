@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lsb import JoinConfig, JoinState, PairSpec, process_batch, process_record, to_bytes
 from lsb.results import product
-from tests.support.oracles.join import certain_pairs, oracle_pairs
+from tests.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from lsb import JoinConfig
-from tests.support.oracles.join import oracle_pairs
+from tests.oracles.join import oracle_pairs
 
 from .helpers import run_batches, run_records
 

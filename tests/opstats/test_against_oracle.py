@@ -16,7 +16,7 @@ from operators import Records
 from operators.keyed import KeyedStates
 from opstats import Catalogue, OperationStatistics, Pattern, PowerInputs, Rating, StatsConfig
 from opstats.catalogue import Entry
-from tests.support.oracles import opstats as oracle
+from tests.oracles import opstats as oracle
 
 CYCLE_MS, HOLD_MS, OVERLOAD_MS = 10_000, 3_000, 2_000
 CATALOGUE = Catalogue(

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from lsb import JoinConfig, PairSpec, process_batch
 from lsb.results import RESULT_FUNCTIONS
 from streamkit.events import RowError, parse_row
-from tests.support.oracles.join import Pair, certain_pairs, stream_join, stream_pairs
-from tests.support.oracles.rows import decode, spec_row
+from tests.oracles.join import Pair, certain_pairs, stream_join, stream_pairs
+from tests.oracles.rows import decode, spec_row
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,6 +1,6 @@
 """python -m spark_jobs.aggregate on the real stack against the brute-force window oracle.
 
-The oracle (tests/support/oracles/windows.py) reads each key's records in the order they were
+The oracle (tests/oracles/windows.py) reads each key's records in the order they were
 produced, which is their Kafka arrival order: every window and every set-aside record must equal it,
 whatever trigger size cut the input into batches.
 """
@@ -23,6 +23,9 @@ from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.wire import AvroCodec, thing_partition
+from tests.oracles.pipeline import distinct_records
+from tests.oracles.rows import event_time_order, file_rows
+from tests.oracles.windows import Record, Spec, window_oracle
 from tests.support.aggregates import (
     assert_windows_equal,
     decoded,
@@ -30,9 +33,6 @@ from tests.support.aggregates import (
     window_args,
 )
 from tests.support.messages import header_of, key_of, value_of
-from tests.support.oracles.pipeline import distinct_records
-from tests.support.oracles.rows import event_time_order, file_rows
-from tests.support.oracles.windows import Record, Spec, window_oracle
 from tests.support.spark import (
     REPO,
     log_tail,

@@ -18,7 +18,7 @@ import pytest
 from spark_jobs.eos_sink import FENCED, TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
 from streamkit.config import Settings
 from streamkit.kafka_clients import transactional_producer
-from tests.support.eos_driver import DriverSettings
+from tests.drivers.eos_driver import DriverSettings
 from tests.support.messages import value_of
 from tests.support.spark import (
     key_values,
@@ -33,7 +33,7 @@ from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
 FAULT_ROUNDS = int(os.environ.get("EOS_FAULT_ROUNDS", "1"))
-#: The pass-through driver's Kafka user (tests.support.eos_driver).
+#: The pass-through driver's Kafka user (tests.drivers.eos_driver).
 DRIVER_USER = DriverSettings().kafka_username
 
 
@@ -214,7 +214,7 @@ def run_driver(
     log = work / f"{name}.log"
     pid_file = work / f"{name}.jvm.pid"
     service = spark_service(
-        "tests.support.eos_driver", [*args, "--jvm-pid-file", str(pid_file)], log, env
+        "tests.drivers.eos_driver", [*args, "--jvm-pid-file", str(pid_file)], log, env
     ).start()
     code = service.popen.wait(300)
     wait_pid_gone(pid_file)
@@ -300,7 +300,7 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
     log = tmp_path / "sigterm.log"
     continuous = [a for a in args if a != "--available-now"]
     service = spark_service(
-        "tests.support.eos_driver",
+        "tests.drivers.eos_driver",
         [*continuous, "--jvm-pid-file", str(tmp_path / "sigterm.pid")],
         log,
     ).start()

@@ -16,10 +16,10 @@ from mqtt_bridge.records import RowSplitter
 from spark_jobs.config import JoinSettings
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec
+from tests.oracles.pipeline import join_pairs
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
 from tests.support.messages import headers_of, key_of, value_of
-from tests.support.oracles.pipeline import join_pairs
 from tests.support.require import cannot_run
 from tests.support.spark import (
     REPO,
@@ -189,7 +189,7 @@ def test_join_job_killed_at_random_points_stays_exactly_once(
         if round_no < len(fault_points):
             env = {"EOS_FAULT_POINT": fault_points[round_no], "EOS_FAULT_BATCH": str(round_no + 1)}
             job = spark_service(
-                "tests.support.faulty_job", ["spark_jobs.join", *args], log, env
+                "tests.drivers.faulty_job", ["spark_jobs.join", *args], log, env
             ).start()
             code = job.popen.wait(600)
             injected.append(f"{fault_points[round_no]}@batch{round_no + 1}:exit{code}")

@@ -16,6 +16,8 @@ from spark_jobs.config import JoinSettings
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec
+from tests.oracles.pipeline import join_pairs
+from tests.oracles.windows import Record, Spec, window_oracle
 from tests.support.aggregates import (
     assert_windows_equal,
     decoded,
@@ -25,8 +27,6 @@ from tests.support.aggregates import (
 from tests.support.committed import committed_pairs
 from tests.support.harness import bridge_rows
 from tests.support.messages import headers_of, key_of, value_of
-from tests.support.oracles.pipeline import join_pairs
-from tests.support.oracles.windows import Record, Spec, window_oracle
 from tests.support.spark import (
     REPO,
     log_tail,
@@ -141,7 +141,7 @@ def test_the_single_pass_equals_both_oracles_exactly_once_through_driver_kills(
     for point, batch in RUNS[master, sink, state]:  # killed inside the sink, then restarted
         env = {**where, "EOS_FAULT_POINT": point, "EOS_FAULT_BATCH": str(batch)}
         job = spark_service(
-            "tests.support.faulty_job", ["spark_jobs.single_pass", *args], log, env
+            "tests.drivers.faulty_job", ["spark_jobs.single_pass", *args], log, env
         ).start()
         code = job.popen.wait(600)
         assert code == -9, (point, code, log_tail(log))

@@ -18,9 +18,9 @@ from simulator.generate import generate
 from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec, cycle_key
+from tests.oracles import opstats as oracle
 from tests.support.aggregates import decoded, produce_measurements
 from tests.support.harness import bridge_rows
-from tests.support.oracles import opstats as oracle
 from tests.support.spark import REPO, log_tail, private_topic, spark_service, wait_driver_gone
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
@@ -113,7 +113,7 @@ def test_the_operation_statistics_equal_the_oracle_exactly_once_through_a_driver
         "MACHINE_CATALOGUE": str(REPO / "examples" / "machine-catalogue.yaml"),
     }
     faulty = {**where_env, "EOS_FAULT_POINT": fault_point, "EOS_FAULT_BATCH": "1"}
-    job = spark_service("tests.support.faulty_job", [module, *args], log, faulty).start()
+    job = spark_service("tests.drivers.faulty_job", [module, *args], log, faulty).start()
     assert job.popen.wait(600) == -9, log_tail(log)
     wait_driver_gone(job)
     done = spark_service(module, args, log, where_env).start().popen.wait(600)

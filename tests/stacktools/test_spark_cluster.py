@@ -40,7 +40,7 @@ def probe(master: str, secret: str, timeout_s: float) -> dict | None:
     """The probe job's JSON, or None if it did not finish in time or failed."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "tests.support.cluster_probe", master],
+            [sys.executable, "-m", "tests.drivers.cluster_probe", master],
             env={**os.environ, "SPARK_CLUSTER_PASSWORD": secret},
             capture_output=True,
             text=True,
@@ -100,7 +100,7 @@ def held_probe(master: str, secret: str, timeout_s: float = 240) -> Iterator[tup
     """The probe job run once and held (driver, executors, Python workers alive): its pid and
     its JSON. Ended by closing its standard input."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.cluster_probe", master, "--hold"],
+        [sys.executable, "-m", "tests.drivers.cluster_probe", master, "--hold"],
         env={**os.environ, "SPARK_CLUSTER_PASSWORD": secret},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

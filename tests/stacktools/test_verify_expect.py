@@ -1,4 +1,4 @@
-"""verify's expectation against the specification's oracles (tests/support/oracles), on random
+"""verify's expectation against the specification's oracles (tests/oracles), on random
 files: both are written from the docs independently (verify's with numpy per key, the oracles by
 brute force), so agreeing on every point means something. Rows come with ties, copies (identical
 and changed), several Things and out-of-order times; replayed in event-time or file order."""
@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import Pair, Rules, Window, parse_windows
-from tests.support.oracles.join import Pair as OraclePair
-from tests.support.oracles.pipeline import PipelineSpec, expected_outputs
-from tests.support.oracles.points import Identity, expected_points, identity, present
-from tests.support.oracles.rows import event_time_order, file_rows, measurements
-from tests.support.oracles.windows import Spec
+from tests.oracles.join import Pair as OraclePair
+from tests.oracles.pipeline import PipelineSpec, expected_outputs
+from tests.oracles.points import Identity, expected_points, identity, present
+from tests.oracles.rows import event_time_order, file_rows, measurements
+from tests.oracles.windows import Spec
 
 CLOSE = {"mean": 1e-12, "result": 1e-12, "stddev": 1e-9}
 

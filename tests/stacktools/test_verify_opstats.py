@@ -1,5 +1,5 @@
 """verify's operation statistics against the specification's brute-force oracle
-(tests/support/oracles/opstats.py): both written from docs/operation-statistics.md, verify's with
+(tests/oracles/opstats.py): both written from docs/operation-statistics.md, verify's with
 numpy per component, the oracle with exact fractions. Random files with two machines and two
 components, gaps shorter and longer than the hold and the cycle, faults beyond the physical
 bound, copies and stragglers, replayed in event-time or file order; and the example catalogue's
@@ -25,8 +25,8 @@ from stacktools.verify.rules import Rules, StatsRules, parse_stats
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
-from tests.support.oracles import opstats as oracle
-from tests.support.oracles.rows import event_time_order, file_rows, measurements
+from tests.oracles import opstats as oracle
+from tests.oracles.rows import event_time_order, file_rows, measurements
 from tests.support.verify_records import opstats_fields
 
 START = 1_554_076_800_000

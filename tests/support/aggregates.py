@@ -8,8 +8,8 @@ from collections import Counter
 
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec, record_key, thing_partition
+from tests.oracles.windows import Expected, Record, Spec
 from tests.support.messages import key_of, value_of
-from tests.support.oracles.windows import Expected, Record, Spec
 from tests.support.spark import produce_committed, read_to_end
 
 

@@ -1,5 +1,5 @@
 """What every end-to-end test checks at the end: the committed Kafka outputs and InfluxDB
-equal, value for value, what the specification's oracles compute offline (tests/support/oracles:
+equal, value for value, what the specification's oracles compute offline (tests/oracles:
 the joined pairs from the file, the windows and late records from the raw topic in arrival
 order): nothing lost, nothing twice, nothing different."""
 
@@ -24,6 +24,11 @@ from stacktools.verify.rules import parse_pairs as verify_pairs
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.errors import StackError
+from tests.oracles.join import parse_pairs
+from tests.oracles.pipeline import PipelineSpec, expected_outputs
+from tests.oracles.points import expected_points
+from tests.oracles.rows import Measurement, file_rows, measurements
+from tests.oracles.windows import Spec
 from tests.support.judge import (
     arrival,
     committed_outputs,
@@ -31,11 +36,6 @@ from tests.support.judge import (
     judge_points,
     judge_topics,
 )
-from tests.support.oracles.join import parse_pairs
-from tests.support.oracles.pipeline import PipelineSpec, expected_outputs
-from tests.support.oracles.points import expected_points
-from tests.support.oracles.rows import Measurement, file_rows, measurements
-from tests.support.oracles.windows import Spec
 from tests.support.verdict import Verdict, assert_exact
 from tests.support.waits import settle
 

@@ -14,10 +14,10 @@ from stacktools.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_file
+from tests.oracles.pipeline import Outputs
+from tests.oracles.points import Identity
+from tests.oracles.rows import Measurement
 from tests.support.messages import key_of, value_of
-from tests.support.oracles.pipeline import Outputs
-from tests.support.oracles.points import Identity
-from tests.support.oracles.rows import Measurement
 from tests.support.verdict import Table, Verdict, compare, table
 
 #: Each topic's record identity: what makes two of its records the same record.

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from operators import NO_TIME, ms
 from streamkit.durations import parse_duration_ms
-from tests.support.oracles.windows import Record, Spec, starts_containing, window_oracle
+from tests.oracles.windows import Record, Spec, starts_containing, window_oracle
 from windowing import (
     WindowRules,
     WindowSpec,

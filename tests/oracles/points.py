@@ -8,8 +8,8 @@ with the absent ones left out, fields a dict without the absent (null) ones.
 
 from __future__ import annotations
 
-from tests.support.oracles.pipeline import Outputs
-from tests.support.oracles.windows import Spec
+from tests.oracles.pipeline import Outputs
+from tests.oracles.windows import Spec
 
 Identity = tuple[str, tuple[tuple[str, str], ...], int]
 NS_PER_MS = 1_000_000

@@ -1,4 +1,4 @@
-"""python -m tests.support.eos_driver: a minimal pass-through job through the real runner and sink.
+"""python -m tests.drivers.eos_driver: a minimal pass-through job through the real runner and sink.
 
 Copies every record of --raw-topic (key, value, partition) to --output-topic exactly once, so
 the fault-injection test can compare output and input as multisets. Runs with
@@ -58,7 +58,7 @@ def build(settings: DriverSettings):
 
 JOB = StreamingJob(
     "eos_driver",
-    "tests.support.eos_driver",
+    "tests.drivers.eos_driver",
     __doc__,
     DriverSettings,
     lambda _: "eos-driver",

@@ -1,4 +1,4 @@
-"""python -m tests.support.cluster_probe MASTER [--hold]: one small job through our session on
+"""python -m tests.drivers.cluster_probe MASTER [--hold]: one small job through our session on
 a Spark cluster (the secret in SPARK_CLUSTER_PASSWORD, never on a command line); prints JSON of
 where its Python code ran. ``--hold``: then keeps the session (its driver, executors and Python
 workers) until its standard input closes, for a test to look at the processes.

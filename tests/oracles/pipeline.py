@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.oracles import opstats
-from tests.support.oracles.join import Pair, parse_pairs, pattern_join
-from tests.support.oracles.rows import Measurement, SpecRow, measurements
-from tests.support.oracles.windows import Spec, window_oracle
+from tests.oracles import opstats
+from tests.oracles.join import Pair, parse_pairs, pattern_join
+from tests.oracles.rows import Measurement, SpecRow, measurements
+from tests.oracles.windows import Spec, window_oracle
 
 
 @dataclass(frozen=True)
