@@ -105,19 +105,12 @@ def late_route(
 
     from streamkit.wire import record_key_column, schema_text
 
-    value = to_avro(
-        F.struct(
-            "thing",
-            "quantity",
-            "event_time_ms",
-            "value",
-            "row_id",
-            "reason",
-            stage.alias("stage"),
-            watermark.cast("long").alias("watermark_ms"),
-        ),
-        schema_text("late"),
-    )
+    computed = {
+        "stage": stage.alias("stage"),
+        "watermark_ms": watermark.cast("long").alias("watermark_ms"),
+    }
+    fields = [computed.get(name, F.col(name)) for name in schema_fields("late")]
+    value = to_avro(F.struct(*fields), schema_text("late"))
     return Route(LATE, topic, partitions, record_key_column(), framed(value, header))
 
 
