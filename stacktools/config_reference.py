@@ -390,6 +390,9 @@ def settings_rows(section: Section) -> list[list[str]]:
         help_text = field.metadata.get("help", "")
         if secret:
             help_text += "; see *Users and passwords*"
+        if legacy := field.metadata.get("legacy_env"):
+            unit = field.metadata["legacy_unit"]
+            help_text += f" (formerly {legacy}, a number of {unit}; see *Renamed durations*)"
         type_name = " \\| ".join(choices_of(kind)) or _TYPE_NAMES.get(kind, str(kind))
         rows.append(
             [
@@ -514,12 +517,26 @@ generates local ones, docker compose refuses to start without them in `.env`.
 
 Every value is converted and checked when a program starts, never later where it is used:
 
-- **duration**: `500ms`, `10s`, `1m`, `2h` (a bare number is seconds); where the meaning says
+- **duration**: `500ms`, `10s`, `1m`, `2h`, `7d` (a bare number is seconds); where the meaning says
   so, `0` or `off` for none. Held as a `timedelta`.
+- **duration** that was a number of one unit: see *Renamed durations* below.
 - **size**: bytes, or `64k`, `1m`, `2g` (binary multiples, as the JVM and Spark read them).
 - **secret**: a password; held as `streamkit.secret.Secret`, whose `repr` and `str` are `***`,
   so a settings object in a log line or a traceback shows no password.
 - **a choice** (`a \\| b`): one of the values listed.
+
+## Renamed durations
+
+Some durations were numbers of one unit, named with it (`JOIN_MAX_GAP_MS=5000`); they are
+durations now, named without it (`JOIN_MAX_GAP=5s`), their options too (`--max-gap 5s`). For
+one release, so that an existing `.env` keeps its meaning:
+
+- the old variable is still read (the new one wins when both are set);
+- a bare number, under either name or on the command line, still counts in the old unit;
+
+and each such value is logged at start-up as a warning (logger `streamkit.config`, field
+`setting`) that names the setting and its new spelling. The next release reads neither. Each
+such setting's meaning below names its old variable and unit.
 
 ## Errors and exit codes
 

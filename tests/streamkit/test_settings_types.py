@@ -151,10 +151,48 @@ def test_sizes_read_as_the_jvm_reads_them(tmp_path: Path) -> None:
 
 
 def test_duration_text_round_trips() -> None:
-    for text in ("250ms", "10s", "90s", "1m", "2h"):
+    for text in ("250ms", "10s", "90s", "1m", "2h", "7d"):
         assert format_duration(parse_duration(text)) == text
     assert format_duration(parse_duration("off", allow_zero=True)) == "off"
     assert parse_duration_ms("1.5s") == 1500  # the windows' grammar, unchanged
+
+
+@pytest.mark.parametrize(
+    ("environ", "argv", "stall", "warning"),
+    [
+        ({"HEALTH_STALL": "90s"}, [], timedelta(seconds=90), ""),
+        ({"HEALTH_STALL_S": "90"}, [], timedelta(seconds=90), "HEALTH_STALL_S is deprecated"),
+        ({"HEALTH_STALL_S": "90", "HEALTH_STALL": "1m"}, [], timedelta(minutes=1), ""),
+        ({"HEALTH_STALL": "90"}, [], timedelta(seconds=90), "HEALTH_STALL=90 is read in s"),
+        ({"HEALTH_STALL_S": "1"}, ["--health-stall", "2m"], timedelta(minutes=2), ""),
+        ({}, ["--health-stall", "0.5"], timedelta(milliseconds=500), "--health-stall 500ms"),
+    ],
+)
+def test_a_renamed_duration_reads_its_old_spelling_for_one_release_with_a_warning(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    environ: dict[str, str],
+    argv: list[str],
+    stall: timedelta,
+    warning: str,
+) -> None:
+    """An old ``.env`` (or a variable renamed without its value) must not change what a
+    service does, and the log must say how to write it now."""
+    base = {"STACK_RUN_DIR": str(tmp_path)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("os.environ", {**base, **environ})
+        settings, _ = Settings.parse(argv)
+    assert settings.health_stall == stall
+    with caplog.at_level(logging.WARNING, logger="streamkit.config"):
+        settings.log_legacy()
+    messages = [record.getMessage() for record in caplog.records]
+    if not warning:
+        assert messages == []
+        return
+    assert len(messages) == 1 and warning in messages[0], messages
+    assert getattr(caplog.records[0], "setting", None) == "HEALTH_STALL"
+    new_spelling = f"--health-stall {format_duration(stall)}" if argv else "HEALTH_STALL=90s"
+    assert messages[0].endswith(f"set {new_spelling}")
 
 
 def test_join_pairs_are_a_config_error_naming_the_variable() -> None:
