@@ -60,7 +60,13 @@ class SparkJobSettings(KafkaSettings):
         "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
         "the default; the container image sets its own)",
     )
-    trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
+    trigger: timedelta = setting(
+        timedelta(seconds=1),
+        "SPARK_TRIGGER",
+        "micro-batch trigger interval",
+        legacy_env="SPARK_TRIGGER_SECONDS",
+        legacy_unit="s",
+    )
     class_archive_dir: str = setting(
         str(CACHE_DIR / "jvm-classes"),
         "SPARK_CLASS_ARCHIVE_DIR",
@@ -134,11 +140,13 @@ class SparkJobSettings(KafkaSettings):
         "output partitions of the executors' sink; part of the query's identity: change "
         "it only on a fresh checkpoint or after a clean stop",
     )
-    transaction_timeout_ms: int = setting(
-        60000,
-        "SPARK_TRANSACTION_TIMEOUT_MS",
+    transaction_timeout: timedelta = setting(
+        timedelta(minutes=1),
+        "SPARK_TRANSACTION_TIMEOUT",
         "Kafka transaction timeout; must stay below the broker's "
         "transaction.max.timeout.ms (15 min by default)",
+        legacy_env="SPARK_TRANSACTION_TIMEOUT_MS",
+        legacy_unit="ms",
     )
 
     def extra_spark_conf(self) -> dict[str, str]:
@@ -247,18 +255,29 @@ class JoinSettings(StatisticsSettings):
         "pairs joined per thing: left:right[:result] separated by commas, a '*' in both names "
         "joining every component; results: " + ", ".join(sorted(RESULT_FUNCTIONS)),
     )
-    max_gap_ms: int = setting(
-        0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)"
+    max_gap: timedelta = setting(
+        timedelta(0),
+        "JOIN_MAX_GAP",
+        "only pairs with |left - right| <= this ('off': no limit)",
+        allow_zero=True,
+        legacy_env="JOIN_MAX_GAP_MS",
+        legacy_unit="ms",
     )
-    allowed_disorder_ms: int = setting(
-        0,
-        "JOIN_ALLOWED_DISORDER_MS",
-        "reorder records up to this much event time per stream (0: strict, late)",
+    allowed_disorder: timedelta = setting(
+        timedelta(0),
+        "JOIN_ALLOWED_DISORDER",
+        "reorder records up to this much event time per stream ('off': strict, late)",
+        allow_zero=True,
+        legacy_env="JOIN_ALLOWED_DISORDER_MS",
+        legacy_unit="ms",
     )
-    partner_timeout_ms: int = setting(
-        0,
-        "JOIN_PARTNER_TIMEOUT_MS",
-        "emit pairs once the other stream is this far ahead of a silent partner (0: off)",
+    partner_timeout: timedelta = setting(
+        timedelta(0),
+        "JOIN_PARTNER_TIMEOUT",
+        "emit pairs once the other stream is this far ahead of a silent partner ('off': never)",
+        allow_zero=True,
+        legacy_env="JOIN_PARTNER_TIMEOUT_MS",
+        legacy_unit="ms",
     )
 
 

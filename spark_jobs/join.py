@@ -65,9 +65,9 @@ def join_plan(settings: JoinSettings) -> JoinPlan:
         return JoinPlan(
             pairs,
             patterns,
-            max_gap_ms=settings.max_gap_ms or None,
-            allowed_disorder_ms=settings.allowed_disorder_ms,
-            partner_timeout_ms=settings.partner_timeout_ms or None,
+            max_gap=settings.max_gap or None,
+            allowed_disorder=settings.allowed_disorder,
+            partner_timeout=settings.partner_timeout or None,
         )
     except ValueError as exc:
         raise ConfigError("JOIN_PAIRS", str(exc)) from None

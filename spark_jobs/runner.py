@@ -25,6 +25,7 @@ from spark_jobs import class_archive, dead_letters
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink, FaultHook, owned_name
 from spark_jobs.executor_sink import ExecutorSink
+from streamkit.durations import duration_ms
 from streamkit.kafka_clients import spark_kafka_options
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import schema_text
@@ -182,7 +183,7 @@ def make_sink(
             settings,
             query_name,
             settings.marker_topic,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
+            transaction_timeout=settings.transaction_timeout,
             fault_hook=fault_hook,
         )
     if settings.sink == "executors":
@@ -191,7 +192,7 @@ def make_sink(
             query_name,
             settings.marker_topic,
             settings.sink_partitions,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
+            transaction_timeout=settings.transaction_timeout,
             fault_hook=fault_hook,
         )
     raise ValueError(f"SPARK_SINK={settings.sink!r}: driver or executors")
@@ -255,7 +256,7 @@ def run_query(
     writer = (
         writer.trigger(availableNow=True)
         if available_now
-        else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds")
+        else writer.trigger(processingTime=f"{duration_ms(settings.trigger)} milliseconds")
     )
     if warm_module and settings.warm_python_workers:
         warm_python_workers(spark, warm_module, settings.shuffle_partitions)

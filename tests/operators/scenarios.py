@@ -16,7 +16,7 @@ NOW_MS = 1_700_000_000_000
 def join_operator(idle_ms: int = 0) -> JoinOperator:
     """The golden files' join has no idle flush (older versions had none to hold)."""
     config = JoinConfig(
-        pairs=(PairSpec("speed", "torque"),), allowed_disorder_ms=3, partner_timeout_ms=50
+        pairs=(PairSpec("speed", "torque"),), allowed_disorder=ms(3), partner_timeout=ms(50)
     )
     return JoinOperator(config, max_future_ms=3_600_000, idle_ms=idle_ms)
 

@@ -195,6 +195,21 @@ def test_a_renamed_duration_reads_its_old_spelling_for_one_release_with_a_warnin
     assert messages[0].endswith(f"set {new_spelling}")
 
 
+def test_a_bare_number_of_a_renamed_duration_keeps_its_old_unit(tmp_path: Path) -> None:
+    """JOIN_MAX_GAP_MS=5000 was 5000 ms, and so is JOIN_MAX_GAP=5000 for one release: the join
+    sees the same gap either way."""
+    for variable in ("JOIN_MAX_GAP_MS", "JOIN_MAX_GAP"):
+        settings = JoinSettings.from_sources(
+            environ={"STACK_RUN_DIR": str(tmp_path), variable: "5000"}
+        )
+        assert settings.max_gap == timedelta(seconds=5)
+        assert join_plan(settings).config(()).max_gap_ms == 5000
+    off = JoinSettings.from_sources(
+        environ={"STACK_RUN_DIR": str(tmp_path), "JOIN_MAX_GAP_MS": "0"}
+    )
+    assert off.max_gap == timedelta(0) and join_plan(off).config(()).max_gap_ms is None
+
+
 def test_join_pairs_are_a_config_error_naming_the_variable() -> None:
     for text, problem in (
         ("", "names no pair"),
