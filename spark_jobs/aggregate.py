@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from operators import NO_TIME, Records, ms
+from operators import NO_TIME, Records
 from operators.reasons import SUPERSEDED
 from spark_jobs import dead_letters, outputs
 from spark_jobs.config import AggregateSettings
@@ -25,6 +26,7 @@ from spark_jobs.job import StreamingJob
 from spark_jobs.output_columns import OutputRows
 from spark_jobs.runner import observe_event_time, read_kafka, read_measurements, topic_partitions
 from spark_jobs.stateful import MEASUREMENT_COLUMNS, OperatorFunction
+from streamkit.durations import duration_ms
 from streamkit.wire import schema_text
 from streamkit.wire.registry import header as registry_header
 from windowing import STAGE, Step, WindowOperator, WindowRules
@@ -168,21 +170,21 @@ def window_rows(
         )
 
 
-def window_function(rules: WindowRules, idle_timeout_ms: int) -> OperatorFunction:
+def window_function(rules: WindowRules, idle_timeout: timedelta) -> OperatorFunction:
     """The per-(thing, quantity) function Spark calls with the key's rows of one micro-batch, or
     without rows when its idle timer fired (Spark's processing-time timeout)."""
     return OperatorFunction(
-        WindowOperator(rules, ms(idle_timeout_ms)),
+        WindowOperator(rules, idle_timeout),
         window_rows,
         OUTPUT_FIELDS,
         NULLABLE,
-        timers=bool(idle_timeout_ms),
+        timers=bool(idle_timeout),
     )
 
 
-def window_records(measured: DataFrame, rules: WindowRules, idle_timeout_ms: int) -> DataFrame:
+def window_records(measured: DataFrame, rules: WindowRules, idle_timeout: timedelta) -> DataFrame:
     """Aggregates and late records (OUTPUT_SCHEMA rows) from a measurement stream."""
-    return window_function(rules, idle_timeout_ms).apply(measured.groupBy("thing", "quantity"))
+    return window_function(rules, idle_timeout).apply(measured.groupBy("thing", "quantity"))
 
 
 def to_kafka_records(
@@ -217,7 +219,7 @@ def to_kafka_records(
 
 
 def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
-    rules, idle_ms = settings.window_rules(), settings.idle_timeout_ms()
+    rules, idle = settings.window_rules(), settings.idle_flush()
     partitions = {
         topic: topic_partitions(settings, topic)
         for topic in (settings.aggregates_topic, settings.late_topic, settings.dlq_topic)
@@ -229,13 +231,13 @@ def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
             extra={
                 "windows": [s.label for s in rules.specs],
                 "allowed_lateness_ms": rules.allowed_lateness_ms,
-                "idle_timeout_ms": idle_ms,
+                "idle_timeout_ms": duration_ms(idle),
                 "max_future_ms": rules.max_future_ms,
                 "partitions": partitions,
             },
         )
         return to_kafka_records(
-            window_records(measurements(spark, settings), rules, idle_ms), settings, partitions
+            window_records(measurements(spark, settings), rules, idle), settings, partitions
         )
 
     return output
@@ -247,7 +249,6 @@ def check(settings: AggregateSettings) -> None:
     if settings.source not in ("raw", "joined"):
         raise ValueError(f"--source must be raw or joined, not {settings.source!r}")
     settings.window_rules()
-    settings.idle_timeout_ms()
 
 
 JOB = StreamingJob(

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS, ResultFn
-from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
-from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
@@ -157,9 +155,6 @@ class SparkJobSettings(KafkaSettings):
             raise ConfigError("SPARK_CONF", f"{', '.join(bad)} not key=value")
         return {key.strip(): value.strip() for key, value in (p.split("=", 1) for p in pairs)}
 
-    def max_future_ms(self) -> int:
-        return duration_ms(self.max_future)
-
     def query(self, default_name: str) -> str:
         """The query name in effect: the configured one or the job's default."""
         return self.query_name or default_name
@@ -195,9 +190,10 @@ class IdleSettings(SparkJobSettings):
         allow_zero=True,
     )
 
-    def idle_timeout_ms(self) -> int:
-        """0 when off: a backfill (--available-now) must not depend on how long it took."""
-        return 0 if self.available_now else duration_ms(self.idle_timeout)
+    def idle_flush(self) -> timedelta:
+        """The idle timeout in effect: off (zero) with --available-now, as a backfill must not
+        depend on how long it took."""
+        return timedelta(0) if self.available_now else self.idle_timeout
 
 
 @dataclass(frozen=True)
@@ -333,8 +329,8 @@ class WindowSettings(IdleSettings):
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(
             tuple(specs),
-            ms(duration_ms(self.allowed_lateness)),
-            ms(self.max_future_ms()),
+            self.allowed_lateness,
+            self.max_future,
             same_by_row_id=same_by_row_id,
         )
 

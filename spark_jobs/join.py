@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator, JoinStep, PairSpec
@@ -192,12 +193,15 @@ class JoinRows:
 
 
 def join_function(
-    plan: JoinPlan, max_future_ms: int | None = None, idle_ms: int = 0
+    plan: JoinPlan, max_future: timedelta | None = None, idle_timeout: timedelta = timedelta(0)
 ) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
     rows when its idle flush is due."""
     return OperatorFunction(
-        JoinOperator(plan, max_future_ms, idle_ms), JoinRows(), OUTPUT_FIELDS, timers=bool(idle_ms)
+        JoinOperator(plan, max_future, idle_timeout),
+        JoinRows(),
+        OUTPUT_FIELDS,
+        timers=bool(idle_timeout),
     )
 
 
@@ -206,16 +210,16 @@ def join_pass(settings: JoinSettings) -> OperatorFunction:
     statistics beside it in the thing's one state (``Together``, as in the single pass), so
     its cycles go out in the pairs' transaction."""
     plan = join_plan(settings)
-    idle_ms = settings.idle_timeout_ms()
-    joiner = JoinOperator(plan, settings.max_future_ms(), idle_ms)
+    idle = settings.idle_flush()
+    joiner = JoinOperator(plan, settings.max_future, idle)
     statistics = operation_stats.stats_operator(settings)
     if statistics is None:
-        return OperatorFunction(joiner, JoinRows(), OUTPUT_FIELDS, timers=bool(idle_ms))
+        return OperatorFunction(joiner, JoinRows(), OUTPUT_FIELDS, timers=bool(idle))
     return OperatorFunction(
         Together((STAGE, joiner, plan.selects), (operation_stats.STAGE, statistics, None)),
         PartRows({STAGE: JoinRows(), operation_stats.STAGE: operation_stats.stats_rows(settings)}),
         WITH_STATISTICS,
-        timers=bool(idle_ms),
+        timers=bool(idle),
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,6 @@ from opstats.overload import OverloadEvent
 from spark_jobs.config import StatisticsSettings, result_function
 from spark_jobs.output_columns import Fields, OutputRows
 from spark_jobs.outputs import Route, encoded_route
-from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
 from streamkit.wire import AvroCodec, cycle_key, overload_key
 from streamkit.wire.registry import header as registry_header
@@ -80,15 +78,14 @@ def stats_config(settings: StatisticsSettings) -> StatsConfig | None:
     catalogue raises CatalogueError (exit code 2, naming the file, line and field)."""
     if not enabled(settings):
         return None
-    timeout = duration_ms(settings.opstats_partner_timeout)
     return StatsConfig(
         power_inputs(settings.opstats_power),
         load_catalogue(settings.machine_catalogue or None),
         cycle=settings.opstats_cycle,
         max_hold=settings.opstats_max_hold,
-        partner_timeout=timedelta(milliseconds=timeout) if timeout else None,
+        partner_timeout=settings.opstats_partner_timeout or None,  # zero: off
         overload_after=settings.opstats_overload_time or None,  # zero: off
-        idle_timeout=timedelta(milliseconds=settings.idle_timeout_ms()),
+        idle_timeout=settings.idle_flush(),
     )
 
 
@@ -97,7 +94,7 @@ def stats_operator(settings: StatisticsSettings) -> OperationStatistics | None:
     if config is None:
         return None
     try:
-        return OperationStatistics(config, settings.max_future_ms())
+        return OperationStatistics(config, settings.max_future)
     except ValueError as exc:  # a duration the operator refuses (zero, a fraction of a ms)
         raise ConfigError("OPSTATS_CYCLE/OPSTATS_MAX_HOLD", str(exc)) from None
 

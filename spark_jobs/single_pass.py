@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator
 from lsb.plan import JoinPlan
-from operators import ByQuantity, KeyedOperator, Together, ms
+from operators import ByQuantity, KeyedOperator, Together
 from spark_jobs import aggregate, dead_letters, join, operation_stats, outputs
 from spark_jobs.config import SinglePassSettings
 from spark_jobs.job import StreamingJob
@@ -92,12 +92,12 @@ def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
     parts: list[tuple[str, KeyedOperator, Any]] = [
         (
             join.STAGE,
-            JoinOperator(plan, settings.max_future_ms(), settings.idle_timeout_ms()),
+            JoinOperator(plan, settings.max_future, settings.idle_flush()),
             plan.selects,
         ),
         (
             aggregate.STAGE,
-            ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),
+            ByQuantity(WindowOperator(settings.window_rules(), settings.idle_flush())),
             None,
         ),
     ]
@@ -120,7 +120,7 @@ def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
         thing_rows(statistics_rows(settings)),
         output_fields(settings),
         aggregate.NULLABLE,
-        timers=bool(settings.idle_timeout_ms()),
+        timers=bool(settings.idle_flush()),
     )
 
 
@@ -199,7 +199,7 @@ def driver_query(settings: SinglePassSettings):
     from spark_jobs import driver_state
     from spark_jobs.runner import read_measurements
 
-    heartbeat = bool(settings.idle_timeout_ms()) and not settings.available_now
+    heartbeat = bool(settings.idle_flush()) and not settings.available_now
 
     def query(spark: SparkSession) -> DataFrame:
         rows = read_measurements(spark, settings).select(*MEASUREMENT_COLUMNS)

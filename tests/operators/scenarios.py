@@ -18,7 +18,7 @@ def join_operator(idle_ms: int = 0) -> JoinOperator:
     config = JoinConfig(
         pairs=(PairSpec("speed", "torque"),), allowed_disorder=ms(3), partner_timeout=ms(50)
     )
-    return JoinOperator(config, max_future_ms=3_600_000, idle_ms=idle_ms)
+    return JoinOperator(config, max_future=timedelta(hours=1), idle_timeout=ms(idle_ms))
 
 
 def window_operator() -> WindowOperator:
@@ -48,7 +48,7 @@ def opstats_operator() -> OperationStatistics:
         partner_timeout=ms(10),
         idle_timeout=ms(1000),
     )
-    return OperationStatistics(config, max_future_ms=3_600_000)
+    return OperationStatistics(config, max_future=timedelta(hours=1))
 
 
 #: A thing's records in arrival order: two joined streams with disorder, a re-send, a copy

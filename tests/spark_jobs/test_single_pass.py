@@ -74,8 +74,8 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 
 def two_jobs(settings: SinglePassSettings):
-    joiner = Keyed(join.join_function(join.join_plan(settings), settings.max_future_ms()))
-    windows = Keyed(aggregate.window_function(settings.window_rules(), settings.idle_timeout_ms()))
+    joiner = Keyed(join.join_function(join.join_plan(settings), settings.max_future))
+    windows = Keyed(aggregate.window_function(settings.window_rules(), settings.idle_flush()))
     plan = join.join_plan(settings)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:

@@ -99,7 +99,7 @@ def test_durations_are_parsed_when_the_settings_load(tmp_path: Path) -> None:
         timedelta(minutes=2),
     )
     assert aggregate.window_rules().allowed_lateness_ms == 0
-    assert aggregate.idle_timeout_ms() == 120_000
+    assert aggregate.idle_flush() == timedelta(minutes=2)
     assert aggregate.as_environment()["AGGREGATE_IDLE_TIMEOUT"] == "2m"  # round trip to a child
     assert (
         AggregateSettings.from_sources(environ=aggregate.as_environment()).idle_timeout
