@@ -49,6 +49,7 @@ from streamkit.config import (
     credential_env,
     default_text,
     identity_fields,
+    legacy_option,
 )
 from streamkit.paths import REPO_ROOT
 from streamkit.secret import Secret
@@ -392,7 +393,10 @@ def settings_rows(section: Section) -> list[list[str]]:
             help_text += "; see *Users and passwords*"
         if legacy := field.metadata.get("legacy_env"):
             unit = field.metadata["legacy_unit"]
-            help_text += f" (formerly {legacy}, a number of {unit}; see *Renamed durations*)"
+            help_text += (
+                f" (formerly {legacy} and {legacy_option(field)}, a number of {unit}; see "
+                "*Renamed durations*)"
+            )
         type_name = " \\| ".join(choices_of(kind)) or _TYPE_NAMES.get(kind, str(kind))
         rows.append(
             [
@@ -529,10 +533,11 @@ Every value is converted and checked when a program starts, never later where it
 
 Some durations were numbers of one unit, named with it (`JOIN_MAX_GAP_MS=5000`); they are
 durations now, named without it (`JOIN_MAX_GAP=5s`), their options too (`--max-gap 5s`). For
-one release, so that an existing `.env` keeps its meaning:
+one release, so that an existing `.env` or script keeps its meaning:
 
-- the old variable is still read (the new one wins when both are set);
-- a bare number, under either name or on the command line, still counts in the old unit;
+- the old variable and option are still read (`JOIN_MAX_GAP_MS`, `--max-gap-ms`; the new
+  variable wins when both are set);
+- a bare number, under either name, still counts in the old unit;
 
 and each such value is logged at start-up as a warning (logger `streamkit.config`, field
 `setting`) that names the setting and its new spelling. The next release reads neither. Each

@@ -196,26 +196,42 @@ def _convert(kind: Any, raw: str, name: str, field: dataclasses.Field | None = N
         raise ConfigError(name, str(exc)) from None
 
 
-def legacy_reading(field: dataclasses.Field, name: str, raw: str) -> str:
+def option_of(name: str) -> str:
+    """A field's command-line option."""
+    return "--" + name.replace("_", "-")
+
+
+def legacy_option(field: dataclasses.Field) -> str:
+    """A renamed duration's old option: the field's with the old unit (``--max-gap-ms``)."""
+    unit = field.metadata["legacy_env"].rsplit("_", 1)[1].lower()
+    return f"{option_of(field.name)}-{unit}"
+
+
+class OldOptionText(str):
+    """The text given to a renamed duration's old option, so that loading can tell it."""
+
+
+def legacy_reading(field: dataclasses.Field, name: str, raw: str, *, old: bool) -> str:
     """Why a value of a renamed duration is read the old way, or "" when it is not.
 
     These settings were numbers of one unit (``JOIN_MAX_GAP_MS=5000``) and are durations now
-    (``JOIN_MAX_GAP=5s``). For one release the old variable is still read, and a bare number
-    (under either name, or on the command line) still counts in the old unit, so neither an
+    (``JOIN_MAX_GAP=5s``). For one release the old variable and option (``old``) are still
+    read, and a bare number (under either name) still counts in the old unit, so neither an
     old ``.env`` nor a variable renamed without its value changes what a service does. Each
     such reading is logged as a warning naming the new spelling
     (:meth:`ServiceSettings.log_legacy`); the next release drops both."""
     unit = field.metadata.get("legacy_unit")
     if not unit:
         return ""
-    env = field.metadata["env"]
     value = parse_duration(raw, allow_zero=True, bare_unit=unit)
     text = format_duration(value) if value else "0"
-    spelling = f"{name} {text}" if name.startswith("--") else f"{env}={text}"
-    if name == field.metadata.get("legacy_env"):
+    option = name.startswith("--")
+    spelling = f"{option_of(field.name)} {text}" if option else f"{field.metadata['env']}={text}"
+    if old:
         return f"{name} is deprecated and read for one more release: set {spelling}"
     if is_bare_number(raw) and value:
-        return f"{name}={raw.strip()} is read in {unit} for one more release: set {spelling}"
+        given = f"{name} {raw.strip()}" if option else f"{name}={raw.strip()}"
+        return f"{given} is read in {unit} for one more release: set {spelling}"
     return ""
 
 
@@ -404,11 +420,13 @@ class ServiceSettings:
             if field.name in cli:
                 values[field.name] = value = cli[field.name]
                 if isinstance(value, str):  # the raw text of a renamed duration (add_arguments)
-                    option = "--" + field.name.replace("_", "-")
-                    legacy.append((env, legacy_reading(field, option, value)))
+                    old = isinstance(value, OldOptionText)
+                    option = legacy_option(field) if old else option_of(field.name)
+                    legacy.append((env, legacy_reading(field, option, value, old=old)))
             elif name := next((n for n in (env, old_env) if n and n in layered), None):
                 values[field.name] = _convert(hints[field.name], layered[name], name, field)
-                legacy.append((env, legacy_reading(field, name, layered[name])))
+                note = legacy_reading(field, name, layered[name], old=name == old_env)
+                legacy.append((env, note))
         # No password given: the one of the user this process logs in as.
         for system in cls.systems():
             username, password = identity_fields(system)
@@ -441,7 +459,7 @@ class ServiceSettings:
         )
         for field in dataclasses.fields(cls):
             kind = hints[field.name]
-            option = "--" + field.name.replace("_", "-")
+            option = option_of(field.name)
             text = f"{field.metadata.get('help', '')} {default_note(field, kind)}".replace(
                 "%", "%%"
             )
@@ -458,16 +476,23 @@ class ServiceSettings:
                     option, dest=field.name, choices=choices, default=None, help=text
                 )
             else:
+                renamed = bool(field.metadata.get("legacy_unit"))
                 group.add_argument(
                     option,
                     dest=field.name,
-                    type=_argument_type(
-                        kind, field, keep_text=bool(field.metadata.get("legacy_unit"))
-                    ),
+                    type=_argument_type(kind, field, keep_text=str if renamed else None),
                     default=None,
                     metavar=field.metadata.get("env"),
                     help=text,
                 )
+                if renamed:  # the old option, for one release, unlisted
+                    group.add_argument(
+                        legacy_option(field),
+                        dest=field.name,
+                        type=_argument_type(kind, field, keep_text=OldOptionText),
+                        default=None,
+                        help=argparse.SUPPRESS,
+                    )
 
     @classmethod
     def parse(
@@ -514,11 +539,11 @@ def legacy_note(field: dataclasses.Field) -> str:
 
 
 def _argument_type(
-    kind: Any, field: dataclasses.Field, *, keep_text: bool = False
+    kind: Any, field: dataclasses.Field, *, keep_text: type[str] | None = None
 ) -> Callable[[str], Any]:
     """:func:`parser_of` for argparse: its reason shows after the option's name (exit 2).
-    ``keep_text``: check the value but hand on its text, so that :meth:`from_sources` can
-    tell a bare number read in a renamed duration's old unit (:func:`legacy_reading`)."""
+    ``keep_text``: check the value but hand on its text (as this type), so that
+    :meth:`from_sources` can tell a renamed duration's old spelling (:func:`legacy_reading`)."""
     convert = parser_of(kind, field)
 
     def argument(raw: str) -> Any:
@@ -526,7 +551,7 @@ def _argument_type(
             value = convert(raw)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return raw if keep_text else value
+        return keep_text(raw) if keep_text else value
 
     argument.__name__ = getattr(kind, "__name__", "value")
     return argument

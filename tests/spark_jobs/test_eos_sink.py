@@ -268,8 +268,8 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
         "--max-offsets-per-trigger",
         str(per_batch),
         "--available-now",
-        "--trigger-seconds",
-        "0.2",
+        "--trigger",
+        "200ms",
     ]
 
     for round_no, (point, batch) in enumerate(fault_plan(FAULT_ROUNDS, batches)):

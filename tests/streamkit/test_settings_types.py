@@ -165,7 +165,8 @@ def test_duration_text_round_trips() -> None:
         ({"HEALTH_STALL_S": "90", "HEALTH_STALL": "1m"}, [], timedelta(minutes=1), ""),
         ({"HEALTH_STALL": "90"}, [], timedelta(seconds=90), "HEALTH_STALL=90 is read in s"),
         ({"HEALTH_STALL_S": "1"}, ["--health-stall", "2m"], timedelta(minutes=2), ""),
-        ({}, ["--health-stall", "0.5"], timedelta(milliseconds=500), "--health-stall 500ms"),
+        ({}, ["--health-stall", "0.5"], timedelta(milliseconds=500), "--health-stall 0.5 is read"),
+        ({}, ["--health-stall-s", "90"], timedelta(seconds=90), "--health-stall-s is deprecated"),
     ],
 )
 def test_a_renamed_duration_reads_its_old_spelling_for_one_release_with_a_warning(
@@ -193,6 +194,30 @@ def test_a_renamed_duration_reads_its_old_spelling_for_one_release_with_a_warnin
     assert getattr(caplog.records[0], "setting", None) == "HEALTH_STALL"
     new_spelling = f"--health-stall {format_duration(stall)}" if argv else "HEALTH_STALL=90s"
     assert messages[0].endswith(f"set {new_spelling}")
+
+
+def test_a_service_logs_an_old_spelling_in_its_own_log_format(tmp_path: Path) -> None:
+    """The warning is a line of the service's JSON log (a log collector sees it), not a bare
+    line on stderr before logging is set up."""
+    program = (
+        "import sys; from streamkit.config import ServiceSettings; "
+        "from streamkit.service import run_service; "
+        "sys.exit(run_service('probe', ServiceSettings, None, [], lambda settings, flag: 0))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=REPO_ROOT,
+        env={"STACK_RUN_DIR": str(tmp_path), "HEALTH_STALL_S": "90", "LOG_FORMAT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    warning = next(line for line in lines if line["level"] == "WARNING")
+    assert warning["logger"] == "streamkit.config" and warning["setting"] == "HEALTH_STALL"
+    assert warning["msg"].endswith("set HEALTH_STALL=90s")
 
 
 def test_a_bare_number_of_a_renamed_duration_keeps_its_old_unit(tmp_path: Path) -> None:
