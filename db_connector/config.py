@@ -43,29 +43,25 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
         "CONNECTOR_FLUSH_INTERVAL",
         "longest a point waits while another write is in flight (with none in flight, "
         "points are written as soon as the consumer has caught up)",
-        legacy_env="CONNECTOR_FLUSH_INTERVAL_MS",
-        legacy_unit="ms",
+        was="CONNECTOR_FLUSH_INTERVAL_MS",
     )
     write_timeout: timedelta = setting(
         timedelta(seconds=30),
         "CONNECTOR_WRITE_TIMEOUT",
         "timeout of one InfluxDB write request",
-        legacy_env="CONNECTOR_WRITE_TIMEOUT_MS",
-        legacy_unit="ms",
+        was="CONNECTOR_WRITE_TIMEOUT_MS",
     )
     retry_initial: timedelta = setting(
         timedelta(milliseconds=200),
         "CONNECTOR_RETRY_INITIAL",
         "first back-off after a failed write",
-        legacy_env="CONNECTOR_RETRY_INITIAL_MS",
-        legacy_unit="ms",
+        was="CONNECTOR_RETRY_INITIAL_MS",
     )
     retry_max: timedelta = setting(
         timedelta(seconds=10),
         "CONNECTOR_RETRY_MAX",
         "longest back-off between write attempts",
-        legacy_env="CONNECTOR_RETRY_MAX_MS",
-        legacy_unit="ms",
+        was="CONNECTOR_RETRY_MAX_MS",
     )
     influx_retention_policy: str = setting(
         "autogen", "INFLUX_RETENTION_POLICY", "retention policy written to"

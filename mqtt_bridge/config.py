@@ -26,8 +26,7 @@ class BridgeSettings(KafkaSettings, MqttSettings):
         "BRIDGE_SESSION_EXPIRY",
         "how long the broker keeps the session (whole seconds, rounded up)",
         allow_zero=True,
-        legacy_env="BRIDGE_SESSION_EXPIRY_S",
-        legacy_unit="s",
+        was="BRIDGE_SESSION_EXPIRY_S",
     )
     mqtt5: bool = setting(
         False,
@@ -51,8 +50,7 @@ class BridgeSettings(KafkaSettings, MqttSettings):
         "BRIDGE_LINGER",
         "Kafka producer linger: larger batches, more latency",
         allow_zero=True,
-        legacy_env="BRIDGE_LINGER_MS",
-        legacy_unit="ms",
+        was="BRIDGE_LINGER_MS",
     )
     max_future: timedelta = setting(
         timedelta(hours=1),

@@ -41,8 +41,7 @@ class SimulatorSettings(MqttSettings):
         "keep /metrics up this long after the replay, so that a scraper sees the final counts "
         "of a replay shorter than its interval",
         allow_zero=True,
-        legacy_env="SIMULATOR_LINGER_S",
-        legacy_unit="s",
+        was="SIMULATOR_LINGER_S",
     )
     input: str = setting(
         "",

@@ -62,8 +62,7 @@ class SparkJobSettings(KafkaSettings):
         timedelta(seconds=1),
         "SPARK_TRIGGER",
         "micro-batch trigger interval",
-        legacy_env="SPARK_TRIGGER_SECONDS",
-        legacy_unit="s",
+        was="SPARK_TRIGGER_SECONDS",
     )
     class_archive_dir: str = setting(
         str(CACHE_DIR / "jvm-classes"),
@@ -143,8 +142,7 @@ class SparkJobSettings(KafkaSettings):
         "SPARK_TRANSACTION_TIMEOUT",
         "Kafka transaction timeout; must stay below the broker's "
         "transaction.max.timeout.ms (15 min by default)",
-        legacy_env="SPARK_TRANSACTION_TIMEOUT_MS",
-        legacy_unit="ms",
+        was="SPARK_TRANSACTION_TIMEOUT_MS",
     )
 
     def extra_spark_conf(self) -> dict[str, str]:
@@ -256,24 +254,21 @@ class JoinSettings(StatisticsSettings):
         "JOIN_MAX_GAP",
         "only pairs with |left - right| <= this ('off': no limit)",
         allow_zero=True,
-        legacy_env="JOIN_MAX_GAP_MS",
-        legacy_unit="ms",
+        was="JOIN_MAX_GAP_MS",
     )
     allowed_disorder: timedelta = setting(
         timedelta(0),
         "JOIN_ALLOWED_DISORDER",
         "reorder records up to this much event time per stream ('off': strict, late)",
         allow_zero=True,
-        legacy_env="JOIN_ALLOWED_DISORDER_MS",
-        legacy_unit="ms",
+        was="JOIN_ALLOWED_DISORDER_MS",
     )
     partner_timeout: timedelta = setting(
         timedelta(0),
         "JOIN_PARTNER_TIMEOUT",
         "emit pairs once the other stream is this far ahead of a silent partner ('off': never)",
         allow_zero=True,
-        legacy_env="JOIN_PARTNER_TIMEOUT_MS",
-        legacy_unit="ms",
+        was="JOIN_PARTNER_TIMEOUT_MS",
     )
 
 

@@ -44,6 +44,10 @@ MACHINE_CREDENTIALS_FILE = "machine-credentials.json"
 SYSTEMS = ("kafka", "mqtt", "influx")
 
 
+#: The unit an old variable's name ends with: what its bare numbers count.
+_NAMED_UNITS = {"MS": "ms", "S": "s", "SECONDS": "s"}
+
+
 def setting(
     default: Any,
     env: str,
@@ -51,14 +55,13 @@ def setting(
     *,
     secret: bool = False,
     allow_zero: bool = False,
-    legacy_env: str = "",
-    legacy_unit: str = "",
+    was: str = "",
 ) -> Any:
     """Declare a field with its environment variable and help text. ``help`` says what the
     option does and when to change it; ``--help`` adds the default and the variable.
-    ``allow_zero``: a duration that may be 0 / 'off' (meaning "none"). ``legacy_env`` and
-    ``legacy_unit``: a duration once given as a bare number of that unit under that name
-    (:func:`legacy_reading`)."""
+    ``allow_zero``: a duration that may be 0 / 'off' (meaning "none"). ``was``: the variable
+    of a duration that was a number of the unit its name ends with (``JOIN_MAX_GAP_MS``),
+    read for one more release (:func:`legacy_reading`)."""
     return dataclasses.field(
         default=default,
         metadata={
@@ -66,8 +69,8 @@ def setting(
             "help": help,
             "secret": secret,
             "allow_zero": allow_zero,
-            "legacy_env": legacy_env,
-            "legacy_unit": legacy_unit,
+            "legacy_env": was,
+            "legacy_unit": _NAMED_UNITS[was.rsplit("_", 1)[1]] if was else "",
         },
     )
 
@@ -312,8 +315,7 @@ class ServiceSettings:
         timedelta(minutes=2),
         "HEALTH_STALL",
         "/healthz on the metrics port answers 503 after this long without progress",
-        legacy_env="HEALTH_STALL_S",
-        legacy_unit="s",
+        was="HEALTH_STALL_S",
     )
     tls: bool = setting(
         True,
