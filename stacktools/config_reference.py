@@ -51,6 +51,9 @@ from streamkit.config import (
     identity_fields,
     legacy_option,
 )
+from streamkit.config import (
+    option_of as field_option,
+)
 from streamkit.paths import REPO_ROOT
 from streamkit.secret import Secret
 from streamkit.sizes import ByteSize
@@ -351,7 +354,7 @@ def env_of(field: dataclasses.Field) -> str:
 
 
 def option_of(field: dataclasses.Field, kind: Any) -> str:
-    option = "--" + field.name.replace("_", "-")
+    option = field_option(field.name)
     return f"{option}, --no-{option[2:]}" if kind is bool else option
 
 
