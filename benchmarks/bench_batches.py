@@ -49,8 +49,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     },
     "two-partitions": {"SPARK_SHUFFLE_PARTITIONS": "2"},
     "warm-up": {"SPARK_WARM_PYTHON_WORKERS": "true"},
-    "trigger-0.5s": {"SPARK_TRIGGER_SECONDS": "0.5"},
-    "trigger-0.25s": {"SPARK_TRIGGER_SECONDS": "0.25"},
+    "trigger-0.5s": {"SPARK_TRIGGER": "500ms"},
+    "trigger-0.25s": {"SPARK_TRIGGER": "250ms"},
     "state-executors": {"SPARK_STATE": "executors"},  # Spark's state store, not the driver's
 }
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")

@@ -39,6 +39,7 @@ from stacktools.stack import Stack
 from stacktools.wiring import Wiring, private_database, private_topic
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
+from streamkit.durations import duration_ms
 from streamkit.events import validate
 from streamkit.kafka_clients import admin_client, client_config, idempotent_producer
 from streamkit.paths import REPO_ROOT
@@ -203,7 +204,7 @@ def connector_service(
     if batch_points:
         extra += ["--batch-points", str(batch_points)]
     if flush_ms:
-        extra += ["--flush-interval-ms", str(flush_ms)]
+        extra += ["--flush-interval", f"{flush_ms}ms"]
     log = work / f"connector-{group}.log"
     service = service_process(
         "db_connector",
@@ -530,7 +531,7 @@ def connector_runs(
         for batch in batch_sizes:
             print(
                 f"connector: batch points {batch or defaults.batch_points:,}, flush interval "
-                f"{args.flush_interval_ms or defaults.flush_interval_ms} ms ...",
+                f"{args.flush_interval_ms or duration_ms(defaults.flush_interval)} ms ...",
                 flush=True,
             )
             r = measure_connector(
@@ -545,7 +546,7 @@ def connector_runs(
                 databases,
             )
             r["batch_points"] = batch or defaults.batch_points
-            r["flush_ms"] = args.flush_interval_ms or defaults.flush_interval_ms
+            r["flush_ms"] = args.flush_interval_ms or duration_ms(defaults.flush_interval)
             results.append(r)
             stored = "ok" if r["stored"] == args.records else f"MISMATCH, expected {args.records:,}"
             print(

@@ -65,7 +65,7 @@ def operator(components: int, stats: bool) -> Together:
     names = [f"C{11 + k}" for k in range(components)]
     join = JoinOperator(
         JoinConfig(tuple(PairSpec(f"actSpeed_{c}", f"vaTorque_{c}") for c in names)),
-        max_future_ms=3_600_000,
+        max_future=timedelta(hours=1),
     )
     rules = WindowRules(
         tuple(parse_windows("10s", "", "")), timedelta(seconds=10), timedelta(hours=1)
@@ -77,7 +77,7 @@ def operator(components: int, stats: bool) -> Together:
     if stats:
         inputs = PowerInputs(Pattern("actSpeed_*"), Pattern("vaTorque_*"), mechanical_power)
         config = StatsConfig(inputs, idle_timeout=timedelta(minutes=5))
-        parts.append(("opstats", OperationStatistics(config, max_future_ms=3_600_000), None))
+        parts.append(("opstats", OperationStatistics(config, max_future=timedelta(hours=1)), None))
     return Together(*parts)
 
 

@@ -60,11 +60,6 @@ class Committer:
         self.generation = generation
         self.forget_polled = forget_polled
 
-    def _backoff(self) -> Backoff:
-        return Backoff(
-            initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000
-        )
-
     def commit(self, batch: Batch, dead: list[DeadLetter]) -> bool:
         """Commit the batch's offsets, with its dead letters in one transaction when it has any.
         False when it was not committed: the caller then rewinds (:meth:`rewind`), so that it is
@@ -72,7 +67,7 @@ class Committer:
         return self._commit_transaction(batch, dead) if dead else self._commit_offsets(batch)
 
     def _commit_offsets(self, batch: Batch) -> bool:
-        backoff = self._backoff()
+        backoff = self.settings.write_backoff()
         while batch.generation == self.generation():
             try:
                 self.consumer.commit(offsets=batch.offsets(), asynchronous=False)
@@ -103,7 +98,7 @@ class Committer:
         """Dead letters + offsets atomically. A retriable failure of one step retries that
         step inside the same transaction (its outcome may be unknown, so it must not be
         redone in a new one); an abortable one aborts and starts the transaction over."""
-        backoff = self._backoff()
+        backoff = self.settings.write_backoff()
         while batch.generation == self.generation():
             try:
                 self.producer.begin_transaction()
@@ -142,7 +137,7 @@ class Committer:
         it is retried, not redone). A step that keeps failing wedges the producer: after
         ``attempts`` the process exits (TransactionStuck), and the restarted instance fences
         this producer, which aborts the open transaction; nothing was committed."""
-        backoff = self._backoff()
+        backoff = self.settings.write_backoff()
         for attempt in range(1, attempts + 1):
             try:
                 step()

@@ -4,8 +4,10 @@ identity knobs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from streamkit.config import InfluxSettings, KafkaSettings, login_as, serves_metrics_on, setting
+from streamkit.deadline import Backoff
 
 
 @dataclass(frozen=True)
@@ -36,21 +38,37 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
     batch_points: int = setting(
         20000, "CONNECTOR_BATCH_POINTS", "write to InfluxDB when this many points are pending"
     )
-    flush_interval_ms: int = setting(
-        250,
-        "CONNECTOR_FLUSH_INTERVAL_MS",
+    flush_interval: timedelta = setting(
+        timedelta(milliseconds=250),
+        "CONNECTOR_FLUSH_INTERVAL",
         "longest a point waits while another write is in flight (with none in flight, "
         "points are written as soon as the consumer has caught up)",
+        was="CONNECTOR_FLUSH_INTERVAL_MS",
     )
-    write_timeout_ms: int = setting(
-        30000, "CONNECTOR_WRITE_TIMEOUT_MS", "timeout of one InfluxDB write request"
+    write_timeout: timedelta = setting(
+        timedelta(seconds=30),
+        "CONNECTOR_WRITE_TIMEOUT",
+        "timeout of one InfluxDB write request",
+        was="CONNECTOR_WRITE_TIMEOUT_MS",
     )
-    retry_initial_ms: int = setting(
-        200, "CONNECTOR_RETRY_INITIAL_MS", "first back-off after a failed write"
+    retry_initial: timedelta = setting(
+        timedelta(milliseconds=200),
+        "CONNECTOR_RETRY_INITIAL",
+        "first back-off after a failed write",
+        was="CONNECTOR_RETRY_INITIAL_MS",
     )
-    retry_max_ms: int = setting(
-        10000, "CONNECTOR_RETRY_MAX_MS", "longest back-off between write attempts"
+    retry_max: timedelta = setting(
+        timedelta(seconds=10),
+        "CONNECTOR_RETRY_MAX",
+        "longest back-off between write attempts",
+        was="CONNECTOR_RETRY_MAX_MS",
     )
     influx_retention_policy: str = setting(
         "autogen", "INFLUX_RETENTION_POLICY", "retention policy written to"
     )
+
+    def write_backoff(self) -> Backoff:
+        """The back-off between attempts of a failed write or commit."""
+        return Backoff(
+            initial_s=self.retry_initial.total_seconds(), max_s=self.retry_max.total_seconds()
+        )

@@ -37,7 +37,7 @@ from db_connector.errors import (
 from db_connector.influx_writer import InfluxWriter, Refused
 from db_connector.points import Converter, converters_for, latency_references
 from streamkit.cli import entry_point
-from streamkit.deadline import Backoff, Deadline
+from streamkit.deadline import Deadline
 from streamkit.health import beat
 from streamkit.kafka_clients import committed_consumer, record_position, transactional_producer
 from streamkit.service import run_service
@@ -154,7 +154,7 @@ class Connector:
             extra={"topics": topics, "bucket": self.writer.bucket, "group": self.settings.group_id},
         )
         batch = Batch(self.generation)
-        flush_s = self.settings.flush_interval_ms / 1000
+        flush_s = self.settings.flush_interval.total_seconds()
         try:
             while not self.shutdown.requested:
                 messages, caught_up = self._take()
@@ -224,7 +224,7 @@ class Connector:
         wanted = max(1, min(10000, self.settings.batch_points))
         try:
             messages = self.consumer.consume(
-                wanted, min(0.1, self.settings.flush_interval_ms / 1000)
+                wanted, min(0.1, self.settings.flush_interval.total_seconds())
             )
         except KafkaException as exc:
             if not exc.args[0].retriable():
@@ -305,9 +305,7 @@ class Connector:
     def _write_until_done(self, batch: Batch, error: WriteUnavailable) -> list[Refused] | None:
         """Retry the batch until InfluxDB answers; None if we stopped waiting (shutdown,
         or the partitions went to another member meanwhile)."""
-        backoff = Backoff(
-            initial_s=self.settings.retry_initial_ms / 1000, max_s=self.settings.retry_max_ms / 1000
-        )
+        backoff = self.settings.write_backoff()
         while True:
             delay = backoff.next_delay()
             RETRIES.labels(error.cause).inc()

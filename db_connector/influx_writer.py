@@ -29,6 +29,7 @@ from influxdb_client.rest import ApiException
 
 from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
+from streamkit.durations import duration_ms
 from streamkit.tls import client_context
 
 log = logging.getLogger("db_connector.influx")
@@ -63,7 +64,7 @@ class InfluxWriter:
             org="-",
             verify_ssl=True,
             ssl_context=client_context(settings),  # the stack's CA only, with TLS on
-            timeout=settings.write_timeout_ms,
+            timeout=duration_ms(settings.write_timeout),
         )
         self.api = self.client.write_api(write_options=SYNCHRONOUS)
 

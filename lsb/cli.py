@@ -17,9 +17,12 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import BinaryIO
 
 import numpy as np
+
+from operators.time import ms
 
 from .batch import process_batch
 from .config import JoinConfig
@@ -86,15 +89,13 @@ def run(
     right: str,
     key: str = "Thing",
     time_field: str = "Timestamp",
-    max_gap_ms: int | None = None,
+    max_gap: timedelta | None = None,
     with_id: bool = True,
-    allowed_disorder_ms: int = 0,
+    allowed_disorder: timedelta = timedelta(0),
 ) -> Summary:
     """The whole offline join on a file's bytes; returns the counts for the summary."""
     started = time.perf_counter()
-    cfg = JoinConfig.single(
-        left, right, max_gap_ms=max_gap_ms, allowed_disorder_ms=allowed_disorder_ms
-    )
+    cfg = JoinConfig.single(left, right, max_gap=max_gap, allowed_disorder=allowed_disorder)
     rows = read_rows(data, key, time_field, left, right)
     codes, names = key_codes(rows)
     times = np.concatenate(rows.times) if rows.times else np.empty(0, np.int64)
@@ -151,9 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.right,
                 key=args.key,
                 time_field=args.time_field,
-                max_gap_ms=args.max_gap_ms,
+                max_gap=None if args.max_gap_ms is None else ms(args.max_gap_ms),
                 with_id=not args.no_id,
-                allowed_disorder_ms=args.allowed_disorder_ms,
+                allowed_disorder=ms(args.allowed_disorder_ms),
             )
             out.flush()
     except BrokenPipeError:  # e.g. piped into `head`: the reader is gone, stop quietly

@@ -8,8 +8,9 @@ pairs (``lsb.plan``) a key's config grows by each component it shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
-from operators.time import END_TIME, NO_TIME
+from operators.time import END_TIME, NO_TIME, to_ms
 
 from .results import ResultFn, mechanical_power
 
@@ -41,33 +42,37 @@ class PairSpec:
 class JoinConfig:
     """All pairs joined per key, plus the optional filters and policies.
 
-    ``max_gap_ms``: only pairs with ``|left_time - right_time| <= max_gap_ms``.
-    ``allowed_disorder_ms``: size of the per-stream reorder stage; 0 means the
+    ``max_gap``: only pairs with ``|left_time - right_time| <= max_gap``.
+    ``allowed_disorder``: size of the per-stream reorder stage; 0 means the
     strict default policy (anything not newer than the stream's last record is late).
-    ``partner_timeout_ms``: once one stream is this far (event time) past the last
+    ``partner_timeout``: once one stream is this far (event time) past the last
     record of its partner, the partner's older records are treated as late, which
     makes the pending pairs of the advanced stream certain.
+
+    The kernels compare int64 event times, so each is also held in whole milliseconds
+    (``max_gap_ms``, ...), converted and checked once here.
     """
 
     pairs: tuple[PairSpec, ...]
-    max_gap_ms: int | None = None
-    allowed_disorder_ms: int = 0
-    partner_timeout_ms: int | None = None
+    max_gap: timedelta | None = None
+    allowed_disorder: timedelta = timedelta(0)
+    partner_timeout: timedelta | None = None
     quantities: tuple[str, ...] = field(init=False)
     #: The components of the pattern pairs it holds, sorted (``lsb.plan``).
     components: tuple[str, ...] = field(init=False)
+    max_gap_ms: int | None = field(init=False, repr=False, compare=False)
+    allowed_disorder_ms: int = field(init=False, repr=False, compare=False)
+    partner_timeout_ms: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         pairs = tuple(self.pairs)
         names = [p.name for p in pairs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate pairs in {names}")
-        if self.max_gap_ms is not None and self.max_gap_ms < 0:
-            raise ValueError("max_gap_ms must be >= 0")
-        if self.allowed_disorder_ms < 0:
-            raise ValueError("allowed_disorder_ms must be >= 0")
-        if self.partner_timeout_ms is not None and self.partner_timeout_ms < 0:
-            raise ValueError("partner_timeout_ms must be >= 0")
+        for name in ("max_gap", "allowed_disorder", "partner_timeout"):
+            duration = getattr(self, name)
+            whole = None if duration is None else to_ms(duration, what=name, allow_zero=True)
+            object.__setattr__(self, f"{name}_ms", whole)
         quantities: list[str] = []
         for p in pairs:
             for q in (p.left, p.right):

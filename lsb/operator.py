@@ -1,7 +1,7 @@
 """The join as a keyed operator (``operators.contract``): one thing's records in, pairs out.
 
 A batch is the thing's records of every quantity in arrival order. Records stamped further
-ahead of the batch's processing time than ``max_future_ms`` are set aside first
+ahead of the batch's processing time than ``max_future`` are set aside first
 (``future_timestamp``) and the rest joined as if they had never come: one bad device clock must
 not move a stream's watermark for good. With pattern pairs (``lsb.plan``) a thing's config
 grows by each component its records show, and each call says which config its output is of.
@@ -17,11 +17,13 @@ instead. :meth:`JoinOperator.finish` (end of stream) emits every pair still pend
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar
 
 from operators.codec import Reader, Writer
 from operators.contract import KeyedOperator
 from operators.records import Records
+from operators.time import to_ms
 
 from .batch import BatchResult, flush, process_batch, rest
 from .config import JoinConfig
@@ -46,14 +48,19 @@ class JoinOperator(KeyedOperator[JoinState, JoinStep]):
     kind: ClassVar[str] = KIND
 
     def __init__(
-        self, config: JoinConfig | JoinPlan, max_future_ms: int | None = None, idle_ms: int = 0
+        self,
+        config: JoinConfig | JoinPlan,
+        max_future: timedelta | None = None,
+        idle_timeout: timedelta = timedelta(0),
     ) -> None:
         self.plan = config if isinstance(config, JoinPlan) else JoinPlan.of(config)
         #: the explicit pairs: a thing's config before any component
         self.config = self.plan.config(())
-        self.max_future_ms = max_future_ms
+        self.max_future_ms = (
+            None if max_future is None else to_ms(max_future, what="max future", allow_zero=True)
+        )
         #: the idle flush's processing time after a batch (0: never)
-        self.idle_ms = idle_ms
+        self.idle_ms = to_ms(idle_timeout, what="idle timeout", allow_zero=True)
 
     def initial(self) -> JoinState:
         return JoinState.empty(self.config)

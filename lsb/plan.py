@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import numpy as np
 
@@ -55,9 +56,9 @@ class JoinPlan:
 
     pairs: tuple[PairSpec, ...] = ()
     patterns: tuple[PatternPair, ...] = ()
-    max_gap_ms: int | None = None
-    allowed_disorder_ms: int = 0
-    partner_timeout_ms: int | None = None
+    max_gap: timedelta | None = None
+    allowed_disorder: timedelta = timedelta(0)
+    partner_timeout: timedelta | None = None
     _configs: dict[tuple[str, ...], JoinConfig] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -97,9 +98,9 @@ class JoinPlan:
         return cls(
             config.pairs,
             (),
-            config.max_gap_ms,
-            config.allowed_disorder_ms,
-            config.partner_timeout_ms,
+            config.max_gap,
+            config.allowed_disorder,
+            config.partner_timeout,
         )
 
     def config(self, components: tuple[str, ...]) -> JoinConfig:
@@ -110,9 +111,9 @@ class JoinPlan:
                 self._configs.clear()
             known = self._configs[components] = JoinConfig(
                 pairs=self.pairs + tuple(p.instance(c) for c in components for p in self.patterns),
-                max_gap_ms=self.max_gap_ms,
-                allowed_disorder_ms=self.allowed_disorder_ms,
-                partner_timeout_ms=self.partner_timeout_ms,
+                max_gap=self.max_gap,
+                allowed_disorder=self.allowed_disorder,
+                partner_timeout=self.partner_timeout,
             )
         return known
 

@@ -69,7 +69,7 @@ class Bridge:
         self.shutdown = shutdown
         self.max_future_ms = duration_ms(settings.max_future)
         self.producer: Producer = idempotent_producer(
-            settings, settings.mqtt_client_id, **{"linger.ms": settings.linger_ms}
+            settings, settings.mqtt_client_id, **{"linger.ms": duration_ms(settings.linger)}
         )
         self.splitter = RowSplitter(
             self._partitions(settings.raw_topic),
@@ -79,7 +79,7 @@ class Bridge:
             settings,
             settings.mqtt_client_id,
             persistent_session=True,
-            session_expiry_s=settings.session_expiry_s,
+            session_expiry=settings.session_expiry,
             mqtt5=settings.mqtt5,
         )
         self.client.manual_ack_set(True)

@@ -21,8 +21,12 @@ class BridgeSettings(KafkaSettings, MqttSettings):
         "BRIDGE_CLIENT_ID",
         "fixed MQTT client id: the broker keeps this session's messages while we are down",
     )
-    session_expiry_s: int = setting(
-        7 * 24 * 3600, "BRIDGE_SESSION_EXPIRY_S", "how long the broker keeps the session"
+    session_expiry: timedelta = setting(
+        timedelta(days=7),
+        "BRIDGE_SESSION_EXPIRY",
+        "how long the broker keeps the session (whole seconds, rounded up)",
+        allow_zero=True,
+        was="BRIDGE_SESSION_EXPIRY_S",
     )
     mqtt5: bool = setting(
         False,
@@ -41,8 +45,12 @@ class BridgeSettings(KafkaSettings, MqttSettings):
         "BRIDGE_MAX_UNACKED",
         "stop reading MQTT while this many messages wait for Kafka (bounded memory)",
     )
-    linger_ms: int = setting(
-        20, "BRIDGE_LINGER_MS", "Kafka producer linger: larger batches, more latency"
+    linger: timedelta = setting(
+        timedelta(milliseconds=20),
+        "BRIDGE_LINGER",
+        "Kafka producer linger: larger batches, more latency",
+        allow_zero=True,
+        was="BRIDGE_LINGER_MS",
     )
     max_future: timedelta = setting(
         timedelta(hours=1),

@@ -79,7 +79,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
     kind: ClassVar[str] = KIND
 
     def __init__(
-        self, config: StatsConfig, max_future_ms: int | None = None, thing: str = ""
+        self, config: StatsConfig, max_future: timedelta | None = None, thing: str = ""
     ) -> None:
         self.config = config
         self.rules = config.rules()
@@ -89,7 +89,10 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
             if config.overload_after is None
             else to_ms(config.overload_after, what="overload time", allow_zero=True)
         )
-        self.max_future_ms = max_future_ms
+        self.max_future = max_future
+        self.max_future_ms = (
+            None if max_future is None else to_ms(max_future, what="max future", allow_zero=True)
+        )
         self.thing = thing
         self._ratings: dict[str, Rating] = {}
         self._bound: dict[str, OperationStatistics] = {}
@@ -102,7 +105,7 @@ class OperationStatistics(KeyedOperator[StatsState, StatsStep]):
         if bound is None:
             if len(self._bound) >= 65_536:  # a bound on memory, whatever the keys
                 self._bound.clear()
-            bound = self._bound[key] = OperationStatistics(self.config, self.max_future_ms, key)
+            bound = self._bound[key] = OperationStatistics(self.config, self.max_future, key)
         return bound
 
     def rating(self, component: str) -> Rating:

@@ -191,7 +191,7 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
         "stopped_early": shutdown.requested,
     }
     print(json.dumps(summary, indent=2), flush=True)
-    shutdown.wait(settings.linger_s)
+    shutdown.wait(settings.linger.total_seconds())
     return 0 if all_acked else 1
 
 

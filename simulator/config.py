@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from streamkit.config import MqttSettings, login_as, serves_metrics_on, setting
@@ -34,11 +35,13 @@ class SimulatorSettings(MqttSettings):
         "SIMULATOR_MAX_INFLIGHT",
         "unacknowledged QoS 1 messages at most (keep below the broker's receive maximum)",
     )
-    linger_s: float = setting(
-        0.0,
-        "SIMULATOR_LINGER_S",
+    linger: timedelta = setting(
+        timedelta(0),
+        "SIMULATOR_LINGER",
         "keep /metrics up this long after the replay, so that a scraper sees the final counts "
         "of a replay shorter than its interval",
+        allow_zero=True,
+        was="SIMULATOR_LINGER_S",
     )
     input: str = setting(
         "",

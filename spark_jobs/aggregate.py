@@ -23,6 +23,7 @@ from spark_jobs.job import StreamingJob
 from spark_jobs.outputs import AGGREGATE, LATE
 from spark_jobs.passes import window_records
 from spark_jobs.source import output_partitions, window_input
+from streamkit.durations import duration_ms
 from windowing import STAGE
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def to_kafka_records(
 
 
 def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
-    rules, idle_ms = settings.window_rules(), settings.idle_timeout_ms()
+    rules, idle = settings.window_rules(), settings.idle_flush()
     partitions = output_partitions(
         settings, [settings.aggregates_topic, settings.late_topic, settings.dlq_topic]
     )
@@ -63,13 +64,13 @@ def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
             extra={
                 "windows": [s.label for s in rules.specs],
                 "allowed_lateness_ms": rules.allowed_lateness_ms,
-                "idle_timeout_ms": idle_ms,
+                "idle_timeout_ms": duration_ms(idle),
                 "max_future_ms": rules.max_future_ms,
                 "partitions": partitions,
             },
         )
         return to_kafka_records(
-            window_records(window_input(spark, settings), rules, idle_ms), settings, partitions
+            window_records(window_input(spark, settings), rules, idle), settings, partitions
         )
 
     return output
@@ -81,7 +82,6 @@ def check(settings: AggregateSettings) -> None:
     if settings.source not in ("raw", "joined"):
         raise ValueError(f"--source must be raw or joined, not {settings.source!r}")
     settings.window_rules()
-    settings.idle_timeout_ms()
 
 
 JOB = StreamingJob(

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS, ResultFn
-from operators import ms
 from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
-from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
@@ -60,7 +58,12 @@ class SparkJobSettings(KafkaSettings):
         "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
         "the default; the container image sets its own)",
     )
-    trigger_seconds: float = setting(1.0, "SPARK_TRIGGER_SECONDS", "micro-batch trigger interval")
+    trigger: timedelta = setting(
+        timedelta(seconds=1),
+        "SPARK_TRIGGER",
+        "micro-batch trigger interval",
+        was="SPARK_TRIGGER_SECONDS",
+    )
     class_archive_dir: str = setting(
         str(CACHE_DIR / "jvm-classes"),
         "SPARK_CLASS_ARCHIVE_DIR",
@@ -134,11 +137,12 @@ class SparkJobSettings(KafkaSettings):
         "output partitions of the executors' sink; part of the query's identity: change "
         "it only on a fresh checkpoint or after a clean stop",
     )
-    transaction_timeout_ms: int = setting(
-        60000,
-        "SPARK_TRANSACTION_TIMEOUT_MS",
+    transaction_timeout: timedelta = setting(
+        timedelta(minutes=1),
+        "SPARK_TRANSACTION_TIMEOUT",
         "Kafka transaction timeout; must stay below the broker's "
         "transaction.max.timeout.ms (15 min by default)",
+        was="SPARK_TRANSACTION_TIMEOUT_MS",
     )
 
     def extra_spark_conf(self) -> dict[str, str]:
@@ -148,9 +152,6 @@ class SparkJobSettings(KafkaSettings):
         if bad:
             raise ConfigError("SPARK_CONF", f"{', '.join(bad)} not key=value")
         return {key.strip(): value.strip() for key, value in (p.split("=", 1) for p in pairs)}
-
-    def max_future_ms(self) -> int:
-        return duration_ms(self.max_future)
 
     def query(self, default_name: str) -> str:
         """The query name in effect: the configured one or the job's default."""
@@ -187,9 +188,10 @@ class IdleSettings(SparkJobSettings):
         allow_zero=True,
     )
 
-    def idle_timeout_ms(self) -> int:
-        """0 when off: a backfill (--available-now) must not depend on how long it took."""
-        return 0 if self.available_now else duration_ms(self.idle_timeout)
+    def idle_flush(self) -> timedelta:
+        """The idle timeout in effect: off (zero) with --available-now, as a backfill must not
+        depend on how long it took."""
+        return timedelta(0) if self.available_now else self.idle_timeout
 
 
 @dataclass(frozen=True)
@@ -247,18 +249,26 @@ class JoinSettings(StatisticsSettings):
         "pairs joined per thing: left:right[:result] separated by commas, a '*' in both names "
         "joining every component; results: " + ", ".join(sorted(RESULT_FUNCTIONS)),
     )
-    max_gap_ms: int = setting(
-        0, "JOIN_MAX_GAP_MS", "only pairs with |left - right| <= this (0: no limit)"
+    max_gap: timedelta = setting(
+        timedelta(0),
+        "JOIN_MAX_GAP",
+        "only pairs with |left - right| <= this ('off': no limit)",
+        allow_zero=True,
+        was="JOIN_MAX_GAP_MS",
     )
-    allowed_disorder_ms: int = setting(
-        0,
-        "JOIN_ALLOWED_DISORDER_MS",
-        "reorder records up to this much event time per stream (0: strict, late)",
+    allowed_disorder: timedelta = setting(
+        timedelta(0),
+        "JOIN_ALLOWED_DISORDER",
+        "reorder records up to this much event time per stream ('off': strict, late)",
+        allow_zero=True,
+        was="JOIN_ALLOWED_DISORDER_MS",
     )
-    partner_timeout_ms: int = setting(
-        0,
-        "JOIN_PARTNER_TIMEOUT_MS",
-        "emit pairs once the other stream is this far ahead of a silent partner (0: off)",
+    partner_timeout: timedelta = setting(
+        timedelta(0),
+        "JOIN_PARTNER_TIMEOUT",
+        "emit pairs once the other stream is this far ahead of a silent partner ('off': never)",
+        allow_zero=True,
+        was="JOIN_PARTNER_TIMEOUT_MS",
     )
 
 
@@ -314,8 +324,8 @@ class WindowSettings(IdleSettings):
         specs = parse_windows(self.tumbling, self.sliding, self.session_gap)
         return WindowRules(
             tuple(specs),
-            ms(duration_ms(self.allowed_lateness)),
-            ms(self.max_future_ms()),
+            self.allowed_lateness,
+            self.max_future,
             same_by_row_id=same_by_row_id,
         )
 

@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -59,6 +60,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from streamkit.config import KafkaSettings
 from streamkit.deadline import Backoff, Deadline, TimedOut
+from streamkit.durations import duration_ms
 from streamkit.kafka_clients import owned_name, produce_retrying, transactional_producer
 from streamkit.kafka_io import end_offsets, read_up_to
 
@@ -262,7 +264,7 @@ class ExactlyOnceSink:
         query_name: str,
         marker_topic: str,
         *,
-        transaction_timeout_ms: int = 60000,
+        transaction_timeout: timedelta = timedelta(minutes=1),
         marker_timeout_s: float = 60.0,
         attempts: int = 5,
         fault_hook: FaultHook | None = None,
@@ -272,7 +274,7 @@ class ExactlyOnceSink:
         self.query_name = query_name
         self.marker_topic = marker_topic
         self.transactional_id = owned_name(settings, f"eos-{query_name}")
-        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_timeout = transaction_timeout
         self.marker_timeout_s = marker_timeout_s
         self.attempts = attempts  # per batch, in this process, before Spark fails the batch
         self._producer: Producer | None = None
@@ -335,7 +337,7 @@ class ExactlyOnceSink:
         self._producer = transactional_producer(
             self.settings,
             self.transactional_id,
-            **{"transaction.timeout.ms": self.transaction_timeout_ms},
+            **{"transaction.timeout.ms": duration_ms(self.transaction_timeout)},
         )
         self._marker = read_marker(
             self.settings, self.marker_topic, self.query_name, self.marker_timeout_s
@@ -523,7 +525,7 @@ class ExactlyOnceSink:
         self._fault("after_produce", batch_id)
         # Past the transaction timeout the broker aborts it anyway: the Kafka error is then
         # raised as it is, and write_batch treats it like any failed attempt.
-        deadline = Deadline(self.transaction_timeout_ms / 1000)
+        deadline = Deadline(self.transaction_timeout.total_seconds())
         backoff = Backoff(initial_s=0.2, max_s=0.2)
         while True:
             try:

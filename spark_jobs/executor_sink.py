@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
@@ -85,7 +86,7 @@ class PartitionWriter:
     marker_topic: str
     batch_id: int
     query_id: str | None
-    transaction_timeout_ms: int
+    transaction_timeout: timedelta
     fault_hook: FaultHook | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -136,7 +137,7 @@ class PartitionWriter:
                 self.settings,
                 name,
                 self.marker_topic,
-                transaction_timeout_ms=self.transaction_timeout_ms,
+                transaction_timeout=self.transaction_timeout,
                 fault_hook=hook,
             )
             try:
@@ -183,14 +184,14 @@ class ExecutorSink:
         marker_topic: str,
         partitions: int,
         *,
-        transaction_timeout_ms: int = 60000,
+        transaction_timeout: timedelta = timedelta(minutes=1),
         fault_hook: FaultHook | None = None,
     ) -> None:
         if partitions < 1:
             raise ValueError("an executor sink needs at least one output partition")
         self.settings, self.query_name, self.marker_topic = settings, query_name, marker_topic
         self.partitions = partitions
-        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_timeout = transaction_timeout
         self.fault_hook = fault_hook
         self._last_committed = -1
         self._committed = TRANSACTIONS.labels(query_name, "committed")
@@ -215,7 +216,7 @@ class ExecutorSink:
             self.marker_topic,
             batch_id,
             query_id,
-            self.transaction_timeout_ms,
+            self.transaction_timeout,
             self.fault_hook,
         )
         started = time.perf_counter()

@@ -13,7 +13,6 @@ hands back become late rows of stage ``opstats``.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from prometheus_client import Counter
@@ -30,7 +29,6 @@ from opstats import (
 from opstats.overload import OverloadEvent
 from spark_jobs.config import StatisticsSettings, result_function
 from spark_jobs.outputs import OPSTATS, OVERLOAD
-from streamkit.durations import duration_ms
 from streamkit.errors import ConfigError
 
 STAGE = "opstats"  #: the part's name in the thing's operator and the late records' stage
@@ -70,15 +68,14 @@ def stats_config(settings: StatisticsSettings) -> StatsConfig | None:
     catalogue raises CatalogueError (exit code 2, naming the file, line and field)."""
     if not enabled(settings):
         return None
-    timeout = duration_ms(settings.opstats_partner_timeout)
     return StatsConfig(
         power_inputs(settings.opstats_power),
         load_catalogue(settings.machine_catalogue or None),
         cycle=settings.opstats_cycle,
         max_hold=settings.opstats_max_hold,
-        partner_timeout=timedelta(milliseconds=timeout) if timeout else None,
+        partner_timeout=settings.opstats_partner_timeout or None,  # zero: off
         overload_after=settings.opstats_overload_time or None,  # zero: off
-        idle_timeout=timedelta(milliseconds=settings.idle_timeout_ms()),
+        idle_timeout=settings.idle_flush(),
     )
 
 
@@ -87,7 +84,7 @@ def stats_operator(settings: StatisticsSettings) -> OperationStatistics | None:
     if config is None:
         return None
     try:
-        return OperationStatistics(config, settings.max_future_ms())
+        return OperationStatistics(config, settings.max_future)
     except ValueError as exc:  # a duration the operator refuses (zero, a fraction of a ms)
         raise ConfigError("OPSTATS_CYCLE/OPSTATS_MAX_HOLD", str(exc)) from None
 

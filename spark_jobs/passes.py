@@ -10,11 +10,12 @@ never from each other.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator, PairSpec
 from lsb.plan import JoinPlan, PatternPair
-from operators import ByQuantity, KeyedOperator, Pattern, Together, is_pattern, ms
+from operators import ByQuantity, KeyedOperator, Pattern, Together, is_pattern
 from spark_jobs.config import JoinSettings, SinglePassSettings, result_function
 from spark_jobs.operation_stats import STAGE as STATS_STAGE
 from spark_jobs.operation_stats import enabled, power_inputs, stats_operator
@@ -73,9 +74,9 @@ def join_plan(settings: JoinSettings) -> JoinPlan:
         return JoinPlan(
             pairs,
             patterns,
-            max_gap_ms=settings.max_gap_ms or None,
-            allowed_disorder_ms=settings.allowed_disorder_ms,
-            partner_timeout_ms=settings.partner_timeout_ms or None,
+            max_gap=settings.max_gap or None,
+            allowed_disorder=settings.allowed_disorder,
+            partner_timeout=settings.partner_timeout or None,
         )
     except ValueError as exc:
         raise ConfigError("JOIN_PAIRS", str(exc)) from None
@@ -114,12 +115,15 @@ def input_quantities(quantity: Column, settings: JoinSettings) -> Column:
 
 
 def join_function(
-    plan: JoinPlan, max_future_ms: int | None = None, idle_ms: int = 0
+    plan: JoinPlan, max_future: timedelta | None = None, idle_timeout: timedelta = timedelta(0)
 ) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
     rows when its idle flush is due."""
     return OperatorFunction(
-        JoinOperator(plan, max_future_ms, idle_ms), JoinRows(), JOIN_FIELDS, timers=bool(idle_ms)
+        JoinOperator(plan, max_future, idle_timeout),
+        JoinRows(),
+        JOIN_FIELDS,
+        timers=bool(idle_timeout),
     )
 
 
@@ -128,34 +132,34 @@ def join_pass(settings: JoinSettings) -> OperatorFunction:
     statistics beside it in the thing's one state (``Together``, as in the single pass), so
     its cycles go out in the pairs' transaction."""
     plan = join_plan(settings)
-    idle_ms = settings.idle_timeout_ms()
-    joiner = JoinOperator(plan, settings.max_future_ms(), idle_ms)
+    idle = settings.idle_flush()
+    joiner = JoinOperator(plan, settings.max_future, idle)
     statistics = stats_operator(settings)
     if statistics is None:
-        return OperatorFunction(joiner, JoinRows(), JOIN_FIELDS, timers=bool(idle_ms))
+        return OperatorFunction(joiner, JoinRows(), JOIN_FIELDS, timers=bool(idle))
     return OperatorFunction(
         Together((JOIN_STAGE, joiner, plan.selects), (STATS_STAGE, statistics, None)),
         PartRows({JOIN_STAGE: JoinRows(), STATS_STAGE: stats_rows(settings)}),
         JOIN_WITH_STATISTICS,
-        timers=bool(idle_ms),
+        timers=bool(idle),
     )
 
 
-def window_function(rules: WindowRules, idle_timeout_ms: int) -> OperatorFunction:
+def window_function(rules: WindowRules, idle_timeout: timedelta) -> OperatorFunction:
     """The per-(thing, quantity) function Spark calls with the key's rows of one micro-batch, or
     without rows when its idle timer fired (Spark's processing-time timeout)."""
     return OperatorFunction(
-        WindowOperator(rules, ms(idle_timeout_ms)),
+        WindowOperator(rules, idle_timeout),
         window_rows,
         WINDOW_FIELDS,
         NULLABLE,
-        timers=bool(idle_timeout_ms),
+        timers=bool(idle_timeout),
     )
 
 
-def window_records(measured: DataFrame, rules: WindowRules, idle_timeout_ms: int) -> DataFrame:
+def window_records(measured: DataFrame, rules: WindowRules, idle_timeout: timedelta) -> DataFrame:
     """Aggregates and late records (WINDOW_FIELDS rows) from a measurement stream."""
-    return window_function(rules, idle_timeout_ms).apply(measured.groupBy("thing", "quantity"))
+    return window_function(rules, idle_timeout).apply(measured.groupBy("thing", "quantity"))
 
 
 def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
@@ -164,12 +168,12 @@ def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:
     parts: list[tuple[str, KeyedOperator, Any]] = [
         (
             JOIN_STAGE,
-            JoinOperator(plan, settings.max_future_ms(), settings.idle_timeout_ms()),
+            JoinOperator(plan, settings.max_future, settings.idle_flush()),
             plan.selects,
         ),
         (
             WINDOW_STAGE,
-            ByQuantity(WindowOperator(settings.window_rules(), ms(settings.idle_timeout_ms()))),
+            ByQuantity(WindowOperator(settings.window_rules(), settings.idle_flush())),
             None,
         ),
     ]
@@ -198,5 +202,5 @@ def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
         thing_rows(statistics_rows(settings)),
         output_fields(settings),
         NULLABLE,
-        timers=bool(settings.idle_timeout_ms()),
+        timers=bool(settings.idle_flush()),
     )

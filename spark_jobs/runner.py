@@ -27,6 +27,7 @@ from spark_jobs.eos_sink import FaultHook
 from spark_jobs.session import build_session
 from spark_jobs.sinks import BatchStage, make_sink
 from spark_jobs.warmup import warm_python_workers
+from streamkit.durations import duration_ms
 from streamkit.shutdown import ShutdownFlag
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def run_query(
     writer = (
         writer.trigger(availableNow=True)
         if available_now
-        else writer.trigger(processingTime=f"{settings.trigger_seconds} seconds")
+        else writer.trigger(processingTime=f"{duration_ms(settings.trigger)} milliseconds")
     )
     if warm_module and settings.warm_python_workers:
         warm_python_workers(spark, warm_module, settings.shuffle_partitions)

@@ -107,7 +107,7 @@ def build(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
 def driver_query(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
     """The raw measurements, a heartbeat when timers must fire without records (not in a
     backfill: it ends once caught up), and the batch's time."""
-    heartbeat = bool(settings.idle_timeout_ms()) and not settings.available_now
+    heartbeat = bool(settings.idle_flush()) and not settings.available_now
 
     def query(spark: SparkSession) -> DataFrame:
         rows = read_measurements(spark, settings).select(*MEASUREMENT_COLUMNS)

@@ -50,7 +50,7 @@ def make_sink(
             settings,
             query_name,
             settings.marker_topic,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
+            transaction_timeout=settings.transaction_timeout,
             fault_hook=fault_hook,
         )
     if settings.sink == "executors":
@@ -59,7 +59,7 @@ def make_sink(
             query_name,
             settings.marker_topic,
             settings.sink_partitions,
-            transaction_timeout_ms=settings.transaction_timeout_ms,
+            transaction_timeout=settings.transaction_timeout,
             fault_hook=fault_hook,
         )
     raise ValueError(f"SPARK_SINK={settings.sink!r}: driver or executors")

@@ -49,6 +49,10 @@ from streamkit.config import (
     credential_env,
     default_text,
     identity_fields,
+    legacy_option,
+)
+from streamkit.config import (
+    option_of as field_option,
 )
 from streamkit.paths import REPO_ROOT
 from streamkit.secret import Secret
@@ -350,7 +354,7 @@ def env_of(field: dataclasses.Field) -> str:
 
 
 def option_of(field: dataclasses.Field, kind: Any) -> str:
-    option = "--" + field.name.replace("_", "-")
+    option = field_option(field.name)
     return f"{option}, --no-{option[2:]}" if kind is bool else option
 
 
@@ -390,6 +394,12 @@ def settings_rows(section: Section) -> list[list[str]]:
         help_text = field.metadata.get("help", "")
         if secret:
             help_text += "; see *Users and passwords*"
+        if legacy := field.metadata.get("legacy_env"):
+            unit = field.metadata["legacy_unit"]
+            help_text += (
+                f" (formerly {legacy} and {legacy_option(field)}, a number of {unit}; see "
+                "*Renamed durations*)"
+            )
         type_name = " \\| ".join(choices_of(kind)) or _TYPE_NAMES.get(kind, str(kind))
         rows.append(
             [
@@ -514,12 +524,27 @@ generates local ones, docker compose refuses to start without them in `.env`.
 
 Every value is converted and checked when a program starts, never later where it is used:
 
-- **duration**: `500ms`, `10s`, `1m`, `2h` (a bare number is seconds); where the meaning says
+- **duration**: `500ms`, `10s`, `1m`, `2h`, `7d` (a bare number is seconds); where the meaning says
   so, `0` or `off` for none. Held as a `timedelta`.
+- **duration** that was a number of one unit: see *Renamed durations* below.
 - **size**: bytes, or `64k`, `1m`, `2g` (binary multiples, as the JVM and Spark read them).
 - **secret**: a password; held as `streamkit.secret.Secret`, whose `repr` and `str` are `***`,
   so a settings object in a log line or a traceback shows no password.
 - **a choice** (`a \\| b`): one of the values listed.
+
+## Renamed durations
+
+Some durations were numbers of one unit, named with it (`JOIN_MAX_GAP_MS=5000`); they are
+durations now, named without it (`JOIN_MAX_GAP=5s`), their options too (`--max-gap 5s`). For
+one release, so that an existing `.env` or script keeps its meaning:
+
+- the old variable and option are still read (`JOIN_MAX_GAP_MS`, `--max-gap-ms`; the new
+  variable wins when both are set);
+- a bare number, under either name, still counts in the old unit;
+
+and each such value is logged at start-up as a warning (logger `streamkit.config`, field
+`setting`) that names the setting and its new spelling. The next release reads neither. Each
+such setting's meaning below names its old variable and unit.
 
 ## Errors and exit codes
 

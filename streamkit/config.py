@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Self, get_args, get_origin, get_type_hints
 
-from streamkit.durations import format_duration, parse_duration
+from streamkit.durations import format_duration, is_bare_number, parse_duration
 from streamkit.errors import ConfigError
 from streamkit.paths import REPO_ROOT, default_run_dir
 from streamkit.secret import Secret
@@ -43,15 +44,34 @@ MACHINE_CREDENTIALS_FILE = "machine-credentials.json"
 SYSTEMS = ("kafka", "mqtt", "influx")
 
 
+#: The unit an old variable's name ends with: what its bare numbers count.
+_NAMED_UNITS = {"MS": "ms", "S": "s", "SECONDS": "s"}
+
+
 def setting(
-    default: Any, env: str, help: str, *, secret: bool = False, allow_zero: bool = False
+    default: Any,
+    env: str,
+    help: str,
+    *,
+    secret: bool = False,
+    allow_zero: bool = False,
+    was: str = "",
 ) -> Any:
     """Declare a field with its environment variable and help text. ``help`` says what the
     option does and when to change it; ``--help`` adds the default and the variable.
-    ``allow_zero``: a duration that may be 0 / 'off' (meaning "none")."""
+    ``allow_zero``: a duration that may be 0 / 'off' (meaning "none"). ``was``: the variable
+    of a duration that was a number of the unit its name ends with (``JOIN_MAX_GAP_MS``),
+    read for one more release (:func:`legacy_reading`)."""
     return dataclasses.field(
         default=default,
-        metadata={"env": env, "help": help, "secret": secret, "allow_zero": allow_zero},
+        metadata={
+            "env": env,
+            "help": help,
+            "secret": secret,
+            "allow_zero": allow_zero,
+            "legacy_env": was,
+            "legacy_unit": _NAMED_UNITS[was.rsplit("_", 1)[1]] if was else "",
+        },
     )
 
 
@@ -151,7 +171,8 @@ def parser_of(kind: Any, field: dataclasses.Field | None = None) -> Callable[[st
         return choice
     if kind is timedelta:
         allow_zero = bool(field and field.metadata.get("allow_zero"))
-        return lambda raw: parse_duration(raw, allow_zero=allow_zero)
+        bare_unit = (field and field.metadata.get("legacy_unit")) or "s"
+        return lambda raw: parse_duration(raw, allow_zero=allow_zero, bare_unit=bare_unit)
     if kind is ByteSize:
         return parse_size
     if kind is bool:
@@ -176,6 +197,45 @@ def _convert(kind: Any, raw: str, name: str, field: dataclasses.Field | None = N
         return parser_of(kind, field)(raw)
     except ValueError as exc:
         raise ConfigError(name, str(exc)) from None
+
+
+def option_of(name: str) -> str:
+    """A field's command-line option."""
+    return "--" + name.replace("_", "-")
+
+
+def legacy_option(field: dataclasses.Field) -> str:
+    """A renamed duration's old option: the field's with the old unit (``--max-gap-ms``)."""
+    unit = field.metadata["legacy_env"].rsplit("_", 1)[1].lower()
+    return f"{option_of(field.name)}-{unit}"
+
+
+class OldOptionText(str):
+    """The text given to a renamed duration's old option, so that loading can tell it."""
+
+
+def legacy_reading(field: dataclasses.Field, name: str, raw: str, *, old: bool) -> str:
+    """Why a value of a renamed duration is read the old way, or "" when it is not.
+
+    These settings were numbers of one unit (``JOIN_MAX_GAP_MS=5000``) and are durations now
+    (``JOIN_MAX_GAP=5s``). For one release the old variable and option (``old``) are still
+    read, and a bare number (under either name) still counts in the old unit, so neither an
+    old ``.env`` nor a variable renamed without its value changes what a service does. Each
+    such reading is logged as a warning naming the new spelling
+    (:meth:`ServiceSettings.log_legacy`); the next release drops both."""
+    unit = field.metadata.get("legacy_unit")
+    if not unit:
+        return ""
+    value = parse_duration(raw, allow_zero=True, bare_unit=unit)
+    text = format_duration(value) if value else "0"
+    option = name.startswith("--")
+    spelling = f"{option_of(field.name)} {text}" if option else f"{field.metadata['env']}={text}"
+    if old:
+        return f"{name} is deprecated and read for one more release: set {spelling}"
+    if is_bare_number(raw) and value:
+        given = f"{name} {raw.strip()}" if option else f"{name}={raw.strip()}"
+        return f"{given} is read in {unit} for one more release: set {spelling}"
+    return ""
 
 
 def to_text(value: Any) -> str:
@@ -251,10 +311,11 @@ class ServiceSettings:
     metrics_host: str = setting(
         "127.0.0.1", "METRICS_HOST", "address /metrics binds to (0.0.0.0 inside containers)"
     )
-    health_stall_s: float = setting(
-        120.0,
-        "HEALTH_STALL_S",
+    health_stall: timedelta = setting(
+        timedelta(minutes=2),
+        "HEALTH_STALL",
         "/healthz on the metrics port answers 503 after this long without progress",
+        was="HEALTH_STALL_S",
     )
     tls: bool = setting(
         True,
@@ -355,12 +416,19 @@ class ServiceSettings:
         layered = _layered_sources(run_dir, environ)
         values: dict[str, Any] = {}
         defaults = {field.name: field.default for field in dataclasses.fields(cls)}
+        legacy: list[tuple[str, str]] = []
         for field in dataclasses.fields(cls):
+            env, old_env = field.metadata["env"], field.metadata.get("legacy_env")
             if field.name in cli:
-                values[field.name] = cli[field.name]
-            elif field.metadata.get("env") in layered:
-                env = field.metadata["env"]
-                values[field.name] = _convert(hints[field.name], layered[env], env, field)
+                values[field.name] = value = cli[field.name]
+                if isinstance(value, str):  # the raw text of a renamed duration (add_arguments)
+                    old = isinstance(value, OldOptionText)
+                    option = legacy_option(field) if old else option_of(field.name)
+                    legacy.append((env, legacy_reading(field, option, value, old=old)))
+            elif name := next((n for n in (env, old_env) if n and n in layered), None):
+                values[field.name] = _convert(hints[field.name], layered[name], name, field)
+                note = legacy_reading(field, name, layered[name], old=name == old_env)
+                legacy.append((env, note))
         # No password given: the one of the user this process logs in as.
         for system in cls.systems():
             username, password = identity_fields(system)
@@ -371,7 +439,16 @@ class ServiceSettings:
                     )
                 )
         values["run_dir"] = run_dir
-        return cls(**values)
+        settings = cls(**values)
+        object.__setattr__(settings, "_legacy", tuple((env, note) for env, note in legacy if note))
+        return settings
+
+    def log_legacy(self) -> None:
+        """Warn of each value read the old way (:func:`legacy_reading`): called once logging is
+        set up, so the warning is in the service's own log format."""
+        log = logging.getLogger("streamkit.config")
+        for env, note in getattr(self, "_legacy", ()):
+            log.warning("%s", note, extra={"setting": env})
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -384,7 +461,7 @@ class ServiceSettings:
         )
         for field in dataclasses.fields(cls):
             kind = hints[field.name]
-            option = "--" + field.name.replace("_", "-")
+            option = option_of(field.name)
             text = f"{field.metadata.get('help', '')} {default_note(field, kind)}".replace(
                 "%", "%%"
             )
@@ -401,14 +478,23 @@ class ServiceSettings:
                     option, dest=field.name, choices=choices, default=None, help=text
                 )
             else:
+                renamed = bool(field.metadata.get("legacy_unit"))
                 group.add_argument(
                     option,
                     dest=field.name,
-                    type=_argument_type(kind, field),
+                    type=_argument_type(kind, field, keep_text=str if renamed else None),
                     default=None,
                     metavar=field.metadata.get("env"),
                     help=text,
                 )
+                if renamed:  # the old option, for one release, unlisted
+                    group.add_argument(
+                        legacy_option(field),
+                        dest=field.name,
+                        type=_argument_type(kind, field, keep_text=OldOptionText),
+                        default=None,
+                        help=argparse.SUPPRESS,
+                    )
 
     @classmethod
     def parse(
@@ -444,18 +530,30 @@ def default_note(field: dataclasses.Field, kind: Any) -> str:
     if field.metadata.get("secret"):
         return f"(no default: generated by the stack launcher; env {env})"
     default = default_text(field, kind)
-    return f"(default: {default if default else 'empty'}; env {env})"
+    return f"(default: {default if default else 'empty'}; env {env}{legacy_note(field)})"
 
 
-def _argument_type(kind: Any, field: dataclasses.Field) -> Callable[[str], Any]:
-    """:func:`parser_of` for argparse: its reason shows after the option's name (exit 2)."""
+def legacy_note(field: dataclasses.Field) -> str:
+    """How ``--help`` and the reference name a renamed duration's old variable."""
+    if not field.metadata.get("legacy_env"):
+        return ""
+    return f", formerly {field.metadata['legacy_env']} in {field.metadata['legacy_unit']}"
+
+
+def _argument_type(
+    kind: Any, field: dataclasses.Field, *, keep_text: type[str] | None = None
+) -> Callable[[str], Any]:
+    """:func:`parser_of` for argparse: its reason shows after the option's name (exit 2).
+    ``keep_text``: check the value but hand on its text (as this type), so that
+    :meth:`from_sources` can tell a renamed duration's old spelling (:func:`legacy_reading`)."""
     convert = parser_of(kind, field)
 
     def argument(raw: str) -> Any:
         try:
-            return convert(raw)
+            value = convert(raw)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+        return keep_text(raw) if keep_text else value
 
     argument.__name__ = getattr(kind, "__name__", "value")
     return argument

@@ -1,4 +1,4 @@
-"""Durations in settings ('500ms', '10s', '1m', '2h'): one reading for every service.
+"""Durations in settings ('500ms', '10s', '1m', '2h', '7d'): one reading for every service.
 
 Settings hold durations as :class:`~datetime.timedelta`, parsed and checked when they load
 (:func:`parse_duration`), so a typo fails the start with the variable's name instead of
@@ -11,22 +11,31 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
 MAX_DURATION_MS = 10 * 365 * 86_400_000  # ten years: more is a typo, not a setting
-_UNIT_MS = {"ms": 1, "s": 1000, None: 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+#: The units of the grammar, in milliseconds.
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 #: How :func:`format_duration` writes a duration: the largest unit that divides it.
-_FORMAT_UNITS = (("h", 3_600_000), ("m", 60_000), ("s", 1000))
+_FORMAT_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
-def parse_duration_ms(text: str, *, allow_zero: bool = False) -> int:
-    """'500ms', '10s', '1m', '2h'; a bare number is seconds. ``allow_zero``: also '0' and 'off'
-    (for settings where zero means "none", e.g. an allowed lateness or a timeout that is off)."""
+def is_bare_number(text: str) -> bool:
+    """A number without a unit ('5000'): what the settings that once counted in one unit were
+    given, read in that unit for one more release (:mod:`streamkit.config`)."""
+    match = _DURATION.match(text)
+    return match is not None and match.group(2) is None
+
+
+def parse_duration_ms(text: str, *, allow_zero: bool = False, bare_unit: str = "s") -> int:
+    """'500ms', '10s', '1m', '2h', '7d'; a bare number is in ``bare_unit`` (seconds unless a
+    setting still reads its old unit). ``allow_zero``: also '0' and 'off' (for settings where
+    zero means "none", e.g. an allowed lateness or a timeout that is off)."""
     if allow_zero and text.strip().lower() in {"off", "none"}:
         return 0
     match = _DURATION.match(text)
     if not match:
         raise ValueError(f"not a duration: {text!r} (e.g. 500ms, 10s, 1m, 2h)")
-    value = float(match.group(1)) * _UNIT_MS[match.group(2)]
+    value = float(match.group(1)) * _UNIT_MS[match.group(2) or bare_unit]
     if not value <= MAX_DURATION_MS:  # also infinity, from a number of hundreds of digits
         raise ValueError(f"duration too long: {text[:40]!r} (at most {MAX_DURATION_MS} ms)")
     if (value < 0 if allow_zero else value <= 0) or value != int(value):
@@ -34,9 +43,11 @@ def parse_duration_ms(text: str, *, allow_zero: bool = False) -> int:
     return int(value)
 
 
-def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
+def parse_duration(text: str, *, allow_zero: bool = False, bare_unit: str = "s") -> timedelta:
     """:func:`parse_duration_ms` as a :class:`~datetime.timedelta` (what settings hold)."""
-    return timedelta(milliseconds=parse_duration_ms(text, allow_zero=allow_zero))
+    return timedelta(
+        milliseconds=parse_duration_ms(text, allow_zero=allow_zero, bare_unit=bare_unit)
+    )
 
 
 def duration_ms(duration: timedelta) -> int:

@@ -36,7 +36,7 @@ class _Handler(MetricsHandler):
 
 def serve_metrics(service: str, settings: ServiceSettings) -> int:
     """Start /metrics and /healthz on the settings' port (0: any free one). Returns the port."""
-    WATCHDOG.configure(service, settings.health_stall_s)
+    WATCHDOG.configure(service, settings.health_stall)
     server = ThreadingHTTPServer((settings.metrics_host, settings.metrics_port), _Handler)
     port = server.server_address[1]
     server.daemon_threads = True

@@ -9,9 +9,11 @@ for the tools and tests, which want its reason codes."""
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import threading
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import paho.mqtt.client as mqtt
@@ -286,7 +288,7 @@ def make_client(
     client_id: str = "",
     *,
     persistent_session: bool = False,
-    session_expiry_s: int = 7 * 24 * 3600,
+    session_expiry: timedelta = timedelta(days=7),
     mqtt5: bool = True,
 ) -> BufferedClient:
     """A client with credentials set; a persistent session keeps QoS 1 messages for us while
@@ -294,7 +296,8 @@ def make_client(
 
     ``mqtt5=False`` speaks MQTT 3.1.1, which paho parses faster (no properties per packet;
     docs/performance.md, "MQTT bridge"); its persistent session (clean session off) then lasts
-    until the broker's ``persistent_client_expiration``."""
+    until the broker's ``persistent_client_expiration``. MQTT counts the expiry in whole
+    seconds: a fraction is rounded up, so the session never ends sooner than asked."""
     client = BufferedClient(
         mqtt.CallbackAPIVersion.VERSION2,
         client_id=client_id,
@@ -303,7 +306,8 @@ def make_client(
         clean_session=None if mqtt5 else not persistent_session,
     )
     client.username_pw_set(settings.mqtt_username, settings.mqtt_password.reveal() or None)
-    client.user_data_set({"persistent": persistent_session, "expiry": session_expiry_s})
+    expiry_s = math.ceil(session_expiry.total_seconds())
+    client.user_data_set({"persistent": persistent_session, "expiry": expiry_s})
     context = client_context(settings)
     if context is not None:
         client.tls_set_context(context)

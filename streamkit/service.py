@@ -50,6 +50,7 @@ def run_service(
     except ValueError as exc:  # the check's: what one field alone cannot say
         parser.error(str(exc))
     setup_logging(settings.log_level, service=service, fmt=settings.log_format)
+    settings.log_legacy()
     shutdown = ShutdownFlag().install()
     serve_metrics(service, settings)
     return loop(settings, shutdown)

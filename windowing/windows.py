@@ -42,7 +42,7 @@ from datetime import timedelta
 import numpy as np
 
 from operators.time import END_TIME, NO_TIME, to_ms
-from streamkit.durations import parse_duration_ms
+from streamkit.durations import parse_duration
 from streamkit.wire.labels import window_label
 from windowing.classify import Running, Verdicts, classify, classify_each
 from windowing.statistics import run_statistics
@@ -130,16 +130,15 @@ def parse_windows(tumbling: str, sliding: str, sessions: str = "") -> list[Windo
     none); ``sliding``: comma list of SIZE/SLIDE ('60s/10s'); ``sessions``: comma list of gaps
     ('30s')."""
 
-    def duration(text: str) -> timedelta:
-        return timedelta(milliseconds=parse_duration_ms(text))
-
-    specs: list[WindowSpec] = [WindowSpec.tumbling(duration(part)) for part in _items(tumbling)]
+    specs: list[WindowSpec] = [
+        WindowSpec.tumbling(parse_duration(part)) for part in _items(tumbling)
+    ]
     for part in _items(sliding):
         size_text, _, slide_text = part.partition("/")
         if not slide_text:
             raise ValueError(f"sliding window needs SIZE/SLIDE, got {part!r}")
-        specs.append(WindowSpec.sliding(duration(size_text), duration(slide_text)))
-    specs += [WindowSpec.session(duration(part)) for part in _items(sessions)]
+        specs.append(WindowSpec.sliding(parse_duration(size_text), parse_duration(slide_text)))
+    specs += [WindowSpec.session(parse_duration(part)) for part in _items(sessions)]
     if not specs:
         raise ValueError("no window configured")
     return specs

@@ -71,7 +71,7 @@ def replay_until_drained(
     # The simulator keeps /metrics up for two samples after it is done, so even a replay shorter
     # than the sampling interval shows in the samples when it happened, not at the very end.
     simulator = SimulatorRun(
-        pipeline.replay(events, *replay_args, "--linger-s", str(2 * sampler.every_s + 1))
+        pipeline.replay(events, *replay_args, "--linger", f"{2 * sampler.every_s + 1}s")
     )
     sampler.start(started)
     state: dict = {}

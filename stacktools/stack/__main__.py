@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
+    settings.log_legacy()  # its children get the new spelling (as_environment) and say nothing
     if args.action == "machine-user":
         things = [*args.components, *(things_of(args.events) if args.events else [])]
         if not things:

@@ -8,7 +8,7 @@ output topics: per measurement and per Thing, what is missing, extra, duplicated
 several points; on a transactional topic, a second committed copy) or different. Exit 0 when
 exact, 1 on any difference, 2 on a usage error or an unreadable file, database or topic.
 
-The stages' options (JOIN_PAIRS, JOIN_MAX_GAP_MS, AGGREGATE_TUMBLING, AGGREGATE_SLIDING,
+The stages' options (JOIN_PAIRS, JOIN_MAX_GAP, AGGREGATE_TUMBLING, AGGREGATE_SLIDING,
 AGGREGATE_SESSION_GAP, AGGREGATE_ALLOWED_LATENESS, OPSTATS_POWER, MACHINE_CATALOGUE,
 OPSTATS_CYCLE, OPSTATS_MAX_HOLD, OPSTATS_PARTNER_TIMEOUT) are read like the Spark job reads them:
 command line, environment, .env. --order must be the replay's (the simulator's --order).
@@ -40,7 +40,7 @@ from streamkit.events_file import EventsFileError
 #: The stage options verify takes on its command line too (else the environment's).
 RULE_OPTIONS = (
     "pairs",
-    "max_gap_ms",
+    "max_gap",
     "tumbling",
     "sliding",
     "session_gap",
@@ -99,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
         "--pairs",
         help="JOIN_PAIRS: left:right[:result], comma separated ('*': every component)",
     )
-    rules.add_argument("--max-gap-ms", type=int, help="JOIN_MAX_GAP_MS")
+    rules.add_argument("--max-gap", help="JOIN_MAX_GAP")
     rules.add_argument("--tumbling", help="AGGREGATE_TUMBLING")
     rules.add_argument("--sliding", help="AGGREGATE_SLIDING")
     rules.add_argument("--session-gap", help="AGGREGATE_SESSION_GAP")

@@ -191,15 +191,15 @@ def stats_rules_of(settings: SinglePassSettings) -> StatsRules | None:
 
 def rules_of(settings: SinglePassSettings) -> Rules:
     """The rules of a single-pass job (the two-jobs shape reads the same variables)."""
-    if settings.allowed_disorder_ms or settings.partner_timeout_ms:
+    if settings.allowed_disorder or settings.partner_timeout:
         raise UnsupportedRules(
-            "verify models the join's default late policy only: JOIN_ALLOWED_DISORDER_MS and "
-            "JOIN_PARTNER_TIMEOUT_MS must be 0 (with them, which records join depends on how "
+            "verify models the join's default late policy only: JOIN_ALLOWED_DISORDER and "
+            "JOIN_PARTNER_TIMEOUT must be off (with them, which records join depends on how "
             "the streams interleaved, not on the file alone)"
         )
     return Rules(
         pairs=parse_pairs(settings.pairs),
-        max_gap_ms=settings.max_gap_ms or None,
+        max_gap_ms=duration_ms(settings.max_gap) or None,
         windows=parse_windows(settings.tumbling, settings.sliding, settings.session_gap),
         lateness_ms=duration_ms(settings.allowed_lateness),
         stats=stats_rules_of(settings),

@@ -47,7 +47,7 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
 
     # no servers: only the retry logic
     committer = Committer(
-        ConnectorSettings.from_sources(cli={"retry_initial_ms": 1, "retry_max_ms": 2}),
+        ConnectorSettings.from_sources(cli={"retry_initial": "1ms", "retry_max": "2ms"}),
         consumer=NO_SERVER,
         producer=NO_SERVER,
         shutdown=ShutdownFlag(),

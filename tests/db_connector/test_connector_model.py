@@ -77,7 +77,12 @@ def run_connector(
         lambda _kinds, _s: {topic: (line_of, f"simulated_{topic}") for topic in TOPICS},
     )
     config = ConnectorSettings.from_sources(
-        cli={"batch_points": 50, "flush_interval_ms": 1, "retry_initial_ms": 1, "retry_max_ms": 2}
+        cli={
+            "batch_points": 50,
+            "flush_interval": "1ms",
+            "retry_initial": "1ms",
+            "retry_max": "2ms",
+        }
     )
     # Exit 1 asks for a restart (a transaction step that kept timing out: the restart fences the
     # producer, whose open transaction is then lost): the supervisor's restart, modelled.

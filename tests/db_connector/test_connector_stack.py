@@ -455,7 +455,7 @@ def test_connector_killed_repeatedly_stays_exact(lane, tmp_path: Path) -> None:
     feeder = feed_in_chunks(settings, topics, feed, chunks=20, pause_s=0.4)
     rng = random.Random(int(os.environ.get("CONNECTOR_KILL_SEED", "7")))
     log = tmp_path / "connector.log"
-    small = ("--batch-points", "300", "--flush-interval-ms", "50")
+    small = ("--batch-points", "300", "--flush-interval", "50ms")
     service = start(settings, topics, database, log, *small)
     faults = []
     for round_ in range(KILL_ROUNDS):
@@ -485,7 +485,7 @@ def test_influxdb_outage_loses_nothing(lane, tmp_path: Path) -> None:
     half = len(records) // 2
     produce(settings, topics, records[:half])
     log = tmp_path / "connector.log"
-    service = start(settings, topics, database, log, "--retry-max-ms", "1000")
+    service = start(settings, topics, database, log, "--retry-max", "1s")
     port = int(service.args[service.args.index("--metrics-port") + 1])
     influx = Stack(settings, ["influxdb"])
     try:

@@ -75,7 +75,7 @@ def test_a_stage_stopped_mid_replay_alerts_the_webhook_and_resolves(
         tmp_path / "run",
         extra_args={
             "spark_single_pass": ["--shuffle-partitions", "2"],
-            "db_connector": ["--flush-interval-ms", "500"],
+            "db_connector": ["--flush-interval", "500ms"],
         },
     )
     try:

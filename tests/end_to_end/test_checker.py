@@ -102,7 +102,7 @@ def lane(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[dict[str, s
     database = private_database(stack_settings)
     wiring = Wiring.for_connector(topics, f"db-connector-{database}", database)
     connector = service_process(
-        "db_connector", wiring, tmp_path / "connector.log", "--flush-interval-ms", "200"
+        "db_connector", wiring, tmp_path / "connector.log", "--flush-interval", "200ms"
     )
     connector.start()
     yield topics, database

@@ -89,7 +89,7 @@ def test_an_overload_alert_reaches_the_webhook_once_through_kills(
                 "--opstats-max-hold",
                 "10s",
             ],
-            "db_connector": ["--flush-interval-ms", "500"],
+            "db_connector": ["--flush-interval", "500ms"],
             "alert_forwarder": ["--resend", "5s"],
         },
     )

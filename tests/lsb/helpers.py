@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from lsb import JoinConfig, JoinState, flush, flush_state, process_batch, process_record, to_bytes
+from operators import ms
 
 #: Hypothesis budget for this suite only (never the global profile, which other suites share):
 #: moderate by default for 2 shared cores; LSB_HYPOTHESIS_EXAMPLES raises it and
@@ -156,3 +158,8 @@ def interleaving(draw, streams: list[list[Event]]) -> list[Event]:
 
 def cuts_for(draw, n: int) -> frozenset[int]:
     return frozenset(draw(st.lists(st.integers(0, max(n, 1)), max_size=6)))
+
+
+def opt_ms(amount: int | None) -> timedelta | None:
+    """A drawn policy in milliseconds as the config takes it (None: the policy is off)."""
+    return None if amount is None else ms(amount)

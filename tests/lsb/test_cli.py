@@ -14,6 +14,7 @@ import pytest
 
 from lsb import cli, jsonl
 from lsb.results import mechanical_power
+from operators import ms
 from tests.oracles.join import oracle_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,7 +232,7 @@ def test_reorder_stage_on_the_real_sample_joins_every_record():
     """The sample is far from time-ordered; a wide enough reorder stage sorts it per stream."""
     rows = [json.loads(x) for x in SAMPLE.read_text().splitlines()]
     out = io.BytesIO()
-    s = cli.run(SAMPLE.read_bytes(), out, SPEED, TORQUE, allowed_disorder_ms=10**12)
+    s = cli.run(SAMPLE.read_bytes(), out, SPEED, TORQUE, allowed_disorder=ms(10**12))
     assert s.late == 0 and s.records == 2681 + 4705
     in_order = sorted(rows, key=lambda r: r["Timestamp"])
     want, late = reference(in_order, SPEED, TORQUE)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lsb import JoinConfig, JoinOperator, PairSpec
 from lsb.results import product
-from operators import Records, due
+from operators import Records, due, ms
 from tests.oracles.join import oracle_pairs
 
 from .helpers import LSB_SETTINGS
@@ -64,7 +64,7 @@ def oracle(events: list[tuple[str, int]]) -> tuple[Counter, Counter]:
 
 
 def run(events: list[tuple[str, int]], batch: int) -> tuple[Counter, Counter]:
-    operator = JoinOperator(CONFIG, idle_ms=IDLE_MS)
+    operator = JoinOperator(CONFIG, idle_timeout=ms(IDLE_MS))
     state, now = operator.initial(), NOW_MS
     pairs: Counter = Counter()
     late: Counter = Counter()
@@ -132,7 +132,7 @@ def emitted(step) -> set[tuple[int, int]]:
 
 
 def test_a_silent_things_last_pair_comes_with_the_flush_and_a_record_behind_it_is_late() -> None:
-    operator = JoinOperator(JoinConfig.single("speed", "torque"), idle_ms=IDLE_MS)
+    operator = JoinOperator(JoinConfig.single("speed", "torque"), idle_timeout=ms(IDLE_MS))
     batch = Records.of(
         ["speed", "torque", "speed", "speed"], [1, 5, 6, 10], [1.0, 2.0, 3.0, 4.0], list("abcd")
     )

@@ -10,9 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
+from operators import ms
 from tests.oracles.join import certain_pairs, oracle_pairs
 
-from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
+from .helpers import (
+    LSB_SETTINGS,
+    cuts_for,
+    interleaving,
+    opt_ms,
+    run_batches,
+    run_records,
+    stream_times,
+)
 
 
 def accepted_times(events, late, key, q):
@@ -98,7 +107,7 @@ def test_default_policy_joins_exactly_the_accepted_records(ls, rs, data):
 
 def test_allowed_disorder_rescues_mildly_out_of_order_records():
     strict = JoinConfig.single("l", "r")
-    tolerant = JoinConfig.single("l", "r", allowed_disorder_ms=5)
+    tolerant = JoinConfig.single("l", "r", allowed_disorder=ms(5))
     events = [("m", "l", t, 1.0) for t in [0, 3, 2, 6, 4, 10, 1]] + [
         ("m", "r", t, 1.0) for t in [1, 5, 9]
     ]
@@ -115,7 +124,7 @@ def test_allowed_disorder_rescues_mildly_out_of_order_records():
 
 
 def test_reorder_stage_reports_duplicates_and_holds_records_until_its_watermark():
-    cfg = JoinConfig.single("l", "r", allowed_disorder_ms=10)
+    cfg = JoinConfig.single("l", "r", allowed_disorder=ms(10))
     st_ = JoinState.empty(cfg)
     assert process_record(cfg, "m", st_, "r", 0, 1.0).pairs == []
     assert process_record(cfg, "m", st_, "l", 0, 1.0).pairs == []  # held: nothing released yet
@@ -128,7 +137,7 @@ def test_reorder_stage_reports_duplicates_and_holds_records_until_its_watermark(
 def test_in_the_reorder_stage_the_last_copy_of_a_record_wins_in_both_paths():
     """Last wins, as in compaction: a changed copy replaces the held one (handed back as
     superseded, with its value); once released, a copy is late and the released one stands."""
-    cfg = JoinConfig.single("l", "r", allowed_disorder_ms=10)
+    cfg = JoinConfig.single("l", "r", allowed_disorder=ms(10))
     events = [
         ("m", "r", 0, 1.0),
         ("m", "l", 0, 1.0),
@@ -171,7 +180,7 @@ def _record_pairs(cfg, events):
 @LSB_SETTINGS
 @given(disordered_stream("l"), disordered_stream("r"), st.sampled_from([1, 2, 5]), st.data())
 def test_reorder_stage_same_in_both_paths(ls, rs, disorder, data):
-    cfg = JoinConfig.single("l", "r", allowed_disorder_ms=disorder)
+    cfg = JoinConfig.single("l", "r", allowed_disorder=ms(disorder))
     events = data.draw(interleaving([ls, rs]))
     a = run_records(cfg, events)
     b = run_batches(cfg, events, cuts_for(data.draw, len(events)))
@@ -197,7 +206,7 @@ def test_partner_timeout_emits_prev_pairs_of_a_silent_partner_and_drops_its_stra
         + [("m", "r", 2, 5.0), ("m", "r", 12, 3.0)]
     )
     plain = JoinConfig.single("l", "r")
-    timed = JoinConfig.single("l", "r", partner_timeout_ms=3)
+    timed = JoinConfig.single("l", "r", partner_timeout=ms(3))
     for cfg, want_while_silent in ((plain, {(0, 0)}), (timed, {(t, 0) for t in range(0, 7)})):
         st_ = JoinState.empty(cfg)
         got = set()
@@ -229,7 +238,7 @@ def test_partner_timeout_emits_prev_pairs_of_a_silent_partner_and_drops_its_stra
     disordered_stream("l", 40), disordered_stream("r", 40), st.sampled_from([0, 1, 3, 8]), st.data()
 )
 def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, data):
-    cfg = JoinConfig.single("l", "r", partner_timeout_ms=timeout)
+    cfg = JoinConfig.single("l", "r", partner_timeout=opt_ms(timeout))
     events = data.draw(interleaving([ls, rs]))
     a = run_records(cfg, events)
     b = run_batches(cfg, events, cuts_for(data.draw, len(events)))
@@ -254,7 +263,7 @@ def test_partner_timeout_matches_its_definition_in_both_paths(ls, rs, timeout, d
 
 
 def test_silent_partner_records_wait_for_their_next_even_with_timeout():
-    cfg = JoinConfig.single("l", "r", partner_timeout_ms=5)
+    cfg = JoinConfig.single("l", "r", partner_timeout=ms(5))
     st_ = JoinState.empty(cfg)
     process_record(cfg, "m", st_, "r", 0, 1.0)
     for t in range(1, 1000):
@@ -268,11 +277,11 @@ def test_silent_partner_records_wait_for_their_next_even_with_timeout():
 @pytest.mark.parametrize("bad", [-1])
 def test_config_rejects_negative_settings(bad):
     with pytest.raises(ValueError):
-        JoinConfig.single("l", "r", max_gap_ms=bad)
+        JoinConfig.single("l", "r", max_gap=ms(bad))
     with pytest.raises(ValueError):
-        JoinConfig.single("l", "r", allowed_disorder_ms=bad)
+        JoinConfig.single("l", "r", allowed_disorder=ms(bad))
     with pytest.raises(ValueError):
-        JoinConfig.single("l", "r", partner_timeout_ms=bad)
+        JoinConfig.single("l", "r", partner_timeout=ms(bad))
     with pytest.raises(ValueError):
         JoinConfig.single("l", "l")
 
@@ -294,9 +303,9 @@ def test_all_policies_together_same_in_both_paths(ls, rs, cs, disorder, timeout,
 
     cfg = JoinConfig(
         pairs=(PairSpec("l", "r"), PairSpec("r", "c"), PairSpec("c", "l")),
-        max_gap_ms=gap,
-        allowed_disorder_ms=disorder,
-        partner_timeout_ms=timeout,
+        max_gap=opt_ms(gap),
+        allowed_disorder=ms(disorder),
+        partner_timeout=opt_ms(timeout),
     )
     events = data.draw(interleaving([ls, rs, cs]))
     a = run_records(cfg, events)
@@ -319,7 +328,7 @@ def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(
     left, right, timeout, gap, data
 ):
     """After every record: emitted == pairs certain under the side watermarks, gap-filtered."""
-    cfg = JoinConfig.single("l", "r", partner_timeout_ms=timeout, max_gap_ms=gap)
+    cfg = JoinConfig.single("l", "r", partner_timeout=opt_ms(timeout), max_gap=opt_ms(gap))
     events = data.draw(
         interleaving([[("m", "l", t, 0.0) for t in left], [("m", "r", t, 0.0) for t in right]])
     )
@@ -361,7 +370,7 @@ def test_timeout_and_gap_emit_exactly_when_certain_with_bounded_buffers(
 
 
 def test_silent_partner_with_timeout_and_gap_keeps_memory_bounded():
-    cfg = JoinConfig.single("l", "r", partner_timeout_ms=5, max_gap_ms=3)
+    cfg = JoinConfig.single("l", "r", partner_timeout=ms(5), max_gap=ms(3))
     st_ = JoinState.empty(cfg)
     process_record(cfg, "m", st_, "r", 0, 1.0)
     for t in range(1, 1000):

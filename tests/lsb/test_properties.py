@@ -11,7 +11,15 @@ from lsb import JoinConfig, JoinState, PairSpec, process_batch, process_record, 
 from lsb.results import product
 from tests.oracles.join import certain_pairs, oracle_pairs
 
-from .helpers import LSB_SETTINGS, cuts_for, interleaving, run_batches, run_records, stream_times
+from .helpers import (
+    LSB_SETTINGS,
+    cuts_for,
+    interleaving,
+    opt_ms,
+    run_batches,
+    run_records,
+    stream_times,
+)
 
 KEYS = ["R0815", "H31415", "R27182"]
 
@@ -43,7 +51,7 @@ def expected(truth, gap):
 @given(scenario())
 def test_record_path_equals_oracle(sc):
     truth, events, _, gap = sc
-    res = run_records(JoinConfig.single("speed", "torque", max_gap_ms=gap), events)
+    res = run_records(JoinConfig.single("speed", "torque", max_gap=opt_ms(gap)), events)
     assert res.duplicates() == []
     assert res.pair_set() == expected(truth, gap)
     assert res.late == []
@@ -53,7 +61,7 @@ def test_record_path_equals_oracle(sc):
 @given(scenario())
 def test_batch_path_equals_oracle_for_any_cuts(sc):
     truth, events, cuts, gap = sc
-    cfg = JoinConfig.single("speed", "torque", max_gap_ms=gap)
+    cfg = JoinConfig.single("speed", "torque", max_gap=opt_ms(gap))
     res = run_batches(cfg, events, cuts)
     assert res.duplicates() == []
     assert res.pair_set() == expected(truth, gap)
@@ -64,7 +72,7 @@ def test_batch_path_equals_oracle_for_any_cuts(sc):
 def test_paths_agree_and_leave_identical_state(sc, data):
     """Same records in, same pairs and byte-identical state out, whatever the cuts."""
     _, events, cuts, gap = sc
-    cfg = JoinConfig.single("speed", "torque", max_gap_ms=gap)
+    cfg = JoinConfig.single("speed", "torque", max_gap=opt_ms(gap))
     stop = data.draw(st.integers(0, len(events)))
     a = run_records(cfg, events[:stop])
     b = run_batches(cfg, events[:stop], cuts)
@@ -76,7 +84,7 @@ def test_paths_agree_and_leave_identical_state(sc, data):
 @given(scenario(max_len=80), st.data())
 def test_serialize_restore_at_random_points(sc, data):
     truth, events, cuts, gap = sc
-    cfg = JoinConfig.single("speed", "torque", max_gap_ms=gap)
+    cfg = JoinConfig.single("speed", "torque", max_gap=opt_ms(gap))
     points = frozenset(data.draw(st.lists(st.integers(0, len(events)), max_size=8)))
     res = run_records(cfg, events, restore_at=points)
     assert res.duplicates() == []
@@ -115,7 +123,7 @@ def test_several_pairs_per_key_from_one_config(sc, data):
             PairSpec("current", "load", product),
             PairSpec("speed", "current", product),
         ),
-        max_gap_ms=gap,
+        max_gap=opt_ms(gap),
     )
     extra = {}
     streams = [[e for e in events if e[0] == k] for k in truth]

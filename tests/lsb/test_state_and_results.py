@@ -22,8 +22,9 @@ from lsb import (
     to_bytes,
 )
 from lsb.results import mechanical_power, product
+from operators import ms
 
-from .helpers import LSB_SETTINGS
+from .helpers import LSB_SETTINGS, opt_ms
 
 
 def test_mechanical_power_is_2pi_over_60_speed_torque():
@@ -86,8 +87,8 @@ state_events = st.lists(
 def test_state_bytes_round_trip_exactly(events, disorder, timeout):
     cfg = JoinConfig(
         pairs=(PairSpec("speed", "torque"), PairSpec("current", "load")),
-        allowed_disorder_ms=disorder,
-        partner_timeout_ms=timeout,
+        allowed_disorder=ms(disorder),
+        partner_timeout=opt_ms(timeout),
     )
     st_ = JoinState.empty(cfg)
     for q, t, v in events:
@@ -142,7 +143,7 @@ def test_batch_accepts_bytes_none_and_codes_and_flush_empties_state():
 def test_column_outputs_for_a_spark_udf():
     cfg = JoinConfig(
         pairs=(PairSpec("speed", "torque"), PairSpec("current", "load", product)),
-        partner_timeout_ms=2,
+        partner_timeout=ms(2),
     )
     q = np.array(["speed", "torque", "current", "load", "speed", "speed", "torque"], dtype=object)
     t = np.array([1, 1, 2, 2, 1, 9, 3], dtype=np.int64)

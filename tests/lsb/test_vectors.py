@@ -9,7 +9,7 @@ import pytest
 from lsb import JoinConfig
 from tests.oracles.join import oracle_pairs
 
-from .helpers import run_batches, run_records
+from .helpers import opt_ms, run_batches, run_records
 
 CFG = JoinConfig.single("r", "s")
 
@@ -37,7 +37,7 @@ def test_alternating_0_to_99_gives_99_pairs(runner):
 @pytest.mark.parametrize("runner", [run_records, run_batches])
 @pytest.mark.parametrize("gap,expected", [(None, 27), (3, 15)])
 def test_five_and_five_twice(runner, gap, expected):
-    cfg = JoinConfig.single("r", "s", max_gap_ms=gap)
+    cfg = JoinConfig.single("r", "s", max_gap=opt_ms(gap))
     events = pattern(5, 2)
     res = runner(cfg, events)
     assert len(res.pairs) == expected and not res.duplicates()

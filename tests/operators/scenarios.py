@@ -16,9 +16,9 @@ NOW_MS = 1_700_000_000_000
 def join_operator(idle_ms: int = 0) -> JoinOperator:
     """The golden files' join has no idle flush (older versions had none to hold)."""
     config = JoinConfig(
-        pairs=(PairSpec("speed", "torque"),), allowed_disorder_ms=3, partner_timeout_ms=50
+        pairs=(PairSpec("speed", "torque"),), allowed_disorder=ms(3), partner_timeout=ms(50)
     )
-    return JoinOperator(config, max_future_ms=3_600_000, idle_ms=idle_ms)
+    return JoinOperator(config, max_future=timedelta(hours=1), idle_timeout=ms(idle_ms))
 
 
 def window_operator() -> WindowOperator:
@@ -48,7 +48,7 @@ def opstats_operator() -> OperationStatistics:
         partner_timeout=ms(10),
         idle_timeout=ms(1000),
     )
-    return OperationStatistics(config, max_future_ms=3_600_000)
+    return OperationStatistics(config, max_future=timedelta(hours=1))
 
 
 #: A thing's records in arrival order: two joined streams with disorder, a re-send, a copy

@@ -33,7 +33,7 @@ def operator(
     catalogue: Catalogue = DEFAULTS, idle: timedelta = timedelta(0)
 ) -> OperationStatistics:
     return OperationStatistics(
-        StatsConfig(INPUTS, catalogue, idle_timeout=idle), max_future_ms=3_600_000
+        StatsConfig(INPUTS, catalogue, idle_timeout=idle), max_future=timedelta(hours=1)
     )
 
 

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from tests.oracles import opstats
@@ -120,11 +121,12 @@ def join_pairs(options: Any, fed: Iterable[tuple[str, str, int, float]]) -> tupl
     """The pairs certain after ``fed`` (arrival order; no end of stream: a stream never ends) and
     the number of late records, for a join configured by ``options`` (anything with the
     ``JOIN_*`` settings' attributes). The oracle knows the default late policy only."""
-    if getattr(options, "allowed_disorder_ms", 0) or getattr(options, "partner_timeout_ms", 0):
+    if getattr(options, "allowed_disorder", None) or getattr(options, "partner_timeout", None):
         raise NotImplementedError(
             "the oracle models the default late policy (no reorder stage, no partner timeout)"
         )
-    gap = getattr(options, "max_gap_ms", 0) or None
+    max_gap = getattr(options, "max_gap", None)
+    gap = max_gap // timedelta(milliseconds=1) if max_gap else None
     joined, late = pattern_join([(*r, "") for r in fed], parse_pairs(options.pairs), gap)
     return Counter(
         (r["thing"], r["left_quantity"], r["right_quantity"], r["left_time_ms"], r["right_time_ms"])

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from lsb import JoinConfig, PairSpec, process_batch
 from lsb.results import RESULT_FUNCTIONS
 from streamkit.events import RowError, parse_row
+from tests.lsb.helpers import opt_ms
 from tests.oracles.join import Pair, certain_pairs, stream_join, stream_pairs
 from tests.oracles.rows import decode, spec_row
 
@@ -149,7 +150,7 @@ def production(
 ) -> tuple[Counter, Counter]:
     """What the join job writes (its batch path, per thing in arrival order, cut into batches),
     in the oracle's shape."""
-    config = JoinConfig(pairs=pairs, max_gap_ms=gap)
+    config = JoinConfig(pairs=pairs, max_gap=opt_ms(gap))
     joined: Counter = Counter()
     late: Counter = Counter()
     for thing in ("R0815", "H31415"):

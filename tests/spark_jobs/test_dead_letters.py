@@ -3,6 +3,8 @@ the GroupState is a stand-in); each function hands them back as dead letters, to
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pandas as pd
 
 from spark_jobs import dead_letters
@@ -48,7 +50,7 @@ def assert_dead_letters(out: list[pd.DataFrame], fields: list[tuple[str, str]], 
 def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
     plan = join_plan(JoinSettings.from_sources(cli={"pairs": "speed:torque:mechanical_power"}))
     out = list(
-        join_function(plan, max_future_ms=3_600_000)(
+        join_function(plan, max_future=timedelta(hours=1))(
             (None,), iter([undecodable(3)]), UntouchableState()
         )
     )
@@ -57,7 +59,7 @@ def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
 
 def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
     settings = AggregateSettings.from_sources(environ={})
-    function = window_function(settings.window_rules(), settings.idle_timeout_ms())
+    function = window_function(settings.window_rules(), settings.idle_flush())
     frames = [
         undecodable(4).iloc[:2],
         undecodable(4).iloc[2:],

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,11 @@ def expected(*batches: list[tuple]) -> Counter:
 
 def new_sink(settings: Settings, marker_topic: str, query: str) -> ExactlyOnceSink:
     return ExactlyOnceSink(
-        settings, query, marker_topic, transaction_timeout_ms=20000, marker_timeout_s=20
+        settings,
+        query,
+        marker_topic,
+        transaction_timeout=timedelta(seconds=20),
+        marker_timeout_s=20,
     )
 
 
@@ -129,7 +134,7 @@ def test_sink_not_prepared_opens_at_the_first_batch(
         stack_settings,
         f"q-{uuid.uuid4().hex[:8]}",
         markers,
-        transaction_timeout_ms=20000,
+        transaction_timeout=timedelta(seconds=20),
         marker_timeout_s=2,
     )
     sink.prepare()
@@ -263,8 +268,8 @@ def test_driver_killed_at_each_fault_point_gives_exact_output(
         "--max-offsets-per-trigger",
         str(per_batch),
         "--available-now",
-        "--trigger-seconds",
-        "0.2",
+        "--trigger",
+        "200ms",
     ]
 
     for round_no, (point, batch) in enumerate(fault_plan(FAULT_ROUNDS, batches)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from datetime import timedelta
 
 import pyarrow as pa
 import pytest
@@ -38,7 +39,7 @@ def output(topic: str, batch: int, partition: int, n: int = 4, letters: int = 0)
 
 
 def writer(settings: Settings, query: str, markers: str, batch: int) -> PartitionWriter:
-    return PartitionWriter(settings, query, markers, batch, "query-id-1", 20000)
+    return PartitionWriter(settings, query, markers, batch, "query-id-1", timedelta(seconds=20))
 
 
 def test_each_partition_of_a_batch_is_written_once_and_a_zombie_attempt_is_fenced(
@@ -64,7 +65,10 @@ def test_each_partition_of_a_batch_is_written_once_and_a_zombie_attempt_is_fence
     # an attempt of partition 0 that opened for batch 1 and then stalled (an executor Spark
     # believes lost); its retry elsewhere fences it and commits batch 1
     zombie = ExactlyOnceSink(
-        stack_settings, partition_query(query, 0), markers, transaction_timeout_ms=20000
+        stack_settings,
+        partition_query(query, 0),
+        markers,
+        transaction_timeout=timedelta(seconds=20),
     )
     zombie.open("query-id-1")
     table = output(out, 1, 0)

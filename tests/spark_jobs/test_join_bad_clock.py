@@ -3,6 +3,8 @@ never come (no Spark: the GroupState is a stand-in, ``FakeGroupState``)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pandas as pd
 
 from spark_jobs.config import JoinSettings
@@ -18,7 +20,7 @@ def joined(rows: list[tuple[str, int, float, str]]) -> pd.DataFrame:
         kafka_partition=0, kafka_offset=range(len(rows))
     )
     out = list(
-        join_function(plan, max_future_ms=3_600_000)(
+        join_function(plan, max_future=timedelta(hours=1))(
             ("T1",), iter([frame]), FakeGroupState(None, NOW_MS)
         )
     )

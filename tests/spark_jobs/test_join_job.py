@@ -232,7 +232,7 @@ def test_join_job_recovers_after_a_broker_restart(
             "the broker was not started by this stack launcher, so the test cannot restart it"
         )
     log = tmp_path / "join.log"
-    args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger-seconds", "0.5"]
+    args = [*join_lane["args"], "--max-offsets-per-trigger", "3000", "--trigger", "500ms"]
     job = spark_service("spark_jobs.join", args, log).start()
     expected, _ = join_pairs(join_lane["settings"], join_lane["fed"])
 

@@ -74,8 +74,8 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 
 def two_jobs(settings: SinglePassSettings):
-    joiner = Keyed(passes.join_function(passes.join_plan(settings), settings.max_future_ms()))
-    windows = Keyed(passes.window_function(settings.window_rules(), settings.idle_timeout_ms()))
+    joiner = Keyed(passes.join_function(passes.join_plan(settings), settings.max_future))
+    windows = Keyed(passes.window_function(settings.window_rules(), settings.idle_flush()))
     plan = passes.join_plan(settings)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:

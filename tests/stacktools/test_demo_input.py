@@ -112,8 +112,8 @@ def test_the_wait_ends_when_the_summary_is_logged_not_when_the_simulator_exits(
         str(events),
         "--mqtt-topic-prefix",
         prefix,
-        "--linger-s",
-        "120",
+        "--linger",
+        "2m",
     )
     try:
         assert watch(run, lambda: None, lambda: True, Deadline(90)) is True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from datetime import timedelta
 
 from stacktools.processes import free_port
 from streamkit.config import Settings
@@ -24,11 +25,13 @@ def _get(port: int, path: str) -> tuple[int, str]:
 def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() -> None:
     port = serve_metrics(
         "db_connector",
-        Settings.from_sources(cli={"metrics_port": free_port(), "health_stall_s": 0.3}),
+        Settings.from_sources(
+            cli={"metrics_port": free_port(), "health_stall": timedelta(milliseconds=300)}
+        ),
     )
     status, body = _get(port, "/healthz")
     assert status == 200 and body.startswith("ok: db_connector")
-    time.sleep(0.5)  # the scenario: no beat for longer than health_stall_s (0.3 s)
+    time.sleep(0.5)  # the scenario: no beat for longer than health_stall (0.3 s)
     status, body = _get(port, "/healthz")
     assert status == 503 and "no progress" in body
     before = time.time()
@@ -41,4 +44,4 @@ def test_healthz_turns_503_when_the_loop_stops_beating_and_back_when_it_beats() 
         if text.startswith('service_last_progress_timestamp_seconds{service="db_connector"}')
     )
     assert float(line.split()[-1]) >= before - 1
-    WATCHDOG.stall_s = 120.0  # leave the process's watchdog as other tests expect it
+    WATCHDOG.stall = timedelta(minutes=2)  # leave the process's watchdog as other tests expect it

@@ -99,7 +99,7 @@ def test_durations_are_parsed_when_the_settings_load(tmp_path: Path) -> None:
         timedelta(minutes=2),
     )
     assert aggregate.window_rules().allowed_lateness_ms == 0
-    assert aggregate.idle_timeout_ms() == 120_000
+    assert aggregate.idle_flush() == timedelta(minutes=2)
     assert aggregate.as_environment()["AGGREGATE_IDLE_TIMEOUT"] == "2m"  # round trip to a child
     assert (
         AggregateSettings.from_sources(environ=aggregate.as_environment()).idle_timeout
@@ -151,10 +151,88 @@ def test_sizes_read_as_the_jvm_reads_them(tmp_path: Path) -> None:
 
 
 def test_duration_text_round_trips() -> None:
-    for text in ("250ms", "10s", "90s", "1m", "2h"):
+    for text in ("250ms", "10s", "90s", "1m", "2h", "7d"):
         assert format_duration(parse_duration(text)) == text
     assert format_duration(parse_duration("off", allow_zero=True)) == "off"
     assert parse_duration_ms("1.5s") == 1500  # the windows' grammar, unchanged
+
+
+@pytest.mark.parametrize(
+    ("environ", "argv", "stall", "warning"),
+    [
+        ({"HEALTH_STALL": "90s"}, [], timedelta(seconds=90), ""),
+        ({"HEALTH_STALL_S": "90"}, [], timedelta(seconds=90), "HEALTH_STALL_S is deprecated"),
+        ({"HEALTH_STALL_S": "90", "HEALTH_STALL": "1m"}, [], timedelta(minutes=1), ""),
+        ({"HEALTH_STALL": "90"}, [], timedelta(seconds=90), "HEALTH_STALL=90 is read in s"),
+        ({"HEALTH_STALL_S": "1"}, ["--health-stall", "2m"], timedelta(minutes=2), ""),
+        ({}, ["--health-stall", "0.5"], timedelta(milliseconds=500), "--health-stall 0.5 is read"),
+        ({}, ["--health-stall-s", "90"], timedelta(seconds=90), "--health-stall-s is deprecated"),
+    ],
+)
+def test_a_renamed_duration_reads_its_old_spelling_for_one_release_with_a_warning(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    environ: dict[str, str],
+    argv: list[str],
+    stall: timedelta,
+    warning: str,
+) -> None:
+    """An old ``.env`` (or a variable renamed without its value) must not change what a
+    service does, and the log must say how to write it now."""
+    base = {"STACK_RUN_DIR": str(tmp_path)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("os.environ", {**base, **environ})
+        settings, _ = Settings.parse(argv)
+    assert settings.health_stall == stall
+    with caplog.at_level(logging.WARNING, logger="streamkit.config"):
+        settings.log_legacy()
+    messages = [record.getMessage() for record in caplog.records]
+    if not warning:
+        assert messages == []
+        return
+    assert len(messages) == 1 and warning in messages[0], messages
+    assert getattr(caplog.records[0], "setting", None) == "HEALTH_STALL"
+    new_spelling = f"--health-stall {format_duration(stall)}" if argv else "HEALTH_STALL=90s"
+    assert messages[0].endswith(f"set {new_spelling}")
+
+
+def test_a_service_logs_an_old_spelling_in_its_own_log_format(tmp_path: Path) -> None:
+    """The warning is a line of the service's JSON log (a log collector sees it), not a bare
+    line on stderr before logging is set up."""
+    program = (
+        "import sys; from streamkit.config import ServiceSettings; "
+        "from streamkit.service import run_service; "
+        "sys.exit(run_service('probe', ServiceSettings, None, [], lambda settings, flag: 0))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=REPO_ROOT,
+        env={"STACK_RUN_DIR": str(tmp_path), "HEALTH_STALL_S": "90", "LOG_FORMAT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    warning = next(line for line in lines if line["level"] == "WARNING")
+    assert warning["logger"] == "streamkit.config" and warning["setting"] == "HEALTH_STALL"
+    assert warning["msg"].endswith("set HEALTH_STALL=90s")
+
+
+def test_a_bare_number_of_a_renamed_duration_keeps_its_old_unit(tmp_path: Path) -> None:
+    """JOIN_MAX_GAP_MS=5000 was 5000 ms, and so is JOIN_MAX_GAP=5000 for one release: the join
+    sees the same gap either way."""
+    for variable in ("JOIN_MAX_GAP_MS", "JOIN_MAX_GAP"):
+        settings = JoinSettings.from_sources(
+            environ={"STACK_RUN_DIR": str(tmp_path), variable: "5000"}
+        )
+        assert settings.max_gap == timedelta(seconds=5)
+        assert join_plan(settings).config(()).max_gap_ms == 5000
+    off = JoinSettings.from_sources(
+        environ={"STACK_RUN_DIR": str(tmp_path), "JOIN_MAX_GAP_MS": "0"}
+    )
+    assert off.max_gap == timedelta(0) and join_plan(off).config(()).max_gap_ms is None
 
 
 def test_join_pairs_are_a_config_error_naming_the_variable() -> None:

@@ -48,7 +48,7 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
     """The stages' options in these tests. No idle timeout: the windows are then a function of
     the raw topic alone, whatever the faults did to the timing (the idle timeout has its own
     test in tests/spark_jobs)."""
-    spark = ["--shuffle-partitions", "2", "--trigger-seconds", str(trigger_s)]
+    spark = ["--shuffle-partitions", "2", "--trigger", f"{trigger_s}s"]
     join = ["--pairs", PAIRS]
     windows = [
         "--tumbling",
@@ -69,7 +69,7 @@ def pipeline_args(trigger_s: int = 1) -> dict[str, list[str]]:
         "spark_join": [*join, *spark, "--idle-timeout", "off", *NO_STATISTICS],
         "spark_aggregate": [*windows, *spark],
         "spark_single_pass": [*join, *windows, *spark, *NO_STATISTICS],
-        "db_connector": ["--flush-interval-ms", "200"],
+        "db_connector": ["--flush-interval", "200ms"],
     }
 
 

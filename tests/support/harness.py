@@ -26,7 +26,7 @@ def quick_single_pass_args() -> dict[str, list[str]]:
     partitions, a short session gap, frequent flushes): a Pipeline's ``extra_args``."""
     return {
         "spark_single_pass": ["--shuffle-partitions", "2", "--session-gap", "500ms"],
-        "db_connector": ["--flush-interval-ms", "500"],
+        "db_connector": ["--flush-interval", "500ms"],
     }
 
 
