@@ -11,7 +11,6 @@ policy has work), then prints joins/s for
 * cli        - ``python -m lsb`` end to end in a subprocess (start-up,
                parsing, joining and writing included),
 * batch      - ``process_batch`` on ready numpy arrays (one call per key and batch),
-* record     - ``process_record``, one record per call,
 
 with ratios to the baseline, all in one process run on the same data.
 """
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.support.timing import best_of, status
-from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
+from lsb import JoinConfig, process_batch
 from lsb.results import mechanical_power
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,22 +159,6 @@ def bench_batch(cfg: JoinConfig, arrays, batch: int) -> tuple[int, float]:
     return pairs, time.perf_counter() - started
 
 
-def bench_record(cfg: JoinConfig, arrays, limit: int) -> tuple[int, int, float]:
-    pairs = records = 0
-    started = time.perf_counter()
-    names = cfg.quantities
-    for key, (q, t, v) in arrays.items():
-        state = JoinState.empty(cfg)
-        share = limit // len(arrays)
-        for code, tt, vv in zip(
-            q[:share].tolist(), t[:share].tolist(), v[:share].tolist(), strict=True
-        ):
-            pairs += len(process_record(cfg, key, state, names[code], tt, vv).pairs)
-            records += 1
-        pairs += len(flush_state(cfg, key, state).pairs)
-    return pairs, records, time.perf_counter() - started
-
-
 def run_cli(events: Path, out: Path) -> tuple[int, str]:
     r = subprocess.run(
         [
@@ -211,9 +194,6 @@ def main() -> int:
     )
     ap.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
     ap.add_argument(
-        "--record-limit", type=int, default=200_000, help="records for the per-record path"
-    )
-    ap.add_argument(
         "--keep", type=Path, default=None, help="directory to keep the generated files in"
     )
     args = ap.parse_args()
@@ -239,9 +219,6 @@ def main() -> int:
     batch_pairs, batch_s, batch_cpu = best_of(
         lambda: bench_batch(cfg, arrays, args.batch)[0], args.repeat, "batch"
     )
-    (rec_pairs, rec_records), rec_s, rec_cpu = best_of(
-        lambda: bench_record(cfg, arrays, args.record_limit)[:2], 1, "per-record"
-    )
 
     same = batch_pairs == cli_pairs == base_pairs
     base_rate, base_cpu_rate = base_pairs / base_s, base_pairs / base_cpu
@@ -249,7 +226,6 @@ def main() -> int:
         ("baseline (json+sort+bisect)", base_pairs, base_s, base_cpu),
         ("cli end to end (subprocess)", cli_pairs, cli_s, cli_cpu),
         (f"batch path ({args.batch:,}/call)", batch_pairs, batch_s, batch_cpu),
-        (f"per-record path ({rec_records:,} rec)", rec_pairs, rec_s, rec_cpu),
     ]
     print(
         f"\ninput: {args.rows:,} rows, {size_mb:.1f} MB, seed {args.seed}; best of {args.repeat}; "

@@ -8,8 +8,8 @@ as it is certain.  See docs/join.md.  Pure Python + numpy: no Spark here.
 Entry points:
 
 * :func:`process_batch` / :func:`flush` - vectorized, one key per call (Spark).
-* :func:`process_record` / :func:`flush_state` - one record per call.
-* :class:`LocalStreamBuffer` - many keys in memory (tests, offline use).
+* :class:`LocalStreamBuffer` - many keys in memory (tests, offline use), a record at a time
+  or many.
 * :class:`JoinOperator` - the join as a keyed operator (``operators.contract``), what the
   Spark jobs run.
 * :func:`to_bytes` / :func:`from_bytes` - the state in the operators' versioned encoding.
@@ -21,7 +21,6 @@ from .config import END_TIME, NO_TIME, JoinConfig, PairSpec
 from .operator import JoinOperator, JoinStep
 from .output import JoinedPair, LateColumns, LateRecord, PairColumns
 from .policies import REASONS
-from .record import StepResult, flush_state, process_record
 from .results import RESULT_FUNCTIONS, event_time, mechanical_power, pair_id, pair_ids
 from .serde import from_bytes, to_bytes
 from .state import JoinState
@@ -42,16 +41,13 @@ __all__ = [
     "PairSpec",
     "REASONS",
     "RESULT_FUNCTIONS",
-    "StepResult",
     "event_time",
     "flush",
-    "flush_state",
     "from_bytes",
     "mechanical_power",
     "pair_id",
     "pair_ids",
     "process_batch",
-    "process_record",
     "quantity_codes",
     "to_bytes",
 ]

@@ -6,8 +6,9 @@ rows of one key::
     res = process_batch(config, state, quantities, times, values)
     emit(res.pairs); route(res.late); keep(res.state)
 
-It gives exactly the pairs, late records and next state that feeding the same
-records one by one to :func:`lsb.record.process_record` gives.
+It gives exactly the pairs, late records and next state that feeding the same records one by
+one through the rules written per arrival gives (``tests/lsb/per_record.py``, the tests' second
+way to the pairs).
 """
 
 from __future__ import annotations

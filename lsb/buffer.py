@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from .batch import BatchResult, process_batch
+from .batch import BatchResult, flush, process_batch
 from .config import JoinConfig
-from .record import StepResult, flush_state, process_record
 from .serde import from_bytes, to_bytes
 from .state import JoinState
 
 
 class LocalStreamBuffer:
-    """Holds a :class:`JoinState` per key; both paths may be mixed freely."""
+    """Holds a :class:`JoinState` per key; a record at a time or many, the same batch path."""
 
     def __init__(self, config: JoinConfig) -> None:
         self.config = config
@@ -22,8 +21,9 @@ class LocalStreamBuffer:
             st = self.states[key] = JoinState.empty(self.config)
         return st
 
-    def push(self, key: str, quantity: str, time: int, value: float, index: int = -1) -> StepResult:
-        return process_record(self.config, key, self.state(key), quantity, time, value, index)
+    def push(self, key: str, quantity: str, time: int, value: float) -> BatchResult:
+        """One record, as a batch of one."""
+        return self.push_batch(key, [quantity], [time], [value])
 
     def push_batch(
         self, key: str, quantities: object, times: object, values: object
@@ -32,8 +32,11 @@ class LocalStreamBuffer:
         self.states[key] = res.state
         return res
 
-    def flush(self, key: str) -> StepResult:
-        return flush_state(self.config, key, self.state(key))
+    def flush(self, key: str) -> BatchResult:
+        """End of stream for ``key``: every pending pair; the key starts empty again."""
+        res = flush(self.config, key, self.state(key))
+        self.states[key] = res.state
+        return res
 
     def snapshot(self, key: str) -> bytes:
         return to_bytes(self.state(key), self.config)

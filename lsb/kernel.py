@@ -9,7 +9,7 @@ the pairs certain after the batch but not before it.  Evicted records never
 matter: any pair that still can become certain involves only buffered or new
 records (or lies beyond the max gap and is filtered anyway), and pairs whose
 neighbours were evicted evaluate identically before and after, so they
-cancel.  ``incremental.py`` is the per-record equivalent.
+cancel.  ``tests/lsb/per_record.py`` is the per-record equivalent.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def new_certain_pairs(
 def evict_count(
     times: np.ndarray, other_last: int, other_w: int, max_gap: int | None = None
 ) -> int:
-    """How many head records to drop (same rule as ``incremental.evict``)."""
+    """How many head records to drop (same rule as the per-record ``evict`` in the tests)."""
     n = len(times)
     if n < 2:
         return 0

@@ -44,5 +44,5 @@ def certainty_waits(
             if quantity in obj:
                 step = buffer.push(obj["Thing"], quantity, arrival_ms, obj[quantity])
                 if arrival_ms >= since_ms:
-                    waits.extend((arrival_ms - pair.event_time) / 1000 for pair in step.pairs)
+                    waits.extend((arrival_ms - int(t)) / 1000 for t in step.pairs.event_time)
     return waits

@@ -11,8 +11,9 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, JoinState, flush, flush_state, process_batch, process_record, to_bytes
+from lsb import JoinConfig, JoinState, flush, process_batch, to_bytes
 from operators import ms
+from tests.lsb.per_record import flush_state, process_record
 
 #: Hypothesis budget for this suite only (never the global profile, which other suites share):
 #: moderate by default for 2 shared cores; LSB_HYPOTHESIS_EXAMPLES raises it and

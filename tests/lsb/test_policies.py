@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, JoinState, flush_state, process_batch, process_record
+from lsb import JoinConfig, JoinState, process_batch
 from operators import ms
+from tests.lsb.per_record import flush_state, process_record
 from tests.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import (

@@ -7,8 +7,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsb import JoinConfig, JoinState, PairSpec, process_batch, process_record, to_bytes
+from lsb import JoinConfig, JoinState, PairSpec, process_batch, to_bytes
 from lsb.results import product
+from tests.lsb.per_record import process_record
 from tests.oracles.join import certain_pairs, oracle_pairs
 
 from .helpers import (

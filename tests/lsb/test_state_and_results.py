@@ -18,11 +18,11 @@ from lsb import (
     pair_id,
     pair_ids,
     process_batch,
-    process_record,
     to_bytes,
 )
 from lsb.results import mechanical_power, product
 from operators import ms
+from tests.lsb.per_record import process_record
 
 from .helpers import LSB_SETTINGS, opt_ms
 

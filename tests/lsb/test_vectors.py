@@ -47,7 +47,8 @@ def test_five_and_five_twice(runner, gap, expected):
 
 
 def test_five_and_five_pending_pairs_come_only_with_end_of_stream():
-    from lsb import JoinState, process_record
+    from lsb import JoinState
+    from tests.lsb.per_record import process_record
 
     st = JoinState.empty(CFG)
     before_flush = []

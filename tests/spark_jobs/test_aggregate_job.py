@@ -357,14 +357,15 @@ def test_aggregates_of_the_joined_power(stack_settings: Settings, tmp_path: Path
     before the component field existed reads as an explicit pair's (``mechanical_power``)."""
     import fastavro
 
-    from lsb import JoinConfig, LocalStreamBuffer
+    from lsb import JoinConfig, JoinedPair, LocalStreamBuffer
     from streamkit.wire import schema_before
 
-    buffer = LocalStreamBuffer(JoinConfig.single("actSpeed_C11", "vaTorque_C11"))
-    pairs = []
+    config = JoinConfig.single("actSpeed_C11", "vaTorque_C11")
+    buffer = LocalStreamBuffer(config)
+    pairs: list[JoinedPair] = []
     for thing, quantity, t, value in distinct_records(file_rows(SAMPLE)):
         if quantity in ("actSpeed_C11", "vaTorque_C11"):
-            pairs.extend(buffer.push(thing, quantity, t, value).pairs)
+            pairs.extend(buffer.push(thing, quantity, t, value).pairs.to_records(thing, config))
     assert len(pairs) > 1000
     older_things = {sorted({p.key for p in pairs})[0]}  # its pairs in the older layout
     as_records: list[Record] = [
