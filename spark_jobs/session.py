@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from streamkit.logs import log_format
-from streamkit.paths import REPO_ROOT, SPARK_JARS_DIR
+from streamkit.paths import CODE_ROOT, SPARK_JARS_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,8 +146,9 @@ def build_session(
         "PYSPARK_SUBMIT_ARGS"
     )  # the caller's, put back once the JVM started
     if master.startswith("spark://"):
-        # executors' Python workers import the jobs (and the daemon module above) from this checkout
-        builder = builder.config("spark.executorEnv.PYTHONPATH", str(REPO_ROOT))
+        # executors' Python workers import the jobs (and the daemon module above) from where
+        # this driver imports them: the checkout, or site-packages
+        builder = builder.config("spark.executorEnv.PYTHONPATH", str(CODE_ROOT))
         if cluster_secret:
             secret_file = _private_properties(
                 {"spark.authenticate": "true", "spark.authenticate.secret": cluster_secret}

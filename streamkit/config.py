@@ -30,7 +30,7 @@ from typing import Any, Literal, Self, get_args, get_origin, get_type_hints
 
 from streamkit.durations import format_duration, is_bare_number, parse_duration
 from streamkit.errors import ConfigError
-from streamkit.paths import REPO_ROOT, default_run_dir
+from streamkit.paths import CHECKOUT, default_run_dir, dotenv_path
 from streamkit.secret import Secret
 from streamkit.sizes import ByteSize, format_size, parse_size
 
@@ -259,10 +259,6 @@ def field_text(field: dataclasses.Field, kind: Any, value: Any) -> str:
 _COERCED = (Secret, timedelta, ByteSize)
 
 
-#: The repository's ``.env``: docker compose's file, whose settings the local services share.
-DOTENV = REPO_ROOT / ".env"
-
-
 def is_secret_variable(name: str) -> bool:
     return name.endswith("_PASSWORD")
 
@@ -272,7 +268,9 @@ def dotenv_settings() -> dict[str, str]:
     own (generated into the run directory, or given in the environment), so neither stack ever
     logs in with the other's credentials."""
     return {
-        key: value for key, value in read_env_file(DOTENV).items() if not is_secret_variable(key)
+        key: value
+        for key, value in read_env_file(dotenv_path()).items()
+        if not is_secret_variable(key)
     }
 
 
@@ -517,10 +515,9 @@ def default_text(field: dataclasses.Field, kind: Any) -> str:
     if field.metadata.get("secret"):
         return ""
     if isinstance(field.default, Path):
-        try:
-            return "./" + field.default.relative_to(REPO_ROOT).as_posix()
-        except ValueError:
-            return field.default.as_posix()
+        if CHECKOUT and field.default.is_relative_to(CHECKOUT):
+            return "./" + field.default.relative_to(CHECKOUT).as_posix()
+        return field.default.as_posix()
     return field_text(field, kind, field.default)
 
 

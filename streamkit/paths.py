@@ -1,7 +1,10 @@
-"""Where the repository, its installed tools and its run directory are.
+"""Where the code, its installed tools and its run directory are, in a checkout or installed.
 
 Kept in one place so the launcher, the tests and the services agree on them without passing
-paths around.
+paths around. Run from a checkout, everything is inside it (``run/``, ``.env``, ``.stack/``);
+installed with ``pip install .``, nothing points into site-packages: the run directory and the
+installed servers go to the user's XDG directories and ``.env`` is read from the working
+directory, as docker compose reads it (docs/operations.md, "Installed without a checkout").
 """
 
 from __future__ import annotations
@@ -13,8 +16,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-STACK_DIR = REPO_ROOT / ".stack"
+#: Where the packages are imported from: a checkout, or site-packages once installed.
+CODE_ROOT = Path(__file__).resolve().parent.parent
+#: The checkout the code runs from; None when it was installed.
+CHECKOUT: Path | None = CODE_ROOT if (CODE_ROOT / "pyproject.toml").is_file() else None
+#: The repository's root: the tests' and the repository's own tools' (docs, compose) files.
+REPO_ROOT = CODE_ROOT
+
+
+def _xdg(variable: str, fallback: str) -> Path:
+    return Path(os.environ.get(variable) or Path.home() / fallback) / "machinedata-stack"
+
+
+#: The servers and jars scripts/setup.sh installs: in the checkout, else the user's data dir.
+STACK_DIR = CHECKOUT / ".stack" if CHECKOUT else _xdg("XDG_DATA_HOME", ".local/share")
 KAFKA_JARS_DIR = STACK_DIR / "jars" / "kafka"
 SPARK_JARS_DIR = STACK_DIR / "jars" / "spark"
 #: Apicurio Registry's runner jar and its lib/ (scripts/setup.sh), the optional schema registry.
@@ -24,7 +39,14 @@ CACHE_DIR = Path.home() / ".cache" / "machinedata-stack"
 
 
 def default_run_dir() -> Path:
-    return REPO_ROOT / "run"
+    """``run/`` of the checkout; installed: the user's state directory."""
+    return CHECKOUT / "run" if CHECKOUT else _xdg("XDG_STATE_HOME", ".local/state") / "run"
+
+
+def dotenv_path() -> Path:
+    """The ``.env`` the settings read: the checkout's (docker compose's file), else the one in
+    the working directory."""
+    return CHECKOUT / ".env" if CHECKOUT else Path.cwd() / ".env"
 
 
 def find_influxd() -> Path | None:

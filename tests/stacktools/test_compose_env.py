@@ -121,7 +121,7 @@ def test_local_services_ignore_the_passwords_of_compose_s_env(
     dotenv.write_text(
         "KAFKA_PORT=19999\nKAFKA_ADMIN_PASSWORD=compose-admin-password\nMQTT_PASSWORD=compose-pw-1234\n"
     )
-    monkeypatch.setattr(config, "DOTENV", dotenv)
+    monkeypatch.setattr(config, "dotenv_path", lambda: dotenv)
     for name in ("KAFKA_ADMIN_PASSWORD", "MQTT_PASSWORD", "KAFKA_PORT"):
         monkeypatch.delenv(name, raising=False)
     run_dir = tmp_path / "run"
