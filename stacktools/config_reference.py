@@ -30,10 +30,10 @@ from typing import Any, get_type_hints
 import yaml
 
 from spark_jobs.config import IdleSettings, SparkJobSettings, StatisticsSettings, WindowSettings
-from stacktools.access import USERS
 from stacktools.dashboards.cli import GrafanaSettings
-from stacktools.disk_space import DiskSpaceSettings
-from stacktools.services import SERVICES
+from stacktools.harness.services import SERVICES
+from stacktools.stack.access import USERS
+from stacktools.stack.disk_space import DiskSpaceSettings
 from streamkit.cli import HelpFormatter, entry_point
 from streamkit.config import (
     CREDENTIALS_FILE,
@@ -66,7 +66,7 @@ class Section:
     title: str
     settings: type[ServiceSettings]
     intro: str
-    service: str | None = None  #: name in the service registry (stacktools.services)
+    service: str | None = None  #: name in the service registry (stacktools.harness.services)
     concern: bool = False  #: a mixin of streamkit.config that services compose
     short: str = ""  #: how other sections name it ("Kafka"); default the title up to " ("
 
@@ -156,8 +156,8 @@ SECTIONS: tuple[Section, ...] = (
         "Stack launcher, tools and tests (`Settings`)",
         Settings,
         "`streamkit.config.Settings`, the full model: the stack launcher (`python -m "
-        "stacktools.stack`), `python -m stacktools.topics`, the demo, the benchmarks and the tests "
-        "talk to every server. It passes its values to the services it starts as environment "
+        "stacktools.stack`), `python -m stacktools.stack.topics`, the demo, the benchmarks and the "
+        "tests talk to every server. It passes its values to the services it starts as environment "
         "variables; each service reads those of its own concerns and ignores the rest.",
     ),
     Section.of_service(
@@ -236,7 +236,7 @@ SECTIONS: tuple[Section, ...] = (
         "`ALERTS_RESEND`, each resolve once (`docs/operation-statistics.md`).",
     ),
     Section(
-        "Disk space reporter (`python -m stacktools.disk_space`)",
+        "Disk space reporter (`python -m stacktools.stack.disk_space`)",
         DiskSpaceSettings,
         "Serves the free space of the filesystems holding the given data directories on "
         "/metrics, for the disk alert. The stack launcher runs it (component `disk-space`) for "
@@ -434,7 +434,7 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
     "mds-stack": ("stacktools.stack", "starts, stops and provisions the local stack"),
     "mds-demo": ("stacktools.demo", "the demo: the whole pipeline on an events file, with plots"),
     "mds-disk-space": (
-        "stacktools.disk_space",
+        "stacktools.stack.disk_space",
         "serves the free space of the data directories' disks on /metrics",
     ),
     "mds-verify": (
@@ -445,18 +445,18 @@ PROGRAMS_RUN: dict[str, tuple[str, str]] = {
         "stacktools.dashboards",
         "checks the Grafana dashboards' queries without a Grafana",
     ),
-    "mds-topics": ("stacktools.topics", "creates the declared Kafka topics, reports drift"),
+    "mds-topics": ("stacktools.stack.topics", "creates the declared Kafka topics, reports drift"),
     "mds-config-reference": ("stacktools.config_reference", "renders this page"),
     "mds-compose-env": (
-        "stacktools.compose_env",
+        "stacktools.compose.env",
         "writes docker compose's .env with generated passwords",
     ),
     "mds-certs": (
-        "stacktools.certs",
+        "stacktools.stack.certs",
         "makes or rotates the local stack's CA and server certificate",
     ),
     "mds-container-engine": (
-        "stacktools.container_engine",
+        "stacktools.compose.engine",
         "podman's Docker-compatible API for the compose stack",
     ),
 }
@@ -551,7 +551,7 @@ def defaults_of(section: Section) -> dict[str, Any]:
 
 
 def users_and_passwords() -> list[str]:
-    """Which password variable belongs to which user (stacktools/access.py)."""
+    """Which password variable belongs to which user (stacktools/stack/access.py)."""
     lines = [
         "## Users and passwords",
         "",

@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from stacktools.errors import InfluxError
-from stacktools.influx import InfluxClient, basic_auth
+from stacktools.stack.errors import InfluxError
+from stacktools.stack.influx import InfluxClient, basic_auth
 from stacktools.verify.expect import (
     KEYS,
     MEASUREMENTS,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from stacktools.verify.actual import InfluxReader
 from stacktools.verify.compare import Verdict, compare
 from stacktools.verify.events import read_records

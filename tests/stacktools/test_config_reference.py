@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stacktools import config_reference as ref
-from stacktools.access import USERS
+from stacktools.stack.access import USERS
 from streamkit.config import ServiceSettings, Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
@@ -298,7 +298,7 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
 def test_every_registered_service_has_its_section() -> None:
     """The reference documents the services the registry runs, with the registry's settings
     class."""
-    from stacktools.services import SERVICES
+    from stacktools.harness.services import SERVICES
 
     sections = {s.service: s for s in ref.SECTIONS if s.service}
     assert set(sections) == set(SERVICES)

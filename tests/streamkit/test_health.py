@@ -7,7 +7,7 @@ import time
 import urllib.error
 import urllib.request
 
-from stacktools.processes import free_port
+from stacktools.stack.process import free_port
 from streamkit.config import Settings
 from streamkit.health import WATCHDOG, beat
 from streamkit.metrics import serve_metrics

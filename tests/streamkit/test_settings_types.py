@@ -206,7 +206,9 @@ def test_a_config_error_exits_2_with_one_line_naming_the_variable(tmp_path: Path
         "python -m mqtt_bridge: configuration error: BRIDGE_MAX_FUTURE: not a duration: "
         "'1 hour' (e.g. 500ms, 10s, 1m, 2h)"
     ]
-    run = run_module("stacktools.topics", env={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"})
+    run = run_module(
+        "stacktools.stack.topics", env={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"}
+    )
     assert run.returncode == 2 and "configuration error: KAFKA_PORT: " in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
 
@@ -238,7 +240,6 @@ def test_every_error_class_derives_from_the_root_and_is_defined_before_use() -> 
         "operators.errors",
         "db_connector.errors",
         "simulator.errors",
-        "stacktools.errors",
         "stacktools.stack.errors",
         "stacktools.dashboards.errors",
     ):
