@@ -77,7 +77,7 @@ def test_settings_hold_passwords_as_secrets_that_no_log_line_shows(
 
 def test_every_password_field_is_a_secret() -> None:
     """No settings class anywhere declares a password as plain text."""
-    from stacktools.config_reference import all_settings_classes
+    from stacktools.config_reference.sections import all_settings_classes
 
     for cls in all_settings_classes():
         for field in dataclasses.fields(cls):
@@ -276,7 +276,7 @@ def test_schemas_and_topics_are_package_data() -> None:
 def test_every_program_is_a_console_script() -> None:
     import tomllib
 
-    from stacktools.config_reference import PROGRAMS_RUN
+    from stacktools.config_reference.texts import PROGRAMS_RUN
 
     with (REPO_ROOT / "pyproject.toml").open("rb") as handle:
         scripts = tomllib.load(handle)["project"]["scripts"]
@@ -308,7 +308,7 @@ MEASUREMENT = re.compile(
 def test_help_says_what_an_option_does_never_a_measurement() -> None:
     """Figures belong in docs/performance.md; ``--help`` and docs/configuration.md say what an
     option does and when to change it."""
-    from stacktools.config_reference import all_settings_classes
+    from stacktools.config_reference.sections import all_settings_classes
 
     for cls in all_settings_classes():
         for field in dataclasses.fields(cls):
