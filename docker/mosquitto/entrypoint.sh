@@ -12,7 +12,8 @@ umask 077  # every file written here is private
 : "${MQTT_ADMIN_PASSWORD:?MQTT_ADMIN_PASSWORD must be set (see .env.example)}"
 : "${MQTT_MACHINE_PASSWORD:?MQTT_MACHINE_PASSWORD must be set (see .env.example)}"
 : "${MQTT_BRIDGE_PASSWORD:?MQTT_BRIDGE_PASSWORD must be set (see .env.example)}"
-# Refuse what stacktools/compose/credentials.py refuses: the .env.example placeholder and short passwords.
+# Refuse what stacktools/compose/credentials.py refuses: the .env.example placeholder and short
+# passwords.
 for name in MQTT_ADMIN_PASSWORD MQTT_MACHINE_PASSWORD MQTT_BRIDGE_PASSWORD; do
     eval "value=\${$name}"
     case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose.env" >&2; exit 1;; esac
