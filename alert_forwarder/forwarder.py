@@ -50,7 +50,7 @@ def consumer(settings: ForwarderSettings) -> Consumer:
     whole at each start."""
     config = {
         **client_config(settings, "alert-forwarder"),
-        "group.id": f"alerts.{uuid.uuid4().hex}",  # its own prefix (stacktools.access)
+        "group.id": f"alerts.{uuid.uuid4().hex}",  # its own prefix (stacktools.stack.access)
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",

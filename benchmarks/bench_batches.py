@@ -32,9 +32,9 @@ from benchmarks.support.quantile import quantile
 from benchmarks.support.spark_run import batch_progress, log_time, role_of
 from benchmarks.support.spark_run import job_args as spark_job_args
 from benchmarks.support.timing import status
-from stacktools.processes import ServiceProcess
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.wire.avro import AvroCodec
 

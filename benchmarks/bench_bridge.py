@@ -27,10 +27,10 @@ from paho.mqtt.client import MQTTMessage
 
 from benchmarks.support.events import write_events
 from benchmarks.support.kafka_wait import wait_in_kafka
-from stacktools.cpu import process_cpu_seconds
-from stacktools.services import service_process
+from stacktools.harness.cpu import process_cpu_seconds
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.kafka_clients import idempotent_producer

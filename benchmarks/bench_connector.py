@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 from db_connector.config import ConnectorSettings
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from stacktools.influx import InfluxClient
-from stacktools.services import service_process
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring, private_database, private_topic
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.durations import duration_ms
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from influxdb_client import InfluxDBClient
     from influxdb_client.client.write_api import WriteApi
 
-    from stacktools.processes import ServiceProcess
+    from stacktools.harness.processes import ServiceProcess
 
 PARTITIONS = 4
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -23,10 +23,10 @@
    beside the joined ones the data's own wait from there until the pair is certain (a model of
    the replayed rows: docs/join.md), and the CPU each stage and server spent per raw record in
    that window (from /proc).
-Each run is done for each pipeline shape of --shapes (stacktools.services.SHAPES), so the shapes
-are compared in one run of the script, and for each TLS mode of --tls (both: encrypted and
-verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run
-gets fresh topics, database and Spark checkpoints (stacktools.wiring.Wiring.fresh).
+Each run is done for each pipeline shape of --shapes (stacktools.harness.services.SHAPES), so
+the shapes are compared in one run of the script, and for each TLS mode of --tls (both: encrypted
+and verified hops against plain TCP, each on a fresh stack of its own, the ratio printed). Each run
+gets fresh topics, database and Spark checkpoints (stacktools.harness.wiring.Wiring.fresh).
 --opstats both runs each shape with the operation statistics on (OPSTATS_POWER's default) and
 off (empty) on the same file, one after the other, and prints the ratio of the CPU per raw
 record.
@@ -58,17 +58,17 @@ from benchmarks.support.quantile import quantile
 from simulator.generate import DEFAULT_ROWS
 from spark_jobs.config import JoinSettings, SinglePassSettings
 from spark_jobs.join import join_plan
-from stacktools.cpu import group_cpu_seconds
 from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
-from stacktools.scrape import metric_sum
-from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.harness.cpu import group_cpu_seconds
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.scrape import metric_sum
+from stacktools.harness.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers import DEFAULT_GROUPS
 from stacktools.stack.servers.spark import scaled_out_spark_env
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 

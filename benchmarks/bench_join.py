@@ -24,8 +24,8 @@ from benchmarks.support.spark_run import PAIRS, JobRun, run_job
 from lsb import LocalStreamBuffer
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
 

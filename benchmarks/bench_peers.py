@@ -44,8 +44,8 @@ from benchmarks.support.peer_venv import DEFAULT_ROOT, ensure_venv
 from benchmarks.support.process_group import GroupSampler
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import DEFAULT_JOB, PAIRS, JobRun, cluster_up, run_job
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_clients import uses_tls
 from streamkit.kafka_io import read_to_end

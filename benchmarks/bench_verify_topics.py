@@ -20,7 +20,7 @@ import uuid
 from benchmarks.support.events import events_file
 from benchmarks.support.verify_timing import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
-from stacktools.topics import load_topic_specs, provision
+from stacktools.stack.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import Expectation, expectation
 from stacktools.verify.rules import rules_of

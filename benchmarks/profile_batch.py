@@ -63,15 +63,15 @@ from benchmarks.support.quantile import quantile
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import batch_progress, job_args, log_time, role_of
 from benchmarks.support.timing import status
-from stacktools.cpu import group_pids
 from stacktools.demo.histograms import histogram_between, percentile
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
-from stacktools.processes import ServiceProcess
-from stacktools.services import DEFAULT_SHAPE, SERVICES
+from stacktools.harness.cpu import group_pids
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.services import DEFAULT_SHAPE, SERVICES
+from stacktools.harness.wiring import Wiring, private_topic
 from stacktools.stack import Stack
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers.spark import spark_master_url
-from stacktools.wiring import Wiring, private_topic
 from streamkit.config import Settings
 from streamkit.wire.avro import AvroCodec
 

@@ -2,7 +2,7 @@
 # Installs a Docker-compatible container toolchain on Debian 12 without Docker: Podman (apt),
 # Docker Compose v2 (built from the Go module proxy; `go install` refuses its go.mod), the compose
 # CLI plugin for the docker client if there is one. Idempotent: each step is skipped when done.
-# Then: `python -m stacktools.container_engine start` (the API socket and the healthcheck
+# Then: `python -m stacktools.compose.engine start` (the API socket and the healthcheck
 # ticker) and scripts/container-images.sh (the images). See docs/containers.md.
 set -euo pipefail
 # --help answers at once (this header), without installing anything.

@@ -29,7 +29,7 @@ def result_function(name: str, variable: str) -> ResultFn:
 @dataclass(frozen=True)
 class SparkJobSettings(KafkaSettings):
     """Kafka in, Kafka out (and Spark): no MQTT, InfluxDB or launcher settings. Each job logs
-    in to Kafka as a user of its own (stacktools.access)."""
+    in to Kafka as a user of its own (stacktools.stack.access)."""
 
     spark_master: str = setting(
         "local[*]", "SPARK_MASTER", "Spark master URL (local[*], local[N] or spark://host:7077)"

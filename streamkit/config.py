@@ -40,7 +40,7 @@ CREDENTIALS_FILE = "credentials.env"
 MACHINE_CREDENTIALS_FILE = "machine-credentials.json"
 
 
-#: The servers a process logs in to; each has one user per role (stacktools.access).
+#: The servers a process logs in to; each has one user per role (stacktools.stack.access).
 SYSTEMS = ("kafka", "mqtt", "influx")
 
 

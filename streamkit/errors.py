@@ -48,7 +48,7 @@ class TimedOut(StackError, TimeoutError):
 
 class TopicMissing(TimedOut, LookupError):
     """A Kafka topic that does not exist (or not within the wait): the topics are not
-    provisioned, which ``mds-topics`` (``python -m stacktools.topics``) does."""
+    provisioned, which ``mds-topics`` (``python -m stacktools.stack.topics``) does."""
 
 
 class MqttConnectError(StackError, RuntimeError):

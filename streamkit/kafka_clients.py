@@ -29,7 +29,7 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 def owned_name(settings: KafkaSettings, name: str) -> str:
     """A Kafka name this job uses (transactional id, consumer group) under its Kafka user's
     name: each Spark job has a user of its own, allowed only the names that begin with
-    ``<user>.`` (``stacktools.access``), so no job can fence or take over another's."""
+    ``<user>.`` (``stacktools.stack.access``), so no job can fence or take over another's."""
     return f"{settings.kafka_username}.{name}"
 
 

@@ -6,8 +6,8 @@ services < tools (stacktools) < benchmarks and tests. A service never imports an
 so each can be deployed, tested and read alone; the join and the windows never import each
 other, only the contract they both implement; the pure floors never import Spark, so they run
 without a JVM, and the core imports it only inside the functions that build Spark columns of
-the wire contract, so importing the core never needs pyspark. Checked on the source with
-``ast``.
+the wire contract, so importing the core never needs pyspark. Inside the tools, each product is
+a package on a floor of its own (``STACKTOOLS_FLOORS``). Checked on the source with ``ast``.
 """
 
 from __future__ import annotations
@@ -116,6 +116,101 @@ def test_every_package_has_a_floor() -> None:
     """A new top-level package must be placed on a floor before it can be imported anywhere."""
     packages = {p.parent.name for p in REPO_ROOT.glob("*/__init__.py")}
     assert packages - {"tests", "benchmarks"} <= set(ALLOWED), packages - set(ALLOWED)
+
+
+#: The tools' products, each a package with one job, and what each may import of the others:
+#: the stack in containers (stdlib and the core only, so ``.env`` is made before the project is
+#: installed) < the launcher < the harness that runs the services < verify and the dashboards <
+#: the demo and the configuration reference, which show all of them.
+STACKTOOLS_FLOORS: dict[str, set[str]] = {
+    "compose": set(),
+    "stack": {"compose"},
+    "harness": {"compose", "stack"},
+    "verify": {"stack"},
+    "dashboards": {"stack", "harness"},
+    "demo": {"compose", "stack", "harness", "verify", "dashboards"},
+    "config_reference": {"compose", "stack", "harness", "verify", "dashboards"},
+}
+#: Where a package may use only part of a lower one: verify and the dashboards read InfluxDB
+#: through the launcher's client, never its servers or provisioning; the pipeline graph takes
+#: the services' list from the harness, nothing that runs them.
+STACKTOOLS_ONLY: dict[tuple[str, str], set[str]] = {
+    ("verify", "stack"): {"stacktools.stack.influx", "stacktools.stack.errors"},
+    ("dashboards", "stack"): {"stacktools.stack.influx"},
+    ("dashboards", "harness"): {"stacktools.harness.services"},
+}
+#: The one import up a floor: the launcher's command line (which nothing imports) draws the
+#: pipeline graph for ``status --pipeline``.
+STACKTOOLS_UPWARD: dict[str, set[str]] = {
+    "stacktools/stack/__main__.py": {"stacktools.dashboards.graph"},
+}
+#: What the stack in containers may import at all: the standard library and the core.
+COMPOSE_ROOTS = set(sys.stdlib_module_names) | {"__future__", "streamkit", "stacktools"}
+
+
+def _within(name: str, prefixes: set[str]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def imported_names(path: Path) -> list[str]:
+    """Every absolute import of the file as a dotted name (``from a.b import c``: ``a.b.c``)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def stacktools_violations(root: Path = REPO_ROOT) -> list[str]:
+    found = []
+    for package, allowed in STACKTOOLS_FLOORS.items():
+        for path in sorted((root / "stacktools" / package).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for name in imported_names(path):
+                parts = name.split(".")
+                if package == "compose" and parts[0] not in COMPOSE_ROOTS:
+                    found.append(f"{where} imports {name}")
+                if parts[0] != "stacktools" or len(parts) < 2 or parts[1] == package:
+                    continue
+                other = parts[1]
+                if _within(name, STACKTOOLS_UPWARD.get(where, set())):
+                    continue
+                if other not in allowed:
+                    found.append(f"{where} imports {name}")
+                elif not _within(name, STACKTOOLS_ONLY.get((package, other), {name})):
+                    found.append(f"{where} imports {name}, more of {other} than it may")
+    return found
+
+
+def test_stacktools_is_its_products_each_on_its_floor() -> None:
+    tools = REPO_ROOT / "stacktools"
+    assert [p.name for p in tools.glob("*.py")] == ["__init__.py"], "a module of no product"
+    assert {p.parent.name for p in tools.glob("*/__init__.py")} == set(STACKTOOLS_FLOORS)
+    assert stacktools_violations() == []
+
+
+def test_the_stacktools_check_sees_a_violation(tmp_path: Path) -> None:
+    """The check can fail: the launcher importing the demo, verify a server of the launcher,
+    the compose tools a third-party package; the allowed upward import and a lower floor pass."""
+    for package in STACKTOOLS_FLOORS:
+        (tmp_path / "stacktools" / package).mkdir(parents=True)
+    (tmp_path / "stacktools" / "stack" / "__main__.py").write_text(
+        "from stacktools.dashboards.graph.render import render\nimport stacktools.demo\n"
+    )
+    (tmp_path / "stacktools" / "verify" / "bad.py").write_text(
+        "from stacktools.stack.influx import InfluxClient\n"
+        "from stacktools.stack.servers import kafka\n"
+    )
+    (tmp_path / "stacktools" / "compose" / "bad.py").write_text("import json\nimport yaml\n")
+    (tmp_path / "stacktools" / "demo" / "ok.py").write_text("from stacktools.stack import Stack\n")
+    assert stacktools_violations(tmp_path) == [
+        "stacktools/compose/bad.py imports yaml",
+        "stacktools/stack/__main__.py imports stacktools.demo",
+        "stacktools/verify/bad.py imports stacktools.stack.servers.kafka, "
+        "more of stack than it may",
+    ]
 
 
 #: The oracles judge the project, so they are written from the specification alone: the

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from benchmarks.support.events import write_events
 from benchmarks.support.kafka_wait import wait_in_kafka
-from stacktools.cpu import process_cpu_seconds
-from stacktools.processes import ServiceProcess
-from stacktools.services import service_process
+from stacktools.harness.cpu import process_cpu_seconds
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from tests.support.harness import expected_records
 

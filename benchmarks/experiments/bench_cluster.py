@@ -28,8 +28,8 @@ from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import PAIRS, JobRun, cluster_up, run_job
 from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
 #: The job's own process group (benchmarks.support.spark_run.role_of) under the names used here.

@@ -30,9 +30,10 @@ from pathlib import Path
 from benchmarks.support.process_group import GroupSampler
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import PAIRS, batch_progress, log_time, role_of
-from stacktools.processes import ServiceProcess, free_port
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
+from stacktools.stack.process import free_port
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 

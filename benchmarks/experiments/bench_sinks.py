@@ -29,8 +29,8 @@ from spark_jobs.config import SparkJobSettings
 from spark_jobs.eos_sink import ExactlyOnceSink
 from spark_jobs.executor_sink import ExecutorSink
 from spark_jobs.session import build_session
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import PAIRS
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stacktools.cpu import group_pids, processes_cpu_seconds
+from stacktools.harness.cpu import group_pids, processes_cpu_seconds
 
 #: cmdline (arguments joined by spaces) -> role, for the RSS breakdown
 Classifier = Callable[[bytes], str]
@@ -76,7 +76,7 @@ class GroupSampler:
                 os.killpg(self.pgid, 0)
             except ProcessLookupError:  # the group is gone: a read now would say 0 CPU
                 return
-            # the group and its descendants (stacktools.cpu), found once a sample
+            # the group and its descendants (stacktools.harness.cpu), found once a sample
             pids = group_pids(self.pgid)
             rss = rss_mb(pids, self.classify)
             now, cpu = time.time(), processes_cpu_seconds(pids)

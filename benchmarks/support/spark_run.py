@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.support.process_group import Classifier, GroupSampler
-from stacktools.processes import ServiceProcess, free_port
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
+from stacktools.stack.process import free_port
 from stacktools.stack.servers.spark import spark_master_url
-from stacktools.wiring import private_topic
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 

@@ -13,7 +13,7 @@ set -euo pipefail
 umask 077
 
 : "${INFLUX_ADMIN_PASSWORD:?INFLUX_ADMIN_PASSWORD must be set (see .env.example)}"
-case "$INFLUX_ADMIN_PASSWORD" in change-me) echo "INFLUX_ADMIN_PASSWORD is still the placeholder change-me: run python3 -m stacktools.compose_env" >&2; exit 1;; esac
+case "$INFLUX_ADMIN_PASSWORD" in change-me) echo "INFLUX_ADMIN_PASSWORD is still the placeholder change-me: run python3 -m stacktools.compose.env" >&2; exit 1;; esac
 [ "${#INFLUX_ADMIN_PASSWORD}" -ge 12 ] || { echo "INFLUX_ADMIN_PASSWORD is shorter than 12 characters" >&2; exit 1; }
 ADMIN="${INFLUX_ADMIN_USER:-admin}"
 TLS_DIR="${INFLUX_TLS_DIR:-/tls}"

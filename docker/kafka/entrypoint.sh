@@ -11,10 +11,11 @@ umask 077  # the configuration files hold passwords
 : "${KAFKA_ADMIN_PASSWORD:?KAFKA_ADMIN_PASSWORD must be set (see .env.example)}"
 : "${KAFKA_CONTROLLER_PASSWORD:?KAFKA_CONTROLLER_PASSWORD must be set (see .env.example)}"
 : "${CLUSTER_ID:?CLUSTER_ID must be set}"
-# Refuse what stacktools/credentials.py refuses: the .env.example placeholder and short passwords.
+# Refuse what stacktools/compose/credentials.py refuses: the .env.example placeholder and short
+# passwords.
 for name in KAFKA_ADMIN_PASSWORD KAFKA_CONTROLLER_PASSWORD; do
     eval "value=\${$name}"
-    case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose_env" >&2; exit 1;; esac
+    case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose.env" >&2; exit 1;; esac
     [ "${#value}" -ge 12 ] || { echo "$name is shorter than 12 characters" >&2; exit 1; }
     case "$value" in *'"'*|*\\*) echo "$name holds a double quote or a backslash" >&2; exit 1;; esac
 done

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Entry point of the compose `mosquitto` service (eclipse-mosquitto image, busybox sh): write
 # the password file (admin, machine, bridge) from MQTT_<USER>_PASSWORD, the ACL file (the same
-# rights as the local stack, stacktools/access.py: machines only publish under the prefix, the
+# rights as the local stack, stacktools/stack/access.py: machines only publish under the prefix, the
 # bridge only reads it), the healthcheck's credentials, and take the server certificate and key
 # from the `certs` job's volume; then run mosquitto in the foreground with
 # docker/mosquitto/mosquitto.conf: one TLS listener, anonymous clients refused, bounded queues.
@@ -12,10 +12,11 @@ umask 077  # every file written here is private
 : "${MQTT_ADMIN_PASSWORD:?MQTT_ADMIN_PASSWORD must be set (see .env.example)}"
 : "${MQTT_MACHINE_PASSWORD:?MQTT_MACHINE_PASSWORD must be set (see .env.example)}"
 : "${MQTT_BRIDGE_PASSWORD:?MQTT_BRIDGE_PASSWORD must be set (see .env.example)}"
-# Refuse what stacktools/credentials.py refuses: the .env.example placeholder and short passwords.
+# Refuse what stacktools/compose/credentials.py refuses: the .env.example placeholder and short
+# passwords.
 for name in MQTT_ADMIN_PASSWORD MQTT_MACHINE_PASSWORD MQTT_BRIDGE_PASSWORD; do
     eval "value=\${$name}"
-    case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose_env" >&2; exit 1;; esac
+    case "$value" in change-me) echo "$name is still the placeholder change-me: run python3 -m stacktools.compose.env" >&2; exit 1;; esac
     [ "${#value}" -ge 12 ] || { echo "$name is shorter than 12 characters" >&2; exit 1; }
 done
 PREFIX="${MQTT_TOPIC_PREFIX:-machines}"

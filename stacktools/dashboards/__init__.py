@@ -1,4 +1,7 @@
-"""Grafana dashboards: a structural check and a dry run of every query against the real stack.
+"""The views of the running pipeline: Grafana's dashboards, checked here, and the pipeline graph
+(:mod:`.graph`), both reading the stack's Prometheus through :mod:`.prometheus_api`.
+
+Grafana dashboards: a structural check and a dry run of every query against the real stack.
 
 There is no Grafana here to load the provisioned JSON (grafana/dashboards/), so a broken
 dashboard would only show up as an empty or red panel after deployment. This package closes

@@ -1,9 +1,13 @@
-"""The dashboard checker's errors, under the project's root
+"""The dashboard checker's and the pipeline graph's errors, under the project's root
 (:class:`streamkit.errors.StackError`)."""
 
 from __future__ import annotations
 
 from streamkit.errors import ConfigError, StackError
+
+
+class PrometheusError(StackError, RuntimeError):
+    """Prometheus could not be reached or refused a query."""
 
 
 class QueryError(StackError):

@@ -11,12 +11,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stacktools import prometheus_api
-from stacktools.dashboards.errors import QueryError
+from stacktools.dashboards import prometheus_api
+from stacktools.dashboards.errors import PrometheusError, QueryError
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
-from stacktools.errors import PrometheusError
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 
 

@@ -31,13 +31,13 @@ from stacktools.demo import operation, plots
 from stacktools.demo.report import rejected, render, summary
 from stacktools.demo.run import replay_until_drained
 from stacktools.demo.verdict import demo_verdict, stage_settings, statistics_run
-from stacktools.pipeline import Pipeline
-from stacktools.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack, StackError
 from stacktools.stack.process import KeptService, port_open
 from stacktools.stack.servers import DEFAULT_GROUPS
 from stacktools.stack.servers.spark import scaled_out_spark_env
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events_file import EventsFileError
 from streamkit.events_source import EventsCheck, check_events

@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from stacktools.influx import InfluxClient  # noqa: E402
+from stacktools.stack.influx import InfluxClient  # noqa: E402
 from streamkit.config import Settings  # noqa: E402
 
 #: Bands by their lower edge (% of rated) from light to dark; the overload band darkest.

@@ -24,7 +24,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E4
 from stacktools.demo import shaping  # noqa: E402
 from stacktools.demo.latency import QUANTILES, latency_view  # noqa: E402
 from stacktools.demo.sampler import Samples  # noqa: E402
-from stacktools.influx import InfluxClient  # noqa: E402
+from stacktools.stack.influx import InfluxClient  # noqa: E402
 from streamkit.config import Settings  # noqa: E402
 
 #: At most this many points are read back for one series (a machine's joined pairs).

@@ -9,8 +9,8 @@ from stacktools.demo import operation
 from stacktools.demo.histograms import histogram_buckets, percentile
 from stacktools.demo.latency import latency_metric
 from stacktools.demo.sampler import Samples
-from stacktools.influx import InfluxClient
-from stacktools.scrape import metric_sum
+from stacktools.harness.scrape import metric_sum
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 
 #: One field every point of the measurement has: counting it counts the points.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from stacktools.demo.sampler import Sampler, Samples
 from stacktools.demo.simulator_run import SimulatorRun
-from stacktools.pipeline import Pipeline
-from stacktools.scrape import metric_sum
-from stacktools.services import WINDOWED, spark_stages
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.scrape import metric_sum
+from stacktools.harness.services import WINDOWED, spark_stages
 from streamkit.deadline import Deadline
 
 QUIET_S = 6.0

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from stacktools.demo.histograms import histograms_by_label
-from stacktools.pipeline import Pipeline
-from stacktools.scrape import metric_sum
-from stacktools.services import SERVICES, spark_stages
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.scrape import metric_sum
+from stacktools.harness.services import SERVICES, spark_stages
 
 log = logging.getLogger("demo")
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import time
 
-from stacktools.processes import ServiceProcess
+from stacktools.harness.processes import ServiceProcess
 
 #: How the simulator's summary starts in its log (its first key).
 SUMMARY_START = '{\n  "rows_published"'

@@ -5,6 +5,12 @@ started, all are waited for until healthy. It returns the settings in effect: on
 the passwords are generated only then, so a caller that kept its own settings from before
 ``up()`` would talk to the servers with none. ``down()`` stops only what this run directory
 started. Tests use the same class through their fixtures, so there is one way to get a stack.
+
+The package is the launcher and nothing above it: one module per server (:mod:`.servers`, their
+shared HTTP/TLS helpers in :mod:`.servers.base`), what provisions them (who may do what,
+:mod:`.access`, applied by :mod:`.kafka_access` and :mod:`.mqtt_users`; the topics,
+:mod:`.topics`; the certificates, :mod:`.certs`), the disk reporter it runs
+(:mod:`.disk_space`) and the InfluxDB client it and the tools above it use (:mod:`.influx`).
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from stacktools import certs
-from stacktools.access import USERS
-from stacktools.credentials import new_password, password_problem
-from stacktools.mqtt_users import ensure_machine_users, machine_passwords
+from stacktools.compose.credentials import new_password, password_problem
+from stacktools.stack import certs
+from stacktools.stack.access import USERS
 from stacktools.stack.errors import LauncherError, StackTimedOut
+from stacktools.stack.mqtt_users import ensure_machine_users, machine_passwords
 from stacktools.stack.process import (
     KeptService,
     ManagedProcess,

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from stacktools.graph.collect import snapshot
-from stacktools.graph.render import render
-from stacktools.mqtt_users import things_of
+from stacktools.dashboards.graph.collect import snapshot
+from stacktools.dashboards.graph.render import render
 from stacktools.stack import Stack, make_machine_users
+from stacktools.stack.mqtt_users import things_of
 from stacktools.stack.process import ManagedProcess, tail
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from streamkit.cli import HelpFormatter, entry_point, program_name

@@ -1,5 +1,6 @@
 """The stack launcher's errors, under the project's root (:class:`streamkit.errors.StackError`,
-which ``stacktools.stack`` re-exports so callers catch anything the launcher refused)."""
+which ``stacktools.stack`` re-exports so callers catch anything the launcher refused), and its
+InfluxDB client's (:mod:`stacktools.stack.influx`)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,7 @@ class LauncherError(StackError, RuntimeError):
 class StackTimedOut(LauncherError, TimedOut):
     """A server did not get there in time: a launcher error, and a TimedOut like every other
     wait that ran out."""
+
+
+class InfluxError(StackError, RuntimeError):
+    """InfluxDB refused or failed a statement."""

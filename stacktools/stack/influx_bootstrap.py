@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacktools.certs import write_self_signed
+from stacktools.stack.certs import write_self_signed
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.process import ManagedProcess, tail
 from streamkit.paths import private_directory

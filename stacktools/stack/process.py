@@ -37,6 +37,12 @@ def private_umask() -> Iterator[None]:
         os.umask(previous)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout_s):

@@ -18,16 +18,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from stacktools.errors import InfluxError
-from stacktools.influx import InfluxClient, basic_auth
-from stacktools.verify.expect import (
+from stacktools.stack.errors import InfluxError
+from stacktools.stack.influx import InfluxClient, basic_auth
+from stacktools.verify.expect import Expectation
+from stacktools.verify.points import (
     KEYS,
     MEASUREMENTS,
     NS_PER_MS,
     STATS_MEASUREMENTS,
     TEXT_VALUES,
     VALUES,
-    Expectation,
 )
 
 #: Tags compared as text, in every measurement that has them.

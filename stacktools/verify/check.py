@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from stacktools.verify.actual import InfluxReader
 from stacktools.verify.compare import Verdict, compare
 from stacktools.verify.events import read_records
-from stacktools.verify.expect import MEASUREMENTS, STATS_MEASUREMENTS, Expectation, expectation
+from stacktools.verify.expect import Expectation, expectation
+from stacktools.verify.points import MEASUREMENTS, STATS_MEASUREMENTS
 from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Rules
 from stacktools.verify.source import Source

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from mqtt_bridge.config import BridgeSettings
 from spark_jobs.config import SinglePassSettings
-from stacktools.errors import InfluxError
+from stacktools.stack.errors import InfluxError
 from stacktools.verify.check import verify
 from stacktools.verify.events import ORDERS
 from stacktools.verify.kafka_source import TopicsError, TopicsReader

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stacktools.verify.expect import KEYS, TEXT_VALUES, VALUES
+from stacktools.verify.points import KEYS, TEXT_VALUES, VALUES
 
 CLOSE = {
     "mean": 1e-12,

@@ -39,7 +39,8 @@ from confluent_kafka import KafkaException
 from pandas.api.types import union_categoricals
 
 from stacktools.verify.avro_columns import Undecodable, decode_columns
-from stacktools.verify.expect import KEYS, MEASUREMENTS, NS_PER_MS, VALUES, Expectation
+from stacktools.verify.expect import Expectation
+from stacktools.verify.points import KEYS, MEASUREMENTS, NS_PER_MS, VALUES
 from streamkit.config import KafkaSettings
 from streamkit.errors import StackError, TimedOut
 from streamkit.kafka_io import end_offsets, read_up_to, retry_transient

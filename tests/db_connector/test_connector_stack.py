@@ -23,11 +23,11 @@ from confluent_kafka import Consumer, TopicPartition
 from db_connector.lineprotocol import NS_PER_MS
 from db_connector.points import joined_time_and_tags
 from mqtt_bridge.records import RowSplitter
-from stacktools.influx import InfluxClient
-from stacktools.processes import ServiceProcess
-from stacktools.services import service_process
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring, private_database, private_topic
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.kafka_clients import client_config, idempotent_producer

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stacktools.access import USERS
+from stacktools.stack.access import USERS
 from stacktools.stack.servers.alertmanager import alert_route
 from streamkit.config import credential_env
 from tests.support.compose import compose_cli
@@ -679,7 +679,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
 
     import paho.mqtt.client as mqtt
 
-    from stacktools import certs
+    from stacktools.stack import certs
     from streamkit.config import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
     from streamkit.secret import Secret
@@ -814,7 +814,7 @@ def test_every_hop_speaks_tls_with_the_certs_job_s_ca() -> None:
     read-only."""
     assert not re.search(r"TLS:\s*\"?false", compose_text(), re.IGNORECASE)
     certs = services()["certs"]
-    assert certs["command"][-3:] == ["stacktools.certs", "--publish", "/tls"]
+    assert certs["command"][-3:] == ["stacktools.stack.certs", "--publish", "/tls"]
     assert sorted(mounted_volumes(certs)) == [("tls", "/tls"), ("tls-ca", "/app/run/tls")]
     ours = [
         name
@@ -1035,10 +1035,10 @@ def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
     (the very volumes the servers write) mounted read-only, nothing else mounted, no password
     and no variable holding one, named `kafka` and `influxdb` as locally, so the alert sees the
     same `dir` labels; Prometheus scrapes it with the local stack's labels."""
-    from stacktools.disk_space import watched
+    from stacktools.stack.disk_space import watched
 
     disk = services()["disk-space"]
-    assert disk["command"] == ["python", "-m", "stacktools.disk_space"]
+    assert disk["command"] == ["python", "-m", "stacktools.stack.disk_space"]
     assert sorted(disk["volumes"]) == [
         "influxdb-data:/data/influxdb:ro",
         "kafka-data:/data/kafka:ro",
@@ -1089,7 +1089,7 @@ def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() ->
     environment variables Quarkus maps them from, with the certs job's certificate, its own copy
     of the key and the H2 file on a named volume; the same JVM options; HTTPS health check with
     the CA; published on 127.0.0.1 only."""
-    from stacktools import certs
+    from stacktools.stack import certs
     from stacktools.stack.servers.registry import REGISTRY_JVM_OPTIONS, registry_properties
 
     registry = services()["schema-registry"]

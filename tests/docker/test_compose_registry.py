@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import certs, container_engine
+from stacktools.compose import engine as container_engine
+from stacktools.stack import certs
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT

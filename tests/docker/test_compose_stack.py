@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from stacktools import certs, container_engine, prometheus_api
-from stacktools.influx import InfluxClient
+from stacktools.compose import engine as container_engine
+from stacktools.dashboards import prometheus_api
+from stacktools.stack import certs
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_clients import client_config
 from streamkit.paths import REPO_ROOT

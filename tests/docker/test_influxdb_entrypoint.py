@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import certs
-from stacktools.influx import InfluxClient
+from stacktools.stack import certs
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT, find_influxd

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
-from stacktools.scrape import scrape_metrics
-from stacktools.wiring import Wiring
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.scrape import scrape_metrics
+from stacktools.harness.wiring import Wiring
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from tests.end_to_end.test_pipeline_to_influx import recent_events

@@ -35,13 +35,13 @@ from pathlib import Path
 import pytest
 
 from simulator.generate import generate
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
-from stacktools.services import DEFAULT_SHAPE, WINDOWED
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.services import DEFAULT_SHAPE, WINDOWED
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers.mosquitto import MOSQUITTO_AUTOSAVE_S
 from stacktools.stack.servers.spark import SparkWorker, spark_cluster
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from tests.oracles.pipeline import expected_outputs

@@ -16,9 +16,9 @@ import fastavro
 import pytest
 
 from lsb.results import pair_id
-from stacktools.influx import InfluxClient
-from stacktools.services import service_process
-from stacktools.wiring import Wiring, private_database, private_topic
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring, private_database, private_topic
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.paths import REPO_ROOT

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from simulator.generate import generate
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from streamkit.kafka_clients import idempotent_producer

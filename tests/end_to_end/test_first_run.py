@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.config import JoinSettings
-from stacktools.config_reference import SECTIONS, env_of
+from stacktools.config_reference.render import env_of
+from stacktools.config_reference.sections import SECTIONS
 from stacktools.stack import Stack
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT

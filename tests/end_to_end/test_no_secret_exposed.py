@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.services import SERVICES
+from stacktools.harness.services import SERVICES
 from stacktools.stack import Stack
 from streamkit.config import CREDENTIALS_FILE, ServiceSettings, Settings, read_env_file
 from streamkit.paths import REPO_ROOT

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from stacktools.dashboards import check_dashboards
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
-from stacktools.processes import ServiceProcess
-from stacktools.wiring import Wiring
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import Wiring
+from stacktools.stack.influx import InfluxClient
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT

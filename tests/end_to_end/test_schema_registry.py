@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.influx import InfluxClient
-from stacktools.pipeline import Pipeline
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.services import service_process
-from stacktools.wiring import Wiring
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT

@@ -34,10 +34,10 @@ from pathlib import Path
 import pytest
 
 from mqtt_bridge.config import BridgeSettings
-from stacktools.scrape import metric_sum, scrape_metrics
-from stacktools.services import service_process
+from stacktools.harness.scrape import metric_sum, scrape_metrics
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 from streamkit.kafka_io import read_to_end, wait_for_count

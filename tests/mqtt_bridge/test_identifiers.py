@@ -11,8 +11,8 @@ import pytest
 from paho.mqtt.client import MQTTMessage
 
 from mqtt_bridge.records import RowSplitter
-from stacktools.scrape import metric_sum, scrape_metrics
-from stacktools.wiring import Wiring
+from stacktools.harness.scrape import metric_sum, scrape_metrics
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.identifiers import MAX_CHARS

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.topics import TopicSpec, provision
-from stacktools.wiring import Wiring
+from stacktools.harness.wiring import Wiring
+from stacktools.stack.topics import TopicSpec, provision
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.wire import AvroCodec, thing_partition

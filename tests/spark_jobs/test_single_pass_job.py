@@ -13,7 +13,7 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from spark_jobs.config import JoinSettings
-from stacktools.wiring import Wiring
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec
 from tests.oracles.pipeline import join_pairs

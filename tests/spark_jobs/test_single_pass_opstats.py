@@ -15,7 +15,7 @@ import pytest
 
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from stacktools.wiring import Wiring
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec, cycle_key
 from tests.oracles import opstats as oracle

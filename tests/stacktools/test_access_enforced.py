@@ -28,11 +28,11 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from stacktools.access import SPARK_JOB_USERS, TOPIC_RIGHTS
-from stacktools.influx import InfluxClient
-from stacktools.kafka_access import SERVICE_USERS
+from stacktools.harness.wiring import private_database, private_topic
 from stacktools.stack import Stack
-from stacktools.wiring import private_database, private_topic
+from stacktools.stack.access import SPARK_JOB_USERS, TOPIC_RIGHTS
+from stacktools.stack.influx import InfluxClient
+from stacktools.stack.kafka_access import SERVICE_USERS
 from streamkit.config import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.kafka_clients import admin_client, client_config, idempotent_producer, owned_name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stacktools.access import (
+from stacktools.stack.access import (
     MQTT_RIGHTS,
     PREFIX_GRANTS,
     SPARK_JOB_USERS,
@@ -10,7 +10,7 @@ from stacktools.access import (
     USERS,
     matrix_markdown,
 )
-from stacktools.topics import load_topic_specs
+from stacktools.stack.topics import load_topic_specs
 from streamkit.paths import REPO_ROOT
 
 

@@ -116,7 +116,7 @@ def declared_metrics() -> set[str]:
 
     for module in SERVICE_METRIC_MODULES:
         importlib.import_module(module)
-    from stacktools.disk_space import DiskSpace  # registered by its program only
+    from stacktools.stack.disk_space import DiskSpace  # registered by its program only
 
     return set(REGISTRY._names_to_collectors) | {family.name for family in DiskSpace({}).collect()}
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from stacktools import certs
+from stacktools.stack import certs
 from streamkit.config import Settings
 from streamkit.errors import ConfigError
 

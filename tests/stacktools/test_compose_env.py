@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import compose_env
-from stacktools.credentials import PLACEHOLDER, password_problem
+from stacktools.compose import env as compose_env
+from stacktools.compose.credentials import PLACEHOLDER, password_problem
 from stacktools.stack import Stack, StackError
 from streamkit import config
 from streamkit.config import Settings, read_env_file
@@ -90,7 +90,7 @@ def test_check_says_when_the_registry_s_two_switches_disagree(
 def test_the_generator_runs_with_a_bare_python(tmp_path: Path) -> None:
     """A Docker user runs it before installing anything: no third-party import may sneak in."""
     result = subprocess.run(
-        [sys.executable, "-S", "-m", "stacktools.compose_env", "--output", str(tmp_path / "e")],
+        [sys.executable, "-S", "-m", "stacktools.compose.env", "--output", str(tmp_path / "e")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

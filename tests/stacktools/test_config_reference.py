@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import config_reference as ref
-from stacktools.access import USERS
+from stacktools.config_reference import cli, render, sections, texts
+from stacktools.stack.access import USERS
 from streamkit.config import ServiceSettings, Settings, credential_env
 from streamkit.paths import REPO_ROOT
 
@@ -25,20 +25,20 @@ def table_rows(text: str) -> list[str]:
 
 def test_checked_in_reference_is_up_to_date() -> None:
     assert DOC.is_file(), f"{DOC} is missing: run python -m stacktools.config_reference"
-    assert DOC.read_text() == ref.render(), (
+    assert DOC.read_text() == render.render(), (
         "docs/configuration.md is stale: run python -m stacktools.config_reference"
     )
-    assert ref.main(["--check"]) == 0
+    assert cli.main(["--check"]) == 0
 
 
 def test_check_fails_on_a_stale_file_and_rendering_is_repeatable(tmp_path: Path) -> None:
     target = tmp_path / "configuration.md"
-    assert ref.main(["--check", "--output", str(target)]) == 1  # missing
-    assert ref.main(["--output", str(target)]) == 0
-    assert ref.main(["--check", "--output", str(target)]) == 0
+    assert cli.main(["--check", "--output", str(target)]) == 1  # missing
+    assert cli.main(["--output", str(target)]) == 0
+    assert cli.main(["--check", "--output", str(target)]) == 0
     target.write_text(target.read_text().replace("`KAFKA_PORT`", "`KAFKA_PORTS`"))
-    assert ref.main(["--check", "--output", str(target)]) == 1
-    assert ref.render() == ref.render()
+    assert cli.main(["--check", "--output", str(target)]) == 1
+    assert render.render() == render.render()
 
 
 def test_module_entry_point_checks() -> None:
@@ -61,18 +61,18 @@ def test_every_settings_class_in_the_code_is_documented() -> None:
             declared.update(
                 re.findall(r"^class (\w*Settings)\(", path.read_text(), flags=re.MULTILINE)
             )
-    documented = {cls.__name__ for cls in ref.all_settings_classes()}
+    documented = {cls.__name__ for cls in sections.all_settings_classes()}
     assert declared, "no Settings classes found: the scan is broken"
     assert declared <= documented, (
         f"Settings classes without a section: {sorted(declared - documented)}"
     )
-    for cls in ref.all_settings_classes():
+    for cls in sections.all_settings_classes():
         assert issubclass(cls, ServiceSettings)
 
 
 def test_every_field_appears_with_its_option_and_env_variable() -> None:
     rows = table_rows(DOC.read_text())
-    for cls in ref.all_settings_classes():
+    for cls in sections.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata.get("env")
             assert env, f"{cls.__name__}.{field.name} has no environment variable"
@@ -92,7 +92,7 @@ def test_each_field_is_documented_once_and_base_fields_are_not_repeated() -> Non
     rows = table_rows(DOC.read_text())
     for env in {
         field.metadata["env"]
-        for cls in ref.all_settings_classes()
+        for cls in sections.all_settings_classes()
         for field in dataclasses.fields(cls)
     }:
         settings_rows = [
@@ -103,13 +103,13 @@ def test_each_field_is_documented_once_and_base_fields_are_not_repeated() -> Non
 
 def test_env_variable_names_are_unique_per_meaning() -> None:
     """The same name must never mean two fields or have two defaults in different services."""
-    assert ref.env_conflicts() == []
+    assert render.env_conflicts() == []
     seen: dict[str, tuple[str, object]] = {}
-    for cls in ref.all_settings_classes():
+    for cls in sections.all_settings_classes():
         for field in dataclasses.fields(cls):
             env = field.metadata["env"]
             # each service has its own user and port by design
-            if field.name in ref.PER_SERVICE_FIELDS:
+            if field.name in render.PER_SERVICE_FIELDS:
                 continue
             meaning = (field.name, field.default)
             assert seen.setdefault(env, meaning) == meaning, (
@@ -128,10 +128,12 @@ def test_env_conflicts_are_detected(monkeypatch: pytest.MonkeyPatch) -> None:
     class OtherDefault(Settings):
         kafka_port: int = setting(19092, "KAFKA_PORT", "same name, another default")
 
-    documented = ref.all_settings_classes()
+    documented = sections.all_settings_classes()
     for extra in (Clashing, OtherDefault):
-        monkeypatch.setattr(ref, "all_settings_classes", lambda extra=extra: [*documented, extra])
-        assert any("KAFKA_PORT" in problem for problem in ref.env_conflicts()), extra.__name__
+        monkeypatch.setattr(
+            render, "all_settings_classes", lambda extra=extra: [*documented, extra]
+        )
+        assert any("KAFKA_PORT" in problem for problem in render.env_conflicts()), extra.__name__
 
 
 def test_secrets_have_no_value_and_nothing_machine_specific_leaks() -> None:
@@ -139,7 +141,7 @@ def test_secrets_have_no_value_and_nothing_machine_specific_leaks() -> None:
     rows = table_rows(text)
     secrets = [
         f
-        for cls in ref.all_settings_classes()
+        for cls in sections.all_settings_classes()
         for f in dataclasses.fields(cls)
         if f.metadata.get("secret")
     ]
@@ -232,7 +234,9 @@ def test_simulator_keeps_its_flags_and_checks(tmp_path: Path) -> None:
 
 def test_other_variables_still_exist_and_do_not_shadow_settings() -> None:
     settings_envs = {
-        f.metadata["env"] for cls in ref.all_settings_classes() for f in dataclasses.fields(cls)
+        f.metadata["env"]
+        for cls in sections.all_settings_classes()
+        for f in dataclasses.fields(cls)
     }
     roots = [REPO_ROOT / name for name in (*PACKAGES, "tests", "scripts", "benchmarks", "docker")]
     sources = [
@@ -243,9 +247,9 @@ def test_other_variables_still_exist_and_do_not_shadow_settings() -> None:
     ]
     sources += [REPO_ROOT / "docker-compose.yml", REPO_ROOT / ".env.example"]
     corpus = "\n".join(
-        p.read_text(errors="replace") for p in sources if p.name != "config_reference.py"
+        p.read_text(errors="replace") for p in sources if p.parent.name != "config_reference"
     )
-    for name, _where, _meaning in ref.OTHER_VARIABLES:
+    for name, _where, _meaning in texts.OTHER_VARIABLES:
         assert name not in settings_envs, f"{name} is a Settings variable: document it there"
         assert name in corpus, f"{name} is no longer read anywhere: drop it from OTHER_VARIABLES"
 
@@ -254,9 +258,11 @@ def test_env_example_names_are_all_documented() -> None:
     example = REPO_ROOT / ".env.example"
     names = re.findall(r"^([A-Z][A-Z0-9_]*)=", example.read_text(), flags=re.MULTILINE)
     documented = {
-        f.metadata["env"] for cls in ref.all_settings_classes() for f in dataclasses.fields(cls)
+        f.metadata["env"]
+        for cls in sections.all_settings_classes()
+        for f in dataclasses.fields(cls)
     }
-    documented |= {name for name, _w, _m in ref.OTHER_VARIABLES}
+    documented |= {name for name, _w, _m in texts.OTHER_VARIABLES}
     documented |= {
         credential_env(system, user) for system, users in USERS.items() for user in users
     }
@@ -270,7 +276,7 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
     """The document shows a service has only what it uses: its concerns, named, and the others,
     named as absent."""
     text = DOC.read_text()
-    concern_classes = [section.settings_class() for section in ref.CONCERNS]
+    concern_classes = [section.settings_class() for section in sections.CONCERNS]
     assert {cls.__name__ for cls in concern_classes} == {
         "ServiceSettings",
         "KafkaSettings",
@@ -279,13 +285,13 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
         "AlertmanagerSettings",
         "StackSettings",
     }
-    for section in ref.SECTIONS:
+    for section in sections.SECTIONS:
         if section.concern:
             continue
         body = text.split(f"## {section.title}\n", 1)[1].split("\n## ", 1)[0]
         has_line = next(line for line in body.splitlines() if line.startswith("**Has:**"))
         has, _, lacks = has_line.partition("(not: ")
-        for concern in ref.CONCERNS:
+        for concern in sections.CONCERNS:
             inherits = issubclass(section.settings_class(), concern.settings_class())
             assert (concern.name in has) is inherits, (
                 f"{section.title}: {concern.name} in {has_line!r}"
@@ -298,8 +304,8 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
 def test_every_registered_service_has_its_section() -> None:
     """The reference documents the services the registry runs, with the registry's settings
     class."""
-    from stacktools.services import SERVICES
+    from stacktools.harness.services import SERVICES
 
-    sections = {s.service: s for s in ref.SECTIONS if s.service}
-    assert set(sections) == set(SERVICES)
-    assert all(sections[name].settings is spec.settings for name, spec in SERVICES.items())
+    by_service = {s.service: s for s in sections.SECTIONS if s.service}
+    assert set(by_service) == set(SERVICES)
+    assert all(by_service[name].settings is spec.settings for name, spec in SERVICES.items())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stacktools import container_engine
+from stacktools.compose import engine as container_engine
 
 
 def sleeper(conf: Path) -> subprocess.Popen:

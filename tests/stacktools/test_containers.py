@@ -3,7 +3,7 @@ images docker-compose.yml names (built here as stand-ins, scripts/container-imag
 compose file's own entry points and settings, so auth and TLS are on (SCRAM for Kafka,
 passwords for Mosquitto and InfluxDB, every listener TLS with the certs job's files) exactly as
 users run it. testcontainers talks to podman's Docker API
-(stacktools.container_engine) where there is no Docker engine. Never skipped where containers
+(stacktools.compose.engine) where there is no Docker engine. Never skipped where containers
 can run: only on a machine with neither podman nor Docker, outside CI."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from stacktools import certs, container_engine
-from stacktools.credentials import new_cluster_id, new_password
-from stacktools.influx import InfluxClient
+from stacktools.compose import engine as container_engine
+from stacktools.compose.credentials import new_cluster_id, new_password
+from stacktools.stack import certs
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config

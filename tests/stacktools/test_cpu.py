@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from stacktools.cpu import group_cpu_seconds, group_pids, process_cpu_seconds
+from stacktools.harness.cpu import group_cpu_seconds, group_pids, process_cpu_seconds
 from tests.support.waits import settle
 
 

@@ -26,7 +26,7 @@ from stacktools.dashboards import (
     load_datasources,
 )
 from stacktools.dashboards.macros import variable_references
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.wire import AvroCodec
 

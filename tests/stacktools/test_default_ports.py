@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from stacktools.services import SERVICES
+from stacktools.harness.services import SERVICES
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from streamkit.config import Settings
 

@@ -14,7 +14,7 @@ import pytest
 
 from stacktools.demo.run import watch
 from stacktools.demo.simulator_run import SimulatorRun
-from stacktools.processes import ServiceProcess
+from stacktools.harness.processes import ServiceProcess
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from stacktools.demo.histograms import histogram_between, histogram_buckets, increases, percentile
 from stacktools.demo.latency import latency_view
 from stacktools.demo.sampler import Samples
-from stacktools.scrape import metric_sum
+from stacktools.harness.scrape import metric_sum
 
 METRICS = {
     'connector_event_latency_seconds_bucket{le="0.5",measurement="raw"}': 10.0,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.disk_space import DiskSpace, watched
-from stacktools.processes import free_port
-from stacktools.scrape import scrape_metrics
+from stacktools.harness.scrape import scrape_metrics
+from stacktools.stack.disk_space import DiskSpace, watched
+from stacktools.stack.process import free_port
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT
 
@@ -37,7 +37,7 @@ def test_the_directories_are_name_equals_path() -> None:
 def test_it_serves_the_gauges_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "stacktools.disk_space", "--metrics-port", str(port)]
+        [sys.executable, "-m", "stacktools.stack.disk_space", "--metrics-port", str(port)]
         + ["--disk-watch", f"data={tmp_path}"],
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,

@@ -1,13 +1,13 @@
-"""The pipeline graph's text (stacktools.graph.render) from snapshots made by hand: flow order,
-a stage not running, the figures with their units, alerts on their stage or listed apart, and
-Prometheus unreachable. Its figures from a real Prometheus are checked on the demo's stack
-(tests/end_to_end/test_no_secret_exposed.py)."""
+"""The pipeline graph's text (stacktools.dashboards.graph.render) from snapshots made by hand:
+flow order, a stage not running, the figures with their units, alerts on their stage or listed
+apart, and Prometheus unreachable. Its figures from a real Prometheus are checked on the demo's
+stack (tests/end_to_end/test_no_secret_exposed.py)."""
 
 from __future__ import annotations
 
-from stacktools.graph.collect import Alert, Node, Snapshot
-from stacktools.graph.render import render
-from stacktools.graph.stages import BRIDGE, CONNECTOR, SIMULATOR, spark_stage
+from stacktools.dashboards.graph.collect import Alert, Node, Snapshot
+from stacktools.dashboards.graph.render import render
+from stacktools.dashboards.graph.stages import BRIDGE, CONNECTOR, SIMULATOR, spark_stage
 
 
 def snapshot(alerts: list[Alert]) -> Snapshot:

@@ -22,9 +22,8 @@ import urllib3
 from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
 from db_connector.influx_writer import InfluxWriter
-from stacktools import certs
-from stacktools.influx import InfluxClient
-from stacktools.stack import Stack
+from stacktools.stack import Stack, certs
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.process import ManagedProcess
 from streamkit.config import Settings
 from tests.support.influx_stranger import Stranger, assert_stranger_lost

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from stacktools.credentials import new_cluster_id
+from stacktools.compose.credentials import new_cluster_id
 from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack.servers import kafka as kafka_server
 from stacktools.stack.servers.kafka import Kafka, kafka_nodes

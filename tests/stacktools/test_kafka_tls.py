@@ -25,8 +25,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from stacktools import certs
-from stacktools.stack import Stack, ensure_credentials
+from stacktools.stack import Stack, certs, ensure_credentials
 from stacktools.stack.servers import kafka as kafka_server
 from stacktools.stack.servers.kafka import Kafka, java_argument_file
 from streamkit.config import Settings

@@ -181,7 +181,7 @@ def test_settings_pass_to_a_child_process_unchanged_but_for_the_identity(tmp_pat
 def test_first_up_returns_the_credentials_the_servers_were_given(tmp_path: Path) -> None:
     """A first run has no credentials until up() generates them: the settings from before it
     are refused by InfluxDB, the ones it returns are accepted (the demo's first-run failure)."""
-    from stacktools.influx import InfluxClient
+    from stacktools.stack.influx import InfluxClient
 
     environ = {"STACK_RUN_DIR": str(tmp_path / "run"), "INFLUX_PORT": str(free_ports(1)[0])}
     before = Settings.from_sources(environ=environ)

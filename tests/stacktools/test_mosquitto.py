@@ -35,11 +35,11 @@ import pytest
 from simulator.config import SimulatorSettings
 from simulator.errors import MachineUserMissing
 from simulator.publisher import MqttPublisher
-from stacktools import certs
-from stacktools.mqtt_users import machine_passwords, password_line
-from stacktools.scrape import metric_sum, scrape_metrics
-from stacktools.services import service_process
-from stacktools.wiring import Wiring
+from stacktools.harness.scrape import metric_sum, scrape_metrics
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
+from stacktools.stack import certs
+from stacktools.stack.mqtt_users import machine_passwords, password_line
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_io import read_to_end, wait_for_count

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from stacktools import prometheus_api
-from stacktools.dashboards import TimeRange, check_dashboards, load_dashboards
+from stacktools.dashboards import TimeRange, check_dashboards, load_dashboards, prometheus_api
+from stacktools.dashboards.graph.panel import PANEL_TITLE, dashboard_panel
+from stacktools.dashboards.graph.stages import SINK, node_ids
 from stacktools.dashboards.macros import fill_query
 from stacktools.dashboards.nodegraph import (
     apply_transformations,
@@ -19,8 +20,6 @@ from stacktools.dashboards.nodegraph import (
     instant_frames,
     panel_problems,
 )
-from stacktools.graph.panel import PANEL_TITLE, dashboard_panel
-from stacktools.graph.stages import SINK, node_ids
 from streamkit.config import Settings
 
 pytestmark = pytest.mark.stack

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.pipeline import Pipeline
-from stacktools.services import sharded_stages
-from stacktools.wiring import Wiring
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.services import sharded_stages
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stacktools.topics import _describe_configs, load_topic_specs, main, provision
+from stacktools.stack.topics import _describe_configs, load_topic_specs, main, provision
 from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client
 
@@ -85,7 +85,7 @@ def test_a_creation_kafka_never_confirms_says_what_to_check(
     from concurrent.futures import Future
     from types import SimpleNamespace
 
-    import stacktools.topics as topics
+    import stacktools.stack.topics as topics
     from streamkit.deadline import TimedOut
 
     class NeverConfirms:

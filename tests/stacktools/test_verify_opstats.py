@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from stacktools.verify.compare import compare
 from stacktools.verify.events import read_records
-from stacktools.verify.expect import STATS_MEASUREMENTS, expectation
+from stacktools.verify.expect import expectation
 from stacktools.verify.kafka_source import TopicsReader
+from stacktools.verify.points import STATS_MEASUREMENTS
 from stacktools.verify.ratings import read_ratings
 from stacktools.verify.rules import Rules, StatsRules, parse_stats
 from streamkit.config import Settings

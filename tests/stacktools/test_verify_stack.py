@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from tests.support.verify_records import measurement, run_verify

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.config import SinglePassSettings
-from stacktools.topics import load_topic_specs, provision
+from stacktools.stack.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of

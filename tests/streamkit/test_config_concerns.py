@@ -12,7 +12,7 @@ from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
 from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings, SparkJobSettings
-from stacktools.services import SERVICES
+from stacktools.harness.services import SERVICES
 from streamkit.config import (
     AlertmanagerSettings,
     InfluxSettings,

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from datetime import timedelta
 
-from stacktools.processes import free_port
+from stacktools.stack.process import free_port
 from streamkit.config import Settings
 from streamkit.health import WATCHDOG, beat
 from streamkit.metrics import serve_metrics

@@ -82,7 +82,7 @@ def test_shutdown_flag_wakes_waiters() -> None:
 
 def test_every_setting_has_a_cli_option_and_env_var_in_help() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "stacktools.topics", "--help"],
+        [sys.executable, "-m", "stacktools.stack.topics", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -137,7 +137,13 @@ def test_fast_measurement_encoder_is_byte_identical_to_fastavro() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["simulator", "simulator.generate", "mqtt_bridge", "stacktools.stack", "stacktools.topics"],
+    [
+        "simulator",
+        "simulator.generate",
+        "mqtt_bridge",
+        "stacktools.stack",
+        "stacktools.stack.topics",
+    ],
 )
 def test_every_service_has_help(module: str) -> None:
     result = subprocess.run(

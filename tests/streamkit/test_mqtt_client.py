@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paho.mqtt.enums import _ConnectionState
 
-from stacktools import certs
+from stacktools.stack import certs
 from streamkit.config import Settings
 from streamkit.mqtt_client import BufferedClient, linger_close
 

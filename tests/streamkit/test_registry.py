@@ -15,11 +15,11 @@ from confluent_kafka import Message
 
 from db_connector.points import PointError, converters_for
 from mqtt_bridge.records import RowSplitter
-from stacktools.processes import ServiceProcess
-from stacktools.services import SERVICES
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.services import SERVICES
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.servers.registry import schema_registry
-from stacktools.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.events import parse_row
 from streamkit.wire import AvroCodec, schema_text

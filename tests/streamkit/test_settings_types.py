@@ -77,7 +77,7 @@ def test_settings_hold_passwords_as_secrets_that_no_log_line_shows(
 
 def test_every_password_field_is_a_secret() -> None:
     """No settings class anywhere declares a password as plain text."""
-    from stacktools.config_reference import all_settings_classes
+    from stacktools.config_reference.sections import all_settings_classes
 
     for cls in all_settings_classes():
         for field in dataclasses.fields(cls):
@@ -284,7 +284,9 @@ def test_a_config_error_exits_2_with_one_line_naming_the_variable(tmp_path: Path
         "python -m mqtt_bridge: configuration error: BRIDGE_MAX_FUTURE: not a duration: "
         "'1 hour' (e.g. 500ms, 10s, 1m, 2h)"
     ]
-    run = run_module("stacktools.topics", env={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"})
+    run = run_module(
+        "stacktools.stack.topics", env={"STACK_RUN_DIR": str(tmp_path), "KAFKA_PORT": "x"}
+    )
     assert run.returncode == 2 and "configuration error: KAFKA_PORT: " in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
 
@@ -316,7 +318,6 @@ def test_every_error_class_derives_from_the_root_and_is_defined_before_use() -> 
         "operators.errors",
         "db_connector.errors",
         "simulator.errors",
-        "stacktools.errors",
         "stacktools.stack.errors",
         "stacktools.dashboards.errors",
     ):
@@ -353,7 +354,7 @@ def test_schemas_and_topics_are_package_data() -> None:
 def test_every_program_is_a_console_script() -> None:
     import tomllib
 
-    from stacktools.config_reference import PROGRAMS_RUN
+    from stacktools.config_reference.texts import PROGRAMS_RUN
 
     with (REPO_ROOT / "pyproject.toml").open("rb") as handle:
         scripts = tomllib.load(handle)["project"]["scripts"]
@@ -385,7 +386,7 @@ MEASUREMENT = re.compile(
 def test_help_says_what_an_option_does_never_a_measurement() -> None:
     """Figures belong in docs/performance.md; ``--help`` and docs/configuration.md say what an
     option does and when to change it."""
-    from stacktools.config_reference import all_settings_classes
+    from stacktools.config_reference.sections import all_settings_classes
 
     for cls in all_settings_classes():
         for field in dataclasses.fields(cls):

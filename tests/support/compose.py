@@ -1,6 +1,6 @@
 """A docker compose project of docker-compose.yml, driven as a user drives it (the `docker
 compose` CLI, Compose v2), against whatever engine DOCKER_HOST names: here podman's API
-(stacktools.container_engine). Each test project has its own name, .env and host ports."""
+(stacktools.compose.engine). Each test project has its own name, .env and host ports."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stacktools import container_engine
-from stacktools.compose_env import EXAMPLE, render, write_private
+from stacktools.compose import engine as container_engine
+from stacktools.compose.env import EXAMPLE, render, write_private
 from streamkit.config import Settings, read_env_file
 from streamkit.paths import CACHE_DIR, REPO_ROOT
 from tests.support.ports import free_ports

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacktools.pipeline import Pipeline
-from stacktools.processes import ServiceProcess
+from stacktools.harness.pipeline import Pipeline
+from stacktools.harness.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.stack.process import group_alive
 from stacktools.verify.check import verify

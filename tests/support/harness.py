@@ -8,10 +8,10 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
-from stacktools.processes import ServiceProcess
-from stacktools.scrape import metric_sum, scrape_metrics
-from stacktools.services import service_process
-from stacktools.wiring import Wiring
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.scrape import metric_sum, scrape_metrics
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import Row, parse_row

@@ -3,7 +3,7 @@ is tests/support/judge.py)."""
 
 from __future__ import annotations
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 
 #: Key of the undecodable records a test writes into the late topic on purpose, so the

@@ -13,7 +13,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.secret import Secret
 from tests.support import procfs

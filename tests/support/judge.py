@@ -10,7 +10,7 @@ import re
 
 import fastavro
 
-from stacktools.influx import InfluxClient
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_file

@@ -11,9 +11,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from stacktools import certs
-from stacktools.processes import free_port
-from stacktools.stack import Stack
+from stacktools.stack import Stack, certs
+from stacktools.stack.process import free_port
 from streamkit.config import CREDENTIALS_FILE, Settings
 from streamkit.paths import private_directory, private_file
 

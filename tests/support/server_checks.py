@@ -17,8 +17,8 @@ import paho.mqtt.client as mqtt
 from influxdb_client import InfluxDBClient, Point, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 
-from stacktools.influx import InfluxClient
-from stacktools.wiring import private_topic
+from stacktools.harness.wiring import private_topic
+from stacktools.stack.influx import InfluxClient
 from streamkit.config import Settings
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
-from stacktools.processes import ServiceProcess, free_port
-from stacktools.stack.process import group_alive
-from stacktools.wiring import private_topic
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import private_topic
+from stacktools.stack.process import free_port, group_alive
 from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import transactional_producer

@@ -8,8 +8,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
-from stacktools.influx import basic_auth
 from stacktools.stack.errors import LauncherError
+from stacktools.stack.influx import basic_auth
 from streamkit.config import Settings, credential_env
 from streamkit.errors import ConfigError
 from streamkit.paths import private_directory

@@ -1,5 +1,5 @@
-"""The launcher's disk reporter (``python -m stacktools.disk_space``) for the Kafka and InfluxDB
-data directories, and its Prometheus file target."""
+"""The launcher's disk reporter (``python -m stacktools.stack.disk_space``) for the Kafka and
+InfluxDB data directories, and its Prometheus file target."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from streamkit.paths import private_directory
 
 
 class DiskSpace(Component):
-    """``python -m stacktools.disk_space`` for the Kafka and InfluxDB data directories of this
+    """``python -m stacktools.stack.disk_space`` for the Kafka and InfluxDB data directories of this
     run directory: their filesystems' free space on /metrics, for the disk alert. Its port is
     any free one, chosen at each start and handed to Prometheus as a file target."""
 
@@ -41,7 +41,7 @@ class DiskSpace(Component):
         return ",".join(f"{name}={data / name}" for name in [*kafka, "influxdb"])
 
     def prepare(self) -> None:
-        from stacktools.processes import free_port
+        from stacktools.stack.process import free_port
 
         super().prepare()
         self.port_file.write_text(f"{free_port()}\n")
@@ -64,7 +64,7 @@ class DiskSpace(Component):
         return [
             sys.executable,
             "-m",
-            "stacktools.disk_space",
+            "stacktools.stack.disk_space",
             "--metrics-port",
             str(self.ports[0]),
             "--disk-watch",

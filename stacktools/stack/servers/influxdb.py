@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stacktools import certs
-from stacktools.access import INFLUX_RIGHTS
-from stacktools.influx import InfluxClient, InfluxError
-from stacktools.stack import influx_bootstrap
-from stacktools.stack.errors import LauncherError
+from stacktools.stack import certs, influx_bootstrap
+from stacktools.stack.access import INFLUX_RIGHTS
+from stacktools.stack.errors import InfluxError, LauncherError
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers.base import Component, stack_tls_get

@@ -7,9 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from stacktools import certs
-from stacktools.access import USERS
-from stacktools.credentials import new_cluster_id
+from stacktools.compose.credentials import new_cluster_id
+from stacktools.stack import certs
+from stacktools.stack.access import USERS
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.process import port_open
 from stacktools.stack.servers.base import Component
@@ -87,7 +87,7 @@ class Kafka(Component):
             "log.dirs": str(self.data_dir),
             "num.partitions": str(s.topic_partitions),
             "auto.create.topics.enable": "false",
-            # topics are created with the broker's default replication (stacktools.topics)
+            # topics are created with the broker's default replication (stacktools.stack.topics)
             "default.replication.factor": str(replicas),
             "min.insync.replicas": str(min_insync),
             "offsets.topic.replication.factor": str(replicas),
@@ -277,8 +277,8 @@ class Kafka(Component):
     def after_healthy(self) -> None:
         """Users, rights and topics, once per cluster (node 1) and only when every node is
         registered: a topic with three replicas cannot be created on fewer brokers."""
-        from stacktools.kafka_access import grant_prefixes, retire_users, upsert_users
-        from stacktools.topics import load_topic_specs, provision
+        from stacktools.stack.kafka_access import grant_prefixes, retire_users, upsert_users
+        from stacktools.stack.topics import load_topic_specs, provision
         from streamkit.kafka_clients import admin_client
 
         if self.node != 1:

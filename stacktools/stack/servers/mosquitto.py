@@ -10,10 +10,10 @@ import signal
 import subprocess
 from pathlib import Path
 
-from stacktools import certs
-from stacktools.access import MACHINE_PATTERNS, MQTT_RIGHTS, USERS
-from stacktools.mqtt_users import machine_passwords, password_line, write_password_file
+from stacktools.stack import certs
+from stacktools.stack.access import MACHINE_PATTERNS, MQTT_RIGHTS, USERS
 from stacktools.stack.errors import LauncherError
+from stacktools.stack.mqtt_users import machine_passwords, password_line, write_password_file
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers.base import Component
 from streamkit.paths import find_program, private_directory, private_file

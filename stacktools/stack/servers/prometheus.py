@@ -39,8 +39,8 @@ class Prometheus(Component):
             }
         ]
         # The pipeline's services are file targets, written by whoever starts them
-        # (stacktools.pipeline: the demo, tests, benchmarks) and removed on a clean stop, each
-        # with its service and job labels: a pipeline that is not running is no target at all,
+        # (stacktools.harness.pipeline: the demo, tests, benchmarks) and removed on a clean stop,
+        # each with its service and job labels: a pipeline that is not running is no target at all,
         # so it never counts as down.
         jobs.append(
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stacktools import certs
+from stacktools.stack import certs
 from stacktools.stack.servers.base import Component, stack_tls_get
 from streamkit.config import Settings
 from streamkit.paths import APICURIO_DIR

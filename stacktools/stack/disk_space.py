@@ -1,4 +1,5 @@
-"""python -m stacktools.disk_space: the free space of the stack's data directories on /metrics.
+"""python -m stacktools.stack.disk_space: the free space of the stack's data directories on
+/metrics.
 
 Kafka and InfluxDB stop taking writes when their disk fills, and neither tells Prometheus how
 full it is; this small process does, for the directories it is given (the stack launcher runs
@@ -21,7 +22,7 @@ from streamkit.health import beat
 from streamkit.service import entry_point, run_service
 from streamkit.shutdown import ShutdownFlag
 
-log = logging.getLogger("stacktools.disk_space")
+log = logging.getLogger("stacktools.stack.disk_space")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,7 @@ def serve(settings: DiskSpaceSettings, shutdown: ShutdownFlag) -> int:
     return 0
 
 
-@entry_point("stacktools.disk_space")
+@entry_point("stacktools.stack.disk_space")
 def main(argv: list[str] | None = None) -> int:
     return run_service(
         "disk_space",
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         serve,
         check=check,
-        module="stacktools.disk_space",
+        module="stacktools.stack.disk_space",
     )
 
 

@@ -1,6 +1,6 @@
 """The one list of the pipeline's services: how each is started, where it serves /metrics,
 what it logs once ready, which settings class configures it, and which of its options a
-:class:`~stacktools.wiring.Wiring` sets. The pipeline, the demo, the launcher's Prometheus,
+:class:`~stacktools.harness.wiring.Wiring` sets. The pipeline, the demo, the launcher's Prometheus,
 the configuration reference and the tests all read it."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from db_connector.config import ConnectorSettings
 from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
 from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings
-from stacktools.processes import ServiceProcess, free_port
-from stacktools.wiring import Wiring
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.wiring import Wiring
+from stacktools.stack.process import free_port
 from streamkit.config import ServiceSettings
 
 
@@ -211,7 +212,8 @@ def service_process(
     env: dict[str, str] | None = None,
 ) -> ServiceProcess:
     """One service on ``wiring`` with a free /metrics port, not started yet (tests and
-    benchmarks that run a single stage; :class:`~stacktools.pipeline.Pipeline` runs them all)."""
+    benchmarks that run a single stage; :class:`~stacktools.harness.pipeline.Pipeline` runs them
+    all)."""
     args = SERVICES[name].args(wiring, work_dir or log.parent)
     return ServiceProcess(
         SERVICES[name].module, [*args, "--metrics-port", str(free_port()), *extra], log, env

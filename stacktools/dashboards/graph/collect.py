@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from stacktools import prometheus_api
-from stacktools.errors import PrometheusError
-from stacktools.graph.stages import (
+from stacktools.dashboards import prometheus_api
+from stacktools.dashboards.errors import PrometheusError
+from stacktools.dashboards.graph.stages import (
     BRIDGE,
     CONNECTOR,
     PROGRESS_AGE,

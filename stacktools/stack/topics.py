@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from stacktools.kafka_access import grant_topics
+from stacktools.stack.kafka_access import grant_topics
 from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import Settings
 from streamkit.deadline import TimedOut
@@ -35,7 +35,7 @@ from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
 from streamkit.wire.resources import topics_file
 
-log = logging.getLogger("stacktools.topics")
+log = logging.getLogger("stacktools.stack.topics")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class TopicSpec:
     #: -1: the broker's default.replication.factor (the launcher's: min(nodes, 3))
     replication_factor: int = -1
     doc: str = ""
-    role: str = ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.access)
+    role: str = (
+        ""  # raw, dlq, joined, ...: which services may read or write it (stacktools.stack.access)
+    )
 
 
 @dataclass
@@ -158,10 +160,10 @@ def provision(
     return report
 
 
-@entry_point("stacktools.topics")
+@entry_point("stacktools.stack.topics")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=program_name("stacktools.topics"),
+        prog=program_name("stacktools.stack.topics"),
         description=__doc__,
         formatter_class=HelpFormatter,
     )

@@ -1,6 +1,6 @@
 """CPU time of whole processes and process groups, from /proc: what a stage costs per record.
 
-A service runs in a process group of its own (stacktools.processes), so its group holds the
+A service runs in a process group of its own (stacktools.harness.processes), so its group holds the
 Spark driver and its JVM. Its processes are that group and every descendant of it, wherever the
 descendant went: PySpark's worker daemon moves itself and its Python workers into a group of
 their own (``os.setpgid(0, 0)``), and counting the group alone missed all the Python time.

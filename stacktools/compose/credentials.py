@@ -1,6 +1,6 @@
 """What a generated credential looks like and what a given one must be: one rule for the local
 launcher, the compose ``.env`` generator and compose's provisioning job. Standard library only,
-so ``python3 -m stacktools.compose_env`` runs without the project's virtualenv."""
+so ``python3 -m stacktools.compose.env`` runs without the project's virtualenv."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ def new_cluster_id() -> str:
 def password_problem(name: str, value: str) -> str | None:
     """Why ``value`` cannot be the password in variable ``name``; None when it can."""
     if not value:
-        return f"{name} is empty: set it in .env (python3 -m stacktools.compose_env writes one)"
+        return f"{name} is empty: set it in .env (python3 -m stacktools.compose.env writes one)"
     if value == PLACEHOLDER:
         return (
             f"{name} is still the placeholder {PLACEHOLDER!r}: replace it in .env (python3 -m "
-            "stacktools.compose_env)"
+            "stacktools.compose.env)"
         )
     if len(value) < MIN_PASSWORD_LENGTH:
         return f"{name} is {len(value)} characters long: use at least {MIN_PASSWORD_LENGTH}"

@@ -295,10 +295,10 @@ def describe(paths: TlsFiles) -> str:
     )
 
 
-@entry_point("stacktools.certs")
+@entry_point("stacktools.stack.certs")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=program_name("stacktools.certs"),
+        prog=program_name("stacktools.stack.certs"),
         description="Make the local stack's CA and server certificate where missing, or renew "
         "them. Restart the stack afterwards (python -m stacktools.stack down, then up) so the "
         "servers present the new certificate.",

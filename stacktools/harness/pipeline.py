@@ -15,10 +15,18 @@ import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from stacktools.processes import ServiceProcess, free_port
-from stacktools.scrape import scrape_metrics
-from stacktools.services import BRIDGE, DEFAULT_SHAPE, SERVICES, SHAPES, service_of, sharded_stages
-from stacktools.wiring import Wiring
+from stacktools.harness.processes import ServiceProcess
+from stacktools.harness.scrape import scrape_metrics
+from stacktools.harness.services import (
+    BRIDGE,
+    DEFAULT_SHAPE,
+    SERVICES,
+    SHAPES,
+    service_of,
+    sharded_stages,
+)
+from stacktools.harness.wiring import Wiring
+from stacktools.stack.process import free_port
 from streamkit.config import Settings
 from streamkit.deadline import Deadline
 
@@ -154,8 +162,8 @@ class Pipeline:
 
     def replay(self, events: Path, *args: str) -> ServiceProcess:
         if self.settings.mqtt_machine_identities:  # each Thing of the file logs in as itself
-            from stacktools.mqtt_users import things_of
             from stacktools.stack import make_machine_users
+            from stacktools.stack.mqtt_users import things_of
 
             make_machine_users(self.settings, things_of(events))
         return self.start("simulator", "--input", str(events), "--shards", str(self.bridges), *args)

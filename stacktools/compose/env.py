@@ -1,4 +1,4 @@
-"""python3 -m stacktools.compose_env [--output .env] [--force] [--check]
+"""python3 -m stacktools.compose.env [--output .env] [--force] [--check]
 
 Writes docker compose's ``.env`` from ``.env.example`` with a generated password for every
 ``change-me`` and a new KRaft cluster id, mode 0600; ``.env.example`` keeps its placeholders.
@@ -15,7 +15,12 @@ import os
 import sys
 from pathlib import Path
 
-from stacktools.credentials import PLACEHOLDER, new_cluster_id, new_password, password_problem
+from stacktools.compose.credentials import (
+    PLACEHOLDER,
+    new_cluster_id,
+    new_password,
+    password_problem,
+)
 from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.config import is_secret_variable, read_env_file
 from streamkit.paths import REPO_ROOT
@@ -68,10 +73,10 @@ def write_private(path: Path, text: str) -> None:
     path.chmod(0o600)
 
 
-@entry_point("stacktools.compose_env")
+@entry_point("stacktools.compose.env")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=program_name("stacktools.compose_env"),
+        prog=program_name("stacktools.compose.env"),
         description=__doc__,
         formatter_class=HelpFormatter,
     )

@@ -1,4 +1,4 @@
-"""python -m stacktools.container_engine start|stop|status|env
+"""python -m stacktools.compose.engine start|stop|status|env
 
 A Docker-compatible container engine on machines without Docker: podman's API service on a unix
 socket (``docker compose``, the docker CLI and testcontainers talk to it through DOCKER_HOST),
@@ -137,7 +137,7 @@ def start(timeout_s: float = 30.0) -> None:
                 f"podman's API did not answer on {SOCKET} within {timeout_s:.0f} s:\n{log}"
             ) from None
     if _alive("ticker") is None:
-        _spawn("ticker", [sys.executable, "-m", "stacktools.container_engine", "tick"])
+        _spawn("ticker", [sys.executable, "-m", "stacktools.compose.engine", "tick"])
 
 
 def stop() -> list[str]:
@@ -212,10 +212,10 @@ def tick_forever() -> None:
         time.sleep(0.5)
 
 
-@entry_point("stacktools.container_engine")
+@entry_point("stacktools.compose.engine")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog=program_name("stacktools.container_engine"),
+        prog=program_name("stacktools.compose.engine"),
         description=__doc__,
         formatter_class=HelpFormatter,
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from stacktools.graph.collect import Node, Snapshot
-from stacktools.graph.stages import HOPS, OPEN_TRANSACTION
+from stacktools.dashboards.graph.collect import Node, Snapshot
+from stacktools.dashboards.graph.stages import HOPS, OPEN_TRANSACTION
 
 
 def _number(value: float | None, digits: int = 0) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +13,6 @@ from stacktools.stack.process import PRIVATE_UMASK, group_alive
 from streamkit.deadline import wait_until
 from streamkit.logs import LOG_FORMAT_ENV
 from streamkit.paths import REPO_ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServiceProcess:

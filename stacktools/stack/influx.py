@@ -12,8 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from stacktools.access import INFLUX_RIGHTS
-from stacktools.errors import InfluxError
+from stacktools.stack.access import INFLUX_RIGHTS
+from stacktools.stack.errors import InfluxError
 from streamkit.config import Settings
 from streamkit.tls import client_context
 

@@ -18,8 +18,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from stacktools.access import USERS
-from stacktools.credentials import new_password
+from stacktools.compose.credentials import new_password
+from stacktools.stack.access import USERS
 from streamkit.config import MqttSettings
 from streamkit.events_source import SourceStats, read_rows
 from streamkit.identifiers import thing_problem

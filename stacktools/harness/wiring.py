@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from stacktools.access import TOPIC_RIGHTS
-from stacktools.influx import InfluxClient
-from stacktools.topics import TopicSpec, load_topic_specs, provision
+from stacktools.stack.access import TOPIC_RIGHTS
+from stacktools.stack.influx import InfluxClient
+from stacktools.stack.topics import TopicSpec, load_topic_specs, provision
 from streamkit.config import Settings
 from streamkit.wire import shard_prefix
 
@@ -165,7 +165,7 @@ def private_topic(
     admin_only: bool = False,
 ) -> str:
     """A fresh topic (uuid name) with the rights of the pipeline topic of that role
-    (stacktools.access); ``admin_only``: no service may use it, and ``role`` only names it
+    (stacktools.stack.access); ``admin_only``: no service may use it, and ``role`` only names it
     (checks of the servers themselves)."""
     if not admin_only and role not in TOPIC_RIGHTS:
         raise ValueError(f"unknown topic role {role!r}: one of {', '.join(TOPIC_RIGHTS)}")

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stacktools.graph.stages import (
+from stacktools.dashboards.graph.stages import (
     BRIDGE,
     CONNECTOR,
     OPEN_TRANSACTION,

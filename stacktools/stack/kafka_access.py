@@ -1,4 +1,4 @@
-"""Kafka users and ACLs from the access table (stacktools.access), applied by the admin.
+"""Kafka users and ACLs from the access table (stacktools.stack.access), applied by the admin.
 
 Everything here is idempotent: upserting a SCRAM user sets its password again, creating an
 ACL that exists changes nothing. So the launcher applies it on every start (a password
@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from stacktools.access import PREFIX_GRANTS, RETIRED_KAFKA_USERS, TOPIC_RIGHTS, USERS
+from stacktools.stack.access import PREFIX_GRANTS, RETIRED_KAFKA_USERS, TOPIC_RIGHTS, USERS
 from streamkit.config import Settings
 
 #: SCRAM iterations: Kafka's minimum is 4096; more only slows every client's login.

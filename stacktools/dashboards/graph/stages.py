@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stacktools.services import SERVICES, spark_stages
+from stacktools.harness.services import SERVICES, spark_stages
 
 #: The window rates are taken over: long enough to span several scrapes (5 s apart).
 RATE_WINDOW = "1m"

@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from stacktools.errors import PrometheusError
+from stacktools.dashboards.errors import PrometheusError
 from streamkit.config import Settings
 
 HTTP_TIMEOUT_S = 30.0
