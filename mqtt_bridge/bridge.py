@@ -102,7 +102,8 @@ class Bridge:
             return partition_count(self.settings, topic)
         except TopicMissing:
             raise TopicMissing(
-                f"Kafka topic {topic} does not exist: run mds-topics (python -m stacktools.stack.topics)"
+                f"Kafka topic {topic} does not exist: run mds-topics "
+                "(python -m stacktools.stack.topics)"
             ) from None
 
     # ------------------------------------------------------------------------- MQTT side
