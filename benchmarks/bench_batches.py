@@ -35,7 +35,7 @@ from benchmarks.support.timing import status
 from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"

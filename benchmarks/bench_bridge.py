@@ -31,7 +31,7 @@ from stacktools.harness.cpu import process_cpu_seconds
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import parse_row
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.mqtt_client import connect, make_client

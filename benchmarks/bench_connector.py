@@ -37,7 +37,7 @@ from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.durations import duration_ms
 from streamkit.events import validate

@@ -69,7 +69,7 @@ from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers import DEFAULT_GROUPS
 from stacktools.stack.servers.spark import scaled_out_spark_env
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 
 

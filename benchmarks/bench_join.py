@@ -26,7 +26,7 @@ from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def baseline_joins_per_s(streams: dict[str, list[StreamRecord]]) -> tuple[int, float]:

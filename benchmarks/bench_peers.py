@@ -46,7 +46,7 @@ from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import DEFAULT_JOB, PAIRS, JobRun, cluster_up, run_job
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import uses_tls
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_dir

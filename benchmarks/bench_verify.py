@@ -23,10 +23,10 @@ from benchmarks.support.events import events_file
 from benchmarks.support.verify_timing import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.settings import Settings
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of
-from streamkit.config import Settings
 
 BATCH = 50_000
 

@@ -20,11 +20,11 @@ import uuid
 from benchmarks.support.events import events_file
 from benchmarks.support.verify_timing import bench_parser, timed_verify
 from spark_jobs.config import SinglePassSettings
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import Expectation, expectation
 from stacktools.verify.rules import rules_of
-from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client, idempotent_producer, produce_retrying
 from streamkit.wire import AvroCodec, thing_partition
 from tests.support.verify_records import (

@@ -72,7 +72,7 @@ from stacktools.harness.wiring import Wiring, private_topic
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers.spark import spark_master_url
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"

@@ -2,13 +2,14 @@
 
 The fields are grouped by concern: :class:`ServiceSettings` (what every process has) and one
 mixin per server a process talks to (:class:`KafkaSettings`, :class:`MqttSettings`,
-:class:`InfluxSettings`) plus the launcher's own (:class:`StackSettings`). Each service's
-settings class composes only the concerns it uses and adds its own fields; :class:`Settings`
-composes them all for the launcher, the tools and the tests. The CLI options and the
-environment variable names are derived from the fields so the two never drift apart and
-``--help`` documents both. Secrets never have a value in the repository: the stack launcher
-generates local ones into ``<run dir>/credentials.env`` and a user may override them in the
-environment; the passwords in ``.env`` are docker compose's and the local services ignore them.
+:class:`InfluxSettings`, :class:`PrometheusSettings`, :class:`AlertmanagerSettings`). Each
+service's settings class composes only the concerns it uses and adds its own fields; the
+launcher's own settings and the full model its tools read are the launcher's
+(``stacktools.stack.settings``), not the core's. The CLI options and the environment variable
+names are derived from the fields so the two never drift apart and ``--help`` documents both.
+Secrets never have a value in the repository: the stack launcher generates local ones into
+``<run dir>/credentials.env`` and a user may override them in the environment; the passwords
+in ``.env`` are docker compose's and the local services ignore them.
 
 Values are typed and checked when the settings load, never where they are used: passwords are
 :class:`~streamkit.secret.Secret` (they never print), durations :class:`~datetime.timedelta`
@@ -284,8 +285,8 @@ class ServiceSettings:
     """What every process has: where it keeps its files, how it logs, where it serves /metrics.
 
     The concerns below (:class:`KafkaSettings`, :class:`MqttSettings`, :class:`InfluxSettings`,
-    :class:`StackSettings`) extend this; a service composes only the ones it talks to, so its
-    ``--help`` and its environment hold nothing it never reads, and :class:`Settings` composes all.
+    :class:`AlertmanagerSettings`) extend this; a service composes only the ones it talks to,
+    so its ``--help`` and its environment hold nothing it never reads.
     """
 
     run_dir: Path = setting(
@@ -711,6 +712,14 @@ class InfluxSettings(ServiceSettings):
 
 
 @dataclasses.dataclass(frozen=True)
+class PrometheusSettings(ServiceSettings):
+    """The local Prometheus: the launcher runs it, the dashboards' checker and the pipeline view
+    query it."""
+
+    prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
+
+
+@dataclasses.dataclass(frozen=True)
 class AlertmanagerSettings(ServiceSettings):
     """The local Alertmanager: the launcher runs it, the alert forwarder posts to it."""
 
@@ -730,88 +739,3 @@ class AlertmanagerSettings(ServiceSettings):
     @property
     def alertmanager_url(self) -> str:
         return f"http://{self.alertmanager_host}:{self.alertmanager_port}"
-
-
-@dataclasses.dataclass(frozen=True)
-class StackSettings(AlertmanagerSettings):
-    """What only the stack launcher and its tools read: servers no service talks to, and how
-    topics are provisioned."""
-
-    kafka_controller_port: int = setting(
-        9093, "KAFKA_CONTROLLER_PORT", "port of the local KRaft controller (node N: + 2(N-1))"
-    )
-    topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
-    prometheus_port: int = setting(9090, "PROMETHEUS_PORT", "port of the local Prometheus")
-    alert_webhook_url: str = setting(
-        "",
-        "ALERT_WEBHOOK_URL",
-        "where the local Alertmanager sends every alert (a webhook receiver's URL); empty: "
-        "alerts only show in its API and web page",
-    )
-    spark_master_port: int = setting(
-        7077,
-        "SPARK_MASTER_PORT",
-        "port of the local Spark standalone master (stack component spark; worker N "
-        "listens on this port + N)",
-    )
-    spark_master_ui_port: int = setting(
-        8080,
-        "SPARK_MASTER_UI_PORT",
-        "port of the local Spark master's web UI and JSON status (worker N's UI: + N)",
-    )
-    tls_server_cert_file: str = setting(
-        "",
-        "TLS_SERVER_CERT_FILE",
-        "certificate chain (PEM) Kafka, Mosquitto and InfluxDB present (default: made by the "
-        "launcher under <run dir>/tls, signed by its CA)",
-    )
-    tls_server_key_file: str = setting(
-        "",
-        "TLS_SERVER_KEY_FILE",
-        "unencrypted PKCS#8 key (PEM) of TLS_SERVER_CERT_FILE (default: made with it)",
-    )
-    tls_hostnames: str = setting(
-        "",
-        "TLS_HOSTNAMES",
-        "more names or addresses (comma-separated) the made server certificate is valid for, "
-        "besides 127.0.0.1, ::1, localhost and compose's service names",
-    )
-    mqtt_max_queued_messages: int = setting(
-        1_000_000,
-        "MQTT_MAX_QUEUED_MESSAGES",
-        "QoS 1 messages Mosquitto keeps per client beyond those in flight (the bridge's session "
-        "while it is down or behind); past this, or MQTT_MAX_QUEUED_BYTES, Mosquitto drops that "
-        "client's newer messages: size it as rows per second x the outage to ride out "
-        "(docs/mqtt-bridge.md)",
-    )
-    mqtt_max_queued_bytes: ByteSize = setting(
-        ByteSize(512 << 20),
-        "MQTT_MAX_QUEUED_BYTES",
-        "payload bytes of those queued messages at most, per client (e.g. 512m)",
-    )
-    mqtt_max_inflight_messages: int = setting(
-        10_000,
-        "MQTT_MAX_INFLIGHT_MESSAGES",
-        "QoS 1 messages Mosquitto sends a client before its PUBACKs (the bridge acknowledges "
-        "only after Kafka confirmed)",
-    )
-    mqtt_max_inflight_bytes: ByteSize = setting(
-        ByteSize(64 << 20),
-        "MQTT_MAX_INFLIGHT_BYTES",
-        "payload bytes in flight per client at most (a larger single message still goes)",
-    )
-    spark_workers: int = setting(2, "SPARK_WORKERS", "workers of the local Spark cluster")
-    spark_worker_cores: int = setting(
-        1, "SPARK_WORKER_CORES", "cores each local Spark worker offers"
-    )
-    spark_worker_memory: ByteSize = setting(
-        ByteSize(2 << 30),
-        "SPARK_WORKER_MEMORY",
-        "memory each local Spark worker offers its executors (e.g. 2g, 512m); raise it when "
-        "executors run out of memory",
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings(KafkaSettings, MqttSettings, InfluxSettings, StackSettings):
-    """Every concern: the stack launcher, the tools and the tests, which talk to every server."""

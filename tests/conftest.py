@@ -14,7 +14,8 @@ import pytest
 
 from stacktools.stack import Stack
 from stacktools.stack.servers.spark import spark_master_url
-from streamkit.config import CREDENTIALS_FILE, Settings
+from stacktools.stack.settings import Settings
+from streamkit.config import CREDENTIALS_FILE
 from tests.support.topology import Topology
 
 

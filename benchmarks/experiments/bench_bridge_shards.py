@@ -31,7 +31,7 @@ from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from tests.support.harness import expected_records
 
 

@@ -30,7 +30,7 @@ from spark_jobs.config import JoinSettings
 from spark_jobs.join import join_plan
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 #: The job's own process group (benchmarks.support.spark_run.role_of) under the names used here.
 JOB_ROLES = {

@@ -34,7 +34,7 @@ from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
 from stacktools.stack.process import free_port
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 
 WINDOWS = [

@@ -31,7 +31,7 @@ from spark_jobs.executor_sink import ExecutorSink
 from spark_jobs.session import build_session
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def output_rows(spark, topic: str, rows: int, value_bytes: int, partitions: int):

@@ -30,7 +30,7 @@ from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import PAIRS
 from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

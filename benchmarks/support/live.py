@@ -11,7 +11,7 @@ from confluent_kafka import Consumer
 
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import validate
 from streamkit.kafka_clients import client_config, idempotent_producer
 

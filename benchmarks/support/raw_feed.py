@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import validate
 from streamkit.kafka_clients import idempotent_producer, partition_count
 

@@ -23,7 +23,7 @@ from stacktools.harness.wiring import private_topic
 from stacktools.stack import Stack
 from stacktools.stack.process import free_port
 from stacktools.stack.servers.spark import spark_master_url
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 
 #: The pair every join benchmark joins (JOIN_PAIRS syntax).

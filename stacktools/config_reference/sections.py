@@ -8,17 +8,18 @@ import dataclasses
 from dataclasses import dataclass
 
 from spark_jobs.config import IdleSettings, SparkJobSettings, StatisticsSettings, WindowSettings
-from stacktools.dashboards.cli import GrafanaSettings
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.harness.services import SERVICES
 from stacktools.stack.disk_space import DiskSpaceSettings
+from stacktools.stack.settings import Settings, StackSettings
+from stacktools.verify.cli import VerifySettings
 from streamkit.config import (
     AlertmanagerSettings,
     InfluxSettings,
     KafkaSettings,
     MqttSettings,
+    PrometheusSettings,
     ServiceSettings,
-    Settings,
-    StackSettings,
 )
 
 
@@ -101,6 +102,13 @@ SECTIONS: tuple[Section, ...] = (
         concern=True,
     ),
     Section(
+        "Prometheus (`PrometheusSettings`)",
+        PrometheusSettings,
+        "`streamkit.config.PrometheusSettings`: the local Prometheus, which the stack launcher "
+        "runs and the dashboards' checker and the pipeline view query.",
+        concern=True,
+    ),
+    Section(
         "Alertmanager (`AlertmanagerSettings`)",
         AlertmanagerSettings,
         "`streamkit.config.AlertmanagerSettings`: the local Alertmanager, which the stack "
@@ -110,7 +118,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Stack launcher only (`StackSettings`)",
         StackSettings,
-        "`streamkit.config.StackSettings`: servers no service talks to and how topics are "
+        "`stacktools.stack.settings.StackSettings`: servers no service talks to and how topics are "
         "provisioned; read by the stack launcher and its tools only.",
         concern=True,
         short="stack launcher",
@@ -118,7 +126,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "Stack launcher, tools and tests (`Settings`)",
         Settings,
-        "`streamkit.config.Settings`, the full model: the stack launcher (`python -m "
+        "`stacktools.stack.settings.Settings`, the full model: the stack launcher (`python -m "
         "stacktools.stack`), `python -m stacktools.stack.topics`, the demo, the benchmarks and the "
         "tests talk to every server. It passes its values to the services it starts as environment "
         "variables; each service reads those of its own concerns and ignores the rest.",
@@ -207,8 +215,15 @@ SECTIONS: tuple[Section, ...] = (
         "target.",
     ),
     Section(
+        "Verify (`python -m stacktools.verify`)",
+        VerifySettings,
+        "Recomputes from an events file what InfluxDB (or, with `--topics`, the Kafka topics) "
+        "must hold and compares. Its rules are the jobs' own options (`--pairs`, `--tumbling`, "
+        "...), listed by `python -m stacktools.verify --help`.",
+    ),
+    Section(
         "Dashboards checker (`python -m stacktools.dashboards`)",
-        GrafanaSettings,
+        DashboardSettings,
         "Runs every panel's query against the real InfluxDB and Prometheus, as Grafana's read-only "
         "user. Its action (`validate`, `list`, `check`) and the check's time range, variables and "
         "output are tool flags, listed by `python -m stacktools.dashboards --help`.",

@@ -41,13 +41,13 @@ from stacktools.dashboards.queries import (
     prometheus_query,
     prometheus_variable_values,
 )
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.dashboards.variables import (
     apply_variable_regex,
     default_selection,
     given_selection,
     sort_options,
 )
-from streamkit.config import Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ class PanelResult:
 class _Runner:
     """What every query of one check shares: where to send it and for which time range."""
 
-    settings: Settings
+    settings: DashboardSettings
     database: str
     datasources: Mapping[str, Datasource]
     time_range: TimeRange
@@ -275,7 +275,7 @@ def _check_node_graph(
 
 
 def check_dashboards(
-    settings: Settings,
+    settings: DashboardSettings,
     from_ms: int,
     to_ms: int,
     variables: Mapping[str, str | Sequence[str]] | None = None,

@@ -12,7 +12,6 @@ check: the structural check, then every query filled in and run against the loca
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -28,16 +27,9 @@ from stacktools.dashboards.model import (
     target_query,
     variable_query,
 )
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.dashboards.validate import validate_dashboards
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.config import Settings, login_as
-
-
-@dataclasses.dataclass(frozen=True)
-class GrafanaSettings(Settings):
-    """The checker runs the panels' queries as Grafana does: as the read-only user."""
-
-    influx_username: str = login_as("influx", "grafana")
 
 
 def list_queries(
@@ -114,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--require-data", action="store_true", help="fail when a query returns no series"
     )
     parser.add_argument("--show-queries", action="store_true", help="print every filled query")
-    settings, args = GrafanaSettings.parse(argv, parser=parser)
+    settings, args = DashboardSettings.parse(argv, parser=parser)
     datasources = load_datasources()
     try:
         dashboards = load_dashboards()

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from stacktools.dashboards.errors import PrometheusError
-from streamkit.config import Settings
+from streamkit.config import PrometheusSettings
 
 HTTP_TIMEOUT_S = 30.0
 
 
-def call(settings: Settings, path: str, params: Mapping[str, Any] | None = None) -> Any:
+def call(settings: PrometheusSettings, path: str, params: Mapping[str, Any] | None = None) -> Any:
     """POST ``params`` to the HTTP API, or GET an endpoint without any (those that take only
     GET, such as /api/v1/alerts); returns ``data``. Error answers (400, 422) carry JSON too."""
     request = urllib.request.Request(
@@ -42,7 +42,7 @@ def call(settings: Settings, path: str, params: Mapping[str, Any] | None = None)
     return body.get("data")
 
 
-def instant(settings: Settings, expr: str) -> list[tuple[dict[str, str], float]]:
+def instant(settings: PrometheusSettings, expr: str) -> list[tuple[dict[str, str], float]]:
     """An instant vector now: (labels, value) per series; a scalar comes as one unlabelled."""
     data = call(settings, "/api/v1/query", {"query": expr})
     if data.get("resultType") == "scalar":

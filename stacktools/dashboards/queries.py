@@ -15,12 +15,12 @@ from stacktools.dashboards import prometheus_api
 from stacktools.dashboards.errors import PrometheusError, QueryError
 from stacktools.dashboards.macros import prometheus_step_s
 from stacktools.dashboards.model import TimeRange
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
 
 
 # ------------------------------------------------------------------------------------ InfluxDB
-def influx_query(settings: Settings, database: str, query: str) -> list[dict[str, Any]]:
+def influx_query(settings: DashboardSettings, database: str, query: str) -> list[dict[str, Any]]:
     """Run one InfluxQL statement with integer (ms) times; returns its series."""
     try:
         status, body = InfluxClient(settings).query(query, database=database, epoch="ms")
@@ -69,7 +69,7 @@ def influx_values(series: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ Prometheus
-def _prometheus(settings: Settings, path: str, params: Mapping[str, Any]) -> Any:
+def _prometheus(settings: DashboardSettings, path: str, params: Mapping[str, Any]) -> Any:
     """The HTTP API's ``data``; its failures become the checker's per-target QueryError."""
     try:
         return prometheus_api.call(settings, path, params)
@@ -78,7 +78,11 @@ def _prometheus(settings: Settings, path: str, params: Mapping[str, Any]) -> Any
 
 
 def prometheus_query(
-    settings: Settings, expr: str, time_range: TimeRange, interval_ms: int, instant: bool = False
+    settings: DashboardSettings,
+    expr: str,
+    time_range: TimeRange,
+    interval_ms: int,
+    instant: bool = False,
 ) -> tuple[int, int]:
     """Run a PromQL expression over the range (or at its end); returns (series, points)."""
     if instant:
@@ -100,7 +104,7 @@ def prometheus_query(
 
 
 def prometheus_instant_series(
-    settings: Settings, expr: str, time_range: TimeRange
+    settings: DashboardSettings, expr: str, time_range: TimeRange
 ) -> list[tuple[dict[str, str], float]]:
     """An instant query at the range's end, as Grafana sends it: (labels, value) per series."""
     data = _prometheus(settings, "/api/v1/query", {"query": expr, "time": time_range.to_ms / 1000})
@@ -112,7 +116,9 @@ def prometheus_instant_series(
     ]
 
 
-def prometheus_variable_values(settings: Settings, query: str, time_range: TimeRange) -> list[str]:
+def prometheus_variable_values(
+    settings: DashboardSettings, query: str, time_range: TimeRange
+) -> list[str]:
     """``label_values(label)`` / ``label_values(metric, label)``, the variable query Grafana
     offers."""
     match = re.fullmatch(r"\s*label_values\(\s*(?:(.+?)\s*,\s*)?(\w+)\s*\)\s*", query)

@@ -38,7 +38,7 @@ from stacktools.stack import Stack, StackError
 from stacktools.stack.process import KeptService, port_open
 from stacktools.stack.servers import DEFAULT_GROUPS
 from stacktools.stack.servers.spark import scaled_out_spark_env
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events_file import EventsFileError
 from streamkit.events_source import EventsCheck, check_events
 from streamkit.logs import setup_logging

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from stacktools.stack.influx import InfluxClient  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
+from stacktools.stack.settings import Settings
 
 #: Bands by their lower edge (% of rated) from light to dark; the overload band darkest.
 BAND_MAP = matplotlib.colormaps["YlOrRd"]

@@ -25,7 +25,7 @@ from stacktools.demo import shaping  # noqa: E402
 from stacktools.demo.latency import QUANTILES, latency_view  # noqa: E402
 from stacktools.demo.sampler import Samples  # noqa: E402
 from stacktools.stack.influx import InfluxClient  # noqa: E402
-from streamkit.config import Settings  # noqa: E402
+from stacktools.stack.settings import Settings
 
 #: At most this many points are read back for one series (a machine's joined pairs).
 MAX_POINTS = 200_000

@@ -11,7 +11,7 @@ from stacktools.demo.latency import latency_metric
 from stacktools.demo.sampler import Samples
 from stacktools.harness.scrape import metric_sum
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 #: One field every point of the measurement has: counting it counts the points.
 COUNTED_FIELD = {

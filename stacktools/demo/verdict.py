@@ -10,10 +10,10 @@ from pathlib import Path
 
 from mqtt_bridge.config import BridgeSettings
 from spark_jobs.config import SinglePassSettings
+from stacktools.stack.settings import Settings
 from stacktools.verify.check import verify
 from stacktools.verify.report import render
 from stacktools.verify.rules import UnsupportedRules, rules_of
-from streamkit.config import Settings
 from streamkit.durations import duration_ms
 
 SKIPPED_LIVE = "skipped: --live stamps every row with the wall clock, not the file's time"

@@ -27,7 +27,7 @@ from stacktools.harness.services import (
 )
 from stacktools.harness.wiring import Wiring
 from stacktools.stack.process import free_port
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 
 

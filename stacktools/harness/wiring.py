@@ -12,8 +12,8 @@ import uuid
 
 from stacktools.stack.access import TOPIC_RIGHTS
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import TopicSpec, load_topic_specs, provision
-from streamkit.config import Settings
 from streamkit.wire import shard_prefix
 
 

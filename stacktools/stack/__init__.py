@@ -40,7 +40,8 @@ from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.servers.base import Component
 from stacktools.stack.servers.mosquitto import Mosquitto
 from stacktools.stack.servers.registry import SchemaRegistry
-from streamkit.config import SYSTEMS, Settings, credential_env, identity_fields, read_env_file
+from stacktools.stack.settings import Settings
+from streamkit.config import SYSTEMS, credential_env, identity_fields, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError
 from streamkit.paths import private_directory, private_file

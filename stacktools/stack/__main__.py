@@ -25,8 +25,8 @@ from stacktools.stack import Stack, make_machine_users
 from stacktools.stack.mqtt_users import things_of
 from stacktools.stack.process import ManagedProcess, tail
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
+from stacktools.stack.settings import Settings
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.config import Settings
 
 
 def print_status(stack: Stack) -> bool:

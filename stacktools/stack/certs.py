@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from stacktools.stack.settings import Settings
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.config import Settings
 from streamkit.errors import ConfigError
 from streamkit.paths import private_directory, private_file
 

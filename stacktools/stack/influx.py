@@ -14,7 +14,7 @@ import urllib.request
 
 from stacktools.stack.access import INFLUX_RIGHTS
 from stacktools.stack.errors import InfluxError
-from streamkit.config import Settings
+from streamkit.config import InfluxSettings
 from streamkit.tls import client_context
 
 
@@ -26,7 +26,7 @@ class InfluxClient:
     """Statements as the settings' InfluxDB user, over HTTPS verified against the stack's CA
     when TLS is on."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: InfluxSettings) -> None:
         self.settings = settings
 
     @functools.cached_property

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from stacktools.stack.access import PREFIX_GRANTS, RETIRED_KAFKA_USERS, TOPIC_RIGHTS, USERS
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 #: SCRAM iterations: Kafka's minimum is 4096; more only slows every client's login.
 SCRAM_ITERATIONS = 8192

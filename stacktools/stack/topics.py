@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
 )
 
 from stacktools.stack.kafka_access import grant_topics
+from stacktools.stack.settings import Settings
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.config import Settings
 from streamkit.deadline import TimedOut
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging

@@ -21,7 +21,7 @@ from stacktools.verify.points import MEASUREMENTS, STATS_MEASUREMENTS
 from stacktools.verify.resends import resent_copies
 from stacktools.verify.rules import Rules
 from stacktools.verify.source import Source
-from streamkit.config import Settings
+from streamkit.config import InfluxSettings
 
 
 @dataclass
@@ -71,7 +71,7 @@ def certain_so_far(
 
 
 def verify(
-    settings: Settings,
+    settings: InfluxSettings,
     events: Path,
     database: str,
     rules: Rules,

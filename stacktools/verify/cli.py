@@ -20,6 +20,7 @@ present, they must be equal). With --live only what is certain so far must be th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ from stacktools.verify.events import ORDERS
 from stacktools.verify.kafka_source import TopicsError, TopicsReader
 from stacktools.verify.report import render
 from stacktools.verify.rules import UnsupportedRules, rules_of
-from streamkit.config import Settings
+from streamkit.config import InfluxSettings, KafkaSettings
 from streamkit.durations import duration_ms, parse_duration_ms
 from streamkit.errors import ConfigError
 from streamkit.events_file import EventsFileError
@@ -113,8 +114,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@dataclasses.dataclass(frozen=True)
+class VerifySettings(KafkaSettings, InfluxSettings):
+    """What verify reads: the output in InfluxDB, or in Kafka's topics (``--topics``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    settings, args = Settings.parse(argv, parser=parser())
+    settings, args = VerifySettings.parse(argv, parser=parser())
     try:
         job = SinglePassSettings.from_sources(
             cli={name: getattr(args, name) for name in RULE_OPTIONS}

@@ -28,7 +28,7 @@ from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import parse_row
 from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.kafka_io import high_watermarks, read_to_end, retry_transient

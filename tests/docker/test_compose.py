@@ -587,7 +587,7 @@ def test_compose_kafka_has_the_local_stack_s_security() -> None:
     """The same mechanisms, authorizer and super users as the launcher's broker; the password
     lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
     from stacktools.stack.servers.kafka import Kafka
-    from streamkit.config import Settings
+    from stacktools.stack.settings import Settings
 
     local = Kafka(Settings.from_sources(environ={}))._auth_properties()
     props = kafka_properties()
@@ -619,7 +619,7 @@ def test_compose_kafka_has_the_local_stack_s_tls() -> None:
     """The launcher's PEM stores and host-name check, the files from the certs job's volume; the
     healthcheck's client speaks TLS too."""
     from stacktools.stack.servers.kafka import Kafka
-    from streamkit.config import Settings
+    from stacktools.stack.settings import Settings
 
     local = Kafka(Settings.from_sources(environ={"TLS": "true"}))._tls_properties()
     props = kafka_properties()
@@ -680,7 +680,7 @@ def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
     import paho.mqtt.client as mqtt
 
     from stacktools.stack import certs
-    from streamkit.config import Settings
+    from stacktools.stack.settings import Settings
     from streamkit.mqtt_client import MqttConnectError, connect, make_client
     from streamkit.secret import Secret
     from tests.support.ports import free_ports
@@ -969,11 +969,13 @@ def test_dockerignore_keeps_local_state_and_secrets_out_of_the_image() -> None:
 
 def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> None:
     # The same .env drives `python -m stacktools.stack`: every value must parse in its config model.
-    from streamkit import config  # the project's own package: an import failure is a failure
+    # the project's own packages: an import failure is a failure
+    from stacktools.stack import settings as stack_settings
+    from streamkit import config
 
     values = config.read_env_file(ENV_EXAMPLE)
     assert values == env_example(), "streamkit's .env parser reads .env.example differently"
-    settings = config.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
+    settings = stack_settings.Settings.from_sources(environ=values, cli={"run_dir": tmp_path})
     assert settings.bootstrap_servers == f"127.0.0.1:{values['KAFKA_PORT']}"
     assert settings.influx_base_url == f"https://127.0.0.1:{values['INFLUX_PORT']}"
     assert (settings.mqtt_port, settings.mqtt_password.reveal()) == (
@@ -1067,7 +1069,7 @@ def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
     ]
     # the labels the launcher gives its own reporter's target: the alert sees the same series
     from stacktools.stack.servers.disk_space import DiskSpace
-    from streamkit.config import Settings
+    from stacktools.stack.settings import Settings
 
     local = DiskSpace(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     local.prepare()

@@ -22,7 +22,7 @@ import pytest
 
 from stacktools.compose import engine as container_engine
 from stacktools.stack import certs
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec

@@ -23,7 +23,7 @@ from stacktools.compose import engine as container_engine
 from stacktools.dashboards import prometheus_api
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import client_config
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, overload_key

@@ -15,7 +15,7 @@ import pytest
 
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT, find_influxd
 from tests.support import procfs

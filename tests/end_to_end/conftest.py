@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from tests.support.webhook import Webhook
 
 

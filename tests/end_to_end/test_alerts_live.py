@@ -21,7 +21,7 @@ from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.scrape import scrape_metrics
 from stacktools.harness.wiring import Wiring
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 from tests.end_to_end.test_pipeline_to_influx import recent_events
 from tests.support.waits import settle

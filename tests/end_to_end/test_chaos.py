@@ -42,7 +42,7 @@ from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers.mosquitto import MOSQUITTO_AUTOSAVE_S
 from stacktools.stack.servers.spark import SparkWorker, spark_cluster
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 from tests.oracles.pipeline import expected_outputs
 from tests.oracles.rows import file_rows, measurements

@@ -19,7 +19,7 @@ from lsb.results import pair_id
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition

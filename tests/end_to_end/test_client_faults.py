@@ -30,7 +30,7 @@ from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.kafka_io import read_to_end

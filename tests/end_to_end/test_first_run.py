@@ -18,7 +18,7 @@ from spark_jobs.config import JoinSettings
 from stacktools.config_reference.render import env_of
 from stacktools.config_reference.sections import SECTIONS
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.paths import REPO_ROOT
 from tests.oracles.join import parse_pairs
 from tests.oracles.pipeline import PipelineSpec, default_stats, distinct_records, join_pairs

@@ -26,7 +26,8 @@ import pytest
 
 from stacktools.harness.services import SERVICES
 from stacktools.stack import Stack
-from streamkit.config import CREDENTIALS_FILE, ServiceSettings, Settings, read_env_file
+from stacktools.stack.settings import Settings
+from streamkit.config import CREDENTIALS_FILE, ServiceSettings, read_env_file
 from streamkit.paths import REPO_ROOT
 from tests.end_to_end.test_first_run import SAMPLE, user_environment
 from tests.support.cmdline_watch import CommandLineWatch, holding

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from stacktools.dashboards import check_dashboards, load_dashboards
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.wiring import Wiring
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
 from tests.support.waits import settle
@@ -135,7 +136,7 @@ def test_an_overload_alert_reaches_the_webhook_once_through_kills(
         (annotation,) = [
             r
             for r in check_dashboards(
-                settings,
+                DashboardSettings.of(settings),
                 start_ms,
                 start_ms + 3_600_000,
                 {"thing": THING},

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from stacktools.dashboards import check_dashboards
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.wiring import Wiring
@@ -177,7 +178,7 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
         time.sleep(12)  # two more scrapes of the long-running services
         thing = min(m.thing for m in records)
         results = check_dashboards(
-            settings,
+            DashboardSettings.of(settings),
             started_ms - len(records) * ROW_SPACING_MS - 60_000,
             int(time.time() * 1000) + 5_000,
             {"thing": thing},

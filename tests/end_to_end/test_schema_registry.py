@@ -20,7 +20,7 @@ from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
 from streamkit.wire.registry import RegistryClient, subject, unframe

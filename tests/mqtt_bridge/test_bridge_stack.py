@@ -13,7 +13,7 @@ import pytest
 
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, parse_record_key, thing_partition

@@ -38,7 +38,7 @@ from stacktools.harness.scrape import metric_sum, scrape_metrics
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.wire import parse_record_key, record_key

@@ -13,7 +13,7 @@ from paho.mqtt.client import MQTTMessage
 from mqtt_bridge.records import RowSplitter
 from stacktools.harness.scrape import metric_sum, scrape_metrics
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import parse_row
 from streamkit.identifiers import MAX_CHARS
 from streamkit.kafka_io import read_to_end, wait_for_count

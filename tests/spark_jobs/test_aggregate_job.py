@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from stacktools.harness.wiring import Wiring
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import TopicSpec, provision
-from streamkit.config import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.wire import AvroCodec, thing_partition
 from tests.oracles.pipeline import distinct_records

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.eos_sink import FENCED, TRANSACTIONS, ExactlyOnceSink, SinkError, read_marker
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import transactional_producer
 from tests.drivers.eos_driver import DriverSettings
 from tests.support.messages import value_of

@@ -13,7 +13,7 @@ import pytest
 
 from spark_jobs.eos_sink import ArrowRows, ExactlyOnceSink, SinkError, read_marker
 from spark_jobs.executor_sink import PartitionWriter, partition_query
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from tests.support.spark import key_values, private_topic, read_to_end
 
 pytestmark = [pytest.mark.stack]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from tests.support.aggregates import decoded, produce_measurements
 from tests.support.spark import log_tail, private_topic, spark_service

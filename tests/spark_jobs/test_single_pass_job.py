@@ -14,7 +14,7 @@ import pytest
 from mqtt_bridge.records import RowSplitter
 from spark_jobs.config import JoinSettings
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire import AvroCodec
 from tests.oracles.pipeline import join_pairs
 from tests.oracles.windows import Record, Spec, window_oracle

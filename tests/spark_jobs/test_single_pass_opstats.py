@@ -16,7 +16,7 @@ import pytest
 from mqtt_bridge.records import RowSplitter
 from simulator.generate import generate
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire import AvroCodec, cycle_key
 from tests.oracles import opstats as oracle
 from tests.support.aggregates import decoded, produce_measurements

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import spark_kafka_options, transactional_producer
 from streamkit.wire import AvroCodec, schema_text
 from tests.support.server_checks import create_topic

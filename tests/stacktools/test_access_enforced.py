@@ -33,7 +33,7 @@ from stacktools.stack import Stack
 from stacktools.stack.access import SPARK_JOB_USERS, TOPIC_RIGHTS
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.kafka_access import SERVICE_USERS
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline, TimedOut
 from streamkit.kafka_clients import admin_client, client_config, idempotent_producer, owned_name
 from streamkit.mqtt_client import MqttConnectError, connect, make_client

@@ -16,7 +16,7 @@ import pytest
 from cryptography import x509
 
 from stacktools.stack import certs
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.errors import ConfigError
 
 

@@ -13,8 +13,9 @@ import pytest
 from stacktools.compose import env as compose_env
 from stacktools.compose.credentials import PLACEHOLDER, password_problem
 from stacktools.stack import Stack, StackError
+from stacktools.stack.settings import Settings
 from streamkit import config
-from streamkit.config import Settings, read_env_file
+from streamkit.config import read_env_file
 from streamkit.paths import REPO_ROOT
 
 

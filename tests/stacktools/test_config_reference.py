@@ -12,7 +12,8 @@ import pytest
 
 from stacktools.config_reference import cli, render, sections, texts
 from stacktools.stack.access import USERS
-from streamkit.config import ServiceSettings, Settings, credential_env
+from stacktools.stack.settings import Settings
+from streamkit.config import ServiceSettings, credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
@@ -282,6 +283,7 @@ def test_each_section_says_which_concerns_its_class_has() -> None:
         "KafkaSettings",
         "MqttSettings",
         "InfluxSettings",
+        "PrometheusSettings",
         "AlertmanagerSettings",
         "StackSettings",
     }

@@ -22,7 +22,7 @@ from stacktools.compose import engine as container_engine
 from stacktools.compose.credentials import new_cluster_id, new_password
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
 from streamkit.paths import REPO_ROOT

@@ -26,8 +26,9 @@ from stacktools.dashboards import (
     load_datasources,
 )
 from stacktools.dashboards.macros import variable_references
+from stacktools.dashboards.settings import DashboardSettings
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire import AvroCodec
 
 pytestmark = pytest.mark.stack
@@ -262,7 +263,9 @@ def test_every_query_runs_and_influx_queries_return_data(
     stack_settings: Settings, dashboard_db: tuple[str, int, int]
 ) -> None:
     database, from_ms, to_ms = dashboard_db
-    results = check_dashboards(stack_settings, from_ms, to_ms, {}, database=database)
+    results = check_dashboards(
+        DashboardSettings.of(stack_settings), from_ms, to_ms, {}, database=database
+    )
 
     errors = [r for r in results if r.error]
     assert not errors, "queries failed:\n" + describe(errors)
@@ -291,7 +294,7 @@ def test_variables_and_repeats_resolve_like_grafana(
 ) -> None:
     database, from_ms, to_ms = dashboard_db
     results = check_dashboards(
-        stack_settings, from_ms, to_ms, {"thing": "Thing2"}, database=database
+        DashboardSettings.of(stack_settings), from_ms, to_ms, {"thing": "Thing2"}, database=database
     )
 
     # Machine data repeats its quantity panel once per quantity of the pinned Thing.
@@ -327,7 +330,9 @@ def test_fault_only_counters_return_an_explicit_zero(
     service has run at all): each target falls back to a 0 series instead of "No data"."""
     database, from_ms, to_ms = dashboard_db
     health = [d for d in load_dashboards() if d.model["uid"] == "machinedata-health"]
-    results = check_dashboards(stack_settings, from_ms, to_ms, database=database, dashboards=health)
+    results = check_dashboards(
+        DashboardSettings.of(stack_settings), from_ms, to_ms, database=database, dashboards=health
+    )
     counters = [r for r in results if r.panel_id == 14]
     assert [r.ref_id for r in counters] == list("ABCDEFG")
     assert all(r.ok and r.series >= 1 and r.points > 0 for r in counters), describe(counters)

@@ -10,7 +10,7 @@ import dataclasses
 
 from stacktools.harness.services import SERVICES
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def test_no_two_default_ports_are_the_same(tmp_path) -> None:  # noqa: ANN001

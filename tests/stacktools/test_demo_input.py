@@ -15,7 +15,7 @@ import pytest
 from stacktools.demo.run import watch
 from stacktools.demo.simulator_run import SimulatorRun
 from stacktools.harness.processes import ServiceProcess
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import Deadline
 
 REPO = Path(__file__).resolve().parents[2]

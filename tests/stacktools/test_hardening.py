@@ -13,7 +13,7 @@ import pytest
 from stacktools.stack import Stack
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers import DEFAULT_GROUPS
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from tests.support.ports import free_ports
 from tests.support.privacy import exposed
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from stacktools.stack.influx_bootstrap import MAX_SOCKET_PATH, bootstrap_files
 from stacktools.stack.servers.influxdb import InfluxDB
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def test_the_files_are_private_and_removed_afterwards(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from db_connector.influx_writer import InfluxWriter
 from stacktools.stack import Stack, certs
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.process import ManagedProcess
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from tests.support.influx_stranger import Stranger, assert_stranger_lost
 from tests.support.ports import free_ports
 from tests.support.relay import relay

@@ -14,7 +14,7 @@ from stacktools.compose.credentials import new_cluster_id
 from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack.servers import kafka as kafka_server
 from stacktools.stack.servers.kafka import Kafka, kafka_nodes
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client
 from tests.support import server_checks as checks

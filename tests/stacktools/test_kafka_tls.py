@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 from stacktools.stack import Stack, certs, ensure_credentials
 from stacktools.stack.servers import kafka as kafka_server
 from stacktools.stack.servers.kafka import Kafka, java_argument_file
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import client_config, idempotent_producer, uses_tls
 from tests.support import kafka_quota

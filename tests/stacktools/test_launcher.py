@@ -18,7 +18,8 @@ from stacktools.stack import Stack, StackError, ensure_credentials
 from stacktools.stack import process as process_module
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from stacktools.stack.servers.mosquitto import MOSQUITTO_MIN_VERSION, parse_mosquitto_version
-from streamkit.config import SYSTEMS, Settings, identity_fields
+from stacktools.stack.settings import Settings
+from streamkit.config import SYSTEMS, identity_fields
 from streamkit.deadline import wait_until
 from streamkit.errors import ConfigError
 from tests.support.ports import free_ports

@@ -7,7 +7,7 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from tests.support import server_checks as checks
 

@@ -40,7 +40,7 @@ from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import certs
 from stacktools.stack.mqtt_users import machine_passwords, password_line
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_io import read_to_end, wait_for_count
 from streamkit.mqtt_client import MqttConnectError, connect, make_client

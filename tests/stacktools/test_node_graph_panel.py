@@ -62,7 +62,7 @@ from stacktools.dashboards.nodegraph import (
     panel_problems,
 )
 from stacktools.harness.services import SHAPES, spark_stages
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 STAGES_IN_FLOW_ORDER = [
     "simulator",

@@ -20,7 +20,8 @@ from stacktools.dashboards.nodegraph import (
     instant_frames,
     panel_problems,
 )
-from streamkit.config import Settings
+from stacktools.dashboards.settings import DashboardSettings
+from stacktools.stack.settings import Settings
 
 pytestmark = pytest.mark.stack
 
@@ -30,7 +31,9 @@ def test_the_checker_runs_the_node_graph_and_its_contract(stack_settings: Settin
     health = [d for d in load_dashboards() if d.path.name == "pipeline-health.json"]
     results = [
         r
-        for r in check_dashboards(stack_settings, now_ms - 3_600_000, now_ms, dashboards=health)
+        for r in check_dashboards(
+            DashboardSettings.of(stack_settings), now_ms - 3_600_000, now_ms, dashboards=health
+        )
         if r.panel == PANEL_TITLE
     ]
     assert [r.ref_id for r in results] == ["nodes", "edges", "node-graph"]

@@ -10,7 +10,7 @@ import pytest
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.services import sharded_stages
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def wiring() -> Wiring:

@@ -19,7 +19,7 @@ import pytest
 from stacktools.stack import Stack
 from stacktools.stack.process import ManagedProcess, port_open
 from stacktools.stack.servers.spark import SparkMaster
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.sizes import parse_size
 from tests.support import procfs
 from tests.support.ports import free_ports

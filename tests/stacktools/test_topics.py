@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import _describe_configs, load_topic_specs, main, provision
-from streamkit.config import Settings
 from streamkit.kafka_clients import admin_client
 
 pytestmark = pytest.mark.stack

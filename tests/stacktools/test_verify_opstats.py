@@ -16,6 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stacktools.stack.settings import Settings
 from stacktools.verify.compare import compare
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
@@ -23,7 +24,6 @@ from stacktools.verify.kafka_source import TopicsReader
 from stacktools.verify.points import STATS_MEASUREMENTS
 from stacktools.verify.ratings import read_ratings
 from stacktools.verify.rules import Rules, StatsRules, parse_stats
-from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
 from tests.oracles import opstats as oracle

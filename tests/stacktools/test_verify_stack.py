@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.paths import REPO_ROOT
 from tests.support.verify_records import measurement, run_verify
 

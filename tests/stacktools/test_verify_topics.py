@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stacktools.stack.settings import Settings
 from stacktools.verify.avro_columns import Undecodable, decode_columns
 from stacktools.verify.check import Outcome, verify
 from stacktools.verify.compare import compare
@@ -26,7 +27,6 @@ from stacktools.verify.expect import Expectation, expectation
 from stacktools.verify.kafka_source import TOPICS, TopicsReader
 from stacktools.verify.report import render
 from stacktools.verify.rules import Pair, Rules, parse_windows
-from streamkit.config import Settings
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec, schema_before, schema_text
 from streamkit.wire.registry import frame

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.config import SinglePassSettings
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import load_topic_specs, provision
 from stacktools.verify.events import read_records
 from stacktools.verify.expect import expectation
 from stacktools.verify.rules import rules_of
-from streamkit.config import Settings
 from streamkit.kafka_clients import (
     idempotent_producer,
     partition_count,

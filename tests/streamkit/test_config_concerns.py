@@ -13,19 +13,26 @@ from mqtt_bridge.config import BridgeSettings
 from simulator.config import SimulatorSettings
 from spark_jobs.config import AggregateSettings, JoinSettings, SinglePassSettings, SparkJobSettings
 from stacktools.harness.services import SERVICES
+from stacktools.stack.settings import Settings, StackSettings
 from streamkit.config import (
     AlertmanagerSettings,
     InfluxSettings,
     KafkaSettings,
     MqttSettings,
+    PrometheusSettings,
     ServiceSettings,
-    Settings,
-    StackSettings,
     identity_fields,
 )
 from streamkit.errors import ConfigError
 
-CONCERNS = (KafkaSettings, MqttSettings, InfluxSettings, AlertmanagerSettings, StackSettings)
+CONCERNS = (
+    KafkaSettings,
+    MqttSettings,
+    InfluxSettings,
+    PrometheusSettings,
+    AlertmanagerSettings,
+    StackSettings,
+)
 
 #: What each service talks to, and so the only concerns its settings may have.
 EXPECTED: dict[type[ServiceSettings], set[type[ServiceSettings]]] = {
@@ -45,8 +52,8 @@ def names(cls: type) -> set[str]:
 
 
 def own_names(concern: type[ServiceSettings]) -> set[str]:
-    """The fields a concern adds to the concerns it builds on (the launcher's on the
-    Alertmanager's)."""
+    """The fields a concern adds to the concerns it builds on (the launcher's on
+    Prometheus's and the Alertmanager's)."""
     inherited = [
         names(base)
         for base in concern.__mro__[1:]

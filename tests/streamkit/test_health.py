@@ -9,7 +9,7 @@ import urllib.request
 from datetime import timedelta
 
 from stacktools.stack.process import free_port
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.health import WATCHDOG, beat
 from streamkit.metrics import serve_metrics
 

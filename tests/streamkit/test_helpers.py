@@ -12,7 +12,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.logs import JsonFormatter
 from streamkit.shutdown import ShutdownFlag
 from streamkit.wire import AvroCodec, schema_text

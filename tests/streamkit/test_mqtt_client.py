@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from paho.mqtt.enums import _ConnectionState
 
 from stacktools.stack import certs
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.mqtt_client import BufferedClient, linger_close
 
 

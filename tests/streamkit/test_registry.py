@@ -20,7 +20,7 @@ from stacktools.harness.services import SERVICES
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.servers.registry import schema_registry
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.events import parse_row
 from streamkit.wire import AvroCodec, schema_text
 from streamkit.wire.registry import (

@@ -21,7 +21,7 @@ import yaml
 from mqtt_bridge.config import BridgeSettings
 from spark_jobs.config import AggregateSettings, JoinSettings
 from spark_jobs.passes import join_plan, parse_pairs
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.durations import format_duration, parse_duration, parse_duration_ms
 from streamkit.errors import ConfigError, StackError
 from streamkit.paths import REPO_ROOT

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire import AvroCodec, record_key, thing_partition
 from tests.oracles.windows import Expected, Record, Spec
 from tests.support.messages import key_of, value_of

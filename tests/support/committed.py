@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
 from tests.support.messages import key_of, value_of

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from stacktools.compose import engine as container_engine
 from stacktools.compose.env import EXAMPLE, render, write_private
-from streamkit.config import Settings, read_env_file
+from stacktools.stack.settings import Settings
+from streamkit.config import read_env_file
 from streamkit.paths import CACHE_DIR, REPO_ROOT
 from tests.support.ports import free_ports
 

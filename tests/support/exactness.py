@@ -17,11 +17,11 @@ from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.processes import ServiceProcess
 from stacktools.stack import Stack
 from stacktools.stack.process import group_alive
+from stacktools.stack.settings import Settings
 from stacktools.verify.check import verify
 from stacktools.verify.report import render
 from stacktools.verify.rules import Rules, parse_windows
 from stacktools.verify.rules import parse_pairs as verify_pairs
-from streamkit.config import Settings
 from streamkit.deadline import wait_until
 from streamkit.errors import StackError
 from tests.oracles.join import parse_pairs

@@ -12,7 +12,7 @@ from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.scrape import metric_sum, scrape_metrics
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.events import Row, parse_row
 from streamkit.events_source import SourceStats, read_rows, sorted_rows

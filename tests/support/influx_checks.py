@@ -4,7 +4,7 @@ is tests/support/judge.py)."""
 from __future__ import annotations
 
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 #: Key of the undecodable records a test writes into the late topic on purpose, so the
 #: connector dead-letters them (in its transactional path); they make no point.

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Callable
 
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.secret import Secret
 from tests.support import procfs
 

@@ -11,7 +11,7 @@ import re
 import fastavro
 
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_file
 from tests.oracles.pipeline import Outputs

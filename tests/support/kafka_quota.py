@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import java_client_properties
 from streamkit.paths import KAFKA_JARS_DIR, private_file
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from stacktools.stack import Stack, certs
 from stacktools.stack.process import free_port
-from streamkit.config import CREDENTIALS_FILE, Settings
+from stacktools.stack.settings import Settings
+from streamkit.config import CREDENTIALS_FILE
 from streamkit.paths import private_directory, private_file
 
 

@@ -19,7 +19,7 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 
 from stacktools.harness.wiring import private_topic
 from stacktools.stack.influx import InfluxClient
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import idempotent_producer, transactional_producer
 from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client

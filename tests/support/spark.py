@@ -13,7 +13,7 @@ from confluent_kafka import Message
 from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.wiring import private_topic
 from stacktools.stack.process import free_port, group_alive
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import transactional_producer
 from streamkit.kafka_io import read_to_end

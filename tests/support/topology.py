@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stacktools.stack import Stack
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.wire import shard_prefix
 
 

@@ -19,7 +19,7 @@ from stacktools.dashboards.graph.stages import (
     Stage,
     spark_stage,
 )
-from streamkit.config import Settings
+from streamkit.config import PrometheusSettings
 
 
 @dataclass(frozen=True)
@@ -51,18 +51,18 @@ class Snapshot:
     error: str = ""
 
 
-def _value(settings: Settings, expr: str) -> float | None:
+def _value(settings: PrometheusSettings, expr: str) -> float | None:
     result = prometheus_api.instant(settings, expr)
     return result[0][1] if result else None
 
 
-def _by_service(settings: Settings, expr: str) -> dict[str, float]:
+def _by_service(settings: PrometheusSettings, expr: str) -> dict[str, float]:
     return {
         labels.get("service", ""): value for labels, value in prometheus_api.instant(settings, expr)
     }
 
 
-def _alerts(settings: Settings) -> list[Alert]:
+def _alerts(settings: PrometheusSettings) -> list[Alert]:
     data = prometheus_api.call(settings, "/api/v1/alerts")
     return sorted(
         (
@@ -77,7 +77,7 @@ def _alerts(settings: Settings) -> list[Alert]:
     )
 
 
-def snapshot(settings: Settings) -> Snapshot:
+def snapshot(settings: PrometheusSettings) -> Snapshot:
     """Every stage's figures now; a Prometheus that does not answer gives the graph's shape
     with no figure and the reason."""
     try:

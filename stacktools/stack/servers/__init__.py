@@ -18,7 +18,7 @@ from stacktools.stack.servers.mosquitto import Mosquitto
 from stacktools.stack.servers.prometheus import Prometheus
 from stacktools.stack.servers.registry import schema_registry
 from stacktools.stack.servers.spark import spark_cluster
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 
 
 def single(component: type[Component]) -> Callable[[Settings], list[Component]]:

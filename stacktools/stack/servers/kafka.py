@@ -13,7 +13,7 @@ from stacktools.stack.access import USERS
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.process import port_open
 from stacktools.stack.servers.base import Component
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stacktools.stack import certs
 from stacktools.stack.servers.base import Component, stack_tls_get
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.paths import APICURIO_DIR
 
 #: The registry's JVM options: the launcher's, and compose's (JAVA_OPTS_APPEND) alike.

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from stacktools.stack.servers.base import Component, http_get
-from streamkit.config import Settings
+from stacktools.stack.settings import Settings
 from streamkit.sizes import format_size
 
 
