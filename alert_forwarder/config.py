@@ -6,13 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from streamkit.config import (
-    AlertmanagerSettings,
-    KafkaSettings,
-    login_as,
-    serves_metrics_on,
-    setting,
-)
+from streamkit.config import AlertmanagerSettings, KafkaSettings
+from streamkit.fields import login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)

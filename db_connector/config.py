@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from streamkit.config import InfluxSettings, KafkaSettings, login_as, serves_metrics_on, setting
+from streamkit.config import InfluxSettings, KafkaSettings
 from streamkit.deadline import Backoff
+from streamkit.fields import login_as, serves_metrics_on, setting
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from streamkit.config import KafkaSettings, MqttSettings, login_as, serves_metrics_on, setting
+from streamkit.config import KafkaSettings, MqttSettings
+from streamkit.fields import login_as, serves_metrics_on, setting
 from streamkit.sizes import ByteSize
 
 

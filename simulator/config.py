@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from streamkit.config import MqttSettings, login_as, serves_metrics_on, setting
+from streamkit.config import MqttSettings
+from streamkit.fields import login_as, serves_metrics_on, setting
 
 #: How rows are replayed: sorted by event time, or as the file has them.
 ORDERS = ("event-time", "file")

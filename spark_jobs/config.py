@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 from lsb.results import RESULT_FUNCTIONS, ResultFn
-from streamkit.config import KafkaSettings, login_as, serves_metrics_on, setting
+from streamkit.config import KafkaSettings
 from streamkit.errors import ConfigError
+from streamkit.fields import login_as, serves_metrics_on, setting
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
 from windowing import WindowRules, parse_windows
 

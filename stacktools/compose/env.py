@@ -22,7 +22,8 @@ from stacktools.compose.credentials import (
     password_problem,
 )
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.config import is_secret_variable, read_env_file
+from streamkit.config import read_env_file
+from streamkit.fields import is_secret_variable
 from streamkit.paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / ".env.example"

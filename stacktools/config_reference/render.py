@@ -23,18 +23,15 @@ from stacktools.config_reference.sections import SECTIONS, Section, all_settings
 from stacktools.config_reference.texts import HEADER, OTHER_VARIABLES, PROGRAMS_RUN
 from stacktools.harness.services import SERVICES
 from stacktools.stack.access import USERS
-from streamkit.config import (
-    CREDENTIALS_FILE,
-    SYSTEMS,
+from streamkit.config import CREDENTIALS_FILE, SYSTEMS
+from streamkit.fields import (
     choices_of,
     credential_env,
     default_text,
     identity_fields,
     legacy_option,
 )
-from streamkit.config import (
-    option_of as field_option,
-)
+from streamkit.fields import option_of as field_option
 from streamkit.paths import REPO_ROOT
 from streamkit.secret import Secret
 from streamkit.sizes import ByteSize
@@ -82,7 +79,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def format_default(field: dataclasses.Field, kind: Any) -> str:
-    """The default as ``--help`` shows it (:func:`streamkit.config.default_text`)."""
+    """The default as ``--help`` shows it (:func:`streamkit.fields.default_text`)."""
     if field.metadata.get("secret"):
         return "(generated)"
     text = default_text(field, kind)

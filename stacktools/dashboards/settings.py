@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from streamkit.config import InfluxSettings, PrometheusSettings, ServiceSettings, login_as
+from streamkit.config import InfluxSettings, PrometheusSettings, ServiceSettings
+from streamkit.fields import login_as
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,9 +41,10 @@ from stacktools.stack.servers.base import Component
 from stacktools.stack.servers.mosquitto import Mosquitto
 from stacktools.stack.servers.registry import SchemaRegistry
 from stacktools.stack.settings import Settings
-from streamkit.config import SYSTEMS, credential_env, identity_fields, read_env_file
+from streamkit.config import SYSTEMS, read_env_file
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.errors import StackError
+from streamkit.fields import credential_env, identity_fields
 from streamkit.paths import private_directory, private_file
 from streamkit.secret import Secret
 

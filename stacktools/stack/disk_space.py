@@ -17,7 +17,8 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
-from streamkit.config import ServiceSettings, setting
+from streamkit.config import ServiceSettings
+from streamkit.fields import setting
 from streamkit.health import beat
 from streamkit.service import entry_point, run_service
 from streamkit.shutdown import ShutdownFlag

@@ -17,8 +17,8 @@ from streamkit.config import (
     KafkaSettings,
     MqttSettings,
     PrometheusSettings,
-    setting,
 )
+from streamkit.fields import setting
 from streamkit.sizes import ByteSize
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from stacktools.stack.access import USERS
 from stacktools.stack.servers.alertmanager import alert_route
-from streamkit.config import credential_env
+from streamkit.fields import credential_env
 from tests.support.compose import compose_cli
 from tests.support.require import cannot_run
 from tests.support.waits import ONE_MESSAGE_S

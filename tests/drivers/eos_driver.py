@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spark_jobs.config import SparkJobSettings
 from spark_jobs.job import StreamingJob
-from streamkit.config import login_as, setting
+from streamkit.fields import login_as, setting
 from streamkit.kafka_clients import owned_name, spark_kafka_options
 from tests.support.sink_faults import kill_hook_from_env
 

@@ -13,7 +13,8 @@ import pytest
 from stacktools.config_reference import cli, render, sections, texts
 from stacktools.stack.access import USERS
 from stacktools.stack.settings import Settings
-from streamkit.config import ServiceSettings, credential_env
+from streamkit.config import ServiceSettings
+from streamkit.fields import credential_env
 from streamkit.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "configuration.md"
@@ -119,7 +120,7 @@ def test_env_variable_names_are_unique_per_meaning() -> None:
 
 
 def test_env_conflicts_are_detected(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streamkit.config import setting
+    from streamkit.fields import setting
 
     @dataclasses.dataclass(frozen=True)
     class Clashing(Settings):

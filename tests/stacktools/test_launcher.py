@@ -19,9 +19,10 @@ from stacktools.stack import process as process_module
 from stacktools.stack.process import KeptService, ManagedProcess, group_alive
 from stacktools.stack.servers.mosquitto import MOSQUITTO_MIN_VERSION, parse_mosquitto_version
 from stacktools.stack.settings import Settings
-from streamkit.config import SYSTEMS, identity_fields
+from streamkit.config import SYSTEMS
 from streamkit.deadline import wait_until
 from streamkit.errors import ConfigError
+from streamkit.fields import identity_fields
 from tests.support.ports import free_ports
 
 

@@ -21,9 +21,9 @@ from streamkit.config import (
     MqttSettings,
     PrometheusSettings,
     ServiceSettings,
-    identity_fields,
 )
 from streamkit.errors import ConfigError
+from streamkit.fields import identity_fields
 
 CONCERNS = (
     KafkaSettings,

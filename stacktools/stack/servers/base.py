@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.influx import basic_auth
 from stacktools.stack.settings import Settings
-from streamkit.config import credential_env
 from streamkit.errors import ConfigError
+from streamkit.fields import credential_env
 from streamkit.paths import private_directory
 from streamkit.tls import client_context
 
