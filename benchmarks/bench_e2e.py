@@ -41,36 +41,37 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support.certainty import certainty_waits
+from benchmarks.support.e2e_report import print_full, print_rates, print_steady
+from benchmarks.support.e2e_steady import (
+    Steady,
+    cpu_snapshot,
+    data_wait,
+    measure_window,
+    start_live,
+)
 from benchmarks.support.events import events_file, head
-from benchmarks.support.quantile import quantile
 from simulator.generate import DEFAULT_ROWS
-from spark_jobs.config import JoinSettings, SinglePassSettings
-from spark_jobs.join import join_plan
-from stacktools.demo.histograms import histogram_between, histogram_buckets, percentile
+from spark_jobs.config import SinglePassSettings
+from stacktools.demo.histograms import histogram_buckets, percentile
 from stacktools.demo.run import Replay, replay_until_drained
-from stacktools.harness.cpu import group_cpu_seconds
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.scrape import metric_sum
-from stacktools.harness.services import DEFAULT_SHAPE, SERVICES, SHAPES
+from stacktools.harness.services import DEFAULT_SHAPE, SHAPES
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers import DEFAULT_GROUPS
 from stacktools.stack.servers.spark import scaled_out_spark_env
 from stacktools.stack.settings import Settings
-from streamkit.deadline import TimedOut, wait_until
 
 
 @dataclass(frozen=True)
@@ -137,38 +138,10 @@ STATS_ON = str(
 )
 
 
-@dataclass
-class Steady:
-    shape: str
-    rate: int
-    achieved_rows_per_s: float
-    first_joined_s: float | None  #: stages started -> first joined point in InfluxDB
-    #: every stage ready (its ready line: Spark's query running) -> the first joined point
-    ready_joined_s: float | None
-    latency: dict[
-        str, tuple[float | None, float | None]
-    ]  #: measurement -> (p50, p99) over the window
-    cpu_us_per_record: dict[str, float]  #: stage or server -> CPU µs per raw record in the window
-    #: the joined pairs' own wait (later input -> certain; a model of the feed): (p50, p99)
-    data_wait: tuple[float | None, float | None] = (None, None)
-
-
 def server_pids(settings: Settings, layout: Layout) -> dict[str, int]:
     """The stack's servers the pipeline uses (Prometheus only watches)."""
     statuses = Stack(settings, layout.groups).status()
     return {s.name: s.pid for s in statuses if s.pid and s.name != "prometheus"}
-
-
-def cpu_snapshot(pipeline: Pipeline, servers: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far of every stage's process group, the simulator's and each server's (a
-    Spark worker's group holds its executors and their Python workers)."""
-    cpu = {
-        name: group_cpu_seconds(service.process.pid)
-        for name, service in pipeline.services.items()
-        if service.process is not None
-    }
-    cpu.update({name: group_cpu_seconds(pid) for name, pid in servers.items()})
-    return cpu
 
 
 def steady_run(
@@ -202,165 +175,6 @@ def steady_run(
     )
 
 
-def start_live(
-    pipeline: Pipeline, events: Path, rate: int, warmup_s: float
-) -> tuple[float, float | None, float | None]:
-    """Starts the stages and a looped live replay as soon as the bridge subscribed, so the start
-    is measured as a user meets it: returns when it started and the seconds from the start and
-    from every stage ready to the first joined point (None if none came within the warm-up)."""
-    started = time.monotonic()
-    pipeline.start_stages()
-    ready_at: list[float] = []
-
-    def mark_ready() -> None:
-        """When every stage logged its ready line (the replay does not wait for it)."""
-        try:
-            pipeline.wait_ready(warmup_s)
-            ready_at.append(time.monotonic())
-        except (TimedOut, RuntimeError):
-            pass
-
-    threading.Thread(target=mark_ready, name="ready-watch", daemon=True).start()
-    # a new session keeps nothing before
-    pipeline.wait_logged("mqtt_bridge", SERVICES["mqtt_bridge"].ready_line, 60)
-    # until stopped
-    pipeline.replay(events, "--rate", str(rate), "--live", "--order", "file", "--loops", "0")
-    joined = 'measurement="joined"'
-    try:
-        wait_until(
-            lambda: metric_sum(
-                pipeline.metrics("db_connector"), "connector_points_written_total", joined
-            ),
-            warmup_s,
-            "the first joined point",
-            interval_s=0.2,
-        )
-        first_at = time.monotonic()
-        first: float | None = first_at - started
-        ready_joined = first_at - ready_at[0] if ready_at else None
-    except TimedOut:
-        first = ready_joined = None
-    return started, first, ready_joined
-
-
-@dataclass
-class Window:
-    """The stages' metrics and CPU at both ends of the measured window: the steady state is
-    what happened between them, so the warm-up never counts."""
-
-    before: dict[str, dict[str, float]]
-    after: dict[str, dict[str, float]]
-    cpu_before: dict[str, float]
-    cpu_after: dict[str, float]
-    seconds: float
-
-    def delta(self, service: str, metric: str) -> float:
-        return metric_sum(self.after[service], metric) - metric_sum(self.before[service], metric)
-
-    def latency(self) -> dict[str, tuple[float | None, float | None]]:
-        """(p50, p99) per measurement of what the connector observed inside the window."""
-        latency = {}
-        for measurement in ("raw", "joined", "aggregate"):
-            buckets = histogram_between(
-                self.before["db_connector"],
-                self.after["db_connector"],
-                "connector_event_latency_seconds",
-                f'measurement="{measurement}"',
-            )
-            latency[measurement] = (percentile(buckets, 0.5), percentile(buckets, 0.99))
-        return latency
-
-    def cpu_us_per_record(self) -> dict[str, float]:
-        """Each stage's and server's CPU over the raw records the bridge produced meanwhile."""
-        records = self.delta("mqtt_bridge", "bridge_records_total")
-        if not records:
-            return {}
-        return {
-            name: (self.cpu_after[name] - self.cpu_before.get(name, 0.0)) / records * 1e6
-            for name in self.cpu_after
-        }
-
-
-def measure_window(pipeline: Pipeline, servers: dict[str, int], measure_s: float) -> Window:
-    """Scrapes and samples both ends of ``measure_s``; a simulator that stopped inside it would
-    leave a window without load, so that fails the run."""
-    before = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
-    cpu_before, window_started = cpu_snapshot(pipeline, servers), time.monotonic()
-    time.sleep(measure_s)
-    after = {name: pipeline.metrics(name) for name in ("simulator", *pipeline.stages)}
-    cpu_after, window_s = cpu_snapshot(pipeline, servers), time.monotonic() - window_started
-    if not pipeline.services["simulator"].alive():
-        raise RuntimeError(f"the simulator stopped inside the window: {pipeline.log('simulator')}")
-    return Window(before, after, cpu_before, cpu_after, window_s)
-
-
-def data_wait(events: Path, rate: int, warmup_s: float) -> tuple[float | None, float | None]:
-    """p50 and p99 of how long the replayed pairs wait for the data alone after the warm-up:
-    from their later input (where the joined latency counts from) to the arrival of the record
-    that makes them certain (docs/join.md), the rows stamped on arrival at ``rate`` as --live
-    does, with the stack's join settings. A model: the part of the joined latency no pipeline
-    can remove."""
-    with events.open() as handle:
-        rows = (json.loads(line) for line in handle)
-        waits = certainty_waits(
-            rows, rate, join_plan(JoinSettings.from_sources()), since_s=warmup_s
-        )
-    return (quantile(waits, 0.5), quantile(waits, 0.99)) if waits else (None, None)
-
-
-def fmt(value: float | None) -> str:
-    """A seconds figure of a table, or n/a where the run observed none."""
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def print_steady(results: list[Steady], warmup_s: float, measure_s: float) -> None:
-    print(
-        f"\nSteady state: percentiles of the {measure_s:.0f} s after a {warmup_s:.0f} s warm-up; "
-        "start: stages started, and every stage ready (its ready line; Spark's: query running), "
-        "-> first joined point acknowledged by InfluxDB. Joined: from the "
-        "pair's event time, its later input's (live: its publish), the moment the pair's partner "
-        "exists -> InfluxDB ack; of it, the data's own wait: from there to the arrival of the "
-        "record that makes the pair certain (docs/join.md; a model of the replayed feed, not a "
-        "measurement).\n"
-    )
-    print(
-        "| shape | rows/s | achieved | first joined point s | of it after ready s | raw p50 s "
-        "| raw p99 s | joined p50 s | joined p99 s | of it the data's wait p50 s | p99 s |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        (raw50, raw99), (joined50, joined99) = r.latency["raw"], r.latency["joined"]
-        wait50, wait99 = r.data_wait
-        print(
-            f"| {r.shape} | {r.rate:,} | {r.achieved_rows_per_s:,.0f} | {fmt(r.first_joined_s)} | "
-            f"{fmt(r.ready_joined_s)} | {fmt(raw50)} | {fmt(raw99)} | {fmt(joined50)} | "
-            f"{fmt(joined99)} | {fmt(wait50)} | {fmt(wait99)} |"
-        )
-    print(
-        "\nAggregates: from when the data made the window closable (closed_at_ms: the event time "
-        "of the record that moved its key's horizon past the window's end) -> InfluxDB ack; a "
-        "window the idle timeout closed from its end.\n"
-    )
-    print("| shape | rows/s | aggregate (after the window could close) p50 s | p99 s |")
-    print("|---|---:|---:|---:|")
-    for r in results:
-        agg50, agg99 = r.latency["aggregate"]
-        print(f"| {r.shape} | {r.rate:,} | {fmt(agg50)} | {fmt(agg99)} |")
-    names = sorted({name for r in results for name in r.cpu_us_per_record})
-    print(
-        "\nCPU per raw record in the window (µs; stages: their whole process group, Spark's JVM "
-        "and Python workers included; servers: their process):\n"
-    )
-    print("| shape | rows/s | " + " | ".join(names) + " | total |")
-    print("|---|---:|" + "---:|" * (len(names) + 1))
-    for r in results:
-        print(
-            f"| {r.shape} | {r.rate:,} | "
-            + " | ".join(f"{r.cpu_us_per_record.get(n, 0.0):.1f}" for n in names)
-            + f" | {sum(r.cpu_us_per_record.values()):.1f} |"
-        )
-
-
 def stack_for(base: Settings, tls: bool, mode: str, groups: list[str]) -> Settings:
     """The stack a mode runs on: the configured one, or one of its own per TLS mode."""
     if mode == "default":
@@ -369,24 +183,6 @@ def stack_for(base: Settings, tls: bool, mode: str, groups: list[str]) -> Settin
     # read anew for the run dir: its credentials are its own, not the configured stack's
     environ = {**os.environ, "STACK_RUN_DIR": str(base.run_dir / name), "TLS": str(tls).lower()}
     return Stack(Settings.from_sources(environ=environ), groups).up()
-
-
-def print_ratio(rows_table: list[tuple[Any, ...]], switch: str) -> None:
-    """``switch`` (a label part: "TLS", "statistics") on against off, per run otherwise alike:
-    time to drained and CPU per raw record."""
-    by_label = {row[0]: row for row in rows_table}
-    on_part, off_part = f", {switch} on", f", {switch} off"
-    for label, row in by_label.items():
-        off = by_label.get(label.replace(on_part, off_part)) if on_part in label else None
-        if off is None:
-            continue
-        cpu_on, cpu_off = sum(row[-1].values()), sum(off[-1].values())
-        print(
-            f"\n{switch} on / off, {label.replace(on_part, '')}: time to drained "
-            f"{row[2]:,.0f} s / {off[2]:,.0f} s = {row[2] / off[2]:.2f}x; CPU per raw record "
-            f"{cpu_on:.1f} / {cpu_off:.1f} µs = {cpu_on / cpu_off:.3f}x "
-            f"({100 * (cpu_on / cpu_off - 1):+.1f} %)"
-        )
 
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
@@ -569,52 +365,6 @@ def steady_state(setup: Setup, rate: int) -> Steady:
     )
     wait = data_wait(replayed, rate, args.warmup_s)  # after the run: its CPU
     return dataclasses.replace(result, shape=setup.label, data_wait=wait)
-
-
-def print_full(rows_table: list[tuple[Any, ...]]) -> None:
-    """The full replays' table, their CPU per raw record, and the on/off ratios."""
-    print("| shape | rows | seconds to drained | rows/s | drained | peak per stage (10 s, per s) |")
-    print("|---|---:|---:|---:|---|---|")
-    for shape, rows, seconds, per_s, drained, peaks, _ in rows_table:
-        print(
-            f"| {shape} | {rows:,} | {seconds:,.0f} | {per_s:,.0f} | {drained} | "
-            + ", ".join(f"{k} {v:,}" for k, v in peaks.items())
-            + " |"
-        )
-    names = sorted({name for *_, cpu in rows_table for name in cpu})
-    print(
-        "\nCPU per raw record from the replay's start to drained (µs; the simulator left out: "
-        "it has exited):"
-    )
-    print("\n| shape | " + " | ".join(names) + " | total |")
-    print("|---|" + "---:|" * (len(names) + 1))
-    for shape, *_, cpu in rows_table:
-        print(
-            f"| {shape} | "
-            + " | ".join(f"{cpu.get(n, 0.0):.1f}" for n in names)
-            + f" | {sum(cpu.values()):.1f} |"
-        )
-    print_ratio(rows_table, "TLS")
-    print_ratio(rows_table, "statistics")
-
-
-def print_rates(rate_table: list[tuple[Any, ...]]) -> None:
-    """The fixed-rate runs' latency table."""
-    print(
-        "\n| shape | target rows/s | achieved rows/s | raw p50 s | raw p99 s | joined p50 s | "
-        "joined p99 s | drained | drained s after the last row |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
-    for shape, rate, achieved, raw50, raw99, joined50, joined99, drained, tail in rate_table:
-        print(
-            f"| {shape} | {rate:,} | {achieved:,.0f} | {fmt(raw50)} | {fmt(raw99)} | "
-            f"{fmt(joined50)} | {fmt(joined99)} | {drained} | {tail:.1f} |"
-        )
-    print(
-        "\nLatency: event time (live: the wall clock at publish) -> InfluxDB acknowledged the "
-        "point, from the connector's connector_event_latency_seconds histogram "
-        "(bucket-interpolated)."
-    )
 
 
 def main() -> int:

@@ -26,15 +26,10 @@ import argparse
 import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +37,14 @@ from benchmarks.support.certainty import inherent_waits
 from benchmarks.support.events import events_file, head
 from benchmarks.support.live import LiveFeed, committed_tail
 from benchmarks.support.process_group import GroupSampler
-from benchmarks.support.profile_phases import (
-    CONNECTOR_RULES,
-    PYTHON_WORKER_RULES,
-    Summary,
-    assign_by_time,
-    batch_phases,
-    parse_event_log,
-    parse_jfr_samples,
-    phase_table,
-    plot,
-    read_pyspy,
-    share_table,
-    stage_work,
-    summarize,
-    waits_for_next,
-    work_table,
-)
+from benchmarks.support.profile_phases import waits_for_next
+from benchmarks.support.profile_report import report
+from benchmarks.support.profilers import Jfr, PySpy, jvms, python_daemons
 from benchmarks.support.quantile import quantile
 from benchmarks.support.raw_feed import feed
 from benchmarks.support.spark_run import batch_progress, job_args, log_time, role_of
 from benchmarks.support.timing import status
 from stacktools.demo.histograms import histogram_between, percentile
-from stacktools.harness.cpu import group_pids
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.services import DEFAULT_SHAPE, SERVICES
@@ -77,126 +57,6 @@ from streamkit.wire.avro import AvroCodec
 
 MODULE = "spark_jobs.single_pass"
 SPARK_STAGE = "spark_single_pass"
-PYSPY = Path(sys.executable).parent / "py-spy"
-POINT_LABELS = {"live": "live {rate:,.0f} rows/s", "catchup": "batches of {batch:,}"}
-SINK_LABELS = {"driver": "local[2], driver sink", "executors": "cluster, executors' sink"}
-
-
-class PySpy:
-    """py-spy record of some processes (and their forked children) until stopped; raw format,
-    without --idle (CPU, not waiting) and non-blocking (the target is never paused)."""
-
-    def __init__(self, pids: list[int], out: Path, rate: int, subprocesses: bool) -> None:
-        self.spies = []
-        for pid in pids:
-            command = [
-                str(PYSPY),
-                "record",
-                "--format",
-                "raw",
-                "--rate",
-                str(rate),
-                "--nonblocking",
-                "--full-filenames",
-                "-o",
-                str(out.with_name(f"{out.stem}-{pid}.txt")),
-                "-p",
-                str(pid),
-                *(["--subprocesses"] if subprocesses else []),
-            ]
-            self.spies.append(
-                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            )
-
-    def stop(self) -> None:
-        for spy in self.spies:
-            if spy.poll() is None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-        for spy in self.spies:
-            try:
-                spy.wait(60)
-            except subprocess.TimeoutExpired:
-                spy.kill()
-            if spy.returncode not in (0, -signal.SIGINT) and spy.stderr is not None:
-                status(f"py-spy: {spy.stderr.read().decode(errors='replace')[-300:]}")
-
-
-class Jfr:
-    """A JFR recording (the JDK's "profile" settings) of running JVMs, dumped on stop."""
-
-    def __init__(self, pids: list[int], out: Path) -> None:
-        self.pids, self.out = pids, out
-        for pid in pids:
-            self._jcmd(pid, "JFR.start", "name=profile", "settings=profile")
-
-    @staticmethod
-    def _jcmd(pid: int, *command: str) -> None:
-        done = subprocess.run(["jcmd", str(pid), *command], capture_output=True, text=True)
-        if done.returncode != 0:
-            status(f"jcmd {pid} {command[0]}: {(done.stdout + done.stderr)[-300:]}")
-
-    def stop(self) -> None:
-        for pid in self.pids:
-            target = self.out.with_name(f"{self.out.stem}-{pid}.jfr")
-            self._jcmd(pid, "JFR.stop", "name=profile", f"filename={target}")
-        self.pids = []
-
-
-def jvm_samples(paths: list[Path]) -> dict[tuple[str, str], int]:
-    """JFR execution samples by (thread kind, category), over several recordings."""
-    total: dict[tuple[str, str], int] = {}
-    for path in paths:
-        command = ["jfr", "print", "--stack-depth", "64", "--events", "jdk.ExecutionSample"]
-        with subprocess.Popen([*command, str(path)], stdout=subprocess.PIPE, text=True) as jfr:
-            assert jfr.stdout is not None
-            for key, count in parse_jfr_samples(jfr.stdout).items():
-                total[key] = total.get(key, 0) + count
-    return total
-
-
-def jvms(pgids: list[int]) -> list[int]:
-    """The JVMs that run the batches' tasks among these groups' processes: the driver's (in
-    local mode its executor too) and the cluster's executors, not the worker daemons."""
-    found = []
-    for pgid in pgids:
-        for pid in group_pids(pgid):
-            cmd = _cmdline(pid)
-            if cmd.split(b"\0", 1)[0].endswith(b"java") and b"deploy.worker.Worker" not in cmd:
-                found.append(pid)
-    return sorted(set(found))
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _is_daemon(cmdline: bytes) -> bool:
-    """A Python process running the worker daemon module (the JVM's command line names it too,
-    in its Spark settings)."""
-    return b"\0-m\0spark_jobs.python_daemon" in cmdline and not cmdline.split(b"\0", 1)[0].endswith(
-        b"java"
-    )
-
-
-def python_daemons(pgids: list[int]) -> list[int]:
-    """The PySpark worker daemons among these groups' processes (not their forked workers,
-    which py-spy --subprocesses follows from the daemon)."""
-
-    def parent(pid: int) -> int:
-        try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return 0
-
-    found = []
-    for pgid in pgids:
-        for pid in group_pids(pgid):
-            if _is_daemon(_cmdline(pid)) and not _is_daemon(_cmdline(parent(pid))):
-                found.append(pid)
-    return sorted(set(found))
 
 
 def spark_conf(event_dir: Path) -> str:
@@ -439,180 +299,6 @@ def connector_latencies(
             "connector_event_latency_seconds", "raw"
         ),
     }
-
-
-# --------------------------------------------------------------------------- report
-def label(run: dict[str, Any], args: argparse.Namespace) -> str:
-    point = POINT_LABELS[run["point"]].format(rate=args.rate, batch=args.batch)
-    return f"{point}, {SINK_LABELS[run['sink']]}"
-
-
-def summary_of(run: dict[str, Any], args: argparse.Namespace) -> tuple[Summary, int]:
-    """The run's batches as a Summary; the warm-up batches (live: before the window; catch-up:
-    the first --warmup-batches) apart. Also the records of the batches inside the CPU's window
-    (catch-up: every batch after the first)."""
-    logged = Path(run["log"]).read_text()
-    progress = batch_progress(logged)
-    events = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
-    commits = {e["batch_id"]: e for e in events if e.get("msg") == "batch committed"}
-    stages = parse_event_log(event_log_lines(Path(run["eventlog"])))
-    # stages of jobs Spark did not tag with their batch: by time (the batch's trigger window)
-    untagged = stages.pop(-1, [])
-    windows = {
-        b["batch_id"]: (log_time(b["ts"]) - b["duration_ms"] / 1000, log_time(b["ts"]))
-        for b in progress
-        if b["batch_id"] not in stages
-    }
-    for batch, found in assign_by_time(untagged, windows).items():
-        stages[batch] = found
-    start, end = run["window"]
-    if run["point"] == "live":
-        warm = [b for b in progress if log_time(b["ts"]) < start]
-        steady = [b for b in progress if start <= log_time(b["ts"]) <= end]
-    else:
-        warm, steady = progress[: args.warmup_batches], progress[args.warmup_batches :]
-    batches = warm + steady
-    phases = [
-        batch_phases(b, commits.get(b["batch_id"]), stages.get(b["batch_id"], [])) for b in batches
-    ]
-    work = [
-        {
-            **stage_work(stages.get(b["batch_id"], [])),
-            **{f"state store: {k}": v / 1000 for k, v in (b.get("state_ms") or {}).items() if v},
-        }
-        for b in batches
-    ]
-    summary = summarize(phases, [b["input_rows"] for b in batches], len(warm), work)
-    in_window = [b for b in progress if start <= log_time(b["ts"]) <= end]
-    return summary, sum(b["input_rows"] for b in in_window)
-
-
-def event_log_lines(directory: Path) -> Iterator[str]:
-    """The lines of every event log under ``directory``, in order: Spark 4 writes a directory
-    per application (``eventlog_v2_<app>``) of rolled files ``events_<N>_<app>``."""
-
-    def order(path: Path) -> tuple[int, str]:
-        number = path.name.split("_")[1] if path.name.startswith("events_") else ""
-        return (int(number) if number.isdigit() else 0, str(path))
-
-    files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("app")]
-    for path in sorted(files, key=order):
-        with path.open() as handle:
-            yield from handle
-
-
-def report(out: Path, args: argparse.Namespace) -> str:
-    saved = json.loads((out / "runs.json").read_text())
-    # the runs' own settings win over this invocation's
-    args = argparse.Namespace(**{**vars(args), **saved.get("args", {})})
-    lines = [
-        f"Command: `{saved['command']}`",
-        "",
-        f"Load average (1, 5, 15 min) before: {saved['load']}; after: "
-        f"{saved.get('load_after', 'n/a')}",
-        "",
-    ]
-    spark = read_spark_runs(saved["spark"], args)
-    lines += spark.lines(args.pyspy_rate)
-    if saved.get("e2e"):
-        lines += e2e_lines(saved["e2e"], out, args)
-    plot(spark.summaries, out / "profile.png")
-    lines.append(f"Plot: {out / 'profile.png'}")
-    text = "\n".join(lines)
-    (out / "profile.md").write_text(text + "\n")
-    return text
-
-
-@dataclass
-class SparkProfiles:
-    """What the single pass's runs left, per run label: read once, then laid out as tables
-    side by side so the operating points and sinks compare at a glance."""
-
-    summaries: dict[str, Summary] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    workers: dict[str, dict[str, int]] = field(default_factory=dict)
-    jvm_threads: dict[str, dict[str, int]] = field(default_factory=dict)
-    jvm_tasks: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
-
-    def lines(self, pyspy_rate: int) -> list[str]:
-        return [
-            "Wall time per batch by phase, median / p90 s over the steady batches:",
-            "",
-            phase_table(self.summaries),
-            "",
-            *self.notes,
-            "",
-            "Task time per batch (summed over tasks: both cores), median / p90 s:",
-            "",
-            work_table(self.summaries),
-            "",
-            f"Python workers' CPU by kind of code (py-spy, {pyspy_rate} Hz, from the end of "
-            "the first batch to the end of the run):",
-            "",
-            share_table("Python workers", self.workers, pyspy_rate),
-            "",
-            "The JVMs' Java CPU samples (JFR, as py-spy's; shares, not seconds: JFR samples a "
-            "few threads per period), by thread and, on the task threads, by kind of code:",
-            "",
-            share_table("JVM threads", self.jvm_threads, 1, shares_only=True),
-            "",
-            share_table("JVM task threads", self.jvm_tasks, 1, shares_only=True),
-            "",
-        ]
-
-
-def read_spark_runs(runs: list[dict[str, Any]], args: argparse.Namespace) -> SparkProfiles:
-    """Each run's batches, its warm-up and CPU note, its Python workers' and JVMs' samples."""
-    profiles = SparkProfiles()
-    for run in runs:
-        name = label(run, args)
-        summary, records = summary_of(run, args)
-        profiles.summaries[name] = summary
-        span = run["window"][1] - run["window"][0]
-        cpu_us = run["cpu_s"] / max(1, records) * 1e6
-        first = sum(summary.warmup[0].values()) if summary.warmup else float("nan")
-        rest = quantile([sum(p.values()) for p in summary.warmup[1:]], 0.5)
-        profiles.notes.append(
-            f"- {name}: {len(summary.warmup)} warm-up batches (the first {first:.2f} s, the "
-            f"others median {rest:.2f} s); CPU of the job's processes (with the cluster's "
-            f"workers) {run['cpu_s'] / span:.2f} s/s, {cpu_us:.1f} µs per record"
-        )
-        profiles.workers[name] = read_pyspy(
-            Path(run["log"]).parent.glob("pyspy-workers-*.txt"), PYTHON_WORKER_RULES
-        )
-        samples = jvm_samples(sorted(Path(run["log"]).parent.glob("jvm-*.jfr")))
-        profiles.jvm_threads[name] = {}
-        for (thread, category), count in samples.items():
-            threads = profiles.jvm_threads[name]
-            threads[thread] = threads.get(thread, 0) + count
-            if thread == "task threads":
-                profiles.jvm_tasks[name][category] = count
-    return profiles
-
-
-def e2e_lines(e2e: dict[str, Any], out: Path, args: argparse.Namespace) -> list[str]:
-    """The whole pipeline's table: each step of a joined pair, the connector's histograms, and
-    the connector's CPU by kind of code."""
-    lines = [
-        f"A joined pair, the whole pipeline live at {args.rate:,.0f} rows/s (driver sink, "
-        "local[2]), s:",
-        "",
-        "| step | p50 | p90 | p99 | samples |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, (p50, p90, p99, n) in e2e["steps"].items():
-        lines.append(f"| {name} | {p50:.3f} | {p90:.3f} | {p99:.3f} | {n:,} |")
-    for name, (p50, p99) in e2e["connector"].items():
-        fmt = "n/a" if p50 is None else f"{p50:.3f}"
-        fmt99 = "n/a" if p99 is None else f"{p99:.3f}"
-        lines.append(f"| {name} | {fmt} | – | {fmt99} | histogram |")
-    connector = read_pyspy((out / "e2e").glob("pyspy-connector-*.txt"), CONNECTOR_RULES)
-    return [
-        *lines,
-        "",
-        share_table("connector CPU", {"live": connector}, args.pyspy_rate),
-        "",
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

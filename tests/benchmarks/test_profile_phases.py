@@ -368,7 +368,7 @@ def test_jfr_samples_go_to_their_thread_and_innermost_known_frame() -> None:
 
 
 def test_the_python_daemon_is_told_from_the_jvm_that_names_it_in_its_settings() -> None:
-    from benchmarks.profile_batch import _is_daemon
+    from benchmarks.support.profilers import _is_daemon
 
     assert _is_daemon(b"/v/bin/python\0-m\0spark_jobs.python_daemon\0pyspark.worker\0")
     jvm = b"/usr/bin/java\0-cp\0x\0--conf\0spark.python.daemon.module=spark_jobs.python_daemon\0"
