@@ -123,12 +123,13 @@ def test_every_package_has_a_floor() -> None:
 #: installed) < the launcher < the harness that runs the services < verify and the dashboards <
 #: the demo and the configuration reference, which show all of them.
 STACKTOOLS_FLOORS: dict[str, set[str]] = {
+    "resources": set(),
     "compose": set(),
-    "stack": {"compose"},
+    "stack": {"compose", "resources"},
     "harness": {"compose", "stack"},
     "verify": {"stack"},
-    "dashboards": {"stack", "harness"},
-    "demo": {"compose", "stack", "harness", "verify", "dashboards"},
+    "dashboards": {"stack", "harness", "resources"},
+    "demo": {"compose", "stack", "harness", "verify", "dashboards", "resources"},
     "config_reference": {"compose", "stack", "harness", "verify", "dashboards"},
 }
 #: Where a package may use only part of a lower one: verify and the dashboards read InfluxDB

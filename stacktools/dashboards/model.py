@@ -15,10 +15,8 @@ from typing import Any
 import yaml
 
 from stacktools.dashboards.intervals import parse_interval_ms
-from streamkit.paths import REPO_ROOT
+from stacktools.resources import DASHBOARD_DIR, DATASOURCES_FILE
 
-DASHBOARD_DIR = REPO_ROOT / "grafana" / "dashboards"
-DATASOURCES_FILE = REPO_ROOT / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 #: Grafana's dashboard grid is 24 columns wide whatever the screen.
 GRID_COLUMNS = 24
 

@@ -34,6 +34,7 @@ from stacktools.demo.verdict import demo_verdict, stage_settings, statistics_run
 from stacktools.harness.pipeline import Pipeline
 from stacktools.harness.services import DEFAULT_SHAPE, SERVICES, SHAPES
 from stacktools.harness.wiring import Wiring
+from stacktools.resources import EXAMPLE_CATALOGUE
 from stacktools.stack import Stack, StackError
 from stacktools.stack.process import KeptService, port_open
 from stacktools.stack.servers import DEFAULT_GROUPS
@@ -42,10 +43,8 @@ from stacktools.stack.settings import Settings
 from streamkit.events_file import EventsFileError
 from streamkit.events_source import EventsCheck, check_events
 from streamkit.logs import setup_logging
-from streamkit.paths import REPO_ROOT
 
 log = logging.getLogger("demo")
-EXAMPLE_CATALOGUE = REPO_ROOT / "examples" / "machine-catalogue.yaml"
 
 
 def events_file(args: argparse.Namespace) -> Path:

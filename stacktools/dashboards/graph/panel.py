@@ -30,9 +30,9 @@ from stacktools.dashboards.graph.stages import (
     node_ids,
     spark_stage,
 )
-from streamkit.paths import REPO_ROOT
+from stacktools.resources import DASHBOARD_DIR
 
-DASHBOARD = REPO_ROOT / "grafana" / "dashboards" / "pipeline-health.json"
+DASHBOARD = DASHBOARD_DIR / "pipeline-health.json"
 PANEL_ID = 24
 PANEL_TITLE = "Pipeline graph"
 #: The label whose value becomes the value field's name ("Labels to fields", valueLabel).

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from stacktools.resources import ALERT_RULES
 from stacktools.stack.servers.base import Component, http_get
-from streamkit.paths import REPO_ROOT, find_program
+from streamkit.paths import find_program
 
 #: The alert rules, the same file for the local stack and compose (unit tests beside it).
-ALERT_RULES = REPO_ROOT / "prometheus" / "alerts.yml"
 
 
 class Prometheus(Component):
