@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ import pytest
 from streamkit.paths import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
+#: What a build needs none of: pip builds in the tree it is given, so it gets a copy without them
+#: (and leaves no build/ in the checkout).
+NOT_BUILT = shutil.ignore_patterns(
+    ".*", "run", "data", "demo-output*", "tests", "build", "*.egg-info", "__pycache__"
+)
 
 
 @dataclass(frozen=True)
@@ -44,12 +50,13 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("installed")
-    site, home, work = root / "site", root / "home", root / "work"
+    source, site, home, work = root / "source", root / "site", root / "home", root / "work"
+    shutil.copytree(REPO_ROOT, source, symlinks=True, ignore=NOT_BUILT)
     home.mkdir()
     work.mkdir()
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site)]
-        + [str(REPO_ROOT)],
+        + [str(source)],
         check=True,
         timeout=600,
     )

@@ -140,11 +140,6 @@ STACKTOOLS_ONLY: dict[tuple[str, str], set[str]] = {
     ("dashboards", "stack"): {"stacktools.stack.influx"},
     ("dashboards", "harness"): {"stacktools.harness.services"},
 }
-#: The one import up a floor: the launcher's command line (which nothing imports) draws the
-#: pipeline graph for ``status --pipeline``.
-STACKTOOLS_UPWARD: dict[str, set[str]] = {
-    "stacktools/stack/__main__.py": {"stacktools.dashboards.graph"},
-}
 #: What the stack in containers may import at all: the standard library and the core.
 COMPOSE_ROOTS = set(sys.stdlib_module_names) | {"__future__", "streamkit", "stacktools"}
 
@@ -176,8 +171,6 @@ def stacktools_violations(root: Path = REPO_ROOT) -> list[str]:
                 if parts[0] != "stacktools" or len(parts) < 2 or parts[1] == package:
                     continue
                 other = parts[1]
-                if _within(name, STACKTOOLS_UPWARD.get(where, set())):
-                    continue
                 if other not in allowed:
                     found.append(f"{where} imports {name}")
                 elif not _within(name, STACKTOOLS_ONLY.get((package, other), {name})):
@@ -193,8 +186,8 @@ def test_stacktools_is_its_products_each_on_its_floor() -> None:
 
 
 def test_the_stacktools_check_sees_a_violation(tmp_path: Path) -> None:
-    """The check can fail: the launcher importing the demo, verify a server of the launcher,
-    the compose tools a third-party package; the allowed upward import and a lower floor pass."""
+    """The check can fail: the launcher importing the dashboards or the demo, verify a server
+    of the launcher, the compose tools a third-party package; a lower floor passes."""
     for package in STACKTOOLS_FLOORS:
         (tmp_path / "stacktools" / package).mkdir(parents=True)
     (tmp_path / "stacktools" / "stack" / "__main__.py").write_text(
@@ -208,6 +201,7 @@ def test_the_stacktools_check_sees_a_violation(tmp_path: Path) -> None:
     (tmp_path / "stacktools" / "demo" / "ok.py").write_text("from stacktools.stack import Stack\n")
     assert stacktools_violations(tmp_path) == [
         "stacktools/compose/bad.py imports yaml",
+        "stacktools/stack/__main__.py imports stacktools.dashboards.graph.render.render",
         "stacktools/stack/__main__.py imports stacktools.demo",
         "stacktools/verify/bad.py imports stacktools.stack.servers.kafka, "
         "more of stack than it may",

@@ -4,9 +4,12 @@
     python -m stacktools.dashboards list
     python -m stacktools.dashboards check [--from-ms X --to-ms Y] [--var thing=Thing1 ...]
         [--require-data]
+    python -m stacktools.dashboards pipeline
 
 validate: the structural check only. list: every variable and panel query, unfilled.
 check: the structural check, then every query filled in and run against the local stack.
+pipeline: the running pipeline as a graph, each stage's figures from Prometheus (what
+``python -m stacktools.stack status --pipeline`` shows under the servers).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Mapping, Sequence
 
 from stacktools.dashboards.check import PanelResult, check_dashboards
 from stacktools.dashboards.errors import VariableError
+from stacktools.dashboards.graph.collect import snapshot
+from stacktools.dashboards.graph.render import render
 from stacktools.dashboards.model import (
     Dashboard,
     Datasource,
@@ -89,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("action", choices=["validate", "list", "check"])
+    parser.add_argument("action", choices=["validate", "list", "check", "pipeline"])
     parser.add_argument(
         "--from-ms", type=int, help="start of the time range (default: an hour before --to-ms)"
     )
@@ -107,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--show-queries", action="store_true", help="print every filled query")
     settings, args = DashboardSettings.parse(argv, parser=parser)
+    if args.action == "pipeline":
+        print(render(snapshot(settings)), flush=True)
+        return 0
     datasources = load_datasources()
     try:
         dashboards = load_dashboards()

@@ -15,12 +15,12 @@ Prometheus); ``--watch`` redraws it until interrupted.
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from stacktools.dashboards.graph.collect import snapshot
-from stacktools.dashboards.graph.render import render
 from stacktools.stack import Stack, make_machine_users
 from stacktools.stack.mqtt_users import things_of
 from stacktools.stack.process import ManagedProcess, tail
@@ -40,12 +40,24 @@ def print_status(stack: Stack) -> bool:
     return all(row.state in {"running", "external"} for row in rows)
 
 
+def print_pipeline(settings: Settings) -> None:
+    """The pipeline graph, drawn by the dashboards' tool (``python -m stacktools.dashboards
+    pipeline``) in a process of its own: the launcher stands below the tools that read what
+    it runs, so it asks them rather than importing them."""
+    sys.stdout.flush()
+    subprocess.run(
+        [sys.executable, "-m", "stacktools.dashboards", "pipeline"],
+        env={**os.environ, **settings.as_environment()},
+        check=False,
+    )
+
+
 def watch_pipeline(stack: Stack, every_s: float) -> int:
     """The servers and the pipeline graph, redrawn every ``every_s`` seconds until Ctrl-C."""
     while True:
         print("\033[2J\033[H", end="")  # clear the terminal, cursor home
         print_status(stack)
-        print(render(snapshot(stack.settings)), flush=True)
+        print_pipeline(stack.settings)
         time.sleep(every_s)
 
 
@@ -146,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 return watch_pipeline(stack, args.watch)
             healthy = print_status(stack)
             if args.pipeline:
-                print(render(snapshot(settings)))
+                print_pipeline(settings)
             return 0 if healthy else 1
         processes = [ManagedProcess(name, settings.run_dir) for name in stack.names]
         for process in processes:
