@@ -54,9 +54,7 @@ def to_kafka_records(
 
 def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
     rules, idle = settings.window_rules(), settings.idle_flush()
-    partitions = output_partitions(
-        settings, [settings.aggregates_topic, settings.late_topic, settings.dlq_topic]
-    )
+    partitions = output_partitions(settings, (settings.aggregates_topic, settings.late_topic))
 
     def output(spark: SparkSession) -> DataFrame:
         log.info(

@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 
 def output_topics(settings: JoinSettings) -> dict[str, str]:
     """Kind -> topic of what the job writes: pairs, late records, the statistics' records."""
-    statistics = operation_stats.KINDS if operation_stats.enabled(settings) else ()
-    return outputs.output_topics(settings, (JOINED, LATE, *statistics))
+    return outputs.output_topics(settings, (JOINED, LATE, *operation_stats.kinds(settings)))
 
 
 def to_kafka_records(
@@ -60,9 +59,7 @@ def to_kafka_records(
 def build_join(settings: JoinSettings) -> Callable[[SparkSession], DataFrame]:
     """The job's query: raw measurements in, Kafka records (topic, key, value) out."""
     function = join_pass(settings)
-    partitions = output_partitions(
-        settings, [*output_topics(settings).values(), settings.dlq_topic]
-    )
+    partitions = output_partitions(settings, output_topics(settings).values())
 
     def build(spark: SparkSession) -> DataFrame:
         measurements = read_measurements(spark, settings)

@@ -59,6 +59,11 @@ def power_inputs(text: str) -> PowerInputs:
         raise ConfigError("OPSTATS_POWER", str(exc)) from None
 
 
+def kinds(settings: StatisticsSettings) -> tuple[str, ...]:
+    """The kinds of record the statistics write, none when they are off."""
+    return KINDS if enabled(settings) else ()
+
+
 def enabled(settings: StatisticsSettings) -> bool:
     return bool(settings.opstats_power.strip())
 
@@ -154,6 +159,7 @@ __all__ = [
     "cycle_record",
     "enabled",
     "event_record",
+    "kinds",
     "power_inputs",
     "stats_config",
     "stats_operator",

@@ -51,13 +51,8 @@ STAGE = "single_pass"  #: the dead letters' stage; late records keep the join's 
 
 def output_topics(settings: SinglePassSettings) -> dict[str, str]:
     """Kind -> topic of what the job writes: pairs, windows, late records, the statistics'."""
-    statistics = operation_stats.KINDS if operation_stats.enabled(settings) else ()
-    return outputs.output_topics(settings, (JOINED, AGGREGATE, LATE, *statistics))
-
-
-def partitions_of(settings: SinglePassSettings) -> dict[str, int]:
-    """The partition count of every topic the job writes, dead letters' too."""
-    return output_partitions(settings, [*output_topics(settings).values(), settings.dlq_topic])
+    kinds = (JOINED, AGGREGATE, LATE, *operation_stats.kinds(settings))
+    return outputs.output_topics(settings, kinds)
 
 
 def to_kafka_records(
@@ -93,7 +88,7 @@ def build(settings: SinglePassSettings) -> Callable[[SparkSession], DataFrame]:
     if settings.state_in_driver():
         return driver_query(settings)
     function = thing_pass(settings)
-    partitions = partitions_of(settings)
+    partitions = output_partitions(settings, output_topics(settings).values())
 
     def query(spark: SparkSession) -> DataFrame:
         rows = function.apply(
@@ -123,7 +118,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     if not settings.state_in_driver():
         return None
     operator = thing_operator(settings, join_plan(settings))
-    partitions = partitions_of(settings)
+    partitions = output_partitions(settings, output_topics(settings).values())
     topics = output_topics(settings)
     kafka_outputs = KafkaOutputs(
         topics,

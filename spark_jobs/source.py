@@ -7,6 +7,7 @@ time is observed here for :mod:`spark_jobs.listener`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from spark_jobs import dead_letters
@@ -115,9 +116,10 @@ def read_join_results(spark: SparkSession, settings: AggregateSettings) -> DataF
     )
 
 
-def output_partitions(settings: SparkJobSettings, topics: list[str]) -> dict[str, int]:
-    """Each topic a job writes with its partition count (asked once, at start)."""
-    return {topic: topic_partitions(settings, topic) for topic in topics}
+def output_partitions(settings: SparkJobSettings, topics: Iterable[str]) -> dict[str, int]:
+    """Each topic a job writes, and its dead letters' topic, with its partition count (asked
+    once, at start)."""
+    return {topic: topic_partitions(settings, topic) for topic in [*topics, settings.dlq_topic]}
 
 
 def window_input(spark: SparkSession, settings: AggregateSettings) -> DataFrame:
