@@ -44,6 +44,9 @@ pytestmark = pytest.mark.stack
 #: A hang detector for one read of a record already there (or its refusal): a coordinator
 #: lookup on a loaded broker can take seconds, only a hang takes a minute.
 READ_LIMIT_S = 60.0
+#: How long a group's coordinator lookup has, after the record came, to be refused: the lookup
+#: is one round trip to the local broker, answered before or with the first fetch.
+GROUP_SETTLE_S = 3.0
 
 #: The group each user may use (its own prefix); the bridge has none, so any name will do.
 GROUPS = {
@@ -123,21 +126,30 @@ def can_use_transactional_id(settings: Settings, transactional_id: str) -> bool:
 
 def group_refused(settings: Settings, group: str, topic: str) -> bool:
     """Whether the broker refuses this user a read of ``topic`` (partition 0, which has a record)
-    in consumer group ``group``, with the group authorization error."""
+    in consumer group ``group``, with the group authorization error. The refusal is the answer
+    to the group's coordinator lookup, which may come just after the record: a read is taken as
+    permitted once the record came and the lookup had GROUP_SETTLE_S more to fail."""
     consumer = Consumer(
         {**client_config(settings, "access-check"), "group.id": group, "enable.auto.commit": False}
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        errors = [
-            error.code()
-            for m in iter(lambda: consumer.poll(10), None)
-            if (error := m.error()) is not None
-        ][:1]
+        deadline, settled = Deadline(READ_LIMIT_S), None
+        while not (deadline.expired() or (settled is not None and settled.expired())):
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+                return True
+            if settled is None:
+                settled = Deadline(GROUP_SETTLE_S)
+        if settled is None:
+            raise TimedOut(f"neither a record nor a refusal from {topic} within {READ_LIMIT_S:g} s")
+        return False
     finally:
         consumer.close()
-    assert errors in ([], [KafkaError.GROUP_AUTHORIZATION_FAILED]), errors
-    return bool(errors)
 
 
 def commits_a_transaction(settings: Settings, transactional_id: str, topics: list[str]) -> None:
