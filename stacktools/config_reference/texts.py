@@ -83,6 +83,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (8)"),
+    ("FUZZ_JOBS", "tests", "fuzz targets run at once in tests/fuzz (the machine's cores)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 

@@ -2,8 +2,11 @@
 target, from the corpus in tests/fuzz/corpus; and the corpus plus every crash ever found
 (tests/fuzz/crashes/<target>/, kept as regression inputs) replayed through each target.
 
-A crash found here is copied into tests/fuzz/crashes/<target>/ of the working tree: fix the
-code, and commit the input with the fix.
+The fuzzers run as a pool, FUZZ_JOBS at once (the machine's cores by default), started in the
+order their tests run and only for the selected tests (``-k rows`` fuzzes ``rows`` alone); each
+``test_fuzzing_finds_nothing[target]`` waits for its own target's fuzzer and passes or fails on
+it alone. A crash found here is copied into tests/fuzz/crashes/<target>/ of the working tree: fix
+the code, and commit the input with the fix.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +28,9 @@ pytestmark = pytest.mark.fuzz
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "8"))
+JOBS = max(1, int(os.environ.get("FUZZ_JOBS") or os.cpu_count() or 1))
+#: How long past FUZZ_SECONDS a fuzzer may run before it counts as hung.
+GRACE_SECONDS = 300
 DICTIONARIES = {
     "rows": "rows.dict",
     "source_file": "rows.dict",
@@ -47,10 +56,33 @@ def test_saved_inputs_pass(target: str) -> None:
         TARGETS[target](path.read_bytes())
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
-def test_fuzzing_finds_nothing(target: str, tmp_path: Path) -> None:
-    pytest.importorskip("atheris")
-    corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
+@dataclass
+class FuzzRun:
+    """One target's fuzzer, writing its output to files so that nothing blocks on a pipe while
+    its test is not yet the one waiting."""
+
+    target: str
+    folder: Path
+    process: subprocess.Popen[bytes]
+    started: float
+    returncode: int | None = None
+    timed_out: bool = False
+
+    @property
+    def artifacts(self) -> Path:
+        return self.folder / "artifacts"
+
+    def stderr(self) -> str:
+        return (self.folder / "stderr.log").read_text(errors="replace")
+
+    def stdout(self) -> str:
+        """Where atheris prints a target's uncaught exception and its traceback."""
+        return (self.folder / "stdout.log").read_text(errors="replace")
+
+
+def start_fuzzer(target: str, folder: Path) -> FuzzRun:
+    """``python -m tests.fuzz TARGET`` with a fresh corpus folder beside the committed one."""
+    corpus, artifacts = folder / "corpus", folder / "artifacts"
     corpus.mkdir()
     artifacts.mkdir()
     options = [
@@ -62,32 +94,115 @@ def test_fuzzing_finds_nothing(target: str, tmp_path: Path) -> None:
     ]
     if target in DICTIONARIES:
         options.append(f"-dict={HERE / DICTIONARIES[target]}")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.fuzz",
-            target,
-            *options,
-            str(corpus),
-            str(HERE / "corpus" / target),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=SECONDS + 300,
+    with (folder / "stdout.log").open("wb") as stdout, (folder / "stderr.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.fuzz",
+                target,
+                *options,
+                str(corpus),
+                str(HERE / "corpus" / target),
+            ],
+            cwd=REPO,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    return FuzzRun(target, folder, process, time.monotonic())
+
+
+class FuzzPool:
+    """Runs the selected targets' fuzzers, at most ``jobs`` at once, in the order their tests
+    run, so that while one test waits for its fuzzer the next ones are already fuzzing."""
+
+    def __init__(self, targets: list[str], jobs: int, folder: Callable[[str], Path]) -> None:
+        self.pending = list(targets)
+        self.jobs = jobs
+        self.folder = folder
+        self.runs: dict[str, FuzzRun] = {}
+
+    def running(self) -> list[FuzzRun]:
+        return [run for run in self.runs.values() if run.returncode is None]
+
+    def reap(self) -> None:
+        """Note the fuzzers that ended; kill one that hangs past its time."""
+        for run in self.running():
+            if run.process.poll() is None and (
+                time.monotonic() - run.started > SECONDS + GRACE_SECONDS
+            ):
+                run.process.kill()
+                run.process.wait()
+                run.timed_out = True
+            run.returncode = run.process.poll()
+
+    def fill(self, wanted: str) -> None:
+        """Start fuzzers while a core is free, the one a test waits for first."""
+        while self.pending and len(self.running()) < self.jobs:
+            target = wanted if wanted in self.pending else self.pending[0]
+            self.pending.remove(target)
+            self.runs[target] = start_fuzzer(target, self.folder(target))
+
+    def result(self, target: str) -> FuzzRun:
+        """The target's fuzzer once it has ended, started first when a core frees if it waits."""
+        if target not in self.runs and target not in self.pending:
+            self.pending.insert(0, target)
+        while True:
+            self.reap()
+            run = self.runs.get(target)
+            if run is not None and run.returncode is not None:
+                self.fill(target)
+                return run
+            self.fill(target)
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        """Kill what is still running (a session stopped early, ``-x``), leaving no fuzzer."""
+        self.pending.clear()
+        for run in self.running():
+            run.process.kill()
+            run.returncode = run.process.wait()
+
+
+@pytest.fixture(scope="module")
+def fuzz_pool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FuzzPool]:
+    pytest.importorskip("atheris")
+    selected = [
+        str(item.callspec.params["target"])
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and item.originalname == "test_fuzzing_finds_nothing"
+    ]
+    pool = FuzzPool(
+        list(dict.fromkeys(selected)), JOBS, lambda target: tmp_path_factory.mktemp(target)
     )
-    crashes = sorted(artifacts.iterdir())
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_fuzzing_finds_nothing(target: str, fuzz_pool: FuzzPool) -> None:
+    run = fuzz_pool.result(target)
+    stderr = run.stderr()
+    if run.timed_out:
+        pytest.fail(f"{target}: the fuzzer ran past {SECONDS + GRACE_SECONDS} s:\n{stderr[-3000:]}")
+    crashes = sorted(run.artifacts.iterdir())
     if crashes or run.returncode != 0:
         keep = HERE / "crashes" / target
         keep.mkdir(parents=True, exist_ok=True)
         for crash in crashes:
             shutil.copy(crash, keep / crash.name)
-        pytest.fail(f"{target}: the fuzzer found a crash (kept in {keep}):\n{run.stderr[-3000:]}")
+        pytest.fail(
+            f"{target}: the fuzzer found a crash (kept in {keep}):\n{stderr[-3000:]}"
+            f"{run.stdout()[-3000:]}"
+        )
     runs = [
-        line
-        for line in run.stderr.splitlines()
-        if line.startswith("stat::number_of_executed_units")
+        line for line in stderr.splitlines() if line.startswith("stat::number_of_executed_units")
     ]
     print(
         f"{target}: {runs[0].split(':')[-1].strip() if runs else '?'} inputs in {SECONDS} s, "
