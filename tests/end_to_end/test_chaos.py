@@ -9,9 +9,11 @@ happened (the process ended by SIGKILL, a new process runs after it). At the end
 Kafka outputs and InfluxDB must equal, value for value, what the oracles compute offline from
 the same file (tests/oracles): 0 lost, 0 duplicated, 0 different, the late records of
 both stages included; then `stacktools.verify`, the users' check, must find the database exact
-too, the identical re-sends the kills caused set aside. This round runs the two-jobs shape (join
-and windows as two queries); one fault stops the windows job for a minute, so it catches up with
-large, skewed batches; one Thing is five times as dense as the others.
+too, the identical re-sends the kills caused set aside (unless Mosquitto's crash delivered a
+Thing's records out of order: verify judges the file's order, the oracles the raw topic's). This
+round runs the two-jobs shape (join and windows as two queries); one fault stops the windows job
+for half a minute, so it catches up with large, skewed batches; one Thing is five times as dense
+as the others.
 
 The same round runs a second time scaled out, in the single pass (the default shape): on the
 launcher's Spark standalone cluster (two workers, the executors' sink), two bridges on disjoint
@@ -20,7 +22,7 @@ with SIGKILL mid-replay and restarted later, one Spark worker is killed with its
 process group: a lost machine) and restarted, and Mosquitto is killed, besides each stage's kill.
 
 Knobs: CHAOS_KILLS_PER_STAGE (2; 1 scaled out), CHAOS_SEED (random; printed), CHAOS_ROWS (12000;
-half scaled out), CHAOS_AGGREGATE_PAUSE_S (60).
+half scaled out), CHAOS_AGGREGATE_PAUSE_S (30).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ KILLS_PER_STAGE = int(os.environ.get("CHAOS_KILLS_PER_STAGE", "2"))
 ROWS = int(os.environ.get("CHAOS_ROWS", "12000"))
 THINGS = 20
 RATE = 150  # rows/s: the replay lasts long enough for every fault to hit it mid-stream
-AGGREGATE_PAUSE_S = float(os.environ.get("CHAOS_AGGREGATE_PAUSE_S", "60"))
+AGGREGATE_PAUSE_S = float(os.environ.get("CHAOS_AGGREGATE_PAUSE_S", "30"))
 
 
 DENSITY = 5  # one more Thing sends this many times as often as the others
@@ -266,4 +268,9 @@ def test_pipeline_stays_exactly_once_under_kills_and_a_broker_restart(
     print(
         "chaos:", assert_exactly_once(settings, pipeline, simulator, events), f"faults {injected}"
     )
-    print("chaos:", assert_verify_exact(settings, pipeline.wiring.database, events))
+    print(
+        "chaos:",
+        assert_verify_exact(
+            settings, pipeline.wiring.database, events, pipeline.wiring.connector_topics["raw"]
+        ),
+    )
