@@ -2,7 +2,9 @@
 # Runs the whole test suite against the real local stack (installed and started as needed) and
 # the compose stack in containers (podman and Compose v2 installed as needed; docs/containers.md).
 # Extra arguments go to pytest, e.g. scripts/test.sh -k transactions (pytest's own options:
-# .venv/bin/python -m pytest --help). Tiers: docs/testing.md.
+# .venv/bin/python -m pytest --help). Tiers: docs/testing.md. Two workers: the tests on the shared
+# local stack one after another on one, the rest on the other (tests/conftest.py); -n 0 runs all
+# in this process.
 set -euo pipefail
 # --help answers at once (this header), without installing anything.
 case " $* " in *" --help "* | *" -h "*)
@@ -11,4 +13,4 @@ esac
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/setup-containers.sh
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

@@ -3,20 +3,54 @@
 A stack that is already running (``python -m stacktools.stack up``) is reused and left running;
 one that this test session started is stopped at the end, so CI leaves nothing behind.
 Set STACK_KEEP=1 to keep it running after the tests.
+
+scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadgroup``): every test
+on the shared local stack, or starting Spark, is in one group and so runs on one worker, one
+after another as without xdist (they share the stack's servers, and some kill, pause or restart
+them); the algorithms, the fuzzers and the containers (stacks of their own) run on the other
+worker meanwhile.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from stacktools.stack import Stack
 from stacktools.stack.servers.spark import spark_master_url
 from stacktools.stack.settings import Settings
 from streamkit.config import CREDENTIALS_FILE
 from tests.support.topology import Topology
+
+#: The fixtures of the shared local stack: a test that asks for one is in the stack's group.
+SHARED_STACK_FIXTURES = frozenset(
+    {"stack_settings", "spark_cluster", "replicated_stack", "topology"}
+)
+#: The xdist group of every test that uses the shared stack or starts Spark.
+STACK_GROUP = "local-stack"
+
+
+def on_the_shared_stack(item: pytest.Item) -> bool:
+    """Whether a test uses the shared local stack (marked, or asking for its fixtures) or starts
+    a Spark JVM (CPU-bound: beside another it would only slow both)."""
+    marked = {mark.name for mark in item.iter_markers()}
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(marked & {"stack", "spark"} or fixtures & SHARED_STACK_FIXTURES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` one worker takes the shared stack's tests, in their order.
+    xdist 3.8 groups a test by the ``@<group>`` its worker appends to the test's id, through an
+    attribute pytest 9 no longer reads; the id is extended here, through the one it reads."""
+    if not config.getoption("loadgroup", default=False):
+        return
+    for item in items:
+        if on_the_shared_stack(item):
+            item._id = NodeId.parse(f"{item.nodeid}@{STACK_GROUP}")
 
 
 def keep_started_servers() -> bool:

@@ -59,7 +59,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("STACK_KEEP", "tests", "1: keep a stack the test session started running afterwards"),
     ("BRIDGE_KILL_ROUNDS", "tests", "kill -9 rounds of the bridge fault test (3)"),
-    ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (6)"),
+    ("JOIN_KILL_ROUNDS", "tests", "kill rounds of the Spark join fault test (4)"),
     ("CONNECTOR_KILL_ROUNDS", "tests", "kill -9 rounds of the connector fault test (3)"),
     ("EOS_FAULT_ROUNDS", "tests", "extra random kill rounds of the exactly-once sink test"),
     (
@@ -83,7 +83,7 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("LSB_HYPOTHESIS_EXAMPLES", "tests", "examples per property test of the join library (40)"),
     ("FUZZ_SECONDS", "tests", "seconds of coverage-guided fuzzing per target in tests/fuzz (8)"),
-    ("FUZZ_JOBS", "tests", "fuzz targets run at once in tests/fuzz (the machine's cores)"),
+    ("FUZZ_JOBS", "tests", "fuzz targets at once in tests/fuzz (cores over the pytest workers)"),
     ("FLOOD_SECONDS", "tests", "seconds of the MQTT flood in tests/mqtt_bridge/test_flood.py (30)"),
 )
 

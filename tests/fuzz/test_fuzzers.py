@@ -2,11 +2,12 @@
 target, from the corpus in tests/fuzz/corpus; and the corpus plus every crash ever found
 (tests/fuzz/crashes/<target>/, kept as regression inputs) replayed through each target.
 
-The fuzzers run as a pool, FUZZ_JOBS at once (the machine's cores by default), started in the
-order their tests run and only for the selected tests (``-k rows`` fuzzes ``rows`` alone); each
-``test_fuzzing_finds_nothing[target]`` waits for its own target's fuzzer and passes or fails on
-it alone. A crash found here is copied into tests/fuzz/crashes/<target>/ of the working tree: fix
-the code, and commit the input with the fix.
+The fuzzers run as a pool, FUZZ_JOBS at once (by default the machine's cores, shared among the
+pytest-xdist workers), started in the order their tests run and only for the selected tests
+(``-k rows`` fuzzes ``rows`` alone); each ``test_fuzzing_finds_nothing[target]`` waits for its
+own target's fuzzer and passes or fails on it alone. A crash found here is copied into
+tests/fuzz/crashes/<target>/ of the working tree: fix the code, and commit the input with the
+fix.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ pytestmark = pytest.mark.fuzz
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "8"))
-JOBS = max(1, int(os.environ.get("FUZZ_JOBS") or os.cpu_count() or 1))
+#: The machine's cores, shared with the other pytest-xdist workers (scripts/test.sh runs two).
+JOBS = max(
+    1,
+    int(
+        os.environ.get("FUZZ_JOBS")
+        or (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    ),
+)
 #: How long past FUZZ_SECONDS a fuzzer may run before it counts as hung.
 GRACE_SECONDS = 300
 DICTIONARIES = {
@@ -169,12 +177,15 @@ def fuzz_pool(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FuzzPool]:
     pytest.importorskip("atheris")
+    # An xdist worker is given its tests one by one out of all it collected: it fuzzes a
+    # target when its test asks, never ahead (the other worker may have that test).
     selected = [
         str(item.callspec.params["target"])
         for item in request.session.items
         if isinstance(item, pytest.Function)
         and item.module is request.module
         and item.originalname == "test_fuzzing_finds_nothing"
+        and "PYTEST_XDIST_WORKER" not in os.environ
     ]
     pool = FuzzPool(
         list(dict.fromkeys(selected)), JOBS, lambda target: tmp_path_factory.mktemp(target)

@@ -1,7 +1,7 @@
 """The pipeline graph's text (stacktools.dashboards.graph.render) from snapshots made by hand:
 flow order, a stage not running, the figures with their units, alerts on their stage or listed
 apart, and Prometheus unreachable. Its figures from a real Prometheus are checked on the demo's
-stack (tests/end_to_end/test_no_secret_exposed.py)."""
+stack (tests/end_to_end/test_first_run.py)."""
 
 from __future__ import annotations
 

@@ -211,7 +211,9 @@ def overtaken_records(settings: Settings, raw_topic: str) -> int:
     """First copies of raw records that arrived behind a newer record of their own (thing,
     quantity) stream: a Mosquitto crash can deliver a Thing's messages out of the order they
     were published (docs/exactly-once.md). Re-sent copies do not count."""
-    decode, seen, newest, overtaken = decoder(SCHEMAS["raw"]), set(), {}, 0
+    decode, overtaken = decoder(SCHEMAS["raw"]), 0
+    seen: set[tuple[tuple[str, str], int]] = set()
+    newest: dict[tuple[str, str], int] = {}
     for message in read_to_end(settings, raw_topic):
         r = decode(value_of(message))
         stream, t = (r["thing"], r["quantity"]), r["event_time_ms"]
