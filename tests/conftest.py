@@ -5,10 +5,10 @@ one that this test session started is stopped at the end, so CI leaves nothing b
 Set STACK_KEEP=1 to keep it running after the tests.
 
 scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadgroup``): every test
-on the shared local stack, or starting Spark, is in one group and so runs on one worker, one
-after another as without xdist (they share the stack's servers, and some kill, pause or restart
-them); the algorithms, the fuzzers and the containers (stacks of their own) run on the other
-worker meanwhile.
+on the shared local stack is in one group and so runs on one worker, one after another as
+without xdist (they share the stack's servers, and some kill, pause or restart them); the rest
+(the algorithms, the fuzzers, and the tests that start servers, a Spark job or containers of
+their own, on free ports) run on the other worker meanwhile.
 """
 
 from __future__ import annotations
@@ -29,16 +29,14 @@ from tests.support.topology import Topology
 SHARED_STACK_FIXTURES = frozenset(
     {"stack_settings", "spark_cluster", "replicated_stack", "topology"}
 )
-#: The xdist group of every test that uses the shared stack or starts Spark.
+#: The xdist group of every test on the shared stack.
 STACK_GROUP = "local-stack"
 
 
 def on_the_shared_stack(item: pytest.Item) -> bool:
-    """Whether a test uses the shared local stack (marked, or asking for its fixtures) or starts
-    a Spark JVM (CPU-bound: beside another it would only slow both)."""
-    marked = {mark.name for mark in item.iter_markers()}
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return bool(marked & {"stack", "spark"} or fixtures & SHARED_STACK_FIXTURES)
+    """Whether a test uses the shared local stack: it asks for one of its fixtures. A test that
+    starts servers of its own (on free ports, in its own run directory) is not one of them."""
+    return bool(set(getattr(item, "fixturenames", ())) & SHARED_STACK_FIXTURES)
 
 
 @pytest.hookimpl(tryfirst=True)
