@@ -90,7 +90,7 @@ def _alive(name: str) -> int | None:
         return None
 
 
-def _spawn(name: str, command: list[str]) -> None:
+def _spawn(name: str, command: list[str], cwd: Path) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     with (STATE_DIR / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
@@ -100,17 +100,21 @@ def _spawn(name: str, command: list[str]) -> None:
             stdin=subprocess.DEVNULL,
             env={**os.environ, **engine_env()},
             start_new_session=True,
-            cwd=REPO_ROOT,
+            cwd=cwd,
         )
     _pid_file(name).write_text(str(process.pid))
 
 
 def _stale() -> bool:
-    """Whether the running service was started from a checkout whose podman settings are gone
-    (a removed clone): it would fail every build. A live other checkout's is left alone."""
+    """Whether the running service was started from a checkout that is gone (a removed clone,
+    or one cloned anew in its place): its podman settings are missing, or its working directory
+    is, and then it fails every build or start ("write child: broken pipe"). A live other
+    checkout's is left alone."""
     pid = _alive("podman")
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if pid else []
+        if pid and os.readlink(f"/proc/{pid}/cwd").endswith(" (deleted)"):
+            return True
     except OSError:
         return False
     for item in environ:
@@ -128,7 +132,8 @@ def start(timeout_s: float = 30.0) -> None:
     if not answers():
         SOCKET.parent.mkdir(parents=True, exist_ok=True)
         SOCKET.unlink(missing_ok=True)
-        _spawn("podman", ["podman", "system", "service", "--time=0", f"unix://{SOCKET}"])
+        # outside any checkout: the service outlives the one that started it
+        _spawn("podman", ["podman", "system", "service", "--time=0", f"unix://{SOCKET}"], Path("/"))
         try:
             wait_until(answers, timeout_s, f"podman's API on {SOCKET}", interval_s=0.2)
         except TimedOut:
@@ -137,7 +142,7 @@ def start(timeout_s: float = 30.0) -> None:
                 f"podman's API did not answer on {SOCKET} within {timeout_s:.0f} s:\n{log}"
             ) from None
     if _alive("ticker") is None:
-        _spawn("ticker", [sys.executable, "-m", "stacktools.compose.engine", "tick"])
+        _spawn("ticker", [sys.executable, "-m", "stacktools.compose.engine", "tick"], REPO_ROOT)
 
 
 def stop() -> list[str]:
