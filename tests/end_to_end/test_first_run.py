@@ -94,20 +94,27 @@ def user_environment(run_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_demo(env: dict[str, str], out: Path, *options: str) -> str:
+def run_as_user(env: dict[str, str], command: list[str], timeout_s: float) -> str:
+    """A command as the user types it in the checkout; its output, once it succeeded."""
     done = subprocess.run(
-        ["scripts/demo.sh", "--events", str(SAMPLE), "--out", str(out), *options],
+        command,
         cwd=REPO_ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=timeout_s,
     )
     assert done.returncode == 0, (
-        f"demo failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+        f"{command[0]} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
     )
     return done.stdout
+
+
+def run_demo(env: dict[str, str], out: Path, *options: str) -> str:
+    return run_as_user(
+        env, ["scripts/demo.sh", "--events", str(SAMPLE), "--out", str(out), *options], 1500
+    )
 
 
 def expected_pairs(env: dict[str, str]) -> int:
@@ -180,16 +187,7 @@ def user_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserRuns]:
             stack = Stack(settings)
             after_first = {s.name: s.state for s in stack.status()}
             # the user brings the stack up and runs the demo again in the same run directory
-            up = subprocess.run(
-                [sys.executable, "-m", "stacktools.stack", "up"],
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+            run_as_user(env, [sys.executable, "-m", "stacktools.stack", "up"], 600)
             pids = {s.name: s.pid for s in stack.status()}
             second = run_demo(env, outs[1], "--keep-running")
         yield UserRuns(env, own, settings, run_dir, outs, (first, second), after_first, pids, watch)
