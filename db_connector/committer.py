@@ -21,10 +21,13 @@ from db_connector.batch import Batch, DeadLetter
 from db_connector.config import ConnectorSettings
 from db_connector.dead_letters import produce_dead_letter
 from db_connector.errors import FencedOut, RewindFailed, TransactionStuck
-from streamkit.deadline import Backoff
+from streamkit.deadline import Backoff, Deadline
 from streamkit.shutdown import ShutdownFlag
 
 log = logging.getLogger("db_connector")
+
+#: How long one transactional call may block, and the time a step may take in all its retries.
+STEP_TIMEOUT_S = 30.0
 
 #: Errors of an offset commit that mean "not yours any more": the records are re-read by
 #: whoever owns the partitions now, so the batch is dropped, not retried.
@@ -106,10 +109,10 @@ class Committer:
                     produce_dead_letter(self.producer, self.settings.dlq_topic, letter)
                 self._retrying(
                     lambda: self.producer.send_offsets_to_transaction(
-                        batch.offsets(), self.consumer.consumer_group_metadata(), 30
+                        batch.offsets(), self.consumer.consumer_group_metadata(), STEP_TIMEOUT_S
                     )
                 )
-                self._retrying(lambda: self.producer.commit_transaction(30))
+                self._retrying(lambda: self.producer.commit_transaction(STEP_TIMEOUT_S))
                 return True
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
@@ -132,12 +135,17 @@ class Committer:
                 return False
         return False
 
-    def _retrying(self, step: Callable[[], None], attempts: int = 4) -> None:
+    def _retrying(
+        self, step: Callable[[], None], attempts: int = 4, budget_s: float = STEP_TIMEOUT_S
+    ) -> None:
         """Retry a transactional step that failed transiently (its outcome may be unknown, so
-        it is retried, not redone). A step that keeps failing wedges the producer: after
-        ``attempts`` the process exits (TransactionStuck), and the restarted instance fences
+        it is retried, not redone). A step that keeps failing, or fails only after waiting out
+        its whole time (a request librdkafka never sends again once the coordinator was
+        unreachable: retrying it only waits again), wedges the producer: after ``attempts`` or
+        ``budget_s`` the process exits (TransactionStuck), and the restarted instance fences
         this producer, which aborts the open transaction; nothing was committed."""
         backoff = self.settings.write_backoff()
+        budget = Deadline(budget_s)
         for attempt in range(1, attempts + 1):
             try:
                 step()
@@ -145,7 +153,7 @@ class Committer:
             except KafkaException as exc:
                 if not exc.args[0].retriable() or self.shutdown.requested:
                     raise
-                if attempt == attempts:
+                if attempt == attempts or budget.expired():
                     raise TransactionStuck(str(exc.args[0])) from exc
                 log.warning(
                     "transaction step failed, retrying",

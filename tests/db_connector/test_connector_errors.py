@@ -1,6 +1,7 @@
 """The connector's reading of in-band consumer errors: a fatal one ends the process (a live
 connector that reads nothing is worse than a restart); the others are only logged."""
 
+import time
 from typing import Any
 
 import pytest
@@ -66,6 +67,17 @@ def test_a_transaction_step_that_keeps_timing_out_ends_the_connector() -> None:
     with pytest.raises(TransactionStuck):
         committer._retrying(timing_out)
     assert len(calls) == 4
+
+    # a step that failed only after its whole time is not waited out again: the client faults
+    # test saw four such waits of a minute each after the broker was paused
+    def timing_out_slowly() -> None:
+        time.sleep(0.05)
+        timing_out()
+
+    calls.clear()
+    with pytest.raises(TransactionStuck):
+        committer._retrying(timing_out_slowly, budget_s=0.04)
+    assert len(calls) == 1
 
 
 def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
