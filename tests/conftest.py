@@ -4,17 +4,19 @@ A stack that is already running (``python -m stacktools.stack up``) is reused an
 one that this test session started is stopped at the end, so CI leaves nothing behind.
 Set STACK_KEEP=1 to keep it running after the tests.
 
-scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadgroup``): every test
-on the shared local stack is in one group and so runs on one worker, one after another as
-without xdist (they share the stack's servers, and some kill, pause or restart them); the rest
-(the algorithms, the fuzzers, and the tests that start servers, a Spark job or containers of
-their own, on free ports) run on the other worker meanwhile.
+scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadgroup``), and each
+worker has a stack of its own: the first the usual one, every other one in
+``<run dir>/workers/<worker>`` on the usual ports + 5,000 per worker (its environment says so,
+so every setting, command and stage a test starts finds that worker's stack). A module's tests
+run on one worker (they may share a module fixture), and the tests on the Spark cluster and
+the replicated stack all on one (those servers are started once). Modules go out longest
+first: the chaos, containers and Spark tiers, then the other server tests, then the rest.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 from _pytest.nodeid import NodeId
@@ -25,30 +27,81 @@ from stacktools.stack.settings import Settings
 from streamkit.config import CREDENTIALS_FILE
 from tests.support.topology import Topology
 
-#: The fixtures of the shared local stack: a test that asks for one is in the stack's group.
-SHARED_STACK_FIXTURES = frozenset(
-    {"stack_settings", "spark_cluster", "replicated_stack", "topology"}
+#: Each further worker's stack runs on the usual ports + this times the worker's number.
+WORKER_PORT_OFFSET = 5_000
+#: The settings of the ports a stack listens on (the rest derive from these).
+STACK_PORTS = (
+    "KAFKA_PORT",
+    "KAFKA_CONTROLLER_PORT",
+    "SCHEMA_REGISTRY_PORT",
+    "MQTT_PORT",
+    "INFLUX_PORT",
+    "PROMETHEUS_PORT",
+    "ALERTMANAGER_PORT",
+    "SPARK_MASTER_PORT",
+    "SPARK_MASTER_UI_PORT",
 )
-#: The xdist group of every test on the shared stack.
-STACK_GROUP = "local-stack"
+#: The fixtures of the servers started once per session beside the stack: a test that asks for
+#: one is in the cluster's group.
+CLUSTER_FIXTURES = frozenset({"spark_cluster", "replicated_stack"})
+CLUSTER_PARAMS = frozenset({("topology", "scaled-out"), ("master", "cluster")})
+CLUSTER_GROUP = "spark-cluster"
+#: Tiers by how long their modules take, longest first; a module goes out with its longest.
+LONGEST_FIRST = ("chaos", "containers", "spark", "stack")
 
 
-def on_the_shared_stack(item: pytest.Item) -> bool:
-    """Whether a test uses the shared local stack: it asks for one of its fixtures. A test that
-    starts servers of its own (on free ports, in its own run directory) is not one of them."""
-    return bool(set(getattr(item, "fixturenames", ())) & SHARED_STACK_FIXTURES)
+def worker_number() -> int:
+    """0 without pytest-xdist and on its first worker (gw0), N on worker gwN."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker.removeprefix("gw"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On a further worker, point the environment at that worker's own stack before any test
+    reads it: its run directory and its ports."""
+    number = worker_number()
+    if number == 0:
+        return
+    usual = Settings.from_sources()
+    os.environ["STACK_RUN_DIR"] = str(usual.run_dir / "workers" / f"gw{number}")
+    for name in STACK_PORTS:  # each setting's field is its name in lower case
+        os.environ[name] = str(getattr(usual, name.lower()) + WORKER_PORT_OFFSET * number)
+
+
+def on_the_cluster(item: pytest.Item) -> bool:
+    """Whether a test uses the Spark cluster or the replicated stack: it asks for one, or takes
+    it through a parameter (a whole-pipeline test's ``topology``, a Spark job's ``master``)."""
+    if set(getattr(item, "fixturenames", ())) & CLUSTER_FIXTURES:
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.items() if callspec is not None else ()
+    return any((name, value) in CLUSTER_PARAMS for name, value in params)
+
+
+def tier_rank(item: pytest.Item) -> int:
+    names = {mark.name for mark in item.iter_markers()}
+    return next(
+        (rank for rank, tier in enumerate(LONGEST_FIRST) if tier in names), len(LONGEST_FIRST)
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` one worker takes the shared stack's tests, in their order.
-    xdist 3.8 groups a test by the ``@<group>`` its worker appends to the test's id, through an
-    attribute pytest 9 no longer reads; the id is extended here, through the one it reads."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``: each test's group is its module, or the cluster's; modules
+    longest first (xdist then keeps the collection's order). xdist 3.8 groups a test by the
+    ``@<group>`` its worker appends to the test's id, through an attribute pytest 9 no longer
+    reads; the id is extended here, through the one it reads."""
     if not config.getoption("loadgroup", default=False):
         return
+    module_rank: dict[str, int] = {}
     for item in items:
-        if on_the_shared_stack(item):
-            item._id = NodeId.parse(f"{item.nodeid}@{STACK_GROUP}")
+        module = item.nodeid.split("::")[0]
+        module_rank[module] = min(module_rank.get(module, len(LONGEST_FIRST)), tier_rank(item))
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda i: (module_rank[i.nodeid.split("::")[0]], order[id(i)]))
+    for item in items:
+        group = CLUSTER_GROUP if on_the_cluster(item) else item.nodeid.split("::")[0]
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 def keep_started_servers() -> bool:
