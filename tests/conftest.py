@@ -73,9 +73,8 @@ def on_the_cluster(item: pytest.Item) -> bool:
     it through a parameter (a whole-pipeline test's ``topology``, a Spark job's ``master``)."""
     if set(getattr(item, "fixturenames", ())) & CLUSTER_FIXTURES:
         return True
-    callspec = getattr(item, "callspec", None)
-    params = callspec.params.items() if callspec is not None else ()
-    return any((name, value) in CLUSTER_PARAMS for name, value in params)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(params.get(name) == value for name, value in CLUSTER_PARAMS)
 
 
 def tier_rank(item: pytest.Item) -> int:
