@@ -21,6 +21,10 @@ MIRROR=${DEBIAN_MIRROR:-$(sed -n 's#^URIs: *\(http[^ ]*/debian\)$#\1#p' /etc/apt
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 say() { printf '[images] %s\n' "$*"; }
 mkdir -p "$WORK"
+# One build at a time (two test workers may ask at once): the others wait, then find the images
+# up to date. The build contexts under $WORK are rewritten by each run.
+exec 9> "$WORK/.lock"
+flock 9
 
 ca_certs=""
 for crt in "${EXTRA_CA_CERTS_DIR:-/usr/local/share/ca-certificates}"/*.crt; do

@@ -4,8 +4,9 @@ Writes docker compose's ``.env`` from ``.env.example`` with a generated password
 ``change-me`` and a new KRaft cluster id, mode 0600; ``.env.example`` keeps its placeholders.
 An existing file is kept unless ``--force``. ``--check`` only says which passwords of an existing
 file would be refused (placeholder, empty, short), or whether the schema registry's two switches
-disagree, and exits 1 if any. Standard library only: it
-runs with any Python 3.11 before the project is installed.
+disagree, and exits 1 if any. Either way it checks the host: Docker Compose new enough, and the
+bind-mounted files readable by the containers' users (it makes them so, and says which). Standard
+library only: it runs with any Python 3.11 before the project is installed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from stacktools.compose import host
 from stacktools.compose.credentials import (
     PLACEHOLDER,
     new_cluster_id,
@@ -93,20 +95,41 @@ def main(argv: list[str] | None = None) -> int:
         help="only check an existing file (its passwords, the schema registry's switches)",
     )
     args = parser.parse_args(argv)
-    if args.check or (args.output.exists() and not args.force):
-        if not args.output.exists():
-            print(f"{args.output} does not exist", file=sys.stderr)
+    host_problem = check_host()
+    env_status = write_or_check(args.output, force=args.force, check=args.check)
+    return env_status or int(args.check and host_problem)
+
+
+def check_host() -> bool:
+    """Compose's version (a problem, said on stderr: True) and the bind mounts' rights (made
+    readable, said on stdout)."""
+    closed = host.unreadable_by_others(host.bind_mounted())
+    if closed:
+        host.make_readable(closed)
+        print(
+            f"made {len(closed)} bind-mounted files and folders readable for the containers' "
+            f"users (the host's umask had closed them), e.g. {closed[0]}"
+        )
+    problem = host.compose_problem(host.compose_version())
+    if problem:
+        print(problem, file=sys.stderr)
+    return problem is not None
+
+
+def write_or_check(output: Path, *, force: bool, check: bool) -> int:
+    """The .env part: 0 when the file is written, or kept or checked without a problem."""
+    if check or (output.exists() and not force):
+        if not output.exists():
+            print(f"{output} does not exist", file=sys.stderr)
             return 1
-        found = problems(args.output)
+        found = problems(output)
         for problem in found:
             print(problem, file=sys.stderr)
-        if not args.check:
-            print(f"{args.output} exists: kept (--force writes a new one)")
+        if not check:
+            print(f"{output} exists: kept (--force writes a new one)")
         return 1 if found else 0
-    write_private(args.output, render(EXAMPLE.read_text()))
-    print(
-        f"wrote {args.output} (mode 0600) with generated passwords; keep it out of version control"
-    )
+    write_private(output, render(EXAMPLE.read_text()))
+    print(f"wrote {output} (mode 0600) with generated passwords; keep it out of version control")
     return 0
 
 

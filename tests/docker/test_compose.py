@@ -209,6 +209,21 @@ def bind_sources(service: dict[str, Any]) -> list[tuple[str, str]]:
     return binds
 
 
+def test_every_bind_mount_carries_the_selinux_label() -> None:
+    """``z``: on Fedora or RHEL a container may read a bind mount only with it (elsewhere it
+    changes nothing); the host's other requirements: tests/stacktools/test_compose_host.py."""
+    mounts = [
+        (name, volume)
+        for name, service in services().items()
+        for volume in service.get("volumes") or []
+        if isinstance(volume, str) and volume.startswith("./")
+    ]
+    assert mounts
+    for name, volume in mounts:
+        options = volume.split(":")[2].split(",") if volume.count(":") >= 2 else []
+        assert "z" in options, f"{name}: {volume}"
+
+
 def named_volumes(service: dict[str, Any]) -> list[str]:
     names = []
     for volume in service.get("volumes") or []:
@@ -567,6 +582,10 @@ def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
     assert ("./docker/kafka", "/docker/kafka") in bind_sources(kafka)
     props = kafka_properties()
     assert props["process.roles"] == "broker,controller"
+    # the launcher's heap, set: the image's start script would fix 1 GiB otherwise
+    from stacktools.stack.servers.kafka import KAFKA_HEAP
+
+    assert environment(kafka)["KAFKA_HEAP_OPTS"] == " ".join(KAFKA_HEAP)
     for key in (
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
@@ -1092,7 +1111,7 @@ def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() ->
     of the key and the H2 file on a named volume; the same JVM options; HTTPS health check with
     the CA; published on 127.0.0.1 only."""
     from stacktools.stack import certs
-    from stacktools.stack.servers.registry import REGISTRY_JVM_OPTIONS, registry_properties
+    from stacktools.stack.servers.registry import REGISTRY_GC, REGISTRY_HEAP, registry_properties
 
     registry = services()["schema-registry"]
     assert registry["profiles"] == ["registry"]
@@ -1106,7 +1125,10 @@ def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() ->
     env = environment(registry)
     assert env == {
         **{quarkus_env(key): value for key, value in expected.items()},
-        "JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS),
+        # the collector where the image's launcher takes it instead of its own (two collectors
+        # stop the JVM: tests/docker/test_standins.py), the heap after its defaults
+        "GC_CONTAINER_OPTIONS": REGISTRY_GC,
+        "JAVA_OPTS_APPEND": " ".join(REGISTRY_HEAP),
     }
     assert sorted(registry["volumes"]) == [
         "schema-registry-data:/var/lib/apicurio",

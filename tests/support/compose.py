@@ -106,6 +106,8 @@ class ComposeProject:
     overrides: dict[str, str] = field(default_factory=dict)
     #: The events files a test put into ./data for the replay profile.
     events: list[Path] = field(default_factory=list)
+    #: The checkout compose runs in (its compose file, its bind-mounted scripts and configs).
+    checkout: Path = REPO_ROOT
 
     def __post_init__(self) -> None:
         self.env_file = self.work / ".env"
@@ -138,7 +140,7 @@ class ComposeProject:
         command = [*compose_command(), "-p", self.name, "--env-file", str(self.env_file), *args]
         done = subprocess.run(
             command,
-            cwd=REPO_ROOT,
+            cwd=self.checkout,
             env={**self.env(), **(env or {})},
             capture_output=True,
             text=True,

@@ -20,6 +20,11 @@ from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
 KAFKA_VERSION = "4.3.1"
 
 
+#: The broker's heap: the launcher's, and compose's (KAFKA_HEAP_OPTS) alike; set, because the
+#: official image's kafka-server-start.sh would otherwise fix it at 1 GiB from the start.
+KAFKA_HEAP = ("-Xms256m", "-Xmx1g")
+
+
 class Kafka(Component):
     """One Apache Kafka node in KRaft combined mode (broker + controller), transactions on.
     ``KAFKA_BROKERS`` nodes form one controller quorum; with three, every topic (data,
@@ -195,8 +200,7 @@ class Kafka(Component):
     def _java(self, *main_class_and_args: str) -> list[str]:
         return [
             "java",
-            "-Xms256m",
-            "-Xmx1g",
+            *KAFKA_HEAP,
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",

@@ -10,8 +10,13 @@ from stacktools.stack.servers.base import Component, stack_tls_get
 from stacktools.stack.settings import Settings
 from streamkit.paths import APICURIO_DIR
 
-#: The registry's JVM options: the launcher's, and compose's (JAVA_OPTS_APPEND) alike.
-REGISTRY_JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
+#: The registry's heap and collector: the launcher's, and compose's alike. The official image's
+#: launcher (run-java.sh) adds a collector of its own before JAVA_OPTS_APPEND unless
+#: GC_CONTAINER_OPTIONS names one, and two collectors stop the JVM; so compose gives the heap in
+#: JAVA_OPTS_APPEND and the collector in GC_CONTAINER_OPTIONS.
+REGISTRY_HEAP = ("-Xms128m", "-Xmx512m")
+REGISTRY_GC = "-XX:+UseSerialGC"
+REGISTRY_JVM_OPTIONS = (*REGISTRY_HEAP, REGISTRY_GC)
 
 
 def registry_properties(
