@@ -90,6 +90,11 @@ REBALANCES = Counter(
     "connector_rebalances_total", "partition revocations (uncommitted work is re-read)"
 )
 LAG_EVERY_S = 2.0
+#: How long the consumer may be without partitions after a revocation (or since it subscribed)
+#: before its group membership counts as wedged: a rejoin takes a session timeout at most when a
+#: peer died. After a broker pause librdkafka was seen to never send the rejoin again, and the
+#: connector lived on reading nothing; a restart rejoins.
+REJOIN_LIMIT_S = 120.0
 
 
 class Connector:
@@ -122,6 +127,7 @@ class Connector:
         self.write_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="influx-write")
         self.inflight: tuple[Batch, Future] | None = None
         self._lag_due = 0.0
+        self.unassigned_since: float | None = time.monotonic()  # None while it has partitions
         AVAILABLE.set(1)
 
     # ------------------------------------------------------------------------- group membership
@@ -130,6 +136,7 @@ class Connector:
             "partitions assigned",
             extra={"partitions": [f"{p.topic}[{p.partition}]" for p in partitions]},
         )
+        self.unassigned_since = None
         if self.paused:  # keep the back-pressure while InfluxDB is away
             self.consumer.pause(partitions)
 
@@ -137,11 +144,21 @@ class Connector:
         """Eager rebalance: everything not committed is re-read by the next owner."""
         self.generation += 1
         self.carry.clear()
+        self.unassigned_since = time.monotonic()
         REBALANCES.inc()
         log.info(
             "partitions revoked; uncommitted records will be re-read",
             extra={"partitions": len(partitions)},
         )
+
+    def check_membership(self, now: float) -> None:
+        """ConsumerFailed when the consumer has been without partitions for REJOIN_LIMIT_S (an
+        empty assignment counts as one: a spare instance is a member)."""
+        if self.unassigned_since is not None and now - self.unassigned_since > REJOIN_LIMIT_S:
+            raise ConsumerFailed(
+                f"no partitions assigned for {now - self.unassigned_since:.0f} s: the group "
+                "membership is wedged"
+            )
 
     # ------------------------------------------------------------------------- main loop
     def run(self) -> int:
@@ -158,6 +175,7 @@ class Connector:
         try:
             while not self.shutdown.requested:
                 messages, caught_up = self._take()
+                self.check_membership(time.monotonic())
                 beat()
                 if batch.generation != self.generation:
                     batch = Batch(self.generation)

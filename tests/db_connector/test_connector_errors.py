@@ -124,3 +124,22 @@ def test_a_full_producer_queue_delays_a_dead_letter_and_never_escapes() -> None:
     produce_dead_letter(stand_in, "machinedata.dlq", DeadLetter(source, "undecodable", "not Avro"))
     assert producer.produced == [("machinedata.dlq", b"poison", b"\x00garbage", b"undecodable")]
     assert producer.polls == 2
+
+
+def test_a_consumer_left_without_partitions_ends_the_connector() -> None:
+    """After a broker pause librdkafka was seen to revoke the partitions and never rejoin: the
+    connector lived on for a quarter of an hour reading nothing. Without partitions for
+    REJOIN_LIMIT_S since a revocation (or since it subscribed) it exits, and a restart rejoins;
+    an assignment, an empty one too (a spare instance), ends the wait."""
+    from db_connector.connector import REJOIN_LIMIT_S
+
+    connector = Connector.__new__(Connector)  # no servers: only the membership's bookkeeping
+    connector.generation, connector.carry, connector.paused = 0, [], False
+    connector._on_revoke(NO_SERVER, [])
+    revoked = connector.unassigned_since
+    assert revoked is not None
+    connector.check_membership(revoked + REJOIN_LIMIT_S - 1)
+    with pytest.raises(ConsumerFailed, match="wedged"):
+        connector.check_membership(revoked + REJOIN_LIMIT_S + 1)
+    connector._on_assign(NO_SERVER, [])
+    connector.check_membership(revoked + 10 * REJOIN_LIMIT_S)
