@@ -77,6 +77,11 @@ def on_the_cluster(item: pytest.Item) -> bool:
     return any(params.get(name) == value for name, value in CLUSTER_PARAMS)
 
 
+def module_of(item: pytest.Item) -> str:
+    """The test's file, as its id names it."""
+    return item.nodeid.split("::")[0]
+
+
 def tier_rank(item: pytest.Item) -> int:
     names = {mark.name for mark in item.iter_markers()}
     return next(
@@ -94,12 +99,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     module_rank: dict[str, int] = {}
     for item in items:
-        module = item.nodeid.split("::")[0]
+        module = module_of(item)
         module_rank[module] = min(module_rank.get(module, len(LONGEST_FIRST)), tier_rank(item))
     order = {id(item): index for index, item in enumerate(items)}
-    items.sort(key=lambda i: (module_rank[i.nodeid.split("::")[0]], order[id(i)]))
+    items.sort(key=lambda i: (module_rank[module_of(i)], order[id(i)]))
     for item in items:
-        group = CLUSTER_GROUP if on_the_cluster(item) else item.nodeid.split("::")[0]
+        group = CLUSTER_GROUP if on_the_cluster(item) else module_of(item)
         item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from stacktools.compose import engine as container_engine
+from stacktools.stack.servers.registry import REGISTRY_JVM_OPTIONS
 from streamkit.paths import REPO_ROOT
 from tests.support.compose import build_images
 from tests.support.require import cannot_run
@@ -22,8 +23,9 @@ pytestmark = pytest.mark.containers
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
 REGISTRY = COMPOSE["schema-registry"]
-#: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS.
-FORMER = {"JAVA_OPTS_APPEND": "-Xms128m -Xmx512m -XX:+UseSerialGC"}
+#: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS: every
+#: option in JAVA_OPTS_APPEND.
+FORMER = {"JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS)}
 NOW = {key: REGISTRY["environment"][key] for key in ("GC_CONTAINER_OPTIONS", "JAVA_OPTS_APPEND")}
 
 
