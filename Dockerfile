@@ -9,8 +9,9 @@
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1: Spark's Kafka connector and spark-avro (and their dependencies) for the pinned
-# pyspark, resolved from Maven Central by the same pom the local stack uses.
-FROM maven:3.9.9-eclipse-temurin-17 AS spark-jars
+# pyspark, resolved from Maven Central by the same pom the local stack uses. The tag moves with
+# Maven 3.9's patch releases: the library drops a patch's own tag (3.9.9's went on 2025-06-22).
+FROM maven:3.9-eclipse-temurin-17 AS spark-jars
 ARG EXTRA_CA_CERTS=""
 # Each certificate of EXTRA_CA_CERTS goes into the JVM's trust store (Maven's HTTPS).
 RUN set -eu; if [ -n "$EXTRA_CA_CERTS" ]; then \

@@ -69,7 +69,7 @@ build debian-ca "$CA_BASE" "$BASE"
 context debian-python
 build debian-python docker.io/library/python:3.11-slim-bookworm
 context maven
-build maven docker.io/library/maven:3.9.9-eclipse-temurin-17
+build maven docker.io/library/maven:3.9-eclipse-temurin-17
 context mosquitto
 build mosquitto docker.io/library/eclipse-mosquitto:2.0.22
 context prometheus
