@@ -31,6 +31,36 @@ for crt in "${EXTRA_CA_CERTS_DIR:-/usr/local/share/ca-certificates}"/*.crt; do
   [ -f "$crt" ] && ca_certs+="$(cat "$crt")"$'\n'
 done
 
+# --- Go: Prometheus and Alertmanager at the official images' versions ------------------------------
+# go_release NAME VERSION MODULE@MODVERSION REVISION TAGS 'FILES' PACKAGE...: the release's binaries
+# built as its own build does (static: CGO_ENABLED=0, the release's build tags, the version stamped
+# in) from the module the Go module proxy serves, with FILES of the module's tree, into
+# $CACHE_DIR/bin/NAME-VERSION; once: a directory built by the same command is kept.
+go_release() {
+  local name=$1 version=$2 module=$3 revision=$4 tags=$5 files=$6; shift 6
+  local out=$CACHE_DIR/bin/$name-$version stamp="$name $version $module $revision $tags $files $*"
+  local v=github.com/prometheus/common/version src
+  if [ "$(cat "$out/.built" 2>/dev/null)" = "$stamp" ]; then say "go: $name $version present"; return; fi
+  say "go: building $name $version from $module (once; minutes on 2 cores)"
+  src=$(GOFLAGS= go mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$src" ] || { echo "[images] go mod download $module found no module" >&2; exit 1; }
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+  # word-split on purpose: FILES is a list
+  # shellcheck disable=SC2086
+  (cd "$src" && CGO_ENABLED=0 GOFLAGS= go build -trimpath -buildvcs=false -tags "$tags" -o "$out.tmp/" \
+     -ldflags "-s -w -X $v.Version=$version -X $v.Revision=$revision -X $v.Branch=HEAD" "$@" \
+     && cp -r $files "$out.tmp/") > "$WORK/$name.go.log" 2>&1 || { tail -n 30 "$WORK/$name.go.log"; exit 1; }
+  chmod -R u+w "$out.tmp" && printf '%s\n' "$stamp" > "$out.tmp/.built"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+# Prometheus 2.55.1 is the module's v0.55.1 (its Go module numbers 2.x as 0.x)
+go_release prometheus 2.55.1 github.com/prometheus/prometheus@v0.55.1 6d7569113f1ca814f1e149f74176656540043b8d \
+  netgo,stringlabels 'documentation/examples/prometheus.yml consoles console_libraries LICENSE NOTICE' \
+  ./cmd/prometheus ./cmd/promtool
+go_release alertmanager 0.25.0 github.com/prometheus/alertmanager@v0.25.0 258fab7cdd551f2cf251ed0348f0ad7289aee789 \
+  netgo 'examples/ha/alertmanager.yml LICENSE NOTICE' ./cmd/alertmanager ./cmd/amtool
+prometheus=$CACHE_DIR/bin/prometheus-2.55.1 alertmanager=$CACHE_DIR/bin/alertmanager-0.25.0
+
 # --- the Debian 12 base --------------------------------------------------------------------------
 if podman image exists "$BASE"; then
   say "base $BASE present"
@@ -72,10 +102,18 @@ context maven
 build maven docker.io/library/maven:3.9-eclipse-temurin-17
 context mosquitto
 build mosquitto docker.io/library/eclipse-mosquitto:2.0.22
+
+# Prometheus and Alertmanager as the official images: their Go binaries (built once per version,
+# above) on a busybox base
+PROM_BUSYBOX=quay.io/prometheus/busybox-linux-amd64:latest
+context prom-busybox
+build prom-busybox "$PROM_BUSYBOX"
 context prometheus
-build prometheus docker.io/prom/prometheus:v2.55.1
+cp -r "$prometheus"/. "$WORK/prometheus/"
+build prometheus docker.io/prom/prometheus:v2.55.1 "$PROM_BUSYBOX"
 context alertmanager
-build alertmanager docker.io/prom/alertmanager:v0.25.0
+cp -r "$alertmanager"/. "$WORK/alertmanager/"
+build alertmanager docker.io/prom/alertmanager:v0.25.0 "$PROM_BUSYBOX"
 
 context kafka
 jars=$CACHE_DIR/kafka-image-jars

@@ -1,11 +1,16 @@
-"""The stand-ins fail where the official images fail (docker/standins): compose's options run
-through the image's own launcher. The registry's image (Apicurio on ubi9/openjdk-17-runtime)
+"""The stand-ins fail where the official images fail (docker/standins): what compose meets of an
+image is what the real image does. The registry's image (Apicurio on ubi9/openjdk-17-runtime)
 starts the JVM through run-java.sh, which adds a collector of its own unless
 GC_CONTAINER_OPTIONS names one; a collector also given in JAVA_OPTS_APPEND stops the JVM, which
-is how compose's former setting failed with the real image while its stand-in started."""
+is how compose's former setting failed with the real image while its stand-in started. The
+Alpine and busybox images run compose's entry scripts and healthchecks in busybox's sh, not
+Debian's dash; Prometheus, Alertmanager and Kafka run as the users the official images name, on
+directories those users own, and Prometheus and Alertmanager are the versions compose pins, so
+the project's alert rules are checked by the promtool that will load them."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,21 +28,25 @@ pytestmark = pytest.mark.containers
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
 REGISTRY = COMPOSE["schema-registry"]
+#: The images whose entry scripts or healthchecks compose runs in the image's /bin/sh.
+BUSYBOX_SH = ("prometheus", "alertmanager")
 #: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS: every
 #: option in JAVA_OPTS_APPEND.
 FORMER = {"JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS)}
 NOW = {key: REGISTRY["environment"][key] for key in ("GC_CONTAINER_OPTIONS", "JAVA_OPTS_APPEND")}
 
 
-def jvm_start(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The registry image's launcher with ``environment``, its JVM asked for its version only:
-    the JVM checks every option, then prints its version and exits, so no registry starts."""
+@pytest.fixture(scope="module")
+def images() -> None:
+    """The stand-ins, built once for this module (a no-op when their inputs did not change)."""
     if not shutil.which("podman"):
         cannot_run("podman is missing: scripts/setup-containers.sh installs it")
-    env = {**environment, "JAVA_OPTS_APPEND": environment["JAVA_OPTS_APPEND"] + " -version"}
-    flags = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+    build_images()
+
+
+def podman(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["podman", "run", "--rm", "--network", "none", *flags, REGISTRY["image"]],
+        ["podman", *args],
         env={**os.environ, **container_engine.engine_env()},  # podman's settings for here
         capture_output=True,
         text=True,
@@ -45,11 +54,96 @@ def jvm_start(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_registry_s_former_collector_setting_stops_its_jvm_and_the_current_one_starts() -> None:
-    build_images()
+def run(service: str, *args: str, entrypoint: str = "/bin/sh", mounts: tuple[str, ...] = ()) -> str:
+    """``args`` run by ``entrypoint`` in a fresh container of the image compose gives ``service``,
+    without a network and as the image's user; its output, once it exited 0."""
+    volumes = [arg for mount in mounts for arg in ("--volume", mount)]
+    image = COMPOSE[service]["image"]
+    done = podman(
+        "run", "--rm", "--network", "none", *volumes, "--entrypoint", entrypoint, image, *args
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def image_config(service: str) -> dict:
+    done = podman("image", "inspect", "--format", "{{json .Config}}", COMPOSE[service]["image"])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def jvm_start(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The registry image's launcher with ``environment``, its JVM asked for its version only:
+    the JVM checks every option, then prints its version and exits, so no registry starts."""
+    env = {**environment, "JAVA_OPTS_APPEND": environment["JAVA_OPTS_APPEND"] + " -version"}
+    flags = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+    return podman("run", "--rm", "--network", "none", *flags, REGISTRY["image"])
+
+
+def test_the_registry_s_former_collector_setting_stops_its_jvm_and_the_current_one_starts(
+    images: None,
+) -> None:
     former = jvm_start(FORMER)
     assert former.returncode != 0, former.stdout + former.stderr
     assert "Multiple garbage collectors selected" in former.stdout + former.stderr
     now = jvm_start(NOW)
     assert now.returncode == 0, now.stdout + now.stderr
     assert 'openjdk version "17' in now.stderr, now.stderr
+
+
+@pytest.mark.parametrize("service", BUSYBOX_SH)
+def test_the_shell_of_entry_scripts_and_healthchecks_is_busybox_s(
+    images: None, service: str
+) -> None:
+    """Alpine's and the busybox base's /bin/sh is busybox; Debian's dash takes scripts that
+    busybox refuses and the other way round, so compose's scripts must meet the same one."""
+    shell = run(service, "-c", "/bin/sh --help 2>&1 | head -n 1")
+    assert shell.startswith("BusyBox"), shell
+
+
+@pytest.mark.parametrize(
+    ("service", "version", "storage"),
+    [
+        ("prometheus", "2.55.1", "--storage.tsdb.path=/prometheus"),
+        ("alertmanager", "0.25.0", "--storage.path=/alertmanager"),
+    ],
+)
+def test_prometheus_and_alertmanager_are_the_pinned_versions_run_by_nobody(
+    images: None, service: str, version: str, storage: str
+) -> None:
+    """Compose gives Prometheus only its arguments and Alertmanager an entry script: both meet the
+    official entry point and user, and the user owns the data volume's directory."""
+    binary, data = f"/bin/{service}", storage.split("=")[1]
+    config = image_config(service)
+    assert config["Entrypoint"] == [binary] and config["User"] == "nobody", config
+    assert storage in config["Cmd"], config
+    assert f"version {version} " in run(service, "--version", entrypoint=binary)
+    owners = run(service, "-c", f"id -un; stat -c %U:%G {data} /etc/{service}").split()
+    assert owners == ["nobody", "nobody:nobody", "nobody:nobody"], owners
+
+
+def test_the_alert_rules_pass_the_promtool_of_the_pinned_prometheus(images: None) -> None:
+    """prometheus/alerts.yml and compose's configuration as the image's own promtool reads them
+    (mounted as compose mounts them)."""
+    mounts = tuple(
+        f"{REPO_ROOT / source}:/etc/prometheus/{source.rsplit('/', 1)[-1]}:ro,z"
+        for source in ("prometheus/alerts.yml", "docker/prometheus/prometheus.yml")
+    )
+    rules = run(
+        "prometheus",
+        "check",
+        "rules",
+        "/etc/prometheus/alerts.yml",
+        entrypoint="/bin/promtool",
+        mounts=mounts,
+    )
+    assert "SUCCESS" in rules, rules
+    config = run(
+        "prometheus",
+        "check",
+        "config",
+        "/etc/prometheus/prometheus.yml",
+        entrypoint="/bin/promtool",
+        mounts=mounts,
+    )
+    assert "is valid prometheus config file" in config, config
