@@ -29,7 +29,7 @@ pytestmark = pytest.mark.containers
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
 REGISTRY = COMPOSE["schema-registry"]
 #: The images whose entry scripts or healthchecks compose runs in the image's /bin/sh.
-BUSYBOX_SH = ("prometheus", "alertmanager")
+BUSYBOX_SH = ("mosquitto", "prometheus", "alertmanager")
 #: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS: every
 #: option in JAVA_OPTS_APPEND.
 FORMER = {"JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS)}
@@ -147,3 +147,15 @@ def test_the_alert_rules_pass_the_promtool_of_the_pinned_prometheus(images: None
         mounts=mounts,
     )
     assert "is valid prometheus config file" in config, config
+
+
+def test_mosquitto_runs_as_root_and_its_user_1883_owns_mosquitto(images: None) -> None:
+    """The official image has no USER: its entry point (compose's replaces it) runs as root, and
+    mosquitto drops to its user, whose numeric id is what a volume's files keep."""
+    assert image_config("mosquitto").get("User", "") in ("", "root", "0")
+    ids = run(
+        "mosquitto",
+        "-c",
+        "id -u; id -u mosquitto; id -g mosquitto; stat -c %u:%g /mosquitto /mosquitto/data",
+    )
+    assert ids.split() == ["0", "1883", "1883", "1883:1883", "1883:1883"], ids
