@@ -29,7 +29,7 @@ pytestmark = pytest.mark.containers
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
 REGISTRY = COMPOSE["schema-registry"]
 #: The images whose entry scripts or healthchecks compose runs in the image's /bin/sh.
-BUSYBOX_SH = ("mosquitto", "prometheus", "alertmanager")
+BUSYBOX_SH = ("mosquitto", "prometheus", "alertmanager", "kafka")
 #: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS: every
 #: option in JAVA_OPTS_APPEND.
 FORMER = {"JAVA_OPTS_APPEND": " ".join(REGISTRY_JVM_OPTIONS)}
@@ -159,3 +159,38 @@ def test_mosquitto_runs_as_root_and_its_user_1883_owns_mosquitto(images: None) -
         "id -u; id -u mosquitto; id -g mosquitto; stat -c %u:%g /mosquitto /mosquitto/data",
     )
     assert ids.split() == ["0", "1883", "1883", "1883:1883", "1883:1883"], ids
+
+
+def test_kafka_s_user_owns_what_the_official_image_gives_it(images: None) -> None:
+    """appuser (uid 1000) in group appuser; the data directory appuser:root and group-writable;
+    /opt/kafka its own, so the broker can write its logs there; the official volumes declared."""
+    config = image_config("kafka")
+    assert config["User"] == "appuser", config
+    assert set(config["Volumes"]) == {
+        "/etc/kafka/secrets",
+        "/var/lib/kafka/data",
+        "/mnt/shared/config",
+    }
+    facts = run(
+        "kafka",
+        "-c",
+        "id -u; id -g; stat -c %U:%G:%A /var/lib/kafka /var/lib/kafka/data /opt/kafka",
+    )
+    assert facts.split() == [
+        "1000",
+        "1000",
+        "appuser:root:drwxrwxr-x",
+        "appuser:root:drwxrwxr-x",
+        "appuser:appuser:drwxr-xr-x",
+    ], facts
+
+
+def test_the_kafka_broker_writes_its_gc_and_file_logs_under_opt_kafka_logs(images: None) -> None:
+    """kafka-server-start.sh, as compose's entry script calls it, turns on a GC log and the
+    broker's log4j configuration, which write under /opt/kafka/logs in the container's layer.
+    A broker given no configuration file starts its JVM and logs why it stops, then exits."""
+    start = "/opt/kafka/bin/kafka-server-start.sh /nonexistent.properties"
+    script = f"{start}; echo exit=$?; ls /opt/kafka/logs"
+    out = run("kafka", "-c", script, entrypoint="/bin/bash")
+    assert "NoSuchFileException" in out and "exit=1" in out, out
+    assert {"kafkaServer-gc.log", "server.log", "controller.log"} <= set(out.split()), out
