@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, on a machine that reaches package registries but no container registry, stand-ins of
 # the official images that docker-compose.yml and the Dockerfile name (docker/standins/README.md),
-# tagged with the official names. Idempotent: the Debian base is made once (debootstrap), the
-# builds reuse podman's layer cache, and an image whose inputs did not change is not rebuilt.
+# tagged with the official names. Idempotent: the Debian base is made once (debootstrap),
+# Prometheus and Alertmanager are built with go once per version (a few minutes the first time),
+# the builds reuse podman's layer cache, and an image whose inputs did not change is not rebuilt.
 #   scripts/container-images.sh            # every stand-in
 #   EXTRA_CA_CERTS_DIR=/path scripts/...   # *.crt put into every image (default: the host's extra CAs)
 set -euo pipefail
