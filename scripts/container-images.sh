@@ -99,7 +99,20 @@ context debian-ca
 build debian-ca "$CA_BASE" "$BASE"
 context debian-python
 build debian-python docker.io/library/python:3.11-slim-bookworm
+# Maven as the moving tag maven:3.9-eclipse-temurin-17 carries it (3.9.16 when pinned here): the
+# distribution from Maven Central, fetched once
+MAVEN_VERSION=3.9.16
+maven_dist=$CACHE_DIR/maven-dist/apache-maven-$MAVEN_VERSION-bin.tar.gz
+if [ ! -f "$maven_dist" ]; then
+  say "mvn: fetching Apache Maven $MAVEN_VERSION"
+  rm -rf "$CACHE_DIR/maven-dist.tmp"
+  mvn -q -B -Dstyle.color=never dependency:copy -Dartifact="org.apache.maven:apache-maven:$MAVEN_VERSION:tar.gz:bin" \
+    -DoutputDirectory="$CACHE_DIR/maven-dist.tmp"
+  mkdir -p "$CACHE_DIR/maven-dist" && mv "$CACHE_DIR/maven-dist.tmp/$(basename "$maven_dist")" "$maven_dist"
+  rm -rf "$CACHE_DIR/maven-dist.tmp"
+fi
 context maven
+cp "$maven_dist" "$WORK/maven/"
 build maven docker.io/library/maven:3.9-eclipse-temurin-17
 context mosquitto
 build mosquitto docker.io/library/eclipse-mosquitto:2.0.22

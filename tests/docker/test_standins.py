@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.containers
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
 REGISTRY = COMPOSE["schema-registry"]
+#: The image of the app image's build stage, where Maven resolves Spark's connector jars.
+MAVEN = re.findall(r"^FROM (maven:\S+)", (REPO_ROOT / "Dockerfile").read_text(), re.MULTILINE)
 #: The images whose entry scripts or healthchecks compose runs in the image's /bin/sh.
 BUSYBOX_SH = ("mosquitto", "prometheus", "alertmanager", "kafka")
 #: What compose gave the registry until the collector moved to GC_CONTAINER_OPTIONS: every
@@ -45,6 +48,7 @@ def images() -> None:
 
 
 def podman(*args: str) -> subprocess.CompletedProcess[str]:
+    """podman with this machine's settings; its runs never pull: the stand-ins are local."""
     return subprocess.run(
         ["podman", *args],
         env={**os.environ, **container_engine.engine_env()},  # podman's settings for here
@@ -59,9 +63,8 @@ def run(service: str, *args: str, entrypoint: str = "/bin/sh", mounts: tuple[str
     without a network and as the image's user; its output, once it exited 0."""
     volumes = [arg for mount in mounts for arg in ("--volume", mount)]
     image = COMPOSE[service]["image"]
-    done = podman(
-        "run", "--rm", "--network", "none", *volumes, "--entrypoint", entrypoint, image, *args
-    )
+    options = ["--rm", "--pull=never", "--network", "none", *volumes, "--entrypoint", entrypoint]
+    done = podman("run", *options, image, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -77,7 +80,7 @@ def jvm_start(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
     the JVM checks every option, then prints its version and exits, so no registry starts."""
     env = {**environment, "JAVA_OPTS_APPEND": environment["JAVA_OPTS_APPEND"] + " -version"}
     flags = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
-    return podman("run", "--rm", "--network", "none", *flags, REGISTRY["image"])
+    return podman("run", "--rm", "--pull=never", "--network", "none", *flags, REGISTRY["image"])
 
 
 def test_the_registry_s_former_collector_setting_stops_its_jvm_and_the_current_one_starts(
@@ -194,3 +197,12 @@ def test_the_kafka_broker_writes_its_gc_and_file_logs_under_opt_kafka_logs(image
     out = run("kafka", "-c", script, entrypoint="/bin/bash")
     assert "NoSuchFileException" in out and "exit=1" in out, out
     assert {"kafkaServer-gc.log", "server.log", "controller.log"} <= set(out.split()), out
+
+
+def test_the_app_image_s_build_stage_runs_maven_3_9(images: None) -> None:
+    """The build stage names no plugin version: Maven takes its own defaults for them, and those
+    of Maven 3.9 are not those of Debian's Maven 3.8."""
+    assert len(MAVEN) == 1, MAVEN
+    done = podman("run", "--rm", "--pull=never", "--network", "none", MAVEN[0], "mvn", "--version")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Apache Maven 3.9."), done.stdout
