@@ -152,6 +152,20 @@ def test_the_alert_rules_pass_the_promtool_of_the_pinned_prometheus(images: None
     assert "is valid prometheus config file" in config, config
 
 
+@pytest.mark.parametrize("webhook", ["", "https://hooks.example/alerts?token=a&b=%20"])
+def test_compose_s_alertmanager_entry_script_writes_what_the_pinned_alertmanager_reads(
+    images: None, webhook: str
+) -> None:
+    """The entry script, in the image's busybox sh, writes the routing (printf's %b and all) that
+    the image's amtool, of the Alertmanager that reads it, accepts; with a webhook and without."""
+    mounts = (f"{REPO_ROOT / 'docker' / 'alertmanager'}:/docker/alertmanager:ro,z",)
+    env = f"ALERT_WEBHOOK_URL='{webhook}' ALERTMANAGER_BIN=/bin/true"
+    check = "amtool check-config /alertmanager/alertmanager.yml"
+    script = f"{env} /bin/sh /docker/alertmanager/entrypoint.sh && {check}"
+    out = run("alertmanager", "-c", script, mounts=mounts)
+    assert "SUCCESS" in out and " - 1 receivers" in out, out
+
+
 def test_mosquitto_runs_as_root_and_its_user_1883_owns_mosquitto(images: None) -> None:
     """The official image has no USER: its entry point (compose's replaces it) runs as root, and
     mosquitto drops to its user, whose numeric id is what a volume's files keep."""
