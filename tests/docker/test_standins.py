@@ -6,7 +6,9 @@ is how compose's former setting failed with the real image while its stand-in st
 Alpine and busybox images run compose's entry scripts and healthchecks in busybox's sh, not
 Debian's dash; Prometheus, Alertmanager and Kafka run as the users the official images name, on
 directories those users own, and Prometheus and Alertmanager are the versions compose pins, so
-the project's alert rules are checked by the promtool that will load them."""
+the project's alert rules are checked by the promtool that will load them. Kafka's broker writes
+its GC and file logs where the official image's does, and the app image's build stage gets the
+Maven of the tag it names."""
 
 from __future__ import annotations
 
@@ -215,7 +217,7 @@ def test_the_kafka_broker_writes_its_gc_and_file_logs_under_opt_kafka_logs(image
 
 def test_the_app_image_s_build_stage_runs_maven_3_9(images: None) -> None:
     """The build stage names no plugin version: Maven takes its own defaults for them, and those
-    of Maven 3.9 are not those of Debian's Maven 3.8."""
+    of the tag's Maven are not those of Debian's older one."""
     assert len(MAVEN) == 1, MAVEN
     done = podman("run", "--rm", "--pull=never", "--network", "none", MAVEN[0], "mvn", "--version")
     assert done.returncode == 0, done.stdout + done.stderr
