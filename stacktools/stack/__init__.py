@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from stacktools.compose.credentials import new_password, password_problem
+from stacktools.compose.credentials import new_password
 from stacktools.stack import certs
-from stacktools.stack.access import USERS
+from stacktools.stack.access import USERS, refused_passwords
 from stacktools.stack.errors import LauncherError, StackTimedOut
 from stacktools.stack.mqtt_users import ensure_machine_users, machine_passwords
 from stacktools.stack.process import (
@@ -244,16 +244,9 @@ class Stack:
         compose's one-shot ``provision`` job): waits until each is healthy, then bootstraps it as
         ``up`` does. Every password comes from the environment; none is generated here, and a
         placeholder, empty or short one is refused before anything is created."""
-        problems = [
-            problem
-            for system in self._provisioned_systems()
-            for user in USERS[system]
-            if (
-                problem := password_problem(
-                    credential_env(system, user), self.settings.credential(system, user).reveal()
-                )
-            )
-        ]
+        problems = refused_passwords(
+            self.settings, {system: USERS[system] for system in self._provisioned_systems()}
+        )
         if problems:
             raise LauncherError(
                 "refusing to provision with these passwords:\n  " + "\n  ".join(problems)

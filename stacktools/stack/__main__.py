@@ -1,13 +1,16 @@
 """python -m stacktools.stack up|down|status|logs|provision [component ...]
 python -m stacktools.stack status --pipeline [--watch SECONDS]
 python -m stacktools.stack machine-user [Thing ...] [--events FILE]
+python -m stacktools.stack render --into DIR --kafka-cluster-id ID
 
 Runs the real servers of the stack as local processes on 127.0.0.1; data, logs, pid files and
 generated credentials live under the run directory (default ./run, STACK_RUN_DIR). ``provision``
 only creates the users, rights, topics and databases on servers running elsewhere (docker
 compose), with the passwords given in the environment. ``machine-user`` makes an MQTT user per
 Thing (MQTT_MACHINE_IDENTITIES), its password in <run dir>/machine-credentials.json (0600), and
-makes a running Mosquitto take it at once. ``status --pipeline`` adds the running pipeline as
+makes a running Mosquitto take it at once. ``render`` writes the servers' configurations for
+docker compose (its one-shot ``config`` job), each under DIR/<server>/, as its container needs
+them. ``status --pipeline`` adds the running pipeline as
 a graph, each stage with its rate, backlog, last progress, dead letters and alerts (from
 Prometheus); ``--watch`` redraws it until interrupted.
 """
@@ -22,8 +25,10 @@ import time
 from pathlib import Path
 
 from stacktools.stack import Stack, make_machine_users
+from stacktools.stack.errors import LauncherError
 from stacktools.stack.mqtt_users import things_of
 from stacktools.stack.process import ManagedProcess, tail
+from stacktools.stack.render import render
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.settings import Settings
 from streamkit.cli import HelpFormatter, entry_point, program_name
@@ -94,6 +99,17 @@ def machine_user(settings: Settings, things: list[str]) -> int:
     return 0
 
 
+def render_compose(settings: Settings, into: Path, cluster_id: str) -> int:
+    """Write compose's server configurations; 1, naming them, on passwords the rules refuse."""
+    try:
+        written = render(settings, into, cluster_id)
+    except LauncherError as exc:
+        print(f"[stack] render: {exc}", file=sys.stderr)
+        return 1
+    print(f"[stack] rendered {len(written)} configuration files into {into}")
+    return 0
+
+
 @entry_point("stacktools.stack")
 def main(argv: list[str] | None = None) -> int:
     names = list(DEFAULT_GROUPS)
@@ -104,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "action", choices=["up", "down", "status", "logs", "provision", "machine-user"]
+        "action", choices=["up", "down", "status", "logs", "provision", "machine-user", "render"]
     )
     parser.add_argument(
         "components",
@@ -131,6 +147,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="status --pipeline: redraw every SECONDS until Ctrl-C",
     )
+    parser.add_argument(
+        "--into",
+        type=Path,
+        metavar="DIR",
+        help="render: where compose's configuration volumes are mounted, one per server",
+    )
+    parser.add_argument(
+        "--kafka-cluster-id",
+        metavar="ID",
+        help="render: the KRaft cluster id Kafka's storage is formatted with",
+    )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
@@ -140,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         if not things:
             parser.error("machine-user: name at least one Thing, or --events FILE")
         return machine_user(settings, things)
+    if args.action == "render":
+        if not (args.into and args.kafka_cluster_id):
+            parser.error("render: give --into DIR and --kafka-cluster-id ID")
+        return render_compose(settings, args.into, args.kafka_cluster_id)
     try:
         stack = Stack(settings, args.components or None)
         if args.action == "up":

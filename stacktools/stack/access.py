@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import zip_longest
+from typing import TYPE_CHECKING
+
+from stacktools.compose.credentials import password_problem
+from streamkit.fields import credential_env
+
+if TYPE_CHECKING:
+    from streamkit.config import ServiceSettings
 
 #: The Spark jobs' Kafka users, one per job: each may read its input, write its own outputs and
 #: use its own transactional ids and consumer groups, never another job's.
@@ -154,3 +161,17 @@ def matrix_markdown() -> list[str]:
     for (m_user, m_may), (i_user, i_may) in zip_longest(mqtt, influx, fillvalue=("", "")):
         lines.append(f"| {_code(m_user)} | {m_may} | | {_code(i_user)} | {i_may} |")
     return lines
+
+
+def refused_passwords(settings: ServiceSettings, users: dict[str, tuple[str, ...]]) -> list[str]:
+    """Why each of ``users``' passwords (system -> users) cannot be used; empty when all can."""
+    return [
+        problem
+        for system, names in users.items()
+        for user in names
+        if (
+            problem := password_problem(
+                credential_env(system, user), settings.credential(system, user).reveal()
+            )
+        )
+    ]

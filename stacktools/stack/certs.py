@@ -241,6 +241,10 @@ KAFKA_IMAGE_UID = 1000
 REGISTRY_IMAGE_UID = 1001
 #: That copy's name in the published directory.
 REGISTRY_KEY = "schema-registry-key.pem"
+#: The uid of the eclipse-mosquitto image's ``mosquitto``, which the broker drops to before it
+#: reads its key: the owner of the copy :data:`MOSQUITTO_KEY`.
+MOSQUITTO_IMAGE_UID = 1883
+MOSQUITTO_KEY = "mosquitto-key.pem"
 
 
 def publish(
@@ -252,10 +256,10 @@ def publish(
 ) -> TlsFiles:
     """Copy what compose's servers and clients need into ``out``, a volume they mount read-only,
     without the CA's key (it stays in the volume of the job that signs): the CA and the server
-    chain readable by all, the server key for the servers that start as root (Mosquitto's and
-    InfluxDB's entry points), Kafka's key store owned by ``keystore_owner`` and a copy of the key
-    (:data:`REGISTRY_KEY`) owned by ``registry_key_owner`` (each server runs as that user, which
-    alone may read its key). Every key 0400 from the first byte."""
+    chain readable by all, the server key for InfluxDB (which runs as root), Kafka's key store
+    owned by ``keystore_owner``, and copies of the key owned by ``registry_key_owner``
+    (:data:`REGISTRY_KEY`) and by Mosquitto's user (:data:`MOSQUITTO_KEY`): each server runs
+    as that user, which alone may read its key. Every key 0400 from the first byte."""
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)  # servers of several users enter it; the keys inside stay theirs alone
     published = TlsFiles(
@@ -265,14 +269,16 @@ def publish(
         server_keystore=out / "kafka-keystore.pem",
     )
     for source, target in ((paths.ca, published.ca), (paths.server_cert, published.server_cert)):
-        _replace(target, source.read_bytes(), 0o644)
-    _replace(published.server_key, paths.server_key.read_bytes(), 0o400)
-    _replace(published.server_keystore, paths.server_keystore.read_bytes(), 0o400, keystore_owner)
-    _replace(out / REGISTRY_KEY, paths.server_key.read_bytes(), 0o400, registry_key_owner)
+        replace_file(target, source.read_bytes(), 0o644)
+    key, keystore = paths.server_key.read_bytes(), paths.server_keystore.read_bytes()
+    replace_file(published.server_key, key, 0o400)
+    replace_file(published.server_keystore, keystore, 0o400, keystore_owner)
+    replace_file(out / REGISTRY_KEY, key, 0o400, registry_key_owner)
+    replace_file(out / MOSQUITTO_KEY, key, 0o400, MOSQUITTO_IMAGE_UID)
     return published
 
 
-def _replace(target: Path, content: bytes, mode: int, owner: int | None = None) -> None:
+def replace_file(target: Path, content: bytes, mode: int, owner: int | None = None) -> None:
     """``target`` swapped in whole (a server restarting meanwhile reads the old file or the new
     one, never half of one), created with ``mode``, chowned to ``owner`` before the swap."""
     temporary = target.with_name(f".{target.name}.new")

@@ -1,9 +1,10 @@
-"""Mosquitto's users: its password file, written here (no password on a command line), and the
-machine users of MQTT_MACHINE_IDENTITIES (one per Thing, made on demand).
+"""Mosquitto's users: the lines of its password file, made here (no password on a command line;
+the launcher's Mosquitto component writes the file, for compose too), and the machine users of
+MQTT_MACHINE_IDENTITIES (one per Thing, made on demand).
 
 The password file has Mosquitto 2's format, as ``mosquitto_passwd`` writes it: one line per
 user, ``user:$7$<iterations>$<base64 salt>$<base64 hash>``, the hash PBKDF2-HMAC-SHA512 of the
-password over a random 12-byte salt, 64 bytes long (tests/stacktools/test_mqtt_users.py checks
+password over a random 12-byte salt, 64 bytes long (tests/stacktools/test_mosquitto.py checks
 a line against ``mosquitto_passwd``'s own). Every password the launcher makes is random
 (144 bits), so Mosquitto's default of 101 iterations costs nothing and protects enough.
 """
@@ -12,10 +13,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 from stacktools.compose.credentials import new_password
@@ -36,12 +36,6 @@ def password_line(user: str, password: str, *, salt: bytes | None = None) -> str
     digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, ITERATIONS, 64)
     encoded = base64.b64encode
     return f"{user}:$7${ITERATIONS}${encoded(salt).decode()}${encoded(digest).decode()}"
-
-
-def write_password_file(path: Path, users: Mapping[str, str]) -> None:
-    """Mosquitto's password file for ``users`` (name -> password), 0600 from its first byte."""
-    with private_file(path) as binary, io.TextIOWrapper(binary, encoding="utf-8") as out:
-        out.writelines(f"{password_line(user, password)}\n" for user, password in users.items())
 
 
 def machine_user_problem(thing: str) -> str | None:

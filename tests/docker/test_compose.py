@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -20,23 +19,14 @@ import pytest
 import yaml
 
 from stacktools.stack.access import USERS
-from stacktools.stack.servers.alertmanager import alert_route
 from streamkit.fields import credential_env
 from tests.support.compose import compose_cli
-from tests.support.require import cannot_run
-from tests.support.waits import ONE_MESSAGE_S
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
-PROMETHEUS_CONFIG = REPO / "docker" / "prometheus" / "prometheus.yml"
-MOSQUITTO_CONFIG = REPO / "docker" / "mosquitto" / "mosquitto.conf"
-KAFKA_PROPERTIES = REPO / "docker" / "kafka" / "server.properties"
-KAFKA_ENTRYPOINT = REPO / "docker" / "kafka" / "entrypoint.sh"
-MOSQUITTO_ENTRYPOINT = REPO / "docker" / "mosquitto" / "entrypoint.sh"
-INFLUX_ENTRYPOINT = REPO / "docker" / "influxdb" / "entrypoint.sh"
 DATASOURCES = REPO / "grafana" / "provisioning" / "datasources" / "datasources.yaml"
 DASHBOARD_PROVIDERS = REPO / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml"
 
@@ -82,6 +72,7 @@ OWN_PASSWORDS = {
 REQUIRED_SERVICES = (
     "kafka",
     "certs",
+    "config",
     "provision",
     "mosquitto",
     "influxdb",
@@ -96,9 +87,9 @@ REQUIRED_SERVICES = (
     "disk-space",
     "schema-registry",
 )
-#: Services of ours that connect to no server (so need no CA): the disk reporter and the
-#: registry volume's one-shot.
-CONNECT_TO_NOTHING = ("disk-space", "schema-registry-storage")
+#: Services of ours that connect to no server (so need no CA): the disk reporter, the
+#: registry volume's one-shot and the configurations' one-shot.
+CONNECT_TO_NOTHING = ("disk-space", "schema-registry-storage", "config")
 #: The services that write or read the data topics: each must follow SCHEMA_REGISTRY.
 REGISTRY_CLIENTS = ("mqtt-bridge", "spark-single-pass", "db-connector")
 DEFAULT_METRICS_PORTS = {
@@ -386,6 +377,8 @@ def test_each_service_is_given_only_its_own_passwords() -> None:
             key: interpolations(value)[0][0] for key, value in env.items() if "PASSWORD" in key
         }
         assert given == own, f"{name}: {given}"
+    # the servers' own passwords are in their configurations, rendered by the `config` job
+    # (tests/docker/test_compose_config.py)
     provision = {
         interpolations(v)[0][0]
         for k, v in environment(services()["provision"]).items()
@@ -395,12 +388,7 @@ def test_each_service_is_given_only_its_own_passwords() -> None:
         credential_env(system, user) for system in ("kafka", "influx") for user in USERS[system]
     }
     for name, service in services().items():
-        if name not in OWN_PASSWORDS and name not in (
-            "provision",
-            "kafka",
-            "mosquitto",
-            "influxdb",
-        ):
+        if name not in OWN_PASSWORDS and name not in ("provision", "config"):
             assert not [k for k in environment(service) if "PASSWORD" in k], (
                 f"{name} is given a password"
             )
@@ -564,265 +552,17 @@ def test_services_read_the_config_model_with_in_network_addresses() -> None:
             assert env.get(key, "").startswith(prefix), f"{name}: {key}={env.get(key)!r}"
         for key in ("INFLUX_DATABASE", "LOG_LEVEL", "TOPIC_PARTITIONS"):
             assert key in env, f"{name} lacks {key}"
-    bootstrap = environment(services()["simulator"])["KAFKA_BOOTSTRAP_SERVERS"]
-    assert f"INTERNAL://{bootstrap}" in KAFKA_ENTRYPOINT.read_text(), (
-        f"{bootstrap} is not an advertised listener"
-    )
 
 
-def kafka_properties() -> dict[str, str]:
-    lines = KAFKA_PROPERTIES.read_text().splitlines()
-    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
-
-
-def test_kafka_is_a_single_kraft_node_with_transaction_settings() -> None:
-    kafka = services()["kafka"]
-    assert kafka["image"].startswith("apache/kafka:4.")
-    assert "/docker/kafka/entrypoint.sh" in kafka["entrypoint"]
-    assert ("./docker/kafka", "/docker/kafka") in bind_sources(kafka)
-    props = kafka_properties()
-    assert props["process.roles"] == "broker,controller"
-    # the launcher's heap, set: the image's start script would fix 1 GiB otherwise
-    from stacktools.stack.servers.kafka import KAFKA_HEAP
-
-    assert environment(kafka)["KAFKA_HEAP_OPTS"] == " ".join(KAFKA_HEAP)
-    for key in (
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
-        "offsets.topic.replication.factor",
-    ):
-        assert props.get(key) == "1", f"{key}={props.get(key)!r}"
-    listeners = {part.split("://")[0] for part in props["listeners"].split(",")}
-    assert {"INTERNAL", "HOST", "CONTROLLER"} == listeners and props[
-        "inter.broker.listener.name"
-    ] == "INTERNAL"
-    protocol_map = dict(p.split(":") for p in props["listener.security.protocol.map"].split(","))
-    assert set(protocol_map) == listeners and set(protocol_map.values()) == {"SASL_SSL"}, (
-        "a listener without auth or without TLS"
-    )
-
-
-def test_compose_kafka_has_the_local_stack_s_security() -> None:
-    """The same mechanisms, authorizer and super users as the launcher's broker; the password
-    lines are added by the entrypoint (checked by shape: the JAAS module and the user)."""
-    from stacktools.stack.servers.kafka import Kafka
-    from stacktools.stack.settings import Settings
-
-    local = Kafka(Settings.from_sources(environ={}))._auth_properties()
-    props = kafka_properties()
-    static = {
-        k: v
-        for k, v in local.items()
-        if "jaas" not in k and not k.startswith("listener.name.client.")
-    }
-    assert {k: props.get(k) for k in static} == static
-    assert (
-        props["listener.name.internal.sasl.enabled.mechanisms"]
-        == local["listener.name.client.sasl.enabled.mechanisms"]
-    )
-    script = KAFKA_ENTRYPOINT.read_text()
-    assert all(
-        f"listener.name.{name}.scram-sha-512.sasl.jaas.config" in script
-        for name in ("internal", "host")
-    )
-    assert (
-        "listener.name.controller.plain.sasl.jaas.config" in script and "user_controller=" in script
-    )
-    assert "--add-scram" in script and "name=admin" in script
-    # ... in a Java argument file, never on the storage tool's command line
-    assert 'kafka-run-class.sh "@$ARGS"' in script and 'rm -f "$ARGS"' in script
-    assert "kafka-storage.sh format" not in script
-
-
-def test_compose_kafka_has_the_local_stack_s_tls() -> None:
-    """The launcher's PEM stores and host-name check, the files from the certs job's volume; the
-    healthcheck's client speaks TLS too."""
-    from stacktools.stack.servers.kafka import Kafka
-    from stacktools.stack.settings import Settings
-
-    local = Kafka(Settings.from_sources(environ={"TLS": "true"}))._tls_properties()
-    props = kafka_properties()
-    assert {k: props.get(k) for k in local if "location" not in k} == {
-        k: v for k, v in local.items() if "location" not in k
-    }
-    assert props["ssl.keystore.location"] == "/tls/kafka-keystore.pem"
-    assert props["ssl.truststore.location"] == "/tls/ca.pem"
-    assert "security.protocol=SASL_SSL" in KAFKA_ENTRYPOINT.read_text()
-    assert ("tls", "/tls") in mounted_volumes(services()["kafka"])
-
-
-def test_mosquitto_requires_a_password() -> None:
-    conf = {
-        line.split(None, 1)[0]: line.split(None, 1)[1].strip()
-        for line in MOSQUITTO_CONFIG.read_text().splitlines()
-        if line.strip() and not line.startswith("#") and len(line.split(None, 1)) == 2
-    }
-    assert conf.get("allow_anonymous") == "false"
-    assert conf.get("password_file"), "no password_file"
-    mosquitto = services()["mosquitto"]
-    script = (
-        " ".join(map(str, mosquitto.get("entrypoint") or []))
-        + " "
-        + " ".join(map(str, mosquitto.get("command") or []))
-    )
-    script_files = [
-        REPO / src / Path(p).relative_to(dst)
-        for src, dst in bind_sources(mosquitto)
-        for p in script.split()
-        if p.startswith(dst + "/")
-    ]
-    body = script + "".join(f.read_text() for f in script_files if f.is_file())
-    assert "mosquitto_passwd -U" in body and all(
-        credential_env("mqtt", user) in body for user in USERS["mqtt"]
-    )
-    # passwords never on a command line: not mosquitto_passwd's (-b), not the healthcheck's (-P)
-    assert "mosquitto_passwd -b" not in body
-    healthcheck = " ".join(mosquitto["healthcheck"]["test"])
-    assert " -P" not in healthcheck and "PASSWORD" not in healthcheck
-    assert "XDG_CONFIG_HOME=/mosquitto/auth/healthcheck" in healthcheck
-    assert "--cafile /tls/ca.pem" in healthcheck and "-p 8883" in healthcheck
-    assert (
-        "MOSQUITTO_PASSWD_FILE:-" + conf["password_file"] in body
-        and "MOSQUITTO_ACL_FILE:-" + conf["acl_file"] in body
-    )
-
-
-def test_compose_mosquitto_entrypoint_enforces_the_acl(tmp_path: Path) -> None:
-    """docker/mosquitto/entrypoint.sh run for real (on the Debian mosquitto, its paths moved into
-    a temporary directory, the certs job's files published into another): over TLS only,
-    machines publish only under the prefix, only the admin reads all; the healthcheck's command
-    logs in with no password on its command line."""
-    import dataclasses
-    import threading
-    import time
-
-    import paho.mqtt.client as mqtt
-
-    from stacktools.stack import certs
-    from stacktools.stack.settings import Settings
-    from streamkit.mqtt_client import MqttConnectError, connect, make_client
-    from streamkit.secret import Secret
-    from tests.support.ports import free_ports
-
-    if not shutil.which("mosquitto") and not Path("/usr/sbin/mosquitto").exists():
-        cannot_run("mosquitto is not installed (scripts/setup.sh installs it)")
-    port = free_ports(1)[0]
-    conf = (
-        MOSQUITTO_CONFIG.read_text()
-        .replace("/mosquitto/", f"{tmp_path}/")
-        .replace("listener 8883", f"listener {port} 127.0.0.1")
-    )
-    tls = certs.publish(
-        certs.ensure(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path / "run")})),
-        tmp_path / "tls",
-        keystore_owner=os.geteuid(),
-        registry_key_owner=os.geteuid(),
-    )
-    (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
-    (tmp_path / "data").mkdir()
-    passwords = {credential_env("mqtt", user): f"password-of-{user}" for user in USERS["mqtt"]}
-    env = {
-        **os.environ,
-        **passwords,
-        "MQTT_TOPIC_PREFIX": "plant",
-        "MOSQUITTO_CONF_FILE": str(tmp_path / "mosquitto.conf"),
-        "MOSQUITTO_PASSWD_FILE": str(tmp_path / "auth" / "passwd"),
-        "MOSQUITTO_ACL_FILE": str(tmp_path / "auth" / "acl"),
-        "MOSQUITTO_TLS_DIR": str(tmp_path / "tls"),
-        "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin",
-    }
-    broker = subprocess.Popen(
-        ["sh", str(REPO / "docker" / "mosquitto" / "entrypoint.sh")],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    clients: list[mqtt.Client] = []
-    try:
-        base = Settings.from_sources(
-            environ={"STACK_RUN_DIR": str(tmp_path), "TLS": "true", "TLS_CA_FILE": str(tls.ca)},
-            cli={"mqtt_port": port},
-        )
-
-        def client(user: str):  # noqa: ANN202
-            settings = dataclasses.replace(
-                base, mqtt_username=user, mqtt_password=Secret(f"password-of-{user}")
-            )
-            clients.append(make_client(settings, client_id=f"{user}-{len(clients)}"))
-            for _ in range(50):  # the broker is starting
-                try:
-                    connect(clients[-1], settings, timeout_s=2)
-                    return clients[-1]
-                except MqttConnectError as exc:  # no CONNACK yet; a refusal is a failure
-                    if exc.reason is not None:
-                        raise
-                    time.sleep(0.1)  # the retry's pace, not a wait for a condition
-                except OSError:  # not listening yet
-                    time.sleep(0.1)
-            raise AssertionError(f"{user} could not connect")
-
-        received: list[str] = []
-        arrived = threading.Event()
-        watcher = client("admin")
-
-        def on_message(_c: mqtt.Client, _u: object, message: mqtt.MQTTMessage) -> None:
-            received.append(message.topic)
-            arrived.set()
-
-        watcher.on_message = on_message
-        subscribed = threading.Event()
-        watcher.on_subscribe = lambda *_args: subscribed.set()
-        watcher.subscribe("#", qos=1)
-        assert subscribed.wait(ONE_MESSAGE_S), "no SUBACK"
-        client("machine").publish("elsewhere/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
-        client("bridge").publish("plant/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
-        client("machine").publish("plant/R1", b"x", qos=1).wait_for_publish(ONE_MESSAGE_S)
-        assert arrived.wait(ONE_MESSAGE_S)
-        # The allowed message was published last, each after the previous one's PUBACK: in the
-        # watcher's one session anything let through before it has arrived by now.
-        assert received == ["plant/R1"]
-        assert oct((tmp_path / "auth" / "passwd").stat().st_mode & 0o777) == "0o600"
-        assert "password-of" not in (tmp_path / "auth" / "passwd").read_text()  # hashes only
-        # the compose healthcheck's command, against this broker
-        healthcheck = services()["mosquitto"]["healthcheck"]["test"][1]
-        healthcheck = (
-            healthcheck.replace("/mosquitto/", f"{tmp_path}/")
-            .replace("/tls/ca.pem", str(tls.ca))
-            .replace("-p 8883", f"-p {port}")
-        )
-        probe = subprocess.run(["sh", "-c", healthcheck], capture_output=True, timeout=30)
-        assert probe.returncode == 0, probe.stderr
-        (tmp_path / "auth" / "healthcheck" / "mosquitto_pub").write_text("-u admin\n-P wrong\n")
-        probe = subprocess.run(["sh", "-c", healthcheck], capture_output=True, timeout=30)
-        assert probe.returncode != 0 and b"not authori" in probe.stderr, probe.stderr
-    finally:
-        for c in clients:
-            c.disconnect()
-            c.loop_stop()
-        broker.terminate()
-        broker.wait(10)
-
-
-def test_influxdb_has_auth_flux_https_and_its_own_bootstrap() -> None:
+def test_influxdb_runs_our_entry_point_and_is_given_no_password() -> None:
     """Our entry point, not the image's (whose first start creates the admin over TCP with the
-    password on the influx CLI's command line): auth and HTTPS forced on, Flux on, and the
-    admin made through a private socket (run for real in tests/docker/test_influxdb_entrypoint)."""
+    password on the influx CLI's command line): the admin made through a private socket from
+    the `config` job's statement (run for real in tests/docker/test_influxdb_entrypoint)."""
     influx = services()["influxdb"]
     assert influx["image"] == "influxdb:1.8.10"
     assert influx["entrypoint"] == ["/bin/bash", "/docker/influxdb/entrypoint.sh"]
     assert ("./docker/influxdb", "/docker/influxdb") in bind_sources(influx)
-    env = environment(influx)
-    assert env["INFLUXDB_HTTP_FLUX_ENABLED"] == "true"
-    assert "INFLUX_ADMIN_PASSWORD" in env["INFLUX_ADMIN_PASSWORD"]
-    assert not [key for key in env if key.startswith("INFLUXDB_ADMIN") or key == "INFLUXDB_DB"]
-    script = INFLUX_ENTRYPOINT.read_text()
-    for line in (
-        "export INFLUXDB_HTTP_AUTH_ENABLED=true",
-        "export INFLUXDB_HTTP_HTTPS_ENABLED=true",
-        "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED=true",
-        "INFLUXDB_TLS_MIN_VERSION=tls1.3",
-    ):
-        assert line in script, line
+    assert not environment(influx), "the image's INFLUXDB_* would override the configuration"
     healthcheck = influx["healthcheck"]["test"]
     assert "https://localhost:8086/ping" in healthcheck and "/tls/ca.pem" in healthcheck
 
@@ -851,37 +591,6 @@ def test_every_hop_speaks_tls_with_the_certs_job_s_ca() -> None:
             == "service_completed_successfully"
         )
     assert services()["mosquitto"]["ports"] == ["127.0.0.1:${MQTT_PORT:-8883}:8883"]
-
-
-def test_prometheus_scrapes_every_service_with_metrics() -> None:
-    prometheus = services()["prometheus"]
-    mounted = {
-        dst
-        for src, dst in bind_sources(prometheus)
-        if (REPO / src).resolve() == PROMETHEUS_CONFIG.resolve()
-    }
-    assert mounted, "docker/prometheus/prometheus.yml is not mounted into prometheus"
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    targets = {
-        target
-        for job in config["scrape_configs"]
-        for static in job.get("static_configs", [])
-        for target in static.get("targets", [])
-    }
-    with_metrics = {
-        name: environment(s)["METRICS_PORT"]
-        for name, s in services().items()
-        if "METRICS_PORT" in environment(s)
-    }
-    assert set(DEFAULT_METRICS_PORTS) <= with_metrics.keys()
-    missing = [
-        f"{name}:{port}" for name, port in with_metrics.items() if f"{name}:{port}" not in targets
-    ]
-    assert not missing, f"prometheus.yml does not scrape {missing}"
-    unknown = [
-        t for t in targets if t.split(":")[0] not in services() and t.split(":")[0] != "localhost"
-    ]
-    assert not unknown, f"prometheus.yml scrapes hosts that are no compose service: {unknown}"
 
 
 def test_grafana_provisioning_is_mounted_and_datasources_have_fixed_uids() -> None:
@@ -1007,47 +716,6 @@ def test_env_example_is_valid_for_the_local_stack_settings(tmp_path: Path) -> No
     assert settings.metrics_port == 0  # the field's "unset": each service applies its own default
 
 
-def test_compose_alerts_use_the_shipped_rules_and_alertmanager(tmp_path: Path) -> None:
-    """Prometheus mounts prometheus/alerts.yml and sends to the alertmanager service, whose
-    entry point, run for real, writes a routing amtool accepts, private, with the webhook URL in
-    the file and never on alertmanager's command line."""
-    prometheus = services()["prometheus"]
-    assert ("./prometheus/alerts.yml", "/etc/prometheus/alerts.yml") in bind_sources(prometheus)
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
-    targets = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
-    assert targets == ["alertmanager:9093"] and "alertmanager" in services()
-    amtool = shutil.which("amtool")
-    if amtool is None:
-        cannot_run("amtool is not installed (scripts/setup.sh installs prometheus-alertmanager)")
-    url = "https://hooks.example/alerts?token=secret-token-1"
-    fake = tmp_path / "alertmanager"  # records its arguments instead of serving
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$(dirname "$0")/args"\n')
-    fake.chmod(0o755)
-    done = subprocess.run(
-        ["sh", str(REPO / "docker" / "alertmanager" / "entrypoint.sh")],
-        env={
-            "PATH": os.environ["PATH"],
-            "ALERT_WEBHOOK_URL": url,
-            "ALERTMANAGER_CONFIG": str(tmp_path / "alertmanager.yml"),
-            "ALERTMANAGER_STORAGE": str(tmp_path),
-            "ALERTMANAGER_BIN": str(fake),
-        },
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
-    written = tmp_path / "alertmanager.yml"
-    assert oct(written.stat().st_mode & 0o777) == "0o600"
-    routing = yaml.safe_load(written.read_text())
-    assert routing["route"] == alert_route("webhook")  # the launcher's, overloads included
-    assert routing["receivers"][0]["webhook_configs"][0] == {"url": url, "send_resolved": True}
-    assert url not in (tmp_path / "args").read_text()
-    check = subprocess.run([amtool, "check-config", str(written)], capture_output=True, timeout=30)
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
 # ------------------------------------------------------------------------------------ disk space
 def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
     tmp_path: Path,
@@ -1081,19 +749,17 @@ def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
     }
     assert "ports" not in disk and disk["expose"] == [env["METRICS_PORT"]]
     assert env["METRICS_HOST"] == "0.0.0.0" and healthcheck_is_real(disk)
-    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    job = next(j for j in config["scrape_configs"] if j["job_name"] == "disk_space")
-    assert job["static_configs"] == [
-        {"targets": [f"disk-space:{env['METRICS_PORT']}"], "labels": {"service": "disk_space"}}
-    ]
-    # the labels the launcher gives its own reporter's target: the alert sees the same series
+    # the target compose's Prometheus is given, with the labels the launcher gives its own
+    # reporter's target: the alert sees the same series
     from stacktools.stack.servers.disk_space import DiskSpace
+    from stacktools.stack.servers.prometheus import COMPOSE_TARGETS
     from stacktools.stack.settings import Settings
 
+    assert COMPOSE_TARGETS["disk_space"] == f"disk-space:{env['METRICS_PORT']}"
     local = DiskSpace(Settings.from_sources(environ={"STACK_RUN_DIR": str(tmp_path)}))
     local.prepare()
     [target] = json.loads(local.target_file.read_text())
-    assert target["labels"] == {**job["static_configs"][0]["labels"], "job": job["job_name"]}
+    assert target["labels"] == {"service": "disk_space", "job": "disk_space"}
 
 
 # ------------------------------------------------------------------------------- schema registry

@@ -116,8 +116,13 @@ def project(
         work,
         free_published_ports(),
         # file times; windows closed by the data alone, as the oracle closes them (an
-        # idle flush between the rounds would close them by the wall clock)
-        {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off"},
+        # idle flush between the rounds would close them by the wall clock); each machine
+        # logs in as itself
+        {
+            "REPLAY_LIVE": "false",
+            "AGGREGATE_IDLE_TIMEOUT": "off",
+            "MQTT_MACHINE_IDENTITIES": "true",
+        },
     )
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
     shutil.copyfile(SAMPLE, files[0])
@@ -125,6 +130,9 @@ def project(
     compose.events = files
     try:
         compose.run("build", timeout_s=2400)
+        # a user for each Thing of the sample (the second file has the same), as a user makes
+        # them: before `up`, whose config job then writes them into Mosquitto's password file
+        compose.run(*MACHINE_USER, "--events", f"/data/{files[0].name}", timeout_s=300)
         services = (*SERVER_SERVICES, *PIPELINE_SERVICES, *ALERT_SERVICES)
         compose.run("up", "-d", *services, *ONE_SHOT, timeout_s=900)
         compose.wait_ready(services, ONE_SHOT, timeout_s=600)
@@ -133,6 +141,17 @@ def project(
         compose.down()
         for file in files:
             file.unlink(missing_ok=True)
+
+
+#: `stack machine-user` in the config job's container, as docs/containers.md gives it.
+MACHINE_USER = (
+    "run",
+    "--rm",
+    "-T",
+    "--no-deps",
+    "config",
+    *"python -m stacktools.stack machine-user".split(),
+)
 
 
 def shifted(events: str, shift_ms: int) -> str:
@@ -278,6 +297,24 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
     assert [m["url"] for m in managers["activeAlertmanagers"]] == [
         "http://alertmanager:9093/api/v2/alerts"
     ], managers
+
+
+def test_each_machine_publishes_only_as_itself(project: ComposeProject, tmp_path: Path) -> None:
+    """MQTT_MACHINE_IDENTITIES in compose (after the replays, which every Thing made as itself):
+    a machine user is refused another Thing's topic, the shared `machine` user is gone. The
+    passwords are read as the simulator reads them, from the `machines` volume."""
+    done = project.run(
+        "run",
+        "--rm",
+        "--no-deps",
+        "config",
+        "cat",
+        "/machines/machine-credentials.json",
+        timeout_s=120,
+    )
+    machines = json.loads(done.stdout)
+    assert len(machines) >= 2, machines
+    checks.check_machine_identities(project.host_settings(tmp_path), machines)
 
 
 def test_an_overload_event_reaches_the_alertmanager_service_and_its_resolve_ends_it(

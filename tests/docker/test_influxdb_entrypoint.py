@@ -1,5 +1,6 @@
-"""docker/influxdb/entrypoint.sh run for real, on the host's influxd 1.8.10 (its paths moved into
-a temporary directory, the certs job's files published into another): a stranger racing the
+"""docker/influxdb/entrypoint.sh run for real, on the host's influxd 1.8.10, with the configuration
+the `config` job renders (its paths and ports moved into a temporary directory and onto free
+loopback ports, the certs job's files published into another): a stranger racing the
 first start never becomes admin, no process ever shows the admin's password on its command
 line, the server then speaks HTTPS only with its admin, and a restart on the same data keeps it
 without a second bootstrap."""
@@ -15,6 +16,8 @@ import pytest
 
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.servers.influxdb import InfluxDB
+from stacktools.stack.servers.site import Site
 from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT, find_influxd
@@ -39,6 +42,31 @@ def influxd_of(script_pid: int) -> int:
     return script_pid
 
 
+def write_configuration(work: Path, conf: Path, data: Path, tls: certs.TlsFiles, port: int) -> None:
+    """What the `config` job renders for compose, at this test's paths: compose's ports moved
+    onto ``port`` (HTTP) and the one beside it (RPC), the bootstrap socket into ``work``."""
+    site = Site(conf_dir=conf, data_dir=data, tls=tls, in_compose=True)
+    environ = {
+        "TLS": "true",
+        "STACK_RUN_DIR": str(work / "render"),
+        "INFLUX_ADMIN_PASSWORD": PASSWORD,
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFLUX_ADMIN_PASSWORD", PASSWORD)  # the job's environment
+        files = InfluxDB(Settings.from_sources(environ=environ)).config_files(site)
+    moved = {
+        f'":{InfluxDB.COMPOSE_PORTS["http"]}"': f'"127.0.0.1:{port}"',
+        f'"127.0.0.1:{InfluxDB.COMPOSE_PORTS["rpc"]}"': f'"127.0.0.1:{port + 2}"',
+        str(InfluxDB.COMPOSE_BOOTSTRAP_DIR): str(work / "bootstrap"),
+    }
+    conf.mkdir()
+    for name, content in files.items():
+        text = content.decode()
+        for compose, here in moved.items():
+            text = text.replace(compose, here)
+        (conf / name).write_text(text)
+
+
 class EntryPoint:
     """The entry point started as compose starts it, with the environment compose gives it."""
 
@@ -54,20 +82,14 @@ class EntryPoint:
             registry_key_owner=os.geteuid(),
         )
         data = work / "influxdb"
+        conf = work / "conf"
         self.env = {
             "PATH": f"{influxd.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(work),
-            "INFLUX_ADMIN_PASSWORD": PASSWORD,
-            "INFLUXDB_HTTP_FLUX_ENABLED": "true",
-            "INFLUX_TLS_DIR": str(tls.ca.parent),
+            "INFLUX_CONF_DIR": str(conf),
             "INFLUX_DATA_DIR": str(data),
-            "INFLUXDB_META_DIR": str(data / "meta"),
-            "INFLUXDB_DATA_DIR": str(data / "data"),
-            "INFLUXDB_DATA_WAL_DIR": str(data / "wal"),
-            # compose's published port, here on loopback; the RPC port beside it
-            "INFLUXDB_HTTP_BIND_ADDRESS": f"127.0.0.1:{port}",
-            "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{port + 2}",
         }
+        write_configuration(work, conf, data, tls, port)
         self.log = work / "entrypoint.log"
         self.settings = Settings.from_sources(
             environ={
@@ -84,7 +106,7 @@ class EntryPoint:
     def start(self) -> int:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                ["bash", str(ENTRYPOINT), "influxd"], env=self.env, stdout=log, stderr=log
+                ["bash", str(ENTRYPOINT)], env=self.env, stdout=log, stderr=log
             )
         return self.process.pid
 

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,7 +25,7 @@ import yaml
 from stacktools.compose import engine as container_engine
 from stacktools.stack.servers.registry import REGISTRY_JVM_OPTIONS
 from streamkit.paths import REPO_ROOT
-from tests.support.compose import build_images
+from tests.support.compose import build_images, config_job_environment, render_as_config_job
 from tests.support.require import cannot_run
 
 pytestmark = pytest.mark.containers
@@ -127,19 +128,20 @@ def test_prometheus_and_alertmanager_are_the_pinned_versions_run_by_nobody(
     assert owners == ["nobody", "nobody:nobody", "nobody:nobody"], owners
 
 
-def test_the_alert_rules_pass_the_promtool_of_the_pinned_prometheus(images: None) -> None:
-    """prometheus/alerts.yml and compose's configuration as the image's own promtool reads them
-    (mounted as compose mounts them)."""
-    mounts = tuple(
-        f"{REPO_ROOT / source}:/etc/prometheus/{source.rsplit('/', 1)[-1]}:ro,z"
-        for source in ("prometheus/alerts.yml", "docker/prometheus/prometheus.yml")
-    )
+def test_the_alert_rules_and_the_configuration_pass_the_promtool_of_the_pinned_prometheus(
+    images: None, tmp_path: Path
+) -> None:
+    """What compose's `config` job renders for Prometheus (the alert rules with it), as the
+    image's own promtool reads it, mounted where compose mounts it, read as its user."""
+    render_as_config_job(config_job_environment(), tmp_path)
+    mounts = (f"{tmp_path / 'prometheus'}:/etc/prometheus:ro,z",)
+    promtool = "/bin/promtool"
     rules = run(
         "prometheus",
         "check",
         "rules",
         "/etc/prometheus/alerts.yml",
-        entrypoint="/bin/promtool",
+        entrypoint=promtool,
         mounts=mounts,
     )
     assert "SUCCESS" in rules, rules
@@ -148,23 +150,22 @@ def test_the_alert_rules_pass_the_promtool_of_the_pinned_prometheus(images: None
         "check",
         "config",
         "/etc/prometheus/prometheus.yml",
-        entrypoint="/bin/promtool",
+        entrypoint=promtool,
         mounts=mounts,
     )
     assert "is valid prometheus config file" in config, config
 
 
 @pytest.mark.parametrize("webhook", ["", "https://hooks.example/alerts?token=a&b=%20"])
-def test_compose_s_alertmanager_entry_script_writes_what_the_pinned_alertmanager_reads(
-    images: None, webhook: str
+def test_the_rendered_routing_is_what_the_pinned_alertmanager_reads(
+    images: None, tmp_path: Path, webhook: str
 ) -> None:
-    """The entry script, in the image's busybox sh, writes the routing (printf's %b and all) that
-    the image's amtool, of the Alertmanager that reads it, accepts; with a webhook and without."""
-    mounts = (f"{REPO_ROOT / 'docker' / 'alertmanager'}:/docker/alertmanager:ro,z",)
-    env = f"ALERT_WEBHOOK_URL='{webhook}' ALERTMANAGER_BIN=/bin/true"
-    check = "amtool check-config /alertmanager/alertmanager.yml"
-    script = f"{env} /bin/sh /docker/alertmanager/entrypoint.sh && {check}"
-    out = run("alertmanager", "-c", script, mounts=mounts)
+    """The `config` job's routing for Alertmanager, with a webhook and without, accepted by the
+    image's amtool (of the Alertmanager that reads it), mounted where compose mounts it."""
+    render_as_config_job(config_job_environment(webhook), tmp_path)
+    mounts = (f"{tmp_path / 'alertmanager'}:/etc/alertmanager:ro,z",)
+    check = ("check-config", "/etc/alertmanager/alertmanager.yml")
+    out = run("alertmanager", *check, entrypoint="/bin/amtool", mounts=mounts)
     assert "SUCCESS" in out and " - 1 receivers" in out, out
 
 

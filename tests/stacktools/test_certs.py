@@ -134,8 +134,8 @@ def test_an_own_ca_without_a_server_certificate_is_a_configuration_error(tmp_pat
 
 
 def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) -> None:
-    """compose's certs job: the shared volume holds the CA, the chain and the keys (Kafka's and
-    the schema registry's owned by their images' users, here uids that are not ours) but never
+    """compose's certs job: the shared volume holds the CA, the chain and the keys (Kafka's, the
+    schema registry's and Mosquitto's owned by their images' users, not ours) but never
     the CA's key; a second publish after a rotation replaces the files in place."""
     settings = settings_in(tmp_path / "run")
     out = tmp_path / "volume"
@@ -144,6 +144,7 @@ def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) 
     assert sorted(p.name for p in out.iterdir()) == [
         "ca.pem",
         "kafka-keystore.pem",
+        "mosquitto-key.pem",
         "schema-registry-key.pem",
         "server-key.pem",
         "server.pem",
@@ -156,11 +157,15 @@ def test_publish_gives_the_containers_everything_but_the_ca_key(tmp_path: Path) 
         "server-key.pem": 0o400,
         "kafka-keystore.pem": 0o400,
         "schema-registry-key.pem": 0o400,
+        "mosquitto-key.pem": 0o400,
     }
     assert published.server_keystore.stat().st_uid == 4242
     registry_key = out / certs.REGISTRY_KEY
     assert registry_key.stat().st_uid == 4343
     assert registry_key.read_bytes() == published.server_key.read_bytes()
+    mosquitto_key = out / certs.MOSQUITTO_KEY
+    assert mosquitto_key.stat().st_uid == certs.MOSQUITTO_IMAGE_UID
+    assert mosquitto_key.read_bytes() == published.server_key.read_bytes()
     handshake(published, published.ca, "kafka")
     before = serial(published.server_cert)
     again = certs.publish(certs.ensure(settings, rotate=True), out, **owners)

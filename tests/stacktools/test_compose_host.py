@@ -43,7 +43,7 @@ def test_the_bind_mounts_are_read_from_the_compose_file() -> None:
     mounted = {
         path.relative_to(host.COMPOSE_FILE.parent).as_posix() for path in host.bind_mounted()
     }
-    assert {"docker/kafka", "docker/mosquitto", "prometheus/alerts.yml", "data"} <= mounted
+    assert {"docker/kafka", "docker/influxdb", "grafana/provisioning", "data"} <= mounted
     # the line reader (standard library only) finds what a YAML parser finds
     services = yaml.safe_load(host.COMPOSE_FILE.read_text())["services"].values()
     parsed = {

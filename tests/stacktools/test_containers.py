@@ -22,6 +22,7 @@ from stacktools.compose import engine as container_engine
 from stacktools.compose.credentials import new_cluster_id, new_password
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.render import COMPOSE_SERVERS, render
 from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
@@ -82,49 +83,36 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
         work / "tls",
     )
     tls_dir = str(tls.ca.parent)
-    kafka = (
-        DockerContainer(IMAGES["kafka"])
-        .with_bind_ports(9092, kafka_port)
-        .with_volume_mapping(str(REPO_ROOT / "docker" / "kafka"), "/docker/kafka", "ro")
-        .with_volume_mapping(tls_dir, "/tls", "ro")
-        .with_env("CLUSTER_ID", new_cluster_id())
-        .with_env("KAFKA_PORT", str(kafka_port))
-        .with_env("KAFKA_ADMIN_PASSWORD", passwords["KAFKA_ADMIN_PASSWORD"])
-        .with_env("KAFKA_CONTROLLER_PASSWORD", passwords["KAFKA_CONTROLLER_PASSWORD"])
-        .with_kwargs(hostname="kafka", entrypoint=["/bin/bash", "/docker/kafka/entrypoint.sh"])
-    )
-    mosquitto = (
-        DockerContainer(IMAGES["mosquitto"])
-        .with_bind_ports(8883, mqtt_port)
-        .with_volume_mapping(str(REPO_ROOT / "docker" / "mosquitto"), "/docker/mosquitto", "ro")
-        .with_volume_mapping(tls_dir, "/tls", "ro")
-        .with_kwargs(entrypoint=["/bin/sh", "/docker/mosquitto/entrypoint.sh"])
-    )
-    for name in ("MQTT_ADMIN_PASSWORD", "MQTT_MACHINE_PASSWORD", "MQTT_BRIDGE_PASSWORD"):
-        mosquitto.with_env(name, passwords[name])
-    influx = (
-        DockerContainer(IMAGES["influxdb"])
-        .with_bind_ports(8086, influx_port)
-        .with_volume_mapping(str(REPO_ROOT / "docker" / "influxdb"), "/docker/influxdb", "ro")
-        .with_volume_mapping(tls_dir, "/tls", "ro")
-        .with_kwargs(entrypoint=COMPOSE["influxdb"]["entrypoint"])
-    )
-    for key, value in COMPOSE["influxdb"]["environment"].items():
-        influx.with_env(
-            key, passwords["INFLUX_ADMIN_PASSWORD"] if "PASSWORD" in key else str(value)
+    # what compose's config job renders into each server's volume, here a directory each
+    config = work / "config"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, password in passwords.items():
+            patch.setenv(name, password)
+        environ = {
+            "STACK_RUN_DIR": str(work / "render"),
+            "TLS": "true",
+            "KAFKA_PORT": str(kafka_port),
+        }
+        render(Settings.from_sources(environ={**passwords, **environ}), config, new_cluster_id())
+
+    def server(name: str, *scripts: str) -> DockerContainer:
+        """The image compose names, its entry point, its configuration, the `tls` volume."""
+        container = DockerContainer(IMAGES[name]).with_volume_mapping(
+            str(config / name), str(COMPOSE_SERVERS[name].conf_dir), "ro"
         )
-    prometheus = (
-        DockerContainer(IMAGES["prometheus"])
-        .with_bind_ports(9090, prometheus_port)
-        .with_volume_mapping(
-            str(REPO_ROOT / "docker" / "prometheus" / "prometheus.yml"),
-            "/etc/prometheus/prometheus.yml",
-            "ro",
-        )
-        .with_volume_mapping(
-            str(REPO_ROOT / "prometheus" / "alerts.yml"), "/etc/prometheus/alerts.yml", "ro"
-        )
-    )
+        for script in scripts:
+            container.with_volume_mapping(
+                str(REPO_ROOT / "docker" / script), f"/docker/{script}", "ro"
+            )
+        if "entrypoint" in COMPOSE[name]:
+            container.with_kwargs(entrypoint=COMPOSE[name]["entrypoint"])
+        return container.with_volume_mapping(tls_dir, "/tls", "ro")
+
+    kafka = server("kafka", "kafka").with_bind_ports(9092, kafka_port)
+    kafka.with_kwargs(hostname="kafka", entrypoint=COMPOSE["kafka"]["entrypoint"])
+    mosquitto = server("mosquitto").with_bind_ports(8883, mqtt_port)
+    influx = server("influxdb", "influxdb").with_bind_ports(8086, influx_port)
+    prometheus = server("prometheus").with_bind_ports(9090, prometheus_port)
     started = []
     try:
         for container in (kafka, mosquitto, influx, prometheus):

@@ -39,7 +39,7 @@ def test_the_bootstrap_configuration_keeps_tcp_clients_out(tmp_path: Path) -> No
         )
         influx = InfluxDB(settings)
         with bootstrap_files(tmp_path) as files:
-            config = influx.config(files)
+            config = influx.config(influx.site, files)
         assert '  bind-address = "127.0.0.1:0"' in config  # HTTP: ephemeral, not 18086
         assert 'bind-address = "127.0.0.1:0"\n[meta]' in config  # RPC: ephemeral, not 18088
         assert "  https-enabled = true" in config
@@ -47,6 +47,6 @@ def test_the_bootstrap_configuration_keeps_tcp_clients_out(tmp_path: Path) -> No
         assert 'min-version = "tls1.3"\n  max-version = "tls1.2"' in config  # no version left
         assert f'  bind-socket = "{files.socket}"' in config
         assert "  flux-enabled = false" in config
-        final = influx.config()
+        final = influx.config(influx.site)
         assert '  bind-address = "127.0.0.1:18086"' in final and "unix-socket" not in final
         assert ("https-enabled = true" in final) == (tls == "true")

@@ -51,7 +51,7 @@ from tests.support.harness import wait_for_keys
 from tests.support.messages import header_of
 from tests.support.private_mosquitto import private_mosquitto, service_env
 from tests.support.relay import RELAY_HOST, relay
-from tests.support.server_checks import check_mqtt_auth
+from tests.support.server_checks import check_mqtt_auth, publish_reasons
 from tests.support.waits import ONE_MESSAGE_S
 
 QUEUED, INFLIGHT = 20, 5
@@ -186,22 +186,6 @@ def as_machine(mosquitto: Settings, thing: str) -> Settings:
         mqtt_username=thing,
         mqtt_password=Secret(machine_passwords(mosquitto)[thing]),
     )
-
-
-def publish_reasons(client: mqtt.Client, messages: list[tuple[str, bytes]]) -> list[str]:
-    """Publish each (QoS 1) and return the broker's PUBACK reason of each, in order."""
-    reasons: dict[int, str] = {}
-    acked = threading.Semaphore(0)
-
-    def on_publish(_c: object, _u: object, mid: int, reason: mqtt.ReasonCode, _p: object) -> None:
-        reasons[mid] = str(reason)
-        acked.release()
-
-    client.on_publish = on_publish
-    mids = [client.publish(topic, payload, qos=1).mid for topic, payload in messages]
-    for _ in mids:
-        assert acked.acquire(timeout=ONE_MESSAGE_S), "no PUBACK"
-    return [reasons[mid] for mid in mids]
 
 
 @pytest.mark.stack

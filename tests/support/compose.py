@@ -13,6 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+import yaml
+
 from stacktools.compose import engine as container_engine
 from stacktools.compose.env import EXAMPLE, render, write_private
 from stacktools.stack.settings import Settings
@@ -54,7 +57,7 @@ SERVER_SERVICES = (
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
 #: The overload alerts' way to Alertmanager (no part of the data's pipeline).
 ALERT_SERVICES = ("alert-forwarder",)
-ONE_SHOT = ("certs", "provision")
+ONE_SHOT = ("certs", "config", "provision")
 
 
 def compose_cli() -> list[str] | None:
@@ -250,3 +253,39 @@ class ComposeProject:
             timeout_s=300,
             check=False,
         )
+
+
+#: Compose's cluster id as a test renders it: it begins with "-", as one in 64 random ids does.
+CLUSTER_ID = "-k8q5ZTADuRqefk4EFV4z"
+
+
+def config_job_environment(webhook: str = "") -> dict[str, str]:
+    """The `config` job's environment with a value for every variable compose gives it: a
+    password of the right shape for each secret, compose's defaults for the rest."""
+    job = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["config"]
+    values = {}
+    for key, value in job["environment"].items():
+        default = re.fullmatch(r"\$\{\w+:-(.*)\}", str(value))
+        values[key] = (
+            f"{key.lower()}-of-the-test"
+            if "PASSWORD" in key
+            else default.group(1)
+            if default
+            else str(value)
+        )
+    return values | {"ALERT_WEBHOOK_URL": webhook}
+
+
+def settings_of(environ: dict[str, str], run_dir: Path) -> Settings:
+    return Settings.from_sources(environ={**environ, "STACK_RUN_DIR": str(run_dir)})
+
+
+def render_as_config_job(environ: dict[str, str], into: Path) -> None:
+    """What the `config` job writes into its volumes, under ``into`` (``render`` reads the
+    passwords from the process's environment, as in the job's container)."""
+    from stacktools.stack.render import render as render_configurations
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environ.items():
+            patch.setenv(key, value)
+        render_configurations(settings_of(environ, into / "run"), into, CLUSTER_ID)

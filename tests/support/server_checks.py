@@ -210,3 +210,46 @@ def check_tls_only(settings: Settings, other_ca: Path) -> None:
             assert b"Client sent an HTTP request to an HTTPS server" in reply, reply[:200]
         else:
             assert reply == b"" or reply[:1] == b"\x15", (name, reply[:50])  # closed, TLS alert
+
+
+def publish_reasons(client: mqtt.Client, messages: list[tuple[str, bytes]]) -> list[str]:
+    """Publish each (QoS 1) and return the broker's PUBACK reason of each, in order."""
+    reasons: dict[int, str] = {}
+    acked = threading.Semaphore(0)
+
+    def on_publish(_c: object, _u: object, mid: int, reason: mqtt.ReasonCode, _p: object) -> None:
+        reasons[mid] = str(reason)
+        acked.release()
+
+    client.on_publish = on_publish
+    mids = [client.publish(topic, payload, qos=1).mid for topic, payload in messages]
+    for _ in mids:
+        assert acked.acquire(timeout=ONE_MESSAGE_S), "no PUBACK"
+    return [reasons[mid] for mid in mids]
+
+
+def check_machine_identities(settings: Settings, machines: dict[str, str]) -> None:
+    """MQTT_MACHINE_IDENTITIES on a running broker: a machine user (two of ``machines``, Thing
+    -> password) publishes to its own topic and is refused another's; the shared ``machine``
+    user cannot log in."""
+    mine, other = sorted(machines)[:2]
+    prefix = settings.mqtt_topic_prefix
+    machine = dataclasses.replace(
+        settings, mqtt_username=mine, mqtt_password=Secret(machines[mine])
+    )
+    client = make_client(machine, client_id=f"identity-{uuid.uuid4().hex[:8]}")
+    connect(client, machine)
+    try:
+        reasons = publish_reasons(
+            client, [(f"{prefix}/{other}", b"as another"), (f"{prefix}/{mine}", b"as itself")]
+        )
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    assert reasons == ["Not authorized", "Success"], reasons
+    shared = settings.acting_as("mqtt", "machine")
+    try:
+        connect(make_client(shared), shared, timeout_s=10)
+        raise AssertionError("the shared machine user logged in with identities on")
+    except MqttConnectError as exc:
+        assert exc.reason == "Not authorized", exc

@@ -1,11 +1,12 @@
-"""The launcher's Alertmanager: its routing (compose's too) and webhook receiver."""
+"""The launcher's Alertmanager: its routing and webhook receiver (compose's too)."""
 
 from __future__ import annotations
 
 import json
 
 from stacktools.stack.servers.base import Component, http_get
-from streamkit.paths import find_program, private_file
+from stacktools.stack.servers.site import ConfigFiles, Site
+from streamkit.paths import find_program
 
 #: How Alertmanager batches notifications: the first of a group after ``group_wait``, changes
 #: to it (a new alert, a resolved one) at most every ``group_interval``. docs/operations.md
@@ -19,8 +20,7 @@ OVERLOAD_GROUP = ("alertname", "thing", "component", "rating", "overload_since")
 
 def alert_route(receiver: str) -> dict[str, object]:
     """Alertmanager's routing: every alert grouped by alert and service, each component's
-    overload alert its own group (notified once firing, once resolved). Compose's entry point
-    writes the same (docker/alertmanager/entrypoint.sh; a test holds the two equal)."""
+    overload alert its own group (notified once firing, once resolved)."""
     return {
         "receiver": receiver,
         "group_by": ["alertname", "service"],
@@ -51,14 +51,17 @@ class Alertmanager(Component):
 
     def prepare(self) -> None:
         super().prepare()
+        # the webhook URL may carry a token: the configuration is the owner's only
+        self.write_config()
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """``alertmanager.yml``: :func:`alert_route` to ALERT_WEBHOOK_URL's receiver."""
         url = self.settings.alert_webhook_url
         receiver: dict[str, object] = {"name": "webhook" if url else "none"}
         if url:
             receiver["webhook_configs"] = [{"url": url, "send_resolved": True}]
         config = {"route": alert_route(str(receiver["name"])), "receivers": [receiver]}
-        # the webhook URL may carry a token: the configuration is the owner's only
-        with private_file(self.conf_dir / "alertmanager.yml") as out:
-            out.write(json.dumps(config, indent=2).encode())
+        return {"alertmanager.yml": json.dumps(config, indent=2).encode()}
 
     def command(self) -> list[str]:
         return [

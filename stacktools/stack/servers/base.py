@@ -8,12 +8,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
+from stacktools.stack import certs
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.influx import basic_auth
+from stacktools.stack.servers.site import ConfigFiles, Site
 from stacktools.stack.settings import Settings
 from streamkit.errors import ConfigError
 from streamkit.fields import credential_env
-from streamkit.paths import private_directory
+from streamkit.paths import private_directory, private_file
 from streamkit.tls import client_context
 
 
@@ -77,6 +79,27 @@ class Component:
         private_directory(self.conf_dir)
         private_directory(self.data_dir.parent)  # <run dir>/data
         private_directory(self.data_dir)
+
+    @property
+    def site(self) -> Site:
+        """This host, as the launcher runs it: its run directory, the stack's TLS files."""
+        tls = certs.files(self.settings) if self.settings.tls else None
+        return Site(conf_dir=self.conf_dir, data_dir=self.data_dir, tls=tls)
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """The server's configuration for ``site``: the launcher's (:meth:`prepare` writes it)
+        or a compose container's (``python -m stacktools.stack render``); empty for a server
+        configured on its command line alone."""
+        return {}
+
+    def write_config(self) -> None:
+        """This host's configuration files, each the launcher user's only (some hold
+        passwords)."""
+        for name, content in self.config_files(self.site).items():
+            path = self.conf_dir / name
+            private_directory(path.parent)
+            with private_file(path) as out:
+                out.write(content)
 
     def command(self) -> list[str]:
         raise NotImplementedError

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stacktools.stack import certs, influx_bootstrap
+from stacktools.stack import influx_bootstrap
 from stacktools.stack.access import INFLUX_RIGHTS
 from stacktools.stack.errors import InfluxError, LauncherError
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers.base import Component, stack_tls_get
+from stacktools.stack.servers.site import ConfigFiles, Site
 from streamkit.paths import find_influxd, private_directory
 
 
@@ -50,7 +51,12 @@ class InfluxDB(Component):
             else "influxd 1.8.10 not found: run scripts/setup.sh (builds it with go install)"
         )
 
-    def config(self, bootstrap: Bootstrap | None = None) -> str:
+    #: Inside a compose container: the HTTP port (the image's), and the RPC port, on loopback.
+    COMPOSE_PORTS = {"http": 8086, "rpc": 8088}
+    #: compose's bootstrap run: its socket's directory, made 0700 by the entry point.
+    COMPOSE_BOOTSTRAP_DIR = Path("/run/influxdb-bootstrap")
+
+    def config(self, site: Site, bootstrap: Bootstrap | None = None) -> str:
         """influxd's configuration; with ``bootstrap``, the bootstrap run's: the HTTP service on
         its private socket, its TCP listener on an ephemeral port refusing every TLS handshake
         (no protocol version between min and max), Flux off, the RPC port ephemeral too."""
@@ -61,19 +67,22 @@ class InfluxDB(Component):
             https = (bootstrap.certificate, bootstrap.key)
             versions = ("tls1.3", "tls1.2")  # minimum above maximum: no handshake succeeds
         else:
-            rpc, http = f"127.0.0.1:{s.influx_port + 2}", f"127.0.0.1:{s.influx_port}"
-            if s.tls:
-                tls_files = certs.files(s)
-                https = (tls_files.server_cert, tls_files.server_key)
+            if site.in_compose:
+                rpc = f"127.0.0.1:{self.COMPOSE_PORTS['rpc']}"
+                http = f":{self.COMPOSE_PORTS['http']}"
+            else:
+                rpc, http = f"127.0.0.1:{s.influx_port + 2}", f"127.0.0.1:{s.influx_port}"
+            if site.tls:
+                https = (site.tls.server_cert, site.tls.server_key)
             versions = ("tls1.2", "tls1.3")
         lines = [
             "reporting-disabled = true",
             f"bind-address = {_toml(rpc)}",
             "[meta]",
-            f"  dir = {_toml(self.data_dir / 'meta')}",
+            f"  dir = {_toml(site.data_dir / 'meta')}",
             "[data]",
-            f"  dir = {_toml(self.data_dir / 'data')}",
-            f"  wal-dir = {_toml(self.data_dir / 'wal')}",
+            f"  dir = {_toml(site.data_dir / 'data')}",
+            f"  wal-dir = {_toml(site.data_dir / 'wal')}",
             "  query-log-enabled = false",
             "[http]",
             "  enabled = true",
@@ -111,25 +120,48 @@ class InfluxDB(Component):
         self.require_passwords("influx", (self.settings.influx_username, *INFLUX_RIGHTS))
         private_directory(self.conf_dir)
         private_directory(self.data_dir)
-        self.config_file.write_text(self.config())
+        self.write_config()
         if not self.admin_marker.exists():
             self.bootstrap()
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """``influxdb.conf``; in compose also the bootstrap run's configuration and the admin's
+        statement, which the entry point (docker/influxdb/entrypoint.sh) sends through the
+        bootstrap run's socket, as :meth:`bootstrap` does here."""
+        files = {self.config_file.name: self.config(site).encode()}
+        if site.in_compose and site.tls:
+            directory = self.COMPOSE_BOOTSTRAP_DIR
+            bootstrap = Bootstrap(
+                directory=directory,
+                socket=directory / "influxd.sock",
+                config=site.conf_dir / "influxdb-bootstrap.conf",
+                # no handshake succeeds on the bootstrap run's listener: any certificate serves
+                certificate=site.tls.server_cert,
+                key=site.tls.server_key,
+            )
+            files[bootstrap.config.name] = self.config(site, bootstrap).encode()
+            files["admin.influxql"] = self.admin_statement().encode()
+        return files
+
+    def admin_statement(self) -> str:
+        """The first admin's CREATE USER (the password rules forbid quotes and backslashes)."""
+        s = self.settings
+        self.require_passwords("influx", (s.influx_username,))
+        return (
+            f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password.reveal()}' "
+            "WITH ALL PRIVILEGES"
+        )
 
     def bootstrap(self) -> None:
         """Create the admin through the bootstrap run's private socket (a data directory from
         before this existed may have one already: then nothing is created)."""
-        s = self.settings
-        statement = (
-            f"CREATE USER \"{s.influx_username}\" WITH PASSWORD '{s.influx_password.reveal()}' "
-            "WITH ALL PRIVILEGES"
-        )
         with bootstrap_files(self.conf_dir) as files:
-            files.config.write_text(self.config(files))
+            files.config.write_text(self.config(self.site, files))
             influx_bootstrap.create_admin(
-                ManagedProcess(self.name, s.run_dir),
+                ManagedProcess(self.name, self.settings.run_dir),
                 [str(find_influxd()), "run", "-config", str(files.config)],
                 files,
-                statement,
+                self.admin_statement(),
                 self.start_timeout_s,
             )
         self.admin_marker.touch(mode=0o600)

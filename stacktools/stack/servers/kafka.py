@@ -13,6 +13,7 @@ from stacktools.stack.access import USERS
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.process import port_open
 from stacktools.stack.servers.base import Component
+from stacktools.stack.servers.site import ConfigFiles, Site
 from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
@@ -33,8 +34,10 @@ class Kafka(Component):
     name = "kafka"
     start_timeout_s = 90.0
 
-    def __init__(self, settings: Settings, node: int = 1) -> None:
+    def __init__(self, settings: Settings, node: int = 1, cluster_id: str = "") -> None:
         self.node = node
+        #: compose's (KAFKA_CLUSTER_ID); the launcher makes one (:attr:`cluster_id_file`)
+        self.cluster_id = cluster_id
         if node > 1:  # node 1 keeps the plain name (and run-dir layout) of a single-node stack
             self.name = f"kafka-{node}"
         super().__init__(settings)
@@ -69,27 +72,80 @@ class Kafka(Component):
         # the configuration holds the JAAS passwords, the data every record: the owner's only
         private_directory(self.conf_dir)
         private_directory(self.data_dir)
-        self.require_passwords("kafka", ("admin", "controller"))
+        s = self.settings
+        self.write_config()
+        nodes_file = self.data_dir / self.NODES_MARKER
+        if not (self.data_dir / "meta.properties").exists():
+            self._format_storage()
+            nodes_file.write_text(f"{s.kafka_brokers}\n")
+        elif not (self.data_dir / self.AUTH_MARKER).exists():
+            raise LauncherError(
+                f"the Kafka data in {self.data_dir} was made before authentication was on and has "
+                "no admin user: remove that directory (its topics are lost) and start again"
+            )
+        elif (
+            made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1
+        ) != s.kafka_brokers:
+            raise LauncherError(
+                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), "
+                f"not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
+                f"{s.run_dir / 'data'}/kafka* (its topics are lost)"
+            )
+
+    #: Inside a compose container: the listener for the other containers, the one published
+    #: on the host, the controller's.
+    COMPOSE_PORTS = {"internal": 19092, "host": 9092, "controller": 9093}
+
+    def _listener_properties(self, site: Site) -> dict[str, str]:
+        """Where this node listens and how it is reached. On this host one client listener on
+        127.0.0.1; in compose one for the other containers (its service name) and one for the
+        host (127.0.0.1 and the port compose publishes), each node's controller by its name."""
+        s = self.settings
+        nodes = [Kafka(s, node) for node in range(1, s.kafka_brokers + 1)]
+        protocol = self.protocol
+        if site.in_compose:
+            ports = self.COMPOSE_PORTS
+            voters = [f"{n.node}@{n.name}:{ports['controller']}" for n in nodes]
+            host_port = s.kafka_node_ports[self.node - 1]
+            return {
+                "listeners": f"INTERNAL://:{ports['internal']},HOST://:{ports['host']},"
+                f"CONTROLLER://:{ports['controller']}",
+                "advertised.listeners": f"INTERNAL://{self.name}:{ports['internal']},"
+                f"HOST://127.0.0.1:{host_port}",
+                "controller.quorum.voters": ",".join(voters),
+                "inter.broker.listener.name": "INTERNAL",
+                "listener.security.protocol.map": f"INTERNAL:{protocol},HOST:{protocol},"
+                f"CONTROLLER:{protocol}",
+            }
+        client_port, controller_port = self.ports
+        voters = [f"{n.node}@127.0.0.1:{self.controller_port(n.node)}" for n in nodes]
+        return {
+            "listeners": f"CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{client_port}",
+            "controller.quorum.voters": ",".join(voters),
+            "inter.broker.listener.name": "CLIENT",
+            "listener.security.protocol.map": f"CONTROLLER:{protocol},CLIENT:{protocol}",
+        }
+
+    @staticmethod
+    def client_listeners(site: Site) -> list[str]:
+        """The listeners clients log in on with SCRAM (the broker's own too)."""
+        return ["internal", "host"] if site.in_compose else ["client"]
+
+    def properties(self, site: Site) -> dict[str, str]:
+        """This node's ``server.properties`` for ``site``."""
         s = self.settings
         if s.kafka_brokers < 1:
             raise LauncherError(f"KAFKA_BROKERS must be at least 1, not {s.kafka_brokers}")
         replicas, min_insync = self.replication
-        client_port, controller_port = self.ports
-        voters = ",".join(
-            f"{n}@127.0.0.1:{self.controller_port(n)}" for n in range(1, s.kafka_brokers + 1)
-        )
-        properties = {
+        return {
             "process.roles": "broker,controller",
             "node.id": str(self.node),
-            "controller.quorum.voters": voters,
-            "listeners": f"CLIENT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"CLIENT://127.0.0.1:{client_port}",
+            **self._listener_properties(site),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "CLIENT",
-            "listener.security.protocol.map": f"CONTROLLER:{self.protocol},CLIENT:{self.protocol}",
-            **self._auth_properties(),
-            **self._tls_properties(),
-            "log.dirs": str(self.data_dir),
+            **self._auth_properties(site),
+            **self._tls_properties(site),
+            "log.dirs": str(site.data_dir),
             "num.partitions": str(s.topic_partitions),
             "auto.create.topics.enable": "false",
             # topics are created with the broker's default replication (stacktools.stack.topics)
@@ -109,35 +165,49 @@ class Kafka(Component):
             "transaction.max.timeout.ms": "900000",
             "message.max.bytes": str(16 * 1024 * 1024 + 1024),
         }
-        with private_file(self.conf_dir / "server.properties") as out:
-            out.write("".join(f"{k}={v}\n" for k, v in properties.items()).encode())
-        (self.conf_dir / "log4j2.properties").write_text(
-            "status = warn\n"
-            "appender.out.type = Console\nappender.out.name = STDOUT\n"
-            "appender.out.layout.type = PatternLayout\n"
-            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
-            "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
-            "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
-            "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n"
-        )
-        nodes_file = self.data_dir / self.NODES_MARKER
-        if not (self.data_dir / "meta.properties").exists():
-            self._format_storage()
-            nodes_file.write_text(f"{s.kafka_brokers}\n")
-        elif not (self.data_dir / self.AUTH_MARKER).exists():
-            raise LauncherError(
-                f"the Kafka data in {self.data_dir} was made before authentication was on and has "
-                "no admin user: remove that directory (its topics are lost) and start again"
-            )
-        elif (
-            made_for := int(nodes_file.read_text()) if nodes_file.exists() else 1
-        ) != s.kafka_brokers:
-            raise LauncherError(
-                f"the Kafka data in {self.data_dir} belongs to a cluster of {made_for} node(s), "
-                f"not KAFKA_BROKERS={s.kafka_brokers}: use another STACK_RUN_DIR, or remove "
-                f"{s.run_dir / 'data'}/kafka* (its topics are lost)"
-            )
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """``server.properties`` and the log's configuration (to the console only); in compose
+        also the storage tool's arguments (the first start formats the storage with the admin's
+        SCRAM credential), the healthcheck's client settings and ``kafka.env``, the start
+        scripts' environment, which the entry point (docker/kafka/entrypoint.sh) reads: the
+        heap, set (the image's script would fix 1 GiB), the log configuration, and no GC log
+        (the image's scripts would write both logs into the container's layer, unbounded)."""
+        self.require_passwords("kafka", ("admin", "controller"))
+        server = site.conf_dir / "server.properties"
+        log4j = site.conf_dir / "log4j2.properties"
+        files = {
+            server.name: _properties_text(self.properties(site)),
+            log4j.name: LOG4J_PROPERTIES.encode(),
+        }
+        if not site.in_compose:
+            return files
+        if not self.cluster_id:
+            raise LauncherError("kafka: compose's configuration needs the cluster id")
+        files["storage-format.args"] = self.format_arguments(server, self.cluster_id).encode()
+        files["admin-client.properties"] = _properties_text(self._admin_client(site))
+        start = {
+            "KAFKA_HEAP_OPTS": " ".join(KAFKA_HEAP),
+            "KAFKA_LOG4J_OPTS": f"-Dlog4j2.configurationFile={log4j}",
+            "EXTRA_ARGS": "-name kafkaServer",  # without -loggc
+        }
+        files["kafka.env"] = "".join(f"export {k}='{v}'\n" for k, v in start.items()).encode()
+        return files
+
+    def _admin_client(self, site: Site) -> dict[str, str]:
+        """The admin's client settings (compose's healthcheck), over the client listener."""
+        from streamkit.kafka_clients import SASL_MECHANISM, jaas_config
+
+        settings = {
+            "security.protocol": self.protocol,
+            "sasl.mechanism": SASL_MECHANISM,
+            "sasl.jaas.config": jaas_config(
+                "admin", self.settings.credential("kafka", "admin").reveal()
+            ),
+        }
+        if site.tls:
+            settings |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(site.tls.ca)}
+        return settings
 
     NODES_MARKER = "cluster-nodes"
     AUTH_MARKER = "scram-users-created"
@@ -150,15 +220,16 @@ class Kafka(Component):
 
         return "SASL_SSL" if uses_tls(self.settings) else "SASL_PLAINTEXT"
 
-    def _tls_properties(self) -> dict[str, str]:
+    def _tls_properties(self, site: Site) -> dict[str, str]:
         """Kafka's PEM stores: the key store is the server key followed by its certificate chain
-        (unencrypted key, so no key password), the trust store the CA. They serve both listeners
+        (unencrypted key, so no key password), the trust store the CA. They serve every listener
         and the broker's own clients (to the other nodes' client and controller listeners), which
-        verify the host name like any client: 127.0.0.1 is in the certificate."""
+        verify the host name like any client: 127.0.0.1 and the service names are in the
+        certificate."""
         if self.protocol != "SASL_SSL":
             return {}
-        paths = certs.files(self.settings)
-        if not (paths.server_keystore.exists() and paths.ca.exists()):
+        paths = site.tls or certs.files(self.settings)
+        if not site.in_compose and not (paths.server_keystore.exists() and paths.ca.exists()):
             paths = certs.ensure(self.settings)  # `stack up` made them; a bare prepare() may not
         return {
             "ssl.keystore.type": "PEM",
@@ -169,7 +240,7 @@ class Kafka(Component):
             "ssl.client.auth": "none",
         }
 
-    def _auth_properties(self) -> dict[str, str]:
+    def _auth_properties(self, site: Site) -> dict[str, str]:
         """SCRAM-SHA-512 for clients (users live in the cluster metadata, created by the
         launcher), PLAIN with one static user on the controller listener (SCRAM cannot
         authenticate the controller, which holds the users), ACLs enforced, only the admin
@@ -182,13 +253,15 @@ class Kafka(Component):
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'username="controller" password="{controller}" user_controller="{controller}";'
         )
+        admin = jaas_config("admin", s.credential("kafka", "admin").reveal())
+        clients: dict[str, str] = {}
+        for listener in self.client_listeners(site):
+            clients[f"listener.name.{listener}.sasl.enabled.mechanisms"] = SASL_MECHANISM
+            clients[f"listener.name.{listener}.{SASL_MECHANISM.lower()}.sasl.jaas.config"] = admin
         return {
             "sasl.enabled.mechanisms": SASL_MECHANISM,
             "sasl.mechanism.inter.broker.protocol": SASL_MECHANISM,
-            "listener.name.client.sasl.enabled.mechanisms": SASL_MECHANISM,
-            f"listener.name.client.{SASL_MECHANISM.lower()}.sasl.jaas.config": jaas_config(
-                "admin", s.credential("kafka", "admin").reveal()
-            ),
+            **clients,
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.controller.plain.sasl.jaas.config": plain,
@@ -214,25 +287,11 @@ class Kafka(Component):
             self.cluster_id_file.parent.mkdir(parents=True, exist_ok=True)
             self.cluster_id_file.write_text(new_cluster_id())
         cluster_id = self.cluster_id_file.read_text().strip()
-        admin_password = self.settings.credential("kafka", "admin").reveal()
-        # The admin's password is an argument of the storage tool: it goes into a Java argument
-        # file (0600, deleted right after), so the command line that `ps` shows is `java ...
-        # @file`. `--cluster-id=ID` in one word: a random id may begin with "-", which the tool
-        # would take for an option of its own when given as a separate argument.
         arguments = self.conf_dir / "storage-format.args"
         try:
             with private_file(arguments) as out:
-                out.write(
-                    java_argument_file(
-                        "kafka.tools.StorageTool",
-                        "format",
-                        f"--cluster-id={cluster_id}",
-                        "-c",
-                        str(self.conf_dir / "server.properties"),
-                        "--add-scram",
-                        f"SCRAM-SHA-512=[name=admin,password={admin_password}]",
-                    ).encode()
-                )
+                text = self.format_arguments(self.conf_dir / "server.properties", cluster_id)
+                out.write(text.encode())
             result = subprocess.run(
                 self._java(f"@{arguments}"), capture_output=True, text=True, timeout=120
             )
@@ -241,6 +300,24 @@ class Kafka(Component):
         if result.returncode != 0:
             raise LauncherError(f"kafka storage format failed:\n{result.stdout}\n{result.stderr}")
         (self.data_dir / self.AUTH_MARKER).write_text("admin\n")
+
+    def format_arguments(self, server_properties: Path, cluster_id: str) -> str:
+        """The storage tool's arguments, its first user (the admin, with a SCRAM credential)
+        among them, as a Java argument file: the launcher and compose's entry point run
+        ``java @file``, so no command line that ``ps`` shows holds the password. (The launcher
+        deletes the file right after.) ``--cluster-id=ID`` in one word: a random id may begin
+        with "-", which the tool would take for an option of its own."""
+        admin_password = self.settings.credential("kafka", "admin").reveal()
+        return java_argument_file(
+            "kafka.tools.StorageTool",
+            "format",
+            "--ignore-formatted",
+            f"--cluster-id={cluster_id}",
+            "-c",
+            str(server_properties),
+            "--add-scram",
+            f"SCRAM-SHA-512=[name=admin,password={admin_password}]",
+        )
 
     def command(self) -> list[str]:
         return self._java("kafka.Kafka", str(self.conf_dir / "server.properties"))
@@ -309,6 +386,23 @@ class Kafka(Component):
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
+
+
+def _properties_text(properties: dict[str, str]) -> bytes:
+    return "".join(f"{key}={value}\n" for key, value in properties.items()).encode()
+
+
+#: The launcher's broker log: warnings, and the line that says the node started.
+LOG4J_PROPERTIES = (
+    "status = warn\n"
+    "appender.out.type = Console\nappender.out.name = STDOUT\n"
+    "appender.out.layout.type = PatternLayout\n"
+    "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+    "rootLogger.level = info\nrootLogger.appenderRef.out.ref = STDOUT\n"
+    "logger.kafka.name = kafka\nlogger.kafka.level = warn\n"
+    "logger.kafkaorg.name = org.apache.kafka\nlogger.kafkaorg.level = warn\n"
+    "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = info\n"
+)
 
 
 def java_argument_file(*arguments: str) -> str:

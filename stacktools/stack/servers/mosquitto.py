@@ -10,12 +10,12 @@ import signal
 import subprocess
 from pathlib import Path
 
-from stacktools.stack import certs
 from stacktools.stack.access import MACHINE_PATTERNS, MQTT_RIGHTS, USERS
 from stacktools.stack.errors import LauncherError
-from stacktools.stack.mqtt_users import machine_passwords, password_line, write_password_file
+from stacktools.stack.mqtt_users import machine_passwords, password_line
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers.base import Component
+from stacktools.stack.servers.site import ConfigFiles, Site
 from streamkit.paths import find_program, private_directory, private_file
 
 # Mosquitto writes its persistence snapshot this often: a crash (not a clean stop) loses the
@@ -81,6 +81,15 @@ class Mosquitto(Component):
         # the password hashes and the configuration: for the launcher's user only
         private_directory(self.conf_dir)
         private_directory(self.data_dir)
+        self.write_config()
+
+    #: Inside a compose container: the one listener.
+    COMPOSE_PORT = 8883
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """``mosquitto.conf``, the password file and the ACL; in compose also the healthcheck's
+        login (``mosquitto_pub`` reads its options from ``$XDG_CONFIG_HOME/mosquitto_pub``, so
+        the admin's password is on no command line)."""
         s = self.settings
         self.require_passwords("mqtt", USERS["mqtt"])
         for name, count in (
@@ -97,13 +106,10 @@ class Mosquitto(Component):
         ]
         # Machine users made so far (stack machine-user): without MQTT_MACHINE_IDENTITIES they
         # have no right in the ACL, so they can log in but neither publish nor read.
-        write_password_file(
-            self.password_file,
-            {
-                **{user: s.credential("mqtt", user).reveal() for user in service_users},
-                **machine_passwords(s),
-            },
-        )
+        passwords = {
+            **{user: s.credential("mqtt", user).reveal() for user in service_users},
+            **machine_passwords(s),
+        }
         rights = "".join(
             f"user {user}\ntopic {access} {topic.format(prefix=s.mqtt_topic_prefix)}\n\n"
             for user, (access, topic) in MQTT_RIGHTS.items()
@@ -115,16 +121,15 @@ class Mosquitto(Component):
                 f"pattern write {pattern.format(prefix=s.mqtt_topic_prefix)}\n"
                 for pattern in MACHINE_PATTERNS
             )
-        acl = self.conf_dir / "acl"
-        acl.write_text(rights)
+        where = f"{self.COMPOSE_PORT}" if site.in_compose else f"{s.mqtt_port} 127.0.0.1"
         lines = [
-            f"listener {s.mqtt_port} 127.0.0.1",
-            *self._tls_lines(),
+            f"listener {where}",
+            *self._tls_lines(site),
             "allow_anonymous false",
-            f"password_file {self.password_file}",
-            f"acl_file {acl}",
+            f"password_file {site.conf_dir / 'passwd'}",
+            f"acl_file {site.conf_dir / 'acl'}",
             "persistence true",
-            f"persistence_location {self.data_dir}/",
+            f"persistence_location {site.data_dir}/",
             f"autosave_interval {MOSQUITTO_AUTOSAVE_S}",
             # Bounded, so that a subscriber that is away (the bridge's persistent session) cannot
             # take the broker's memory: past the bound Mosquitto drops that client's newer
@@ -143,21 +148,27 @@ class Mosquitto(Component):
             "log_type warning",
             "log_type notice",
         ]
-        if os.geteuid() == 0:
+        if not site.in_compose and os.geteuid() == 0:
             # otherwise it switches to 'mosquitto' and cannot read our run dir
             lines.append("user root")
-        (self.conf_dir / "mosquitto.conf").write_text("\n".join(lines) + "\n")
+        files = {
+            "mosquitto.conf": ("\n".join(lines) + "\n").encode(),
+            "passwd": "".join(f"{password_line(u, p)}\n" for u, p in passwords.items()).encode(),
+            "acl": rights.encode(),
+        }
+        if site.in_compose:
+            admin = s.credential("mqtt", "admin").reveal()
+            files["healthcheck/mosquitto_pub"] = f"-u admin\n-P {admin}\n".encode()
+        return files
 
-    def _tls_lines(self) -> list[str]:
+    def _tls_lines(self, site: Site) -> list[str]:
         """The listener's TLS (none with TLS off): the stack's certificate chain and key."""
-        s = self.settings
-        if not s.tls:
+        if site.tls is None:
             return []
-        files = certs.files(s)
         return [
-            f"cafile {files.ca}",
-            f"certfile {files.server_cert}",
-            f"keyfile {files.server_key}",
+            f"cafile {site.tls.ca}",
+            f"certfile {site.tls.server_cert}",
+            f"keyfile {site.tls.server_key}",
             "tls_version tlsv1.2",
         ]
 

@@ -6,9 +6,23 @@ import json
 
 from stacktools.resources import ALERT_RULES
 from stacktools.stack.servers.base import Component, http_get
+from stacktools.stack.servers.site import ConfigFiles, Site
 from streamkit.paths import find_program
 
-#: The alert rules, the same file for the local stack and compose (unit tests beside it).
+#: Prometheus's and Alertmanager's ports inside their compose containers (the images' own).
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+#: The compose services Prometheus scrapes: the ``service`` and ``job`` labels the local stack's
+#: file targets carry (dashboards and alerts work against either stack), and the container's
+#: address (each service's METRICS_PORT in docker-compose.yml).
+COMPOSE_TARGETS = {
+    "simulator": "simulator:9201",
+    "mqtt_bridge": "mqtt-bridge:9202",
+    "db_connector": "db-connector:9205",
+    "spark_single_pass": "spark-single-pass:9206",
+    "alert_forwarder": "alert-forwarder:9207",
+    "disk_space": "disk-space:9207",
+}
 
 
 class Prometheus(Component):
@@ -32,46 +46,49 @@ class Prometheus(Component):
     def prepare(self) -> None:
         super().prepare()
         (self.conf_dir / "targets").mkdir(exist_ok=True)
-        jobs = [
-            {
-                "job_name": "prometheus",
-                "static_configs": [{"targets": [f"127.0.0.1:{self.settings.prometheus_port}"]}],
-            }
-        ]
-        # The pipeline's services are file targets, written by whoever starts them
-        # (stacktools.harness.pipeline: the demo, tests, benchmarks) and removed on a clean stop,
-        # each with its service and job labels: a pipeline that is not running is no target at all,
-        # so it never counts as down.
-        jobs.append(
-            {
-                "job_name": "services",
-                "file_sd_configs": [
-                    {"files": [str(self.conf_dir / "targets" / "*.json")], "refresh_interval": "5s"}
-                ],
-            }
-        )
-        jobs.append(
-            {
-                "job_name": "alertmanager",
-                "static_configs": [{"targets": [f"127.0.0.1:{self.settings.alertmanager_port}"]}],
-            }
-        )
+        self.write_config()
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """``prometheus.yml`` and the alert rules beside it. The pipeline's services are file
+        targets (``targets/*.json``): on this host written by whoever starts them
+        (stacktools.harness.pipeline: the demo, tests, benchmarks) and removed on a clean stop,
+        so a pipeline that is not running is no target at all and never counts as down; in
+        compose written here, one for each service of :data:`COMPOSE_TARGETS`."""
+        s = self.settings
+        if site.in_compose:
+            itself = f"localhost:{PROMETHEUS_PORT}"
+            alertmanager = f"alertmanager:{ALERTMANAGER_PORT}"
+        else:
+            itself = f"127.0.0.1:{s.prometheus_port}"
+            alertmanager = f"127.0.0.1:{s.alertmanager_port}"
+        targets = str(site.conf_dir / "targets" / "*.json")
         config = {
             "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
-            "rule_files": [str(ALERT_RULES)],
-            "alerting": {
-                "alertmanagers": [
-                    {
-                        "static_configs": [
-                            {"targets": [f"127.0.0.1:{self.settings.alertmanager_port}"]}
-                        ]
-                    }
-                ]
-            },
-            "scrape_configs": jobs,
+            "rule_files": [str(site.conf_dir / "alerts.yml")],
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
+            "scrape_configs": [
+                {"job_name": "prometheus", "static_configs": [{"targets": [itself]}]},
+                {
+                    "job_name": "services",
+                    "file_sd_configs": [{"files": [targets], "refresh_interval": "5s"}],
+                },
+                {"job_name": "alertmanager", "static_configs": [{"targets": [alertmanager]}]},
+            ],
         }
         # JSON is valid YAML, and needs no YAML writer here
-        (self.conf_dir / "prometheus.yml").write_text(json.dumps(config, indent=2))
+        files = {
+            "prometheus.yml": json.dumps(config, indent=2).encode(),
+            "alerts.yml": ALERT_RULES.read_bytes(),
+        }
+        if site.in_compose:
+            files["targets/compose.json"] = json.dumps(
+                [
+                    {"targets": [address], "labels": {"service": service, "job": service}}
+                    for service, address in COMPOSE_TARGETS.items()
+                ],
+                indent=2,
+            ).encode()
+        return files
 
     def command(self) -> list[str]:
         return [
