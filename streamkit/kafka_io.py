@@ -27,6 +27,8 @@ TRANSIENT_CODES = {
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
+    # a broker's handle dropped while the cluster's metadata changed (a node left or came back)
+    KafkaError._DESTROY_BROKER,
 }
 
 

@@ -59,6 +59,28 @@ def registry_problem(values: dict[str, str]) -> str | None:
     )
 
 
+#: The `cluster` profile's nodes, as the containers reach them.
+CLUSTER_SERVERS = "kafka:19092,kafka-2:19092,kafka-3:19092"
+
+
+def cluster_problem(values: dict[str, str]) -> str | None:
+    """The `cluster` profile, KAFKA_BROKERS=3 and KAFKA_SERVERS go together: a profile without
+    the count starts nodes the config job wrote nothing for, a count without the profile waits
+    for a quorum that never forms, and clients that know one node cannot start while it is down."""
+    profiles = {name.strip() for name in values.get("COMPOSE_PROFILES", "").split(",")}
+    brokers = values.get("KAFKA_BROKERS", "1").strip()
+    servers = values.get("KAFKA_SERVERS", "").strip()
+    if ("cluster" in profiles and (brokers, servers) == ("3", CLUSTER_SERVERS)) or (
+        "cluster" not in profiles and brokers == "1"
+    ):
+        return None
+    return (
+        "compose's three Kafka nodes need COMPOSE_PROFILES=cluster, KAFKA_BROKERS=3 and "
+        f"KAFKA_SERVERS={CLUSTER_SERVERS}; one node needs none of them "
+        "(docs/scaling.md#compose-three-kafka-nodes)"
+    )
+
+
 def problems(path: Path) -> list[str]:
     values = read_env_file(path)
     found = [
@@ -66,7 +88,8 @@ def problems(path: Path) -> list[str]:
         for key, value in values.items()
         if is_secret_variable(key) and (problem := password_problem(key, value))
     ]
-    return found + [problem] if (problem := registry_problem(values)) else found
+    switches = (registry_problem(values), cluster_problem(values))
+    return found + [problem for problem in switches if problem]
 
 
 def write_private(path: Path, text: str) -> None:

@@ -1,7 +1,7 @@
 """python -m stacktools.stack up|down|status|logs|provision [component ...]
 python -m stacktools.stack status --pipeline [--watch SECONDS]
 python -m stacktools.stack machine-user [Thing ...] [--events FILE]
-python -m stacktools.stack render --into DIR --kafka-cluster-id ID
+python -m stacktools.stack render --into DIR --kafka-cluster-id=ID --kafka-host-ports=PORT,...
 
 Runs the real servers of the stack as local processes on 127.0.0.1; data, logs, pid files and
 generated credentials live under the run directory (default ./run, STACK_RUN_DIR). ``provision``
@@ -28,7 +28,7 @@ from stacktools.stack import Stack, make_machine_users
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.mqtt_users import things_of
 from stacktools.stack.process import ManagedProcess, tail
-from stacktools.stack.render import render
+from stacktools.stack.render import ComposeCluster, render
 from stacktools.stack.servers import DEFAULT_GROUPS, OPTIONAL_GROUPS
 from stacktools.stack.settings import Settings
 from streamkit.cli import HelpFormatter, entry_point, program_name
@@ -99,10 +99,10 @@ def machine_user(settings: Settings, things: list[str]) -> int:
     return 0
 
 
-def render_compose(settings: Settings, into: Path, cluster_id: str) -> int:
+def render_compose(settings: Settings, into: Path, cluster: ComposeCluster) -> int:
     """Write compose's server configurations; 1, naming them, on passwords the rules refuse."""
     try:
-        written = render(settings, into, cluster_id)
+        written = render(settings, into, cluster)
     except LauncherError as exc:
         print(f"[stack] render: {exc}", file=sys.stderr)
         return 1
@@ -158,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ID",
         help="render: the KRaft cluster id Kafka's storage is formatted with",
     )
+    parser.add_argument(
+        "--kafka-host-ports",
+        metavar="PORT,...",
+        help="render: the host port each Kafka node's client listener is published on",
+    )
     parser.add_argument("-n", "--lines", type=int, default=40, help="logs: lines per component")
     parser.add_argument("-f", "--follow", action="store_true", help="logs: keep printing new lines")
     settings, args = Settings.parse(argv, parser=parser)
@@ -168,9 +173,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("machine-user: name at least one Thing, or --events FILE")
         return machine_user(settings, things)
     if args.action == "render":
-        if not (args.into and args.kafka_cluster_id):
-            parser.error("render: give --into DIR and --kafka-cluster-id ID")
-        return render_compose(settings, args.into, args.kafka_cluster_id)
+        if not (args.into and args.kafka_cluster_id and args.kafka_host_ports):
+            parser.error("render: give --into, --kafka-cluster-id and --kafka-host-ports")
+        try:
+            ports = tuple(int(port) for port in args.kafka_host_ports.split(","))
+        except ValueError:
+            parser.error(f"render: --kafka-host-ports {args.kafka_host_ports!r} is no port list")
+        return render_compose(settings, args.into, ComposeCluster(args.kafka_cluster_id, ports))
     try:
         stack = Stack(settings, args.components or None)
         if args.action == "up":

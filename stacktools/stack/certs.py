@@ -34,6 +34,9 @@ DEFAULT_NAMES = (
     "::1",
     "localhost",
     "kafka",
+    # the `cluster` profile's other Kafka nodes
+    "kafka-2",
+    "kafka-3",
     "mosquitto",
     "influxdb",
     "schema-registry",

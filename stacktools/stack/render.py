@@ -48,7 +48,7 @@ class ComposeServer:
     """A server of the compose stack: its components (Kafka: one per node), where its container
     mounts its configuration volume and keeps its data, and the user its image runs as."""
 
-    components: Callable[[Settings, str], list[Component]]
+    components: Callable[[Settings, ComposeCluster], list[Component]]
     conf_dir: Path
     data_dir: Path
     owner: int
@@ -68,12 +68,29 @@ class ComposeServer:
         return Site(conf_dir=conf_dir, data_dir=self.data_dir, tls=tls, in_compose=True)
 
 
-def _kafka_nodes(settings: Settings, cluster_id: str) -> list[Component]:
-    return [Kafka(settings, node, cluster_id) for node in range(1, settings.kafka_brokers + 1)]
+@dataclass(frozen=True)
+class ComposeCluster:
+    """What compose alone knows of its Kafka nodes: the cluster id their storage is formatted
+    with and the host port each node's client listener is published on, in node order."""
+
+    cluster_id: str
+    host_ports: tuple[int, ...] = ()
 
 
-def _one(component: type[Component]) -> Callable[[Settings, str], list[Component]]:
-    return lambda settings, _cluster_id: [component(settings)]
+def _kafka_nodes(settings: Settings, cluster: ComposeCluster) -> list[Component]:
+    if len(cluster.host_ports) < settings.kafka_brokers:
+        raise LauncherError(
+            f"KAFKA_BROKERS={settings.kafka_brokers}, but compose publishes "
+            f"{len(cluster.host_ports)} Kafka port(s)"
+        )
+    return [
+        Kafka(settings, node, cluster.cluster_id, cluster.host_ports[node - 1])
+        for node in range(1, settings.kafka_brokers + 1)
+    ]
+
+
+def _one(component: type[Component]) -> Callable[[Settings, ComposeCluster], list[Component]]:
+    return lambda settings, _cluster: [component(settings)]
 
 
 #: Every server compose configures, by the name of its configuration volume's directory.
@@ -111,7 +128,7 @@ RENDERED_USERS = {
 }
 
 
-def render(settings: Settings, into: Path, cluster_id: str) -> list[Path]:
+def render(settings: Settings, into: Path, cluster: ComposeCluster) -> list[Path]:
     """Every compose server's configuration under ``into``; the files written."""
     problems = refused_passwords(settings, RENDERED_USERS)
     if problems:
@@ -119,7 +136,7 @@ def render(settings: Settings, into: Path, cluster_id: str) -> list[Path]:
         raise LauncherError(f"refusing to configure the servers with these passwords:\n  {listed}")
     written = []
     for directory, server in COMPOSE_SERVERS.items():
-        for component in server.components(settings, cluster_id):
+        for component in server.components(settings, cluster):
             site = server.site(component)
             for name, content in component.config_files(site).items():
                 target = into / directory / site.conf_dir.relative_to(server.conf_dir) / name

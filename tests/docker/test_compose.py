@@ -532,7 +532,7 @@ def test_env_example_documents_the_config_model_with_placeholder_secrets() -> No
 
 def test_services_read_the_config_model_with_in_network_addresses() -> None:
     expected = {
-        "KAFKA_BOOTSTRAP_SERVERS": "kafka:",
+        "KAFKA_BOOTSTRAP_SERVERS": "${KAFKA_SERVERS:-kafka:19092}",
         "MQTT_HOST": "mosquitto",
         "INFLUX_URL": "https://influxdb:8086",
         "SPARK_MASTER": "spark://spark-master:7077",

@@ -84,10 +84,12 @@ def test_each_server_mounts_its_own_configuration_read_only_after_the_job() -> N
         assert mounts(service)[str(server.conf_dir)] == (f"{name}-config", True), name
         condition = service["depends_on"]["config"]["condition"]
         assert condition == "service_completed_successfully", name
+        # a cluster's nodes (kafka-2, kafka-3) each read their own directory of the volume
+        nodes = [other for other in SERVICES if server.per_node and other.startswith(f"{name}-")]
         others = [
             other
             for other, each in SERVICES.items()
-            if other not in (name, "config")
+            if other not in (name, "config", *nodes)
             and any(source == f"{name}-config" for source, _ in mounts(each).values())
         ]
         assert not others, f"{name}'s configuration is mounted in {others}"
@@ -142,15 +144,14 @@ def test_kafka_listens_where_the_services_and_the_healthcheck_connect(rendered: 
     conf = rendered / "kafka" / "kafka"
     server = properties(conf / "server.properties")
     bootstrap = SERVICES["mqtt-bridge"]["environment"]["KAFKA_BOOTSTRAP_SERVERS"]
-    assert f"INTERNAL://{bootstrap}" in server["advertised.listeners"].split(",")
+    default = re.fullmatch(r"\$\{KAFKA_SERVERS:-(.*)\}", bootstrap)
+    assert default, bootstrap
+    assert f"INTERNAL://{default.group(1)}" in server["advertised.listeners"].split(",")
     assert set(server["listener.security.protocol.map"].split(",")) == {
         "INTERNAL:SASL_SSL",
         "HOST:SASL_SSL",
         "CONTROLLER:SASL_SSL",
     }
-    healthcheck = " ".join(SERVICES["kafka"]["healthcheck"]["test"])
-    client = COMPOSE_SERVERS["kafka"].conf_dir / "kafka" / "admin-client.properties"
-    assert f"--command-config {client}" in healthcheck
     assert properties(conf / "admin-client.properties")["security.protocol"] == "SASL_SSL"
     start = dict(
         line.removeprefix("export ").split("=", 1)
@@ -207,3 +208,38 @@ def test_alertmanager_s_routing_is_the_launcher_s_with_the_url_on_no_command_lin
         cannot_run("amtool is not installed (scripts/setup.sh installs prometheus-alertmanager)")
     check = subprocess.run([amtool, "check-config", str(written)], capture_output=True, timeout=30)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def node_healthcheck(service: str) -> str:
+    """The Kafka node's healthcheck as its shell runs it: KAFKA_NODE from its environment."""
+    node = (SERVICES[service].get("environment") or {}).get("KAFKA_NODE", "kafka")
+    test = " ".join(SERVICES[service]["healthcheck"]["test"])
+    return test.replace("$${KAFKA_NODE:-kafka}", node)
+
+
+def test_the_cluster_profile_s_nodes_are_the_launcher_s_three_nodes(tmp_path: Path) -> None:
+    """KAFKA_BROKERS=3 with the `cluster` profile: the job renders every node's directory, each
+    node's service reads its own and checks its own health, and the replication is
+    production's (three replicas, two in sync), the internal topics' too."""
+    render_as_config_job(config_job_environment() | {"KAFKA_BROKERS": "3"}, tmp_path)
+    nodes = ["kafka", "kafka-2", "kafka-3"]
+    assert [s for s in SERVICES if s.startswith("kafka")] == nodes
+    conf_dir = COMPOSE_SERVERS["kafka"].conf_dir
+    for number, node in enumerate(nodes, start=1):
+        assert node == "kafka" or SERVICES[node]["profiles"] == ["cluster"]
+        health = node_healthcheck(node)
+        assert f"--bootstrap-server {node}:19092" in health, health
+        assert f"--command-config {conf_dir / node / 'admin-client.properties'}" in health
+        server = properties(tmp_path / "kafka" / node / "server.properties")
+        assert server["node.id"] == str(number)
+        assert server["controller.quorum.voters"] == "1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"
+        host_port = re.search(r":(\d+)$", server["advertised.listeners"])
+        published = SERVICES[node]["ports"][0]
+        assert host_port and published.endswith(f"-{host_port.group(1)}}}:9092"), published
+        for key in (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+        ):
+            assert server[key] == "3", key
+        assert server["min.insync.replicas"] == server["transaction.state.log.min.isr"] == "2"

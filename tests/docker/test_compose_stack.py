@@ -1,7 +1,9 @@
 """docker-compose.yml for real: the whole stack in containers (built images of its own, stand-ins
-of the official ones where no registry is reachable), the sample replayed through it while the
-bridge's, the Spark job's and the connector's containers are SIGKILLed and Kafka restarts, and
-InfluxDB and the committed Kafka outputs compared with the oracles, values included.
+of the official ones where no registry is reachable) on its `cluster` profile (three Kafka nodes,
+three replicas, two in sync), each machine logged in as itself; the sample replayed through it
+while the bridge's, the Spark job's and the connector's containers are SIGKILLed, one Kafka
+node's container is SIGKILLed and another restarts, and InfluxDB and the committed Kafka outputs
+compared with the oracles, values included.
 
 Runs wherever podman or a Docker engine is (scripts/setup-containers.sh installs podman); it
 fails rather than skips when the engine cannot be started, so CI cannot pass without it."""
@@ -20,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from stacktools.compose import engine as container_engine
+from stacktools.compose.env import CLUSTER_SERVERS
 from stacktools.dashboards import prometheus_api
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
@@ -35,6 +38,7 @@ from tests.support import server_checks as checks
 from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.compose import (
     ALERT_SERVICES,
+    CLUSTER_NODES,
     ONE_SHOT,
     PIPELINE_SERVICES,
     SERVER_SERVICES,
@@ -85,14 +89,19 @@ OVERLOAD = {
     "peak_w": 18_000.0,
     "rated_power_kw": 20.0,
 }
-#: (seconds into the replay, what): each service's processes SIGKILLed as a crash would, and one
-#: broker restart. A crash, not `docker compose kill`: podman takes that for a user's stop and
-#: applies no restart policy, where the crash must be brought back by the policy alone.
+#: (seconds into the replay, what): each service's processes SIGKILLed as a crash would; one Kafka
+#: node's container SIGKILLed and started again later, another restarted meanwhile, so that for a
+#: while one node alone is up and writes wait for a second in sync. A service's crash is not
+#: `docker compose kill`: podman takes that for a user's stop and applies no restart policy,
+#: where the crash must be brought back by the policy alone. A node's is (its java is the
+#: container's first process, which a signal from inside cannot end), so it is started again.
 FAULTS = (
-    (4.0, "crash", "mqtt-bridge"),
+    (3.0, "kill", "kafka-2"),
+    (5.0, "crash", "mqtt-bridge"),
     (8.0, "crash", "spark-single-pass"),
-    (12.0, "crash", "db-connector"),
-    (15.0, "restart", "kafka"),
+    (11.0, "restart", "kafka-3"),
+    (14.0, "crash", "db-connector"),
+    (30.0, "start", "kafka-2"),
 )
 
 
@@ -122,6 +131,10 @@ def project(
             "REPLAY_LIVE": "false",
             "AGGREGATE_IDLE_TIMEOUT": "off",
             "MQTT_MACHINE_IDENTITIES": "true",
+            # the three lines docs/scaling.md tells users to put into .env
+            "COMPOSE_PROFILES": "cluster",
+            "KAFKA_BROKERS": "3",
+            "KAFKA_SERVERS": CLUSTER_SERVERS,
         },
     )
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
@@ -133,7 +146,7 @@ def project(
         # a user for each Thing of the sample (the second file has the same), as a user makes
         # them: before `up`, whose config job then writes them into Mosquitto's password file
         compose.run(*MACHINE_USER, "--events", f"/data/{files[0].name}", timeout_s=300)
-        services = (*SERVER_SERVICES, *PIPELINE_SERVICES, *ALERT_SERVICES)
+        services = (*SERVER_SERVICES, *CLUSTER_NODES, *PIPELINE_SERVICES, *ALERT_SERVICES)
         compose.run("up", "-d", *services, *ONE_SHOT, timeout_s=900)
         compose.wait_ready(services, ONE_SHOT, timeout_s=600)
         yield compose
@@ -166,6 +179,10 @@ def shifted(events: str, shift_ms: int) -> str:
 def inject(compose: ComposeProject, action: str, service: str) -> None:
     if action == "crash":  # every process of the container but its init, which then exits with it
         compose.run("exec", "-T", service, "sh", "-c", "kill -9 -1", check=False, timeout_s=60)
+    elif action == "kill":
+        compose.run("kill", "-s", "KILL", service, timeout_s=120)
+    elif action == "start":
+        compose.run("start", service, timeout_s=300)
     else:
         compose.run(action, "--no-deps", service, timeout_s=300)
 
@@ -194,7 +211,9 @@ def replay(compose: ComposeProject, events: Path, rate: int, faults: tuple = ())
     settle(
         lambda: compose.states().get("simulator", {}).get("State") == "exited", 600, "the replay"
     )
-    assert compose.states()["simulator"]["ExitCode"] == 0, compose.logs("simulator")
+    assert compose.states()["simulator"]["ExitCode"] == 0, (
+        compose.logs("simulator") + compose.logs("mosquitto")[-6000:]
+    )
     return done
 
 
@@ -227,11 +246,13 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(
     project: ComposeProject, tmp_path: Path
 ) -> None:
     """The same machines a month later, while the bridge's, the Spark job's and the connector's
-    containers crash and Kafka restarts; restart policies alone bring them back."""
+    containers crash (restart policies alone bring them back), one Kafka node is SIGKILLed and
+    another restarts."""
     files = project.events
     faults = replay(project, files[1], rate=REPLAY_RATE, faults=FAULTS)
     states = project.states()
-    assert all(states[name]["State"] == "running" for name in PIPELINE_SERVICES), (faults, states)
+    running = (*PIPELINE_SERVICES, "kafka", *CLUSTER_NODES)
+    assert all(states[name]["State"] == "running" for name in running), (faults, states)
     restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
     assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
     print(assert_equals_the_oracle(project.host_settings(tmp_path), files))

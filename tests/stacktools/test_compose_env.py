@@ -68,24 +68,37 @@ def test_an_existing_env_is_kept_and_checked(tmp_path: Path) -> None:
     assert compose_env.main(["--output", str(target), "--check"]) == 0
 
 
+CLUSTER = "COMPOSE_PROFILES=cluster\nKAFKA_BROKERS=3\nKAFKA_SERVERS=" + compose_env.CLUSTER_SERVERS
+#: What --check says when the schema registry's switches disagree, and when the cluster's do.
+REGISTRY, NODES = "COMPOSE_PROFILES=registry", "COMPOSE_PROFILES=cluster, KAFKA_BROKERS=3"
+
+
 @pytest.mark.parametrize(
-    "lines, refused",
+    "lines, refused_by",
     [
-        ("", False),
-        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=registry\n", False),
-        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=replay,registry\n", False),
-        ("SCHEMA_REGISTRY=true\n", True),
-        ("COMPOSE_PROFILES=registry\n", True),
+        ("", None),
+        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=registry\n", None),
+        ("SCHEMA_REGISTRY=true\nCOMPOSE_PROFILES=replay,registry\n", None),
+        ("SCHEMA_REGISTRY=true\n", REGISTRY),
+        ("COMPOSE_PROFILES=registry\n", REGISTRY),
+        (CLUSTER + "\n", None),
+        (CLUSTER.replace("=cluster", "=registry,cluster") + "\nSCHEMA_REGISTRY=true\n", None),
+        ("COMPOSE_PROFILES=cluster\n", NODES),
+        ("KAFKA_BROKERS=3\n", NODES),
+        (CLUSTER.replace(",kafka-3:19092", "") + "\n", NODES),
+        ("KAFKA_BROKERS=2\n", NODES),
     ],
 )
-def test_check_says_when_the_registry_s_two_switches_disagree(
-    tmp_path: Path, lines: str, refused: bool, capsys: pytest.CaptureFixture[str]
+def test_check_says_when_switches_that_go_together_disagree(
+    tmp_path: Path, lines: str, refused_by: str | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The schema registry's two switches; the cluster profile's three lines."""
     target = tmp_path / ".env"
     assert compose_env.main(["--output", str(target)]) == 0
     target.write_text(target.read_text() + lines)
-    assert compose_env.main(["--output", str(target), "--check"]) == int(refused)
-    assert ("COMPOSE_PROFILES=registry" in capsys.readouterr().err) is refused
+    assert compose_env.main(["--output", str(target), "--check"]) == int(bool(refused_by))
+    said = capsys.readouterr().err
+    assert [m for m in (REGISTRY, NODES) if m in said] == ([refused_by] if refused_by else [])
 
 
 def test_the_generator_runs_with_a_bare_python(tmp_path: Path) -> None:

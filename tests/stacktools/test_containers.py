@@ -22,7 +22,7 @@ from stacktools.compose import engine as container_engine
 from stacktools.compose.credentials import new_cluster_id, new_password
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
-from stacktools.stack.render import COMPOSE_SERVERS, render
+from stacktools.stack.render import COMPOSE_SERVERS, ComposeCluster, render
 from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import admin_client, client_config
@@ -93,7 +93,8 @@ def container_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Set
             "TLS": "true",
             "KAFKA_PORT": str(kafka_port),
         }
-        render(Settings.from_sources(environ={**passwords, **environ}), config, new_cluster_id())
+        cluster = ComposeCluster(new_cluster_id(), (kafka_port,))
+        render(Settings.from_sources(environ={**passwords, **environ}), config, cluster)
 
     def server(name: str, *scripts: str) -> DockerContainer:
         """The image compose names, its entry point, its configuration, the `tls` volume."""

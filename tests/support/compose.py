@@ -18,6 +18,7 @@ import yaml
 
 from stacktools.compose import engine as container_engine
 from stacktools.compose.env import EXAMPLE, render, write_private
+from stacktools.stack.render import ComposeCluster
 from stacktools.stack.settings import Settings
 from streamkit.config import read_env_file
 from streamkit.paths import CACHE_DIR, REPO_ROOT
@@ -26,6 +27,8 @@ from tests.support.ports import free_ports
 #: The host ports the compose file publishes (its ``${NAME:-default}``), as a test sets them.
 PUBLISHED_PORTS = (
     "KAFKA_PORT",
+    "KAFKA_2_PORT",
+    "KAFKA_3_PORT",
     "MQTT_PORT",
     "INFLUX_PORT",
     "PROMETHEUS_PORT",
@@ -54,6 +57,8 @@ SERVER_SERVICES = (
     "spark-worker-2",
     "disk-space",
 )
+#: The `cluster` profile's other Kafka nodes.
+CLUSTER_NODES = ("kafka-2", "kafka-3")
 PIPELINE_SERVICES = ("mqtt-bridge", "spark-single-pass", "db-connector")
 #: The overload alerts' way to Alertmanager (no part of the data's pipeline).
 ALERT_SERVICES = ("alert-forwarder",)
@@ -255,8 +260,10 @@ class ComposeProject:
         )
 
 
-#: Compose's cluster id as a test renders it: it begins with "-", as one in 64 random ids does.
+#: Compose's Kafka cluster as a test renders it: the id begins with "-", as one in 64 random ids
+#: does; the ports are compose's defaults.
 CLUSTER_ID = "-k8q5ZTADuRqefk4EFV4z"
+CLUSTER = ComposeCluster(CLUSTER_ID, (9092, 9094, 9096))
 
 
 def config_job_environment(webhook: str = "") -> dict[str, str]:
@@ -288,4 +295,4 @@ def render_as_config_job(environ: dict[str, str], into: Path) -> None:
     with pytest.MonkeyPatch.context() as patch:
         for key, value in environ.items():
             patch.setenv(key, value)
-        render_configurations(settings_of(environ, into / "run"), into, CLUSTER_ID)
+        render_configurations(settings_of(environ, into / "run"), into, CLUSTER)

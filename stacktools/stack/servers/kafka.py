@@ -34,10 +34,14 @@ class Kafka(Component):
     name = "kafka"
     start_timeout_s = 90.0
 
-    def __init__(self, settings: Settings, node: int = 1, cluster_id: str = "") -> None:
+    def __init__(
+        self, settings: Settings, node: int = 1, cluster_id: str = "", host_port: int = 0
+    ) -> None:
         self.node = node
         #: compose's (KAFKA_CLUSTER_ID); the launcher makes one (:attr:`cluster_id_file`)
         self.cluster_id = cluster_id
+        #: compose's: the host port its client listener is published on (0: the launcher's)
+        self.host_port = host_port
         if node > 1:  # node 1 keeps the plain name (and run-dir layout) of a single-node stack
             self.name = f"kafka-{node}"
         super().__init__(settings)
@@ -106,7 +110,7 @@ class Kafka(Component):
         if site.in_compose:
             ports = self.COMPOSE_PORTS
             voters = [f"{n.node}@{n.name}:{ports['controller']}" for n in nodes]
-            host_port = s.kafka_node_ports[self.node - 1]
+            host_port = self.host_port or s.kafka_node_ports[self.node - 1]
             return {
                 "listeners": f"INTERNAL://:{ports['internal']},HOST://:{ports['host']},"
                 f"CONTROLLER://:{ports['controller']}",

@@ -147,6 +147,9 @@ class Mosquitto(Component):
             "log_type error",
             "log_type warning",
             "log_type notice",
+            # each connection and why it ended: what an operator asks first
+            "log_type information",
+            "connection_messages true",
         ]
         if not site.in_compose and os.geteuid() == 0:
             # otherwise it switches to 'mosquitto' and cannot read our run dir
