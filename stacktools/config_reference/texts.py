@@ -25,6 +25,14 @@ OTHER_VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("KAFKA_CLUSTER_ID", "docker compose", "KRaft cluster id of the compose broker"),
     (
+        "KAFKA_SERVERS",
+        "docker compose",
+        "the Kafka nodes the containers bootstrap from (kafka:19092; with the `cluster` profile "
+        "all three)",
+    ),
+    ("KAFKA_2_PORT", "docker compose", "host port of the `cluster` profile's node 2 (9094)"),
+    ("KAFKA_3_PORT", "docker compose", "host port of the `cluster` profile's node 3 (9096)"),
+    (
         "GRAFANA_ADMIN_PASSWORD",
         "docker compose",
         "password of Grafana's admin user (required, no default)",
