@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 from simulator.errors import MachineUserMissing
 from streamkit.config import MqttSettings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.mqtt_client import connect, make_client
+from streamkit.mqtt_client import connect_patiently, make_client
 from streamkit.wire.keys import machine_topic
 
 
@@ -56,7 +56,9 @@ class MqttPublisher:
         client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
         client.on_publish = self._on_publish
-        connect(client, settings)
+        # a Thing's own connection opens when its first row comes, maybe while the network or the
+        # broker restarts: a moment's failure must not end the replay
+        connect_patiently(client, settings)
         return client
 
     def _client_of(self, thing: str) -> mqtt.Client:

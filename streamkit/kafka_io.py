@@ -29,6 +29,8 @@ TRANSIENT_CODES = {
     KafkaError.COORDINATOR_NOT_AVAILABLE,
     # a broker's handle dropped while the cluster's metadata changed (a node left or came back)
     KafkaError._DESTROY_BROKER,
+    # a partition's new leader whose high watermark has not caught up yet (just elected)
+    KafkaError.OFFSET_NOT_AVAILABLE,
 }
 
 

@@ -22,7 +22,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from streamkit.config import MqttSettings
-from streamkit.deadline import Deadline
+from streamkit.deadline import Backoff, Deadline
 from streamkit.errors import MqttConnectError
 from streamkit.tls import client_context
 
@@ -370,3 +370,29 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         client.loop_stop()
         client.disconnect()
         raise MqttConnectError(f"MQTT broker refused the connection: {reason}", reason)
+
+
+#: How long :func:`connect_patiently` keeps trying to reach a broker.
+REACH_PATIENCE_S = 30.0
+
+
+def connect_patiently(
+    client: mqtt.Client, settings: MqttSettings, patience_s: float = REACH_PATIENCE_S
+) -> None:
+    """:func:`connect`, tried again after a back-off while the broker cannot be reached (its name
+    does not resolve, the connection is refused, or it is cut before any CONNACK: a broker or
+    the network restarting), for ``patience_s`` at most; then the last error is raised. A broker
+    that answers and refuses (a CONNACK with a failure: bad credentials, not authorised) is
+    raised at once, since trying again cannot change its answer."""
+    deadline, backoff = Deadline(patience_s), Backoff(initial_s=0.5, max_s=5.0)
+    while True:
+        try:
+            connect(client, settings)
+            return
+        except MqttConnectError as exc:
+            if exc.reason is not None or deadline.expired():
+                raise
+        except OSError:
+            if deadline.expired():
+                raise
+        backoff.sleep(deadline)

@@ -21,6 +21,8 @@ from stacktools.stack.certs import (
     KAFKA_IMAGE_UID,
     MOSQUITTO_IMAGE_UID,
     MOSQUITTO_KEY,
+    REGISTRY_IMAGE_UID,
+    REGISTRY_KEY,
     TlsFiles,
     replace_file,
 )
@@ -31,6 +33,7 @@ from stacktools.stack.servers.influxdb import InfluxDB
 from stacktools.stack.servers.kafka import Kafka
 from stacktools.stack.servers.mosquitto import Mosquitto
 from stacktools.stack.servers.prometheus import Prometheus
+from stacktools.stack.servers.registry import SchemaRegistry
 from stacktools.stack.servers.site import Site
 from stacktools.stack.settings import Settings
 
@@ -117,6 +120,14 @@ COMPOSE_SERVERS: dict[str, ComposeServer] = {
     ),
     "alertmanager": ComposeServer(
         _one(Alertmanager), Path("/etc/alertmanager"), Path("/alertmanager"), NOBODY
+    ),
+    # the `registry` profile's (rendered whatever the profiles: a few bytes)
+    "schema-registry": ComposeServer(
+        _one(SchemaRegistry),
+        Path("/etc/apicurio"),
+        Path("/var/lib/apicurio"),
+        REGISTRY_IMAGE_UID,
+        key=REGISTRY_KEY,
     ),
 }
 

@@ -766,37 +766,27 @@ def test_the_disk_reporter_watches_the_data_volumes_read_only_with_no_secret(
 REGISTRY_ENV_FILE_LINES = ("SCHEMA_REGISTRY=true", "COMPOSE_PROFILES=registry")
 
 
-def quarkus_env(name: str) -> str:
-    """The environment variable Quarkus (MicroProfile Config) reads a property from."""
-    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-
-
 def test_the_registry_is_an_optional_profile_with_the_local_stack_s_options() -> None:
-    """Profile `registry` only; the launcher's Apicurio options (registry_properties) as the
-    environment variables Quarkus maps them from, with the certs job's certificate, its own copy
-    of the key and the H2 file on a named volume; the same JVM options; HTTPS health check with
-    the CA; published on 127.0.0.1 only."""
+    """Profile `registry` only; the launcher's Apicurio configuration as the `config` job renders
+    it (tests/docker/test_compose_config.py), read by Quarkus from its volume, with the certs
+    job's certificate, its own copy of the key and the H2 file on a named volume; the same JVM
+    options; HTTPS health check with the CA; published on 127.0.0.1 only."""
     from stacktools.stack import certs
-    from stacktools.stack.servers.registry import REGISTRY_GC, REGISTRY_HEAP, registry_properties
+    from stacktools.stack.servers.registry import REGISTRY_GC, REGISTRY_HEAP
 
     registry = services()["schema-registry"]
     assert registry["profiles"] == ["registry"]
     assert registry["image"] == "apicurio/apicurio-registry:3.0.9"
-    expected = registry_properties(
-        host="0.0.0.0",
-        port=8085,
-        database=Path("/var/lib/apicurio/registry"),
-        tls=(Path("/tls/server.pem"), Path(f"/tls/{certs.REGISTRY_KEY}")),
-    )
     env = environment(registry)
     assert env == {
-        **{quarkus_env(key): value for key, value in expected.items()},
+        "QUARKUS_CONFIG_LOCATIONS": "/etc/apicurio/registry.properties",
         # the collector where the image's launcher takes it instead of its own (two collectors
         # stop the JVM: tests/docker/test_standins.py), the heap after its defaults
         "GC_CONTAINER_OPTIONS": REGISTRY_GC,
         "JAVA_OPTS_APPEND": " ".join(REGISTRY_HEAP),
     }
     assert sorted(registry["volumes"]) == [
+        "schema-registry-config:/etc/apicurio:ro",
         "schema-registry-data:/var/lib/apicurio",
         "tls:/tls:ro",
     ]

@@ -100,12 +100,14 @@ def absolute_paths(text: str) -> set[str]:
     return set(re.findall(r"(?:(?<=[\s=\"'\[])|^)(/[\w.-]+(?:/[\w.*-]+)+)", text, re.MULTILINE))
 
 
-def test_every_path_a_configuration_names_is_in_its_container(rendered: Path) -> None:
+def test_every_path_a_configuration_names_is_in_its_container(
+    rendered: Path, tmp_path: Path
+) -> None:
     """Each path lies on a mount of that server's service (or, for InfluxDB's bootstrap socket,
     in the directory its entry point makes), and each TLS file is one the certs job publishes."""
-    published = {
-        path.name for path in vars(certs.files(settings_of({}, rendered / "unused"))).values()
-    } | {"kafka-keystore.pem", certs.MOSQUITTO_KEY}
+    made = certs.ensure(settings_of({}, tmp_path / "ca"))
+    certs.publish(made, tmp_path / "tls", keystore_owner=0, registry_key_owner=0)
+    published = {path.name for path in (tmp_path / "tls").iterdir()}
     for name in COMPOSE_SERVERS:
         targets = [*mounts(SERVICES[name]), "/run/influxdb-bootstrap"]
         for path in sorted(p for p in (rendered / name).rglob("*") if p.is_file()):

@@ -388,3 +388,67 @@ def test_a_connection_lost_while_a_callback_waits_ends_the_wait_instead_of_hangi
         assert disconnected.is_set(), "paho never reported the lost connection"
     finally:
         sock.close()
+
+
+# ---------------------------------------------------------------------- a broker out of reach
+def fake_broker(port: int, connack_code: int, ready: threading.Event) -> threading.Thread:
+    """An MQTT 3.1.1 broker of one connection on ``port``: it reads the CONNECT and answers
+    CONNACK with ``connack_code`` (0: accepted, 5: not authorised)."""
+
+    def serve() -> None:
+        with socket.create_server(("127.0.0.1", port)) as server:
+            ready.set()
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(bytes([0x20, 0x02, 0x00, connack_code]))
+                time.sleep(1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def plain_settings(port: int, host: str = "127.0.0.1") -> Settings:
+    return Settings.from_sources(
+        environ={"MQTT_HOST": host, "MQTT_PORT": str(port), "TLS": "false", "MQTT_PASSWORD": "x"}
+    )
+
+
+def test_a_broker_that_comes_up_late_is_reached_within_the_patience() -> None:
+    """Refused at first (nothing listens), then a broker that accepts: connected."""
+    from streamkit.mqtt_client import connect_patiently, make_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ready = threading.Event()
+    threading.Timer(1.5, lambda: fake_broker(port, 0, ready)).start()
+    settings = plain_settings(port)
+    client = make_client(settings, "patient", mqtt5=False)
+    started = time.monotonic()
+    connect_patiently(client, settings, patience_s=20)
+    assert ready.is_set() and time.monotonic() - started >= 1.0
+    client.loop_stop()
+
+
+def test_a_broker_s_refusal_is_raised_at_once_and_an_unknown_name_after_the_patience() -> None:
+    from streamkit.errors import MqttConnectError
+    from streamkit.mqtt_client import connect_patiently, make_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ready = threading.Event()
+    fake_broker(port, 5, ready)
+    assert ready.wait(5)
+    settings = plain_settings(port)
+    started = time.monotonic()
+    with pytest.raises(MqttConnectError) as refused:
+        connect_patiently(make_client(settings, "refused", mqtt5=False), settings, patience_s=20)
+    assert refused.value.reason is not None and time.monotonic() - started < 5
+    nowhere = plain_settings(port, host="no-such-broker.invalid")
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        connect_patiently(make_client(nowhere, "nowhere", mqtt5=False), nowhere, patience_s=2)
+    assert 2 <= time.monotonic() - started < 10

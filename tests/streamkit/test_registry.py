@@ -19,7 +19,7 @@ from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.services import SERVICES
 from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
-from stacktools.stack.servers.registry import schema_registry
+from stacktools.stack.servers.registry import SchemaRegistry, schema_registry
 from stacktools.stack.settings import Settings
 from streamkit.events import parse_row
 from streamkit.wire import AvroCodec, schema_text
@@ -165,14 +165,18 @@ def test_producer_start_up_refuses_our_schema_after_an_incompatible_version(
 
 def test_the_stack_runs_the_registry_only_when_on(tmp_path: Path) -> None:
     """Off: no registry component; on: HTTPS only with the stack's certificate, H2 in a file
-    under the run dir, nothing secret on its command line."""
+    under the run dir, nothing secret on its command line or in its configuration."""
     off = dataclasses.replace(settings_with(False), run_dir=tmp_path)
     assert "schema-registry" not in Stack(off).names
     on = dataclasses.replace(off, schema_registry=True, schema_registry_port=18181)
     assert "schema-registry" in Stack(on).names
     (registry,) = schema_registry(on)
     command = registry.command()
-    properties = dict(a[2:].split("=", 1) for a in command if a.startswith("-D"))
+    # its configuration is a file Quarkus reads as one more source (the one compose reads too)
+    source = f"-Dquarkus.config.locations={registry.conf_dir / SchemaRegistry.PROPERTIES}"
+    assert source in command
+    rendered = registry.config_files(registry.site)[SchemaRegistry.PROPERTIES].decode()
+    properties = dict(line.split("=", 1) for line in rendered.splitlines())
     assert properties["quarkus.http.host"] == "127.0.0.1"
     assert properties["quarkus.http.ssl-port"] == "18181"
     assert properties["quarkus.http.insecure-requests"] == "disabled"
@@ -180,9 +184,11 @@ def test_the_stack_runs_the_registry_only_when_on(tmp_path: Path) -> None:
     assert properties["apicurio.datasource.url"] == (
         f"jdbc:h2:file:{tmp_path / 'data' / 'schema-registry' / 'registry'}"
     )
-    assert not any("password" in a.lower() for a in command)
+    assert not any("password" in a.lower() for a in command + rendered.splitlines())
+    plain_registry = schema_registry(dataclasses.replace(on, tls=False))[0]
+    plain_file = plain_registry.config_files(plain_registry.site)[SchemaRegistry.PROPERTIES]
+    assert b"quarkus.http.ssl-port" not in plain_file
     plain = dataclasses.replace(on, tls=False)
-    assert "quarkus.http.ssl-port" not in " ".join(schema_registry(plain)[0].command())
     assert plain.registry_url == "http://127.0.0.1:18181/apis/ccompat/v7"
 
 

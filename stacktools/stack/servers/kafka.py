@@ -13,7 +13,7 @@ from stacktools.stack.access import USERS
 from stacktools.stack.errors import LauncherError
 from stacktools.stack.process import port_open
 from stacktools.stack.servers.base import Component
-from stacktools.stack.servers.site import ConfigFiles, Site
+from stacktools.stack.servers.site import ConfigFiles, Site, properties_file
 from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
@@ -181,7 +181,7 @@ class Kafka(Component):
         server = site.conf_dir / "server.properties"
         log4j = site.conf_dir / "log4j2.properties"
         files = {
-            server.name: _properties_text(self.properties(site)),
+            server.name: properties_file(self.properties(site)),
             log4j.name: LOG4J_PROPERTIES.encode(),
         }
         if not site.in_compose:
@@ -189,7 +189,7 @@ class Kafka(Component):
         if not self.cluster_id:
             raise LauncherError("kafka: compose's configuration needs the cluster id")
         files["storage-format.args"] = self.format_arguments(server, self.cluster_id).encode()
-        files["admin-client.properties"] = _properties_text(self._admin_client(site))
+        files["admin-client.properties"] = properties_file(self._admin_client(site))
         start = {
             "KAFKA_HEAP_OPTS": " ".join(KAFKA_HEAP),
             "KAFKA_LOG4J_OPTS": f"-Dlog4j2.configurationFile={log4j}",
@@ -390,10 +390,6 @@ class Kafka(Component):
         report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
-
-
-def _properties_text(properties: dict[str, str]) -> bytes:
-    return "".join(f"{key}={value}\n" for key, value in properties.items()).encode()
 
 
 #: The launcher's broker log: warnings, and the line that says the node started.

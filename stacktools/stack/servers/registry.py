@@ -1,12 +1,12 @@
-"""The launcher's schema registry (Apicurio): its options (compose's too), start and health,
-and every topic's schema registered once it answers."""
+"""The launcher's schema registry (Apicurio): its configuration (compose's too), start and
+health, and every topic's schema registered once it answers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stacktools.stack import certs
 from stacktools.stack.servers.base import Component, stack_tls_get
+from stacktools.stack.servers.site import ConfigFiles, Site, properties_file
 from stacktools.stack.settings import Settings
 from streamkit.paths import APICURIO_DIR
 
@@ -22,9 +22,9 @@ REGISTRY_JVM_OPTIONS = (*REGISTRY_HEAP, REGISTRY_GC)
 def registry_properties(
     *, host: str, port: int, database: Path, tls: tuple[Path, Path] | None
 ) -> dict[str, str]:
-    """Apicurio's (Quarkus's) configuration, written once: the launcher passes it as -D options,
-    compose as the environment variables Quarkus maps them from (tests/docker/test_compose.py
-    holds the compose file to it). ``tls``: (certificate chain, key), then HTTPS only."""
+    """Apicurio's (Quarkus's) configuration: ``registry.properties``, which Quarkus reads as one
+    more source of its configuration (``quarkus.config.locations``: the launcher's -D option,
+    compose's QUARKUS_CONFIG_LOCATIONS). ``tls``: (certificate chain, key), then HTTPS only."""
     properties = {
         "quarkus.http.host": host,
         "quarkus.http.port": str(port),
@@ -72,19 +72,38 @@ class SchemaRegistry(Component):
             else f"Apicurio Registry not found in {APICURIO_DIR}: run scripts/setup.sh"
         )
 
-    def command(self) -> list[str]:
-        tls = certs.files(self.settings) if self.settings.tls else None
+    #: Inside a compose container: the registry's port.
+    COMPOSE_PORT = 8085
+    #: The file of :func:`registry_properties`, in the site's configuration directory.
+    PROPERTIES = "registry.properties"
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.write_config()
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """:func:`registry_properties` for ``site``: every interface of the container in compose
+        (published on 127.0.0.1 of the host only), 127.0.0.1 here; the H2 file in its data
+        directory."""
+        s = self.settings
+        if site.in_compose:
+            host, port = "0.0.0.0", self.COMPOSE_PORT
+        else:
+            host, port = "127.0.0.1", s.schema_registry_port
         properties = registry_properties(
-            host="127.0.0.1",
-            port=self.settings.schema_registry_port,
-            database=self.data_dir / "registry",
-            tls=(tls.server_cert, tls.server_key) if tls else None,
+            host=host,
+            port=port,
+            database=site.data_dir / "registry",
+            tls=(site.tls.server_cert, site.tls.server_key) if site.tls else None,
         )
-        properties["java.io.tmpdir"] = str(self.conf_dir)
+        return {self.PROPERTIES: properties_file(properties)}
+
+    def command(self) -> list[str]:
         return [
             "java",
             *REGISTRY_JVM_OPTIONS,
-            *(f"-D{key}={value}" for key, value in properties.items()),
+            f"-Dquarkus.config.locations={self.conf_dir / self.PROPERTIES}",
+            f"-Djava.io.tmpdir={self.conf_dir}",
             "-jar",
             str(self.runner_jar),
         ]

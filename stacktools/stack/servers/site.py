@@ -27,3 +27,8 @@ class Site:
 
 #: Every file of a rendered configuration, by its path under the site's ``conf_dir``.
 ConfigFiles = dict[str, bytes]
+
+
+def properties_file(properties: dict[str, str]) -> bytes:
+    """A Java properties file of ``properties`` (keys and values plain: no escapes needed)."""
+    return "".join(f"{key}={value}\n" for key, value in properties.items()).encode()
