@@ -35,6 +35,7 @@ from stacktools.stack.servers.mosquitto import Mosquitto
 from stacktools.stack.servers.prometheus import Prometheus
 from stacktools.stack.servers.registry import SchemaRegistry
 from stacktools.stack.servers.site import Site
+from stacktools.stack.servers.spark import SparkMaster
 from stacktools.stack.settings import Settings
 
 #: Where compose's ``tls`` volume is mounted (stacktools.stack.certs --publish fills it).
@@ -59,6 +60,8 @@ class ComposeServer:
     key: str = "server-key.pem"
     #: Whether each component (a cluster's node) has a directory of its own, named as it.
     per_node: bool = False
+    #: The compose services that mount its volume, when not just the one of its name.
+    readers: tuple[str, ...] = ()
 
     def site(self, component: Component) -> Site:
         conf_dir = self.conf_dir / component.name if self.per_node else self.conf_dir
@@ -104,6 +107,7 @@ COMPOSE_SERVERS: dict[str, ComposeServer] = {
         Path("/var/lib/kafka/data"),
         KAFKA_IMAGE_UID,
         per_node=True,
+        readers=("kafka", "kafka-2", "kafka-3"),
     ),
     "mosquitto": ComposeServer(
         _one(Mosquitto),
@@ -120,6 +124,14 @@ COMPOSE_SERVERS: dict[str, ComposeServer] = {
     ),
     "alertmanager": ComposeServer(
         _one(Alertmanager), Path("/etc/alertmanager"), Path("/alertmanager"), NOBODY
+    ),
+    # the master's and every worker's (our image's user has the Spark images' uid, 185)
+    "spark": ComposeServer(
+        _one(SparkMaster),
+        Path("/etc/spark"),
+        Path("/opt/spark/work-dir"),
+        APP_IMAGE_UID,
+        readers=("spark-master", "spark-worker-1", "spark-worker-2"),
     ),
     # the `registry` profile's (rendered whatever the profiles: a few bytes)
     "schema-registry": ComposeServer(

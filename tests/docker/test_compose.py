@@ -400,10 +400,11 @@ def test_the_spark_cluster_authenticates_with_the_shared_secret_as_the_local_one
     launcher's settings; the job is the only other service given the secret."""
     for name in SPARK_CLUSTER:
         env = environment(services()[name])
-        options = env.get(
-            "SPARK_MASTER_OPTS" if name == "spark-master" else "SPARK_WORKER_OPTS", ""
-        )
-        assert "-Dspark.authenticate=true" in options.split(), name
+        # the launcher's properties (spark.authenticate among them), rendered by the config job
+        command = services()[name]["command"]
+        assert command[command.index("--properties-file") + 1] == "/etc/spark/spark.conf", name
+        assert "spark-config:/etc/spark:ro" in services()[name]["volumes"], name
+        assert not [key for key in env if key.endswith("_OPTS")], name
         assert interpolations(env["_SPARK_AUTH_SECRET"]) == [
             ("SPARK_CLUSTER_PASSWORD", ":?", "set it in .env")
         ], name

@@ -78,18 +78,22 @@ def test_the_job_holds_the_passwords_the_configurations_hold_and_reaches_no_netw
     assert mounts(CONFIG_JOB)["/data"][1], "the job may not write the data directory"
 
 
+def readers(name: str) -> tuple[str, ...]:
+    """The compose services that read server ``name``'s configuration."""
+    return COMPOSE_SERVERS[name].readers or (name,)
+
+
 def test_each_server_mounts_its_own_configuration_read_only_after_the_job() -> None:
     for name, server in COMPOSE_SERVERS.items():
-        service = SERVICES[name]
-        assert mounts(service)[str(server.conf_dir)] == (f"{name}-config", True), name
-        condition = service["depends_on"]["config"]["condition"]
-        assert condition == "service_completed_successfully", name
-        # a cluster's nodes (kafka-2, kafka-3) each read their own directory of the volume
-        nodes = [other for other in SERVICES if server.per_node and other.startswith(f"{name}-")]
+        for reader in readers(name):
+            service = SERVICES[reader]
+            assert mounts(service)[str(server.conf_dir)] == (f"{name}-config", True), reader
+            condition = service["depends_on"]["config"]["condition"]
+            assert condition == "service_completed_successfully", reader
         others = [
             other
             for other, each in SERVICES.items()
-            if other not in (name, "config", *nodes)
+            if other not in (*readers(name), "config")
             and any(source == f"{name}-config" for source, _ in mounts(each).values())
         ]
         assert not others, f"{name}'s configuration is mounted in {others}"
@@ -109,7 +113,7 @@ def test_every_path_a_configuration_names_is_in_its_container(
     certs.publish(made, tmp_path / "tls", keystore_owner=0, registry_key_owner=0)
     published = {path.name for path in (tmp_path / "tls").iterdir()}
     for name in COMPOSE_SERVERS:
-        targets = [*mounts(SERVICES[name]), "/run/influxdb-bootstrap"]
+        targets = [*mounts(SERVICES[readers(name)[0]]), "/run/influxdb-bootstrap"]
         for path in sorted(p for p in (rendered / name).rglob("*") if p.is_file()):
             for named in absolute_paths(path.read_text()):
                 assert any(named == t or named.startswith(t + "/") for t in targets), (
@@ -245,3 +249,10 @@ def test_the_cluster_profile_s_nodes_are_the_launcher_s_three_nodes(tmp_path: Pa
         ):
             assert server[key] == "3", key
         assert server["min.insync.replicas"] == server["transaction.state.log.min.isr"] == "2"
+
+
+def test_the_spark_cluster_is_given_the_launcher_s_properties(rendered: Path) -> None:
+    conf = dict(
+        line.split(" ", 1) for line in (rendered / "spark" / "spark.conf").read_text().splitlines()
+    )
+    assert conf["spark.authenticate"] == "true" and conf["spark.master.rest.enabled"] == "false"

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from stacktools.stack.servers.base import Component, http_get
+from stacktools.stack.servers.site import ConfigFiles, Site
 from stacktools.stack.settings import Settings
 from streamkit.sizes import format_size
 
@@ -35,17 +36,28 @@ class SparkCluster(Component):
     def prepare(self) -> None:
         super().prepare()
         self.require_passwords("spark", ("cluster",))
+        self.write_config()
+
+    #: The master's and the workers' properties file (``--properties-file``).
+    PROPERTIES = "spark.conf"
+
+    def config_files(self, site: Site) -> ConfigFiles:
+        """The master's and the workers' properties (compose's too): the shared secret checked
+        (it comes in the environment), no REST submission port, old applications' files
+        cleaned, and each application capped at two cores, so that two streaming applications
+        can share the workers (without a cap the first takes every core)."""
         properties = {
             "spark.authenticate": "true",
             "spark.master.rest.enabled": "false",
             "spark.worker.cleanup.enabled": "true",
             "spark.ui.showConsoleProgress": "false",
+            "spark.deploy.defaultCores": "2",
         }
-        self.properties_file.write_text("".join(f"{k} {v}\n" for k, v in properties.items()))
+        return {self.PROPERTIES: "".join(f"{k} {v}\n" for k, v in properties.items()).encode()}
 
     @property
     def properties_file(self) -> Path:
-        return self.conf_dir / "spark.conf"
+        return self.conf_dir / self.PROPERTIES
 
     def env(self) -> dict[str, str]:
         return {
