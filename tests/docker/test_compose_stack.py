@@ -1,9 +1,10 @@
 """docker-compose.yml for real: the whole stack in containers (built images of its own, stand-ins
-of the official ones where no registry is reachable) on its `cluster` profile (three Kafka nodes,
-three replicas, two in sync), each machine logged in as itself; the sample replayed through it
-while the bridge's, the Spark job's and the connector's containers are SIGKILLed, one Kafka
-node's container is SIGKILLed and another restarts, and InfluxDB and the committed Kafka outputs
-compared with the oracles, values included.
+of the official ones where no registry is reachable), in two shapes: as a user gets it by
+default (one Kafka node, the shared machine user), and on its `cluster` profile (three Kafka
+nodes, three replicas, two in sync) with an identity per machine. In each the sample is replayed
+through it while the bridge's, the Spark job's and the connector's containers are SIGKILLed and
+Kafka restarts (on the cluster: one node's container SIGKILLed, another restarted), and InfluxDB
+and the committed Kafka outputs are compared with the oracles, values included.
 
 Runs wherever podman or a Docker engine is (scripts/setup-containers.sh installs podman); it
 fails rather than skips when the engine cannot be started, so CI cannot pass without it."""
@@ -16,6 +17,7 @@ import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,9 @@ from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import client_config
+from streamkit.mqtt_client import connect, make_client
 from streamkit.paths import REPO_ROOT
+from streamkit.secret import Secret
 from streamkit.wire import AvroCodec, overload_key
 from tests.oracles.join import parse_pairs
 from tests.oracles.pipeline import PipelineSpec, default_stats
@@ -95,13 +99,50 @@ OVERLOAD = {
 #: `docker compose kill`: podman takes that for a user's stop and applies no restart policy,
 #: where the crash must be brought back by the policy alone. A node's is (its java is the
 #: container's first process, which a signal from inside cannot end), so it is started again.
-FAULTS = (
+CLUSTER_FAULTS = (
     (3.0, "kill", "kafka-2"),
     (5.0, "crash", "mqtt-bridge"),
     (8.0, "crash", "spark-single-pass"),
     (11.0, "restart", "kafka-3"),
     (14.0, "crash", "db-connector"),
     (30.0, "start", "kafka-2"),
+)
+#: The default shape's: the same crashes, and its one Kafka node restarted.
+ONE_NODE_FAULTS = (
+    (4.0, "crash", "mqtt-bridge"),
+    (8.0, "crash", "spark-single-pass"),
+    (12.0, "crash", "db-connector"),
+    (15.0, "restart", "kafka"),
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How the compose stack is run: what a user gets by default (one Kafka node, the shared
+    machine user), or the `cluster` profile with an identity per machine."""
+
+    name: str
+    env: dict[str, str]
+    kafka: tuple[str, ...]
+    faults: tuple[tuple[float, str, str], ...]
+    identities: bool
+
+
+SHAPES = (
+    Shape("default", {}, ("kafka",), ONE_NODE_FAULTS, identities=False),
+    Shape(
+        "cluster",
+        # the three lines docs/scaling.md tells users to put into .env, and an identity each
+        {
+            "COMPOSE_PROFILES": "cluster",
+            "KAFKA_BROKERS": "3",
+            "KAFKA_SERVERS": CLUSTER_SERVERS,
+            "MQTT_MACHINE_IDENTITIES": "true",
+        },
+        ("kafka", *CLUSTER_NODES),
+        CLUSTER_FAULTS,
+        identities=True,
+    ),
 )
 
 
@@ -113,29 +154,25 @@ def command_lines() -> Iterator[CommandLineWatch]:
         yield watch
 
 
+@pytest.fixture(scope="module", params=SHAPES, ids=[shape.name for shape in SHAPES])
+def shape(request: pytest.FixtureRequest) -> Shape:
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def project(
-    tmp_path_factory: pytest.TempPathFactory, command_lines: CommandLineWatch
+    shape: Shape, tmp_path_factory: pytest.TempPathFactory, command_lines: CommandLineWatch
 ) -> Iterator[ComposeProject]:
     build_images()
     container_engine.start()
-    work = tmp_path_factory.mktemp("compose")
+    work = tmp_path_factory.mktemp(f"compose-{shape.name}")
     compose = ComposeProject(
-        f"mdtest{os.getpid()}",
+        f"mdtest{os.getpid()}{shape.name}",
         work,
         free_published_ports(),
         # file times; windows closed by the data alone, as the oracle closes them (an
-        # idle flush between the rounds would close them by the wall clock); each machine
-        # logs in as itself
-        {
-            "REPLAY_LIVE": "false",
-            "AGGREGATE_IDLE_TIMEOUT": "off",
-            "MQTT_MACHINE_IDENTITIES": "true",
-            # the three lines docs/scaling.md tells users to put into .env
-            "COMPOSE_PROFILES": "cluster",
-            "KAFKA_BROKERS": "3",
-            "KAFKA_SERVERS": CLUSTER_SERVERS,
-        },
+        # idle flush between the rounds would close them by the wall clock)
+        {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off", **shape.env},
     )
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
     shutil.copyfile(SAMPLE, files[0])
@@ -143,10 +180,12 @@ def project(
     compose.events = files
     try:
         compose.run("build", timeout_s=2400)
-        # a user for each Thing of the sample (the second file has the same), as a user makes
-        # them: before `up`, whose config job then writes them into Mosquitto's password file
-        compose.run(*MACHINE_USER, "--events", f"/data/{files[0].name}", timeout_s=300)
-        services = (*SERVER_SERVICES, *CLUSTER_NODES, *PIPELINE_SERVICES, *ALERT_SERVICES)
+        if shape.identities:
+            # a user for each Thing of the sample (the second file has the same), as a user
+            # makes them: before `up`, whose config job writes them into Mosquitto's passwords
+            compose.run(*MACHINE_USER, "--events", f"/data/{files[0].name}", timeout_s=300)
+        nodes = tuple(node for node in shape.kafka if node != "kafka")
+        services = (*SERVER_SERVICES, *nodes, *PIPELINE_SERVICES, *ALERT_SERVICES)
         compose.run("up", "-d", *services, *ONE_SHOT, timeout_s=900)
         compose.wait_ready(services, ONE_SHOT, timeout_s=600)
         yield compose
@@ -243,15 +282,15 @@ def test_compose_replay_equals_the_oracle(project: ComposeProject, tmp_path: Pat
 
 
 def test_compose_replay_with_killed_containers_still_equals_the_oracle(
-    project: ComposeProject, tmp_path: Path
+    project: ComposeProject, shape: Shape, tmp_path: Path
 ) -> None:
     """The same machines a month later, while the bridge's, the Spark job's and the connector's
     containers crash (restart policies alone bring them back), one Kafka node is SIGKILLed and
     another restarts."""
     files = project.events
-    faults = replay(project, files[1], rate=REPLAY_RATE, faults=FAULTS)
+    faults = replay(project, files[1], rate=REPLAY_RATE, faults=shape.faults)
     states = project.states()
-    running = (*PIPELINE_SERVICES, "kafka", *CLUSTER_NODES)
+    running = (*PIPELINE_SERVICES, *shape.kafka)
     assert all(states[name]["State"] == "running" for name in running), (faults, states)
     restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
     assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
@@ -320,10 +359,27 @@ def test_the_servers_refuse_strangers_and_prometheus_scrapes_every_service(
     ], managers
 
 
-def test_each_machine_publishes_only_as_itself(project: ComposeProject, tmp_path: Path) -> None:
-    """MQTT_MACHINE_IDENTITIES in compose (after the replays, which every Thing made as itself):
-    a machine user is refused another Thing's topic, the shared `machine` user is gone. The
-    passwords are read as the simulator reads them, from the `machines` volume."""
+def test_each_machine_publishes_only_as_itself_or_all_as_the_shared_user(
+    project: ComposeProject, shape: Shape, tmp_path: Path
+) -> None:
+    """After the replays. With MQTT_MACHINE_IDENTITIES (every Thing replayed as itself): a
+    machine user is refused another Thing's topic and the shared `machine` user is gone; the
+    passwords are read as the simulator reads them, from the `machines` volume. Without (the
+    default): the shared user publishes under the prefix."""
+    settings = project.host_settings(tmp_path)
+    if not shape.identities:
+        # the password compose's machines publish with (.env), as the simulator's container has it
+        password = Secret(project.values["MQTT_MACHINE_PASSWORD"])
+        shared = replace(settings, mqtt_username="machine", mqtt_password=password)
+        client = make_client(shared, client_id="compose-shared-machine")
+        connect(client, shared)
+        try:
+            topic = f"{shared.mqtt_topic_prefix}/ComposeM1"
+            assert checks.publish_reasons(client, [(topic, b"{}")]) == ["Success"]
+        finally:
+            client.disconnect()
+            client.loop_stop()
+        return
     done = project.run(
         "run",
         "--rm",
@@ -335,7 +391,7 @@ def test_each_machine_publishes_only_as_itself(project: ComposeProject, tmp_path
     )
     machines = json.loads(done.stdout)
     assert len(machines) >= 2, machines
-    checks.check_machine_identities(project.host_settings(tmp_path), machines)
+    checks.check_machine_identities(settings, machines)
 
 
 def test_an_overload_event_reaches_the_alertmanager_service_and_its_resolve_ends_it(
