@@ -41,7 +41,7 @@ from tests.support.verify_records import (
 def load(settings: Settings, run: str, expected: Expectation) -> int:
     """The expectation's records into ``<topic>.<run>``, partitioned by Thing like the stages
     (one idempotent producer: read_committed reads records written outside transactions)."""
-    declared = {s.name: s for s in load_topic_specs(settings.topic_partitions)}
+    declared = {s.name: s for s in load_topic_specs(settings)}
     specs = [dataclasses.replace(declared[n], name=f"{n}.{run}") for n in DECLARED.values()]
     provision(settings, specs)
     frames = expected.frames

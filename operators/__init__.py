@@ -3,8 +3,9 @@
 Pure (numpy only, no Spark): the contract (:mod:`operators.contract`), the one versioned state
 encoding (:mod:`operators.codec`), the time sentinels and typed durations
 (:mod:`operators.time`), the component patterns of quantity names (:mod:`operators.patterns`),
-the reasons a record is handed back (:mod:`operators.reasons`) and the
-compositions the single pass is built from (:mod:`operators.compose`). ``docs/operators.md``.
+the reasons a record is handed back (:mod:`operators.reasons`), the
+compositions the single pass is built from (:mod:`operators.compose`) and the bound on a key's
+quantity names (:mod:`operators.limit`). ``docs/operators.md``.
 """
 
 from operators import reasons
@@ -12,6 +13,7 @@ from operators.codec import VERSION, Reader, Writer
 from operators.compose import ByQuantity, Emitted, Together
 from operators.contract import Driven, KeyedOperator, drive, due
 from operators.errors import StateFormatError, StateVersionError
+from operators.limit import QuantityLimit
 from operators.patterns import Pattern, is_pattern
 from operators.records import Records
 from operators.time import END_TIME, NO_TIME, ms, to_ms
@@ -20,6 +22,7 @@ __all__ = [
     "END_TIME",
     "NO_TIME",
     "Pattern",
+    "QuantityLimit",
     "VERSION",
     "ByQuantity",
     "Driven",

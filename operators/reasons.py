@@ -25,6 +25,8 @@ INVALID_VALUE = "invalid_value"
 #: Giving a power beyond the component's physical bound: a fault, not a load (the operation
 #: statistics).
 BEYOND_BOUND = "beyond_physical_bound"
+#: Of a quantity name beyond the key's limit of names (``operators.limit``): never state.
+QUANTITY_LIMIT = "quantity_limit"
 
 ALL: tuple[str, ...] = (
     BEHIND_WATERMARK,
@@ -35,4 +37,5 @@ ALL: tuple[str, ...] = (
     PARTNER_TIMEOUT,
     INVALID_VALUE,
     BEYOND_BOUND,
+    QUANTITY_LIMIT,
 )

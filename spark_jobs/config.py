@@ -271,6 +271,13 @@ class JoinSettings(StatisticsSettings):
         allow_zero=True,
         was="JOIN_PARTNER_TIMEOUT_MS",
     )
+    max_quantities: int = setting(
+        1000,
+        "THING_MAX_QUANTITIES",
+        "quantity names a thing keeps state for, admitted in the order their first record "
+        "arrives; the records of any further name go to the late topic as 'quantity_limit' "
+        "(0: no limit)",
+    )
 
 
 #: The window settings, in the order :func:`windowing.parse_windows` takes them.

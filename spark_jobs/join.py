@@ -45,10 +45,9 @@ def to_kafka_records(
     statistics, their cycles and overload alerts as they were encoded."""
     from pyspark.sql import functions as F
 
-    stage = F.col("stage") if operation_stats.enabled(settings) else F.lit(JOIN_STAGE)
     return outputs.to_kafka_records(
         rows,
-        outputs.routes(settings, output_topics(settings), partitions, stage, F.lit(None)),
+        outputs.routes(settings, output_topics(settings), partitions, F.col("stage"), F.lit(None)),
         dlq_topic=settings.dlq_topic,
         dlq_partitions=partitions[settings.dlq_topic],
         source_topic=settings.raw_topic,

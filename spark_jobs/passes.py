@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from lsb import JoinOperator, PairSpec
 from lsb.plan import JoinPlan, PatternPair
-from operators import ByQuantity, KeyedOperator, Pattern, Together, is_pattern
+from operators import (
+    ByQuantity,
+    Emitted,
+    KeyedOperator,
+    Pattern,
+    QuantityLimit,
+    Together,
+    is_pattern,
+)
+from operators.limit import STAGE as LIMIT_STAGE
 from spark_jobs.config import JoinSettings, SinglePassSettings, result_function
 from spark_jobs.operation_stats import STAGE as STATS_STAGE
 from spark_jobs.operation_stats import enabled, power_inputs, stats_operator
@@ -23,6 +32,7 @@ from spark_jobs.output_columns import Fields
 from spark_jobs.renderers import (
     JOIN_FIELDS,
     JOIN_STAGE,
+    JOIN_WITH_STAGE,
     JOIN_WITH_STATISTICS,
     NULLABLE,
     SINGLE_PASS_FIELDS,
@@ -30,6 +40,7 @@ from spark_jobs.renderers import (
     JoinRows,
     PartRows,
     StatsRows,
+    refused_rows,
     stats_rows,
     thing_rows,
     window_rows,
@@ -127,20 +138,30 @@ def join_function(
     )
 
 
+def limited(operator: KeyedOperator[Any, Emitted], settings: JoinSettings) -> QuantityLimit:
+    """A thing's operator behind its limit of quantity names (THING_MAX_QUANTITIES): a pattern
+    pair, the windows and the statistics make state for every name a thing sends."""
+    return QuantityLimit(operator, settings.max_quantities)
+
+
 def join_pass(settings: JoinSettings) -> OperatorFunction:
     """The join job's per-thing function: the join and, with OPSTATS_POWER, the operation
     statistics beside it in the thing's one state (``Together``, as in the single pass), so
-    its cycles go out in the pairs' transaction."""
+    its cycles go out in the pairs' transaction; behind the thing's limit of names."""
     plan = join_plan(settings)
     idle = settings.idle_flush()
-    joiner = JoinOperator(plan, settings.max_future, idle)
+    parts: list[tuple[str, KeyedOperator, Any]] = [
+        (JOIN_STAGE, JoinOperator(plan, settings.max_future, idle), plan.selects)
+    ]
+    renders: dict[str, Any] = {LIMIT_STAGE: refused_rows, JOIN_STAGE: JoinRows()}
     statistics = stats_operator(settings)
-    if statistics is None:
-        return OperatorFunction(joiner, JoinRows(), JOIN_FIELDS, timers=bool(idle))
+    if statistics is not None:
+        parts.append((STATS_STAGE, statistics, None))
+        renders[STATS_STAGE] = stats_rows(settings)
     return OperatorFunction(
-        Together((JOIN_STAGE, joiner, plan.selects), (STATS_STAGE, statistics, None)),
-        PartRows({JOIN_STAGE: JoinRows(), STATS_STAGE: stats_rows(settings)}),
-        JOIN_WITH_STATISTICS,
+        limited(Together(*parts), settings),
+        PartRows(renders),
+        JOIN_WITH_STAGE if statistics is None else JOIN_WITH_STATISTICS,
         timers=bool(idle),
     )
 
@@ -198,7 +219,7 @@ def thing_pass(settings: SinglePassSettings) -> OperatorFunction:
     """The per-thing function Spark calls with the thing's rows of one micro-batch, or without
     rows when the earliest idle timer of its parts fired."""
     return OperatorFunction(
-        thing_operator(settings, join_plan(settings)),
+        limited(thing_operator(settings, join_plan(settings)), settings),
         thing_rows(statistics_rows(settings)),
         output_fields(settings),
         NULLABLE,

@@ -17,7 +17,8 @@ import numpy as np
 
 from lsb import JoinStep
 from operators import NO_TIME, Emitted, Records
-from operators.reasons import FUTURE_TIMESTAMP, SUPERSEDED
+from operators.limit import STAGE as LIMIT_STAGE
+from operators.reasons import FUTURE_TIMESTAMP, QUANTITY_LIMIT, SUPERSEDED
 from opstats import StatsStep
 from spark_jobs import dead_letters
 from spark_jobs.config import StatisticsSettings
@@ -104,7 +105,9 @@ def with_encoded(fields: Fields) -> Fields:
 
 #: ... with the operation statistics beside the join: which stage set a late record aside, and
 #: the statistics' encoded records.
-JOIN_WITH_STATISTICS: Fields = with_encoded([*JOIN_FIELDS, ("stage", "string")])
+#: ... with which stage set a late record aside (the join, or the limit of quantity names).
+JOIN_WITH_STAGE: Fields = [*JOIN_FIELDS, ("stage", "string")]
+JOIN_WITH_STATISTICS: Fields = with_encoded(JOIN_WITH_STAGE)
 
 
 class JoinRows:
@@ -377,11 +380,30 @@ def _wider(*field_lists: Fields) -> Fields:
 SINGLE_PASS_FIELDS: Fields = _wider(JOIN_FIELDS, WINDOW_FIELDS, [("stage", "string")])
 
 
+def refused_rows(
+    out: OutputRows, key: tuple, batch: Records, refused: Records, tags: dict[str, Any]
+) -> None:
+    """The records of quantity names beyond the thing's limit (``operators.limit``), as late
+    rows."""
+    out.add(
+        len(refused),
+        record_type="late",
+        thing=key[0],
+        quantity=refused.quantity,
+        event_time_ms=refused.event_time_ms,
+        value=refused.value,
+        row_id=refused.row_id,
+        reason=QUANTITY_LIMIT,
+        **tags,
+    )
+
+
 def thing_rows(statistics: StatsRows | None = None) -> PartRows:
-    """Renders what the thing's operator emitted: the join's part as the join job does, each
-    quantity's windows as the aggregate job does, the statistics' cycles when they run, each
-    tagged with its stage. Picklable."""
+    """Renders what the thing's operator emitted: the records of names beyond its limit, the
+    join's part as the join job does, each quantity's windows as the aggregate job does, the
+    statistics' cycles when they run, each tagged with its stage. Picklable."""
     renders: dict[str, Render] = {
+        LIMIT_STAGE: refused_rows,
         JOIN_STAGE: JoinRows(),
         WINDOW_STAGE: QuantityRows(window_rows),
     }

@@ -30,7 +30,14 @@ from spark_jobs.driver_outputs import SCHEMAS, KafkaOutputs
 from spark_jobs.eos_sink import ExactlyOnceSink
 from spark_jobs.job import StreamingJob
 from spark_jobs.outputs import AGGREGATE, JOINED, LATE
-from spark_jobs.passes import join_plan, output_fields, statistics_rows, thing_operator, thing_pass
+from spark_jobs.passes import (
+    join_plan,
+    limited,
+    output_fields,
+    statistics_rows,
+    thing_operator,
+    thing_pass,
+)
 from spark_jobs.renderers import NULLABLE, thing_rows
 from spark_jobs.sinks import BatchStage
 from spark_jobs.source import output_partitions, read_measurements
@@ -117,7 +124,7 @@ def driver_batches(settings: SinglePassSettings) -> BatchStage | None:
     """With the state in the driver: each batch through the things' table into the sink."""
     if not settings.state_in_driver():
         return None
-    operator = thing_operator(settings, join_plan(settings))
+    operator = limited(thing_operator(settings, join_plan(settings)), settings)
     partitions = output_partitions(settings, output_topics(settings).values())
     topics = output_topics(settings)
     kafka_outputs = KafkaOutputs(

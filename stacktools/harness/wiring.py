@@ -57,7 +57,7 @@ class Wiring:
         """Fresh test topics (``test.<role>.<tag>``), prefix, ids and database; ``bridge_only``:
         just the bridge's raw and dead-letter topics and its MQTT prefix."""
         tag = uuid.uuid4().hex[:10]
-        declared = {s.name: s for s in load_topic_specs(settings.topic_partitions)}
+        declared = {s.name: s for s in load_topic_specs(settings)}
         specs = [
             dataclasses.replace(declared["machinedata.raw"], name=f"test.raw.{tag}"),
             dataclasses.replace(declared["machinedata.dlq"], name=f"test.dlq.{tag}"),
@@ -91,7 +91,7 @@ class Wiring:
         tag = f"{label}-{uuid.uuid4().hex[:6]}"
         specs = {
             s.name: dataclasses.replace(s, name=f"{s.name}.{tag}")
-            for s in load_topic_specs(settings.topic_partitions)
+            for s in load_topic_specs(settings)
         }
         provision(settings, list(specs.values()))
         names = {name.removeprefix("machinedata."): spec.name for name, spec in specs.items()}

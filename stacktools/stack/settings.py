@@ -10,6 +10,7 @@ composes the concerns it uses.
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from streamkit.config import (
     AlertmanagerSettings,
@@ -31,6 +32,14 @@ class StackSettings(AlertmanagerSettings, PrometheusSettings):
         9093, "KAFKA_CONTROLLER_PORT", "port of the local KRaft controller (node N: + 2(N-1))"
     )
     topic_partitions: int = setting(4, "TOPIC_PARTITIONS", "partitions of each data topic")
+    raw_retention: timedelta = setting(
+        timedelta(days=7),
+        "RAW_RETENTION",
+        "how long the raw topic keeps a record after it was written (cleanup.policy "
+        "compact,delete); 'off': compacted alone, the latest record of every key forever. Longer "
+        "than any stop of the Spark job or the connector you want to ride out (docs/scaling.md)",
+        allow_zero=True,
+    )
     alert_webhook_url: str = setting(
         "",
         "ALERT_WEBHOOK_URL",

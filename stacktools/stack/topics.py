@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass, field
+from datetime import timedelta
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -28,9 +29,10 @@ from confluent_kafka.admin import (
 )
 
 from stacktools.stack.kafka_access import grant_topics
-from stacktools.stack.settings import Settings
+from stacktools.stack.settings import Settings, StackSettings
 from streamkit.cli import HelpFormatter, entry_point, program_name
 from streamkit.deadline import TimedOut
+from streamkit.durations import duration_ms
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
 from streamkit.wire.resources import topics_file
@@ -59,18 +61,31 @@ class ProvisionReport:
     fixed: list[str] = field(default_factory=list)
 
 
+def retention_config(retention: timedelta) -> dict[str, str]:
+    """A compacted topic's deletion by age: ``compact,delete`` keeping each record
+    ``retention`` after it was written (its CreateTime, the producer's clock); zero: compacted
+    alone, nothing deleted while its key lives."""
+    if not retention:
+        return {"cleanup.policy": "compact"}
+    return {"cleanup.policy": "compact,delete", "retention.ms": str(duration_ms(retention))}
+
+
 def load_topic_specs(
-    default_partitions: int, path: Path | Traversable | None = None
+    settings: StackSettings, path: Path | Traversable | None = None
 ) -> list[TopicSpec]:
-    """The declared topics: the package's own, or ``path`` (a test's or a user's variant)."""
+    """The declared topics: the package's own, or ``path`` (a test's or a user's variant), with
+    the partition count and retention the settings give (``retention_setting``: the name of
+    the setting a compacted topic's retention comes from)."""
     declared = yaml.safe_load((path or topics_file()).read_text())["topics"]
     specs = []
     for name, body in declared.items():
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
+        if "retention_setting" in body:
+            config |= retention_config(getattr(settings, body["retention_setting"]))
         specs.append(
             TopicSpec(
                 name,
-                int(body.get("partitions") or default_partitions),
+                int(body.get("partitions") or settings.topic_partitions),
                 config,
                 int(body.get("replication_factor", -1)),
                 body.get("doc", ""),
@@ -180,9 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 3 when any drift remains")
     settings, args = Settings.parse(argv, parser=parser)
     setup_logging(settings.log_level, service="topics", fmt=settings.log_format)
-    report = provision(
-        settings, load_topic_specs(settings.topic_partitions, args.file), fix_config=args.fix_config
-    )
+    report = provision(settings, load_topic_specs(settings, args.file), fix_config=args.fix_config)
     for name in report.created:
         print(f"created   {name}")
     for name in report.unchanged:

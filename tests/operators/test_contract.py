@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators import KeyedOperator, Records, drive
+from operators import KeyedOperator, QuantityLimit, Records, drive
 from tests.support.plain import plain
 
 from .scenarios import NOW_MS, join_operator, opstats_operator, thing_operator, window_operator
@@ -22,6 +22,7 @@ OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
     "join with its idle flush": lambda: join_operator(idle_ms=1000),
     "windows": window_operator,
     "thing": thing_operator,
+    "thing behind a limit of names": lambda: QuantityLimit(thing_operator(), 3),
     "opstats": opstats_operator,
 }
 

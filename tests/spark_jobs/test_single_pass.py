@@ -293,3 +293,29 @@ def test_a_things_state_comes_back_from_its_snapshot_as_it_was(
     _, after_restore = operator.process(restored, rest, NOW_MS + 1000)
     _, uninterrupted = operator.process(state, rest, NOW_MS + 1000)
     assert plain(after_restore) == plain(uninterrupted)
+
+
+def test_a_thing_keeps_state_for_its_first_names_only_and_sets_the_others_aside() -> None:
+    """THING_MAX_QUANTITIES: past the limit a new name's records become late records of the
+    reason quantity_limit (stage quantities), in the single pass and in the join job, and no
+    window or pair is ever made of them."""
+    settings_ = SinglePassSettings.from_sources(
+        cli={"pairs": "speed_*:torque_*", "tumbling": "1s", "max_quantities": 2}
+    )
+    records = [
+        ("M1", q, T0 + t * 100, 1.0, f"{q}{t}")
+        for t in range(30)
+        for q in ("speed_C1", "torque_C1", f"speed_X{t}")
+    ]
+    for function in (passes.thing_pass(settings_), passes.join_pass(settings_)):
+        out = pd.concat(Keyed(function).batch({("M1",): frame(records, 0)}, NOW_MS))
+        late = out[out["record_type"] == "late"]
+        assert set(zip(late["stage"], late["reason"], strict=True)) == {
+            ("quantities", "quantity_limit")
+        }
+        assert sorted(late["quantity"]) == sorted(f"speed_X{t}" for t in range(30))
+        made = out[out["record_type"] != "late"]
+        assert len(made) and not made.isin({"quantity": [f"speed_X{t}" for t in range(30)]}).any(
+            axis=None
+        )
+        assert not made["left_quantity"].fillna("").str.startswith("speed_X").any()

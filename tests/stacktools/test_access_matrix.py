@@ -10,6 +10,7 @@ from stacktools.stack.access import (
     USERS,
     matrix_markdown,
 )
+from stacktools.stack.settings import Settings
 from stacktools.stack.topics import load_topic_specs
 from streamkit.paths import REPO_ROOT
 
@@ -21,7 +22,7 @@ def test_the_readme_shows_the_access_matrix_as_declared() -> None:
 
 
 def test_every_declared_topic_has_a_role_with_rights() -> None:
-    roles = {spec.name: spec.role for spec in load_topic_specs(4)}
+    roles = {spec.name: spec.role for spec in load_topic_specs(Settings.from_sources({}))}
     assert all(roles.values()), f"topics without a role: {[n for n, r in roles.items() if not r]}"
     assert set(roles.values()) == set(TOPIC_RIGHTS)
 

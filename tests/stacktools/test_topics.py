@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from stacktools.stack.servers.kafka import RETENTION_CHECK_MS
 from stacktools.stack.settings import Settings
-from stacktools.stack.topics import _describe_configs, load_topic_specs, main, provision
-from streamkit.kafka_clients import admin_client
+from stacktools.stack.topics import (
+    TopicSpec,
+    _describe_configs,
+    load_topic_specs,
+    main,
+    provision,
+    retention_config,
+)
+from streamkit.kafka_clients import admin_client, client_config
 
 pytestmark = pytest.mark.stack
 
 
 def test_declared_topics_exist_with_declared_configs(stack_settings: Settings) -> None:
-    specs = load_topic_specs(stack_settings.topic_partitions)
+    specs = load_topic_specs(stack_settings)
     names = {s.name for s in specs}
     assert {
         "machinedata.raw",
@@ -33,14 +44,57 @@ def test_declared_topics_exist_with_declared_configs(stack_settings: Settings) -
         for key, value in spec.config.items():
             assert actual[spec.name][key] == value, (spec.name, key)
     raw = next(s for s in specs if s.name == "machinedata.raw")
-    assert raw.config["cleanup.policy"] == "compact" and raw.partitions >= 4
+    assert raw.config["cleanup.policy"] == "compact,delete" and raw.partitions >= 4
+    assert raw.config["retention.ms"] == str(7 * 24 * 3600 * 1000)  # RAW_RETENTION's default
     assert int(raw.config["min.compaction.lag.ms"]) > 0
 
 
+def test_raw_retention_off_keeps_the_raw_topic_compacted_alone() -> None:
+    for value, expected in (("off", {"cleanup.policy": "compact"}), ("2d", None)):
+        settings = Settings.from_sources({"RAW_RETENTION": value})
+        raw = next(s for s in load_topic_specs(settings) if s.role == "raw")
+        if expected is None:
+            assert raw.config["cleanup.policy"] == "compact,delete"
+            assert raw.config["retention.ms"] == str(2 * 24 * 3600 * 1000)
+        else:
+            assert expected.items() <= raw.config.items() and "retention.ms" not in raw.config
+
+
+def test_the_broker_deletes_raw_records_older_than_the_retention(stack_settings: Settings) -> None:
+    """What bounds the raw topic's disk: a record written longer than the retention ago is
+    deleted although compaction alone would keep it (its key is never written again)."""
+    name = f"test.raw-retention.{uuid.uuid4().hex[:8]}"
+    raw = next(s for s in load_topic_specs(stack_settings) if s.role == "raw")
+    config = raw.config | retention_config(timedelta(minutes=1)) | {"segment.ms": "100"}
+    provision(stack_settings, [TopicSpec(name, 1, config, role="raw")])
+    producer = Producer(client_config(stack_settings, "retention-test"))
+    written_ms = int(time.time() * 1000) - 3_600_000  # as if written an hour ago
+    for n in range(10):
+        producer.produce(name, key=f"k{n}".encode(), value=b"v", timestamp=written_ms)
+    producer.flush(30)
+    time.sleep(0.2)  # the next record rolls the segment (its first record is an hour old)
+    producer.produce(name, key=b"now", value=b"v")
+    producer.flush(30)
+    consumer = Consumer(
+        client_config(stack_settings, "retention-test") | {"group.id": f"retention-{name}"}
+    )
+    try:
+        # within two of the node's retention checks
+        deadline = time.monotonic() + 2 * RETENTION_CHECK_MS / 1000 + 10
+        while True:
+            low, high = consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=10)
+            if low == 10 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert (low, high) == (10, 11), "the hour-old records were not deleted"
+    finally:
+        consumer.close()
+
+
 def test_provisioning_twice_changes_nothing(stack_settings: Settings) -> None:
-    report = provision(stack_settings, load_topic_specs(stack_settings.topic_partitions))
+    report = provision(stack_settings, load_topic_specs(stack_settings))
     assert report.created == [] and report.drift == []
-    assert len(report.unchanged) == len(load_topic_specs(stack_settings.topic_partitions))
+    assert len(report.unchanged) == len(load_topic_specs(stack_settings))
 
 
 def _declare(tmp_path: Path, name: str, partitions: int, config: dict[str, str]) -> Path:
@@ -56,7 +110,7 @@ def test_drift_is_reported_and_config_drift_can_be_fixed(
 ) -> None:
     name = f"test.drift.{uuid.uuid4().hex[:8]}"
     first = _declare(tmp_path, name, 2, {"cleanup.policy": "compact", "retention.ms": "1000000"})
-    report = provision(stack_settings, load_topic_specs(4, first))
+    report = provision(stack_settings, load_topic_specs(stack_settings, first))
     assert report.created == [name]
     changed = _declare(tmp_path, name, 3, {"cleanup.policy": "compact", "retention.ms": "2000000"})
     cli = [

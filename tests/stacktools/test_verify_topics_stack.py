@@ -45,7 +45,7 @@ SAMPLE = REPO_ROOT / "tests" / "data" / "test_events.json"
 def scratch_run(settings: Settings) -> str:
     """The declared output topics under ``<topic>.<run>``, as a demo run has them."""
     run = f"verify-{uuid.uuid4().hex[:8]}"
-    declared = {s.name: s for s in load_topic_specs(settings.topic_partitions)}
+    declared = {s.name: s for s in load_topic_specs(settings)}
     provision(
         settings,
         [dataclasses.replace(declared[name], name=f"{name}.{run}") for name in DECLARED.values()],

@@ -24,6 +24,8 @@ KAFKA_VERSION = "4.3.1"
 #: The broker's heap: the launcher's, and compose's (KAFKA_HEAP_OPTS) alike; set, because the
 #: official image's kafka-server-start.sh would otherwise fix it at 1 GiB from the start.
 KAFKA_HEAP = ("-Xms256m", "-Xmx1g")
+#: How often a node deletes segments past their topic's retention (Kafka's default: 5 min).
+RETENTION_CHECK_MS = 10_000
 
 
 class Kafka(Component):
@@ -163,8 +165,10 @@ class Kafka(Component):
             "share.coordinator.state.topic.replication.factor": str(replicas),
             "share.coordinator.state.topic.min.isr": str(min_insync),
             "group.initial.rebalance.delay.ms": "0",
-            # compaction observable within tests, hanging transactions aborted within a minute
+            # compaction and deletion by age observable within tests, hanging transactions
+            # aborted within a minute
             "log.cleaner.backoff.ms": "1000",
+            "log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
             "transaction.max.timeout.ms": "900000",
             "message.max.bytes": str(16 * 1024 * 1024 + 1024),
@@ -387,7 +391,7 @@ class Kafka(Component):
         upsert_users(admin, self.settings)
         retire_users(admin)
         grant_prefixes(admin)
-        report = provision(self.settings, load_topic_specs(self.settings.topic_partitions))
+        report = provision(self.settings, load_topic_specs(self.settings))
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
 
