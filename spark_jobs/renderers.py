@@ -103,10 +103,9 @@ def with_encoded(fields: Fields) -> Fields:
     return [*fields, *ENCODED_FIELDS]
 
 
-#: ... with the operation statistics beside the join: which stage set a late record aside, and
-#: the statistics' encoded records.
 #: ... with which stage set a late record aside (the join, or the limit of quantity names).
 JOIN_WITH_STAGE: Fields = [*JOIN_FIELDS, ("stage", "string")]
+#: ... with the operation statistics beside the join: their stage too, and their encoded records.
 JOIN_WITH_STATISTICS: Fields = with_encoded(JOIN_WITH_STAGE)
 
 
