@@ -53,25 +53,28 @@ class QuantityLimit(KeyedOperator[LimitState, Emitted]):
     def initial(self) -> LimitState:
         return LimitState(self.inner.initial())
 
-    def admit(self, state: LimitState, batch: Records) -> np.ndarray:
-        """Which of the batch's records belong to admitted names (a mask), admitting new names
-        in the order of their first record while there is room."""
+    def admit(self, state: LimitState, batch: Records) -> np.ndarray | None:
+        """Which of the batch's records belong to admitted names (a mask; None: all of them),
+        admitting new names in the order of their first record while there is room."""
         if not self.limit:
-            return np.ones(len(batch), dtype=bool)
+            return None
         admitted = state.admitted
-        names, first = np.unique(batch.quantity, return_index=True)
-        for k in np.argsort(first, kind="stable"):
-            name = str(names[k])
-            if name not in admitted and len(admitted) < self.limit:
+        names = batch.quantity.tolist()
+        new = [name for name in dict.fromkeys(names) if name not in admitted]
+        if not new:
+            return None
+        for name in new:
+            if len(admitted) < self.limit:
                 admitted.add(name)
-        if len(names) and all(str(name) in admitted for name in names):
-            return np.ones(len(batch), dtype=bool)
-        return np.isin(batch.quantity, list(admitted))
+        refused = {name for name in new if name not in admitted}
+        if not refused:
+            return None
+        return np.fromiter((name not in refused for name in names), dtype=bool, count=len(names))
 
     def process(self, state: LimitState, batch: Records, now_ms: int) -> tuple[LimitState, Emitted]:
         kept = self.admit(state, batch)
         emitted: Emitted = []
-        if not kept.all():
+        if kept is not None:
             refused = batch.take(~kept)
             emitted.append((STAGE, refused, refused))
             batch = batch.take(kept)
