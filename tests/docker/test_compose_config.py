@@ -29,6 +29,7 @@ from stacktools.stack.servers.kafka import KAFKA_HEAP
 from stacktools.stack.servers.prometheus import COMPOSE_TARGETS
 from streamkit.fields import credential_env
 from streamkit.paths import REPO_ROOT
+from tests.support import server_checks as checks
 from tests.support.compose import (
     CLUSTER_ID,
     config_job_environment,
@@ -242,17 +243,11 @@ def test_the_cluster_profile_s_nodes_are_the_launcher_s_three_nodes(tmp_path: Pa
         host_port = re.search(r":(\d+)$", server["advertised.listeners"])
         published = SERVICES[node]["ports"][0]
         assert host_port and published.endswith(f"-{host_port.group(1)}}}:9092"), published
-        for key in (
-            "default.replication.factor",
-            "offsets.topic.replication.factor",
-            "transaction.state.log.replication.factor",
-        ):
-            assert server[key] == "3", key
-        assert server["min.insync.replicas"] == server["transaction.state.log.min.isr"] == "2"
+        checks.check_three_node_replication(server)
 
 
 def test_the_spark_cluster_is_given_the_launcher_s_properties(rendered: Path) -> None:
     conf = dict(
-        line.split(" ", 1) for line in (rendered / "spark" / "spark.conf").read_text().splitlines()
+        line.split("=", 1) for line in (rendered / "spark" / "spark.conf").read_text().splitlines()
     )
     assert conf["spark.authenticate"] == "true" and conf["spark.master.rest.enabled"] == "false"

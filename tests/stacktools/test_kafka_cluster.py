@@ -61,13 +61,7 @@ def test_each_node_gets_its_own_ports_and_the_whole_quorum(tmp_path: Path) -> No
         == "1@127.0.0.1:29093,2@127.0.0.1:29095,3@127.0.0.1:29097"
     )
     assert properties["listeners"] == "CLIENT://127.0.0.1:29094,CONTROLLER://127.0.0.1:29095"
-    for key in (
-        "default.replication.factor",
-        "offsets.topic.replication.factor",
-        "transaction.state.log.replication.factor",
-    ):
-        assert properties[key] == "3", key
-    assert properties["min.insync.replicas"] == properties["transaction.state.log.min.isr"] == "2"
+    checks.check_three_node_replication(properties)
 
 
 def test_data_of_a_cluster_of_another_size_is_refused_with_the_way_out(tmp_path: Path) -> None:

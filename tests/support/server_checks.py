@@ -37,6 +37,18 @@ def read_all(settings: Settings, topic: str, isolation: str) -> list[bytes]:
     return [value_of(m) for m in read_to_end(settings, topic, isolation)]
 
 
+def check_three_node_replication(properties: dict[str, str]) -> None:
+    """A Kafka node's ``server.properties`` with the settings for three nodes: every topic and
+    the internal ones replicated three times, two in sync to acknowledge."""
+    for key in (
+        "default.replication.factor",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+    ):
+        assert properties[key] == "3", key
+    assert properties["min.insync.replicas"] == properties["transaction.state.log.min.isr"] == "2"
+
+
 def check_transactions(settings: Settings, topic: str | None = None) -> None:
     """Aborted records stay invisible to read_committed readers; committed ones are visible.
     ``topic``: an empty one-partition topic made beforehand (default: made here)."""

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from stacktools.stack.servers.base import Component, http_get
-from stacktools.stack.servers.site import ConfigFiles, Site
+from stacktools.stack.servers.site import ConfigFiles, Site, properties_file
 from stacktools.stack.settings import Settings
 from streamkit.sizes import format_size
 
@@ -53,7 +53,7 @@ class SparkCluster(Component):
             "spark.ui.showConsoleProgress": "false",
             "spark.deploy.defaultCores": "2",
         }
-        return {self.PROPERTIES: "".join(f"{k} {v}\n" for k, v in properties.items()).encode()}
+        return {self.PROPERTIES: properties_file(properties)}
 
     @property
     def properties_file(self) -> Path:
