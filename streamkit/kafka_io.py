@@ -34,6 +34,16 @@ TRANSIENT_CODES = {
 }
 
 
+#: How long a partition's leader waits for a follower before dropping it from the ISR (the
+#: brokers' ``replica.lag.time.max.ms``, written from here). A new leader whose follower died
+#: answers OFFSET_NOT_AVAILABLE until then: its high watermark waits on that follower.
+REPLICA_LAG_MAX_S = 30.0
+
+#: What a look at the cluster retries through: a follower dropped from the ISR, plus a leader
+#: election and a loaded controller's stall on top.
+LEADER_CHANGE_S = 2 * REPLICA_LAG_MAX_S
+
+
 def transient(exc: KafkaException) -> bool:
     error = exc.args[0]
     return error.retriable() or error.code() in TRANSIENT_CODES
@@ -70,23 +80,27 @@ def end_offsets(
         probe.close()
 
 
-def retry_transient(call: Callable[[], T], attempts: int = 5) -> T:
+def retry_transient(
+    call: Callable[[], T], within_s: float = LEADER_CHANGE_S, backoff: Backoff | None = None
+) -> T:
     """``call()``, tried again after a back-off while Kafka answers with a transient error (a
-    look at a loaded or just started broker), at most ``attempts`` times."""
-    backoff = Backoff(initial_s=1.0)
-    for attempt in range(attempts):
+    loaded or just started broker, a leader change), for at most ``within_s`` seconds."""
+    deadline = Deadline(within_s)
+    backoff = backoff or Backoff(initial_s=1.0)
+    while True:
         try:
             return call()
         except KafkaException as exc:
-            if attempt == attempts - 1 or not transient(exc):
+            if deadline.expired() or not transient(exc):
                 raise
-            backoff.sleep()
-    raise AssertionError("unreachable")
+            backoff.sleep(deadline)
 
 
-def high_watermarks(settings: KafkaSettings, topic: str, attempts: int = 5) -> dict[int, int]:
+def high_watermarks(
+    settings: KafkaSettings, topic: str, within_s: float = LEADER_CHANGE_S
+) -> dict[int, int]:
     """End offsets (read_uncommitted) of every partition, retried over transient errors."""
-    return retry_transient(partial(end_offsets, settings, topic), attempts)
+    return retry_transient(partial(end_offsets, settings, topic), within_s)
 
 
 def read_up_to(
