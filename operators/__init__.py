@@ -4,8 +4,9 @@ Pure (numpy only, no Spark): the contract (:mod:`operators.contract`), the one v
 encoding (:mod:`operators.codec`), the time sentinels and typed durations
 (:mod:`operators.time`), the component patterns of quantity names (:mod:`operators.patterns`),
 the reasons a record is handed back (:mod:`operators.reasons`), the
-compositions the single pass is built from (:mod:`operators.compose`) and the bound on a key's
-quantity names (:mod:`operators.limit`). ``docs/operators.md``.
+compositions the single pass is built from (:mod:`operators.compose`), the bound on a key's
+quantity names (:mod:`operators.limit`) and the drop of a silent key
+(:mod:`operators.retention`). ``docs/operators.md``.
 """
 
 from operators import reasons
@@ -16,6 +17,7 @@ from operators.errors import StateFormatError, StateVersionError
 from operators.limit import QuantityLimit
 from operators.patterns import Pattern, is_pattern
 from operators.records import Records
+from operators.retention import Retention
 from operators.time import END_TIME, NO_TIME, ms, to_ms
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "KeyedOperator",
     "Reader",
     "Records",
+    "Retention",
     "StateFormatError",
     "StateVersionError",
     "Together",

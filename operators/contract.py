@@ -12,6 +12,8 @@ one key it:
   ask;
 * :meth:`~KeyedOperator.for_key` - the operator bound to one key, for operators whose
   configuration differs per key (the operation statistics' ratings); the others are their own;
+* :meth:`~KeyedOperator.gone` - says the key's state is to be dropped (it owes nothing; a later
+  record starts the key afresh: :mod:`operators.retention`);
 * :meth:`~KeyedOperator.finish` - moves the watermark to ``END_TIME``: the stream ended,
   everything pending is certain;
 * :meth:`~KeyedOperator.snapshot` / :meth:`~KeyedOperator.restore` - the state as bytes in the
@@ -67,6 +69,10 @@ class KeyedOperator(ABC, Generic[S, O]):
         """The timer of :meth:`deadline` is due (``now_ms`` >= it)."""
         return state, None
 
+    def gone(self, state: S) -> bool:
+        """Whether the runtime drops the key's state now: it emitted everything it owed."""
+        return False
+
     @abstractmethod
     def finish(self, state: S) -> tuple[S, O]:
         """End of stream: everything pending is emitted."""
@@ -102,11 +108,13 @@ def due(deadline: int | None, now_ms: int) -> bool:
 @dataclass(frozen=True)
 class Driven(Generic[S, O]):
     """One key's call of :func:`drive`: its new state, what it emitted with the records each
-    output came from (none for a timer's), and the processing time its timer is next due."""
+    output came from (none for a timer's), the processing time its timer is next due, and
+    whether the key is to be dropped (then there is no state to keep and no timer)."""
 
     state: S
     emitted: list[tuple[Records, O]]
     deadline: int | None
+    gone: bool = False
 
 
 def drive(operator: KeyedOperator[S, O], state: S, batch: Records | None, now_ms: int) -> Driven:
@@ -121,4 +129,6 @@ def drive(operator: KeyedOperator[S, O], state: S, batch: Records | None, now_ms
         state, fired = operator.on_timer(state, now_ms)
         if fired is not None:
             emitted.append((Records.empty(), fired))
+    if operator.gone(state):
+        return Driven(state, emitted, None, gone=True)
     return Driven(state, emitted, operator.deadline(state))

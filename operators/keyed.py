@@ -47,8 +47,8 @@ class KeyedStates:
         """The batch's records per key (each key once, records in arrival order), then every
         timer due at ``now_ms``, each key through :func:`~operators.contract.drive`: a key
         with records fires its due timer after them; a key without records only when its
-        timer is due. Keys run in sorted order, so the emitted list is a function of the batch
-        alone."""
+        timer is due; a key the operator calls gone is dropped. Keys run in sorted order, so the
+        emitted list is a function of the batch alone."""
         states, deadlines = self.states, self.deadlines
         emitted: list[tuple[str, Records, Any]] = []
         given = dict(batches)
@@ -58,6 +58,10 @@ class KeyedStates:
             current = states[key] if key in states else operator.initial()
             driven = drive(operator, current, given.get(key), now_ms)
             emitted.extend((key, records, output) for records, output in driven.emitted)
+            if driven.gone:
+                states.pop(key, None)
+                deadlines.pop(key, None)
+                continue
             states[key] = driven.state
             if driven.deadline is None:
                 deadlines.pop(key, None)

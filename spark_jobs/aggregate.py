@@ -63,12 +63,15 @@ def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
                 "windows": [s.label for s in rules.specs],
                 "allowed_lateness_ms": rules.allowed_lateness_ms,
                 "idle_timeout_ms": duration_ms(idle),
+                "state_retention_ms": duration_ms(settings.retention()),
                 "max_future_ms": rules.max_future_ms,
                 "partitions": partitions,
             },
         )
         return to_kafka_records(
-            window_records(window_input(spark, settings), rules, idle), settings, partitions
+            window_records(window_input(spark, settings), rules, idle, settings.retention()),
+            settings,
+            partitions,
         )
 
     return output

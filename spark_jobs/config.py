@@ -16,6 +16,7 @@ from streamkit.config import KafkaSettings
 from streamkit.errors import ConfigError
 from streamkit.fields import login_as, serves_metrics_on, setting
 from streamkit.paths import CACHE_DIR, SPARK_JARS_DIR, private_directory
+from streamkit.sizes import ByteSize
 from windowing import WindowRules, parse_windows
 
 
@@ -58,6 +59,18 @@ class SparkJobSettings(KafkaSettings):
         "SPARK_EXTRA_JARS_DIR",
         "directory of Spark's Kafka connector and spark-avro jars (scripts/setup.sh fills "
         "the default; the container image sets its own)",
+    )
+    state_alert_keys: int = setting(
+        1_000_000,
+        "STATE_ALERT_KEYS",
+        "keys the job's state may hold before the StateOverBound alert fires (exported as "
+        "spark_state_keys_bound; docs/operations.md)",
+    )
+    state_alert_bytes: ByteSize = setting(
+        ByteSize(2 << 30),
+        "STATE_ALERT_BYTES",
+        "bytes the job's state may take (its store's memory, the driver's state file) before "
+        "the StateOverBound alert fires (exported as spark_state_bytes_bound)",
     )
     trigger: timedelta = setting(
         timedelta(seconds=1),
@@ -189,10 +202,23 @@ class IdleSettings(SparkJobSettings):
         allow_zero=True,
     )
 
+    state_retention: timedelta = setting(
+        timedelta(days=7),
+        "STATE_RETENTION",
+        "processing time without a record after which a key emits what it still owes and is "
+        "dropped from the state ('off': kept for ever; off with the idle timeout)",
+        allow_zero=True,
+    )
+
     def idle_flush(self) -> timedelta:
         """The idle timeout in effect: off (zero) with --available-now, as a backfill must not
         depend on how long it took."""
         return timedelta(0) if self.available_now else self.idle_timeout
+
+    def retention(self) -> timedelta:
+        """The state retention in effect: only with the idle flush, whose timers it rides and
+        whose bound on a late timer (a job that was not running) it shares."""
+        return self.state_retention if self.idle_flush() else timedelta(0)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,13 @@ STATE_ROWS = Gauge(
     "spark_state_rows", "rows held in state stores (all stateful operators)", ["query"]
 )
 STATE_MEMORY = Gauge("spark_state_memory_bytes", "memory used by state stores", ["query"])
+#: The bounds the StateOverBound alert compares the state's size with (the job's settings).
+STATE_KEYS_BOUND = Gauge(
+    "spark_state_keys_bound", "keys the query's state may hold before an alert", ["query"]
+)
+STATE_BYTES_BOUND = Gauge(
+    "spark_state_bytes_bound", "bytes the query's state may take before an alert", ["query"]
+)
 DROPPED_BY_WATERMARK = Counter(
     "spark_rows_dropped_by_watermark_total",
     "rows Spark's own stateful operators dropped as too late",
@@ -55,6 +62,12 @@ LAST_BATCH = Gauge("spark_last_batch_id", "id of the last completed micro-batch"
 QUERIES_ACTIVE = Gauge(
     "spark_queries_active", "streaming queries running in this driver", ["query"]
 )
+
+
+def export_state_bounds(query: str, keys: int, size: int) -> None:
+    """The query's bounds on its state, beside the state's own figures, for the alert."""
+    STATE_KEYS_BOUND.labels(query).set(keys)
+    STATE_BYTES_BOUND.labels(query).set(size)
 
 
 def _records_read(progress: Any) -> int:

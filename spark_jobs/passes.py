@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsb import JoinOperator, PairSpec
 from lsb.plan import JoinPlan, PatternPair
@@ -21,6 +21,7 @@ from operators import (
     KeyedOperator,
     Pattern,
     QuantityLimit,
+    Retention,
     Together,
     is_pattern,
 )
@@ -50,6 +51,8 @@ from spark_jobs.stateful import OperatorFunction
 from streamkit.errors import ConfigError
 from windowing import STAGE as WINDOW_STAGE
 from windowing import WindowOperator, WindowRules
+
+O = TypeVar("O")  # noqa: E741
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -138,10 +141,18 @@ def join_function(
     )
 
 
-def limited(operator: KeyedOperator[Any, Emitted], settings: JoinSettings) -> QuantityLimit:
-    """A thing's operator behind its limit of quantity names (THING_MAX_QUANTITIES): a pattern
-    pair, the windows and the statistics make state for every name a thing sends."""
-    return QuantityLimit(operator, settings.max_quantities)
+def kept(operator: KeyedOperator[Any, O], retention: timedelta, idle: timedelta) -> KeyedOperator:
+    """``operator`` whose keys are dropped after ``retention`` without a record (STATE_RETENTION;
+    0: never), a timer later than the idle timeout counting as a job that was not running."""
+    return Retention(operator, retention, idle) if retention else operator
+
+
+def limited(operator: KeyedOperator[Any, Emitted], settings: JoinSettings) -> KeyedOperator:
+    """A thing's operator behind its limit of quantity names (THING_MAX_QUANTITIES: a pattern
+    pair, the windows and the statistics make state for every name a thing sends), dropped
+    after its retention."""
+    limit = QuantityLimit(operator, settings.max_quantities)
+    return kept(limit, settings.retention(), settings.idle_flush())
 
 
 def join_pass(settings: JoinSettings) -> OperatorFunction:
@@ -166,11 +177,14 @@ def join_pass(settings: JoinSettings) -> OperatorFunction:
     )
 
 
-def window_function(rules: WindowRules, idle_timeout: timedelta) -> OperatorFunction:
+def window_function(
+    rules: WindowRules, idle_timeout: timedelta, retention: timedelta = timedelta(0)
+) -> OperatorFunction:
     """The per-(thing, quantity) function Spark calls with the key's rows of one micro-batch, or
-    without rows when its idle timer fired (Spark's processing-time timeout)."""
+    without rows when its idle timer fired (Spark's processing-time timeout); the key dropped
+    after ``retention`` without a record."""
     return OperatorFunction(
-        WindowOperator(rules, idle_timeout),
+        kept(WindowOperator(rules, idle_timeout), retention, idle_timeout),
         window_rows,
         WINDOW_FIELDS,
         NULLABLE,
@@ -178,9 +192,12 @@ def window_function(rules: WindowRules, idle_timeout: timedelta) -> OperatorFunc
     )
 
 
-def window_records(measured: DataFrame, rules: WindowRules, idle_timeout: timedelta) -> DataFrame:
+def window_records(
+    measured: DataFrame, rules: WindowRules, idle_timeout: timedelta, retention: timedelta
+) -> DataFrame:
     """Aggregates and late records (WINDOW_FIELDS rows) from a measurement stream."""
-    return window_function(rules, idle_timeout).apply(measured.groupBy("thing", "quantity"))
+    function = window_function(rules, idle_timeout, retention)
+    return function.apply(measured.groupBy("thing", "quantity"))
 
 
 def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:

@@ -146,6 +146,7 @@ def run_query(
         log_format=settings.log_format,
     )
     listener.attach(spark, query_name)
+    listener.export_state_bounds(query_name, settings.state_alert_keys, settings.state_alert_bytes)
     gate = BatchGate(batches(sink, checkpoint) if batches is not None else sink)
     writer = (
         build(spark)

@@ -85,7 +85,10 @@ class OperatorFunction:
         driven = drive(operator, current, batch, now)
         for records, emitted in driven.emitted:
             self.render(out, key, records, emitted, {})
-        state.update((operator.snapshot(driven.state),))
+        if driven.gone:  # it emitted what it owed: nothing is kept, no timer
+            state.remove()
+        else:
+            state.update((operator.snapshot(driven.state),))
         if driven.deadline is not None:  # as Spark: a call that sets no timeout clears the timer
             state.setTimeoutDuration(max(1, driven.deadline - now))
         if len(out):

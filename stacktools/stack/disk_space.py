@@ -1,9 +1,11 @@
 """python -m stacktools.stack.disk_space: the free space of the stack's data directories on
-/metrics.
+/metrics, and its servers' logs kept within a size.
 
 Kafka and InfluxDB stop taking writes when their disk fills, and neither tells Prometheus how
 full it is; this small process does, for the directories it is given (the stack launcher runs
 it for its own data directories). Each value is read when /metrics is scraped, so none is stale.
+The launcher's servers write their logs for as long as they run; with ``--log-dir`` this process
+rotates every log there that grew past its size (:mod:`stacktools.stack.log_rotation`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
+from stacktools.stack.log_rotation import rotate_logs
 from streamkit.config import ServiceSettings
 from streamkit.fields import setting
 from streamkit.health import beat
 from streamkit.service import entry_point, run_service
 from streamkit.shutdown import ShutdownFlag
+from streamkit.sizes import ByteSize
 
 log = logging.getLogger("stacktools.stack.disk_space")
+
+#: Seconds between two rounds of its loop (a heartbeat, the logs' rotation).
+ROUND_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +43,17 @@ class DiskSpaceSettings(ServiceSettings):
         "the directories to report, NAME=PATH[,NAME=PATH...]: the free space of the filesystem "
         "holding each, labelled dir=NAME",
     )
+    log_dir: str = setting(
+        "",
+        "LOG_DIR",
+        "a directory of server logs (*.log) to keep within LOG_MAX_SIZE each; empty: none",
+    )
+    log_max_size: ByteSize = setting(
+        ByteSize(64 << 20),
+        "LOG_MAX_SIZE",
+        "size past which a log of LOG_DIR is rotated (copied to NAME.log.1, then truncated)",
+    )
+    log_keep: int = setting(3, "LOG_KEEP", "rotated copies kept of each log (NAME.log.1 ...)")
 
 
 def watched(text: str) -> dict[str, Path]:
@@ -81,13 +99,17 @@ class DiskSpace:
 
 def check(settings: DiskSpaceSettings) -> None:
     watched(settings.disk_watch)
+    if settings.log_keep < 1:
+        raise ValueError(f"LOG_KEEP: at least one rotated copy, not {settings.log_keep}")
 
 
 def serve(settings: DiskSpaceSettings, shutdown: ShutdownFlag) -> int:
     dirs = watched(settings.disk_watch)
     REGISTRY.register(DiskSpace(dirs))
     log.info("reporting disk space", extra={"dirs": {k: str(v) for k, v in dirs.items()}})
-    while not shutdown.wait(5.0):
+    while not shutdown.wait(ROUND_S):
+        if settings.log_dir:
+            rotate_logs(Path(settings.log_dir), settings.log_max_size, settings.log_keep)
         beat()
     return 0
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators import KeyedOperator, QuantityLimit, Records, drive
+from operators import KeyedOperator, QuantityLimit, Records, Retention, drive, ms
 from tests.support.plain import plain
 
 from .scenarios import NOW_MS, join_operator, opstats_operator, thing_operator, window_operator
@@ -24,6 +24,9 @@ OPERATORS: dict[str, Callable[[], KeyedOperator[Any, Any]]] = {
     "thing": thing_operator,
     "thing behind a limit of names": lambda: QuantityLimit(thing_operator(), 3),
     "opstats": opstats_operator,
+    "thing dropped after a silence": lambda: Retention(
+        QuantityLimit(thing_operator(), 3), ms(2500), ms(1000)
+    ),
 }
 
 record = st.tuples(
@@ -50,9 +53,9 @@ def run(operator: KeyedOperator, records: Records, cuts: list, restarts: set[int
         batch = records.take(slice(at, at + size))
         at += size
         driven = drive(operator, state, batch if len(batch) else None, now)
-        state = driven.state
+        state = operator.initial() if driven.gone else driven.state  # a runtime drops it
         out.extend(plain(emitted) for _, emitted in driven.emitted)
-        out.append(driven.deadline)
+        out.append((driven.deadline, driven.gone))
     if len(cuts) in restarts:
         state = operator.restore(operator.snapshot(state))
     state, emitted = operator.finish(state)

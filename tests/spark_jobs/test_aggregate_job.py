@@ -190,6 +190,10 @@ LIVE_JOBS = {
 }
 
 
+#: The metric counting the keys a live job holds state for (Spark's store, the driver's table).
+STATE_METRIC = {"aggregate": "spark_state_rows", "single-pass-driver-state": "driver_state_keys"}
+
+
 @pytest.mark.parametrize("job", sorted(LIVE_JOBS))
 def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
     stack_settings: Settings, tmp_path: Path, job: str
@@ -197,7 +201,9 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
     """The sample with re-sent rows and late probes, tumbling, sliding and session windows, then
     both sides of the idle timeout: a key that speaks again within it keeps its windows open
     (its second record counts in the same windows as its first); a key silent longer has them
-    emitted, and a record in them afterwards is ``window_closed``."""
+    emitted, and a record in them afterwards is ``window_closed``. Then every key, silent for
+    the state retention, is dropped from the state (the outputs unchanged: the idle flushes had
+    emitted everything they owed)."""
     partitions = stack_settings.topic_partitions
     sample = [
         (thing, quantity, t, value, f"row{i}")
@@ -218,6 +224,8 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
     )  # the last rows re-sent (as after a bridge restart): duplicates
     specs = [TUMBLING, SLIDING, SESSION]
     idle_s = 20
+    # past the last phase's record: Silent must still hold its closed windows then
+    retention_s = 4 * idle_s
     lane = Wiring.private(stack_settings, bridge_only=True)
     out = Outputs(stack_settings, tmp_path, "agglive")
     produce_measurements(stack_settings, lane.raw, phase1, partitions)
@@ -233,6 +241,8 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
             *window_args(specs, LATENESS_MS),
             "--idle-timeout",
             f"{idle_s}s",
+            "--state-retention",
+            f"{retention_s}s",
             "--trigger",
             "500ms",
             *job_args,
@@ -275,9 +285,7 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
         wait_for(stack_settings, out.late, 1, service, out.log, match=lambda r: r["row_id"] == "s2")
         everything = len(phase1 + phase2 + phase3 + phase4)
 
-        def read_everything() -> bool:
-            """The job's own progress (reported after a batch completed, its output committed)
-            counts every record produced: whatever it makes of them is in the topics now."""
+        def scrape() -> None:
             nonlocal metrics
             assert service.alive(), f"job died: {log_tail(out.log)}"
             metrics = (
@@ -285,10 +293,25 @@ def test_live_job_with_sessions_duplicates_late_records_and_the_idle_timeout(
                 .read()
                 .decode()
             )
+
+        def read_everything() -> bool:
+            """The job's own progress (reported after a batch completed, its output committed)
+            counts every record produced: whatever it makes of them is in the topics now."""
+            scrape()
             return (query_metric("spark_input_rows_total") or 0) >= everything
 
         # a hang detector: the batch holding s2 already committed, only its progress report is due
         settle(read_everything, 120, "the job's progress past the last record", interval_s=0.5)
+        held = query_metric(STATE_METRIC[job])
+        assert held, f"{STATE_METRIC[job]}: {held} keys held before the retention"
+
+        def every_key_dropped() -> bool:
+            scrape()
+            return query_metric(STATE_METRIC[job]) == 0
+
+        # the last record's key is due at the retention after it, its timer fires within a
+        # trigger, and the metric is set when that batch's progress is reported
+        settle(every_key_dropped, retention_s + idle_s + 60, "every key dropped", interval_s=1)
     finally:
         code = service.terminate(120)
     assert code == 0, f"SIGTERM exit {code}: {log_tail(out.log)}"

@@ -30,6 +30,7 @@ SERVICE_METRIC_MODULES = (
     "mqtt_bridge.bridge",
     "spark_jobs.listener",
     "spark_jobs.eos_sink",
+    "spark_jobs.driver_state",
     "db_connector.connector",
     "db_connector.dead_letters",
 )

@@ -25,6 +25,9 @@ class FakeGroupState:
     def update(self, value: tuple) -> None:
         self.value = value
 
+    def remove(self) -> None:
+        self.value = None
+
     def getCurrentProcessingTimeMs(self) -> int:
         return self.now_ms
 

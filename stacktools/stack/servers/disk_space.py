@@ -14,7 +14,8 @@ from streamkit.paths import private_directory
 
 class DiskSpace(Component):
     """``python -m stacktools.stack.disk_space`` for the Kafka and InfluxDB data directories of this
-    run directory: their filesystems' free space on /metrics, for the disk alert. Its port is
+    run directory: their filesystems' free space on /metrics, for the disk alert; and the
+    servers' logs of ``run/logs`` rotated by size. Its port is
     any free one, chosen at each start and handed to Prometheus as a file target."""
 
     name = "disk-space"
@@ -69,6 +70,8 @@ class DiskSpace(Component):
             str(self.ports[0]),
             "--disk-watch",
             self.watched(),
+            "--log-dir",
+            str(self.settings.run_dir / "logs"),
         ]
 
     def healthy(self) -> bool:
