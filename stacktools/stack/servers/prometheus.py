@@ -12,6 +12,8 @@ from streamkit.paths import find_program
 #: Prometheus's and Alertmanager's ports inside their compose containers (the images' own).
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+#: Seconds between two scrapes, two evaluations of the rules, two looks at the file targets.
+INTERVAL_S = 5
 #: The compose services Prometheus scrapes: the ``service`` and ``job`` labels the local stack's
 #: file targets carry (dashboards and alerts work against either stack), and the container's
 #: address (each service's METRICS_PORT in docker-compose.yml).
@@ -63,14 +65,17 @@ class Prometheus(Component):
             alertmanager = f"127.0.0.1:{s.alertmanager_port}"
         targets = str(site.conf_dir / "targets" / "*.json")
         config = {
-            "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+            "global": {
+                "scrape_interval": f"{INTERVAL_S}s",
+                "evaluation_interval": f"{INTERVAL_S}s",
+            },
             "rule_files": [str(site.conf_dir / "alerts.yml")],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
             "scrape_configs": [
                 {"job_name": "prometheus", "static_configs": [{"targets": [itself]}]},
                 {
                     "job_name": "services",
-                    "file_sd_configs": [{"files": [targets], "refresh_interval": "5s"}],
+                    "file_sd_configs": [{"files": [targets], "refresh_interval": f"{INTERVAL_S}s"}],
                 },
                 {"job_name": "alertmanager", "static_configs": [{"targets": [alertmanager]}]},
             ],

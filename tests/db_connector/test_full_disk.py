@@ -1,0 +1,215 @@
+"""InfluxDB's disk filling up under the connector, on a filesystem this test makes (a small
+tmpfs under InfluxDB's data directory).
+
+While the disk is full the disk alert's condition holds on the stack's own Prometheus, InfluxDB
+refuses writes, and the connector holds its offsets and retries: nothing is committed that was
+not written. When space returns InfluxDB 1.8 does not write again: a full disk that failed an
+append to a shard's open WAL segment leaves that writer with its error until the server
+restarts (upstream influxdata/influxdb#9923, #24460; a write that needed a new shard fails in
+the metadata instead, and recovers). The test restarts it as the runbook says
+(docs/operations.md#datadisknearlyfull), and shows the error first, so that a release that
+recovers would be noticed. The connector goes on by itself and InfluxDB equals the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stacktools.harness.services import service_process
+from stacktools.harness.wiring import Wiring, private_database, private_topic
+from stacktools.stack import Stack
+from stacktools.stack.disk_space import ROUND_S
+from stacktools.stack.influx import InfluxClient, basic_auth
+from stacktools.stack.process import free_port
+from stacktools.stack.servers.prometheus import INTERVAL_S
+from stacktools.stack.settings import Settings
+from tests.support.harness import metric
+from tests.support.ports import free_ports
+from tests.support.require import cannot_run
+from tests.support.waits import settle
+
+from .test_connector_stack import (
+    all_records,
+    assert_influx_equals_oracle,
+    group_of,
+    offsets_behind,
+    produce,
+    sample_feed,
+    wait_consumed_to_end,
+    wait_until_exact,
+    write_conflict_seed,
+)
+
+pytestmark = pytest.mark.stack
+#: Room for InfluxDB's files of the first half of the sample, several times over.
+DISK = "16m"
+#: Raw records produced once the disk is full: more than a WAL entry could squeeze into what is
+#: left of the pages its segment already holds.
+HELD = 2000
+#: The alert whose condition the full disk must meet (prometheus/alerts.yml).
+ALERT = "DataDiskNearlyFull"
+
+
+@pytest.fixture
+def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Stack, Settings]]:
+    """An InfluxDB of its own with its data on a small tmpfs, with the stack's certificates and
+    passwords, so that the stack's connector writes to it as to the stack's."""
+    if os.geteuid() != 0:
+        cannot_run("mounting a tmpfs needs root")
+    run = tmp_path / "run"
+    data = run / "data" / "influxdb"
+    data.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0700", "tmpfs", data], check=True
+    )
+    try:
+        shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
+        shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
+        environ = {"STACK_RUN_DIR": str(run), "INFLUX_PORT": str(free_ports(1)[0])}
+        stack = Stack(Settings.from_sources(environ=environ), ["influxdb"], allow_external=False)
+        try:
+            yield stack, stack.up()
+        finally:
+            stack.down()
+    finally:
+        subprocess.run(["umount", "--lazy", data], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """A file taking every free byte of ``directory``'s filesystem (written unbuffered, in
+    smaller blocks as it fills, so that nothing is left to flush)."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9):
+            block = b"\0" * size
+            try:
+                while os.write(fd, block):
+                    pass
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+    return filler
+
+
+def probe_write(settings: Settings, database: str) -> tuple[int, str]:
+    """One point written by the administrator: InfluxDB's status and its error, if any."""
+    line = "probe,thing=P value=1 1554096380468000000"
+    request = urllib.request.Request(
+        f"{settings.influx_base_url}/write?db={database}", data=line.encode()
+    )
+    request.add_header(
+        "Authorization", basic_auth(settings.influx_username, settings.influx_password.reveal())
+    )
+    try:
+        context = InfluxClient(settings).tls_context
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def pending_or_firing(settings: Settings, name: str) -> bool:
+    """Whether the stack's Prometheus holds the disk alert for the directory named ``name``."""
+    url = f"http://127.0.0.1:{settings.prometheus_port}/api/v1/alerts"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        alerts = json.load(response)["data"]["alerts"]
+    return any(
+        a["labels"].get("alertname") == ALERT and a["labels"].get("dir") == name for a in alerts
+    )
+
+
+def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_restart(
+    stack_settings: Settings, small_influx: tuple[Stack, Settings], tmp_path: Path
+) -> None:
+    influx, settings = small_influx
+    topics = {
+        kind: private_topic(stack_settings, kind, 2)
+        for kind in ("raw", "joined", "aggregates", "late", "dlq")
+    }
+    database = private_database(settings)
+    write_conflict_seed(settings, database)
+    feed = sample_feed(duplicates=False)
+    records = all_records(feed)
+    # the sample's first raw records wait for the full disk; every shard the feed needs exists
+    # by then, so the refused writes are appends to a shard's open WAL segment
+    held = [r for r in records if r[0] == "raw"][:HELD]
+    produce(stack_settings, topics, [r for r in records if r not in held])
+    log = tmp_path / "connector.log"
+    service = service_process(
+        "db_connector",
+        Wiring.for_connector(topics, group_of(database), database),
+        log,
+        "--retry-max",
+        "1s",
+        env={"INFLUX_PORT": str(settings.influx_port)},
+    ).start()
+    port = int(service.args[service.args.index("--metrics-port") + 1])
+    data = settings.run_dir / "data" / "influxdb"
+    name = f"influxdb-full-{database}"
+    target = stack_settings.run_dir / "prometheus" / "targets" / f"pipeline-{database}-disk.json"
+    reporter_port = free_port()
+    reporter = subprocess.Popen(
+        [sys.executable, "-m", "stacktools.stack.disk_space", "--metrics-port", str(reporter_port)]
+        + ["--disk-watch", f"{name}={data}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    filler: Path | None = None
+    try:
+        wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
+        filler = fill(data)
+        produce(stack_settings, topics, held)
+        retries = metric(port, "connector_write_retries_total")
+
+        def waiting() -> bool:
+            assert service.alive(), log.read_text()[-3000:]
+            return (
+                metric(port, "connector_write_retries_total") >= retries + 3
+                and metric(port, "connector_influx_available") == 0
+            )
+
+        # the connector's back-off is at most 1 s here (--retry-max)
+        settle(waiting, 30, "the connector retrying on the full disk", interval_s=0.5)
+        assert offsets_behind(stack_settings, group_of(database), topics), "committed unwritten"
+        labels = {"service": "disk_space", "job": "disk_space"}
+        target.write_text(
+            json.dumps([{"targets": [f"127.0.0.1:{reporter_port}"], "labels": labels}])
+        )
+        # Prometheus notices the file, scrapes the reporter and evaluates the rule: one interval
+        # each, and the reporter's first answer
+        settle(
+            lambda: pending_or_firing(stack_settings, name),
+            4 * INTERVAL_S + ROUND_S + 30,
+            f"{ALERT} for {name}",
+            interval_s=1,
+        )
+        filler.unlink()
+        filler = None
+        assert offsets_behind(stack_settings, group_of(database), topics)
+        status, error = probe_write(settings, database)
+        assert status == 500 and "error writing WAL entry" in error, (status, error)
+        influx.down()  # the runbook's restart
+        influx.up()
+        wait_until_exact(settings, database, feed, service, 120)
+        wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
+        assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
+        assert metric(port, "connector_influx_available") == 1
+    finally:
+        target.unlink(missing_ok=True)
+        reporter.terminate()
+        reporter.wait(30)
+        if filler is not None:
+            filler.unlink(missing_ok=True)
+        assert service.terminate() == 0, log.read_text()[-3000:]
