@@ -13,11 +13,6 @@ recovers would be noticed. The connector goes on by itself and InfluxDB equals t
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,14 +23,17 @@ import pytest
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
-from stacktools.stack.disk_space import ROUND_S
 from stacktools.stack.influx import InfluxClient, basic_auth
-from stacktools.stack.process import free_port
-from stacktools.stack.servers.prometheus import INTERVAL_S
 from stacktools.stack.settings import Settings
+from tests.support.full_disk import (
+    fill,
+    settings_in,
+    small_run_dir,
+    wait_for_the_alert,
+    watched,
+)
 from tests.support.harness import metric
 from tests.support.ports import free_ports
-from tests.support.require import cannot_run
 from tests.support.waits import settle
 
 from .test_connector_stack import (
@@ -56,51 +54,20 @@ DISK = "16m"
 #: Raw records produced once the disk is full: more than a WAL entry could squeeze into what is
 #: left of the pages its segment already holds.
 HELD = 2000
-#: The alert whose condition the full disk must meet (prometheus/alerts.yml).
-ALERT = "DataDiskNearlyFull"
 
 
 @pytest.fixture
 def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Stack, Settings]]:
-    """An InfluxDB of its own with its data on a small tmpfs, with the stack's certificates and
-    passwords, so that the stack's connector writes to it as to the stack's."""
-    if os.geteuid() != 0:
-        cannot_run("mounting a tmpfs needs root")
+    """An InfluxDB of its own with its data on a small tmpfs, which the stack's connector
+    writes to as to the stack's."""
     run = tmp_path / "run"
-    data = run / "data" / "influxdb"
-    data.mkdir(parents=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0700", "tmpfs", data], check=True
-    )
-    try:
-        shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
-        shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
-        environ = {"STACK_RUN_DIR": str(run), "INFLUX_PORT": str(free_ports(1)[0])}
-        stack = Stack(Settings.from_sources(environ=environ), ["influxdb"], allow_external=False)
+    with small_run_dir(stack_settings, run, "influxdb", DISK):
+        private = settings_in(stack_settings, run, {"INFLUX_PORT": free_ports(1)[0]})
+        stack = Stack(private, ["influxdb"], allow_external=False)
         try:
             yield stack, stack.up()
         finally:
             stack.down()
-    finally:
-        subprocess.run(["umount", "--lazy", data], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """A file taking every free byte of ``directory``'s filesystem (written unbuffered, in
-    smaller blocks as it fills, so that nothing is left to flush)."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 16, 1 << 12, 1 << 9):
-            block = b"\0" * size
-            try:
-                while os.write(fd, block):
-                    pass
-            except OSError:
-                continue
-    finally:
-        os.close(fd)
-    return filler
 
 
 def probe_write(settings: Settings, database: str) -> tuple[int, str]:
@@ -118,16 +85,6 @@ def probe_write(settings: Settings, database: str) -> tuple[int, str]:
             return response.status, ""
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
-
-
-def pending_or_firing(settings: Settings, name: str) -> bool:
-    """Whether the stack's Prometheus holds the disk alert for the directory named ``name``."""
-    url = f"http://127.0.0.1:{settings.prometheus_port}/api/v1/alerts"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        alerts = json.load(response)["data"]["alerts"]
-    return any(
-        a["labels"].get("alertname") == ALERT and a["labels"].get("dir") == name for a in alerts
-    )
 
 
 def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_restart(
@@ -158,58 +115,37 @@ def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_re
     port = int(service.args[service.args.index("--metrics-port") + 1])
     data = settings.run_dir / "data" / "influxdb"
     name = f"influxdb-full-{database}"
-    target = stack_settings.run_dir / "prometheus" / "targets" / f"pipeline-{database}-disk.json"
-    reporter_port = free_port()
-    reporter = subprocess.Popen(
-        [sys.executable, "-m", "stacktools.stack.disk_space", "--metrics-port", str(reporter_port)]
-        + ["--disk-watch", f"{name}={data}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     filler: Path | None = None
     try:
-        wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
-        filler = fill(data)
-        produce(stack_settings, topics, held)
-        retries = metric(port, "connector_write_retries_total")
+        with watched(stack_settings, name, data):
+            wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
+            filler = fill(data)
+            produce(stack_settings, topics, held)
+            retries = metric(port, "connector_write_retries_total")
 
-        def waiting() -> bool:
-            assert service.alive(), log.read_text()[-3000:]
-            return (
-                metric(port, "connector_write_retries_total") >= retries + 3
-                and metric(port, "connector_influx_available") == 0
-            )
+            def waiting() -> bool:
+                assert service.alive(), log.read_text()[-3000:]
+                return (
+                    metric(port, "connector_write_retries_total") >= retries + 3
+                    and metric(port, "connector_influx_available") == 0
+                )
 
-        # the connector's back-off is at most 1 s here (--retry-max)
-        settle(waiting, 30, "the connector retrying on the full disk", interval_s=0.5)
-        assert offsets_behind(stack_settings, group_of(database), topics), "committed unwritten"
-        labels = {"service": "disk_space", "job": "disk_space"}
-        target.write_text(
-            json.dumps([{"targets": [f"127.0.0.1:{reporter_port}"], "labels": labels}])
-        )
-        # Prometheus notices the file, scrapes the reporter and evaluates the rule: one interval
-        # each, and the reporter's first answer
-        settle(
-            lambda: pending_or_firing(stack_settings, name),
-            4 * INTERVAL_S + ROUND_S + 30,
-            f"{ALERT} for {name}",
-            interval_s=1,
-        )
-        filler.unlink()
-        filler = None
-        assert offsets_behind(stack_settings, group_of(database), topics)
-        status, error = probe_write(settings, database)
-        assert status == 500 and "error writing WAL entry" in error, (status, error)
-        influx.down()  # the runbook's restart
-        influx.up()
-        wait_until_exact(settings, database, feed, service, 120)
-        wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
-        assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
-        assert metric(port, "connector_influx_available") == 1
+            # the connector's back-off is at most 1 s here (--retry-max)
+            settle(waiting, 30, "the connector retrying on the full disk", interval_s=0.5)
+            assert offsets_behind(stack_settings, group_of(database), topics), "committed unwritten"
+            wait_for_the_alert(stack_settings, name)
+            filler.unlink()
+            filler = None
+            assert offsets_behind(stack_settings, group_of(database), topics)
+            status, error = probe_write(settings, database)
+            assert status == 500 and "error writing WAL entry" in error, (status, error)
+            influx.down()  # the runbook's restart
+            influx.up()
+            wait_until_exact(settings, database, feed, service, 120)
+            wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
+            assert_influx_equals_oracle(settings, database, feed, topics["dlq"])
+            assert metric(port, "connector_influx_available") == 1
     finally:
-        target.unlink(missing_ok=True)
-        reporter.terminate()
-        reporter.wait(30)
         if filler is not None:
             filler.unlink(missing_ok=True)
         assert service.terminate() == 0, log.read_text()[-3000:]

@@ -1,0 +1,118 @@
+"""Full disks made by a test: a small tmpfs under a private server's data directory, a file
+that takes every free byte of it, and the disk reporter watching it for the stack's own
+Prometheus, whose disk alert the test then waits for."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from stacktools.stack.disk_space import ROUND_S
+from stacktools.stack.process import free_port
+from stacktools.stack.servers.prometheus import INTERVAL_S
+from stacktools.stack.settings import Settings
+from tests.support.require import cannot_run
+from tests.support.waits import settle
+
+#: The alert a full disk must raise (prometheus/alerts.yml).
+ALERT = "DataDiskNearlyFull"
+
+
+@contextmanager
+def small_run_dir(stack_settings: Settings, run: Path, server: str, size: str) -> Iterator[Path]:
+    """``run`` with ``data/<server>`` on a tmpfs of ``size``, and the stack's certificates and
+    passwords (a private server started there takes the stack's clients as they are); the data
+    directory."""
+    if os.geteuid() != 0:
+        cannot_run("mounting a tmpfs needs root")
+    data = run / "data" / server
+    data.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", data], check=True
+    )
+    try:
+        shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
+        shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
+        yield data
+    finally:
+        subprocess.run(["umount", "--lazy", data], check=False)
+
+
+def settings_in(stack_settings: Settings, run: Path, ports: dict[str, int]) -> Settings:
+    """The stack's settings (this test worker's stack's: its ports, its run directory's
+    passwords) with ``run`` as the run directory and a private server's ``ports``."""
+    environ = {
+        **os.environ,
+        **stack_settings.as_environment(),
+        "STACK_RUN_DIR": str(run),
+        **{name: str(port) for name, port in ports.items()},
+    }
+    return Settings.from_sources(environ=environ)
+
+
+def fill(directory: Path) -> Path:
+    """A file taking every free byte of ``directory``'s filesystem (written unbuffered, in
+    smaller blocks as it fills, so that nothing is left to flush)."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9):
+            block = b"\0" * size
+            try:
+                while os.write(fd, block):
+                    pass
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+    return filler
+
+
+def alert_raised(settings: Settings, name: str) -> bool:
+    """Whether the stack's Prometheus holds the disk alert (pending or firing) for ``name``."""
+    url = f"http://127.0.0.1:{settings.prometheus_port}/api/v1/alerts"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        alerts = json.load(response)["data"]["alerts"]
+    return any(
+        a["labels"].get("alertname") == ALERT and a["labels"].get("dir") == name for a in alerts
+    )
+
+
+@contextmanager
+def watched(stack_settings: Settings, name: str, directory: Path) -> Iterator[None]:
+    """The disk reporter for ``directory`` (labelled ``dir=name``), scraped by the stack's
+    Prometheus through a file target while the block runs."""
+    port = free_port()
+    reporter = subprocess.Popen(
+        [sys.executable, "-m", "stacktools.stack.disk_space", "--metrics-port", str(port)]
+        + ["--disk-watch", f"{name}={directory}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    target = stack_settings.run_dir / "prometheus" / "targets" / f"pipeline-{name}-disk.json"
+    labels = {"service": "disk_space", "job": "disk_space"}
+    target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
+    try:
+        yield
+    finally:
+        target.unlink(missing_ok=True)
+        reporter.terminate()
+        reporter.wait(30)
+
+
+def wait_for_the_alert(stack_settings: Settings, name: str) -> None:
+    """Prometheus notices the file target, scrapes the reporter (its first answer within a
+    round) and evaluates the rule: an interval each, with room for a loaded machine."""
+    settle(
+        lambda: alert_raised(stack_settings, name),
+        4 * INTERVAL_S + ROUND_S + 30,
+        f"{ALERT} for {name}",
+        interval_s=1,
+    )
