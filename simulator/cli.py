@@ -97,7 +97,11 @@ def replay(settings: SimulatorSettings, shutdown: ShutdownFlag, events: EventsCh
     path = settings.input_path
     try:
         publisher = MqttPublisher(
-            settings, settings.connections, settings.max_inflight, shards=settings.shards
+            settings,
+            settings.connections,
+            settings.max_inflight,
+            shards=settings.shards,
+            reach_timeout=settings.reach_timeout,
         )
     except OSError as exc:  # refused, unreachable, no such host: one line, no traceback
         print(

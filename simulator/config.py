@@ -31,6 +31,13 @@ class SimulatorSettings(MqttSettings):
         "sharded bridges to publish for: Thing X goes to <prefix>/<crc32(X) mod N>/X "
         "(1: <prefix>/X)",
     )
+    reach_timeout: timedelta = setting(
+        timedelta(minutes=5),
+        "SIMULATOR_REACH_TIMEOUT",
+        "how long a connection keeps trying to reach the MQTT broker (its name not resolving, "
+        "refused, closed before CONNACK) before the replay gives up: longer than a broker's or "
+        "the network's restart",
+    )
     max_inflight: int = setting(
         1000,
         "SIMULATOR_MAX_INFLIGHT",

@@ -14,13 +14,14 @@ import dataclasses
 import threading
 import time
 import zlib
+from datetime import timedelta
 
 import paho.mqtt.client as mqtt
 
 from simulator.errors import MachineUserMissing
 from streamkit.config import MqttSettings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.mqtt_client import connect_patiently, make_client
+from streamkit.mqtt_client import REACH_PATIENCE_S, connect_patiently, make_client
 from streamkit.wire.keys import machine_topic
 
 
@@ -32,8 +33,10 @@ class MqttPublisher:
         max_inflight: int = 1000,
         client_prefix: str = "simulator",
         shards: int = 1,
+        reach_timeout: timedelta = timedelta(seconds=REACH_PATIENCE_S),
     ) -> None:
         self.settings = settings
+        self.reach_timeout_s = reach_timeout.total_seconds()
         self.prefix = settings.mqtt_topic_prefix
         self.shards = shards
         self.client_prefix = client_prefix
@@ -58,7 +61,7 @@ class MqttPublisher:
         client.on_publish = self._on_publish
         # a Thing's own connection opens when its first row comes, maybe while the network or the
         # broker restarts: a moment's failure must not end the replay
-        connect_patiently(client, settings)
+        connect_patiently(client, settings, self.reach_timeout_s)
         return client
 
     def _client_of(self, thing: str) -> mqtt.Client:

@@ -28,6 +28,9 @@ def simulator(path: Path, closed_port: int) -> subprocess.CompletedProcess[str]:
             "--mqtt-port",
             str(closed_port),
             "--no-progress",
+            # the port stays closed: no need to wait for a broker's restart
+            "--reach-timeout",
+            "1s",
         ],
         cwd=REPO,
         # plain TCP: no CA is needed to reach the closed port (without a stack there is none)

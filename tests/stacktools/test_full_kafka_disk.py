@@ -4,7 +4,7 @@ test makes (a small tmpfs under a Kafka node's data directory).
 A broker whose only log directory fails shuts down ("all log dirs have failed"): a full disk
 stops the node, it does not refuse writes. The disk alert's condition holds on the stack's own
 Prometheus meanwhile, the producer keeps its records (none fails), and once space is back and the
-node is started again (the launcher's `stack up kafka`; compose's restart policy does it alone)
+node is started again (the launcher's `stack up kafka`; compose's restart policy starts it)
 the broker recovers its logs and every record is in the topic exactly once: those it had before
 the disk filled, the one batch it may have half-written, and those that waited.
 """
