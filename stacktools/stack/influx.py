@@ -82,6 +82,12 @@ class InfluxClient:
 
     def write(self, database: str, lines: list[str], precision: str = "ns") -> int:
         """POST line protocol; the HTTP status (204: written)."""
+        return self.write_answer(database, lines, precision)[0]
+
+    def write_answer(
+        self, database: str, lines: list[str], precision: str = "ns"
+    ) -> tuple[int, str]:
+        """POST line protocol; the HTTP status and InfluxDB's error text ("" when written)."""
         s = self.settings
         query = urllib.parse.urlencode({"db": database, "precision": precision})
         request = urllib.request.Request(
@@ -92,9 +98,9 @@ class InfluxClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=30, context=self.tls_context) as response:
-                return response.status
+                return response.status, ""
         except urllib.error.HTTPError as exc:
-            return exc.code
+            return exc.code, exc.read().decode(errors="replace")
 
     def create_database(self, name: str) -> None:
         """A pipeline database (the stack's, a test's or a demo run's): the connector may only

@@ -13,8 +13,6 @@ recovers would be noticed. The connector goes on by itself and InfluxDB equals t
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
-from stacktools.stack.influx import InfluxClient, basic_auth
+from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from tests.support.full_disk import (
     fill,
@@ -68,23 +66,6 @@ def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Sta
             yield stack, stack.up()
         finally:
             stack.down()
-
-
-def probe_write(settings: Settings, database: str) -> tuple[int, str]:
-    """One point written by the administrator: InfluxDB's status and its error, if any."""
-    line = "probe,thing=P value=1 1554096380468000000"
-    request = urllib.request.Request(
-        f"{settings.influx_base_url}/write?db={database}", data=line.encode()
-    )
-    request.add_header(
-        "Authorization", basic_auth(settings.influx_username, settings.influx_password.reveal())
-    )
-    try:
-        context = InfluxClient(settings).tls_context
-        with urllib.request.urlopen(request, timeout=30, context=context) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
 
 
 def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_restart(
@@ -137,7 +118,8 @@ def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_re
             filler.unlink()
             filler = None
             assert offsets_behind(stack_settings, group_of(database), topics)
-            status, error = probe_write(settings, database)
+            probe = "probe,thing=P value=1 1554096380468000000"
+            status, error = InfluxClient(settings).write_answer(database, [probe])
             assert status == 500 and "error writing WAL entry" in error, (status, error)
             influx.down()  # the runbook's restart
             influx.up()

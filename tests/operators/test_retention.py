@@ -63,25 +63,19 @@ def test_a_silent_key_emits_what_it_owes_and_is_dropped_as_the_rule_says(
     records = Records.of(*zip(*raw, strict=False)) if raw else Records.empty()
     kept, inner = Retention(thing_operator(), ms(retention), ms(slack)), thing_operator()
     state, alone = kept.initial(), inner.initial()
-    at, now, plan = 0, NOW_MS, []
+    batches, times, at, now = [], [], 0, NOW_MS
     for size, step in cuts:
         now += step
-        plan.append((size, now))
-        size = min(size, len(records) - at)
-        at += size
-    at = 0
-    timeline = []
-    for size, now in plan:
-        batch = records.take(slice(at, at + size))
-        at += len(batch)
-        timeline.append((len(batch) > 0, now))
-    drops = drops_by_rule(timeline, retention, slack)
-    at, since = 0, NO_TIME
-    for k, (size, now) in enumerate(plan):
+        batches.append(records.take(slice(at, at + size)))
+        times.append(now)
+        at += len(batches[-1])
+    drops = drops_by_rule(
+        [(len(b) > 0, t) for b, t in zip(batches, times, strict=True)], retention, slack
+    )
+    since = NO_TIME
+    for k, (batch, now) in enumerate(zip(batches, times, strict=True)):
         if k in restarts:
             state = kept.restore(kept.snapshot(state))
-        batch = records.take(slice(at, at + size))
-        at += len(batch)
         driven = drive(kept, state, batch if len(batch) else None, now)
         got = [plain(out) for _, out in driven.emitted]
         if k in drops:  # the reference: the stream ends here, a new one starts after it
