@@ -8,7 +8,10 @@ changed in ``credentials.env`` takes effect) and topic provisioning on every cal
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -58,10 +61,33 @@ def _allow(
     )
 
 
+#: Past the request's own timeout, so that librdkafka reports its timeout (as a KafkaException)
+#: before this process stops waiting on the answer.
+ANSWER_MARGIN_S = 5.0
+
+
+def answers(futures: Iterable[Future], timeout_s: float, what: str) -> list[Any]:
+    """The results of an admin request's ``futures``; a request that got no answer within its
+    ``timeout_s`` raises a KafkaException ``_TIMED_OUT`` naming ``what``, as librdkafka's own
+    timeout does, so that callers treat both alike (streamkit.kafka_io.transient)."""
+    results: list[Any] = []
+    for future in futures:
+        try:
+            results.append(future.result(timeout=timeout_s + ANSWER_MARGIN_S))
+        except TimeoutError:
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"no answer within {timeout_s:.0f} s to {what}")
+            ) from None
+    return results
+
+
 def _create(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) -> None:
     if bindings:
-        for future in admin.create_acls(bindings, request_timeout=timeout_s).values():
-            future.result(timeout=timeout_s)
+        answers(
+            admin.create_acls(bindings, request_timeout=timeout_s).values(),
+            timeout_s,
+            "creating ACLs",
+        )
 
 
 def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0) -> None:
@@ -74,8 +100,11 @@ def upsert_users(admin: AdminClient, settings: Settings, timeout_s: float = 30.0
         )
         for user in SERVICE_USERS
     ]
-    for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout_s).values():
-        future.result(timeout=timeout_s)
+    answers(
+        admin.alter_user_scram_credentials(upserts, request_timeout=timeout_s).values(),
+        timeout_s,
+        "setting the users' passwords",
+    )
 
 
 def retire_users(
@@ -87,15 +116,17 @@ def retire_users(
     wanted = set(users)
     described = admin.describe_user_scram_credentials(request_timeout=timeout_s)
     assert not isinstance(described, dict), "every user's credentials come as one future"
-    present = sorted(wanted & set(described.result(timeout=timeout_s)))
+    (described_users,) = answers([described], timeout_s, "describing the users")
+    present = sorted(wanted & set(described_users))
     if present:
         deletions: list[UserScramCredentialAlteration] = [
             UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512) for user in present
         ]
-        for future in admin.alter_user_scram_credentials(
-            deletions, request_timeout=timeout_s
-        ).values():
-            future.result(timeout=timeout_s)
+        answers(
+            admin.alter_user_scram_credentials(deletions, request_timeout=timeout_s).values(),
+            timeout_s,
+            "deleting retired users",
+        )
     filters = [
         AclBindingFilter(  # None: any resource name, any host (the stubs say str only)
             ResourceType.ANY,
@@ -108,8 +139,11 @@ def retire_users(
         )
         for user in sorted(wanted)
     ]
-    for future in admin.delete_acls(filters, request_timeout=timeout_s).values():
-        future.result(timeout=timeout_s)
+    answers(
+        admin.delete_acls(filters, request_timeout=timeout_s).values(),
+        timeout_s,
+        "deleting retired users' ACLs",
+    )
     return present
 
 

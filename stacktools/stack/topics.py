@@ -28,10 +28,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from stacktools.stack.kafka_access import grant_topics
+from stacktools.stack.kafka_access import answers, grant_topics
 from stacktools.stack.settings import Settings, StackSettings
 from streamkit.cli import HelpFormatter, entry_point, program_name
-from streamkit.deadline import TimedOut
 from streamkit.durations import duration_ms
 from streamkit.kafka_clients import admin_client
 from streamkit.logs import setup_logging
@@ -97,9 +96,10 @@ def load_topic_specs(
 
 def _describe_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
+    configs = answers(futures.values(), 30.0, "describing the topics' configs")
     return {
-        resource.name: {k: v.value for k, v in future.result(timeout=30).items()}
-        for resource, future in futures.items()
+        resource.name: {k: v.value for k, v in config.items()}
+        for resource, config in zip(futures, configs, strict=True)
     }
 
 
@@ -126,17 +126,17 @@ def provision(
         )
         for name, future in futures.items():
             try:
-                future.result(timeout=timeout_s)
+                answers(
+                    [future],
+                    timeout_s,
+                    f"creating topic {name}; with KAFKA_BROKERS > 1, is a node down? (the admin "
+                    "client may have sent the request to it: docs/operations.md, 'Three Kafka "
+                    "nodes')",
+                )
                 report.created.append(name)
             except KafkaException as exc:  # created concurrently by someone else: check it below
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise
-            except TimeoutError:
-                raise TimedOut(
-                    f"Kafka did not confirm creating topic {name} within {timeout_s:.0f} s; with "
-                    "KAFKA_BROKERS > 1, is a node down? (the admin client may have sent the "
-                    "request to it: docs/operations.md, 'Three Kafka nodes')"
-                ) from None
     present = [s for s in specs if s.name not in report.created]
     if not present:
         return report
@@ -167,8 +167,11 @@ def provision(
                     for k, v in config_drift.items()
                 ],
             )
-            for future in admin.incremental_alter_configs([resource]).values():
-                future.result(timeout=timeout_s)
+            answers(
+                admin.incremental_alter_configs([resource]).values(),
+                timeout_s,
+                f"changing {spec.name}'s config",
+            )
             report.fixed.extend(f"{spec.name}: {k}={v}" for k, v in config_drift.items())
             problems = [p for p in problems if "partitions" in p]
         (report.drift.extend(problems) if problems else report.unchanged.append(spec.name))

@@ -16,7 +16,7 @@ from stacktools.stack.servers.base import Component
 from stacktools.stack.servers.site import ConfigFiles, Site, properties_file
 from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.kafka_io import REPLICA_LAG_MAX_S
+from streamkit.kafka_io import LEADER_CHANGE_S, REPLICA_LAG_MAX_S
 from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
 
 KAFKA_VERSION = "4.3.1"
@@ -370,33 +370,51 @@ class Kafka(Component):
         """Users, rights and topics, once per cluster (node 1) and only when every node is
         registered: a topic with three replicas cannot be created on fewer brokers."""
         from stacktools.stack.kafka_access import grant_prefixes, retire_users, upsert_users
-        from stacktools.stack.topics import load_topic_specs, provision
+        from stacktools.stack.topics import ProvisionReport, load_topic_specs, provision
         from streamkit.kafka_clients import admin_client
+        from streamkit.kafka_io import retry_transient
 
         if self.node != 1:
             return
         everyone = set(range(1, self.settings.kafka_brokers + 1))
         try:
             wait_until(
-                lambda: self.registered_nodes() >= everyone,
+                lambda: self.registered_nodes() >= everyone and self.serving_nodes() >= everyone,
                 self.start_timeout_s,
-                "every Kafka node registered",
+                "every Kafka node registered and serving",
                 interval_s=1,
             )
         except TimedOut:
             raise LauncherError(
-                f"kafka: only nodes {sorted(self.registered_nodes())} of {sorted(everyone)} "
-                f"registered after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
+                f"kafka: only nodes {sorted(self.serving_nodes())} of {sorted(everyone)} "
+                f"serving after {self.start_timeout_s:.0f} s (see the kafka-N logs)"
             ) from None
         self.require_passwords("kafka", USERS["kafka"])
-        # held until the results are in: a dropped client cancels them
-        admin = admin_client(self.settings)
-        upsert_users(admin, self.settings)
-        retire_users(admin)
-        grant_prefixes(admin)
-        report = provision(self.settings, load_topic_specs(self.settings))
+
+        def set_up_cluster() -> ProvisionReport:
+            # held until the results are in: a dropped client cancels them
+            admin = admin_client(self.settings)
+            upsert_users(admin, self.settings)
+            retire_users(admin)
+            grant_prefixes(admin)
+            return provision(self.settings, load_topic_specs(self.settings))
+
+        # every step is idempotent; a node that dies between the wait above and a request
+        # leaves that request unanswered (KRaft names a random registered node as the
+        # controller), so it is sent again while a leader change may still be under way
+        report = retry_transient(set_up_cluster, LEADER_CHANGE_S)
         for line in report.drift:
             print(f"[stack] topic drift: {line}")
+
+    def serving_nodes(self) -> set[int]:
+        """The cluster's nodes that answer on their own address and list themselves. A node's
+        registration alone is no proof: a killed node stays registered until its session times
+        out, and an admin request sent to it waits out its whole timeout."""
+        peers = [
+            self if node == self.node else Kafka(self.settings, node)
+            for node in range(1, self.settings.kafka_brokers + 1)
+        ]
+        return {peer.node for peer in peers if peer.healthy()}
 
 
 #: The launcher's broker log: warnings, and the line that says the node started.
