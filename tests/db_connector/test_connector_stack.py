@@ -12,7 +12,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,7 @@ from db_connector.points import joined_time_and_tags
 from mqtt_bridge.records import RowSplitter
 from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.services import service_process
-from stacktools.harness.wiring import Wiring, private_database, private_topic
+from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
@@ -243,18 +242,6 @@ def produce(
 
 def all_records(feed: Feed) -> list[tuple[str, bytes | None, bytes, int | None]]:
     return [(kind, *record) for kind, records in feed.records.items() for record in records]
-
-
-@pytest.fixture
-def lane(stack_settings: Settings) -> Iterator[tuple[Settings, dict[str, str], str]]:
-    topics = {
-        kind: private_topic(stack_settings, kind, 2)
-        for kind in ("raw", "joined", "aggregates", "late", "dlq")
-    }
-    database = private_database(stack_settings)
-    write_conflict_seed(stack_settings, database)
-    yield stack_settings, topics, database
-    InfluxClient(stack_settings).drop_database(database)
 
 
 def group_of(database: str) -> str:

@@ -31,6 +31,9 @@ from tests.support.require import cannot_run
 
 #: The cgroup v2 hierarchy (pure v2, or the ``unified`` one of a hybrid layout).
 CGROUP_ROOTS = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
+#: The largest packet without data a TCP peer that receives in order sends: IPv4 (20 bytes), TCP
+#: (20), timestamps (12) and one SACK block (12).
+BARE_ACK_MAX_BYTES = 64
 #: The connection-mark bits the groups of all tests share: 7 bits of test, 8 of group.
 MARK_MASK = 0x7FFF0000
 
@@ -148,6 +151,19 @@ class Network:
         if not one_way:
             self._drop(b, a)
 
+    def answers_lost(self, server: Endpoint, client: Endpoint, after_bytes: int) -> None:
+        """Once ``client`` has sent ``after_bytes`` on a connection to ``server`` (past the TLS
+        handshake, into a request), no data ``server`` sends on it arrives: the request is
+        received whole and acted on, its answer lost. TCP's bare acknowledgements still pass
+        (an answer is lost, not the request), so a request larger than a window arrives too. A
+        request sent again on a new connection meets the same fate: the zombie write, as often
+        as it is retried."""
+        self._drop(
+            server, client, "-m", "connbytes", "--connbytes", f"{after_bytes}:",
+            "--connbytes-dir", "original", "--connbytes-mode", "bytes",
+            "-m", "length", "--length", f"{BARE_ACK_MAX_BYTES + 1}:65535",
+        )  # fmt: skip
+
     def lossy(self, a: Endpoint, b: Endpoint, probability: float) -> None:
         """Each packet from ``a`` to ``b`` is lost with ``probability`` (one way)."""
         self._drop(a, b, "-m", "statistic", "--mode", "random", "--probability", f"{probability}")
@@ -229,6 +245,8 @@ def network() -> Iterator[Network]:
     if _iptables("-L", "OUTPUT", "-n", check=False).returncode != 0:
         cannot_run("iptables cannot list the filter table here")
     cgroup_root = _cgroup2_root()
+    # byte counts per connection, for answers_lost (connections opened from now on)
+    Path("/proc/sys/net/netfilter/nf_conntrack_acct").write_text("1")
     base = cgroup_root / "mds-partitions"
     base.mkdir(exist_ok=True)
     net = Network(cgroup_root, base, 0)
