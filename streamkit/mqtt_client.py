@@ -30,6 +30,11 @@ if TYPE_CHECKING:  # paho declares its queued-packet type for type checkers only
     from paho.mqtt.client import _OutPacket
 
 
+#: Seconds between a client's signs of life: a link silent for longer is dropped by the client,
+#: and for half as long again by the broker.
+KEEPALIVE_S = 30
+
+
 class BufferedClient(mqtt.Client):
     """paho's Client with a read buffer.
 
@@ -346,12 +351,12 @@ def connect(client: mqtt.Client, settings: MqttSettings, timeout_s: float = 10.0
         client.connect(
             settings.mqtt_host,
             settings.mqtt_port,
-            keepalive=30,
+            keepalive=KEEPALIVE_S,
             clean_start=clean_start,
             properties=properties,
         )
     else:
-        client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=30)
+        client.connect(settings.mqtt_host, settings.mqtt_port, keepalive=KEEPALIVE_S)
     client.loop_start()
     if not done.wait(timeout_s):
         client.loop_stop()
