@@ -39,6 +39,10 @@ TRANSIENT_CODES = {
 #: answers OFFSET_NOT_AVAILABLE until then: its high watermark waits on that follower.
 REPLICA_LAG_MAX_S = 30.0
 
+#: How long a broker may miss its heartbeats before the controller fences it and moves its
+#: partitions' leadership (the brokers' ``broker.session.timeout.ms``, written from here).
+BROKER_SESSION_S = 9.0
+
 #: What a look at the cluster retries through: a follower dropped from the ISR, plus a leader
 #: election and a loaded controller's stall on top.
 LEADER_CHANGE_S = 2 * REPLICA_LAG_MAX_S

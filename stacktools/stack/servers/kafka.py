@@ -16,7 +16,7 @@ from stacktools.stack.servers.base import Component
 from stacktools.stack.servers.site import ConfigFiles, Site, properties_file
 from stacktools.stack.settings import Settings
 from streamkit.deadline import TimedOut, wait_until
-from streamkit.kafka_io import LEADER_CHANGE_S, REPLICA_LAG_MAX_S
+from streamkit.kafka_io import BROKER_SESSION_S, LEADER_CHANGE_S, REPLICA_LAG_MAX_S
 from streamkit.paths import KAFKA_JARS_DIR, private_directory, private_file
 
 KAFKA_VERSION = "4.3.1"
@@ -166,8 +166,10 @@ class Kafka(Component):
             "share.coordinator.state.topic.replication.factor": str(replicas),
             "share.coordinator.state.topic.min.isr": str(min_insync),
             "group.initial.rebalance.delay.ms": "0",
-            # the tools' readers wait out a dead follower by this bound (streamkit.kafka_io)
+            # the tools' readers wait out a dead follower by this bound, the partition tests a
+            # cut-off broker by the second (streamkit.kafka_io)
             "replica.lag.time.max.ms": str(int(REPLICA_LAG_MAX_S * 1000)),
+            "broker.session.timeout.ms": str(int(BROKER_SESSION_S * 1000)),
             # compaction and deletion by age observable within tests, hanging transactions
             # aborted within a minute
             "log.cleaner.backoff.ms": "1000",
