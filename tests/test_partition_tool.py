@@ -4,6 +4,7 @@ outside the groups touched."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import subprocess
@@ -104,19 +105,39 @@ class Client:
         self.process.wait()
 
 
+@contextlib.contextmanager
+def connected(
+    net: Network, server: Endpoint, timeout_s: float, name: str = "client"
+) -> Iterator[tuple[Endpoint, Client]]:
+    """A client in a new group ``name``, connected to ``server``; killed afterwards."""
+    group = net.group(name)
+    client = Client(group, server.ports[0], timeout_s)
+    try:
+        assert client.stdout.readline().strip() == "connected"
+        yield group, client
+    finally:
+        client.close()
+
+
 def received(log) -> list[str]:
     log.seek(0)
     return [line.split(" ", 1)[1].strip() for line in log if line.startswith("got")]
 
 
+def wait_received(log, text: str) -> None:
+    """Until the server has logged ``text`` (a hang detector: it arrives in milliseconds)."""
+    deadline = time.monotonic() + 10
+    while text not in received(log) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert text in received(log), "the request did not arrive"
+
+
 def test_a_cut_stops_both_ways_only_between_its_groups_and_heals(net: Network, echo) -> None:
     server, _, log = echo
-    group = net.group("client")
-    client = Client(group, server.ports[0], 1.0)
-    bystander = Client(net.group("bystander"), server.ports[0], 1.0)
-    try:
-        assert client.stdout.readline().strip() == "connected"
-        assert bystander.stdout.readline().strip() == "connected"
+    with (
+        connected(net, server, 1.0) as (group, client),
+        connected(net, server, 1.0, "bystander") as (_, bystander),
+    ):
         assert client.ask("a") == "answer a"
         net.cut(group, server)
         assert client.ask("b") == "timeout"
@@ -131,27 +152,16 @@ def test_a_cut_stops_both_ways_only_between_its_groups_and_heals(net: Network, e
         assert client.ask("?") == "answer b"
         assert received(log)[-1] == "b"
         assert client.ask("e") == "answer e"
-    finally:
-        client.close()
-        bystander.close()
 
 
 def test_a_one_way_cut_delivers_the_request_and_loses_the_answer(net: Network, echo) -> None:
     server, _, log = echo
-    group = net.group("client")
-    client = Client(group, server.ports[0], 1.0)
-    try:
-        assert client.stdout.readline().strip() == "connected"
+    with connected(net, server, 1.0) as (group, client):
         net.cut(server, group, one_way=True)
         assert client.ask("late") == "timeout"
-        deadline = time.monotonic() + 10
-        while "late" not in received(log) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "late" in received(log), "the one-way cut stopped the request too"
+        wait_received(log, "late")
         net.heal()
         assert client.ask("?") == "answer late"
-    finally:
-        client.close()
 
 
 def test_a_new_connection_across_a_cut_is_never_made(net: Network, echo) -> None:
@@ -167,12 +177,9 @@ def test_a_new_connection_across_a_cut_is_never_made(net: Network, echo) -> None
 
 def test_a_lossy_and_a_flapping_link_lose_packets_and_no_data(net: Network, echo) -> None:
     server, _, log = echo
-    group = net.group("client")
     # TCP's retransmission timer starts at 200 ms and doubles: it outgrows 60 s only after
     # eight losses in a row of the same segment or its acknowledgement (p = 0.36 each)
-    client = Client(group, server.ports[0], 60.0)
-    try:
-        assert client.stdout.readline().strip() == "connected"
+    with connected(net, server, 60.0) as (group, client):
         net.lossy(group, server, 0.2)
         net.lossy(server, group, 0.2)
         answers = [client.ask(f"lossy-{n}") for n in range(20)]
@@ -186,47 +193,32 @@ def test_a_lossy_and_a_flapping_link_lose_packets_and_no_data(net: Network, echo
             *(f"lossy-{n}" for n in range(20)),
             *(f"flap-{n}" for n in range(20)),
         ]
-    finally:
-        client.close()
 
 
 def test_a_slow_link_carries_no_more_than_its_rate(net: Network, echo) -> None:
     server, _, _ = echo
-    group = net.group("client")
-    client = Client(group, server.ports[0], 60.0)
     kbytes_per_s, lines = 64, 24
     line = "x" * 16_000
-    try:
-        assert client.stdout.readline().strip() == "connected"
+    with connected(net, server, 60.0) as (group, client):
         net.slow(group, server, kbytes_per_s)
         started = time.monotonic()
         for _ in range(lines):
             assert client.ask(line) == f"answer {line}"
         took = time.monotonic() - started
-        # each way carries every line (iptables' kb is 1,024 bytes), and the policer lets a burst
-        # of one second's worth through; its byte accounting is coarse (credits per jiffy), so
-        # half that time is asked for: unpoliced, the loopback carries it in milliseconds
-        least = (lines * len(line) / 1024 - kbytes_per_s) / kbytes_per_s / 2
-        assert took >= least, f"{took:.1f} s for what takes at least {least:.1f} s at the rate"
-    finally:
-        client.close()
+    # each way carries every line (iptables' kb is 1,024 bytes), and the policer lets a burst of
+    # one second's worth through; its byte accounting is coarse (credits per jiffy), so half
+    # that time is asked for: unpoliced, the loopback carries it in milliseconds
+    least = (lines * len(line) / 1024 - kbytes_per_s) / kbytes_per_s / 2
+    assert took >= least, f"{took:.1f} s for what takes at least {least:.1f} s at the rate"
 
 
 def test_answers_lost_after_a_request_let_it_in_and_its_answer_not(net: Network, echo) -> None:
     server, _, log = echo
-    group = net.group("client")
-    client = Client(group, server.ports[0], 1.0)
-    try:
-        assert client.stdout.readline().strip() == "connected"
+    with connected(net, server, 1.0) as (group, client):
         net.answers_lost(server, group, 4096)
         assert client.ask("small") == "answer small", "answers lost before the byte count"
         big = "y" * 1_000_000  # larger than a TCP window: the bare acknowledgements pass
         assert client.ask(big) == "timeout"
-        deadline = time.monotonic() + 10
-        while big not in received(log) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert big in received(log), "the request did not arrive"
+        wait_received(log, big)
         net.heal()
         assert client.ask("?") == f"answer {big}"
-    finally:
-        client.close()
