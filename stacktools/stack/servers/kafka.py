@@ -370,7 +370,8 @@ class Kafka(Component):
 
     def after_healthy(self) -> None:
         """Users, rights and topics, once per cluster (node 1) and only when every node is
-        registered: a topic with three replicas cannot be created on fewer brokers."""
+        registered and serving: a topic with three replicas cannot be created on fewer
+        brokers, and a request sent to a node that does not serve waits out its timeout."""
         from stacktools.stack.kafka_access import grant_prefixes, retire_users, upsert_users
         from stacktools.stack.topics import ProvisionReport, load_topic_specs, provision
         from streamkit.kafka_clients import admin_client
