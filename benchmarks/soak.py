@@ -165,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--things", type=int, default=8)
     parser.add_argument("--out", type=Path, default=Path("soak"))
     args = parser.parse_args(argv)
-    settings = Stack(Settings.from_sources()).up()
+    stack = Stack(Settings.from_sources())
+    started_here = stack.groups_not_running()  # stopped again at the end
+    settings = stack.up()
     layout = Layout(args.shape)
     events = events_file(max(args.rate * 600, 10_000), args.things)  # looped
     wiring = Wiring.fresh(settings, "soak")
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pipeline.stop()
         InfluxClient(settings).drop_database(wiring.database)
+        if started_here:
+            Stack(settings, started_here).down()
     if len(rows) < 3:
         raise SystemExit("too short to fit anything: a longer --duration or a shorter --interval")
     times_h = np.array(times)
