@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from stacktools.harness.processes import ServiceProcess
 from stacktools.harness.scrape import scrape_metrics
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from tests.support.harness import metric
 from tests.support.partition import Endpoint, Network, network
-from tests.support.waits import settle
+from tests.support.waits import keep_alive, settle
 
 from .test_connector_stack import (
     all_records,
@@ -74,13 +73,6 @@ def writes_served(settings: Settings) -> tuple[int, int]:
     did, whether or not its answer reached anyone."""
     (stats,) = InfluxClient(settings).rows("", "SHOW STATS FOR 'httpd'")
     return stats["writeReq"], stats["pointsWrittenOK"]
-
-
-def keep_alive(service: ServiceProcess, seconds: float, log: Path) -> None:
-    """``seconds`` of the fault, the connector alive throughout (a process that gives up on a
-    partition is a defect)."""
-    settle(lambda: not service.alive(), seconds, "the fault held")
-    assert service.alive(), log.read_text()[-3000:]
 
 
 def test_the_connector_partitioned_from_influxdb_stays_exact(lane, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from streamkit.mqtt_client import KEEPALIVE_S
 from streamkit.paths import REPO_ROOT
 from tests.support.harness import expected_records, start_bridge, wait_for_keys
 from tests.support.partition import Endpoint, Network, network
-from tests.support.waits import landing_limit_s, settle
+from tests.support.waits import keep_alive, landing_limit_s
 
 from .test_bridge_stack import assert_raw_topic_holds_exactly
 
@@ -117,10 +117,3 @@ def test_the_bridge_partitioned_from_mosquitto_loses_nothing(
         finally:
             service.terminate()
             simulator.kill9()
-
-
-def keep_alive(service, seconds: float, log: Path) -> None:
-    """``seconds`` of the fault, the bridge alive throughout (it waits for the broker; a
-    bridge that gives up on a partition is a defect)."""
-    settle(lambda: not service.alive(), seconds, "the fault held")
-    assert service.alive(), log.read_text()[-3000:]

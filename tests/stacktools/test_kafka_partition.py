@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import socket
 import threading
 import time
 from collections import Counter
@@ -33,9 +31,10 @@ from stacktools.stack.servers.kafka import kafka_nodes
 from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import admin_client, idempotent_producer
 from streamkit.kafka_io import BROKER_SESSION_S, LEADER_CHANGE_S, read_to_end
-from tests.support.full_disk import settings_in
+from tests.support.full_disk import copy_stack_secrets, settings_in
 from tests.support.messages import value_of
 from tests.support.partition import Endpoint, Network, network
+from tests.support.ports import spaced_free_ports
 from tests.support.waits import settle
 
 pytestmark = [pytest.mark.stack, pytest.mark.partition]
@@ -62,34 +61,13 @@ class GroupedStack(Stack):
             return super()._start(component)
 
 
-def spaced_free_ports(count: int, step: int = 2) -> int:
-    """A base port with ``count`` ports ``step`` apart all free (a node N listens on base +
-    step (N-1))."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
-        ports = [base + step * n for n in range(count)]
-        free = True
-        for port in ports:
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", port))
-                except OSError:
-                    free = False
-                    break
-        if free:
-            return base
-    raise AssertionError("no spaced free ports")
-
-
 @pytest.fixture
 def cluster(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Settings, Network, dict]]:
     """Three Kafka nodes of this test's own, each in a group, with the stack's certificates and
     passwords; the settings, the network and the groups by node name."""
     run = tmp_path / "run"
     run.mkdir()
-    shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
-    shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
+    copy_stack_secrets(stack_settings, run)
     ports = {
         "KAFKA_PORT": spaced_free_ports(3),
         "KAFKA_CONTROLLER_PORT": spaced_free_ports(3),

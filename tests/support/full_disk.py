@@ -38,11 +38,17 @@ def small_run_dir(stack_settings: Settings, run: Path, server: str, size: str) -
         ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", data], check=True
     )
     try:
-        shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
-        shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
+        copy_stack_secrets(stack_settings, run)
         yield data
     finally:
         subprocess.run(["umount", "--lazy", data], check=False)
+
+
+def copy_stack_secrets(stack_settings: Settings, run: Path) -> None:
+    """The stack's certificates and passwords into ``run``: a private server started there takes
+    the stack's clients as they are."""
+    shutil.copytree(stack_settings.run_dir / "tls", run / "tls")
+    shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
 
 
 def settings_in(stack_settings: Settings, run: Path, ports: dict[str, int]) -> Settings:

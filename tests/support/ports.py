@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 
 
@@ -26,3 +27,13 @@ def free_ports(count: int) -> list[int]:
         if _bindable(port + 2) and not {port, port + 2} & taken:
             ports.append(port)
     return ports
+
+
+def spaced_free_ports(count: int, step: int = 2) -> int:
+    """A base port with ``count`` ports ``step`` apart all free (a cluster's node N listens on
+    base + step (N-1))."""
+    for _ in range(200):
+        base = random.randrange(20_000, 60_000)
+        if all(_bindable(base + step * n) for n in range(count)):
+            return base
+    raise AssertionError(f"no {count} free ports {step} apart")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from stacktools.harness.processes import ServiceProcess
 from streamkit.deadline import TimedOut, wait_until
 
 
@@ -30,3 +32,10 @@ def landing_limit_s(records: int) -> float:
     detector scaled with the work (a record takes well under a millisecond through the bridge
     and the broker), not a speed test."""
     return 60.0 + records / 100
+
+
+def keep_alive(service: ServiceProcess, seconds: float, log: Path) -> None:
+    """``seconds`` of a fault, the service alive throughout (a service that gives up on a
+    partition or an outage is a defect); its log's end if it ended."""
+    settle(lambda: not service.alive(), seconds, "the fault held")
+    assert service.alive(), log.read_text()[-3000:]
