@@ -88,8 +88,11 @@ class Layout:
         """The stack's server groups this layout uses."""
         return [*DEFAULT_GROUPS, *(["spark"] if self.spark_cluster else [])]
 
-    def pipeline(self, settings: Settings, wiring: Wiring, work: Path) -> Pipeline:
-        env = scaled_out_spark_env(settings) if self.spark_cluster else {}
+    def pipeline(
+        self, settings: Settings, wiring: Wiring, work: Path, env: dict[str, str] | None = None
+    ) -> Pipeline:
+        """The stages of this layout, with ``env`` added to their settings."""
+        env = {**(scaled_out_spark_env(settings) if self.spark_cluster else {}), **(env or {})}
         if self.opstats != "default":
             on = self.opstats == "on"
             env["OPSTATS_POWER"] = STATS_ON if on else ""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import numpy as np
 import pytest
 
-from benchmarks.soak import disk_mb, process_figures, slopes
+from benchmarks.soak import disk_mb, process_figures, scaled_retention, slopes
+from spark_jobs.config import JoinSettings
+from streamkit.durations import parse_duration
 
 
 def test_a_slope_an_hour_after_the_warm_up_and_cpu_per_record() -> None:
@@ -34,3 +37,10 @@ def test_a_process_group_is_read_from_proc(tmp_path) -> None:
     assert figures["cpu_s"] > 0
     (tmp_path / "f").write_bytes(b"x" * 1_000_000)
     assert disk_mb(tmp_path) >= 1.0
+
+
+def test_the_replay_scales_the_state_retention_to_the_same_event_time() -> None:
+    default = JoinSettings.from_sources({}).state_retention
+    retention = parse_duration(scaled_retention(1000.0)["STATE_RETENTION"])
+    assert retention.total_seconds() == round(default.total_seconds() / 1000)
+    assert parse_duration(scaled_retention(1e9)["STATE_RETENTION"]) == timedelta(seconds=1)

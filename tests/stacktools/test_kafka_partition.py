@@ -2,7 +2,8 @@
 idempotent): a partition's leader cut from the two others, the active KRaft controller cut
 from them, and a node on the minority side at random (tests/support/partition.py). Each node
 runs in a group of its own; the producer and the reader reach every node throughout, as a
-client on the plant network does.
+client on the plant network does. Then the writer itself on the minority side, with the
+partition's leader, cut from the two others.
 
 The isolated node keeps running. With min.insync.replicas 2 it can acknowledge nothing alone,
 the majority fences it after its session times out and elects leaders among themselves, and the
@@ -188,6 +189,50 @@ def test_an_isolated_kafka_node_loses_no_acknowledged_record(cluster) -> None:
     finally:
         writer.finish()
     print(f"PARTITION_SEED={seed} rounds (role, node isolated, acknowledged meanwhile): {rounds}")
+    assert_exactly_once(settings, writer)
+
+
+def test_a_writer_on_the_minority_side_is_acknowledged_nothing_and_loses_nothing(
+    cluster,
+) -> None:
+    """The leader of partition 0 and the writer on one side, the two other nodes on the other:
+    the majority side goes on without the writer, which can reach only a node that cannot
+    replicate. Nothing is acknowledged to it while it is cut off; its records wait in the
+    producer and arrive once, in order, after healing."""
+    settings, net, groups = cluster
+    writers = net.group("writers")
+    with writers.joined():  # the producer's every connection opened from the writers' group
+        assert settle(lambda: fully_replicated(settings), LEADER_CHANGE_S, "full ISR")
+        writer = Writer(settings)
+        writer.thread.start()
+        try:
+            time.sleep(2)
+            victim = node_name(partition_leader(settings))
+            isolate(net, groups, victim)
+            for name, group in groups.items():
+                if name != victim:
+                    net.cut(writers, group)
+            # what the nodes acknowledged before the cut, on its way back (the loopback's round
+            # trip and the producer's linger are milliseconds)
+            time.sleep(1)
+            acknowledged_before = sum(map(len, writer.acknowledged.values()))
+            sent_before = writer.sent
+            time.sleep(HELD_S)
+            acknowledged_meanwhile = sum(map(len, writer.acknowledged.values()))
+            assert net.dropped_packets() > 0
+            net.heal()
+            assert writer.sent - sent_before > RATE, "the writer stopped writing"
+            assert acknowledged_meanwhile == acknowledged_before, "acknowledged by a minority"
+            assert settle(lambda: fully_replicated(settings), LEADER_CHANGE_S, "full ISR")
+        finally:
+            writer.finish()
+        print(f"writer and {victim} cut from the two others for {HELD_S} s")
+        assert_exactly_once(settings, writer)
+
+
+def assert_exactly_once(settings: Settings, writer: Writer) -> None:
+    """Jepsen's queue check: every acknowledged record in the topic once, none that was not
+    sent, each partition in the order its records were acknowledged."""
     assert not writer.failed, writer.failed[:5]
     messages = read_to_end(settings, TOPIC, isolation="read_uncommitted")
     values = [numbered(m)[1] for m in messages]

@@ -238,3 +238,19 @@ def test_split_measurement_refuses_trailing_bytes() -> None:
     ((_, payload),) = MeasurementEncoder().encode_row("T", "r", 1, {"q": 1.0})
     with pytest.raises(ValueError):
         split_measurement(payload + b"\x00")
+
+
+def test_a_flood_of_quantity_names_keeps_the_encoders_memory_bounded() -> None:
+    """A machine sending a new name in every message (the soak's replay found the cache
+    growing with every name): the cache stays within its bound, and what it encodes does not
+    change when it is cleared."""
+    from streamkit.wire.avro import QUANTITY_CACHE
+
+    encoder = MeasurementEncoder()
+    names = [f"junk_{n}" for n in range(QUANTITY_CACHE + 5)]
+    for name in names:
+        encoder.encode_row("M1", "r", 1, {name: 1.0, "actSpeed_C11": 2.0})
+        assert len(encoder._quantity_cache) <= QUANTITY_CACHE
+    for name in (names[0], names[-1], "actSpeed_C11"):
+        ((_, payload),) = encoder.encode_row("M1", "r", 1, {name: 1.0})
+        assert AvroCodec("measurement").decode(payload)["quantity"] == name
