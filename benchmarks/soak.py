@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         samples = replay(run, args) if args.replay else steady(run, args)
     finally:
         run.pipeline.stop()
-        InfluxClient(settings).drop_database(wiring.database)
+        wiring.discard(settings)  # its topics and database
         shutil.rmtree(work, ignore_errors=True)  # checkpoints, logs, the replay's file
         if started_here:
             Stack(settings, started_here).down()

@@ -14,6 +14,7 @@ from stacktools.stack.access import TOPIC_RIGHTS
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from stacktools.stack.topics import TopicSpec, load_topic_specs, provision
+from streamkit.kafka_clients import admin_client
 from streamkit.wire import shard_prefix
 
 
@@ -154,6 +155,16 @@ class Wiring:
             "dlq": self.dlq,
         }
         return {kind: topic for kind, topic in topics.items() if topic}
+
+    def discard(self, settings: Settings) -> None:
+        """Deletes this wiring's topics and database: a long benchmark's run (``fresh``) that
+        must not stay on the stack's disk after it."""
+        topics = [*self.connector_topics.values(), *([self.markers] if self.markers else [])]
+        admin = admin_client(settings)  # held: a client collected early fails its futures
+        for future in admin.delete_topics(topics, operation_timeout=30).values():
+            future.result(60)
+        if self.database:
+            InfluxClient(settings).drop_database(self.database)
 
 
 def private_topic(
