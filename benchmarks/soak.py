@@ -54,7 +54,7 @@ from stacktools.harness.wiring import Wiring
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
-from streamkit.durations import parse_duration
+from streamkit.durations import format_duration, parse_duration
 
 #: Spark's and the driver's state, from the Spark stage's /metrics.
 STATE_METRICS = ("driver_state_keys", "driver_state_bytes", "spark_state_rows")
@@ -219,15 +219,21 @@ def steady(run: Run, args: argparse.Namespace) -> Samples:
     )
 
 
+def replay_input(work: Path) -> Path:
+    """Where the replay's generated rows go: beside the run's directory, so that they are not
+    counted as the stages' disk."""
+    return work.with_name(f"{work.name}-churn.json")
+
+
 def replay(run: Run, args: argparse.Namespace) -> Samples:
     """--span of churning fleet replayed at --speed, ending now; times in event days. Sampling
     goes on for two intervals after the replay ended, for what was still in flight."""
     churn = Churn(span=args.span, machines=args.things * 3)
     day_ms = 86_400_000
     start_ms = (int(time.time() * 1000) - int(args.span.total_seconds() * 1000)) // day_ms * day_ms
-    events = run.work / "churn.json"
+    events = replay_input(run.work)
     rows = churn_file(churn, start_ms, events)
-    print(f"replay: {rows:,} rows over {args.span.days} event days at {args.speed:g}x")
+    print(f"replay: {rows:,} rows, {format_duration(args.span)} of event time at {args.speed:g}x")
     run.pipeline.start_stages()
     run.pipeline.wait_ready()
     simulator = run.pipeline.replay(
@@ -319,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         run.pipeline.stop()
         wiring.discard(settings)  # its topics and database
-        shutil.rmtree(work, ignore_errors=True)  # checkpoints, logs, the replay's file
+        shutil.rmtree(work, ignore_errors=True)  # checkpoints, logs
+        replay_input(work).unlink(missing_ok=True)
         if started_here:
             Stack(settings, started_here).down()
     if args.replay:
