@@ -162,7 +162,7 @@ def draw(times: np.ndarray, rows: list[dict[str, float]], path: Path, unit: str)
         axis.tick_params(labelsize=7)
     for axis in axes.flat[len(figures) :]:
         axis.axis("off")
-    fig.supxlabel(unit if unit == "hours" else "event days")
+    fig.supxlabel(unit)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -240,12 +240,13 @@ def replay(run: Run, args: argparse.Namespace) -> Samples:
         events, "--speed", f"{args.speed:g}", "--order", "file", "--no-progress"
     ).popen
     started = time.monotonic()
-    ended: list[float] = []
+    ended: list[float] = []  # when the simulator was first seen gone
 
     def running() -> bool:
         if simulator.poll() is None:
             return True
-        ended.append(ended[0] if ended else time.monotonic())
+        if not ended:
+            ended.append(time.monotonic())
         return time.monotonic() - ended[0] < 2 * args.interval.total_seconds()
 
     return run.sample_while(
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         if started_here:
             Stack(settings, started_here).down()
     if args.replay:
-        report(samples, args.settle.total_seconds() / 86_400, "days", out)
+        report(samples, args.settle.total_seconds() / 86_400, "event days", out)
     else:
         report(samples, args.warmup.total_seconds() / 3600, "hours", out)
     return 0

@@ -12,6 +12,7 @@ import uuid
 
 from stacktools.stack.access import TOPIC_RIGHTS
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.kafka_access import answers
 from stacktools.stack.settings import Settings
 from stacktools.stack.topics import TopicSpec, load_topic_specs, provision
 from streamkit.kafka_clients import admin_client
@@ -161,8 +162,8 @@ class Wiring:
         must not stay on the stack's disk after it."""
         topics = [*self.connector_topics.values(), *([self.markers] if self.markers else [])]
         admin = admin_client(settings)  # held: a client collected early fails its futures
-        for future in admin.delete_topics(topics, operation_timeout=30).values():
-            future.result(60)
+        futures = admin.delete_topics(topics, operation_timeout=30, request_timeout=30)
+        answers(futures.values(), 30.0, "deleting the run's topics")
         if self.database:
             InfluxClient(settings).drop_database(self.database)
 
