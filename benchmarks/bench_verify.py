@@ -92,7 +92,7 @@ def lines(measurement: str, frame: pd.DataFrame) -> list[str]:
 
 def load(settings: Settings, database: str, frames: dict[str, pd.DataFrame]) -> int:
     client = InfluxClient(settings)
-    client.create_database(database)
+    client.create_scratch_database(database)
     written = 0
     for measurement, frame in frames.items():
         text = lines(measurement, frame)

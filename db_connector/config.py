@@ -64,9 +64,6 @@ class ConnectorSettings(KafkaSettings, InfluxSettings):
         "longest back-off between write attempts",
         was="CONNECTOR_RETRY_MAX_MS",
     )
-    influx_retention_policy: str = setting(
-        "autogen", "INFLUX_RETENTION_POLICY", "retention policy written to"
-    )
 
     def write_backoff(self) -> Backoff:
         """The back-off between attempts of a failed write or commit."""

@@ -168,7 +168,11 @@ class Connector:
         self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info(
             "connector running",
-            extra={"topics": topics, "bucket": self.writer.bucket, "group": self.settings.group_id},
+            extra={
+                "topics": topics,
+                "database": self.writer.database,
+                "group": self.settings.group_id,
+            },
         )
         batch = Batch(self.generation)
         flush_s = self.settings.flush_interval.total_seconds()

@@ -12,12 +12,18 @@ Two kinds of failure, handled differently:
   batch is bisected until each refused point is alone, so the others are written and each
   refused one is returned with InfluxDB's reason, for the dead-letter topic. Rewriting the
   accepted halves is harmless: a point rewritten with the same identity overwrites itself.
+
+Each measurement goes to its family's retention policy (streamkit.wire.retention), one request
+per policy. A point older than its policy keeps is dropped by InfluxDB, which answers 400
+"points beyond retention policy" and writes the rest: that answer is a write done, the dropped
+points counted as expired, never dead letters (they are not wrong, only out of the kept time).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -26,11 +32,13 @@ import urllib3
 from influxdb_client import InfluxDBClient, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
+from prometheus_client import Counter
 
 from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
 from streamkit.durations import duration_ms
 from streamkit.tls import client_context
+from streamkit.wire.retention import by_policy
 
 log = logging.getLogger("db_connector.influx")
 
@@ -38,6 +46,14 @@ log = logging.getLogger("db_connector.influx")
 REFUSED_STATUSES = {400, 413, 422}
 #: What InfluxDB (Go) answers, with 400, to plain HTTP on its HTTPS port: not the points' fault.
 PLAIN_HTTP_TO_HTTPS = "HTTP request to an HTTPS server"
+#: InfluxDB's answer when it dropped points older than the policy keeps and wrote the others.
+BEYOND_RETENTION = re.compile(r"points beyond retention policy dropped=(\d+)")
+
+EXPIRED = Counter(
+    "connector_expired_points_total",
+    "points InfluxDB dropped as older than their retention policy keeps (not dead letters)",
+    ["policy"],
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,7 @@ def _error_text(exc: ApiException) -> str:
 
 class InfluxWriter:
     def __init__(self, settings: ConnectorSettings) -> None:
-        self.bucket = f"{settings.influx_database}/{settings.influx_retention_policy}"
+        self.database = settings.influx_database
         self.url = settings.influx_base_url
         # InfluxDB 1.8's v2-compatible API: the token is user:password, the org is ignored ("-").
         self.client = InfluxDBClient(
@@ -69,29 +85,41 @@ class InfluxWriter:
         self.api = self.client.write_api(write_options=SYNCHRONOUS)
 
     def write(self, lines: list[str]) -> list[Refused]:
-        """Write every line; return the refused ones (by index). Raises WriteUnavailable."""
+        """Write every line, each to its measurement's policy; return the refused ones (by
+        index into ``lines``). Raises WriteUnavailable."""
         refused: list[Refused] = []
-        self._write_range(lines, 0, len(lines), refused)
+        for policy, indices in by_policy(lines).items():
+            group = [lines[index] for index in indices]
+            found: list[Refused] = []
+            self._write_range(policy, group, 0, len(group), found)
+            refused.extend(Refused(indices[item.index], item.reason) for item in found)
+        refused.sort(key=lambda item: item.index)
         return refused
 
-    def _write_range(self, lines: list[str], start: int, end: int, refused: list[Refused]) -> None:
+    def _write_range(
+        self, policy: str, lines: list[str], start: int, end: int, refused: list[Refused]
+    ) -> None:
         if start >= end:
             return
-        status, text = self._post("\n".join(lines[start:end]).encode())
+        status, text = self._post(policy, "\n".join(lines[start:end]).encode())
         if status is None:
+            return
+        expired = BEYOND_RETENTION.search(text)
+        if expired:
+            EXPIRED.labels(policy).inc(int(expired.group(1)))
             return
         if end - start == 1:
             refused.append(Refused(start, f"{status}: {text}"[:500]))
             return
         middle = (start + end) // 2
-        self._write_range(lines, start, middle, refused)
-        self._write_range(lines, middle, end, refused)
+        self._write_range(policy, lines, start, middle, refused)
+        self._write_range(policy, lines, middle, end, refused)
 
-    def _post(self, body: bytes) -> tuple[int | None, str]:
-        """(None, "") when written; (status, reason) when InfluxDB refused points."""
+    def _post(self, policy: str, body: bytes) -> tuple[int | None, str]:
+        """(None, "") when written; (status, reason) when InfluxDB refused or dropped points."""
         try:
             self.api.write(
-                bucket=self.bucket,
+                bucket=f"{self.database}/{policy}",
                 record=body,
                 # influxdb_client annotates the parameter with its class, whose members are str
                 write_precision=WritePrecision.NS,  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from pathlib import Path
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
+from streamkit.wire.retention import source
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -63,5 +64,5 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def count_points(settings: Settings, database: str) -> int:
-    rows = InfluxClient(settings).rows(database, 'SELECT count("value") FROM "raw"')
+    rows = InfluxClient(settings).rows(database, f'SELECT count("value") FROM {source("raw")}')
     return int(rows[0]["count"]) if rows else 0

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from stacktools.stack.influx import InfluxClient  # noqa: E402
 from stacktools.stack.settings import Settings
+from streamkit.wire.retention import source
 
 #: Bands by their lower edge (% of rated) from light to dark; the overload band darkest.
 BAND_MAP = matplotlib.colormaps["YlOrRd"]
@@ -58,7 +59,8 @@ def per_machine(settings: Settings, database: str) -> dict[tuple[str, str], Comp
     out: dict[tuple[str, str], ComponentFigures] = defaultdict(ComponentFigures)
     cycles = (
         'SELECT count("duty_pct"), sum("duty_exceeded"), max("duty_pct"), '
-        'max("duty_rating_pct"), sum("energy_kwh"), sum("regenerative_kwh") FROM "opstats" '
+        'max("duty_rating_pct"), sum("energy_kwh"), sum("regenerative_kwh") '
+        f"FROM {source('opstats')} "
         'GROUP BY "thing", "component"'
     )
     for s in _series(settings, database, cycles):
@@ -67,7 +69,9 @@ def per_machine(settings: Settings, database: str) -> dict[tuple[str, str], Comp
         f.cycles, f.cycles_over_rating = int(count), int(over or 0)
         f.duty_max_pct, f.duty_rating_pct = float(duty_max), float(rating)
         f.energy_kwh, f.regenerative_kwh = float(energy), float(regenerative)
-    bands = 'SELECT sum("seconds") FROM "opstats_band" GROUP BY "thing", "component", "band"'
+    bands = (
+        f'SELECT sum("seconds") FROM {source("opstats_band")} GROUP BY "thing", "component", "band"'
+    )
     for s in _series(settings, database, bands):
         tags = s["tags"]
         out[tags["thing"], tags["component"]].band_hours[tags["band"]] = (
@@ -125,13 +129,15 @@ def alerts(settings: Settings, database: str) -> dict:
     Alertmanager holds firing now."""
     counts = {"firing": 0, "resolved": 0}
     for s in _series(
-        settings, database, 'SELECT count("since_ms") FROM "overload" GROUP BY "status"'
+        settings, database, f'SELECT count("since_ms") FROM {source("overload")} GROUP BY "status"'
     ):
         counts[s["tags"]["status"]] = int(s["values"][0][1])
     things = {
         s["tags"]["thing"]
         for s in _series(
-            settings, database, 'SELECT last("since_ms") FROM "overload" GROUP BY "thing"'
+            settings,
+            database,
+            f'SELECT last("since_ms") FROM {source("overload")} GROUP BY "thing"',
         )
     }
     try:
@@ -216,7 +222,7 @@ def picture(settings: Settings, database: str, stats: dict, path: Path) -> Path 
         title_fontsize=8,
     )
     statement = (
-        'SELECT "duty_pct", "duty_rating_pct" FROM "opstats" '
+        f'SELECT "duty_pct", "duty_rating_pct" FROM {source("opstats")} '
         f'WHERE "thing" = \'{thing}\' GROUP BY "component"'
     )
     for s in _series(settings, database, statement):

@@ -26,6 +26,7 @@ from stacktools.demo.latency import QUANTILES, latency_view  # noqa: E402
 from stacktools.demo.sampler import Samples  # noqa: E402
 from stacktools.stack.influx import InfluxClient  # noqa: E402
 from stacktools.stack.settings import Settings
+from streamkit.wire.retention import source
 
 #: At most this many points are read back for one series (a machine's joined pairs).
 MAX_POINTS = 200_000
@@ -58,7 +59,9 @@ def _counts(settings: Settings, database: str, measurement: str, field: str) -> 
     return {
         entry["tags"]["thing"]: int(entry["values"][0][1])
         for entry in _series(
-            settings, database, f'SELECT count("{field}") FROM "{measurement}" GROUP BY "thing"'
+            settings,
+            database,
+            f'SELECT count("{field}") FROM {source(measurement)} GROUP BY "thing"',
         )
     }
 
@@ -67,7 +70,7 @@ def _tag_values(
     settings: Settings, database: str, measurement: str, key: str, where: str = ""
 ) -> list[str]:
     status, body = InfluxClient(settings).query(
-        f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "{key}"{where}', database=database
+        f'SHOW TAG VALUES FROM {source(measurement)} WITH KEY = "{key}"{where}', database=database
     )
     series = body.get("results", [{}])[0].get("series", []) if status == 200 else []
     return sorted(value for _, value in series[0]["values"]) if series else []
@@ -200,7 +203,7 @@ def joined_power(settings: Settings, database: str, path: Path) -> Path | None:
         settings,
         database,
         f'SELECT "result", "left_value", "right_value", "pair", "result_name", "component" '
-        f'FROM "joined" WHERE "thing" = \'{thing}\' LIMIT {MAX_POINTS}',
+        f"FROM {source('joined')} WHERE \"thing\" = '{thing}' LIMIT {MAX_POINTS}",
     )
     if joined.empty:
         return None
@@ -255,7 +258,7 @@ def window_aggregates(settings: Settings, database: str, path: Path) -> Path | N
         quantity: _frame(
             settings,
             database,
-            f'SELECT "mean", "min", "max" FROM "aggregate" WHERE "thing" = \'{thing}\' '
+            f'SELECT "mean", "min", "max" FROM {source("aggregate")} WHERE "thing" = \'{thing}\' '
             f"AND \"quantity\" = '{quantity}' AND \"window\" = '{window}' LIMIT {MAX_POINTS}",
         )
         for quantity in quantities

@@ -12,6 +12,7 @@ from stacktools.demo.sampler import Samples
 from stacktools.harness.scrape import metric_sum
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
+from streamkit.wire.retention import source
 
 #: One field every point of the measurement has: counting it counts the points.
 COUNTED_FIELD = {
@@ -29,7 +30,7 @@ def influx_counts(settings: Settings, database: str) -> dict[str, int]:
     counts = {}
     for measurement, field_name in COUNTED_FIELD.items():
         status, body = influx.query(
-            f'SELECT count("{field_name}") FROM "{measurement}"', database=database
+            f'SELECT count("{field_name}") FROM {source(measurement)}', database=database
         )
         series = body.get("results", [{}])[0].get("series", []) if status == 200 else []
         counts[measurement] = int(series[0]["values"][0][1]) if series else 0

@@ -98,7 +98,7 @@ class Wiring:
         provision(settings, list(specs.values()))
         names = {name.removeprefix("machinedata."): spec.name for name, spec in specs.items()}
         database = tag.replace("-", "_")
-        InfluxClient(settings).create_database(database)
+        InfluxClient(settings).create_scratch_database(database)
         return cls(
             names["raw"],
             names["dlq"],
@@ -194,5 +194,5 @@ def private_topic(
 def private_database(settings: Settings) -> str:
     """A fresh InfluxDB database (the shared one belongs to the demo)."""
     name = f"test_{uuid.uuid4().hex[:10]}"
-    InfluxClient(settings).create_database(name)
+    InfluxClient(settings).create_scratch_database(name)
     return name

@@ -21,6 +21,7 @@ from streamkit.config import (
 )
 from streamkit.fields import setting
 from streamkit.sizes import ByteSize
+from streamkit.wire.retention import POLICIES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +39,40 @@ class StackSettings(AlertmanagerSettings, PrometheusSettings):
         "how long the raw topic keeps a record after it was written (cleanup.policy "
         "compact,delete); 'off': compacted alone, the latest record of every key forever. Longer "
         "than any stop of the Spark job or the connector you want to ride out (docs/scaling.md)",
+        allow_zero=True,
+    )
+    influx_retention_raw: timedelta = setting(
+        timedelta(days=30),
+        "INFLUX_RETENTION_RAW",
+        "how long InfluxDB keeps the raw points (retention policy raw, by event time); 'off': "
+        "forever",
+        allow_zero=True,
+    )
+    influx_retention_joined: timedelta = setting(
+        timedelta(days=30),
+        "INFLUX_RETENTION_JOINED",
+        "how long InfluxDB keeps the joined pairs (retention policy joined); 'off': forever",
+        allow_zero=True,
+    )
+    influx_retention_windows: timedelta = setting(
+        timedelta(days=400),
+        "INFLUX_RETENTION_WINDOWS",
+        "how long InfluxDB keeps the window aggregates, the long-term copy of the raw data "
+        "(retention policy windows); 'off': forever",
+        allow_zero=True,
+    )
+    influx_retention_operation: timedelta = setting(
+        timedelta(days=800),
+        "INFLUX_RETENTION_OPERATION",
+        "how long InfluxDB keeps the operation statistics and overload alerts (retention "
+        "policy operation); 'off': forever",
+        allow_zero=True,
+    )
+    influx_retention_diagnostics: timedelta = setting(
+        timedelta(days=30),
+        "INFLUX_RETENTION_DIAGNOSTICS",
+        "how long InfluxDB keeps late records and dead letters (retention policy "
+        "diagnostics); 'off': forever",
         allow_zero=True,
     )
     alert_webhook_url: str = setting(
@@ -108,6 +143,11 @@ class StackSettings(AlertmanagerSettings, PrometheusSettings):
         "memory each local Spark worker offers its executors (e.g. 2g, 512m); raise it when "
         "executors run out of memory",
     )
+
+    def influx_retention(self) -> dict[str, timedelta]:
+        """Each InfluxDB retention policy (streamkit.wire.retention) and how long it keeps
+        points; zero: forever."""
+        return {policy: getattr(self, f"influx_retention_{policy}") for policy in POLICIES}
 
 
 @dataclasses.dataclass(frozen=True)

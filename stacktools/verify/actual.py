@@ -29,6 +29,7 @@ from stacktools.verify.points import (
     TEXT_VALUES,
     VALUES,
 )
+from streamkit.wire.retention import source
 
 #: Tags compared as text, in every measurement that has them.
 TAGS = (
@@ -102,12 +103,12 @@ class InfluxReader:
 
     def things(self, measurement: str) -> list[str]:
         found = self.client.rows(
-            self.database, f'SHOW TAG VALUES FROM "{measurement}" WITH KEY = "thing"'
+            self.database, f'SHOW TAG VALUES FROM {source(measurement)} WITH KEY = "thing"'
         )
         return [row["value"] for row in found]
 
     def tag_keys(self, measurement: str) -> set[str]:
-        found = self.client.rows(self.database, f'SHOW TAG KEYS FROM "{measurement}"')
+        found = self.client.rows(self.database, f"SHOW TAG KEYS FROM {source(measurement)}")
         return {row["tagKey"] for row in found}
 
     def measurement(self, measurement: str) -> pd.DataFrame:
@@ -116,7 +117,8 @@ class InfluxReader:
         things = self.things(measurement)
         tags = self.tag_keys(measurement)
         statements = [
-            f'SELECT * FROM "{measurement}" WHERE "thing" = {_quote(thing)}' for thing in things
+            f'SELECT * FROM {source(measurement)} WHERE "thing" = {_quote(thing)}'
+            for thing in things
         ]
         with ThreadPoolExecutor(PARALLEL_QUERIES) as pool:
             tables = [t for t in pool.map(self.csv, statements) if t is not None and t.num_rows]

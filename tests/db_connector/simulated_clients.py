@@ -249,7 +249,7 @@ class SimulatedProducer:
 
 
 class SimulatedInflux:
-    bucket = "simulated/autogen"
+    database = "simulated"
 
     def __init__(self, broker: Broker, rng: random.Random, outage_rate: float) -> None:
         self.broker, self.rng, self.outage_rate = broker, rng, outage_rate

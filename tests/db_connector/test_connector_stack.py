@@ -33,6 +33,7 @@ from streamkit.kafka_clients import client_config, idempotent_producer
 from streamkit.kafka_io import high_watermarks, read_to_end, retry_transient
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import MeasurementEncoder, aggregate_key, record_key
+from streamkit.wire.retention import source
 from tests.support.avro import FlatRecordEncoder
 from tests.support.harness import metric
 from tests.support.messages import header_of
@@ -265,7 +266,7 @@ def write_conflict_seed(settings: Settings, database: str) -> None:
 
 def raw_points(settings: Settings, database: str) -> dict[tuple[str, str, int], float]:
     rows = InfluxClient(settings).rows(
-        database, 'SELECT "value" FROM "raw" WHERE time > 0 GROUP BY *'
+        database, f'SELECT "value" FROM {source("raw")} WHERE time > 0 GROUP BY *'
     )
     return {
         (r["thing"], r["quantity"], r["time"]): r["value"]
@@ -275,7 +276,7 @@ def raw_points(settings: Settings, database: str) -> dict[tuple[str, str, int], 
 
 
 def count(settings: Settings, database: str, measurement: str) -> int:
-    rows = InfluxClient(settings).rows(database, f'SELECT count(*) FROM "{measurement}"')
+    rows = InfluxClient(settings).rows(database, f"SELECT count(*) FROM {source(measurement)}")
     return max((v for r in rows for k, v in r.items() if k.startswith("count_")), default=0)
 
 
@@ -304,7 +305,7 @@ def assert_influx_equals_oracle(
     settings: Settings, database: str, feed: Feed, dlq_topic: str
 ) -> None:
     assert raw_points(settings, database) == feed.raw_points
-    joined = InfluxClient(settings).rows(database, 'SELECT * FROM "joined"')
+    joined = InfluxClient(settings).rows(database, f"SELECT * FROM {source('joined')}")
     assert {
         f"{r['thing']}|{r['pair']}|{r['left_time_ms']}|{r['right_time_ms']}" for r in joined
     } == feed.joined_ids
@@ -317,14 +318,14 @@ def assert_influx_equals_oracle(
         for r in joined
         if r["long_gap_ms"]
     )
-    aggregates = InfluxClient(settings).rows(database, 'SELECT * FROM "aggregate"')
+    aggregates = InfluxClient(settings).rows(database, f"SELECT * FROM {source('aggregate')}")
     assert {
         (r["thing"], r["quantity"], r["window"], r["time"]) for r in aggregates
     } == feed.aggregate_keys
     assert len(aggregates) == len(feed.aggregate_keys)
     assert sorted(r["stddev"] is None for r in aggregates) == [False, False, True, True]
     assert sorted(r["closed_at_ms"] is None for r in aggregates) == [False, False, True, True]
-    late = InfluxClient(settings).rows(database, 'SELECT * FROM "late"')
+    late = InfluxClient(settings).rows(database, f"SELECT * FROM {source('late')}")
     assert {(r["thing"], r["quantity"], r["stage"], r["time"]) for r in late} == feed.late_keys
     # dead letters: each bad record exactly once in Kafka, with its reason, and as a point
     letters = read_to_end(settings, dlq_topic)

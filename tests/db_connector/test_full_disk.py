@@ -119,7 +119,8 @@ def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_re
             filler = None
             assert offsets_behind(stack_settings, group_of(database), topics)
             probe = "probe,thing=P value=1 1554096380468000000"
-            status, error = InfluxClient(settings).write_answer(database, [probe])
+            # into the raw points' policy: each shard has a write-ahead log of its own
+            status, error = InfluxClient(settings).write_answer(database, [probe], policy="raw")
             assert status == 500 and "error writing WAL entry" in error, (status, error)
             influx.down()  # the runbook's restart
             influx.up()

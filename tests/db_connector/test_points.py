@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db_connector.batch import Batch
-from db_connector.influx_writer import InfluxWriter, Refused
+from db_connector.influx_writer import EXPIRED, InfluxWriter, Refused
 from db_connector.lineprotocol import PointError, string_field, tag_value
 from db_connector.points import (
     MAX_DISCRIMINATED_GAP_MS,
@@ -231,25 +231,41 @@ def test_a_batch_commits_past_refused_records_and_keeps_their_origin() -> None:
 
 
 class RefusingWriter(InfluxWriter):
-    """The bisection alone: a server that refuses any request holding a 'bad' line."""
+    """The bisection alone: a server that refuses any request holding a 'bad' line, and drops
+    the 'old' lines as InfluxDB drops points beyond their retention policy (writing the rest)."""
 
     def __init__(self) -> None:
-        self.requests = 0
+        self.requests: list[tuple[str, int]] = []
 
-    def _post(self, body: bytes) -> tuple[int | None, str]:
-        self.requests += 1
-        return (400, "field type conflict") if b"bad" in body else (None, "")
+    def _post(self, policy: str, body: bytes) -> tuple[int | None, str]:
+        self.requests.append((policy, body.count(b"\n") + 1))
+        if b"bad" in body:
+            return 400, "field type conflict"
+        if old := body.count(b"old"):
+            return 400, f"partial write: points beyond retention policy dropped={old}"
+        return None, ""
 
 
 def test_bisection_isolates_each_refused_line() -> None:
-    lines = [f"ok{i}" for i in range(64)]
-    lines[5], lines[40] = "bad5", "bad40"
+    lines = [f"raw,ok{i}" for i in range(64)]
+    lines[5], lines[40] = "raw,bad5", "raw,bad40"
     writer = RefusingWriter()
     assert writer.write(lines) == [
         Refused(5, "400: field type conflict"),
         Refused(40, "400: field type conflict"),
     ]
-    assert writer.requests < 30  # ~2 log2(64) requests, not one per line
+    assert len(writer.requests) < 30  # ~2 log2(64) requests, not one per line
+
+
+def test_each_policy_gets_its_lines_and_expired_points_are_counted_not_refused() -> None:
+    lines = ["raw,old1", "joined,bad2", "raw,ok3", "dead_letter,ok4", "joined,ok5", "raw,old6"]
+    expired = EXPIRED.labels("raw")
+    before = expired._value.get()
+    writer = RefusingWriter()
+    assert writer.write(lines) == [Refused(1, "400: field type conflict")]
+    assert expired._value.get() - before == 2  # one request, InfluxDB's dropped=2
+    assert writer.requests[0] == ("raw", 3)
+    assert {policy for policy, _ in writer.requests} == {"raw", "joined", "diagnostics"}
 
 
 def reference_raw_line(value: bytes) -> str:

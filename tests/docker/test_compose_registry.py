@@ -28,7 +28,12 @@ from streamkit.paths import REPO_ROOT
 from streamkit.wire import AvroCodec
 from streamkit.wire.registry import COMPATIBILITY, RegistryClient, subject, unframe
 from tests.docker.test_compose_stack import replay
-from tests.support.compose import ComposeProject, build_images, free_published_ports
+from tests.support.compose import (
+    KEEP_FOREVER,
+    ComposeProject,
+    build_images,
+    free_published_ports,
+)
 from tests.support.harness import expected_records, wait_for_keys
 from tests.support.messages import key_of
 
@@ -52,7 +57,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
         work,
         free_published_ports(),
         # the two lines docs/containers.md tells users to put into .env
-        {"SCHEMA_REGISTRY": "true", "COMPOSE_PROFILES": "registry", "REPLAY_LIVE": "false"},
+        {
+            "SCHEMA_REGISTRY": "true",
+            "COMPOSE_PROFILES": "registry",
+            "REPLAY_LIVE": "false",
+            **KEEP_FOREVER,
+        },
     )
     events = REPO_ROOT / "data" / f"compose-registry-test-{os.getpid()}.json"
     events.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:ROWS]))

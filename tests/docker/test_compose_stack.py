@@ -34,6 +34,7 @@ from streamkit.mqtt_client import connect, make_client
 from streamkit.paths import REPO_ROOT
 from streamkit.secret import Secret
 from streamkit.wire import AvroCodec, overload_key
+from streamkit.wire.retention import source
 from tests.oracles.join import parse_pairs
 from tests.oracles.pipeline import PipelineSpec, default_stats
 from tests.oracles.rows import event_time_order, file_rows, measurements
@@ -43,6 +44,7 @@ from tests.support.cmdline_watch import CommandLineWatch
 from tests.support.compose import (
     ALERT_SERVICES,
     CLUSTER_NODES,
+    KEEP_FOREVER,
     ONE_SHOT,
     PIPELINE_SERVICES,
     SERVER_SERVICES,
@@ -69,6 +71,8 @@ COMPOSE_PIPELINE = PipelineSpec(
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in
 #: flight.
 REPLAY_RATE = 250
+#: How long the engine may take to react to a fault: as long as inject's own commands may.
+ENGINE_REACTION_S = 120
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
 TOPICS = {
@@ -172,7 +176,7 @@ def project(
         free_published_ports(),
         # file times; windows closed by the data alone, as the oracle closes them (an
         # idle flush between the rounds would close them by the wall clock)
-        {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off", **shape.env},
+        {"REPLAY_LIVE": "false", "AGGREGATE_IDLE_TIMEOUT": "off", **KEEP_FOREVER, **shape.env},
     )
     files = [REPO_ROOT / "data" / f"compose-test-{os.getpid()}-{n}.json" for n in (1, 2)]
     shutil.copyfile(SAMPLE, files[0])
@@ -216,6 +220,13 @@ def shifted(events: str, shift_ms: int) -> str:
 
 
 def inject(compose: ComposeProject, action: str, service: str) -> None:
+    """One fault, and then the engine's reaction to it done: a crashed container restarted by
+    its policy, a killed one exited, a restarted or started one running. Once, in CI, two
+    Kafka nodes' published ports stopped forwarding after their containers had been taken down
+    and up while other containers restarted (podman 4.3, netavark 1.4; the brokers served the
+    cluster inside). Overlapping network set-ups are the suspect, so the engine reacts to one
+    fault at a time, and the test checks the ports before judging (docs/containers.md)."""
+    restarts = compose.restart_count(service) if action == "crash" else 0
     if action == "crash":  # every process of the container but its init, which then exits with it
         compose.run("exec", "-T", service, "sh", "-c", "kill -9 -1", check=False, timeout_s=60)
     elif action == "kill":
@@ -224,6 +235,17 @@ def inject(compose: ComposeProject, action: str, service: str) -> None:
         compose.run("start", service, timeout_s=300)
     else:
         compose.run(action, "--no-deps", service, timeout_s=300)
+
+    def reacted() -> bool:
+        state = compose.states()[service]["State"]
+        if action == "kill":
+            return state == "exited"
+        return state == "running" and (
+            action != "crash" or compose.restart_count(service) > restarts
+        )
+
+    # the policy restarts at once; the bound is the engine's stop timeout and a start
+    settle(reacted, ENGINE_REACTION_S, f"the engine's reaction to {action} {service}")
 
 
 def replay(compose: ComposeProject, events: Path, rate: int, faults: tuple = ()) -> list[str]:
@@ -264,7 +286,7 @@ def assert_equals_the_oracle(settings: Settings, files: list[Path]) -> str:
     summary = assert_pipeline_exact(
         settings, TOPICS, DATABASE, COMPOSE_PIPELINE, records, timeout_s=900
     )
-    assert not InfluxClient(settings).rows(DATABASE, 'SELECT * FROM "dead_letter"')
+    assert not InfluxClient(settings).rows(DATABASE, f"SELECT * FROM {source('dead_letter')}")
     return summary
 
 
@@ -275,7 +297,7 @@ def test_compose_replay_equals_the_oracle(project: ComposeProject, tmp_path: Pat
     settings = project.host_settings(tmp_path)
     print(assert_equals_the_oracle(settings, files))
     counts = {
-        name: len(InfluxClient(settings).rows(DATABASE, f'SELECT * FROM "{name}"'))
+        name: len(InfluxClient(settings).rows(DATABASE, f"SELECT * FROM {source(name)}"))
         for name in ("raw", "joined", "aggregate", "late")
     }
     assert counts == {"raw": 19_825, "joined": 7_548, "aggregate": 5_812, "late": 0}, counts
@@ -294,6 +316,9 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(
     assert all(states[name]["State"] == "running" for name in running), (faults, states)
     restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
     assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
+    assert not (lost := project.unreachable_ports(shape.kafka, 9092)), (
+        f"the engine lost a Kafka node's published port: {lost}"
+    )
     print(assert_equals_the_oracle(project.host_settings(tmp_path), files))
 
 

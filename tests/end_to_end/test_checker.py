@@ -23,6 +23,7 @@ from stacktools.stack.settings import Settings
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.paths import REPO_ROOT
 from streamkit.wire import thing_partition
+from streamkit.wire.retention import source
 from tests.oracles.pipeline import Outputs, expected_outputs
 from tests.oracles.rows import file_rows, measurements
 from tests.support.exactness import PIPELINE, assert_pipeline_exact, judge_pipeline
@@ -155,7 +156,8 @@ def test_the_check_passes_on_the_oracle_and_names_a_duplicate_and_wrong_values(
     def wrong_mean_landed() -> bool:
         rows = InfluxClient(stack_settings).rows(
             database,
-            f'SELECT "mean" FROM "aggregate" WHERE time = {window["window_start_ms"] * 1_000_000}',
+            f'SELECT "mean" FROM {source("aggregate")} '
+            f"WHERE time = {window['window_start_ms'] * 1_000_000}",
         )
         return any(r["mean"] == wrong_mean["mean"] for r in rows)
 

@@ -21,6 +21,7 @@ from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire import AvroCodec
+from streamkit.wire.retention import source
 from tests.support.waits import settle
 from tests.support.webhook import Webhook
 
@@ -129,7 +130,7 @@ def test_an_overload_alert_reaches_the_webhook_once_through_kills(
             ("resolved", start_ms + 180_000, start_ms + 360_000),
         ]
         points = InfluxClient(settings).rows(
-            wiring.database, 'SELECT "why" FROM "overload" GROUP BY "status"'
+            wiring.database, f'SELECT "why" FROM {source("overload")} GROUP BY "status"'
         )
         assert len(points) == 2, points
         # the Operation statistics dashboard marks both on its time line (its annotation query)

@@ -26,6 +26,7 @@ from stacktools.stack.influx import InfluxClient
 from streamkit.deadline import TimedOut, wait_until
 from streamkit.kafka_io import read_to_end
 from streamkit.paths import REPO_ROOT
+from streamkit.wire.retention import source
 from tests.oracles.join import parse_pairs
 from tests.oracles.pipeline import PipelineSpec, default_stats
 from tests.oracles.rows import file_rows, measurements
@@ -161,7 +162,8 @@ def test_pipeline_lands_exactly_in_influxdb_and_every_panel_has_data(
             )
         )
         late_stages = {
-            r["stage"] for r in InfluxClient(settings).rows(wiring.database, 'SELECT * FROM "late"')
+            r["stage"]
+            for r in InfluxClient(settings).rows(wiring.database, f"SELECT * FROM {source('late')}")
         }
         # the file order makes late records at every stage
         stages = {"join", "aggregate", "opstats"}

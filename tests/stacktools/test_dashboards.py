@@ -409,6 +409,7 @@ FAULT_ONLY_METRICS = frozenset(
         "bridge_dlq_total",
         "connector_dead_letters_total",
         "connector_rejected_points_total",
+        "connector_expired_points_total",
         "connector_write_retries_total",
     }
 )

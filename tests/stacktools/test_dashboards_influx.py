@@ -191,7 +191,7 @@ def dashboard_db(stack_settings: Settings) -> Iterator[tuple[str, int, int]]:
     """A private database with the data set; yields (name, from_ms, to_ms) covering it."""
     influx = InfluxClient(stack_settings)
     name = f"dashboards_{uuid.uuid4().hex[:10]}"
-    influx.create_database(name)
+    influx.create_scratch_database(name)
     try:
         now_ms = int(time.time() * 1000)
         t0_ms = (now_ms - 20 * 60_000) // 60_000 * 60_000
@@ -334,5 +334,5 @@ def test_fault_only_counters_return_an_explicit_zero(
         DashboardSettings.of(stack_settings), from_ms, to_ms, database=database, dashboards=health
     )
     counters = [r for r in results if r.panel_id == 14]
-    assert [r.ref_id for r in counters] == list("ABCDEFG")
+    assert [r.ref_id for r in counters] == list("ABCDEFGH")
     assert all(r.ok and r.series >= 1 and r.points > 0 for r in counters), describe(counters)

@@ -26,6 +26,7 @@ from stacktools.stack import Stack, certs
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.settings import Settings
+from streamkit.wire.retention import source
 from tests.support.influx_stranger import Stranger, assert_stranger_lost
 from tests.support.ports import free_ports
 from tests.support.relay import relay
@@ -212,5 +213,7 @@ def test_the_stacks_ca_works(tls_influx: tuple[Settings, Stranger]) -> None:
     writer = InfluxWriter(connector)
     assert writer.write([f"{measurement},thing=R1 power=7.5 1700000000000000000"]) == []
     writer.close()
-    rows = InfluxClient(settings).rows(settings.influx_database, f'SELECT * FROM "{measurement}"')
+    rows = InfluxClient(settings).rows(
+        settings.influx_database, f"SELECT * FROM {source(measurement)}"
+    )
     assert rows == [{"time": 1700000000000000000, "power": 7.5, "thing": "R1"}]

@@ -17,6 +17,7 @@ import pytest
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from streamkit.paths import REPO_ROOT
+from streamkit.wire.retention import source
 from tests.support.verify_records import measurement, run_verify
 
 pytestmark = [pytest.mark.stack, pytest.mark.spark]
@@ -91,7 +92,7 @@ def test_verify_passes_on_the_run_then_names_each_tampering(
     assert code == 0 and verdict["exact"], text
 
     # 1. a raw point deleted
-    raw = one(client, db, 'SELECT * FROM "raw" WHERE "thing" = \'R0815\' LIMIT 1')
+    raw = one(client, db, f"SELECT * FROM {source('raw')} WHERE \"thing\" = 'R0815' LIMIT 1")
     delete(
         client,
         db,
@@ -120,7 +121,7 @@ def test_verify_passes_on_the_run_then_names_each_tampering(
     assert verify(db, tmp_path / "restored.json")[0] == 0
 
     # 2. a joined pair doubled: the same values on another time (as a duplicate would land)
-    pair = one(client, db, 'SELECT * FROM "joined" LIMIT 1')
+    pair = one(client, db, f"SELECT * FROM {source('joined')} LIMIT 1")
     tags = {k: pair[k] for k in ("thing", "pair", "result_name")}
     fields = {
         "result": pair["result"],
@@ -145,7 +146,7 @@ def test_verify_passes_on_the_run_then_names_each_tampering(
     assert verify(db, tmp_path / "undoubled.json")[0] == 0
 
     # 3. a value changed: a window's mean
-    window = one(client, db, 'SELECT * FROM "aggregate" WHERE "count" > 1 LIMIT 1')
+    window = one(client, db, f'SELECT * FROM {source("aggregate")} WHERE "count" > 1 LIMIT 1')
     tags = {k: window[k] for k in ("thing", "quantity", "window")}
     changed = {"mean": window["mean"] + 0.5}
     assert client.write(db, [line("aggregate", tags, changed, window["time"])]) == 204

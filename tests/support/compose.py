@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,7 +23,12 @@ from stacktools.stack.render import ComposeCluster
 from stacktools.stack.settings import Settings
 from streamkit.config import read_env_file
 from streamkit.paths import CACHE_DIR, REPO_ROOT
+from streamkit.wire.retention import POLICIES
 from tests.support.ports import free_ports
+
+#: A replay of a file's own times (REPLAY_LIVE=false) into the project's database: its points
+#: are years old, and InfluxDB drops a point older than its retention policy keeps.
+KEEP_FOREVER = {f"INFLUX_RETENTION_{policy.upper()}": "off" for policy in POLICIES}
 
 #: The host ports the compose file publishes (its ``${NAME:-default}``), as a test sets them.
 PUBLISHED_PORTS = (
@@ -208,6 +214,28 @@ class ComposeProject:
         status, body = container_engine.api("GET", f"/containers/{container}/json")
         assert status == 200, body[:300]
         return int(json.loads(body).get("RestartCount") or 0)
+
+    def unreachable_ports(self, services: tuple[str, ...], container_port: int) -> dict[str, str]:
+        """The host ports ``services`` publish ``container_port`` on that a TCP connect from the
+        host fails on, each
+        with what the engine's port forwarding holds for it (podman's netavark: DNAT rules in
+        iptables' nat table), so that a failure names the engine's state, not a timeout."""
+        unreachable: dict[str, str] = {}
+        for service in services:
+            out = self.run(
+                "port", service, str(container_port), check=False, timeout_s=60
+            ).stdout.strip()
+            for published in out.splitlines():
+                host, _, port = published.rpartition(":")
+                try:
+                    socket.create_connection((host, int(port)), timeout=5).close()
+                except OSError as exc:
+                    rules = subprocess.run(
+                        ["iptables", "-w", "-t", "nat", "-S"], capture_output=True, text=True
+                    ).stdout
+                    held = [rule for rule in rules.splitlines() if f"--dport {port} " in rule]
+                    unreachable[f"{service} {published}"] = f"{exc}; DNAT rules: {held}"
+        return unreachable
 
     def logs(self, service: str, lines: int = 60) -> str:
         done = self.run(

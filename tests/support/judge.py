@@ -14,6 +14,7 @@ from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from streamkit.kafka_io import read_to_end
 from streamkit.wire.resources import schema_file
+from streamkit.wire.retention import source
 from tests.oracles.pipeline import Outputs
 from tests.oracles.points import Identity
 from tests.oracles.rows import Measurement
@@ -102,9 +103,10 @@ def influx_points(settings: Settings, database: str) -> dict[Identity, dict]:
     points: dict[Identity, dict] = {}
     for measurement in MEASUREMENTS:
         tags = {
-            row["tagKey"] for row in client.rows(database, f'SHOW TAG KEYS FROM "{measurement}"')
+            row["tagKey"]
+            for row in client.rows(database, f"SHOW TAG KEYS FROM {source(measurement)}")
         }
-        for row in client.rows(database, f'SELECT * FROM "{measurement}"'):
+        for row in client.rows(database, f"SELECT * FROM {source(measurement)}"):
             time_ns = row.pop("time")
             tag_set = tuple(
                 sorted((k, v) for k, v in row.items() if k in tags and v not in (None, ""))

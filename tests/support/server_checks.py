@@ -25,6 +25,7 @@ from streamkit.kafka_io import read_to_end
 from streamkit.mqtt_client import MqttConnectError, connect, make_client
 from streamkit.secret import Secret
 from streamkit.tls import client_context
+from streamkit.wire.retention import source
 from tests.support.messages import value_of
 from tests.support.waits import ONE_MESSAGE_S
 
@@ -154,12 +155,12 @@ def check_influx_write_read(settings: Settings) -> None:
             ],
         )
     status, body = influx_query(
-        settings, f'SELECT "power" FROM "{measurement}" WHERE "thing" = \'R0815\''
+        settings, f'SELECT "power" FROM {source(measurement)} WHERE "thing" = \'R0815\''
     )
     assert status == 200, body
     values = body["results"][0]["series"][0]["values"]
     assert values == [[now_ms, 12.5], [now_ms + 1, 13.5]], values
-    status, body = influx_query(settings, f'SELECT * FROM "{measurement}"', auth=False)
+    status, body = influx_query(settings, f"SELECT * FROM {source(measurement)}", auth=False)
     assert status == 401, (status, body)
 
 

@@ -204,7 +204,7 @@ class InfluxDB(Component):
                     else f"CREATE USER \"{user}\" WITH PASSWORD '{password}'",
                     f"create user {user}",
                 )
-            client.create_database(s.influx_database)
+            client.create_database(s.influx_database, s.influx_retention())
         except InfluxError as exc:
             raise LauncherError(str(exc)) from None
 
