@@ -5,7 +5,9 @@ Kafka and InfluxDB stop taking writes when their disk fills, and neither tells P
 full it is; this small process does, for the directories it is given (the stack launcher runs
 it for its own data directories). Each value is read when /metrics is scraped, so none is stale.
 The launcher's servers write their logs for as long as they run; with ``--log-dir`` this process
-rotates every log there that grew past its size (:mod:`stacktools.stack.log_rotation`).
+rotates every log there that grew past its size (:mod:`stacktools.stack.log_rotation`). With
+``--disk-resume`` it starts again the servers a full disk stopped, once it has room
+(:mod:`stacktools.stack.resume`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import dataclasses
 import logging
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
 from stacktools.stack.log_rotation import rotate_logs
+from stacktools.stack.resume import Resumer
 from streamkit.config import ServiceSettings
 from streamkit.fields import setting
 from streamkit.health import beat
@@ -54,6 +58,13 @@ class DiskSpaceSettings(ServiceSettings):
         "size past which a log of LOG_DIR is rotated (copied to NAME.log.1, then truncated)",
     )
     log_keep: int = setting(3, "LOG_KEEP", "rotated copies kept of each log (NAME.log.1 ...)")
+    disk_resume: str = setting(
+        "",
+        "DISK_RESUME",
+        "servers of DISK_WATCH, comma separated, that the launcher starts again (a Kafka node) or "
+        "restarts (InfluxDB) once their disk has room, when their logs in the run directory "
+        "report it full since their last start; empty: none",
+    )
 
 
 def watched(text: str) -> dict[str, Path]:
@@ -97,8 +108,18 @@ class DiskSpace:
         return [free, size]
 
 
+def resumed(settings: DiskSpaceSettings) -> dict[str, Path]:
+    """DISK_RESUME's servers with their data directories; a ValueError names what is wrong."""
+    dirs = watched(settings.disk_watch)
+    names = [name.strip() for name in settings.disk_resume.split(",") if name.strip()]
+    unknown = [name for name in names if name not in dirs]
+    if unknown:
+        raise ValueError(f"DISK_RESUME: {unknown} not in DISK_WATCH ({', '.join(dirs)})")
+    return {name: dirs[name] for name in names}
+
+
 def check(settings: DiskSpaceSettings) -> None:
-    watched(settings.disk_watch)
+    resumed(settings)
     if settings.log_keep < 1:
         raise ValueError(f"LOG_KEEP: at least one rotated copy, not {settings.log_keep}")
 
@@ -106,11 +127,20 @@ def check(settings: DiskSpaceSettings) -> None:
 def serve(settings: DiskSpaceSettings, shutdown: ShutdownFlag) -> int:
     dirs = watched(settings.disk_watch)
     REGISTRY.register(DiskSpace(dirs))
-    log.info("reporting disk space", extra={"dirs": {k: str(v) for k, v in dirs.items()}})
+    resumer = Resumer(resumed(settings), settings.run_dir)
+    log.info(
+        "reporting disk space",
+        extra={"dirs": {k: str(v) for k, v in dirs.items()}, "resume": list(resumer.servers)},
+    )
     while not shutdown.wait(ROUND_S):
         if settings.log_dir:
             rotate_logs(Path(settings.log_dir), settings.log_max_size, settings.log_keep)
+        try:
+            resumer.round(time.monotonic())
+        except Exception:  # the next round tries again; the reporter must go on reporting
+            log.exception("the resume round failed")
         beat()
+    resumer.stop()
     return 0
 
 

@@ -73,6 +73,13 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+#: How the launcher marks in a server's log where it started or stopped it: what a reader of
+#: the log since then (stacktools.stack.resume) looks for.
+LOG_MARK = "\n--- "
+STARTING = "starting:"
+STOPPING = "stopping: asked by the launcher"
+
+
 class ManagedProcess:
     """One server process identified by a pid file under the run directory."""
 
@@ -81,6 +88,14 @@ class ManagedProcess:
         self.run_dir = run_dir
         self.pid_file = run_dir / "pids" / f"{name}.pid"
         self.log_file = run_dir / "logs" / f"{name}.log"
+
+    def mark(self, what: str) -> None:
+        """A line in the log that says what the launcher did, and when."""
+        try:
+            with self.log_file.open("ab") as log:
+                log.write(f"{LOG_MARK}{time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n".encode())
+        except OSError:
+            pass  # a log that cannot be written loses a line, not the stop
 
     def pid(self) -> int | None:
         """The pid if the process is alive and still ours, else None (stale pid files are
@@ -114,7 +129,7 @@ class ManagedProcess:
         os.fchmod(fd, 0o600)  # a log from before the launcher made them private
         with os.fdopen(fd, "ab") as log:
             started = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"\n--- {started} starting: {' '.join(command)}\n".encode())
+            log.write(f"{LOG_MARK}{started} {STARTING} {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
                 list(command),
@@ -147,6 +162,7 @@ class ManagedProcess:
         pid = self.pid()
         if pid is None:
             return False
+        self.mark(STOPPING)
         os.kill(pid, signal.SIGTERM)
         try:
             wait_until(

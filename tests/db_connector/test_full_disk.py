@@ -6,13 +6,15 @@ refuses writes, and the connector holds its offsets and retries: nothing is comm
 not written. When space returns InfluxDB 1.8 does not write again: a full disk that failed an
 append to a shard's open WAL segment leaves that writer with its error until the server
 restarts (upstream influxdata/influxdb#9923, #24460; a write that needed a new shard fails in
-the metadata instead, and recovers). The test restarts it as the runbook says
-(docs/operations.md#datadisknearlyfull), and shows the error first, so that a release that
-recovers would be noticed. The connector goes on by itself and InfluxDB equals the oracle.
+the metadata instead, and recovers). The test shows that error first, so that a release that
+recovers would be noticed; then the launcher's disk reporter restarts InfluxDB on its own, as
+the runbook would (docs/operations.md#datadisknearlyfull). The connector goes on by itself and
+InfluxDB equals the oracle.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +24,16 @@ from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
 from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.servers.influxdb import InfluxDB
 from stacktools.stack.settings import Settings
 from tests.support.full_disk import (
     fill,
+    resumed_by_the_reporter,
+    resuming,
     settings_in,
     small_run_dir,
     wait_for_the_alert,
+    wait_resumed,
     watched,
 )
 from tests.support.harness import metric
@@ -49,6 +55,9 @@ from .test_connector_stack import (
 pytestmark = pytest.mark.stack
 #: Room for InfluxDB's files of the first half of the sample, several times over.
 DISK = "16m"
+#: Bytes freed before the probe: room for a write, and well below what the reporter waits for
+#: (stacktools.stack.resume.ROOM_SHARE of DISK).
+SOME_ROOM = 1 << 20
 #: Raw records produced once the disk is full: more than a WAL entry could squeeze into what is
 #: left of the pages its segment already holds.
 HELD = 2000
@@ -68,10 +77,10 @@ def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Sta
             stack.down()
 
 
-def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_restart(
+def test_a_full_influxdb_disk_loses_nothing_and_everything_resumes_on_its_own(
     stack_settings: Settings, small_influx: tuple[Stack, Settings], tmp_path: Path
 ) -> None:
-    influx, settings = small_influx
+    _, settings = small_influx
     topics = {
         kind: private_topic(stack_settings, kind, 2)
         for kind in ("raw", "joined", "aggregates", "late", "dlq")
@@ -97,8 +106,11 @@ def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_re
     data = settings.run_dir / "data" / "influxdb"
     name = f"influxdb-full-{database}"
     filler: Path | None = None
+    reporter_log = tmp_path / "disk-space.log"
     try:
-        with watched(stack_settings, name, data):
+        # the launcher's disk reporter for this InfluxDB: it sees the disk fill, and restarts
+        # InfluxDB on its own once the disk has room again, as the runbook would
+        with watched(stack_settings, name, data), resuming(settings, "influxdb", reporter_log):
             wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
             filler = fill(data)
             produce(stack_settings, topics, held)
@@ -115,15 +127,18 @@ def test_a_full_influxdb_disk_loses_nothing_and_the_connector_resumes_after_a_re
             settle(waiting, 30, "the connector retrying on the full disk", interval_s=0.5)
             assert offsets_behind(stack_settings, group_of(database), topics), "committed unwritten"
             wait_for_the_alert(stack_settings, name)
-            filler.unlink()
-            filler = None
+            # some room back, less than the reporter waits for: InfluxDB still refuses
+            os.truncate(filler, max(0, filler.stat().st_size - SOME_ROOM))
             assert offsets_behind(stack_settings, group_of(database), topics)
             probe = "probe,thing=P value=1 1554096380468000000"
             # into the raw points' policy: each shard has a write-ahead log of its own
             status, error = InfluxClient(settings).write_answer(database, [probe], policy="raw")
             assert status == 500 and "error writing WAL entry" in error, (status, error)
-            influx.down()  # the runbook's restart
-            influx.up()
+            assert not resumed_by_the_reporter(reporter_log)
+            filler.unlink()
+            filler = None
+            # the reporter's round, InfluxDB's restart, the connector's back-off
+            wait_resumed(reporter_log, InfluxDB(settings))
             wait_until_exact(settings, database, feed, service, 120)
             wait_consumed_to_end(stack_settings, group_of(database), topics, 120)
             assert_influx_equals_oracle(settings, database, feed, topics["dlq"])

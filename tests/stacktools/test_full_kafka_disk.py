@@ -3,10 +3,11 @@ test makes (a small tmpfs under a Kafka node's data directory).
 
 A broker whose only log directory fails shuts down ("all log dirs have failed"): a full disk
 stops the node, it does not refuse writes. The disk alert's condition holds on the stack's own
-Prometheus meanwhile, the producer keeps its records (none fails), and once space is back and the
-node is started again (the launcher's `stack up kafka`; compose's restart policy starts it)
-the broker recovers its logs and every record is in the topic exactly once: those it had before
-the disk filled, the one batch it may have half-written, and those that waited.
+Prometheus meanwhile, the producer keeps its records (none fails), and once space is back the
+node is started again on its own (the launcher's disk reporter runs `stack up kafka`; compose's
+restart policy starts it). The broker recovers its logs and every record is in the topic
+exactly once: those it had before the disk filled, the one batch it may have half-written, and
+those that waited.
 """
 
 from __future__ import annotations
@@ -21,15 +22,18 @@ from confluent_kafka import KafkaError
 
 from stacktools.stack import Stack
 from stacktools.stack.process import ManagedProcess
+from stacktools.stack.servers.kafka import kafka_nodes
 from stacktools.stack.settings import Settings
 from streamkit.deadline import wait_until
 from streamkit.kafka_clients import idempotent_producer
 from streamkit.kafka_io import read_to_end
 from tests.support.full_disk import (
     fill,
+    resuming,
     settings_in,
     small_run_dir,
     wait_for_the_alert,
+    wait_resumed,
     watched,
 )
 from tests.support.ports import free_ports
@@ -61,10 +65,11 @@ def record(n: int) -> tuple[bytes, bytes]:
     return f"key-{n:06d}".encode(), f"value-{n:06d}-".encode() + b"x" * 500
 
 
-def test_a_full_kafka_disk_stops_the_node_and_after_a_restart_every_record_is_there_once(
-    stack_settings: Settings, small_kafka: tuple[Stack, Settings]
+def test_a_full_kafka_disk_stops_the_node_and_once_it_has_room_every_record_is_there_once(
+    stack_settings: Settings, small_kafka: tuple[Stack, Settings], tmp_path: Path
 ) -> None:
-    kafka, settings = small_kafka
+    _, settings = small_kafka
+    reporter_log = tmp_path / "disk-space.log"
     data = settings.run_dir / "data" / "kafka"
     failed: list[KafkaError] = []
 
@@ -93,8 +98,10 @@ def test_a_full_kafka_disk_stops_the_node_and_after_a_restart_every_record_is_th
             assert not failed, failed  # the records wait in the producer
             filler.unlink()
             filler = None
-            kafka.up()
-            assert producer.flush(120) == 0 and not failed, failed
+            # the launcher's disk reporter starts the node again on its own
+            with resuming(settings, "kafka", reporter_log):
+                assert producer.flush(120) == 0 and not failed, failed
+                wait_resumed(reporter_log, kafka_nodes(settings)[0])
     finally:
         if filler is not None:
             filler.unlink(missing_ok=True)

@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from stacktools.stack import Stack
 from stacktools.stack.disk_space import ROUND_S
 from stacktools.stack.process import free_port
+from stacktools.stack.servers.base import Component
 from stacktools.stack.servers.prometheus import INTERVAL_S
 from stacktools.stack.settings import Settings
 from tests.support.require import cannot_run
@@ -111,6 +113,47 @@ def watched(stack_settings: Settings, name: str, directory: Path) -> Iterator[No
         target.unlink(missing_ok=True)
         reporter.terminate()
         reporter.wait(30)
+
+
+@contextmanager
+def resuming(settings: Settings, server: str, log: Path) -> Iterator[None]:
+    """A disk reporter that resumes ``server`` of ``settings``' run directory, as the launcher
+    runs one for its servers (``--disk-resume``), with the launcher's settings in its
+    environment; its own log into ``log``."""
+    data = settings.run_dir / "data" / server
+    with log.open("ab") as output:
+        reporter = subprocess.Popen(
+            [sys.executable, "-m", "stacktools.stack.disk_space", "--metrics-port"]
+            + [str(free_port()), "--disk-watch", f"{server}={data}", "--disk-resume", server],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **settings.as_environment()},
+        )
+    try:
+        yield
+    finally:
+        reporter.terminate()
+        reporter.wait(30)
+
+
+def resumed_by_the_reporter(log: Path) -> bool:
+    """Whether the reporter logging to ``log`` ran the launcher for a server, and the launcher
+    succeeded."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return any(
+        line.get("msg") == "the launcher finished" and line.get("exit_code") == 0 for line in lines
+    )
+
+
+def wait_resumed(log: Path, server: Component) -> None:
+    """The reporter's launch of ``server`` done and seen: the launcher stops it and starts it,
+    each within its own bound, and the reporter notices at its next round."""
+    settle(
+        lambda: resumed_by_the_reporter(log),
+        Stack.STOP_TIMEOUT_S + server.start_timeout_s + 2 * ROUND_S,
+        f"the disk reporter's launch of {server.name}",
+        interval_s=1,
+    )
 
 
 def wait_for_the_alert(stack_settings: Settings, name: str) -> None:

@@ -14,8 +14,9 @@ from streamkit.paths import private_directory
 
 class DiskSpace(Component):
     """``python -m stacktools.stack.disk_space`` for the Kafka and InfluxDB data directories of this
-    run directory: their filesystems' free space on /metrics, for the disk alert; and the
-    servers' logs of ``run/logs`` rotated by size. Its port is
+    run directory: their filesystems' free space on /metrics, for the disk alert; the servers'
+    logs of ``run/logs`` rotated by size; and each of these servers started again by the
+    launcher once its disk has room, after it filled. Its port is
     any free one, chosen at each start and handed to Prometheus as a file target."""
 
     name = "disk-space"
@@ -36,10 +37,12 @@ class DiskSpace(Component):
     def address(self) -> str:
         return f"127.0.0.1:{self.ports[0]}" if self.ports else "-"
 
+    def watched_names(self) -> list[str]:
+        return [*(node.name for node in kafka_nodes(self.settings)), "influxdb"]
+
     def watched(self) -> str:
         data = self.settings.run_dir / "data"
-        kafka = [node.name for node in kafka_nodes(self.settings)]
-        return ",".join(f"{name}={data / name}" for name in [*kafka, "influxdb"])
+        return ",".join(f"{name}={data / name}" for name in self.watched_names())
 
     def prepare(self) -> None:
         from stacktools.stack.process import free_port
@@ -72,7 +75,13 @@ class DiskSpace(Component):
             self.watched(),
             "--log-dir",
             str(self.settings.run_dir / "logs"),
+            "--disk-resume",
+            ",".join(self.watched_names()),
         ]
+
+    def env(self) -> dict[str, str]:
+        """The launcher's settings: the launches that resume a server resolve exactly these."""
+        return self.settings.as_environment()
 
     def healthy(self) -> bool:
         return bool(self.ports) and http_get(f"http://{self.address}/healthz")[0] == 200
