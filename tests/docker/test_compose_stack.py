@@ -71,8 +71,6 @@ COMPOSE_PIPELINE = PipelineSpec(
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in
 #: flight.
 REPLAY_RATE = 250
-#: How long the engine may take to react to a fault: as long as inject's own commands may.
-ENGINE_REACTION_S = 120
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
 TOPICS = {
@@ -220,13 +218,6 @@ def shifted(events: str, shift_ms: int) -> str:
 
 
 def inject(compose: ComposeProject, action: str, service: str) -> None:
-    """One fault, and then the engine's reaction to it done: a crashed container restarted by
-    its policy, a killed one exited, a restarted or started one running. Once, in CI, two
-    Kafka nodes' published ports stopped forwarding after their containers had been taken down
-    and up while other containers restarted (podman 4.3, netavark 1.4; the brokers served the
-    cluster inside). Overlapping network set-ups are the suspect, so the engine reacts to one
-    fault at a time, and the test checks the ports before judging (docs/containers.md)."""
-    restarts = compose.restart_count(service) if action == "crash" else 0
     if action == "crash":  # every process of the container but its init, which then exits with it
         compose.run("exec", "-T", service, "sh", "-c", "kill -9 -1", check=False, timeout_s=60)
     elif action == "kill":
@@ -235,17 +226,6 @@ def inject(compose: ComposeProject, action: str, service: str) -> None:
         compose.run("start", service, timeout_s=300)
     else:
         compose.run(action, "--no-deps", service, timeout_s=300)
-
-    def reacted() -> bool:
-        state = compose.states()[service]["State"]
-        if action == "kill":
-            return state == "exited"
-        return state == "running" and (
-            action != "crash" or compose.restart_count(service) > restarts
-        )
-
-    # the policy restarts at once; the bound is the engine's stop timeout and a start
-    settle(reacted, ENGINE_REACTION_S, f"the engine's reaction to {action} {service}")
 
 
 def replay(compose: ComposeProject, events: Path, rate: int, faults: tuple = ()) -> list[str]:
@@ -316,8 +296,11 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(
     assert all(states[name]["State"] == "running" for name in running), (faults, states)
     restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
     assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
+    # a node's published port refused while its container runs: seen twice in CI under podman
+    # 4.3 with its DNAT rules in place (docs/containers.md); named at once, not after the
+    # oracle's wait
     assert not (lost := project.unreachable_ports(shape.kafka, 9092)), (
-        f"the engine lost a Kafka node's published port: {lost}"
+        f"a Kafka node's published port is refused from the host: {lost}"
     )
     print(assert_equals_the_oracle(project.host_settings(tmp_path), files))
 
