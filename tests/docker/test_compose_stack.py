@@ -71,6 +71,9 @@ COMPOSE_PIPELINE = PipelineSpec(
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in
 #: flight.
 REPLAY_RATE = 250
+#: The longest a Kafka node's healthcheck takes to pass or give up (docker-compose.yml: its
+#: start period, then its retries, each an interval and a timeout).
+KAFKA_HEALTHY_S = 20 + 12 * (10 + 20)
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
 TOPICS = {
@@ -296,9 +299,10 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(
     assert all(states[name]["State"] == "running" for name in running), (faults, states)
     restarts = {name: project.restart_count(name) for name in PIPELINE_SERVICES}
     assert all(restarts.values()), f"a crash was not restarted by the policy: {restarts} ({faults})"
-    # a node's published port refused while its container runs: seen twice in CI under podman
-    # 4.3 with its DNAT rules in place (docs/containers.md); named at once, not after the
-    # oracle's wait
+    # a restarted node serves once its healthcheck passes; then its published port must answer
+    # the host (refused for 15 minutes once in CI under podman 4.3, docs/containers.md): named
+    # at once, not after the oracle's wait
+    project.wait_ready(shape.kafka, timeout_s=KAFKA_HEALTHY_S)
     assert not (lost := project.unreachable_ports(shape.kafka, 9092)), (
         f"a Kafka node's published port is refused from the host: {lost}"
     )
