@@ -61,9 +61,9 @@ class DiskSpaceSettings(ServiceSettings):
     disk_resume: str = setting(
         "",
         "DISK_RESUME",
-        "servers of DISK_WATCH, comma separated, that the launcher starts again (a Kafka node) or "
-        "restarts (InfluxDB) once their disk has room, when their logs in the run directory "
-        "report it full since their last start; empty: none",
+        "servers of DISK_WATCH, comma separated, that the launcher starts again once their disk "
+        "has room after it filled: a Kafka node stopped by it (its log says so), InfluxDB "
+        "while this process saw its disk full (restarted); empty: none",
     )
 
 

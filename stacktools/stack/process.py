@@ -80,6 +80,10 @@ STARTING = "starting:"
 STOPPING = "stopping: asked by the launcher"
 
 
+def mark_line(what: str) -> bytes:
+    return f"{LOG_MARK}{time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n".encode()
+
+
 class ManagedProcess:
     """One server process identified by a pid file under the run directory."""
 
@@ -93,7 +97,7 @@ class ManagedProcess:
         """A line in the log that says what the launcher did, and when."""
         try:
             with self.log_file.open("ab") as log:
-                log.write(f"{LOG_MARK}{time.strftime('%Y-%m-%d %H:%M:%S')} {what}\n".encode())
+                log.write(mark_line(what))
         except OSError:
             pass  # a log that cannot be written loses a line, not the stop
 
@@ -128,8 +132,7 @@ class ManagedProcess:
         fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)  # a log from before the launcher made them private
         with os.fdopen(fd, "ab") as log:
-            started = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"{LOG_MARK}{started} {STARTING} {' '.join(command)}\n".encode())
+            log.write(mark_line(f"{STARTING} {' '.join(command)}"))
             log.flush()
             process = subprocess.Popen(
                 list(command),

@@ -217,9 +217,9 @@ class ComposeProject:
 
     def unreachable_ports(self, services: tuple[str, ...], container_port: int) -> dict[str, str]:
         """The host ports ``services`` publish ``container_port`` on that a TCP connect from the
-        host fails on, each
-        with what the engine's port forwarding holds for it (podman's netavark: DNAT rules in
-        iptables' nat table), so that a failure names the engine's state, not a timeout."""
+        host fails on, each with what the engine's port forwarding holds for it (podman's
+        netavark: DNAT rules in iptables' nat table), so that a failure names the engine's state,
+        not a timeout."""
         unreachable: dict[str, str] = {}
         for service in services:
             out = self.run(
