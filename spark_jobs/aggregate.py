@@ -6,8 +6,10 @@ and emits each window once, final, when that key's own event time has passed its
 allowed lateness (or the key was idle for the idle timeout). Records too late for their
 windows, re-sent, or stamped far in the future go to the late topic with a reason. Output is
 Avro (schemas/aggregate.avsc, schemas/late.avsc) with deterministic keys, partitioned by thing,
-written through the exactly-once transactional sink. The rules: windowing/windows.py and
-docs/windows.md. SIGTERM stops after the current batch (exit 0).
+written through the exactly-once transactional sink. The state is kept per thing (each
+quantity's windows inside it), so a thing's names are bounded (THING_MAX_QUANTITIES) and a silent
+thing is dropped (STATE_RETENTION). The rules: windowing/windows.py and docs/windows.md. SIGTERM
+stops after the current batch (exit 0).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def to_kafka_records(
     from pyspark.sql import functions as F
 
     topics = outputs.output_topics(settings, (AGGREGATE, LATE))
-    routes = outputs.routes(settings, topics, partitions, F.lit(STAGE), F.col("watermark_ms"))
+    routes = outputs.routes(settings, topics, partitions, F.col("stage"), F.col("watermark_ms"))
     return outputs.to_kafka_records(
         records,
         routes,
@@ -64,12 +66,13 @@ def build(settings: AggregateSettings) -> Callable[[SparkSession], DataFrame]:
                 "allowed_lateness_ms": rules.allowed_lateness_ms,
                 "idle_timeout_ms": duration_ms(idle),
                 "state_retention_ms": duration_ms(settings.retention()),
+                "max_quantities": settings.max_quantities,
                 "max_future_ms": rules.max_future_ms,
                 "partitions": partitions,
             },
         )
         return to_kafka_records(
-            window_records(window_input(spark, settings), rules, idle, settings.retention()),
+            window_records(window_input(spark, settings), settings),
             settings,
             partitions,
         )

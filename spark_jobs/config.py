@@ -191,8 +191,10 @@ class SparkJobSettings(KafkaSettings):
 
 @dataclass(frozen=True)
 class IdleSettings(SparkJobSettings):
-    """The idle timeout the join and the windows share: the one exception to outputs being a
-    function of the data alone (docs/windows.md, docs/join.md)."""
+    """The idle timeout the join and the windows share, the one exception to outputs being a
+    function of the data alone (docs/windows.md, docs/join.md), and the bounds of every job's
+    per-thing state: how long a silent thing is kept, how many names it may have
+    (docs/operators.md)."""
 
     idle_timeout: timedelta = setting(
         timedelta(minutes=5),
@@ -208,6 +210,14 @@ class IdleSettings(SparkJobSettings):
         "processing time without a record after which a key emits what it still owes and is "
         "dropped from the state ('off': kept for ever; off with the idle timeout)",
         allow_zero=True,
+    )
+
+    max_quantities: int = setting(
+        1000,
+        "THING_MAX_QUANTITIES",
+        "quantity names a thing keeps state for, admitted in the order their first record "
+        "arrives; the records of any further name go to the late topic as 'quantity_limit' "
+        "(0: no limit)",
     )
 
     def idle_flush(self) -> timedelta:
@@ -296,13 +306,6 @@ class JoinSettings(StatisticsSettings):
         "emit pairs once the other stream is this far ahead of a silent partner ('off': never)",
         allow_zero=True,
         was="JOIN_PARTNER_TIMEOUT_MS",
-    )
-    max_quantities: int = setting(
-        1000,
-        "THING_MAX_QUANTITIES",
-        "quantity names a thing keeps state for, admitted in the order their first record "
-        "arrives; the records of any further name go to the late topic as 'quantity_limit' "
-        "(0: no limit)",
     )
 
 

@@ -26,7 +26,13 @@ from operators import (
     is_pattern,
 )
 from operators.limit import STAGE as LIMIT_STAGE
-from spark_jobs.config import JoinSettings, SinglePassSettings, result_function
+from spark_jobs.config import (
+    IdleSettings,
+    JoinSettings,
+    SinglePassSettings,
+    WindowSettings,
+    result_function,
+)
 from spark_jobs.operation_stats import STAGE as STATS_STAGE
 from spark_jobs.operation_stats import enabled, power_inputs, stats_operator
 from spark_jobs.output_columns import Fields
@@ -37,9 +43,10 @@ from spark_jobs.renderers import (
     JOIN_WITH_STATISTICS,
     NULLABLE,
     SINGLE_PASS_FIELDS,
-    WINDOW_FIELDS,
+    WINDOW_WITH_STAGE,
     JoinRows,
     PartRows,
+    QuantityRows,
     StatsRows,
     refused_rows,
     stats_rows,
@@ -50,7 +57,7 @@ from spark_jobs.renderers import (
 from spark_jobs.stateful import OperatorFunction
 from streamkit.errors import ConfigError
 from windowing import STAGE as WINDOW_STAGE
-from windowing import WindowOperator, WindowRules
+from windowing import WindowOperator
 
 O = TypeVar("O")  # noqa: E741
 
@@ -147,7 +154,7 @@ def kept(operator: KeyedOperator[Any, O], retention: timedelta, idle: timedelta)
     return Retention(operator, retention, idle) if retention else operator
 
 
-def limited(operator: KeyedOperator[Any, Emitted], settings: JoinSettings) -> KeyedOperator:
+def limited(operator: KeyedOperator[Any, Emitted], settings: IdleSettings) -> KeyedOperator:
     """A thing's operator behind its limit of quantity names (THING_MAX_QUANTITIES: a pattern
     pair, the windows and the statistics make state for every name a thing sends), dropped
     after its retention."""
@@ -177,27 +184,27 @@ def join_pass(settings: JoinSettings) -> OperatorFunction:
     )
 
 
-def window_function(
-    rules: WindowRules, idle_timeout: timedelta, retention: timedelta = timedelta(0)
-) -> OperatorFunction:
-    """The per-(thing, quantity) function Spark calls with the key's rows of one micro-batch, or
-    without rows when its idle timer fired (Spark's processing-time timeout); the key dropped
-    after ``retention`` without a record."""
+def window_pass(settings: WindowSettings) -> OperatorFunction:
+    """The aggregate job's per-thing function: every quantity's windows (``ByQuantity``, each
+    with its own state and idle deadline, as in the single pass), behind the thing's limit of
+    names and dropped after its retention. Keyed by thing rather than by (thing, quantity) so
+    that one state holds the names a thing may have."""
+    idle = settings.idle_flush()
+    windows = Together(
+        (WINDOW_STAGE, ByQuantity(WindowOperator(settings.window_rules(), idle)), None)
+    )
     return OperatorFunction(
-        kept(WindowOperator(rules, idle_timeout), retention, idle_timeout),
-        window_rows,
-        WINDOW_FIELDS,
+        limited(windows, settings),
+        PartRows({LIMIT_STAGE: refused_rows, WINDOW_STAGE: QuantityRows(window_rows)}),
+        WINDOW_WITH_STAGE,
         NULLABLE,
-        timers=bool(idle_timeout),
+        timers=bool(idle),
     )
 
 
-def window_records(
-    measured: DataFrame, rules: WindowRules, idle_timeout: timedelta, retention: timedelta
-) -> DataFrame:
-    """Aggregates and late records (WINDOW_FIELDS rows) from a measurement stream."""
-    function = window_function(rules, idle_timeout, retention)
-    return function.apply(measured.groupBy("thing", "quantity"))
+def window_records(measured: DataFrame, settings: WindowSettings) -> DataFrame:
+    """Aggregates and late records (WINDOW_WITH_STAGE rows) from a measurement stream."""
+    return window_pass(settings).apply(measured.groupBy("thing"))
 
 
 def thing_operator(settings: SinglePassSettings, plan: JoinPlan) -> Together:

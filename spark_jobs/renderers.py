@@ -375,6 +375,9 @@ def _wider(*field_lists: Fields) -> Fields:
     return [*seen.items(), *dead_letters.OUTPUT_FIELDS]
 
 
+#: The aggregate's columns, plus which stage set a late record aside (the windows, or the limit
+#: of quantity names).
+WINDOW_WITH_STAGE: Fields = _wider(WINDOW_FIELDS, [("stage", "string")])
 #: The join's and the aggregate's columns, plus which stage set a late record aside.
 SINGLE_PASS_FIELDS: Fields = _wider(JOIN_FIELDS, WINDOW_FIELDS, [("stage", "string")])
 

@@ -45,6 +45,12 @@ log = logging.getLogger("spark_jobs.runner")
 RECOVERED_BATCH_REPORT_BUG = 'because the return value of "scala.Option.get()" is null'
 RECOVERY_RESTARTS = 3
 
+#: Spark's refusal of a checkpoint whose state was written in another layout than the query's.
+STATE_LAYOUT_CHANGED = (
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+)
+
 
 class StopRequested(RuntimeError):
     """Raised into a batch that started after shutdown was requested (it is replayed later)."""
@@ -194,12 +200,26 @@ def run_query(
         if archive is not None:
             class_archive.finish(archive, getattr(SparkContext._gateway, "proc", None))
     if failure:
-        log.error("query failed", extra={"query": query_name, "error": failure[-2000:]})
+        log.error("query failed", extra={"query": query_name, **failure_report(failure)})
         return 1
     log.info(
         "query stopped", extra={"query": query_name, "last_committed_batch": sink.last_committed}
     )
     return 0
+
+
+def failure_report(text: str, limit: int = 1000) -> dict[str, str]:
+    """The log fields of a query's error: its head (Spark's error class and message) and its
+    tail (the Python worker's exception, when one raised), and what to do when the checkpoint's
+    state has another layout than this version keeps."""
+    error = text if len(text) <= 2 * limit else f"{text[:limit]} ... {text[-limit:]}"
+    report = {"error": error}
+    if any(name in text for name in STATE_LAYOUT_CHANGED):
+        report["hint"] = (
+            "the checkpoint holds state in a layout this version does not read: see "
+            "CHANGELOG.md, Upgrading, for what to do"
+        )
+    return report
 
 
 def _failure(query: Any, gate: BatchGate, exception_type: type[BaseException]) -> str | None:

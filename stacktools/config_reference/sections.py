@@ -153,12 +153,15 @@ SECTIONS: tuple[Section, ...] = (
         short="Spark jobs' common",
     ),
     Section(
-        "Idle timeout (`spark_jobs.join`, `spark_jobs.aggregate`, `spark_jobs.single_pass`)",
+        "Idle timeout and state bounds (`spark_jobs.join`, `spark_jobs.aggregate`, "
+        "`spark_jobs.single_pass`)",
         IdleSettings,
         "`spark_jobs.config.IdleSettings`: after this much processing time without a record of a "
         "key, its open windows and the join's pending pairs are emitted anyway, the one output "
-        "that depends on the wall clock (`docs/windows.md`, `docs/join.md`).",
-        short="idle timeout",
+        "that depends on the wall clock (`docs/windows.md`, `docs/join.md`); how long a silent "
+        "thing's state is kept, and how many quantity names a thing may have "
+        "(`docs/operators.md`).",
+        short="idle timeout and state bounds",
     ),
     Section(
         "Operation statistics (`spark_jobs.join`, `spark_jobs.single_pass`)",

@@ -9,9 +9,9 @@ import pandas as pd
 
 from spark_jobs import dead_letters
 from spark_jobs.config import AggregateSettings, JoinSettings
-from spark_jobs.passes import join_function, join_plan, window_function
+from spark_jobs.passes import join_function, join_plan, window_pass
 from spark_jobs.renderers import JOIN_FIELDS
-from spark_jobs.renderers import WINDOW_FIELDS as AGGREGATE_FIELDS
+from spark_jobs.renderers import WINDOW_WITH_STAGE as AGGREGATE_FIELDS
 
 
 class UntouchableState:
@@ -59,13 +59,13 @@ def test_the_join_hands_undecodable_records_back_as_dead_letters() -> None:
 
 def test_the_windows_hand_undecodable_records_back_as_dead_letters() -> None:
     settings = AggregateSettings.from_sources(environ={})
-    function = window_function(settings.window_rules(), settings.idle_flush())
+    function = window_pass(settings)
     frames = [
         undecodable(4).iloc[:2],
         undecodable(4).iloc[2:],
     ]  # Spark may hand a key's rows in parts
     assert_dead_letters(
-        list(function((None, None), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4
+        list(function((None,), iter(frames), UntouchableState())), AGGREGATE_FIELDS, 4
     )
 
 

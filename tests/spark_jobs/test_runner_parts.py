@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 import pytest
 
 from spark_jobs.listener import EVENT_TIME, PrometheusListener
-from spark_jobs.runner import BatchGate, StopRequested
+from spark_jobs.runner import BatchGate, StopRequested, failure_report
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,6 +41,21 @@ def test_stop_waits_for_the_batch_in_the_sink_and_refuses_later_ones() -> None:
     with pytest.raises(StopRequested):
         gate(NO_FRAME, 8)
     assert done == [7]
+
+
+def test_a_failure_is_logged_by_its_head_and_tail_and_an_old_state_layout_says_what_to_do() -> None:
+    """Spark's message heads the error and the plan follows it: both ends are kept. The key
+    schema error (measured with the aggregate job's checkpoint of the (thing, quantity) layout)
+    points at the upgrade notes."""
+    refused = (
+        "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing "
+        "state key schema.\n=== Streaming Query ===\n" + "plan " * 2000 + "the end"
+    )
+    report = failure_report(refused)
+    assert report["error"].startswith("[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]")
+    assert report["error"].endswith("the end") and len(report["error"]) < 2100
+    assert "CHANGELOG.md" in report["hint"]
+    assert failure_report("ValueError: boom") == {"error": "ValueError: boom"}
 
 
 def test_listener_exports_progress() -> None:

@@ -75,16 +75,14 @@ def frame(records: list[tuple], offset: int) -> pd.DataFrame:
 
 def two_jobs(settings: SinglePassSettings):
     joiner = Keyed(passes.join_function(passes.join_plan(settings), settings.max_future))
-    windows = Keyed(passes.window_function(settings.window_rules(), settings.idle_flush()))
+    windows = Keyed(passes.window_pass(settings))
     plan = passes.join_plan(settings)
 
     def run(batch: pd.DataFrame, now_ms: int) -> dict[str, list[pd.DataFrame]]:
         joined = batch[plan.selects(batch["quantity"].to_numpy())]
         return {
             "join": joiner.batch({(t,): g for t, g in joined.groupby("thing")}, now_ms),
-            "aggregate": windows.batch(
-                {k: g for k, g in batch.groupby(["thing", "quantity"])}, now_ms
-            ),
+            "aggregate": windows.batch({(t,): g for t, g in batch.groupby("thing")}, now_ms),
         }
 
     return run
@@ -297,17 +295,27 @@ def test_a_things_state_comes_back_from_its_snapshot_as_it_was(
 
 def test_a_thing_keeps_state_for_its_first_names_only_and_sets_the_others_aside() -> None:
     """THING_MAX_QUANTITIES: past the limit a new name's records become late records of the
-    reason quantity_limit (stage quantities), in the single pass and in the join job, and no
-    window or pair is ever made of them."""
+    reason quantity_limit (stage quantities), in the single pass, the join job and the aggregate
+    job, and no window or pair is ever made of them."""
     settings_ = SinglePassSettings.from_sources(
-        cli={"pairs": "speed_*:torque_*", "tumbling": "1s", "max_quantities": 2}
+        cli={
+            "pairs": "speed_*:torque_*",
+            "tumbling": "1s",
+            "allowed_lateness": "0s",
+            "max_quantities": 2,
+        }
     )
     records = [
         ("M1", q, T0 + t * 100, 1.0, f"{q}{t}")
         for t in range(30)
         for q in ("speed_C1", "torque_C1", f"speed_X{t}")
     ]
-    for function in (passes.thing_pass(settings_), passes.join_pass(settings_)):
+    jobs = (
+        passes.thing_pass(settings_),
+        passes.join_pass(settings_),
+        passes.window_pass(settings_),
+    )
+    for function in jobs:
         out = pd.concat(Keyed(function).batch({("M1",): frame(records, 0)}, NOW_MS))
         late = out[out["record_type"] == "late"]
         assert set(zip(late["stage"], late["reason"], strict=True)) == {
@@ -318,4 +326,31 @@ def test_a_thing_keeps_state_for_its_first_names_only_and_sets_the_others_aside(
         assert len(made) and not made.isin({"quantity": [f"speed_X{t}" for t in range(30)]}).any(
             axis=None
         )
-        assert not made["left_quantity"].fillna("").str.startswith("speed_X").any()
+        paired = made.get("left_quantity", pd.Series(dtype=object))
+        assert not paired.fillna("").str.startswith("speed_X").any()
+
+
+def test_the_aggregate_jobs_windows_behind_the_limit_are_those_of_the_admitted_names_alone() -> (
+    None
+):
+    """The aggregate job's limit takes records away and changes nothing else: its windows are
+    those of the same job without a limit fed only the first ``limit`` names' records."""
+    limited = SinglePassSettings.from_sources(
+        cli={"tumbling": "1s", "allowed_lateness": "0s", "max_quantities": 3}
+    )
+    unlimited = SinglePassSettings.from_sources(
+        cli={"tumbling": "1s", "allowed_lateness": "0s", "max_quantities": 0}
+    )
+    names = [f"q{n}" for n in range(6)]
+    records = [
+        ("M1", names[(t * 7 + n) % 6], T0 + t * 150 + n, float(t * n), f"r{t}.{n}")
+        for t in range(40)
+        for n in range(2)
+    ]
+    admitted = list(dict.fromkeys(r[1] for r in records))[:3]
+    kept = [r for r in records if r[1] in admitted]
+    got = Keyed(passes.window_pass(limited)).batch({("M1",): frame(records, 0)}, NOW_MS)
+    want = Keyed(passes.window_pass(unlimited)).batch({("M1",): frame(kept, 0)}, NOW_MS)
+    aggregates = [f[f["record_type"] == "aggregate"] for f in got]
+    assert rows(aggregates, renderers.WINDOW_FIELDS) == rows(want, renderers.WINDOW_FIELDS)
+    assert sum(len(f) for f in aggregates) > 0
