@@ -11,6 +11,12 @@
 # loopback ports and speak only TLS with no protocol version allowed (minimum above maximum:
 # every handshake fails); the admin is created through the socket, with the rendered statement
 # read from its 0600 file (no password on any command line). Then influxd runs for real.
+#
+# A full disk leaves influxd 1.8 running but unable to write until it restarts (its WAL writer
+# keeps the error), and no restart policy restarts a process that runs. So this script stays
+# influxd's parent and watches the data directory, as the local stack's disk reporter does
+# (stacktools/stack/resume.py, which renders the thresholds into disk-watch.env): once the disk
+# has been seen full and has room again, influxd is stopped and started. SIGTERM is passed on.
 set -euo pipefail
 umask 077
 CONF="${INFLUX_CONF_DIR:-/etc/influxdb/machinedata}"
@@ -43,4 +49,37 @@ if [ ! -e "$MARKER" ]; then
     : > "$MARKER"
     echo "influxdb: the admin exists; starting for real" >&2
 fi
-exec influxd run -config "$CONF/influxdb.conf"
+
+# FULL_BYTES, ROOM_PERCENT, WATCH_S
+. "$CONF/disk-watch.env"
+pid=""
+start_influxd() {
+    influxd run -config "$CONF/influxdb.conf" &
+    pid=$!
+}
+stop_influxd() {
+    kill -TERM "$pid" 2> /dev/null || true
+    status=0
+    wait "$pid" || status=$?
+}
+trap 'stop_influxd; exit "$status"' TERM INT
+start_influxd
+full=0
+while kill -0 "$pid" 2> /dev/null; do
+    sleep "$WATCH_S" &
+    wait $! || true
+    read -r total free < <(df -P -B1 "$DATA_DIR" | awk 'NR == 2 {print $2, $4}') || continue
+    if [ "$free" -lt "$FULL_BYTES" ]; then
+        [ "$full" = 1 ] || echo "influxdb: its disk is full ($free bytes free)" >&2
+        full=1
+    elif [ "$full" = 1 ] && [ $((free * 100)) -ge $((total * ROOM_PERCENT)) ]; then
+        echo "influxdb: its disk has room again; restarting influxd, which a full disk leaves unable to write" >&2
+        stop_influxd
+        full=0
+        start_influxd
+    fi
+done
+status=0
+wait "$pid" || status=$?
+echo "influxdb: influxd exited ($status)" >&2
+exit "$status"

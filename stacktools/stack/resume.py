@@ -38,6 +38,8 @@ ROOM_SHARE = 0.10
 TAIL_BYTES = 1 << 20
 #: Least seconds between two launches for one server (the disk may fill again at once).
 RETRY_S = 60.0
+#: Seconds between two looks at its disk by compose's InfluxDB entry point.
+COMPOSE_WATCH_S = 10
 
 RESUMES = Counter(
     "disk_resumes_total",
@@ -77,6 +79,15 @@ def has_room(path: Path) -> bool:
     except OSError:
         return False
     return usage.total > 0 and usage.free / usage.total >= ROOM_SHARE
+
+
+def compose_watch_settings() -> str:
+    """The same rule for compose's InfluxDB, whose entry point (docker/influxdb/entrypoint.sh,
+    a shell script: the image has no Python) watches its own disk: this file is sourced by it."""
+    return (
+        f"FULL_BYTES={FULL_BYTES}\nROOM_PERCENT={round(ROOM_SHARE * 100)}\n"
+        f"WATCH_S={COMPOSE_WATCH_S}\n"
+    )
 
 
 def is_kafka_node(server: str) -> bool:

@@ -12,9 +12,13 @@ from stacktools.stack.errors import InfluxError, LauncherError
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.influx_bootstrap import Bootstrap, bootstrap_files
 from stacktools.stack.process import ManagedProcess
+from stacktools.stack.resume import compose_watch_settings
 from stacktools.stack.servers.base import Component, stack_tls_get
 from stacktools.stack.servers.site import ConfigFiles, Site
 from streamkit.paths import find_influxd, private_directory
+
+#: The file compose's InfluxDB entry point sources for its watch of a full disk.
+DISK_WATCH = "disk-watch.env"
 
 
 class InfluxDB(Component):
@@ -127,7 +131,8 @@ class InfluxDB(Component):
     def config_files(self, site: Site) -> ConfigFiles:
         """``influxdb.conf``; in compose also the bootstrap run's configuration and the admin's
         statement, which the entry point (docker/influxdb/entrypoint.sh) sends through the
-        bootstrap run's socket, as :meth:`bootstrap` does here."""
+        bootstrap run's socket, as :meth:`bootstrap` does here, and the thresholds of the entry
+        point's watch of a full disk."""
         files = {self.config_file.name: self.config(site).encode()}
         if site.in_compose and site.tls:
             directory = self.COMPOSE_BOOTSTRAP_DIR
@@ -141,6 +146,8 @@ class InfluxDB(Component):
             )
             files[bootstrap.config.name] = self.config(site, bootstrap).encode()
             files["admin.influxql"] = self.admin_statement().encode()
+        if site.in_compose:
+            files[DISK_WATCH] = compose_watch_settings().encode()
         return files
 
     def admin_statement(self) -> str:
