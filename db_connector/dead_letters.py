@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from prometheus_client import Counter
 
 from db_connector.batch import Batch, DeadLetter
-from db_connector.influx_writer import Refused
+from db_connector.influx_writer import Refused, dead_letter_reason
 from db_connector.points import Converter
 from streamkit.kafka_clients import produce_retrying, record_position
 from streamkit.wire import dead_letters as wire_dead_letters
@@ -48,7 +48,7 @@ def letters_for(
             # never dead-letter a dead letter: that could loop; it is logged and counted
             log.error("InfluxDB refused a dead-letter point", extra={"reason": item.reason})
             continue
-        dead.append(DeadLetter(message, wire_dead_letters.INFLUX_REJECTED, item.reason))
+        dead.append(DeadLetter(message, dead_letter_reason(item.reason), item.reason))
     return dead, written
 
 

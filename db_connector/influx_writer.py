@@ -38,6 +38,7 @@ from db_connector.config import ConnectorSettings
 from db_connector.errors import WriteUnavailable
 from streamkit.durations import duration_ms
 from streamkit.tls import client_context
+from streamkit.wire import dead_letters as wire_dead_letters
 from streamkit.wire.retention import by_policy
 
 log = logging.getLogger("db_connector.influx")
@@ -48,6 +49,19 @@ REFUSED_STATUSES = {400, 413, 422}
 PLAIN_HTTP_TO_HTTPS = "HTTP request to an HTTPS server"
 #: InfluxDB's answer when it dropped points older than the policy keeps and wrote the others.
 BEYOND_RETENTION = re.compile(r"points beyond retention policy dropped=(\d+)")
+#: InfluxDB's answers for a point whose series would pass its cardinality limits
+#: (max-series-per-database, max-values-per-tag: INFLUX_MAX_SERIES, INFLUX_MAX_TAG_VALUES).
+SERIES_LIMITS = ("max-series-per-database limit exceeded", "max-values-per-tag limit exceeded")
+
+
+def dead_letter_reason(refusal: str) -> str:
+    """The dead-letter reason of a point InfluxDB refused, from its answer: a series past the
+    limits is told apart, since its fix is not in the record (a machine flooding names, or a
+    fleet grown past the limits)."""
+    if any(limit in refusal for limit in SERIES_LIMITS):
+        return wire_dead_letters.INFLUX_SERIES_LIMIT
+    return wire_dead_letters.INFLUX_REJECTED
+
 
 EXPIRED = Counter(
     "connector_expired_points_total",

@@ -75,6 +75,19 @@ class StackSettings(AlertmanagerSettings, PrometheusSettings):
         "diagnostics); 'off': forever",
         allow_zero=True,
     )
+    influx_max_series: int = setting(
+        1_000_000,
+        "INFLUX_MAX_SERIES",
+        "series InfluxDB keeps in the database (max-series-per-database); a point of a further "
+        "series is refused and becomes a dead letter 'influx_series_limit'; 0: no limit "
+        "(docs/influxdb-schema.md)",
+    )
+    influx_max_tag_values: int = setting(
+        100_000,
+        "INFLUX_MAX_TAG_VALUES",
+        "values one tag may have in one measurement (max-values-per-tag): the things, the "
+        "quantity names; a point with a further value is refused as above; 0: no limit",
+    )
     alert_webhook_url: str = setting(
         "",
         "ALERT_WEBHOOK_URL",

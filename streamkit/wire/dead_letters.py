@@ -26,6 +26,8 @@ PAYLOAD_BYTES = "payload_bytes"
 #: ``invalid_json``): a value that is not Avro of its topic's schema, and a point InfluxDB refused.
 UNDECODABLE = "undecodable"
 INFLUX_REJECTED = "influx_rejected"
+#: A point InfluxDB refused because its series would pass the database's cardinality limits.
+INFLUX_SERIES_LIMIT = "influx_series_limit"
 
 #: longest detail kept in a header (and in the dead_letter point)
 DETAIL_CHARS = 500

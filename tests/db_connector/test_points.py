@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db_connector.batch import Batch
-from db_connector.influx_writer import EXPIRED, InfluxWriter, Refused
+from db_connector.influx_writer import EXPIRED, InfluxWriter, Refused, dead_letter_reason
 from db_connector.lineprotocol import PointError, string_field, tag_value
 from db_connector.points import (
     MAX_DISCRIMINATED_GAP_MS,
@@ -266,6 +266,18 @@ def test_each_policy_gets_its_lines_and_expired_points_are_counted_not_refused()
     assert expired._value.get() - before == 2  # one request, InfluxDB's dropped=2
     assert writer.requests[0] == ("raw", 3)
     assert {policy for policy, _ in writer.requests} == {"raw", "joined", "diagnostics"}
+
+
+def test_a_point_past_the_cardinality_limits_has_a_reason_of_its_own() -> None:
+    """InfluxDB 1.8's answers: the first measured here, the second as users report it
+    (docs/influxdb-schema.md#cardinality-limits)."""
+    values = (
+        "400: partial write: max-values-per-tag limit exceeded (2/2): "
+        'measurement="m" tag="q" value="c" dropped=1'
+    )
+    series = "400: partial write: max-series-per-database limit exceeded: (1000000) dropped=4783"
+    assert dead_letter_reason(values) == dead_letter_reason(series) == "influx_series_limit"
+    assert dead_letter_reason("400: field type conflict") == "influx_rejected"
 
 
 def reference_raw_line(value: bytes) -> str:

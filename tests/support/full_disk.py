@@ -53,14 +53,15 @@ def copy_stack_secrets(stack_settings: Settings, run: Path) -> None:
     shutil.copy2(stack_settings.credentials_path, run / "credentials.env")
 
 
-def settings_in(stack_settings: Settings, run: Path, ports: dict[str, int]) -> Settings:
+def settings_in(stack_settings: Settings, run: Path, overrides: dict[str, int]) -> Settings:
     """The stack's settings (this test worker's stack's: its ports, its run directory's
-    passwords) with ``run`` as the run directory and a private server's ``ports``."""
+    passwords) with ``run`` as the run directory and a private server's ports and other
+    numbers (``overrides``, by variable)."""
     environ = {
         **os.environ,
         **stack_settings.as_environment(),
         "STACK_RUN_DIR": str(run),
-        **{name: str(port) for name, port in ports.items()},
+        **{name: str(value) for name, value in overrides.items()},
     }
     return Settings.from_sources(environ=environ)
 

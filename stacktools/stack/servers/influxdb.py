@@ -88,6 +88,10 @@ class InfluxDB(Component):
             f"  dir = {_toml(site.data_dir / 'data')}",
             f"  wal-dir = {_toml(site.data_dir / 'wal')}",
             "  query-log-enabled = false",
+            # the bounds of the index under any input (a machine sending a new name in every
+            # message): a point past them is refused, and the connector dead-letters it
+            f"  max-series-per-database = {s.influx_max_series}",
+            f"  max-values-per-tag = {s.influx_max_tag_values}",
             "[http]",
             "  enabled = true",
             f"  bind-address = {_toml(http)}",
