@@ -2,8 +2,10 @@
 the `config` job renders (its paths and ports moved into a temporary directory and onto free
 loopback ports, the certs job's files published into another): a stranger racing the
 first start never becomes admin, no process ever shows the admin's password on its command
-line, the server then speaks HTTPS only with its admin, and a restart on the same data keeps it
-without a second bootstrap."""
+line, the server then speaks HTTPS only with its admin, a restart on the same data keeps it
+without a second bootstrap, and a full disk (a small tmpfs this test makes) is ridden out: the
+entry point restarts influxd once the disk has room again, since influxd 1.8 stays unable to
+write after a full disk until it restarts (tests/db_connector/test_full_disk.py shows that)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from stacktools.stack import certs
 from stacktools.stack.influx import InfluxClient
+from stacktools.stack.resume import COMPOSE_WATCH_S
 from stacktools.stack.servers.influxdb import InfluxDB
 from stacktools.stack.servers.site import Site
 from stacktools.stack.settings import Settings
@@ -23,6 +26,7 @@ from streamkit.deadline import wait_until
 from streamkit.paths import REPO_ROOT, find_influxd
 from tests.support import procfs
 from tests.support.cmdline_watch import CommandLineWatch
+from tests.support.full_disk import fill, small_filesystem
 from tests.support.influx_stranger import Stranger, assert_stranger_lost
 from tests.support.ports import free_ports
 from tests.support.require import cannot_run
@@ -31,11 +35,19 @@ pytestmark = pytest.mark.stack
 
 ENTRYPOINT = REPO_ROOT / "docker" / "influxdb" / "entrypoint.sh"
 PASSWORD = "admin-password-of-the-test-1"
+#: The full-disk test's data filesystem: room for a few points' files, many times over.
+DISK = "16m"
+#: Points written at once on the full disk: more than a write-ahead-log entry could squeeze
+#: into what is left of the pages its segment already holds (a few points still fit there).
+HELD = 5000
+#: Two looks at the disk by the entry point, and influxd's start.
+NOTICED_S = 2 * COMPOSE_WATCH_S + 30
+PROBE = "probe,thing=P value={} {}000000000"
 
 
 def influxd_of(script_pid: int) -> int:
-    """The influxd of the entry point: its bootstrap child, else the script itself once it has
-    exec'd the real run."""
+    """The influxd of the entry point (its child: the bootstrap run, then the real one); the
+    script itself while it has none."""
     for pid in procfs.descendants(script_pid) - {script_pid}:
         if procfs.cmdline(pid).startswith(b"influxd\0"):
             return pid
@@ -175,9 +187,54 @@ def test_a_restart_keeps_the_admin_without_a_second_bootstrap(
     assert marker.exists()
     entry.stop()
     before = entry.log.read_text()
-    pid = entry.start()
+    entry.start()
     wait_until(entry.answers, 120, "the restarted influxd answering", interval_s=0.2)
-    assert entry.pid() == pid  # no bootstrap child: the script exec'd influxd straight away
+    # no bootstrap run: the entry point's influxd is the real run from the start
+    assert b"influxdb-bootstrap.conf" not in procfs.cmdline(entry.pid())
+    assert b"/influxdb.conf" in procfs.cmdline(entry.pid())
     assert entry.log.read_text().count("starting for real") == before.count("starting for real")
     status, body = InfluxClient(entry.settings).query("SHOW USERS")
     assert status == 200 and body["results"][0]["series"][0]["values"] == [["admin", True]]
+
+
+def test_a_full_disk_is_ridden_out_by_restarting_influxd_once_it_has_room(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "influxdb", DISK) as data:
+        entry = EntryPoint(tmp_path)
+        entry.start()
+        try:
+            wait_until(entry.answers, 120, "the entry point's influxd answering", interval_s=0.2)
+            client = InfluxClient(entry.settings)
+            client.execute('CREATE DATABASE "probe"', "create the probe database")
+            assert client.write("probe", [PROBE.format(1, 1_700_000_000)]) == 204
+            filler = fill(data)
+            try:
+                held = [PROBE.format(n, 1_700_000_000 + n) for n in range(2, 2 + HELD)]
+                assert client.write("probe", held) != 204
+                wait_until(
+                    lambda: "its disk is full" in entry.log.read_text(),
+                    NOTICED_S,
+                    "the entry point seeing the full disk",
+                )
+                assert "has room again" not in entry.log.read_text()
+            finally:
+                filler.unlink()
+            wait_until(
+                lambda: "has room again" in entry.log.read_text(),
+                NOTICED_S,
+                "the entry point seeing room again",
+            )
+
+            def written() -> bool:
+                try:
+                    return client.write("probe", [PROBE.format(-1, 1_600_000_000)]) == 204
+                except OSError:  # refused while influxd starts again
+                    return False
+
+            wait_until(written, NOTICED_S, "influxd writing after its restart", interval_s=1)
+            # the point from before the full disk is kept; the refused ones are not there
+            values = [row["value"] for row in client.rows("probe", 'SELECT value FROM "probe"')]
+            assert sorted(values) == [-1.0, 1.0], values
+        finally:
+            entry.stop()
+        assert entry.process is not None and entry.process.returncode == 0
+        assert 'msg="Server shutdown completed"' in entry.log.read_text()

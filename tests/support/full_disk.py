@@ -28,22 +28,28 @@ ALERT = "DataDiskNearlyFull"
 
 
 @contextmanager
+def small_filesystem(directory: Path, size: str) -> Iterator[Path]:
+    """``directory``, made, on a tmpfs of ``size`` for the time of the block."""
+    if os.geteuid() != 0:
+        cannot_run("mounting a tmpfs needs root")
+    directory.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", directory], check=True
+    )
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "--lazy", directory], check=False)
+
+
+@contextmanager
 def small_run_dir(stack_settings: Settings, run: Path, server: str, size: str) -> Iterator[Path]:
     """``run`` with ``data/<server>`` on a tmpfs of ``size``, and the stack's certificates and
     passwords (a private server started there takes the stack's clients as they are); the data
     directory."""
-    if os.geteuid() != 0:
-        cannot_run("mounting a tmpfs needs root")
-    data = run / "data" / server
-    data.mkdir(parents=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", data], check=True
-    )
-    try:
+    with small_filesystem(run / "data" / server, size) as data:
         copy_stack_secrets(stack_settings, run)
         yield data
-    finally:
-        subprocess.run(["umount", "--lazy", data], check=False)
 
 
 def copy_stack_secrets(stack_settings: Settings, run: Path) -> None:
