@@ -51,6 +51,7 @@ from tests.support.compose import (
     ComposeProject,
     build_images,
     free_published_ports,
+    healthcheck_bound_s,
 )
 from tests.support.exactness import assert_pipeline_exact
 from tests.support.waits import settle
@@ -71,9 +72,6 @@ COMPOSE_PIPELINE = PipelineSpec(
 #: Rows per second of the faulted replay: slow enough that every fault lands while records are in
 #: flight.
 REPLAY_RATE = 250
-#: The longest a Kafka node's healthcheck takes to pass or give up (docker-compose.yml: its
-#: start period, then its retries, each an interval and a timeout).
-KAFKA_HEALTHY_S = 20 + 12 * (10 + 20)
 #: The second replay: the same machines a month later (the sample spans ten days).
 SHIFT_MS = 30 * 24 * 3600 * 1000
 TOPICS = {
@@ -302,7 +300,7 @@ def test_compose_replay_with_killed_containers_still_equals_the_oracle(
     # a restarted node serves once its healthcheck passes; then its published port must answer
     # the host (refused for 15 minutes once in CI under podman 4.3, docs/containers.md): named
     # at once, not after the oracle's wait
-    project.wait_ready(shape.kafka, timeout_s=KAFKA_HEALTHY_S)
+    project.wait_ready(shape.kafka, timeout_s=max(map(healthcheck_bound_s, shape.kafka)))
     assert not (lost := project.unreachable_ports(shape.kafka, 9092)), (
         f"a Kafka node's published port is refused from the host: {lost}"
     )

@@ -22,6 +22,7 @@ from stacktools.compose.env import EXAMPLE, render, write_private
 from stacktools.stack.render import ComposeCluster
 from stacktools.stack.settings import Settings
 from streamkit.config import read_env_file
+from streamkit.durations import parse_duration
 from streamkit.paths import CACHE_DIR, REPO_ROOT
 from streamkit.wire.retention import POLICIES
 from tests.support.ports import free_ports
@@ -294,10 +295,26 @@ CLUSTER_ID = "-k8q5ZTADuRqefk4EFV4z"
 CLUSTER = ComposeCluster(CLUSTER_ID, (9092, 9094, 9096))
 
 
+def compose_services() -> dict[str, dict]:
+    """docker-compose.yml's services, as written (anchors merged)."""
+    return yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+
+
+def healthcheck_bound_s(service: str) -> float:
+    """The longest ``service``'s healthcheck takes to pass or give up, from docker-compose.yml:
+    its start period, then its retries, each an interval and a timeout."""
+    check = compose_services()[service]["healthcheck"]
+    seconds = {
+        key: parse_duration(check.get(key, "0s"), allow_zero=True).total_seconds()
+        for key in ("start_period", "interval", "timeout")
+    }
+    return seconds["start_period"] + check["retries"] * (seconds["interval"] + seconds["timeout"])
+
+
 def config_job_environment(webhook: str = "") -> dict[str, str]:
     """The `config` job's environment with a value for every variable compose gives it: a
     password of the right shape for each secret, compose's defaults for the rest."""
-    job = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["config"]
+    job = compose_services()["config"]
     values = {}
     for key, value in job["environment"].items():
         default = re.fullmatch(r"\$\{\w+:-(.*)\}", str(value))
