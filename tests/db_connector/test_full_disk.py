@@ -22,15 +22,14 @@ import pytest
 
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
-from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.servers.influxdb import InfluxDB
 from stacktools.stack.settings import Settings
 from tests.support.full_disk import (
     fill,
+    private_server,
     resumed_by_the_reporter,
     resuming,
-    settings_in,
     small_run_dir,
     wait_for_the_alert,
     wait_resumed,
@@ -64,23 +63,20 @@ HELD = 2000
 
 
 @pytest.fixture
-def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Stack, Settings]]:
+def small_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
     """An InfluxDB of its own with its data on a small tmpfs, which the stack's connector
     writes to as to the stack's."""
     run = tmp_path / "run"
     with small_run_dir(stack_settings, run, "influxdb", DISK):
-        private = settings_in(stack_settings, run, {"INFLUX_PORT": free_ports(1)[0]})
-        stack = Stack(private, ["influxdb"], allow_external=False)
-        try:
-            yield stack, stack.up()
-        finally:
-            stack.down()
+        ports = {"INFLUX_PORT": free_ports(1)[0]}
+        with private_server(stack_settings, run, "influxdb", ports) as settings:
+            yield settings
 
 
 def test_a_full_influxdb_disk_loses_nothing_and_everything_resumes_on_its_own(
-    stack_settings: Settings, small_influx: tuple[Stack, Settings], tmp_path: Path
+    stack_settings: Settings, small_influx: Settings, tmp_path: Path
 ) -> None:
-    _, settings = small_influx
+    settings = small_influx
     topics = {
         kind: private_topic(stack_settings, kind, 2)
         for kind in ("raw", "joined", "aggregates", "late", "dlq")

@@ -17,12 +17,11 @@ import pytest
 
 from stacktools.harness.services import service_process
 from stacktools.harness.wiring import Wiring, private_database, private_topic
-from stacktools.stack import Stack
 from stacktools.stack.influx import InfluxClient
 from stacktools.stack.settings import Settings
 from streamkit.wire import dead_letters
 from tests.support.aggregates import produce_measurements
-from tests.support.full_disk import copy_stack_secrets, settings_in
+from tests.support.full_disk import copy_stack_secrets, private_server
 from tests.support.harness import metric
 from tests.support.messages import header_of
 from tests.support.ports import free_ports
@@ -44,16 +43,9 @@ def limited_influx(stack_settings: Settings, tmp_path: Path) -> Iterator[Setting
     run = tmp_path / "run"
     run.mkdir()
     copy_stack_secrets(stack_settings, run)
-    settings = settings_in(
-        stack_settings,
-        run,
-        {"INFLUX_PORT": free_ports(1)[0], "INFLUX_MAX_TAG_VALUES": LIMIT},
-    )
-    stack = Stack(settings, ["influxdb"], allow_external=False)
-    try:
-        yield stack.up()
-    finally:
-        stack.down()
+    limited = {"INFLUX_PORT": free_ports(1)[0], "INFLUX_MAX_TAG_VALUES": LIMIT}
+    with private_server(stack_settings, run, "influxdb", limited) as settings:
+        yield settings
 
 
 def test_a_name_flood_is_bounded_by_the_limit_and_its_points_are_dead_letters(

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from stacktools.stack import Stack
 from stacktools.stack.process import ManagedProcess
 from stacktools.stack.servers.kafka import kafka_nodes
 from stacktools.stack.settings import Settings
@@ -29,8 +28,8 @@ from streamkit.kafka_clients import idempotent_producer
 from streamkit.kafka_io import read_to_end
 from tests.support.full_disk import (
     fill,
+    private_server,
     resuming,
-    settings_in,
     small_run_dir,
     wait_for_the_alert,
     wait_resumed,
@@ -47,18 +46,15 @@ BEFORE, WHILE_FULL = 5_000, 5_000
 
 
 @pytest.fixture
-def small_kafka(stack_settings: Settings, tmp_path: Path) -> Iterator[tuple[Stack, Settings]]:
+def small_kafka(stack_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
     """A Kafka node of its own, its data on a small tmpfs, whose clients log in as the
     stack's do."""
     run = tmp_path / "run"
     with small_run_dir(stack_settings, run, "kafka", DISK):
         kafka, controller = free_ports(2)
         ports = {"KAFKA_PORT": kafka, "KAFKA_CONTROLLER_PORT": controller}
-        stack = Stack(settings_in(stack_settings, run, ports), ["kafka"], allow_external=False)
-        try:
-            yield stack, stack.up()
-        finally:
-            stack.down()
+        with private_server(stack_settings, run, "kafka", ports) as settings:
+            yield settings
 
 
 def record(n: int) -> tuple[bytes, bytes]:
@@ -66,9 +62,9 @@ def record(n: int) -> tuple[bytes, bytes]:
 
 
 def test_a_full_kafka_disk_stops_the_node_and_once_it_has_room_every_record_is_there_once(
-    stack_settings: Settings, small_kafka: tuple[Stack, Settings], tmp_path: Path
+    stack_settings: Settings, small_kafka: Settings, tmp_path: Path
 ) -> None:
-    _, settings = small_kafka
+    settings = small_kafka
     reporter_log = tmp_path / "disk-space.log"
     data = settings.run_dir / "data" / "kafka"
     failed: list[KafkaError] = []

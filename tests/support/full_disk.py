@@ -72,6 +72,19 @@ def settings_in(stack_settings: Settings, run: Path, overrides: dict[str, int]) 
     return Settings.from_sources(environ=environ)
 
 
+@contextmanager
+def private_server(
+    stack_settings: Settings, run: Path, server: str, overrides: dict[str, int]
+) -> Iterator[Settings]:
+    """``server`` (a launcher component) of its own, started in ``run`` with
+    :func:`settings_in`'s settings, and stopped after the block; its settings."""
+    stack = Stack(settings_in(stack_settings, run, overrides), [server], allow_external=False)
+    try:
+        yield stack.up()
+    finally:
+        stack.down()
+
+
 def fill(directory: Path) -> Path:
     """A file taking every free byte of ``directory``'s filesystem (written unbuffered, in
     smaller blocks as it fills, so that nothing is left to flush)."""
